@@ -1,0 +1,296 @@
+/*
+ * leash — distributed locks on Redis that run on the caller's event loop.
+ *
+ * Everything in this header is non-blocking. Every outcome of a request is a
+ * callback that runs on the loop the client is attached to (see
+ * leash/adapters/libev.h), never inside the call that started the request.
+ *
+ * Threads: a client and its locks belong to the thread that runs their loop.
+ * No function may be called on one client from two threads at once; distinct
+ * clients on distinct loops are independent.
+ *
+ * Use: efficiency vs correctness. A lock is enough to avoid doing work twice.
+ * To never let two writers in (a paused holder can outlive its lease), pass
+ * leash_fence() to the storage you write and have it reject smaller fences.
+ */
+#ifndef LEASH_LEASH_H
+#define LEASH_LEASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(LEASH_STATIC)
+#define LEASH_EXPORT
+#elif defined(__GNUC__)
+#define LEASH_EXPORT __attribute__((visibility("default")))
+#else
+#define LEASH_EXPORT
+#endif
+
+#define LEASH_VERSION_MAJOR 0
+#define LEASH_VERSION_MINOR 1
+#define LEASH_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time comparisons. */
+#define LEASH_VERSION_NUMBER \
+    (LEASH_VERSION_MAJOR * 10000 + LEASH_VERSION_MINOR * 100 + LEASH_VERSION_PATCH)
+
+/* The version of the library that is linked, as "MAJOR.MINOR.PATCH". */
+LEASH_EXPORT const char *leash_version(void);
+
+/*
+ * Status codes. 0 is success, errors are negative. The numbers never change
+ * and new codes are only appended (the version that added each is noted).
+ * X(NAME, number, message)
+ */
+#define LEASH_STATUS_MAP(X)                                                        \
+    X(OK, 0, "success")                                                           \
+    X(EINVAL, -1, "invalid argument")                                             \
+    X(ENOMEM, -2, "out of memory")                                                \
+    X(EBUSY, -3, "lock is held by another owner")                                 \
+    X(ETIMEDOUT, -4, "wait for the lock timed out")                               \
+    X(ECANCELED, -5, "operation canceled")                                        \
+    X(ENOTHELD, -6, "lock is not held by this owner")                             \
+    X(ECONN, -7, "Redis not reachable in time")                                   \
+    X(EREDIS, -8, "Redis answered with an error")                                 \
+    X(EPROTO, -9, "unexpected reply from Redis")                                  \
+    X(ESTATE, -10, "call not valid in the current state")                         \
+    X(EAUTH, -11, "Redis refused the credentials or database")                    \
+    X(ELOOP, -12, "client is not attached to an event loop")
+
+enum leash_status {
+#define LEASH_STATUS_ENUM_(name, num, msg) LEASH_##name = (num),
+    LEASH_STATUS_MAP(LEASH_STATUS_ENUM_)
+#undef LEASH_STATUS_ENUM_
+};
+
+/* A static message for any status (also for unknown numbers). Never NULL. */
+LEASH_EXPORT const char *leash_strerror(int status);
+/* The symbolic name of a status, e.g. "LEASH_EBUSY". Never NULL. */
+LEASH_EXPORT const char *leash_status_name(int status);
+
+/* Why a held lock was lost (argument `reason` of leash_lost_cb). */
+enum leash_lost_reason {
+    LEASH_LOST_EXPIRED = 1,     /* renewal found the hold gone or owned by another */
+    LEASH_LOST_UNREACHABLE = 2, /* no renewal succeeded before the local deadline */
+    LEASH_LOST_MAX_HOLD = 3,    /* the lock's maximum hold time was reached */
+    LEASH_LOST_FIXED_LEASE = 4  /* a fixed lease (no watchdog) ran out */
+};
+LEASH_EXPORT const char *leash_lost_reason_name(int reason);
+
+/* wait_ms of leash_acquire: wait as long as it takes. */
+#define LEASH_WAIT_FOREVER ((int64_t)-1)
+
+/* Limits on names: a lock name is 1..LEASH_NAME_MAX bytes, any bytes but NUL. */
+#define LEASH_NAME_MAX 512
+#define LEASH_PREFIX_MAX 128
+
+/* Log levels, most severe first. */
+enum leash_log_level {
+    LEASH_LOG_ERROR = 0,
+    LEASH_LOG_WARN = 1,
+    LEASH_LOG_INFO = 2,
+    LEASH_LOG_DEBUG = 3
+};
+/* `msg` is valid during the call only. Called on the loop's thread. */
+typedef void leash_log_cb(int level, const char *msg, void *arg);
+
+typedef struct leash_client leash_client;
+typedef struct leash_lock leash_lock;
+
+/*
+ * Client options. Always start from leash_options_init(), which fills every
+ * field; fields may be added at the end in later versions. Strings are copied
+ * by leash_client_new(); the struct can be discarded afterwards.
+ */
+typedef struct leash_options {
+    const char *host;          /* default "127.0.0.1"; ignored when unix_path is set */
+    int port;                  /* default 6379, 1..65535 */
+    const char *unix_path;     /* default NULL; a unix socket path instead of TCP */
+    const char *username;      /* default NULL; ACL user (needs password) */
+    const char *password;      /* default NULL; AUTH on every (re)connect. Never logged */
+    int db;                    /* default 0; SELECT on every (re)connect, 0..INT_MAX */
+    const char *key_prefix;    /* default "leash:"; prepended to every lock name */
+    int64_t lease_ms;          /* default 30000; lease of a hold, > 0 */
+    int64_t renew_interval_ms; /* default lease_ms / 3 (when 0); 0 < x < lease_ms */
+    int64_t max_hold_ms;       /* default 0 = unlimited; a hold is lost after this */
+    int64_t connect_timeout_ms;    /* default 2000; > 0 */
+    int64_t command_timeout_ms;    /* default 2000; silence that breaks a connection */
+    int64_t reconnect_min_ms;      /* default 50; first reconnect backoff, > 0 */
+    int64_t reconnect_max_ms;      /* default 2000; backoff cap, >= reconnect_min_ms */
+    leash_log_cb *log_cb;      /* default NULL: the library prints nothing */
+    void *log_arg;
+    int log_level;             /* default LEASH_LOG_WARN: messages up to this level */
+} leash_options;
+
+/* Fills every field of *o with its default. */
+LEASH_EXPORT void leash_options_init(leash_options *o);
+
+/*
+ * Creates a client. Nothing connects until the client is attached to a loop
+ * (leash_libev_attach()). On success *out is set and LEASH_OK returned; on
+ * failure *out is left alone.
+ * Errors: LEASH_EINVAL (NULL argument, or an option out of range: the log
+ * callback of opts, if any, receives a line naming it), LEASH_ENOMEM.
+ */
+LEASH_EXPORT int leash_client_new(leash_client **out, const leash_options *opts);
+
+/*
+ * Frees a client and every lock handle made from it. Every pending acquire
+ * and release callback fires with LEASH_ECANCELED during this call; held locks
+ * (and acquires whose answer is still in flight) are released best-effort:
+ * the release commands are written before the connections close, and a hold
+ * that could not be released expires with its lease. Lost callbacks do not
+ * fire. Safe inside any leash callback (the memory goes when it returns).
+ * NULL is a no-op.
+ */
+LEASH_EXPORT void leash_client_free(leash_client *c);
+
+/* A slot for the user; leash never touches it. */
+LEASH_EXPORT void leash_client_set_data(leash_client *c, void *data);
+LEASH_EXPORT void *leash_client_get_data(const leash_client *c);
+
+/* 1 while the command connection is connected and ready, else 0. */
+LEASH_EXPORT int leash_client_connected(const leash_client *c);
+
+/*
+ * Per-client counters, for monitoring and tests. Read at any time.
+ */
+typedef struct leash_stats {
+    uint64_t connects;        /* command connections that became ready */
+    uint64_t disconnects;     /* command connections that broke */
+    uint64_t sub_connects;    /* subscriber connections that became ready */
+    uint64_t commands_sent;   /* commands written on the command connection */
+    uint64_t noscript_reloads;/* EVALSHA answered NOSCRIPT and resent as EVAL */
+    uint64_t renewals;        /* successful renewals of held locks */
+    uint64_t renew_commands;  /* renew commands sent (each renews up to 100 locks) */
+    uint64_t wakeups;         /* waiters woken by a release (message or local) */
+    uint64_t losts;           /* lost callbacks fired */
+} leash_stats;
+LEASH_EXPORT void leash_client_stats(const leash_client *c, leash_stats *out);
+
+/*
+ * A lock handle for `name` (1..LEASH_NAME_MAX bytes; copied). The Redis key is
+ * key_prefix followed by name. A handle starts not held and takes the lease
+ * settings of the client's options. Two handles with the same name, in one
+ * client or not, are two owners and exclude each other.
+ * Returns NULL (and logs why) on a NULL client, a client being freed, a bad
+ * name, or no memory. The handle belongs to its client: leash_client_free()
+ * frees it too.
+ */
+LEASH_EXPORT leash_lock *leash_lock_new(leash_client *c, const char *name);
+
+/*
+ * Frees a handle: a pending acquire's callback fires LEASH_ECANCELED and a
+ * pending release's callback LEASH_ECANCELED during this call; a held lock
+ * is released (in the background, best-effort), its watchdog stops now; an
+ * acquire whose answer is in flight is released if it turns out granted.
+ * Lost callbacks do not fire. Safe inside any leash callback. NULL is a no-op.
+ */
+LEASH_EXPORT void leash_lock_free(leash_lock *l);
+
+LEASH_EXPORT void leash_lock_set_data(leash_lock *l, void *data);
+LEASH_EXPORT void *leash_lock_get_data(const leash_lock *l);
+LEASH_EXPORT const char *leash_lock_name(const leash_lock *l);
+LEASH_EXPORT leash_client *leash_lock_client(const leash_lock *l);
+
+/*
+ * Per-lock settings; each takes effect at the next acquire that starts a new
+ * hold. They return LEASH_EINVAL for a NULL lock or a value out of range and
+ * LEASH_ESTATE while the handle is acquiring or held.
+ *
+ * leash_lock_set_watchdog: the watchdog (the default) keeps the hold alive
+ *   for as long as it is held: the key's lease is lease_ms and it is renewed
+ *   every renew_interval_ms (0 = lease_ms / 3; else 0 < interval < lease).
+ * leash_lock_set_fixed_lease: no renewal; the hold ends after lease_ms and
+ *   the lost callback fires with LEASH_LOST_FIXED_LEASE, unless released
+ *   first.
+ * leash_lock_set_max_hold: a hold (watchdog or not) ends after max_hold_ms
+ *   with lost LEASH_LOST_MAX_HOLD and is released in Redis; 0 = unlimited.
+ * leash_lock_set_reentrant: 1 (the default) lets leash_acquire() on a held
+ *   handle take the hold once more (the count is kept in Redis; each release
+ *   takes one back, the last one deletes the key); 0 makes it LEASH_ESTATE.
+ */
+LEASH_EXPORT int leash_lock_set_watchdog(leash_lock *l, int64_t lease_ms,
+                                         int64_t renew_interval_ms);
+LEASH_EXPORT int leash_lock_set_fixed_lease(leash_lock *l, int64_t lease_ms);
+LEASH_EXPORT int leash_lock_set_max_hold(leash_lock *l, int64_t max_hold_ms);
+LEASH_EXPORT int leash_lock_set_reentrant(leash_lock *l, int on);
+
+/* status: LEASH_OK (held: leash_held() is 1 and the watchdog runs), or
+ * LEASH_EBUSY (try-once found it held elsewhere), LEASH_ETIMEDOUT,
+ * LEASH_ECANCELED, LEASH_ECONN, LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH. */
+typedef void leash_acquire_cb(leash_lock *l, int status, void *arg);
+/* status: LEASH_OK (one hold given back; the key is deleted with the last),
+ * LEASH_ENOTHELD (the hold was already gone or taken), LEASH_ECANCELED,
+ * LEASH_ECONN (no answer before the hold's deadline: it expires on its own),
+ * LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH. */
+typedef void leash_release_cb(leash_lock *l, int status, void *arg);
+/* Fired once per hold that ends without a release; the hold is already over
+ * (leash_held() is 0) when it runs. reason: enum leash_lost_reason. */
+typedef void leash_lost_cb(leash_lock *l, int reason, void *arg);
+
+/*
+ * Takes the lock. wait_ms: 0 = try once (LEASH_EBUSY if held elsewhere),
+ * > 0 = wait up to that many ms, LEASH_WAIT_FOREVER = wait without limit.
+ * A waiting acquire sleeps until a release of the lock is announced on Redis
+ * pub/sub, until the holder's lease runs out, or until its wait ends; it
+ * sends no command while it sleeps. Local waiters of one name are served in
+ * FIFO order.
+ * On LEASH_OK the call was accepted and `cb` will fire exactly once, from the
+ * loop. On a held handle with reentrancy on, it adds one hold (cb fires
+ * LEASH_OK once Redis counted it).
+ * Errors (cb never fires): LEASH_EINVAL (NULL lock or cb, wait_ms < -1),
+ * LEASH_ESTATE (already acquiring; a release in flight; held and not
+ * reentrant; client being freed), LEASH_ELOOP (client not attached),
+ * LEASH_ENOMEM.
+ */
+LEASH_EXPORT int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb,
+                               void *arg);
+
+/*
+ * Gives one hold back. The watchdog stops at once when this is the last hold
+ * (leash_held() is 0 from here on, whatever Redis answers). The script only
+ * ever deletes this handle's own hold, and announces the release to waiters.
+ * `cb` may be NULL (fire and forget). On LEASH_OK the callback fires exactly
+ * once, from the loop.
+ * A release asked for while the handle is still acquiring ends that acquire
+ * (its callback fires LEASH_ECANCELED) and releases the grant if one arrives:
+ * the release callback then says LEASH_OK, or LEASH_ENOTHELD when no grant
+ * came. No renewal ever starts for such a grant.
+ * Errors (cb never fires): LEASH_EINVAL (NULL lock), LEASH_ESTATE (not held
+ * and not acquiring, a release already in flight, an extra reentrant hold
+ * still in flight, client being freed), LEASH_ENOMEM.
+ */
+LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
+
+/*
+ * Cancels a pending acquire: its callback fires LEASH_ECANCELED from the loop
+ * (not inside this call). A grant that was already on its way is released.
+ * Errors: LEASH_EINVAL (NULL), LEASH_ESTATE (no acquire pending).
+ */
+LEASH_EXPORT int leash_cancel(leash_lock *l);
+
+/* Sets (or clears, with NULL) the lost callback of a handle. */
+LEASH_EXPORT void leash_on_lost(leash_lock *l, leash_lost_cb *cb, void *arg);
+
+/* 1 while the handle holds the lock and its local deadline is ahead. */
+LEASH_EXPORT int leash_held(const leash_lock *l);
+/* Milliseconds the current hold is guaranteed valid (0 when not held). */
+LEASH_EXPORT int64_t leash_valid_ms(const leash_lock *l);
+/* The fencing token of the current (or last) hold: grows with every new
+ * hold of this name, survives releases. 0 before the first hold. */
+LEASH_EXPORT uint64_t leash_fence(const leash_lock *l);
+/* Number of holds of a reentrant handle (0 when not held). */
+LEASH_EXPORT int leash_hold_count(const leash_lock *l);
+/* Successful renewals of the current hold. */
+LEASH_EXPORT uint64_t leash_renewals(const leash_lock *l);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LEASH_LEASH_H */

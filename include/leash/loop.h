@@ -1,0 +1,68 @@
+/*
+ * leash/loop.h — what an event-loop adapter implements.
+ *
+ * The core of leash never includes an event library. An adapter (see
+ * leash/adapters/libev.h) fills in a leash_loop with its hooks and hands it
+ * to leash_client_attach_loop(). The core then asks the loop for exactly two
+ * things: watching a hiredis redisAsyncContext (the adapter calls hiredis's
+ * own adapter for its loop), and one-shot timers.
+ *
+ * Rules for adapter writers:
+ * - Allocate everything first, call leash_client_attach_loop() last; if it
+ *   fails, free what you allocated (the core calls no hook then).
+ * - Every hook is called on the loop's thread, never from a signal handler.
+ * - timer_start re-arms a timer that is already running; timer_stop and
+ *   timer_free are safe on a stopped timer; a timer may be stopped or freed
+ *   from inside its own callback.
+ * - keep_alive = 0 means the timer must not keep the loop running on its own
+ *   (ev_unref for libev, uv_unref for libuv). The core passes 1 only while a
+ *   user's request waits on that timer.
+ * - cleanup(data) runs once, when the client is freed, after every timer was
+ *   freed; it releases the adapter's own state.
+ */
+#ifndef LEASH_LOOP_H
+#define LEASH_LOOP_H
+
+#include <stdint.h>
+
+#include <leash/leash.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct redisAsyncContext;
+
+typedef void leash_timer_fn(void *arg);
+
+typedef struct leash_loop {
+    void *data; /* the adapter's state; first argument of every hook */
+
+    /* Attach a connecting hiredis context to the loop; 0 on success, -1 on
+     * failure (the core then frees the context). */
+    int (*attach)(void *data, struct redisAsyncContext *ac);
+
+    /* A new stopped one-shot timer that calls fn(arg); NULL without memory. */
+    void *(*timer_new)(void *data, leash_timer_fn *fn, void *arg);
+    /* Start (or re-arm) to fire once after delay_ms milliseconds. */
+    void (*timer_start)(void *data, void *timer, uint64_t delay_ms, int keep_alive);
+    void (*timer_stop)(void *data, void *timer);
+    void (*timer_free)(void *data, void *timer);
+
+    /* The client is gone: release `data`. */
+    void (*cleanup)(void *data);
+} leash_loop;
+
+/*
+ * Binds a client to a loop and starts connecting. The hooks are copied.
+ * Errors: LEASH_EINVAL (NULL argument or a missing hook), LEASH_ESTATE (the
+ * client is already attached, or being freed), LEASH_ENOMEM. On an error no
+ * hook was called and the adapter keeps ownership of loop->data.
+ */
+LEASH_EXPORT int leash_client_attach_loop(leash_client *c, const leash_loop *loop);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LEASH_LOOP_H */

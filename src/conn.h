@@ -1,0 +1,112 @@
+/*
+ * One connection to Redis (the command connection or the subscriber
+ * connection of a client): connecting, the handshake (AUTH, SELECT, SCRIPT
+ * LOAD), the silence timeout that hiredis 0.14 lacks, reconnecting with
+ * exponential backoff and jitter, and the queue of commands issued while it
+ * is not ready.
+ *
+ * A command (leash__cmd) given to leash__conn_send completes exactly once,
+ * never inside leash__conn_send: with the reply, or without one:
+ *   LEASH_ECONN      its deadline passed before it could be answered, or the
+ *                    connection broke after it was sent and it is not
+ *                    LEASH__CMD_RETRY (or its deadline passed);
+ *   LEASH_EAUTH      the handshake was refused while it waited;
+ *   LEASH_ECANCELED  the client is being freed.
+ * A LEASH__CMD_RETRY command whose connection broke is sent again once the
+ * connection is back (our scripts are idempotent per owner token).
+ */
+#ifndef LEASH_CONN_H
+#define LEASH_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "timer.h"
+
+struct redisAsyncContext;
+struct redisReply;
+typedef struct leash_client leash_client;
+typedef struct leash__conn leash__conn;
+typedef struct leash__cmd leash__cmd;
+
+/* reply is valid during the call only; NULL when status != LEASH_OK. */
+typedef void leash__reply_fn(void *arg, struct redisReply *reply, int status);
+
+enum {
+    LEASH__CMD_RETRY = 1,  /* resend after a reconnect while the deadline allows */
+    LEASH__CMD_SENT = 2,   /* written to hiredis; its callback is pending */
+    LEASH__CMD_ORPHAN = 4, /* nobody waits for the answer any more */
+};
+
+struct leash__cmd {
+    leash__cmd *next, *prev;
+    leash__conn *conn;
+    char *buf;
+    size_t len;
+    int script; /* enum leash__script, or -1 */
+    unsigned flags;
+    int64_t deadline; /* monotonic ms; 0 = none */
+    leash__reply_fn *fn;
+    void *arg;
+};
+
+typedef struct leash__cmd_list {
+    leash__cmd *head, *tail;
+} leash__cmd_list;
+
+enum leash__conn_role { LEASH__CONN_CMD, LEASH__CONN_SUB };
+enum leash__conn_state {
+    LEASH__CONN_DOWN,       /* waiting for the next connect attempt */
+    LEASH__CONN_CONNECTING, /* TCP / unix connect in progress */
+    LEASH__CONN_HANDSHAKE,  /* AUTH / SELECT / SCRIPT LOAD sent */
+    LEASH__CONN_READY
+};
+
+struct leash__conn {
+    leash_client *client;
+    int role;
+    int state;
+    struct redisAsyncContext *ac;
+    leash__timer timer; /* connect timeout, silence timeout, or backoff */
+    int64_t next_attempt;
+    int64_t backoff_ms;
+    int64_t last_progress; /* last reply (or first send after idle) */
+    unsigned inflight;     /* replies still expected */
+    unsigned handshake_left;
+    int auth_failed; /* the last handshake was refused */
+    int down_pending; /* our own break is in progress */
+    leash__cmd_list queue; /* not sent yet */
+    leash__cmd *retry_tail; /* last resent command at the queue's front */
+    leash__cmd_list sent;
+    /* The owner's hooks: the connection became ready / was lost. */
+    void (*on_ready)(leash__conn *conn);
+    void (*on_down)(leash__conn *conn);
+};
+
+void leash__conn_init(leash__conn *conn, leash_client *c, int role);
+/* Starts the first connect (after the client was attached). */
+void leash__conn_start(leash__conn *conn);
+/* Teardown at client free: queued orphans are written if possible, every
+ * other command completes LEASH_ECANCELED, the socket closes. */
+void leash__conn_teardown(leash__conn *conn);
+
+leash__cmd *leash__cmd_new(char *buf, size_t len, int script, unsigned flags, int64_t deadline,
+                           leash__reply_fn *fn, void *arg);
+/* Queues or sends cmd (ownership passes to the connection). */
+void leash__conn_send(leash__conn *conn, leash__cmd *cmd);
+/* The owner stops waiting: an unsent command is dropped, a sent one is
+ * left to finish silently. */
+void leash__cmd_cancel(leash__cmd *cmd);
+/* The owner stops waiting, but the command still goes out (e.g. a release). */
+void leash__cmd_orphan(leash__cmd *cmd);
+
+/* For the subscriber connection: a raw command whose replies are routed by
+ * hiredis's pub/sub machinery to fn; `replies` confirmations are expected. */
+int leash__conn_send_raw(leash__conn *conn, void (*fn)(struct redisAsyncContext *, void *, void *),
+                         const char *buf, size_t len, unsigned replies);
+/* Replies that were counted in `inflight` arrived (or other traffic did). */
+void leash__conn_progress(leash__conn *conn, unsigned replies);
+
+int leash__conn_ready(const leash__conn *conn);
+
+#endif

@@ -1,0 +1,920 @@
+/*
+ * The lock state machine.
+ *
+ * States (l->state) and what moves them:
+ *
+ *   IDLE --acquire--> ACQUIRING --granted--> HELD --release (last hold)--> IDLE
+ *                        |  ^                  |--lost (expired, unreachable,
+ *                        |  |                  |   max hold, fixed lease)--> IDLE
+ *                        |  +-- busy: join the name's waiters, then
+ *                        |      SUBSCRIBING -> attempt -> PARKED -> attempt ...
+ *                        +--busy (try once), timeout, cancel, error, release--> IDLE
+ *
+ * While ACQUIRING, l->phase says what the acquire waits for. While HELD,
+ * phase ATTEMPT means an extra (reentrant) hold is in flight. A release
+ * request (rel_cmd) lives beside the state: a handle can start a new acquire
+ * while its last release is still on the wire (the connection keeps them in
+ * order).
+ *
+ * Every user callback is the last thing an event handler does, or is followed
+ * by a check of l->freed: a callback may free the handle or the client.
+ */
+#include "lock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "client.h"
+#include "clock.h"
+#include "renew.h"
+#include "scripts.h"
+
+#define FOREVER INT64_MAX
+
+static void lock_arm(leash_lock *l);
+static void send_attempt(leash_lock *l);
+static void on_lock_timer(void *arg);
+
+static const leash__logger *lock_log(const leash_lock *l) {
+    return &l->client->cfg.log;
+}
+
+/* The local deadline keeps a margin for clock drift between us and Redis. */
+static int64_t drift_ms(int64_t lease) {
+    return lease / 100 + 2;
+}
+
+/* Renew times are aligned down on a grid of 1/16 of the interval, so that
+ * locks taken at nearby moments renew in the same batch. Earlier is safe. */
+static int64_t renew_time(int64_t from, int64_t interval) {
+    int64_t due = from + interval, grid = interval / 16;
+    if (grid > 1)
+        due -= due % grid;
+    return due;
+}
+
+/* ---- public handle management ---- */
+
+leash_lock *leash_lock_new(leash_client *c, const char *name) {
+    leash_lock *l;
+
+    if (c == NULL || c->magic != LEASH__CLIENT_MAGIC || c->freeing)
+        return NULL;
+    l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_lock_new: out of memory");
+        return NULL;
+    }
+    if (leash__keys_make(&l->keys, &c->cfg.log, c->cfg.key_prefix, name) != LEASH_OK) {
+        free(l);
+        return NULL;
+    }
+    l->magic = LEASH__LOCK_MAGIC;
+    l->client = c;
+    l->name = l->keys.key + strlen(c->cfg.key_prefix);
+    l->lease_ms = c->cfg.lease_ms;
+    l->renew_ms = c->cfg.renew_interval_ms;
+    l->max_hold_ms = c->cfg.max_hold_ms;
+    l->watchdog = 1;
+    l->reentrant = 1;
+    leash__timer_init(&l->timer, c, on_lock_timer, l);
+    l->next = c->locks;
+    if (c->locks)
+        c->locks->prev = l;
+    c->locks = l;
+    return l;
+}
+
+static int lock_ok(const leash_lock *l) {
+    return l != NULL && l->magic == LEASH__LOCK_MAGIC && !l->freed && !l->client->freeing;
+}
+
+void leash_lock_set_data(leash_lock *l, void *data) {
+    if (l != NULL)
+        l->data = data;
+}
+void *leash_lock_get_data(const leash_lock *l) {
+    return l ? l->data : NULL;
+}
+const char *leash_lock_name(const leash_lock *l) {
+    return l ? l->name : NULL;
+}
+leash_client *leash_lock_client(const leash_lock *l) {
+    return l ? l->client : NULL;
+}
+
+static int settings_check(leash_lock *l, const char *who) {
+    if (!lock_ok(l))
+        return l == NULL ? LEASH_EINVAL : LEASH_ESTATE;
+    if (l->state != LEASH__LOCK_IDLE) {
+        leash__log(lock_log(l), LEASH_LOG_ERROR, "%s: lock %s is acquiring or held", who, l->name);
+        return LEASH_ESTATE;
+    }
+    return LEASH_OK;
+}
+
+int leash_lock_set_watchdog(leash_lock *l, int64_t lease_ms, int64_t renew_interval_ms) {
+    int rc = settings_check(l, "leash_lock_set_watchdog");
+    if (rc != LEASH_OK)
+        return rc;
+    if ((rc = leash__check_lease(lock_log(l), lease_ms, renew_interval_ms,
+                                 "leash_lock_set_watchdog")) != LEASH_OK)
+        return rc;
+    l->watchdog = 1;
+    l->lease_ms = lease_ms;
+    l->renew_ms = renew_interval_ms > 0 ? renew_interval_ms : lease_ms / 3;
+    return LEASH_OK;
+}
+
+int leash_lock_set_fixed_lease(leash_lock *l, int64_t lease_ms) {
+    int rc = settings_check(l, "leash_lock_set_fixed_lease");
+    if (rc != LEASH_OK)
+        return rc;
+    if ((rc = leash__check_lease(lock_log(l), lease_ms, 0, "leash_lock_set_fixed_lease")) !=
+        LEASH_OK)
+        return rc;
+    l->watchdog = 0;
+    l->lease_ms = lease_ms;
+    return LEASH_OK;
+}
+
+int leash_lock_set_max_hold(leash_lock *l, int64_t max_hold_ms) {
+    int rc = settings_check(l, "leash_lock_set_max_hold");
+    if (rc != LEASH_OK)
+        return rc;
+    if (max_hold_ms < 0) {
+        leash__log(lock_log(l), LEASH_LOG_ERROR,
+                   "leash_lock_set_max_hold: max_hold_ms must be >= 0 (got %lld)",
+                   (long long)max_hold_ms);
+        return LEASH_EINVAL;
+    }
+    l->max_hold_ms = max_hold_ms;
+    return LEASH_OK;
+}
+
+int leash_lock_set_reentrant(leash_lock *l, int on) {
+    int rc = settings_check(l, "leash_lock_set_reentrant");
+    if (rc != LEASH_OK)
+        return rc;
+    l->reentrant = on != 0;
+    return LEASH_OK;
+}
+
+void leash_on_lost(leash_lock *l, leash_lost_cb *cb, void *arg) {
+    if (l == NULL || l->magic != LEASH__LOCK_MAGIC)
+        return;
+    l->lost_cb = cb;
+    l->lost_arg = arg;
+}
+
+/* ---- queries ---- */
+
+int leash_held(const leash_lock *l) {
+    return leash_valid_ms(l) > 0;
+}
+
+int64_t leash_valid_ms(const leash_lock *l) {
+    int64_t left;
+    if (l == NULL || l->magic != LEASH__LOCK_MAGIC || l->state != LEASH__LOCK_HELD)
+        return 0;
+    left = l->deadline - leash__now_ms();
+    return left > 0 ? left : 0;
+}
+
+uint64_t leash_fence(const leash_lock *l) {
+    return l ? l->fence : 0;
+}
+
+int leash_hold_count(const leash_lock *l) {
+    return l != NULL && l->state == LEASH__LOCK_HELD ? l->holds : 0;
+}
+
+uint64_t leash_renewals(const leash_lock *l) {
+    return l ? l->renewals : 0;
+}
+
+/* ---- commands ---- */
+
+static leash__cmd *make_release(leash_lock *l, const char *token, int count_after,
+                                int64_t deadline, leash__reply_fn *fn) {
+    const char *argv[3 + 6];
+    size_t lens[3 + 6], len;
+    char tomb[LEASH_PREFIX_MAX + LEASH_NAME_MAX + 64], count[16], ttl[24];
+    char *buf;
+    leash__cmd *cmd;
+    size_t tomb_len = l->keys.tomb_prefix_len + LEASH__TOKEN_LEN;
+
+    memcpy(tomb, l->keys.tomb_prefix, l->keys.tomb_prefix_len);
+    memcpy(tomb + l->keys.tomb_prefix_len, token, LEASH__TOKEN_LEN);
+    argv[3] = l->keys.key;
+    lens[3] = l->keys.key_len;
+    argv[4] = tomb;
+    lens[4] = tomb_len;
+    argv[5] = token;
+    lens[5] = LEASH__TOKEN_LEN;
+    argv[6] = count;
+    lens[6] = (size_t)snprintf(count, sizeof(count), "%d", count_after);
+    argv[7] = l->keys.channel;
+    lens[7] = l->keys.channel_len;
+    /* The tombstone must outlive any retry of this release; retries stop at
+     * the hold's deadline, so two leases (and a floor) are plenty. */
+    argv[8] = ttl;
+    lens[8] = (size_t)snprintf(ttl, sizeof(ttl), "%lld",
+                               (long long)(2 * (l->hold_lease > 0 ? l->hold_lease : l->lease_ms) +
+                                           10000));
+    buf = leash__script_call(&len, &l->client->scripts, LEASH__SCRIPT_RELEASE, 2, 9, argv, lens);
+    if (buf == NULL)
+        return NULL;
+    cmd = leash__cmd_new(buf, len, LEASH__SCRIPT_RELEASE, LEASH__CMD_RETRY, deadline, fn, l);
+    if (cmd == NULL)
+        free(buf);
+    return cmd;
+}
+
+/* A release nobody waits for (loss, free, abandoned grant). */
+static void release_in_background(leash_lock *l, const char *token) {
+    int64_t deadline = leash__now_ms() + l->client->cfg.command_timeout_ms +
+                       (l->hold_lease > 0 ? l->hold_lease : l->lease_ms);
+    leash__cmd *cmd = make_release(l, token, 0, deadline, NULL);
+    if (cmd == NULL) {
+        leash__log(lock_log(l), LEASH_LOG_WARN,
+                   "lock %s: no memory to release it; it expires with its lease", l->name);
+        return;
+    }
+    leash__cmd_orphan(cmd);
+    leash__conn_send(&l->client->cmd, cmd);
+}
+
+/* Stops waiting for the attempt in flight. If it may already have been
+ * granted, a release of its token follows it on the same connection. */
+static void abandon_attempt(leash_lock *l, int release_grant) {
+    leash__cmd *cmd = l->attempt;
+    int sent;
+
+    if (cmd == NULL)
+        return;
+    l->attempt = NULL;
+    sent = (cmd->flags & LEASH__CMD_SENT) != 0;
+    leash__cmd_cancel(cmd);
+    if (sent && release_grant)
+        release_in_background(l, l->token);
+}
+
+/* ---- completions ---- */
+
+static void finish_acquire(leash_lock *l, int status) {
+    leash_acquire_cb *cb = l->acq_cb;
+    void *arg = l->acq_arg;
+
+    l->acq_cb = NULL;
+    l->acq_arg = NULL;
+    cb(l, status, arg);
+}
+
+/* Ends the pending acquire of an ACQUIRING handle: back to IDLE, then tell. */
+static void acquire_failed(leash_lock *l, int status) {
+    leash__waiters_leave(l);
+    abandon_attempt(l, 1);
+    l->state = LEASH__LOCK_IDLE;
+    l->phase = LEASH__PHASE_NONE;
+    l->timed_out = 0;
+    leash__timer_stop(&l->timer);
+    finish_acquire(l, status);
+}
+
+static void finish_release(leash_lock *l, int status) {
+    leash_release_cb *cb = l->rel_cb;
+    void *arg = l->rel_arg;
+
+    l->rel_cmd = NULL;
+    l->rel_cb = NULL;
+    l->rel_arg = NULL;
+    if (cb != NULL)
+        cb(l, status, arg);
+}
+
+/* Ends the hold locally: no more renewals, no more timers. */
+static void end_hold(leash_lock *l) {
+    l->state = LEASH__LOCK_IDLE;
+    l->phase = LEASH__PHASE_NONE;
+    l->holds = 0;
+    leash__renew_forget(l);
+    leash__timer_stop(&l->timer);
+}
+
+static void lose(leash_lock *l, int reason) {
+    leash_lost_cb *cb = l->lost_cb;
+    int had_attempt = l->attempt != NULL;
+
+    leash__log(lock_log(l), LEASH_LOG_WARN, "lock %s lost (%s), fence %llu", l->name,
+               leash_lost_reason_name(reason), (unsigned long long)l->fence);
+    abandon_attempt(l, 0);
+    end_hold(l);
+    if (reason != LEASH_LOST_EXPIRED)
+        release_in_background(l, l->token);
+    l->client->stats.losts++;
+    if (cb != NULL) {
+        cb(l, reason, l->lost_arg);
+        if (l->freed)
+            return;
+    }
+    if (had_attempt && l->acq_cb != NULL)
+        finish_acquire(l, LEASH_ECANCELED);
+}
+
+/* ---- acquiring ---- */
+
+static void become_held(leash_lock *l, uint64_t fence, int holds) {
+    int64_t sent = l->attempt_sent;
+
+    leash__waiters_leave(l);
+    l->state = LEASH__LOCK_HELD;
+    l->phase = LEASH__PHASE_NONE;
+    l->timed_out = 0;
+    l->fence = fence;
+    l->holds = holds;
+    l->renewals = 0;
+    l->held_since = sent;
+    l->deadline = sent + l->hold_lease - drift_ms(l->hold_lease);
+    if (l->hold_watchdog)
+        l->renew_due = renew_time(sent, l->hold_renew);
+    lock_arm(l);
+    finish_acquire(l, LEASH_OK);
+}
+
+static void park(leash_lock *l) {
+    if (leash__waiters_park(l)) {
+        send_attempt(l);
+        return;
+    }
+    l->phase = LEASH__PHASE_PARKED;
+    lock_arm(l);
+}
+
+/* Busy: decide how to wait for the next try. */
+static void wait_for_release(leash_lock *l, long long pttl) {
+    int64_t now = leash__now_ms();
+
+    /* A holder that crashed publishes nothing: its key expiring is the
+     * release. A key without expiry (pttl -1) gets looked at every lease. */
+    l->ttl_wake = now + (pttl >= 0 ? pttl + 1 : l->lease_ms);
+    if (leash__waiters_join(l) != LEASH_OK) {
+        acquire_failed(l, LEASH_ENOMEM);
+        return;
+    }
+    if (l->attempt_covered)
+        park(l);
+    else if (leash__waiters_covered(l))
+        send_attempt(l);
+    else {
+        l->phase = LEASH__PHASE_SUBSCRIBING;
+        lock_arm(l);
+    }
+}
+
+enum { ANSWER_GRANTED, ANSWER_BUSY, ANSWER_FAILED };
+
+/* Reads the acquire script's answer: {1, fence, count} or {0, pttl}. */
+static int parse_attempt(leash_lock *l, redisReply *r, int status, int *err, uint64_t *fence,
+                         long long *n) {
+    if (status != LEASH_OK) {
+        *err = status;
+        return ANSWER_FAILED;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        leash__log(lock_log(l), LEASH_LOG_ERROR, "acquire %s: Redis error: %s", l->name, r->str);
+        *err = LEASH_EREDIS;
+        return ANSWER_FAILED;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
+        if (r->element[0]->integer == 1 && r->elements == 3 &&
+            r->element[2]->type == REDIS_REPLY_INTEGER && r->element[1]->integer >= 0) {
+            *fence = (uint64_t)r->element[1]->integer;
+            *n = r->element[2]->integer;
+            return ANSWER_GRANTED;
+        }
+        if (r->element[0]->integer == 0 && r->elements == 2) {
+            *n = r->element[1]->integer;
+            return ANSWER_BUSY;
+        }
+    }
+    leash__log(lock_log(l), LEASH_LOG_ERROR, "acquire %s: reply of unexpected shape", l->name);
+    *err = LEASH_EPROTO;
+    return ANSWER_FAILED;
+}
+
+static void on_reentrant_reply(leash_lock *l, int answer, int err, long long count) {
+    l->phase = LEASH__PHASE_NONE;
+    if (answer == ANSWER_GRANTED) {
+        int64_t d = l->attempt_sent + l->hold_lease - drift_ms(l->hold_lease);
+        l->holds = (int)count;
+        if (d > l->deadline)
+            l->deadline = d;
+        lock_arm(l);
+        finish_acquire(l, LEASH_OK);
+    } else if (answer == ANSWER_BUSY) {
+        /* Our hold is gone: the extra hold fails, and the hold is lost. */
+        leash_acquire_cb *cb = l->acq_cb;
+        void *arg = l->acq_arg;
+        l->acq_cb = NULL;
+        lose(l, LEASH_LOST_EXPIRED);
+        if (!l->freed && cb != NULL)
+            cb(l, LEASH_EBUSY, arg);
+    } else {
+        finish_acquire(l, err);
+    }
+}
+
+static void on_attempt_reply(void *arg, redisReply *r, int status) {
+    leash_lock *l = arg;
+    int err = LEASH_OK, answer;
+    uint64_t fence = 0;
+    long long n = 0;
+
+    l->attempt = NULL;
+    answer = parse_attempt(l, r, status, &err, &fence, &n);
+    if (l->state == LEASH__LOCK_HELD) {
+        on_reentrant_reply(l, answer, err, n);
+        return;
+    }
+    switch (answer) {
+    case ANSWER_GRANTED:
+        if (l->attempt_sent + l->hold_lease - drift_ms(l->hold_lease) <= leash__now_ms()) {
+            /* The answer took longer than the lease: nothing left to trust. */
+            leash__log(lock_log(l), LEASH_LOG_WARN,
+                       "acquire %s: granted after its lease ran out; releasing it", l->name);
+            release_in_background(l, l->token);
+            acquire_failed(l, LEASH_ECONN);
+            return;
+        }
+        become_held(l, fence, (int)n);
+        return;
+    case ANSWER_BUSY:
+        if (l->wait_once) {
+            acquire_failed(l, LEASH_EBUSY);
+            return;
+        }
+        if (l->timed_out || (l->wait_deadline != 0 && leash__now_ms() >= l->wait_deadline)) {
+            acquire_failed(l, LEASH_ETIMEDOUT);
+            return;
+        }
+        wait_for_release(l, n);
+        return;
+    default:
+        acquire_failed(l, err);
+        return;
+    }
+}
+
+static void send_attempt(leash_lock *l) {
+    const char *argv[3 + 5];
+    size_t lens[3 + 5], len;
+    char lease[24], count[16];
+    int64_t now = leash__now_ms(), deadline;
+    char *buf;
+    leash__cmd *cmd;
+    int reentrant = l->state == LEASH__LOCK_HELD;
+
+    argv[3] = l->keys.key;
+    lens[3] = l->keys.key_len;
+    argv[4] = l->keys.fence;
+    lens[4] = l->keys.fence_len;
+    argv[5] = l->token;
+    lens[5] = LEASH__TOKEN_LEN;
+    argv[6] = lease;
+    lens[6] = (size_t)snprintf(lease, sizeof(lease), "%lld", (long long)l->hold_lease);
+    argv[7] = count;
+    lens[7] = (size_t)snprintf(count, sizeof(count), "%d", reentrant ? l->holds + 1 : 1);
+    if (reentrant)
+        deadline = l->deadline;
+    else if (l->wait_once)
+        deadline = now + l->client->cfg.command_timeout_ms;
+    else
+        deadline = l->wait_deadline;
+    buf = leash__script_call(&len, &l->client->scripts, LEASH__SCRIPT_ACQUIRE, 2, 8, argv, lens);
+    cmd = buf ? leash__cmd_new(buf, len, LEASH__SCRIPT_ACQUIRE, LEASH__CMD_RETRY, deadline,
+                               on_attempt_reply, l)
+              : NULL;
+    if (cmd == NULL) {
+        free(buf);
+        /* Not inside the user's call (see leash_acquire): retry shortly. */
+        l->phase = LEASH__PHASE_RETRY;
+        lock_arm(l);
+        return;
+    }
+    l->w.parked = 0;
+    l->attempt = cmd;
+    l->attempt_sent = now;
+    l->attempt_covered = leash__waiters_covered(l);
+    l->phase = LEASH__PHASE_ATTEMPT;
+    lock_arm(l);
+    leash__conn_send(&l->client->cmd, cmd);
+}
+
+int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *arg) {
+    leash_client *c;
+
+    if (l == NULL || cb == NULL || wait_ms < LEASH_WAIT_FOREVER)
+        return LEASH_EINVAL;
+    if (!lock_ok(l))
+        return LEASH_ESTATE;
+    c = l->client;
+    if (!c->attached) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR,
+                   "leash_acquire %s: the client is not attached to a loop", l->name);
+        return LEASH_ELOOP;
+    }
+    if (l->state == LEASH__LOCK_ACQUIRING ||
+        (l->state == LEASH__LOCK_HELD && l->phase == LEASH__PHASE_ATTEMPT)) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_acquire %s: already acquiring", l->name);
+        return LEASH_ESTATE;
+    }
+    if (l->state == LEASH__LOCK_HELD) {
+        if (!l->reentrant) {
+            leash__log(&c->cfg.log, LEASH_LOG_ERROR,
+                       "leash_acquire %s: already held and not reentrant", l->name);
+            return LEASH_ESTATE;
+        }
+        if (l->rel_cmd != NULL) {
+            leash__log(&c->cfg.log, LEASH_LOG_ERROR,
+                       "leash_acquire %s: a release of this handle is in flight", l->name);
+            return LEASH_ESTATE;
+        }
+        l->acq_cb = cb;
+        l->acq_arg = arg;
+        send_attempt(l);
+        return LEASH_OK;
+    }
+
+    if (leash__token_new(l->token) != 0) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_acquire %s: no randomness for a token",
+                   l->name);
+        return LEASH_ENOMEM;
+    }
+    l->state = LEASH__LOCK_ACQUIRING;
+    l->acq_cb = cb;
+    l->acq_arg = arg;
+    l->wait_once = wait_ms == 0;
+    l->wait_deadline = wait_ms > 0 ? leash__now_ms() + wait_ms : 0;
+    l->timed_out = 0;
+    l->hold_lease = l->lease_ms;
+    l->hold_renew = l->renew_ms;
+    l->hold_watchdog = l->watchdog;
+    l->hold_max = l->max_hold_ms;
+    /* Already subscribed for this name (other waiters): joining now makes
+     * this very attempt one that cannot miss a release. */
+    if (wait_ms != 0 && leash__chans_find(&c->chans, l->keys.channel, l->keys.channel_len))
+        leash__waiters_join(l);
+    send_attempt(l);
+    return LEASH_OK;
+}
+
+/* ---- events from the other modules ---- */
+
+void leash__lock_wake(leash_lock *l) {
+    if (l->state == LEASH__LOCK_ACQUIRING && l->phase == LEASH__PHASE_PARKED)
+        send_attempt(l);
+}
+
+void leash__lock_subscribed(leash_lock *l) {
+    if (l->state != LEASH__LOCK_ACQUIRING)
+        return;
+    /* Waiting for this, or parked across a subscriber reconnect: a release
+     * may have gone unheard, so try once more. */
+    if (l->phase == LEASH__PHASE_SUBSCRIBING || l->phase == LEASH__PHASE_PARKED)
+        send_attempt(l);
+}
+
+void leash__lock_renewed(leash_lock *l, int result, int status, int64_t sent) {
+    int64_t now = leash__now_ms(), retry;
+
+    if (l->state != LEASH__LOCK_HELD)
+        return;
+    if (result == 1) {
+        int64_t d = sent + l->hold_lease - drift_ms(l->hold_lease);
+        if (d > l->deadline)
+            l->deadline = d;
+        l->renewals++;
+        l->client->stats.renewals++;
+        l->renew_due = renew_time(sent, l->hold_renew);
+    } else if (result == 0) {
+        lose(l, LEASH_LOST_EXPIRED);
+        return;
+    } else {
+        /* No answer or a failed one: try again soon, while time is left. */
+        retry = l->hold_renew / 4;
+        if (retry > 200)
+            retry = 200;
+        if (retry < 10)
+            retry = 10;
+        l->renew_due = now + retry;
+        leash__log(lock_log(l), LEASH_LOG_INFO, "renew %s failed (%s): retrying in %lld ms",
+                   l->name, leash_strerror(status), (long long)retry);
+    }
+    lock_arm(l);
+}
+
+/* ---- the handle's one timer ---- */
+
+static void lock_arm(leash_lock *l) {
+    int64_t due = FOREVER;
+    int keep_alive = 0;
+
+    if (l->state == LEASH__LOCK_ACQUIRING) {
+        keep_alive = 1;
+        if (l->wait_deadline != 0 && !l->timed_out)
+            due = l->wait_deadline;
+        if (l->phase == LEASH__PHASE_PARKED && l->ttl_wake < due)
+            due = l->ttl_wake;
+        if (l->phase == LEASH__PHASE_RETRY)
+            due = leash__now_ms() + 10;
+    } else if (l->state == LEASH__LOCK_HELD) {
+        due = l->deadline;
+        if (l->hold_max > 0 && l->held_since + l->hold_max < due)
+            due = l->held_since + l->hold_max;
+        if (l->hold_watchdog && l->renew_state == LEASH__RENEW_IDLE && l->renew_due < due)
+            due = l->renew_due;
+        if (l->phase == LEASH__PHASE_RETRY && leash__now_ms() + 10 < due)
+            due = leash__now_ms() + 10;
+    }
+    if (due == FOREVER) {
+        leash__timer_stop(&l->timer);
+        return;
+    }
+    if (due != l->timer.due && leash__timer_at(&l->timer, due, keep_alive) != LEASH_OK)
+        leash__log(lock_log(l), LEASH_LOG_ERROR, "lock %s: no memory for its timer", l->name);
+}
+
+static void on_lock_timer(void *arg) {
+    leash_lock *l = arg;
+    int64_t now = leash__now_ms();
+
+    if (l->state == LEASH__LOCK_ACQUIRING) {
+        if (l->wait_deadline != 0 && now >= l->wait_deadline && !l->timed_out) {
+            if (l->phase == LEASH__PHASE_ATTEMPT) {
+                l->timed_out = 1; /* the answer in flight decides */
+            } else {
+                acquire_failed(l, LEASH_ETIMEDOUT);
+                return;
+            }
+        } else if ((l->phase == LEASH__PHASE_PARKED && now >= l->ttl_wake) ||
+                   l->phase == LEASH__PHASE_RETRY) {
+            send_attempt(l);
+            return;
+        }
+    } else if (l->state == LEASH__LOCK_HELD) {
+        if (l->hold_max > 0 && now >= l->held_since + l->hold_max) {
+            lose(l, LEASH_LOST_MAX_HOLD);
+            return;
+        }
+        if (now >= l->deadline) {
+            lose(l, l->hold_watchdog ? LEASH_LOST_UNREACHABLE : LEASH_LOST_FIXED_LEASE);
+            return;
+        }
+        if (l->phase == LEASH__PHASE_RETRY) {
+            send_attempt(l);
+            return;
+        }
+        if (l->hold_watchdog && l->renew_state == LEASH__RENEW_IDLE && now >= l->renew_due)
+            leash__renew_request(l);
+    }
+    lock_arm(l);
+}
+
+/* ---- release, cancel ---- */
+
+static void on_release_reply(void *arg, redisReply *r, int status) {
+    leash_lock *l = arg;
+    int final = l->rel_final;
+
+    if (status == LEASH_OK) {
+        if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
+            if (final)
+                leash__waiters_released(l->client, l->keys.channel, l->keys.channel_len,
+                                        l->rel_token, LEASH__TOKEN_LEN);
+            status = LEASH_OK;
+        } else if (r->type == REDIS_REPLY_INTEGER) {
+            status = LEASH_ENOTHELD;
+        } else if (r->type == REDIS_REPLY_ERROR) {
+            leash__log(lock_log(l), LEASH_LOG_ERROR, "release %s: Redis error: %s", l->name,
+                       r->str);
+            status = LEASH_EREDIS;
+        } else {
+            leash__log(lock_log(l), LEASH_LOG_ERROR, "release %s: reply of unexpected shape",
+                       l->name);
+            status = LEASH_EPROTO;
+        }
+    }
+    if (status == LEASH_ENOTHELD && !final && l->state == LEASH__LOCK_HELD &&
+        memcmp(l->rel_token, l->token, LEASH__TOKEN_LEN) == 0) {
+        /* Giving back one of several holds found them all gone. */
+        leash_release_cb *cb = l->rel_cb;
+        void *rarg = l->rel_arg;
+        l->rel_cmd = NULL;
+        l->rel_cb = NULL;
+        lose(l, LEASH_LOST_EXPIRED);
+        if (!l->freed && cb != NULL)
+            cb(l, status, rarg);
+        return;
+    }
+    finish_release(l, status);
+}
+
+static leash__deferred *deferred_new(leash_lock *l) {
+    leash__deferred *d = calloc(1, sizeof(*d));
+    if (d != NULL)
+        d->lock = l;
+    return d;
+}
+
+int leash_release(leash_lock *l, leash_release_cb *cb, void *arg) {
+    leash_client *c;
+    leash__cmd *cmd;
+    int64_t deadline;
+
+    if (l == NULL)
+        return LEASH_EINVAL;
+    if (!lock_ok(l))
+        return LEASH_ESTATE;
+    c = l->client;
+    if (l->rel_cmd != NULL) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_release %s: a release is in flight",
+                   l->name);
+        return LEASH_ESTATE;
+    }
+    if (l->state == LEASH__LOCK_IDLE) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_release %s: not held", l->name);
+        return LEASH_ESTATE;
+    }
+    if (l->state == LEASH__LOCK_HELD && l->phase == LEASH__PHASE_ATTEMPT) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR,
+                   "leash_release %s: an extra hold is in flight; cancel it first", l->name);
+        return LEASH_ESTATE;
+    }
+
+    if (l->state == LEASH__LOCK_ACQUIRING) {
+        /* Give up the acquire; release its grant if one is on the way. */
+        leash__deferred *dacq = deferred_new(l), *drel = NULL;
+        int in_flight = l->attempt != NULL && (l->attempt->flags & LEASH__CMD_SENT);
+        cmd = NULL;
+        if (dacq != NULL && in_flight)
+            cmd = make_release(l, l->token, 0,
+                               leash__now_ms() + c->cfg.command_timeout_ms + l->hold_lease,
+                               on_release_reply);
+        else if (dacq != NULL)
+            drel = deferred_new(l);
+        if (dacq == NULL || (in_flight ? cmd == NULL : drel == NULL)) {
+            free(dacq);
+            free(drel);
+            return LEASH_ENOMEM;
+        }
+        dacq->acq_cb = l->acq_cb;
+        dacq->arg = l->acq_arg;
+        dacq->status = LEASH_ECANCELED;
+        l->acq_cb = NULL;
+        leash__waiters_leave(l);
+        abandon_attempt(l, 0);
+        l->state = LEASH__LOCK_IDLE;
+        l->phase = LEASH__PHASE_NONE;
+        leash__timer_stop(&l->timer);
+        leash__client_defer(c, dacq);
+        if (cmd != NULL) {
+            l->rel_cb = cb;
+            l->rel_arg = arg;
+            l->rel_cmd = cmd;
+            l->rel_final = 1;
+            memcpy(l->rel_token, l->token, sizeof(l->rel_token));
+            leash__conn_send(&c->cmd, cmd);
+        } else {
+            drel->rel_cb = cb;
+            drel->arg = arg;
+            drel->status = LEASH_ENOTHELD;
+            if (cb != NULL)
+                leash__client_defer(c, drel);
+            else
+                free(drel);
+        }
+        return LEASH_OK;
+    }
+
+    /* HELD: one hold back, or the last one. */
+    deadline = l->deadline;
+    if (deadline < leash__now_ms() + c->cfg.command_timeout_ms)
+        deadline = leash__now_ms() + c->cfg.command_timeout_ms;
+    cmd = make_release(l, l->token, l->holds - 1, deadline, on_release_reply);
+    if (cmd == NULL)
+        return LEASH_ENOMEM;
+    l->rel_cb = cb;
+    l->rel_arg = arg;
+    l->rel_cmd = cmd;
+    l->rel_final = l->holds == 1;
+    memcpy(l->rel_token, l->token, sizeof(l->rel_token));
+    if (l->rel_final)
+        end_hold(l); /* the watchdog stops now, whatever Redis answers */
+    else
+        l->holds--;
+    leash__conn_send(&c->cmd, cmd);
+    return LEASH_OK;
+}
+
+int leash_cancel(leash_lock *l) {
+    leash__deferred *d;
+
+    if (l == NULL)
+        return LEASH_EINVAL;
+    if (!lock_ok(l))
+        return LEASH_ESTATE;
+    if (l->acq_cb == NULL || (l->state != LEASH__LOCK_ACQUIRING &&
+                              !(l->state == LEASH__LOCK_HELD && l->phase == LEASH__PHASE_ATTEMPT))) {
+        leash__log(lock_log(l), LEASH_LOG_ERROR, "leash_cancel %s: no acquire is pending",
+                   l->name);
+        return LEASH_ESTATE;
+    }
+    if ((d = deferred_new(l)) == NULL)
+        return LEASH_ENOMEM;
+    d->acq_cb = l->acq_cb;
+    d->arg = l->acq_arg;
+    d->status = LEASH_ECANCELED;
+    l->acq_cb = NULL;
+    if (l->state == LEASH__LOCK_ACQUIRING) {
+        leash__waiters_leave(l);
+        abandon_attempt(l, 1);
+        l->state = LEASH__LOCK_IDLE;
+        l->phase = LEASH__PHASE_NONE;
+        leash__timer_stop(&l->timer);
+    } else {
+        /* An extra hold in flight: the set-count scripts make a late grant
+         * harmless (the last release deletes whatever the count). */
+        abandon_attempt(l, 0);
+        l->phase = LEASH__PHASE_NONE;
+        lock_arm(l);
+    }
+    leash__client_defer(l->client, d);
+    return LEASH_OK;
+}
+
+/* ---- freeing ---- */
+
+/* Cancels everything of l and moves it to the graveyard. */
+static void lock_cancel_all(leash_lock *l) {
+    leash_client *c = l->client;
+
+    l->freed = 1;
+    leash__client_deliver_now(c, l);
+    if (l->state == LEASH__LOCK_ACQUIRING) {
+        leash__waiters_leave(l);
+        abandon_attempt(l, 1);
+    } else if (l->state == LEASH__LOCK_HELD) {
+        abandon_attempt(l, 0);
+        leash__renew_forget(l);
+        release_in_background(l, l->token);
+    }
+    l->state = LEASH__LOCK_IDLE;
+    l->phase = LEASH__PHASE_NONE;
+    leash__timer_clear(&l->timer);
+    if (l->rel_cmd != NULL) {
+        leash__cmd_orphan(l->rel_cmd); /* the release still goes out */
+        l->rel_cmd = NULL;
+        if (l->rel_cb != NULL)
+            finish_release(l, LEASH_ECANCELED);
+    }
+    if (l->acq_cb != NULL)
+        finish_acquire(l, LEASH_ECANCELED);
+
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        c->locks = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    l->prev = NULL;
+    l->next = c->graveyard;
+    c->graveyard = l;
+}
+
+void leash_lock_free(leash_lock *l) {
+    leash_client *c;
+
+    if (l == NULL || l->magic != LEASH__LOCK_MAGIC || l->freed)
+        return;
+    c = l->client;
+    if (c->freeing)
+        return; /* the client's teardown frees it */
+    leash__client_enter(c);
+    lock_cancel_all(l);
+    leash__client_leave(c);
+}
+
+void leash__lock_teardown(leash_lock *l) {
+    lock_cancel_all(l);
+}
+
+void leash__lock_destroy(leash_lock *l) {
+    leash__keys_clear(&l->keys);
+    l->magic = 0;
+    free(l);
+}

@@ -1,0 +1,167 @@
+#include "options.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void leash_options_init(leash_options *o) {
+    if (o == NULL)
+        return;
+    memset(o, 0, sizeof(*o));
+    o->host = "127.0.0.1";
+    o->port = 6379;
+    o->key_prefix = "leash:";
+    o->lease_ms = 30000;
+    o->renew_interval_ms = 0; /* lease_ms / 3 */
+    o->max_hold_ms = 0;
+    o->connect_timeout_ms = 2000;
+    o->command_timeout_ms = 2000;
+    o->reconnect_min_ms = 50;
+    o->reconnect_max_ms = 2000;
+    o->log_level = LEASH_LOG_WARN;
+}
+
+int leash__check_lease(const leash__logger *lg, int64_t lease_ms, int64_t renew_ms,
+                       const char *who) {
+    if (lease_ms <= 0) {
+        leash__log(lg, LEASH_LOG_ERROR, "%s: lease_ms must be > 0 (got %lld)", who,
+                   (long long)lease_ms);
+        return LEASH_EINVAL;
+    }
+    /* The local deadline keeps a drift margin: a lease must leave room. */
+    if (lease_ms < 10) {
+        leash__log(lg, LEASH_LOG_ERROR, "%s: lease_ms must be >= 10 (got %lld)", who,
+                   (long long)lease_ms);
+        return LEASH_EINVAL;
+    }
+    if (renew_ms < 0 || (renew_ms > 0 && renew_ms >= lease_ms)) {
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "%s: renew_interval_ms must be > 0 and below lease_ms (got %lld, lease %lld)",
+                   who, (long long)renew_ms, (long long)lease_ms);
+        return LEASH_EINVAL;
+    }
+    return LEASH_OK;
+}
+
+static int check_positive(const leash__logger *lg, const char *name, int64_t v) {
+    if (v <= 0) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: %s must be > 0 (got %lld)", name,
+                   (long long)v);
+        return LEASH_EINVAL;
+    }
+    return LEASH_OK;
+}
+
+static int validate(const leash__logger *lg, const leash_options *o) {
+    int rc;
+
+    if (o->unix_path == NULL || o->unix_path[0] == '\0') {
+        if (o->host == NULL || o->host[0] == '\0') {
+            leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: neither host nor unix_path is set");
+            return LEASH_EINVAL;
+        }
+        if (o->port < 1 || o->port > 65535) {
+            leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: port %d is out of range 1..65535",
+                       o->port);
+            return LEASH_EINVAL;
+        }
+    } else if (strlen(o->unix_path) >= 108) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: unix_path is longer than 107 bytes");
+        return LEASH_EINVAL;
+    }
+    if (o->username != NULL && o->password == NULL) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: username given without a password");
+        return LEASH_EINVAL;
+    }
+    if (o->db < 0) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: db must be >= 0 (got %d)", o->db);
+        return LEASH_EINVAL;
+    }
+    if (o->key_prefix == NULL || strlen(o->key_prefix) > LEASH_PREFIX_MAX) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: key_prefix must be 0..%d bytes",
+                   LEASH_PREFIX_MAX);
+        return LEASH_EINVAL;
+    }
+    if ((rc = leash__check_lease(lg, o->lease_ms, o->renew_interval_ms, "leash_client_new")) != 0)
+        return rc;
+    if (o->max_hold_ms < 0) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: max_hold_ms must be >= 0 (got %lld)",
+                   (long long)o->max_hold_ms);
+        return LEASH_EINVAL;
+    }
+    if ((rc = check_positive(lg, "connect_timeout_ms", o->connect_timeout_ms)) != 0 ||
+        (rc = check_positive(lg, "command_timeout_ms", o->command_timeout_ms)) != 0 ||
+        (rc = check_positive(lg, "reconnect_min_ms", o->reconnect_min_ms)) != 0 ||
+        (rc = check_positive(lg, "reconnect_max_ms", o->reconnect_max_ms)) != 0)
+        return rc;
+    if (o->reconnect_max_ms < o->reconnect_min_ms) {
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_client_new: reconnect_max_ms (%lld) is below reconnect_min_ms (%lld)",
+                   (long long)o->reconnect_max_ms, (long long)o->reconnect_min_ms);
+        return LEASH_EINVAL;
+    }
+    if (o->log_level < LEASH_LOG_ERROR || o->log_level > LEASH_LOG_DEBUG) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: log_level %d is out of range",
+                   o->log_level);
+        return LEASH_EINVAL;
+    }
+    return LEASH_OK;
+}
+
+static int copy_string(char **dst, const char *src) {
+    if (src == NULL || src[0] == '\0') {
+        *dst = NULL;
+        return 0;
+    }
+    *dst = strdup(src);
+    return *dst == NULL ? -1 : 0;
+}
+
+void leash__config_clear(leash__config *cfg) {
+    free(cfg->host);
+    free(cfg->unix_path);
+    free(cfg->username);
+    if (cfg->password != NULL) {
+        memset(cfg->password, 0, strlen(cfg->password));
+        free(cfg->password);
+    }
+    free(cfg->key_prefix);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+int leash__config_from_options(leash__config *cfg, const leash_options *o) {
+    leash__config c;
+    leash__logger lg;
+    int rc;
+
+    lg.cb = o->log_cb;
+    lg.arg = o->log_arg;
+    lg.level = o->log_level < LEASH_LOG_ERROR ? LEASH_LOG_ERROR : o->log_level;
+    if ((rc = validate(&lg, o)) != LEASH_OK)
+        return rc;
+
+    memset(&c, 0, sizeof(c));
+    if (copy_string(&c.host, o->host) || copy_string(&c.unix_path, o->unix_path) ||
+        copy_string(&c.username, o->username) || copy_string(&c.password, o->password)) {
+        leash__config_clear(&c);
+        return LEASH_ENOMEM;
+    }
+    c.key_prefix = strdup(o->key_prefix);
+    if (c.key_prefix == NULL) {
+        leash__config_clear(&c);
+        return LEASH_ENOMEM;
+    }
+    c.port = o->port;
+    c.db = o->db;
+    c.lease_ms = o->lease_ms;
+    c.renew_interval_ms = o->renew_interval_ms > 0 ? o->renew_interval_ms : o->lease_ms / 3;
+    if (c.renew_interval_ms <= 0)
+        c.renew_interval_ms = 1;
+    c.max_hold_ms = o->max_hold_ms;
+    c.connect_timeout_ms = o->connect_timeout_ms;
+    c.command_timeout_ms = o->command_timeout_ms;
+    c.reconnect_min_ms = o->reconnect_min_ms;
+    c.reconnect_max_ms = o->reconnect_max_ms;
+    c.log = lg;
+    *cfg = c;
+    return LEASH_OK;
+}

@@ -1,0 +1,48 @@
+/*
+ * The Lua scripts of a lock. Loaded with SCRIPT LOAD on every (re)connect of
+ * the command connection and called with EVALSHA; a NOSCRIPT answer makes
+ * the connection resend the same call as EVAL (which caches it again).
+ *
+ * acquire  KEYS: lock, fence            ARGV: token, lease_ms, count
+ *          -> {1, fence, count} granted (a new hold increments the fence;
+ *             our own token just gets its count set: retries are idempotent)
+ *          -> {0, pttl} held by another
+ * release  KEYS: lock, tombstone        ARGV: token, count_after, channel, tomb_ms
+ *          -> count left (> 0), 0 released (key deleted, PUBLISH on channel,
+ *             tombstone set so a retried release still answers 0), -1 not ours
+ * renew    KEYS: lock1..lockN           ARGV: token1, lease1, ..., tokenN, leaseN
+ *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken or wrong type)
+ */
+#ifndef LEASH_SCRIPTS_H
+#define LEASH_SCRIPTS_H
+
+#include <stddef.h>
+
+enum leash__script {
+    LEASH__SCRIPT_ACQUIRE = 0,
+    LEASH__SCRIPT_RELEASE = 1,
+    LEASH__SCRIPT_RENEW = 2,
+    LEASH__SCRIPT_COUNT
+};
+
+#define LEASH__SHA_LEN 40
+
+typedef struct leash__scripts {
+    char sha[LEASH__SCRIPT_COUNT][LEASH__SHA_LEN + 1];
+} leash__scripts;
+
+const char *leash__script_source(int script);
+void leash__scripts_init(leash__scripts *s);
+
+/*
+ * Builds "EVALSHA sha numkeys args..." where argv[0..2] are left for this
+ * function to fill (the caller passes its arguments from argv[3] on).
+ * Returns a malloc'ed command or NULL without memory.
+ */
+char *leash__script_call(size_t *out_len, const leash__scripts *s, int script, int numkeys,
+                         int argc, const char **argv, size_t *lens);
+
+/* The EVAL form of a command built by leash__script_call, or NULL. */
+char *leash__script_as_eval(size_t *out_len, const char *evalsha, size_t len, int script);
+
+#endif

@@ -1,0 +1,215 @@
+#include "waiters.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "lock.h"
+#include "pubsub.h"
+
+/* ---- the channel table (chained hash, grows by doubling) ---- */
+
+static unsigned hash_name(const char *s, size_t len) {
+    unsigned h = 2166136261u; /* FNV-1a */
+    size_t i;
+    for (i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+leash__chan *leash__chans_find(const leash__chans *t, const char *name, size_t len) {
+    leash__chan *ch;
+    unsigned h;
+
+    if (t->nbuckets == 0)
+        return NULL;
+    h = hash_name(name, len);
+    for (ch = t->buckets[h & (t->nbuckets - 1)]; ch; ch = ch->hnext)
+        if (ch->hash == h && ch->len == len && memcmp(ch->name, name, len) == 0)
+            return ch;
+    return NULL;
+}
+
+static int chans_grow(leash__chans *t) {
+    size_t n = t->nbuckets ? t->nbuckets * 2 : 16, i;
+    leash__chan **b = calloc(n, sizeof(*b)), *ch, *next;
+
+    if (b == NULL)
+        return -1;
+    for (i = 0; i < t->nbuckets; i++) {
+        for (ch = t->buckets[i]; ch; ch = next) {
+            next = ch->hnext;
+            ch->hnext = b[ch->hash & (n - 1)];
+            b[ch->hash & (n - 1)] = ch;
+        }
+    }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
+    return 0;
+}
+
+static leash__chan *chans_add(leash__chans *t, const char *name, size_t len) {
+    leash__chan *ch;
+    size_t slot;
+
+    if (t->count >= t->nbuckets && chans_grow(t) != 0)
+        return NULL;
+    ch = calloc(1, sizeof(*ch) + len + 1);
+    if (ch == NULL)
+        return NULL;
+    ch->name = (char *)(ch + 1);
+    memcpy(ch->name, name, len);
+    ch->name[len] = '\0';
+    ch->len = len;
+    ch->hash = hash_name(name, len);
+    slot = ch->hash & (t->nbuckets - 1);
+    ch->hnext = t->buckets[slot];
+    t->buckets[slot] = ch;
+    t->count++;
+    return ch;
+}
+
+static void chans_remove(leash__chans *t, leash__chan *ch) {
+    leash__chan **pp = &t->buckets[ch->hash & (t->nbuckets - 1)];
+    while (*pp != ch)
+        pp = &(*pp)->hnext;
+    *pp = ch->hnext;
+    t->count--;
+    free(ch);
+}
+
+void leash__chans_clear(leash__chans *t) {
+    size_t i;
+    leash__chan *ch, *next;
+
+    for (i = 0; i < t->nbuckets; i++) {
+        for (ch = t->buckets[i]; ch; ch = next) {
+            next = ch->hnext;
+            free(ch);
+        }
+    }
+    free(t->buckets);
+    memset(t, 0, sizeof(*t));
+}
+
+void leash__waiters_maybe_free(leash_client *c, leash__chan *ch) {
+    if (ch->refs == 0 && ch->sub == LEASH__SUB_NONE)
+        chans_remove(&c->chans, ch);
+}
+
+/* ---- joining and leaving ---- */
+
+int leash__waiters_join(leash_lock *l) {
+    leash_client *c = l->client;
+    leash__chan *ch;
+
+    if (l->w.chan != NULL)
+        return LEASH_OK;
+    ch = leash__chans_find(&c->chans, l->keys.channel, l->keys.channel_len);
+    if (ch == NULL) {
+        ch = chans_add(&c->chans, l->keys.channel, l->keys.channel_len);
+        if (ch == NULL)
+            return LEASH_ENOMEM;
+    }
+    l->w.chan = ch;
+    l->w.parked = 0;
+    l->w.next = NULL;
+    l->w.prev = ch->tail;
+    if (ch->tail)
+        ch->tail->w.next = l;
+    else
+        ch->head = l;
+    ch->tail = l;
+    if (ch->refs++ == 0)
+        leash__pubsub_sync(c, ch);
+    return LEASH_OK;
+}
+
+void leash__waiters_leave(leash_lock *l) {
+    leash__chan *ch = l->w.chan;
+
+    if (ch == NULL)
+        return;
+    if (l->w.prev)
+        l->w.prev->w.next = l->w.next;
+    else
+        ch->head = l->w.next;
+    if (l->w.next)
+        l->w.next->w.prev = l->w.prev;
+    else
+        ch->tail = l->w.prev;
+    l->w.chan = NULL;
+    l->w.next = l->w.prev = NULL;
+    l->w.parked = 0;
+    if (ch->kept > (unsigned)ch->refs - 1)
+        ch->kept = (unsigned)ch->refs - 1;
+    if (--ch->refs == 0) {
+        ch->kept = 0;
+        leash__pubsub_sync(l->client, ch);
+        return;
+    }
+    /* The new head may be parked with a wake waiting for it. */
+    if (ch->kept > 0 && ch->head != NULL && ch->head->w.parked) {
+        ch->kept--;
+        ch->head->w.parked = 0;
+        l->client->stats.wakeups++;
+        leash__lock_wake(ch->head);
+    }
+}
+
+int leash__waiters_covered(const leash_lock *l) {
+    return l->w.chan != NULL && l->w.chan->sub == LEASH__SUB_ACTIVE;
+}
+
+int leash__waiters_park(leash_lock *l) {
+    leash__chan *ch = l->w.chan;
+
+    if (ch == NULL)
+        return 0;
+    if (ch->kept > 0) {
+        ch->kept--;
+        l->client->stats.wakeups++;
+        return 1;
+    }
+    l->w.parked = 1;
+    return 0;
+}
+
+/* ---- events ---- */
+
+void leash__waiters_released(leash_client *c, const char *channel, size_t len, const char *token,
+                             size_t token_len) {
+    leash__chan *ch = leash__chans_find(&c->chans, channel, len);
+
+    if (ch == NULL || ch->refs == 0)
+        return;
+    /* One release, two announcements (our own reply, then the message, or
+     * the other way round): wake once. */
+    if (token_len == LEASH__TOKEN_LEN) {
+        if (memcmp(ch->last_token, token, LEASH__TOKEN_LEN) == 0)
+            return;
+        memcpy(ch->last_token, token, LEASH__TOKEN_LEN);
+        ch->last_token[LEASH__TOKEN_LEN] = '\0';
+    }
+    if (ch->head->w.parked) {
+        ch->head->w.parked = 0;
+        c->stats.wakeups++;
+        leash__lock_wake(ch->head);
+    } else if (ch->kept < (unsigned)ch->refs) {
+        ch->kept++;
+    }
+}
+
+void leash__waiters_subscribed(leash_client *c, leash__chan *ch) {
+    leash_lock *l, *next;
+
+    /* Each waiter may leave the queue (or free its handle) as it tries;
+     * waiters that join meanwhile were covered when they sent. */
+    for (l = ch->head; l != NULL && !c->freeing; l = next) {
+        next = l->w.next;
+        leash__lock_subscribed(l);
+    }
+}
