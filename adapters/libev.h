@@ -39,7 +39,7 @@ typedef struct leash_libev {
     struct ev_loop *loop;
 } leash_libev;
 
-static int leash_libev_attach_context_(void *data, struct redisAsyncContext *ac) {
+static inline int leash_libev_attach_context_(void *data, struct redisAsyncContext *ac) {
     leash_libev *a = (leash_libev *)data;
 #if EV_MULTIPLICITY
     return redisLibevAttach(a->loop, ac) == REDIS_OK ? 0 : -1;
@@ -49,7 +49,7 @@ static int leash_libev_attach_context_(void *data, struct redisAsyncContext *ac)
 #endif
 }
 
-static void leash_libev_timer_fired_(EV_P_ ev_timer *w, int revents) {
+static inline void leash_libev_timer_fired_(EV_P_ ev_timer *w, int revents) {
     leash_libev_timer *t = (leash_libev_timer *)w;
     (void)revents;
     /* The one-shot watcher is already stopped: give back the reference it
@@ -61,7 +61,7 @@ static void leash_libev_timer_fired_(EV_P_ ev_timer *w, int revents) {
     t->fn(t->arg);
 }
 
-static void *leash_libev_timer_new_(void *data, leash_timer_fn *fn, void *arg) {
+static inline void *leash_libev_timer_new_(void *data, leash_timer_fn *fn, void *arg) {
     leash_libev *a = (leash_libev *)data;
     leash_libev_timer *t = (leash_libev_timer *)calloc(1, sizeof(*t));
     if (t == NULL)
@@ -73,7 +73,7 @@ static void *leash_libev_timer_new_(void *data, leash_timer_fn *fn, void *arg) {
     return t;
 }
 
-static void leash_libev_timer_stop_(void *data, void *timer) {
+static inline void leash_libev_timer_stop_(void *data, void *timer) {
     leash_libev_timer *t = (leash_libev_timer *)timer;
 #if EV_MULTIPLICITY
     struct ev_loop *loop = t->loop;
@@ -86,7 +86,7 @@ static void leash_libev_timer_stop_(void *data, void *timer) {
     ev_timer_stop(EV_A_ & t->watcher);
 }
 
-static void leash_libev_timer_start_(void *data, void *timer, uint64_t delay_ms,
+static inline void leash_libev_timer_start_(void *data, void *timer, uint64_t delay_ms,
                                      int keep_alive) {
     leash_libev_timer *t = (leash_libev_timer *)timer;
 #if EV_MULTIPLICITY
@@ -101,12 +101,12 @@ static void leash_libev_timer_start_(void *data, void *timer, uint64_t delay_ms,
     }
 }
 
-static void leash_libev_timer_free_(void *data, void *timer) {
+static inline void leash_libev_timer_free_(void *data, void *timer) {
     leash_libev_timer_stop_(data, timer);
     free(timer);
 }
 
-static void leash_libev_cleanup_(void *data) {
+static inline void leash_libev_cleanup_(void *data) {
     free(data);
 }
 
@@ -115,7 +115,7 @@ static void leash_libev_cleanup_(void *data) {
  * Returns LEASH_OK, LEASH_EINVAL (NULL client), LEASH_ESTATE (already
  * attached), or LEASH_ENOMEM.
  */
-static int leash_libev_attach(EV_P_ leash_client *c) {
+static inline int leash_libev_attach(EV_P_ leash_client *c) {
     leash_libev *a;
     leash_loop hooks;
     int rc;

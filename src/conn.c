@@ -393,7 +393,10 @@ static void on_connect(const redisAsyncContext *cac, int status) {
         ac->data = NULL;
         conn_down(conn);
     } else {
-        redisEnableKeepAlive(&ac->c);
+        /* TCP keepalive finds peers that vanished without a FIN; it does
+         * not apply to unix sockets (and fails there). */
+        if (c->cfg.unix_path == NULL)
+            redisEnableKeepAlive(&ac->c);
         start_handshake(conn);
     }
     leash__client_leave(c);

@@ -198,17 +198,23 @@ uint64_t leash_renewals(const leash_lock *l) {
 
 /* ---- commands ---- */
 
+/* The tombstone key of one hold: "this token is released or given up". */
+#define TOMB_MAX (LEASH_PREFIX_MAX + LEASH_NAME_MAX + 64)
+static size_t tomb_key(const leash_lock *l, const char *token, char out[TOMB_MAX]) {
+    memcpy(out, l->keys.tomb_prefix, l->keys.tomb_prefix_len);
+    memcpy(out + l->keys.tomb_prefix_len, token, LEASH__TOKEN_LEN);
+    return l->keys.tomb_prefix_len + LEASH__TOKEN_LEN;
+}
+
 static leash__cmd *make_release(leash_lock *l, const char *token, int count_after,
                                 int64_t deadline, leash__reply_fn *fn) {
     const char *argv[3 + 6];
     size_t lens[3 + 6], len;
-    char tomb[LEASH_PREFIX_MAX + LEASH_NAME_MAX + 64], count[16], ttl[24];
+    char tomb[TOMB_MAX], count[16], ttl[24];
     char *buf;
     leash__cmd *cmd;
-    size_t tomb_len = l->keys.tomb_prefix_len + LEASH__TOKEN_LEN;
+    size_t tomb_len = tomb_key(l, token, tomb);
 
-    memcpy(tomb, l->keys.tomb_prefix, l->keys.tomb_prefix_len);
-    memcpy(tomb + l->keys.tomb_prefix_len, token, LEASH__TOKEN_LEN);
     argv[3] = l->keys.key;
     lens[3] = l->keys.key_len;
     argv[4] = tomb;
@@ -465,15 +471,20 @@ static void on_attempt_reply(void *arg, redisReply *r, int status) {
         wait_for_release(l, n);
         return;
     default:
+        /* Without an answer the attempt may still run (a frozen server
+         * keeps it in its socket): its release plants the tombstone that
+         * makes a late grant impossible. */
+        if (err == LEASH_ECONN)
+            release_in_background(l, l->token);
         acquire_failed(l, err);
         return;
     }
 }
 
 static void send_attempt(leash_lock *l) {
-    const char *argv[3 + 5];
-    size_t lens[3 + 5], len;
-    char lease[24], count[16];
+    const char *argv[3 + 6];
+    size_t lens[3 + 6], len;
+    char lease[24], count[16], tomb[TOMB_MAX];
     int64_t now = leash__now_ms(), deadline;
     char *buf;
     leash__cmd *cmd;
@@ -483,19 +494,21 @@ static void send_attempt(leash_lock *l) {
     lens[3] = l->keys.key_len;
     argv[4] = l->keys.fence;
     lens[4] = l->keys.fence_len;
-    argv[5] = l->token;
-    lens[5] = LEASH__TOKEN_LEN;
-    argv[6] = lease;
-    lens[6] = (size_t)snprintf(lease, sizeof(lease), "%lld", (long long)l->hold_lease);
-    argv[7] = count;
-    lens[7] = (size_t)snprintf(count, sizeof(count), "%d", reentrant ? l->holds + 1 : 1);
+    argv[5] = tomb;
+    lens[5] = tomb_key(l, l->token, tomb);
+    argv[6] = l->token;
+    lens[6] = LEASH__TOKEN_LEN;
+    argv[7] = lease;
+    lens[7] = (size_t)snprintf(lease, sizeof(lease), "%lld", (long long)l->hold_lease);
+    argv[8] = count;
+    lens[8] = (size_t)snprintf(count, sizeof(count), "%d", reentrant ? l->holds + 1 : 1);
     if (reentrant)
         deadline = l->deadline;
     else if (l->wait_once)
         deadline = now + l->client->cfg.command_timeout_ms;
     else
         deadline = l->wait_deadline;
-    buf = leash__script_call(&len, &l->client->scripts, LEASH__SCRIPT_ACQUIRE, 2, 8, argv, lens);
+    buf = leash__script_call(&len, &l->client->scripts, LEASH__SCRIPT_ACQUIRE, 3, 9, argv, lens);
     cmd = buf ? leash__cmd_new(buf, len, LEASH__SCRIPT_ACQUIRE, LEASH__CMD_RETRY, deadline,
                                on_attempt_reply, l)
               : NULL;

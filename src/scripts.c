@@ -8,6 +8,7 @@
 #include "sha1.h"
 
 static const char acquire_lua[] =
+    "if redis.call('exists', KEYS[3]) == 1 then return {0, -3} end\n"
     "local n = redis.call('hget', KEYS[1], ARGV[1])\n"
     "if n then\n"
     "  redis.call('hset', KEYS[1], ARGV[1], ARGV[3])\n"
@@ -23,7 +24,8 @@ static const char acquire_lua[] =
 
 static const char release_lua[] =
     "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
-    "  if redis.call('exists', KEYS[2]) == 1 then return 0 end\n"
+    "  if redis.call('get', KEYS[2]) == '1' then return 0 end\n"
+    "  redis.call('set', KEYS[2], '0', 'px', ARGV[4])\n"
     "  return -1\n"
     "end\n"
     "local left = tonumber(ARGV[2])\n"

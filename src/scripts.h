@@ -3,13 +3,17 @@
  * the command connection and called with EVALSHA; a NOSCRIPT answer makes
  * the connection resend the same call as EVAL (which caches it again).
  *
- * acquire  KEYS: lock, fence            ARGV: token, lease_ms, count
+ * acquire  KEYS: lock, fence, tombstone ARGV: token, lease_ms, count
  *          -> {1, fence, count} granted (a new hold increments the fence;
  *             our own token just gets its count set: retries are idempotent)
  *          -> {0, pttl} held by another
+ *          -> {0, -3} this token was already released or given up: an
+ *             attempt that arrives late (it sat in a frozen server's socket
+ *             after we gave up on it) must not create a hold nobody owns
  * release  KEYS: lock, tombstone        ARGV: token, count_after, channel, tomb_ms
  *          -> count left (> 0), 0 released (key deleted, PUBLISH on channel,
- *             tombstone set so a retried release still answers 0), -1 not ours
+ *             tombstone "1" set so a retried release still answers 0),
+ *             -1 not ours (tombstone "0" set: the token is dead either way)
  * renew    KEYS: lock1..lockN           ARGV: token1, lease1, ..., tokenN, leaseN
  *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken or wrong type)
  */

@@ -1,0 +1,679 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* prctl, mkdtemp, nftw, syscall */
+#endif
+
+#include "redis_server.h"
+
+#include "check.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define READY_TIMEOUT_MS 5000
+#define STOP_TIMEOUT_MS 3000
+#define START_ATTEMPTS 5
+#define ADMIN_CONNECT_TIMEOUT_MS 2000
+#define ADMIN_COMMAND_TIMEOUT_MS 3000
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static struct timeval ms_to_tv(int ms)
+{
+    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+    return tv;
+}
+
+static const char *redis_binary(void)
+{
+    static char found[4096];
+    const char *env = getenv("LEASH_REDIS_SERVER");
+    const char *path = getenv("PATH");
+
+    if (env && *env)
+        return env;
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+
+        if (len > 0 && len < sizeof found - 16) {
+            snprintf(found, sizeof found, "%.*s/redis-server", (int)len,
+                     path);
+            if (access(found, X_OK) == 0)
+                return found;
+        }
+        path = end ? end + 1 : NULL;
+    }
+    return "/usr/bin/redis-server";
+}
+
+/* The port is free now; nothing keeps it free until Redis binds it, which
+ * is why a start that fails is tried again on another port. */
+static int free_port(void)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    int fd, port = -1;
+
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = 0;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0
+        && getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type,
+                    struct FTW *ftw)
+{
+    (void)st;
+    (void)type;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void remove_tree(const char *path)
+{
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void path_in_dir(const test_redis *r, const char *name, char *out,
+                        size_t cap)
+{
+    snprintf(out, cap, "%s/%s", r->dir, name);
+}
+
+/* Redis reads a config argument in double quotes with C-like escapes, so
+ * paths and passwords survive spaces and quotes. */
+static void put_quoted(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static int write_config(const test_redis *r)
+{
+    char path[300], log[300];
+    FILE *f;
+    int ok;
+
+    path_in_dir(r, "redis.conf", path, sizeof path);
+    path_in_dir(r, "redis.log", log, sizeof log);
+    f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "port %d\nbind 127.0.0.1\n", r->port);
+    if (r->unix_path[0]) {
+        fputs("unixsocket ", f);
+        put_quoted(f, r->unix_path);
+        fputs("\nunixsocketperm 700\n", f);
+    }
+    fputs("save \"\"\nappendonly no\ndaemonize no\nprotected-mode no\n", f);
+    fputs("dir ", f);
+    put_quoted(f, r->dir);
+    fputs("\nlogfile ", f);
+    put_quoted(f, log);
+    fputc('\n', f);
+    if (r->cfg.requirepass) {
+        fputs("requirepass ", f);
+        put_quoted(f, r->cfg.requirepass);
+        fputc('\n', f);
+    }
+    if (r->cfg.acl_user)
+        fprintf(f, "user %s\n", r->cfg.acl_user);
+    if (r->cfg.extra)
+        fprintf(f, "%s\n", r->cfg.extra);
+    ok = !ferror(f);
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static void close_from(int lowfd)
+{
+    long max, fd;
+
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
+        return;
+#endif
+    max = sysconf(_SC_OPEN_MAX);
+    if (max < 0 || max > 65536)
+        max = 65536;
+    for (fd = lowfd; fd < max; fd++)
+        close((int)fd);
+}
+
+/* Forks and execs the server. Everything that allocates is done before
+ * fork, since the child of a threaded test may only call
+ * async-signal-safe functions. */
+static pid_t spawn(const test_redis *r)
+{
+    char conf[300], log[300];
+    const char *bin = redis_binary();
+    char *argv[3];
+    pid_t parent = getpid(), pid;
+    int logfd, nullfd;
+
+    path_in_dir(r, "redis.conf", conf, sizeof conf);
+    path_in_dir(r, "redis.log", log, sizeof log);
+    argv[0] = (char *)bin;
+    argv[1] = conf;
+    argv[2] = NULL;
+
+    logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (logfd < 0 || nullfd < 0) {
+        fprintf(stderr, "test_redis: open %s: %s\n", log, strerror(errno));
+        if (logfd >= 0)
+            close(logfd);
+        if (nullfd >= 0)
+            close(nullfd);
+        return -1;
+    }
+
+    pid = fork();
+    if (pid == 0) {
+        struct sigaction sa;
+        sigset_t none;
+        int sig;
+
+        /* A server outliving its test would hold the port and a folder
+         * nobody removes. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        /* Ignored and blocked signals survive exec; the test may have
+         * either, and stop/kill rely on the defaults. */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        for (sig = 1; sig < NSIG; sig++)
+            sigaction(sig, &sa, NULL);
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+
+        dup2(nullfd, 0);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        /* An inherited socket of the test (a proxy's end, a client
+         * connection) would keep that connection open after the test
+         * closes it. */
+        close_from(3);
+        execv(bin, argv);
+        {
+            static const char msg[] = "test_redis: exec of redis-server "
+                                      "failed\n";
+            ssize_t n = write(2, msg, sizeof msg - 1);
+            (void)n;
+        }
+        _exit(127);
+    }
+    close(logfd);
+    close(nullfd);
+    if (pid < 0)
+        fprintf(stderr, "test_redis: fork: %s\n", strerror(errno));
+    return pid;
+}
+
+static void reap(pid_t pid)
+{
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static redisContext *connect_raw(const test_redis *r, int timeout_ms)
+{
+    struct timeval tv = ms_to_tv(timeout_ms);
+    redisContext *c;
+
+    if (r->unix_path[0])
+        c = redisConnectUnixWithTimeout(r->unix_path, tv);
+    else
+        c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+    if (c && c->err) {
+        redisFree(c);
+        c = NULL;
+    }
+    return c;
+}
+
+/* A connection for test_redis_cmd: authenticated when the server has a
+ * password, and with a command timeout so that a frozen server fails the
+ * command instead of hanging the test. */
+static redisContext *connect_admin(const test_redis *r)
+{
+    redisContext *c = connect_raw(r, ADMIN_CONNECT_TIMEOUT_MS);
+    redisReply *reply;
+
+    if (!c)
+        return NULL;
+    redisSetTimeout(c, ms_to_tv(ADMIN_COMMAND_TIMEOUT_MS));
+    if (r->cfg.requirepass) {
+        reply = redisCommand(c, "AUTH %s", r->cfg.requirepass);
+        if (!reply || reply->type == REDIS_REPLY_ERROR) {
+            if (reply)
+                freeReplyObject(reply);
+            redisFree(c);
+            return NULL;
+        }
+        freeReplyObject(reply);
+    }
+    return c;
+}
+
+/* 0: the server answers; -1: it exited (r->pid is 0 then) or did not
+ * answer in time (r->pid is still set). */
+static int wait_ready(test_redis *r)
+{
+    int64_t deadline = test_now_ms() + READY_TIMEOUT_MS;
+
+    for (;;) {
+        redisContext *c;
+        pid_t w = waitpid(r->pid, NULL, WNOHANG);
+
+        if (w == r->pid || (w < 0 && errno == ECHILD)) {
+            r->pid = 0;
+            return -1;
+        }
+        c = connect_raw(r, 200);
+        if (c) {
+            /* Any reply will do, NOAUTH included: the server is up, and
+             * whether the admin may log in is a question for later. */
+            redisReply *reply;
+
+            redisSetTimeout(c, ms_to_tv(1000));
+            reply = redisCommand(c, "PING");
+            redisFree(c);
+            if (reply) {
+                freeReplyObject(reply);
+                return 0;
+            }
+        }
+        if (test_now_ms() >= deadline)
+            return -1;
+        sleep_ms(5);
+    }
+}
+
+static void drop_admin(test_redis *r)
+{
+    if (r->admin_) {
+        redisFree(r->admin_);
+        r->admin_ = NULL;
+    }
+}
+
+static void print_log_tail(const test_redis *r)
+{
+    char path[300], buf[2048];
+    FILE *f;
+    long size;
+    size_t n;
+
+    path_in_dir(r, "redis.log", path, sizeof path);
+    f = fopen(path, "r");
+    if (!f)
+        return;
+    if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0) {
+        long from = size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1
+                                                : 0;
+        fseek(f, from, SEEK_SET);
+        n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        fprintf(stderr, "--- end of %s ---\n%s\n---\n", path, buf);
+    }
+    fclose(f);
+}
+
+/* Starts the server on r's current port or socket. On failure *exited
+ * tells a server that quit (most likely: the port was taken) from one
+ * that hung, which is not worth a second try. */
+static int launch(test_redis *r, int *exited)
+{
+    *exited = 0;
+    if (write_config(r) != 0) {
+        fprintf(stderr, "test_redis: cannot write the config in %s\n",
+                r->dir);
+        return -1;
+    }
+    r->pid = spawn(r);
+    if (r->pid < 0) {
+        r->pid = 0;
+        return -1;
+    }
+    if (wait_ready(r) == 0)
+        return 0;
+    *exited = r->pid == 0;
+    if (r->pid > 0) {
+        kill(r->pid, SIGKILL);
+        reap(r->pid);
+        r->pid = 0;
+    }
+    return -1;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+int test_redis_start(test_redis *r, const test_redis_config *cfg)
+{
+    static const test_redis_config none = { 0, NULL, NULL, NULL };
+    const char *base = test_tmpdir();
+    int attempt, exited;
+
+    memset(r, 0, sizeof *r);
+    if (!cfg)
+        cfg = &none;
+    r->cfg.unix_socket = cfg->unix_socket;
+    r->strings_[0] = dup_or_null(cfg->requirepass);
+    r->strings_[1] = dup_or_null(cfg->acl_user);
+    r->strings_[2] = dup_or_null(cfg->extra);
+    if ((cfg->requirepass && !r->strings_[0])
+        || (cfg->acl_user && !r->strings_[1])
+        || (cfg->extra && !r->strings_[2])) {
+        fprintf(stderr, "test_redis_start: out of memory\n");
+        test_redis_stop(r);
+        return -1;
+    }
+    r->cfg.requirepass = r->strings_[0];
+    r->cfg.acl_user = r->strings_[1];
+    r->cfg.extra = r->strings_[2];
+
+    /* Leave room for "/redis-XXXXXX/redis.sock" within sun_path. */
+    if (strlen(base) > sizeof r->unix_path - 32)
+        base = "/tmp";
+    snprintf(r->dir, sizeof r->dir, "%s/redis-XXXXXX", base);
+    if (!mkdtemp(r->dir)) {
+        fprintf(stderr, "test_redis_start: mkdtemp %s: %s\n", r->dir,
+                strerror(errno));
+        r->dir[0] = '\0';
+        test_redis_stop(r);
+        return -1;
+    }
+    if (cfg->unix_socket
+        && snprintf(r->unix_path, sizeof r->unix_path, "%s/redis.sock",
+                    r->dir) >= (int)sizeof r->unix_path) {
+        fprintf(stderr, "test_redis_start: socket path in %s too long\n",
+                r->dir);
+        test_redis_stop(r);
+        return -1;
+    }
+
+    for (attempt = 0; attempt < START_ATTEMPTS; attempt++) {
+        if (!cfg->unix_socket) {
+            r->port = free_port();
+            if (r->port <= 0) {
+                fprintf(stderr, "test_redis_start: no free port: %s\n",
+                        strerror(errno));
+                break;
+            }
+        }
+        if (attempt > 0) {
+            char log[300];
+
+            /* The log of a failure shows one attempt, not five. */
+            path_in_dir(r, "redis.log", log, sizeof log);
+            unlink(log);
+        }
+        if (launch(r, &exited) == 0)
+            return 0;
+        /* Only a lost race for the port is worth another try. */
+        if (cfg->unix_socket || !exited)
+            break;
+    }
+    fprintf(stderr, "test_redis_start: %s did not come up\n",
+            redis_binary());
+    print_log_tail(r);
+    test_redis_stop(r);
+    return -1;
+}
+
+void test_redis_stop(test_redis *r)
+{
+    size_t i;
+
+    drop_admin(r);
+    if (r->pid > 0) {
+        int64_t deadline = test_now_ms() + STOP_TIMEOUT_MS;
+        pid_t w;
+
+        kill(r->pid, SIGTERM);
+        /* A frozen server would sit on the SIGTERM. */
+        kill(r->pid, SIGCONT);
+        while ((w = waitpid(r->pid, NULL, WNOHANG)) == 0
+               && test_now_ms() < deadline)
+            sleep_ms(5);
+        if (w == 0) {
+            kill(r->pid, SIGKILL);
+            reap(r->pid);
+        }
+    }
+    if (r->dir[0])
+        remove_tree(r->dir);
+    for (i = 0; i < sizeof r->strings_ / sizeof r->strings_[0]; i++)
+        free(r->strings_[i]);
+    memset(r, 0, sizeof *r);
+}
+
+int test_redis_kill(test_redis *r)
+{
+    drop_admin(r);
+    if (r->pid <= 0)
+        return -1;
+    kill(r->pid, SIGKILL);
+    reap(r->pid);
+    r->pid = 0;
+    return 0;
+}
+
+int test_redis_restart(test_redis *r)
+{
+    char path[300];
+    int attempt, exited;
+
+    if (!r->dir[0])
+        return -1;
+    if (r->pid > 0)
+        test_redis_kill(r);
+    drop_admin(r);
+    /* An empty start also when the test's config turned persistence on. */
+    path_in_dir(r, "dump.rdb", path, sizeof path);
+    unlink(path);
+    path_in_dir(r, "appendonlydir", path, sizeof path);
+    remove_tree(path);
+    if (r->unix_path[0])
+        unlink(r->unix_path);
+
+    /* The port cannot change, so a process that took it meanwhile can
+     * only be waited out. */
+    for (attempt = 0; attempt < START_ATTEMPTS; attempt++) {
+        if (launch(r, &exited) == 0)
+            return 0;
+        if (!exited)
+            break;
+        sleep_ms(100);
+    }
+    fprintf(stderr, "test_redis_restart: %s did not come up again\n",
+            redis_binary());
+    print_log_tail(r);
+    test_redis_stop(r);
+    return -1;
+}
+
+/* Linux /proc/<pid>/stat: the state letter follows the ")" of the name. */
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512], *p;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return '?';
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return '?';
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : '?';
+}
+
+void test_redis_freeze(test_redis *r)
+{
+    int64_t deadline;
+
+    if (r->pid <= 0)
+        return;
+    kill(r->pid, SIGSTOP);
+    /* The stop is asynchronous; the test's next step assumes it took. */
+    deadline = test_now_ms() + 1000;
+    while (proc_state(r->pid) != 'T' && test_now_ms() < deadline)
+        sleep_ms(1);
+}
+
+void test_redis_thaw(test_redis *r)
+{
+    if (r->pid > 0)
+        kill(r->pid, SIGCONT);
+}
+
+/* A timeout is not a broken connection: the server is alive but slow or
+ * frozen, and sending the command again would only wait again. */
+static int connection_broke(const redisContext *c, int err_no)
+{
+    if (c->err == REDIS_ERR_EOF)
+        return 1;
+    return c->err == REDIS_ERR_IO && err_no != EAGAIN
+           && err_no != EWOULDBLOCK;
+}
+
+static redisReply *vcmd(test_redis *r, const char *fmt, va_list ap)
+{
+    redisReply *reply;
+    va_list again;
+    int err_no, retry;
+
+    if (r->pid <= 0)
+        return NULL;
+    if (r->admin_ && r->admin_->err)
+        drop_admin(r);
+    retry = r->admin_ != NULL; /* a fresh connection is not retried */
+    if (!r->admin_)
+        r->admin_ = connect_admin(r);
+    if (!r->admin_)
+        return NULL;
+
+    va_copy(again, ap);
+    errno = 0;
+    reply = redisvCommand(r->admin_, fmt, ap);
+    err_no = errno;
+    if (!reply) {
+        /* The cached connection may be to a server since killed or
+         * restarted; only a reply on a new one tells. */
+        retry = retry && connection_broke(r->admin_, err_no);
+        drop_admin(r);
+        if (retry) {
+            r->admin_ = connect_admin(r);
+            if (r->admin_) {
+                reply = redisvCommand(r->admin_, fmt, again);
+                if (!reply)
+                    drop_admin(r);
+            }
+        }
+    }
+    va_end(again);
+    return reply;
+}
+
+redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...)
+{
+    redisReply *reply;
+    va_list ap;
+
+    va_start(ap, fmt);
+    reply = vcmd(r, fmt, ap);
+    va_end(ap);
+    return reply;
+}
+
+long long test_redis_int(test_redis *r, const char *fmt, ...)
+{
+    redisReply *reply;
+    long long v = -1;
+    va_list ap;
+
+    va_start(ap, fmt);
+    reply = vcmd(r, fmt, ap);
+    va_end(ap);
+    if (reply && reply->type == REDIS_REPLY_INTEGER)
+        v = reply->integer;
+    if (reply)
+        freeReplyObject(reply);
+    return v;
+}
+
+long long test_redis_calls(test_redis *r, const char *command)
+{
+    char needle[128];
+    const char *p;
+    redisReply *reply;
+    long long calls = 0;
+    size_t i, len;
+
+    len = (size_t)snprintf(needle, sizeof needle, "cmdstat_%s:calls=",
+                           command);
+    if (len >= sizeof needle)
+        return -1;
+    for (i = 0; i < len; i++)
+        needle[i] = (char)tolower((unsigned char)needle[i]);
+
+    reply = test_redis_cmd(r, "INFO commandstats");
+    if (!reply)
+        return -1;
+    if (reply->type != REDIS_REPLY_STRING) {
+        freeReplyObject(reply);
+        return -1;
+    }
+    /* The lines read "cmdstat_<name>:calls=N,usec=...". */
+    p = strstr(reply->str, needle);
+    if (p)
+        calls = strtoll(p + len, NULL, 10);
+    freeReplyObject(reply);
+    return calls;
+}

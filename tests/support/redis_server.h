@@ -1,0 +1,98 @@
+/*
+ * Real redis-server processes for tests.
+ *
+ * Each server gets a fresh folder (under test_tmpdir()) holding its
+ * config, its log and, for unix_socket, its socket; it listens on a free
+ * port of 127.0.0.1 or on that socket only, keeps no data on disk, and
+ * is stopped by its pid. The binary is $LEASH_REDIS_SERVER, else
+ * redis-server from $PATH, else /usr/bin/redis-server.
+ *
+ * A server dies with the thread that started it (PR_SET_PDEATHSIG), so
+ * start servers from the case's main thread; a case that crashes takes
+ * its servers with it.
+ *
+ *     test_redis r;
+ *     CHECK(test_redis_start(&r, NULL) == 0);
+ *     ... connect to 127.0.0.1:r.port ...
+ *     test_redis_stop(&r);
+ */
+#ifndef LEASH_TESTS_REDIS_SERVER_H
+#define LEASH_TESTS_REDIS_SERVER_H
+
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct test_redis_config {
+    /* 1: listen on a unix socket in the server's folder (port 0), else on
+     * 127.0.0.1:<free port>. */
+    int unix_socket;
+    /* NULL or the password of the default user. */
+    const char *requirepass;
+    /* NULL or the body of an ACL rule, e.g. "alice on >secret ~* &* +@all";
+     * written to the config as "user <acl_user>". */
+    const char *acl_user;
+    /* NULL or more config lines, "\n"-separated, e.g.
+     * "enable-debug-command yes\nmaxclients 50". */
+    const char *extra;
+} test_redis_config;
+
+typedef struct test_redis {
+    pid_t pid;            /* 0 when not running */
+    int port;             /* 0 with unix_socket */
+    char unix_path[108];  /* "" without unix_socket */
+    char dir[256];        /* the server's folder; "" once stopped */
+    test_redis_config cfg; /* a copy; its strings are owned by this struct */
+
+    /* Private. */
+    redisContext *admin_; /* cached connection of test_redis_cmd */
+    char *strings_[4];    /* copies of the cfg strings */
+} test_redis;
+
+/* Starts a server with cfg (NULL: TCP, no password) and waits until it
+ * answers PING (at most 5 s). Another port is tried when the server does
+ * not come up. Returns 0, or -1 with the reason on stderr and *r left
+ * stopped. The config strings are copied. */
+int test_redis_start(test_redis *r, const test_redis_config *cfg);
+
+/* SIGTERM by pid (SIGKILL after 3 s), reaps it, removes the folder and
+ * frees what r holds. Safe on a stopped or zeroed r, and twice. */
+void test_redis_stop(test_redis *r);
+
+/* SIGKILL and reap; port, socket and folder stay for a restart.
+ * Returns 0, -1 if it was not running. */
+int test_redis_kill(test_redis *r);
+
+/* Kills the server if running and starts it again, empty, on the same
+ * port or socket with the same config. Returns 0 or -1 (then stopped). */
+int test_redis_restart(test_redis *r);
+
+/* SIGSTOP / SIGCONT: the server keeps its connections and stops
+ * answering until thawed. */
+void test_redis_freeze(test_redis *r);
+void test_redis_thaw(test_redis *r);
+
+/* A command on a cached blocking connection (hiredis format, so %s and
+ * %b), authenticated with requirepass when set. A broken connection is
+ * replaced once per call. A command times out after 3 s (a frozen
+ * server). Returns NULL on failure; the caller frees the reply with
+ * freeReplyObject. */
+redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...);
+
+/* The integer reply of a command, or -1 for any other reply. */
+long long test_redis_int(test_redis *r, const char *fmt, ...);
+
+/* "calls=" of INFO commandstats for a command (case does not matter;
+ * "client|setname" for a subcommand), 0 if it has none, -1 on failure.
+ * CONFIG RESETSTAT sets them all back to 0. */
+long long test_redis_calls(test_redis *r, const char *command);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,368 @@
+/* The connection layer against real redis-servers: transports, AUTH,
+ * SELECT, reconnects, NOSCRIPT, frozen servers, teardown. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "fixture.h"
+
+static struct ev_loop *new_loop(void) {
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    CHECK(loop != NULL);
+    return loop;
+}
+
+/* Try-once acquire + release on a fresh client: the whole path works. */
+static void roundtrip(struct ev_loop *loop, leash_client *c, const char *name) {
+    leash_lock *l = leash_lock_new(c, name);
+    CHECK(l != NULL);
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_OK);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    CHECK(!leash_held(l));
+    leash_lock_free(l);
+}
+
+TEST(connects_over_tcp) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_client *c;
+    leash_lock *l;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    c = fx_client(loop, &r, 5000);
+    l = leash_lock_new(c, "tcp");
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_redis_exists(&r, "leash:tcp"), 1);
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_redis_exists(&r, "leash:tcp"), 0);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(connects_over_unix_socket) {
+    test_redis r;
+    test_redis_config cfg = {0};
+    struct ev_loop *loop = new_loop();
+    leash_client *c;
+
+    cfg.unix_socket = 1;
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), 0);
+    CHECK(r.unix_path[0] != '\0');
+    c = fx_client(loop, &r, 5000);
+    roundtrip(loop, c, "unix");
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(auth_with_requirepass) {
+    test_redis r;
+    test_redis_config cfg = {0};
+    struct ev_loop *loop = new_loop();
+    leash_client *c;
+
+    cfg.requirepass = "s3cret-pw";
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), 0);
+    c = fx_client(loop, &r, 5000);
+    roundtrip(loop, c, "auth");
+    leash_client_free(c);
+    CHECK(!fx_log_contains("s3cret-pw"));
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(auth_as_acl_user) {
+    test_redis r;
+    test_redis_config cfg = {0};
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+
+    cfg.acl_user = "alice on >alice-pw ~leash:* ~{leash:* &* +@all";
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), 0);
+    fx_options(&o, &r, 5000);
+    o.username = "alice";
+    o.password = "alice-pw";
+    c = fx_client_opts(loop, &o);
+    roundtrip(loop, c, "acl");
+    leash_client_free(c);
+    CHECK(!fx_log_contains("alice-pw"));
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(wrong_password_is_a_clear_error) {
+    test_redis r;
+    test_redis_config cfg = {0};
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+
+    cfg.requirepass = "right-pw";
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), 0);
+    fx_options(&o, &r, 5000);
+    o.password = "wrong-pw";
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "denied");
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_EAUTH);
+    CHECK(fx_log_contains("AUTH refused"));
+    CHECK(!fx_log_contains("wrong-pw"));
+    CHECK(!leash_client_connected(c));
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(select_puts_keys_in_the_chosen_db) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    fx_options(&o, &r, 5000);
+    o.db = 3;
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "in-db3");
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(test_redis_int(&r, "EXISTS leash:in-db3"), 0);
+    CHECK_EQ_INT(test_redis_int(&r, "SELECT 3"), -1); /* +OK is not an integer */
+    CHECK_EQ_INT(test_redis_int(&r, "EXISTS leash:in-db3"), 1);
+    CHECK_EQ_INT(test_redis_int(&r, "EXISTS {leash:in-db3}:fence"), 1);
+    test_redis_int(&r, "SELECT 0");
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(reconnects_after_server_restart) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_client *c;
+    leash_stats s;
+    int port;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    port = r.port;
+    c = fx_client(loop, &r, 5000);
+    roundtrip(loop, c, "before");
+    CHECK_EQ_INT(test_redis_restart(&r), 0);
+    CHECK_EQ_INT(r.port, port);
+    /* The first command after the restart may find the old socket dead:
+     * it is retried on the new connection. */
+    roundtrip(loop, c, "after");
+    leash_client_stats(c, &s);
+    CHECK(s.connects >= 2);
+    CHECK(s.disconnects >= 1);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(script_flush_takes_the_noscript_path) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_client *c;
+    leash_stats s;
+    redisReply *rep;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    c = fx_client(loop, &r, 5000);
+    roundtrip(loop, c, "flush");
+    rep = test_redis_cmd(&r, "SCRIPT FLUSH");
+    CHECK(rep != NULL);
+    freeReplyObject(rep);
+    roundtrip(loop, c, "flush");
+    leash_client_stats(c, &s);
+    CHECK(s.noscript_reloads >= 2); /* acquire and release both fell back */
+    roundtrip(loop, c, "flush");
+    leash_client_stats(c, &s);
+    CHECK(s.noscript_reloads == 2); /* EVAL cached them again */
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(frozen_server_gives_econn_then_recovers) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    int64_t t0;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    fx_options(&o, &r, 5000);
+    o.command_timeout_ms = 300;
+    c = fx_client_opts(loop, &o);
+    fx_wait_connected(loop, c, 5000);
+    l = leash_lock_new(c, "frozen");
+    test_redis_freeze(&r);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(loop, &res, 5000);
+    CHECK_EQ_INT(res.status, LEASH_ECONN);
+    CHECK_MSG(res.at_ms - t0 >= 250 && res.at_ms - t0 <= 300 + 400,
+              "ECONN after %lld ms, expected about 300", (long long)(res.at_ms - t0));
+    CHECK(fx_log_contains("no reply for"));
+    test_redis_thaw(&r);
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 3000, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(work_issued_while_disconnected_waits_for_the_connection) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    c = fx_client(loop, &r, 5000);
+    fx_wait_connected(loop, c, 5000);
+    CHECK_EQ_INT(test_redis_kill(&r), 0);
+    test_run_for(loop, 100); /* the client notices and starts reconnecting */
+    CHECK(!leash_client_connected(c));
+    l = leash_lock_new(c, "queued");
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
+    test_run_for(loop, 300);
+    CHECK_EQ_INT(res.calls, 0);
+    CHECK_EQ_INT(test_redis_restart(&r), 0);
+    fx_run_until(loop, &res, 5000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+#define IN_FLIGHT 40
+
+TEST(client_free_with_commands_in_flight) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_client *c;
+    leash_lock *locks[IN_FLIGHT];
+    fx_result res[IN_FLIGHT];
+    char name[32];
+    int i;
+
+    memset(res, 0, sizeof(res));
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    c = fx_client(loop, &r, 5000);
+    fx_wait_connected(loop, c, 5000);
+    test_redis_freeze(&r); /* every command stays in flight */
+    for (i = 0; i < IN_FLIGHT; i++) {
+        snprintf(name, sizeof(name), "inflight-%d", i);
+        locks[i] = leash_lock_new(c, name);
+        CHECK_EQ_INT(leash_acquire(locks[i], i % 2 ? 0 : 10000, fx_acquire_cb, &res[i]), LEASH_OK);
+    }
+    test_run_for(loop, 50);
+    leash_client_free(c);
+    for (i = 0; i < IN_FLIGHT; i++) {
+        CHECK_EQ_INT(res[i].calls, 1);
+        CHECK_EQ_INT(res[i].status, LEASH_ECANCELED);
+    }
+    test_redis_thaw(&r);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+static leash_client *free_me;
+static fx_result other;
+
+static void free_client_in_callback(leash_lock *l, int status, void *arg) {
+    fx_result *res = arg;
+    (void)l;
+    res->calls++;
+    res->status = status;
+    res->done = 1;
+    leash_client_free(free_me);
+    leash_client_free(free_me); /* twice is harmless */
+}
+
+TEST(client_free_inside_its_callback) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_lock *a, *b;
+    fx_result res = {0};
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    free_me = fx_client(loop, &r, 5000);
+    a = leash_lock_new(free_me, "cb-free");
+    b = leash_lock_new(free_me, "cb-free");
+    CHECK_EQ_INT(leash_acquire(a, 0, free_client_in_callback, &res), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 10000, fx_acquire_cb, &other), LEASH_OK);
+    fx_run_until(loop, &res, 5000);
+    CHECK_EQ_INT(res.calls, 1);
+    CHECK_EQ_INT(other.calls, 1);
+    CHECK_EQ_INT(other.status, LEASH_ECANCELED);
+    test_run_for(loop, 100);
+    CHECK_EQ_INT(res.calls, 1);
+    CHECK_EQ_INT(other.calls, 1);
+    /* the hold a got was released best-effort */
+    test_run_for(loop, 100);
+    CHECK_EQ_INT(fx_redis_exists(&r, "leash:cb-free"), 0);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(attach_twice_is_refused) {
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+
+    leash_options_init(&o);
+    o.port = 1; /* nothing listens: connecting fails quietly, which is fine */
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
+    CHECK_EQ_INT(leash_libev_attach(loop, c), LEASH_OK);
+    CHECK_EQ_INT(leash_libev_attach(loop, c), LEASH_ESTATE);
+    leash_client_free(c);
+    ev_loop_destroy(loop);
+}
+
+TEST(unattached_client_refuses_acquire) {
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+
+    leash_options_init(&o);
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
+    l = leash_lock_new(c, "x");
+    CHECK(l != NULL);
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &res), LEASH_ELOOP);
+    leash_client_free(c);
+    CHECK_EQ_INT(res.calls, 0);
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(connects_over_tcp),
+        TEST_CASE(connects_over_unix_socket),
+        TEST_CASE(auth_with_requirepass),
+        TEST_CASE(auth_as_acl_user),
+        TEST_CASE(wrong_password_is_a_clear_error),
+        TEST_CASE(select_puts_keys_in_the_chosen_db),
+        TEST_CASE(reconnects_after_server_restart),
+        TEST_CASE(script_flush_takes_the_noscript_path),
+        TEST_CASE(frozen_server_gives_econn_then_recovers),
+        TEST_CASE(work_issued_while_disconnected_waits_for_the_connection),
+        TEST_CASE(client_free_with_commands_in_flight),
+        TEST_CASE(client_free_inside_its_callback),
+        TEST_CASE(attach_twice_is_refused),
+        TEST_CASE(unattached_client_refuses_acquire),
+        {0},
+    };
+    return test_main(argc, argv, cases);
+}

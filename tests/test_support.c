@@ -1,0 +1,606 @@
+/*
+ * Self-test of the test support code: the harness (check.h), the Redis
+ * servers (redis_server.h) and the loop helpers (evloop.h). Every other
+ * test trusts these, so they get their own proof first.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* popen, readlink, realpath, usleep */
+#endif
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "check.h"
+#include "evloop.h"
+#include "redis_server.h"
+
+/* ---- helpers ---- */
+
+static redisContext *connect_tcp(int port, int timeout_ms)
+{
+    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+
+    CHECK(c != NULL);
+    CHECK_MSG(!c->err, "connect to port %d: %s", port, c->errstr);
+    CHECK(redisSetTimeout(c, tv) == REDIS_OK);
+    return c;
+}
+
+static redisContext *connect_unix(const char *path)
+{
+    redisContext *c = redisConnectUnix(path);
+
+    CHECK(c != NULL);
+    CHECK_MSG(!c->err, "connect to %s: %s", path, c->errstr);
+    return c;
+}
+
+/* The reply of a command as "+status", "-error", "$string", ":int" or
+ * "nil", which reads well in CHECK_STR_EQ. */
+static char *reply_text(redisReply *reply)
+{
+    static char buf[256];
+
+    if (!reply)
+        snprintf(buf, sizeof buf, "(no reply)");
+    else if (reply->type == REDIS_REPLY_STATUS)
+        snprintf(buf, sizeof buf, "+%s", reply->str);
+    else if (reply->type == REDIS_REPLY_ERROR)
+        snprintf(buf, sizeof buf, "-%s", reply->str);
+    else if (reply->type == REDIS_REPLY_STRING)
+        snprintf(buf, sizeof buf, "$%s", reply->str);
+    else if (reply->type == REDIS_REPLY_INTEGER)
+        snprintf(buf, sizeof buf, ":%lld", reply->integer);
+    else if (reply->type == REDIS_REPLY_NIL)
+        snprintf(buf, sizeof buf, "nil");
+    else
+        snprintf(buf, sizeof buf, "(type %d)", reply->type);
+    if (reply)
+        freeReplyObject(reply);
+    return buf;
+}
+
+#define RAW(c, ...) reply_text(redisCommand((c), __VA_ARGS__))
+#define ADMIN(r, ...) reply_text(test_redis_cmd((r), __VA_ARGS__))
+
+/* The value of a config parameter, read through the admin connection. */
+static const char *config_get(test_redis *r, const char *name)
+{
+    static char buf[256];
+    redisReply *reply = test_redis_cmd(r, "CONFIG GET %s", name);
+
+    CHECK(reply != NULL);
+    CHECK_EQ_INT(reply->type, REDIS_REPLY_ARRAY);
+    CHECK_EQ_INT(reply->elements, 2);
+    snprintf(buf, sizeof buf, "%s", reply->element[1]->str);
+    freeReplyObject(reply);
+    return buf;
+}
+
+/* Gone means reaped too: a zombie left to pid 1 would still show up in
+ * pgrep. */
+static int process_gone(pid_t pid)
+{
+    return kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+static int dir_exists(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* ---- the harness, driven through a second run of this program ---- */
+
+TEST(demo_pass) { CHECK(1); }
+TEST(demo_check) { CHECK(1 + 1 == 3); }
+TEST(demo_eq_int) { CHECK_EQ_INT(2 + 2, 5); }
+TEST(demo_str_eq) { CHECK_STR_EQ("abc", "abd"); }
+TEST(demo_str_null) { CHECK_STR_EQ(NULL, "abd"); }
+TEST(demo_msg) { CHECK_MSG(0, "value %d", 7); }
+
+/* A crash with a server running: the server must not outlive the case. */
+TEST(demo_abort)
+{
+    test_redis r;
+
+    CHECK(test_redis_start(&r, NULL) == 0);
+    printf("server pid %d\n", (int)r.pid);
+    fflush(stdout);
+    abort();
+}
+
+TEST(demo_timeout)
+{
+    sleep(30);
+}
+
+static const test_case demo_cases[] = {
+    TEST_CASE(demo_pass),     TEST_CASE(demo_check),
+    TEST_CASE(demo_eq_int),   TEST_CASE(demo_str_eq),
+    TEST_CASE(demo_str_null), TEST_CASE(demo_msg),
+    TEST_CASE(demo_abort),    TEST_CASE_T(demo_timeout, 1),
+    { 0 },
+};
+
+/* Runs this program with --harness-demo and the arguments; returns its
+ * stdout (static) and sets *status to its wait status. */
+static const char *run_demo(const char *args, int *status)
+{
+    static char out[8192];
+    char exe[1024], cmd[1400];
+    size_t len = 0, n;
+    ssize_t elen;
+    FILE *p;
+
+    /* /proc/self/exe inside popen's shell would name the shell. */
+    elen = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    CHECK(elen > 0);
+    exe[elen] = '\0';
+    snprintf(cmd, sizeof cmd, "'%s' --harness-demo %s 2>/dev/null", exe,
+             args);
+    p = popen(cmd, "r");
+    CHECK(p != NULL);
+    while ((n = fread(out + len, 1, sizeof out - 1 - len, p)) > 0)
+        len += n;
+    out[len] = '\0';
+    *status = pclose(p);
+    return out;
+}
+
+static void check_line(const char *out, const char *start, const char *has)
+{
+    const char *line = out;
+
+    while (line && *line) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[1024];
+
+        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
+        if (strncmp(buf, start, strlen(start)) == 0) {
+            CHECK_MSG(strstr(buf, has) != NULL, "line '%s' lacks '%s'", buf,
+                      has);
+            return;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    CHECK_MSG(0, "no line starting with '%s' in:\n%s", start, out);
+}
+
+TEST(t_harness_reports)
+{
+    int status;
+    const char *out = run_demo("", &status);
+    const char *p;
+    int pid = 0;
+
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_INT(WEXITSTATUS(status), 1);
+    check_line(out, "PASS demo_pass (", " ms)");
+    check_line(out, "FAIL demo_check: ", "test_support.c:");
+    check_line(out, "FAIL demo_check: ", ": CHECK(1 + 1 == 3) failed");
+    check_line(out, "FAIL demo_eq_int: ",
+               "CHECK_EQ_INT(2 + 2, 5) failed: 4 != 5");
+    check_line(out, "FAIL demo_str_eq: ",
+               "CHECK_STR_EQ(\"abc\", \"abd\") failed: \"abc\" != \"abd\"");
+    check_line(out, "FAIL demo_str_null: ", "failed: NULL != \"abd\"");
+    check_line(out, "FAIL demo_msg: ", "CHECK_MSG(0) failed: value 7");
+    check_line(out, "FAIL demo_abort: ", "killed by signal 6");
+    check_line(out, "FAIL demo_timeout: ", "timed out after 1 s");
+    /* The summary is the last line, alone. */
+    p = strstr(out, "\n1 passed, 7 failed\n");
+    CHECK_MSG(p && p[strlen("\n1 passed, 7 failed\n")] == '\0',
+              "bad summary in:\n%s", out);
+
+    p = strstr(out, "server pid ");
+    CHECK(p != NULL);
+    pid = atoi(p + strlen("server pid "));
+    CHECK(pid > 0);
+    CHECK_MSG(process_gone((pid_t)pid),
+              "redis-server %d outlived its crashed case", pid);
+}
+
+TEST(t_harness_selects)
+{
+    int status;
+    const char *out = run_demo("demo_msg demo_pass", &status);
+    const char *second, *third;
+
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_INT(WEXITSTATUS(status), 1);
+    /* In the order of the list, not of the command line. */
+    CHECK_MSG(strncmp(out, "PASS demo_pass (", 16) == 0, "%s", out);
+    second = strchr(out, '\n');
+    CHECK(second != NULL);
+    CHECK_MSG(strncmp(second + 1, "FAIL demo_msg: ", 15) == 0, "%s", out);
+    third = strchr(second + 1, '\n');
+    CHECK(third != NULL);
+    CHECK_STR_EQ(third + 1, "1 passed, 1 failed\n");
+
+    out = run_demo("no_such_case", &status);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_INT(WEXITSTATUS(status), 2);
+    CHECK_STR_EQ(out, "");
+
+    out = run_demo("--list", &status);
+    CHECK_EQ_INT(WEXITSTATUS(status), 0);
+    CHECK(strstr(out, "demo_timeout\n") != NULL);
+}
+
+/* ---- Redis servers ---- */
+
+TEST(t_tcp_ping)
+{
+    test_redis r;
+    redisContext *c;
+    char dir[sizeof r.dir], real[PATH_MAX];
+    pid_t pid;
+
+    CHECK(test_redis_start(&r, NULL) == 0);
+    CHECK(r.pid > 0);
+    CHECK(r.port > 0 && r.port < 65536);
+    CHECK_STR_EQ(r.unix_path, "");
+    CHECK_STR_EQ(ADMIN(&r, "PING"), "+PONG");
+
+    c = connect_tcp(r.port, 2000);
+    CHECK_STR_EQ(RAW(c, "PING"), "+PONG");
+    redisFree(c);
+    CHECK_STR_EQ(config_get(&r, "save"), "");
+    CHECK_STR_EQ(config_get(&r, "appendonly"), "no");
+    CHECK_STR_EQ(config_get(&r, "bind"), "127.0.0.1");
+    /* Redis reports the folder with symlinks resolved. */
+    CHECK_STR_EQ(config_get(&r, "dir"), realpath(r.dir, real));
+
+    pid = r.pid;
+    snprintf(dir, sizeof dir, "%s", r.dir);
+    CHECK(dir_exists(dir));
+    test_redis_stop(&r);
+    CHECK(r.pid == 0);
+    CHECK(process_gone(pid));
+    CHECK(!dir_exists(dir));
+    test_redis_stop(&r); /* twice is fine */
+    CHECK(test_redis_cmd(&r, "PING") == NULL);
+}
+
+TEST(t_unix_ping)
+{
+    test_redis_config cfg = { .unix_socket = 1 };
+    test_redis r;
+    redisContext *c;
+    struct stat st;
+
+    CHECK(test_redis_start(&r, &cfg) == 0);
+    CHECK_EQ_INT(r.port, 0);
+    CHECK(r.unix_path[0] == '/');
+    CHECK(stat(r.unix_path, &st) == 0 && S_ISSOCK(st.st_mode));
+    CHECK_STR_EQ(ADMIN(&r, "PING"), "+PONG");
+
+    c = connect_unix(r.unix_path);
+    CHECK_STR_EQ(RAW(c, "PING"), "+PONG");
+    redisFree(c);
+    CHECK_STR_EQ(config_get(&r, "port"), "0");
+    test_redis_stop(&r);
+}
+
+TEST(t_requirepass)
+{
+    /* A copy of the password must be kept: this buffer changes. */
+    char pass[] = "s3cret \"pass\"";
+    test_redis_config cfg = { .requirepass = pass };
+    test_redis r;
+    redisContext *c;
+    redisReply *reply;
+
+    CHECK(test_redis_start(&r, &cfg) == 0);
+    memset(pass, 'x', sizeof pass - 1);
+    CHECK_STR_EQ(ADMIN(&r, "PING"), "+PONG");
+
+    c = connect_tcp(r.port, 2000);
+    reply = redisCommand(c, "PING");
+    CHECK(reply && reply->type == REDIS_REPLY_ERROR);
+    CHECK_MSG(strncmp(reply->str, "NOAUTH", 6) == 0, "%s", reply->str);
+    freeReplyObject(reply);
+    reply = redisCommand(c, "AUTH %s", "wrong");
+    CHECK(reply && reply->type == REDIS_REPLY_ERROR);
+    CHECK_MSG(strncmp(reply->str, "WRONGPASS", 9) == 0, "%s", reply->str);
+    freeReplyObject(reply);
+    CHECK_STR_EQ(RAW(c, "AUTH %s", "s3cret \"pass\""), "+OK");
+    CHECK_STR_EQ(RAW(c, "PING"), "+PONG");
+    redisFree(c);
+
+    /* The restart config still has the password. */
+    CHECK(test_redis_restart(&r) == 0);
+    CHECK_STR_EQ(ADMIN(&r, "PING"), "+PONG");
+    test_redis_stop(&r);
+}
+
+TEST(t_acl_user)
+{
+    test_redis_config cfg = {
+        .acl_user = "alice on >wonderland ~* &* +@all",
+    };
+    test_redis r;
+    redisContext *c;
+    redisReply *reply;
+
+    CHECK(test_redis_start(&r, &cfg) == 0);
+    c = connect_tcp(r.port, 2000);
+    reply = redisCommand(c, "AUTH alice nope");
+    CHECK(reply && reply->type == REDIS_REPLY_ERROR);
+    freeReplyObject(reply);
+    CHECK_STR_EQ(RAW(c, "ACL WHOAMI"), "$default");
+    CHECK_STR_EQ(RAW(c, "AUTH alice wonderland"), "+OK");
+    CHECK_STR_EQ(RAW(c, "ACL WHOAMI"), "$alice");
+    redisFree(c);
+    test_redis_stop(&r);
+}
+
+/* The default user locked without requirepass: the server still counts
+ * as up, and the admin gets Redis's refusal rather than nothing. */
+TEST(t_acl_default_locked)
+{
+    test_redis_config cfg = { .acl_user = "default on >pw ~* &* +@all" };
+    test_redis r;
+    redisReply *reply;
+
+    CHECK(test_redis_start(&r, &cfg) == 0);
+    reply = test_redis_cmd(&r, "PING");
+    CHECK(reply != NULL);
+    CHECK_EQ_INT(reply->type, REDIS_REPLY_ERROR);
+    CHECK_MSG(strncmp(reply->str, "NOAUTH", 6) == 0, "%s", reply->str);
+    freeReplyObject(reply);
+    CHECK_STR_EQ(ADMIN(&r, "AUTH pw"), "+OK");
+    test_redis_stop(&r);
+}
+
+/* A config Redis refuses fails the start quickly and leaves nothing. */
+TEST(t_bad_config)
+{
+    test_redis_config cfg = { .extra = "no-such-directive yes" };
+    test_redis r;
+    int64_t t0 = test_now_ms();
+
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), -1);
+    CHECK_MSG(test_now_ms() - t0 < 3000, "took %lld ms",
+              (long long)(test_now_ms() - t0));
+    CHECK_EQ_INT(r.pid, 0);
+    CHECK_STR_EQ(r.dir, "");
+    test_redis_stop(&r);
+}
+
+TEST(t_extra_config)
+{
+    test_redis_config cfg = { .extra = "maxclients 77\nhz 20" };
+    test_redis r;
+
+    CHECK(test_redis_start(&r, &cfg) == 0);
+    CHECK_STR_EQ(config_get(&r, "maxclients"), "77");
+    CHECK_STR_EQ(config_get(&r, "hz"), "20");
+    test_redis_stop(&r);
+}
+
+TEST(t_restart_same_port_no_data)
+{
+    test_redis r;
+    int port;
+    pid_t pid;
+
+    CHECK(test_redis_start(&r, NULL) == 0);
+    CHECK_STR_EQ(ADMIN(&r, "SET %s %s", "k", "v"), "+OK");
+    CHECK_STR_EQ(ADMIN(&r, "GET k"), "$v");
+    port = r.port;
+    pid = r.pid;
+
+    CHECK(test_redis_restart(&r) == 0);
+    CHECK_EQ_INT(r.port, port);
+    CHECK(r.pid > 0 && r.pid != pid);
+    CHECK(process_gone(pid));
+    /* The cached admin connection went with the old server. */
+    CHECK_STR_EQ(ADMIN(&r, "GET k"), "nil");
+    CHECK_EQ_INT(test_redis_int(&r, "DBSIZE"), 0);
+    test_redis_stop(&r);
+}
+
+TEST(t_restart_unix)
+{
+    test_redis_config cfg = { .unix_socket = 1 };
+    test_redis r;
+    redisContext *c;
+    char path[sizeof r.unix_path];
+
+    CHECK(test_redis_start(&r, &cfg) == 0);
+    CHECK_STR_EQ(ADMIN(&r, "SET k v"), "+OK");
+    snprintf(path, sizeof path, "%s", r.unix_path);
+    CHECK(test_redis_restart(&r) == 0);
+    CHECK_STR_EQ(r.unix_path, path);
+    c = connect_unix(path);
+    CHECK_STR_EQ(RAW(c, "GET k"), "nil");
+    redisFree(c);
+    test_redis_stop(&r);
+}
+
+TEST(t_kill_then_restart)
+{
+    test_redis r;
+    pid_t pid;
+    char dir[sizeof r.dir];
+
+    CHECK(test_redis_start(&r, NULL) == 0);
+    CHECK_STR_EQ(ADMIN(&r, "PING"), "+PONG");
+    pid = r.pid;
+    snprintf(dir, sizeof dir, "%s", r.dir);
+    CHECK_EQ_INT(test_redis_kill(&r), 0);
+    CHECK(process_gone(pid));
+    CHECK(dir_exists(dir));
+    CHECK(test_redis_cmd(&r, "PING") == NULL);
+    CHECK_EQ_INT(test_redis_int(&r, "DBSIZE"), -1);
+    CHECK_EQ_INT(test_redis_kill(&r), -1);
+
+    CHECK(test_redis_restart(&r) == 0);
+    CHECK_STR_EQ(ADMIN(&r, "PING"), "+PONG");
+    test_redis_stop(&r);
+    CHECK(!dir_exists(dir));
+}
+
+TEST(t_freeze_thaw)
+{
+    test_redis r;
+    redisContext *c;
+    redisReply *reply;
+    int64_t t0, took;
+
+    CHECK(test_redis_start(&r, NULL) == 0);
+    c = connect_tcp(r.port, 500);
+    CHECK_STR_EQ(RAW(c, "PING"), "+PONG");
+
+    test_redis_freeze(&r);
+    t0 = test_now_ms();
+    reply = redisCommand(c, "PING");
+    took = test_now_ms() - t0;
+    CHECK(reply == NULL);
+    CHECK(c->err != 0);
+    CHECK_MSG(took >= 450 && took < 2000, "the timeout took %lld ms",
+              (long long)took);
+    redisFree(c);
+
+    test_redis_thaw(&r);
+    /* The timed-out connection would read the late PONG; use a new one. */
+    c = connect_tcp(r.port, 500);
+    CHECK_STR_EQ(RAW(c, "PING"), "+PONG");
+    redisFree(c);
+    CHECK_STR_EQ(ADMIN(&r, "PING"), "+PONG");
+
+    /* Stopping a frozen server works too. */
+    test_redis_freeze(&r);
+    t0 = test_now_ms();
+    test_redis_stop(&r);
+    CHECK_MSG(test_now_ms() - t0 < 2000, "stop of a frozen server took "
+              "%lld ms", (long long)(test_now_ms() - t0));
+}
+
+TEST(t_calls)
+{
+    test_redis r;
+    redisContext *c;
+    long long before;
+    int i;
+
+    CHECK(test_redis_start(&r, NULL) == 0);
+    before = test_redis_calls(&r, "ping");
+    CHECK(before >= 0);
+    c = connect_tcp(r.port, 2000);
+    for (i = 0; i < 3; i++)
+        CHECK_STR_EQ(RAW(c, "PING"), "+PONG");
+    CHECK_EQ_INT(test_redis_calls(&r, "ping"), before + 3);
+    CHECK_EQ_INT(test_redis_calls(&r, "PING"), before + 3);
+    CHECK_EQ_INT(test_redis_calls(&r, "evalsha"), 0);
+
+    CHECK_STR_EQ(RAW(c, "CLIENT SETNAME %s", "x"), "+OK");
+    CHECK_EQ_INT(test_redis_calls(&r, "client|setname"), 1);
+
+    CHECK_STR_EQ(ADMIN(&r, "CONFIG RESETSTAT"), "+OK");
+    CHECK_EQ_INT(test_redis_calls(&r, "ping"), 0);
+    redisFree(c);
+    test_redis_stop(&r);
+}
+
+TEST(t_two_servers)
+{
+    test_redis a, b;
+
+    CHECK(test_redis_start(&a, NULL) == 0);
+    CHECK(test_redis_start(&b, NULL) == 0);
+    CHECK(a.port != b.port);
+    CHECK(strcmp(a.dir, b.dir) != 0);
+    CHECK_STR_EQ(ADMIN(&a, "SET k a"), "+OK");
+    CHECK_STR_EQ(ADMIN(&b, "GET k"), "nil");
+    test_redis_stop(&a);
+    test_redis_stop(&b);
+}
+
+/* ---- the loop helpers ---- */
+
+static void set_flag(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    *(int *)w->data = 1;
+}
+
+TEST(t_evloop)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    ev_timer t;
+    int flag = 0;
+    int64_t t0, took;
+
+    CHECK(loop != NULL);
+
+    /* Set by an event before the timeout. */
+    ev_timer_init(&t, set_flag, 0.05, 0.0);
+    t.data = &flag;
+    ev_timer_start(loop, &t);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(test_run_until(loop, &flag, 2000), 0);
+    took = test_now_ms() - t0;
+    CHECK_MSG(took >= 40 && took < 1000, "took %lld ms", (long long)took);
+
+    /* Never set, on a loop with nothing else to wait for. */
+    flag = 0;
+    t0 = test_now_ms();
+    CHECK_EQ_INT(test_run_until(loop, &flag, 150), -1);
+    took = test_now_ms() - t0;
+    CHECK_MSG(took >= 150 && took < 1000, "took %lld ms", (long long)took);
+
+    /* Already set: returns at once. */
+    flag = 1;
+    CHECK_EQ_INT(test_run_until(loop, &flag, 5000), 0);
+
+    /* A stale loop clock must not shorten the wait. */
+    usleep(200 * 1000);
+    t0 = test_now_ms();
+    test_run_for(loop, 100);
+    took = test_now_ms() - t0;
+    CHECK_MSG(took >= 100 && took < 1000, "took %lld ms", (long long)took);
+    CHECK(ev_run(loop, EVRUN_NOWAIT) == 0); /* no watcher left behind */
+    ev_loop_destroy(loop);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--harness-demo") == 0)
+        return test_main(argc - 1, argv + 1, demo_cases);
+    return test_main(argc, argv, (test_case[]){
+        TEST_CASE(t_harness_reports),
+        TEST_CASE(t_harness_selects),
+        TEST_CASE(t_tcp_ping),
+        TEST_CASE(t_unix_ping),
+        TEST_CASE(t_requirepass),
+        TEST_CASE(t_acl_user),
+        TEST_CASE(t_acl_default_locked),
+        TEST_CASE(t_bad_config),
+        TEST_CASE(t_extra_config),
+        TEST_CASE(t_restart_same_port_no_data),
+        TEST_CASE(t_restart_unix),
+        TEST_CASE(t_kill_then_restart),
+        TEST_CASE(t_freeze_thaw),
+        TEST_CASE(t_calls),
+        TEST_CASE(t_two_servers),
+        TEST_CASE(t_evloop),
+        { 0 },
+    });
+}

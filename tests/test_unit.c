@@ -1,0 +1,245 @@
+/* Pieces of the core that need no server: options, status table, key
+ * naming and hash slots, SHA-1, the wire format, tokens. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "fixture.h"
+#include "keys.h"
+#include "resp.h"
+#include "scripts.h"
+#include "sha1.h"
+#include "token.h"
+
+static int new_client_with(void (*tweak)(leash_options *)) {
+    leash_options o;
+    leash_client *c = NULL;
+    int rc;
+
+    leash_options_init(&o);
+    o.log_cb = fx_log_cb;
+    tweak(&o);
+    rc = leash_client_new(&c, &o);
+    if (rc == LEASH_OK)
+        leash_client_free(c);
+    else
+        CHECK(c == NULL);
+    return rc;
+}
+
+static void lease_zero(leash_options *o) { o->lease_ms = 0; }
+static void renew_not_below(leash_options *o) { o->lease_ms = 1000; o->renew_interval_ms = 1000; }
+static void port_zero(leash_options *o) { o->port = 0; }
+static void port_big(leash_options *o) { o->port = 70000; }
+static void no_endpoint(leash_options *o) { o->host = NULL; o->unix_path = NULL; }
+static void negative_timeout(leash_options *o) { o->command_timeout_ms = -1; }
+static void user_without_password(leash_options *o) { o->username = "bob"; }
+static void backoff_inverted(leash_options *o) { o->reconnect_min_ms = 500; o->reconnect_max_ms = 100; }
+static void negative_db(leash_options *o) { o->db = -2; }
+static void defaults(leash_options *o) { (void)o; }
+static void unix_only(leash_options *o) { o->host = NULL; o->unix_path = "/tmp/x.sock"; }
+
+TEST(bad_options_are_refused_with_a_log_line) {
+    struct { void (*tweak)(leash_options *); const char *says; } cases[] = {
+        {lease_zero, "lease_ms must be > 0"},
+        {renew_not_below, "renew_interval_ms must be > 0 and below lease_ms"},
+        {port_zero, "port 0 is out of range"},
+        {port_big, "port 70000 is out of range"},
+        {no_endpoint, "neither host nor unix_path"},
+        {negative_timeout, "command_timeout_ms must be > 0"},
+        {user_without_password, "username given without a password"},
+        {backoff_inverted, "reconnect_max_ms (100) is below"},
+        {negative_db, "db must be >= 0"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fx_log_clear();
+        CHECK_EQ_INT(new_client_with(cases[i].tweak), LEASH_EINVAL);
+        CHECK_MSG(fx_log_contains(cases[i].says), "case %zu: no log line saying '%s'", i,
+                  cases[i].says);
+    }
+    CHECK_EQ_INT(new_client_with(defaults), LEASH_OK);
+    CHECK_EQ_INT(new_client_with(unix_only), LEASH_OK);
+}
+
+TEST(null_arguments_are_refused) {
+    leash_options o;
+    leash_client *c = (leash_client *)&o; /* must stay untouched */
+    leash_options_init(&o);
+    CHECK_EQ_INT(leash_client_new(NULL, &o), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_client_new(&c, NULL), LEASH_EINVAL);
+    CHECK(c == (leash_client *)&o);
+    CHECK(leash_lock_new(NULL, "x") == NULL);
+    CHECK_EQ_INT(leash_acquire(NULL, 0, fx_acquire_cb, NULL), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_release(NULL, NULL, NULL), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_cancel(NULL), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_held(NULL), 0);
+    CHECK_EQ_INT(leash_valid_ms(NULL), 0);
+    CHECK_EQ_INT((long long)leash_fence(NULL), 0);
+    leash_lock_free(NULL);
+    leash_client_free(NULL);
+    leash_on_lost(NULL, NULL, NULL);
+}
+
+TEST(bad_names_and_lock_settings) {
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    char longname[LEASH_NAME_MAX + 2];
+    fx_result res = {0};
+
+    leash_options_init(&o);
+    o.log_cb = fx_log_cb;
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
+    fx_log_clear();
+    CHECK(leash_lock_new(c, "") == NULL);
+    CHECK(fx_log_contains("name is empty"));
+    CHECK(leash_lock_new(c, NULL) == NULL);
+    memset(longname, 'x', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    CHECK(leash_lock_new(c, longname) == NULL);
+    CHECK(fx_log_contains("over 512"));
+    CHECK(leash_lock_new(c, "a{b") == NULL);
+    CHECK(fx_log_contains("not a hash tag"));
+    longname[LEASH_NAME_MAX] = '\0';
+    l = leash_lock_new(c, longname);
+    CHECK(l != NULL);
+    CHECK_EQ_INT(leash_lock_set_watchdog(l, 0, 0), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_lock_set_watchdog(l, 1000, 1000), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_lock_set_watchdog(l, 1000, 100), LEASH_OK);
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(l, -5), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_lock_set_max_hold(l, -1), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_acquire(l, -2, fx_acquire_cb, &res), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_acquire(l, 0, NULL, &res), LEASH_EINVAL);
+    leash_lock_free(l);
+    l = leash_lock_new(c, "short");
+    fx_log_clear();
+    CHECK_EQ_INT(leash_release(l, fx_release_cb, &res), LEASH_ESTATE);
+    CHECK(fx_log_contains("not held"));
+    CHECK_EQ_INT(leash_cancel(l), LEASH_ESTATE);
+    CHECK(fx_log_contains("no acquire is pending"));
+    CHECK_EQ_INT(res.calls, 0);
+    leash_client_free(c);
+}
+
+TEST(status_table) {
+    CHECK_STR_EQ(leash_strerror(LEASH_OK), "success");
+    CHECK_STR_EQ(leash_strerror(LEASH_EBUSY), "lock is held by another owner");
+    CHECK_STR_EQ(leash_strerror(-999), "unknown status");
+    CHECK_STR_EQ(leash_status_name(LEASH_ETIMEDOUT), "LEASH_ETIMEDOUT");
+    CHECK_STR_EQ(leash_status_name(LEASH_ELOOP), "LEASH_ELOOP");
+    CHECK_EQ_INT(LEASH_EINVAL, -1);
+    CHECK_EQ_INT(LEASH_ESTATE, -10);
+    CHECK_EQ_INT(LEASH_WAIT_FOREVER, -1);
+    CHECK_STR_EQ(leash_lost_reason_name(LEASH_LOST_UNREACHABLE), "unreachable");
+    {
+        char v[32];
+        snprintf(v, sizeof(v), "%d.%d.%d", LEASH_VERSION_MAJOR, LEASH_VERSION_MINOR,
+                 LEASH_VERSION_PATCH);
+        CHECK_STR_EQ(leash_version(), v);
+    }
+}
+
+TEST(keys_share_one_hash_slot) {
+    leash__keys k;
+    leash__logger lg = {fx_log_cb, NULL, LEASH_LOG_DEBUG};
+    unsigned slot;
+
+    /* Reference values from the Redis Cluster specification. */
+    CHECK_EQ_INT(leash__key_slot("123456789", 9), 0x31C3 & 16383);
+    CHECK_EQ_INT(leash__key_slot("foo", 3), 12182);
+    CHECK_EQ_INT(leash__key_slot("{user1000}.following", 20), leash__key_slot("user1000", 8));
+
+    CHECK_EQ_INT(leash__keys_make(&k, &lg, "leash:", "orders:42"), LEASH_OK);
+    CHECK_STR_EQ(k.key, "leash:orders:42");
+    CHECK_STR_EQ(k.fence, "{leash:orders:42}:fence");
+    CHECK_STR_EQ(k.channel, "{leash:orders:42}:released");
+    CHECK_STR_EQ(k.tomb_prefix, "{leash:orders:42}:rel:");
+    slot = leash__key_slot(k.key, k.key_len);
+    CHECK_EQ_INT(leash__key_slot(k.fence, k.fence_len), slot);
+    CHECK_EQ_INT(leash__key_slot(k.tomb_prefix, k.tomb_prefix_len), slot);
+    leash__keys_clear(&k);
+
+    CHECK_EQ_INT(leash__keys_make(&k, &lg, "app:", "user:{42}:lock"), LEASH_OK);
+    CHECK_STR_EQ(k.fence, "app:user:{42}:lock:fence");
+    CHECK_EQ_INT(leash__key_slot(k.fence, k.fence_len), leash__key_slot("42", 2));
+    CHECK_EQ_INT(leash__key_slot(k.key, k.key_len), leash__key_slot("42", 2));
+    leash__keys_clear(&k);
+
+    CHECK_EQ_INT(leash__keys_make(&k, &lg, "", "plain"), LEASH_OK);
+    CHECK_STR_EQ(k.key, "plain");
+    CHECK_STR_EQ(k.fence, "{plain}:fence");
+    leash__keys_clear(&k);
+    CHECK_EQ_INT(leash__keys_make(&k, &lg, "", "x{}y"), LEASH_EINVAL);
+}
+
+TEST(sha1_matches_known_digests) {
+    char hex[41];
+    leash__sha1_hex("abc", 3, hex);
+    CHECK_STR_EQ(hex, "a9993e364706816aba3e25717850c26c9cd0d89d");
+    leash__sha1_hex("", 0, hex);
+    CHECK_STR_EQ(hex, "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    leash__sha1_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, hex);
+    CHECK_STR_EQ(hex, "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+}
+
+TEST(wire_format_and_eval_fallback) {
+    const char *argv[3 + 2];
+    size_t lens[3 + 2], len, elen;
+    leash__scripts s;
+    char *cmd, *eval, expect[64];
+    const char *src = leash__script_source(LEASH__SCRIPT_RENEW);
+
+    {
+        const char *a[2] = {"GET", "k"};
+        size_t l[2] = {3, 1};
+        cmd = leash__resp_format(&len, 2, a, l);
+        CHECK_STR_EQ(cmd, "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+        free(cmd);
+    }
+    leash__scripts_init(&s);
+    argv[3] = "key";
+    lens[3] = 3;
+    argv[4] = "arg";
+    lens[4] = 3;
+    cmd = leash__script_call(&len, &s, LEASH__SCRIPT_RENEW, 1, 5, argv, lens);
+    CHECK(cmd != NULL);
+    CHECK(strncmp(cmd, "*5\r\n$7\r\nEVALSHA\r\n$40\r\n", 21) == 0);
+    eval = leash__script_as_eval(&elen, cmd, len, LEASH__SCRIPT_RENEW);
+    CHECK(eval != NULL);
+    snprintf(expect, sizeof(expect), "*5\r\n$4\r\nEVAL\r\n$%zu\r\n", strlen(src));
+    CHECK(strncmp(eval, expect, strlen(expect)) == 0);
+    CHECK(strcmp(eval + elen - strlen("$1\r\n1\r\n$3\r\nkey\r\n$3\r\narg\r\n"),
+                 "$1\r\n1\r\n$3\r\nkey\r\n$3\r\narg\r\n") == 0);
+    free(eval);
+    free(cmd);
+}
+
+TEST(tokens_are_random_and_well_formed) {
+    char a[LEASH__TOKEN_LEN + 1], b[LEASH__TOKEN_LEN + 1];
+    int i, n = 0;
+    CHECK_EQ_INT(leash__token_new(a), 0);
+    CHECK_EQ_INT((long long)strlen(a), 32);
+    CHECK_EQ_INT((long long)strspn(a, "0123456789abcdef"), 32);
+    for (i = 0; i < 1000; i++) {
+        CHECK_EQ_INT(leash__token_new(b), 0);
+        n += strcmp(a, b) == 0;
+    }
+    CHECK_EQ_INT(n, 0);
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(bad_options_are_refused_with_a_log_line),
+        TEST_CASE(null_arguments_are_refused),
+        TEST_CASE(bad_names_and_lock_settings),
+        TEST_CASE(status_table),
+        TEST_CASE(keys_share_one_hash_slot),
+        TEST_CASE(sha1_matches_known_digests),
+        TEST_CASE(wire_format_and_eval_fallback),
+        TEST_CASE(tokens_are_random_and_well_formed),
+        {0},
+    };
+    return test_main(argc, argv, cases);
+}
