@@ -1,0 +1,262 @@
+/* Freeing handles and clients from inside every kind of callback, and
+ * tearing a client down with waiters, holders and commands in flight. Run
+ * under AddressSanitizer, these are the use-after-free and leak tests. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "fixture.h"
+
+typedef struct world {
+    test_redis r;
+    struct ev_loop *loop;
+    leash_client *c;
+} world;
+
+static void world_up(world *w, int64_t lease_ms) {
+    leash_options o;
+    CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
+    w->loop = ev_loop_new(EVFLAG_AUTO);
+    fx_options(&o, &w->r, lease_ms);
+    o.command_timeout_ms = 300;
+    w->c = fx_client_opts(w->loop, &o);
+    fx_wait_connected(w->loop, w->c, 5000);
+}
+
+static void world_down(world *w) {
+    leash_client_free(w->c);
+    test_redis_stop(&w->r);
+    ev_loop_destroy(w->loop);
+}
+
+/* What a callback does before it returns. */
+enum action { FREE_LOCK, FREE_CLIENT };
+static enum action action;
+static leash_client *the_client;
+static fx_result seen;
+
+static void act(leash_lock *l, int status) {
+    seen.calls++;
+    seen.done = 1;
+    seen.status = status;
+    if (action == FREE_LOCK) {
+        leash_lock_free(l);
+        leash_lock_free(l); /* harmless while it is still being freed */
+        CHECK(!leash_held(l));
+    } else {
+        leash_client_free(the_client);
+    }
+    /* Calls on a handle being freed are refused, not crashes. */
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, NULL), LEASH_ESTATE);
+    CHECK_EQ_INT(leash_release(l, NULL, NULL), LEASH_ESTATE);
+}
+
+static void acquire_then_act(leash_lock *l, int status, void *arg) {
+    (void)arg;
+    act(l, status);
+}
+static void release_then_act(leash_lock *l, int status, void *arg) {
+    (void)arg;
+    act(l, status);
+}
+static void lost_then_act(leash_lock *l, int reason, void *arg) {
+    (void)arg;
+    act(l, reason);
+}
+
+/* One scenario for each kind of callback; `how` picks what to free. */
+static void scenario(int kind, enum action how) {
+    world w;
+    leash_lock *l, *holder;
+    fx_result dummy = {0};
+
+    world_up(&w, 300);
+    the_client = w.c;
+    action = how;
+    memset(&seen, 0, sizeof(seen));
+    l = leash_lock_new(w.c, "victim");
+    holder = leash_lock_new(w.c, "victim");
+    switch (kind) {
+    case 0: /* acquire OK */
+        CHECK_EQ_INT(leash_acquire(l, 0, acquire_then_act, NULL), LEASH_OK);
+        break;
+    case 1: /* acquire EBUSY */
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(leash_acquire(l, 0, acquire_then_act, NULL), LEASH_OK);
+        break;
+    case 2: /* acquire ETIMEDOUT */
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(leash_acquire(l, 100, acquire_then_act, NULL), LEASH_OK);
+        break;
+    case 3: /* acquire ECANCELED */
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(leash_acquire(l, 5000, acquire_then_act, NULL), LEASH_OK);
+        test_run_for(w.loop, 50);
+        CHECK_EQ_INT(leash_cancel(l), LEASH_OK);
+        break;
+    case 4: /* acquire ECONN */
+        test_redis_freeze(&w.r);
+        CHECK_EQ_INT(leash_acquire(l, 0, acquire_then_act, NULL), LEASH_OK);
+        break;
+    case 5: /* release OK */
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(leash_release(l, release_then_act, NULL), LEASH_OK);
+        break;
+    case 6: /* lost */
+        CHECK_EQ_INT(leash_lock_set_fixed_lease(l, 200), LEASH_OK);
+        leash_on_lost(l, lost_then_act, NULL);
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+        break;
+    case 7: /* acquire OK of a waiter woken by a release */
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(leash_acquire(l, 5000, acquire_then_act, NULL), LEASH_OK);
+        test_run_for(w.loop, 50);
+        CHECK_EQ_INT(leash_release(holder, fx_release_cb, &dummy), LEASH_OK);
+        break;
+    }
+    fx_run_until(w.loop, &seen, 3000);
+    test_redis_thaw(&w.r);
+    test_run_for(w.loop, 100);
+    CHECK_EQ_INT(seen.calls, 1);
+    if (how == FREE_CLIENT) {
+        test_redis_stop(&w.r);
+        ev_loop_destroy(w.loop);
+        return;
+    }
+    /* The client is fine; nothing of the victim stays in Redis. */
+    leash_lock_free(holder);
+    test_run_for(w.loop, 50);
+    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:victim"), 0);
+    world_down(&w);
+}
+
+TEST(free_lock_in_acquire_ok) { scenario(0, FREE_LOCK); }
+TEST(free_lock_in_acquire_busy) { scenario(1, FREE_LOCK); }
+TEST(free_lock_in_acquire_timeout) { scenario(2, FREE_LOCK); }
+TEST(free_lock_in_acquire_canceled) { scenario(3, FREE_LOCK); }
+TEST(free_lock_in_acquire_econn) { scenario(4, FREE_LOCK); }
+TEST(free_lock_in_release) { scenario(5, FREE_LOCK); }
+TEST(free_lock_in_lost) { scenario(6, FREE_LOCK); }
+TEST(free_lock_in_woken_acquire) { scenario(7, FREE_LOCK); }
+TEST(free_client_in_acquire_ok) { scenario(0, FREE_CLIENT); }
+TEST(free_client_in_acquire_busy) { scenario(1, FREE_CLIENT); }
+TEST(free_client_in_acquire_timeout) { scenario(2, FREE_CLIENT); }
+TEST(free_client_in_acquire_canceled) { scenario(3, FREE_CLIENT); }
+TEST(free_client_in_acquire_econn) { scenario(4, FREE_CLIENT); }
+TEST(free_client_in_release) { scenario(5, FREE_CLIENT); }
+TEST(free_client_in_lost) { scenario(6, FREE_CLIENT); }
+TEST(free_client_in_woken_acquire) { scenario(7, FREE_CLIENT); }
+
+TEST(client_free_with_waiters_holders_and_commands_in_flight) {
+    world w;
+    leash_client *other;
+    leash_lock *held[3], *waiting[3], *inflight, *releasing, *blocker;
+    fx_result rh[3] = {{0}}, rw[3] = {{0}}, ri = {0}, rr = {0}, lost = {0};
+    char name[32];
+    int i;
+
+    world_up(&w, 5000);
+    other = fx_client(w.loop, &w.r, 5000);
+    blocker = leash_lock_new(other, "contended");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, blocker, 0, 5000), LEASH_OK);
+    for (i = 0; i < 3; i++) {
+        snprintf(name, sizeof(name), "held-%d", i);
+        held[i] = leash_lock_new(w.c, name);
+        leash_on_lost(held[i], fx_lost_cb, &lost);
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, held[i], 0, 5000), LEASH_OK);
+        waiting[i] = leash_lock_new(w.c, "contended");
+        CHECK_EQ_INT(leash_acquire(waiting[i], 10000, fx_acquire_cb, &rw[i]), LEASH_OK);
+    }
+    releasing = held[2];
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, releasing, 0, 5000), LEASH_OK); /* a second hold */
+    test_run_for(w.loop, 100);
+    CHECK_EQ_INT(leash_release(releasing, fx_release_cb, &rr), LEASH_OK); /* in flight */
+    inflight = leash_lock_new(w.c, "inflight");
+    CHECK_EQ_INT(leash_acquire(inflight, 0, fx_acquire_cb, &ri), LEASH_OK); /* in flight */
+    leash_client_free(w.c);
+    for (i = 0; i < 3; i++) {
+        CHECK_EQ_INT(rh[i].calls, 0);
+        CHECK_EQ_INT(rw[i].calls, 1);
+        CHECK_EQ_INT(rw[i].status, LEASH_ECANCELED);
+    }
+    CHECK_EQ_INT(ri.calls, 1);
+    CHECK_EQ_INT(ri.status, LEASH_ECANCELED);
+    CHECK_EQ_INT(rr.calls, 1);
+    CHECK_EQ_INT(rr.status, LEASH_ECANCELED);
+    CHECK_EQ_INT(lost.calls, 0);
+    /* The best-effort releases reached Redis: nothing of ours is left. */
+    test_run_for(w.loop, 100);
+    for (i = 0; i < 3; i++) {
+        snprintf(name, sizeof(name), "leash:held-%d", i);
+        CHECK_EQ_INT(fx_redis_exists(&w.r, name), 0);
+    }
+    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:inflight"), 0);
+    {
+        redisReply *rep = test_redis_cmd(&w.r, "PUBSUB CHANNELS *");
+        CHECK(rep && rep->type == REDIS_REPLY_ARRAY);
+        CHECK_EQ_INT((long long)rep->elements, 0); /* the subscriptions went too */
+        freeReplyObject(rep);
+    }
+    leash_client_free(other);
+    test_redis_stop(&w.r);
+    ev_loop_destroy(w.loop);
+}
+
+static leash_lock *second_waiter;
+static void free_the_other_waiter(leash_lock *l, int status, void *arg) {
+    fx_result *r = arg;
+    (void)l;
+    r->calls++;
+    r->done = 1;
+    r->status = status;
+    leash_lock_free(second_waiter);
+}
+
+TEST(free_another_waiter_of_the_same_name_in_a_callback) {
+    world w;
+    leash_lock *holder, *first;
+    fx_result r1 = {0}, r2 = {0};
+
+    world_up(&w, 5000);
+    holder = leash_lock_new(w.c, "pair");
+    first = leash_lock_new(w.c, "pair");
+    second_waiter = leash_lock_new(w.c, "pair");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(first, 5000, free_the_other_waiter, &r1), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(second_waiter, 5000, fx_acquire_cb, &r2), LEASH_OK);
+    test_run_for(w.loop, 100);
+    CHECK_EQ_INT(leash_release(holder, NULL, NULL), LEASH_OK);
+    fx_run_until(w.loop, &r1, 2000);
+    CHECK_EQ_INT(r1.status, LEASH_OK);
+    CHECK_EQ_INT(r2.calls, 1);
+    CHECK_EQ_INT(r2.status, LEASH_ECANCELED);
+    CHECK_EQ_INT(fx_release_sync(w.loop, first, 5000), LEASH_OK);
+    world_down(&w);
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(free_lock_in_acquire_ok),
+        TEST_CASE(free_lock_in_acquire_busy),
+        TEST_CASE(free_lock_in_acquire_timeout),
+        TEST_CASE(free_lock_in_acquire_canceled),
+        TEST_CASE(free_lock_in_acquire_econn),
+        TEST_CASE(free_lock_in_release),
+        TEST_CASE(free_lock_in_lost),
+        TEST_CASE(free_lock_in_woken_acquire),
+        TEST_CASE(free_client_in_acquire_ok),
+        TEST_CASE(free_client_in_acquire_busy),
+        TEST_CASE(free_client_in_acquire_timeout),
+        TEST_CASE(free_client_in_acquire_canceled),
+        TEST_CASE(free_client_in_acquire_econn),
+        TEST_CASE(free_client_in_release),
+        TEST_CASE(free_client_in_lost),
+        TEST_CASE(free_client_in_woken_acquire),
+        TEST_CASE(client_free_with_waiters_holders_and_commands_in_flight),
+        TEST_CASE(free_another_waiter_of_the_same_name_in_a_callback),
+        {0},
+    };
+    return test_main(argc, argv, cases);
+}

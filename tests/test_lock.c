@@ -1,0 +1,363 @@
+/* The lock engine on a real loop against a real redis-server: exclusion,
+ * try-once, fences, reentrancy, FIFO, timeouts, cancel, bad keys, scale. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "fixture.h"
+
+typedef struct world {
+    test_redis r;
+    struct ev_loop *loop;
+    leash_client *c;
+} world;
+
+static void world_up(world *w, int64_t lease_ms) {
+    CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
+    w->loop = ev_loop_new(EVFLAG_AUTO);
+    w->c = fx_client(w->loop, &w->r, lease_ms);
+    fx_wait_connected(w->loop, w->c, 5000);
+}
+
+static void world_down(world *w) {
+    leash_client_free(w->c);
+    test_redis_stop(&w->r);
+    ev_loop_destroy(w->loop);
+}
+
+TEST(exclusion_between_two_clients) {
+    world w;
+    leash_client *c2;
+    leash_lock *a, *b;
+    fx_result rb = {0};
+
+    world_up(&w, 5000);
+    c2 = fx_client(w.loop, &w.r, 5000);
+    a = leash_lock_new(w.c, "job");
+    b = leash_lock_new(c2, "job");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, b, 0, 5000), LEASH_EBUSY);
+    CHECK(!leash_held(b));
+    CHECK_EQ_INT(leash_acquire(b, 5000, fx_acquire_cb, &rb), LEASH_OK);
+    test_run_for(w.loop, 200);
+    CHECK_EQ_INT(rb.calls, 0); /* still waiting: a holds it */
+    CHECK(leash_held(a));
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 5000), LEASH_OK);
+    fx_run_until(w.loop, &rb, 5000);
+    CHECK_EQ_INT(rb.status, LEASH_OK);
+    CHECK(leash_held(b));
+    CHECK(!leash_held(a));
+    CHECK(leash_fence(b) > leash_fence(a));
+    CHECK_EQ_INT(fx_release_sync(w.loop, b, 5000), LEASH_OK);
+    leash_client_free(c2);
+    world_down(&w);
+}
+
+TEST(exclusion_between_two_handles_of_one_client) {
+    world w;
+    leash_lock *a, *b;
+
+    world_up(&w, 5000);
+    a = leash_lock_new(w.c, "shared");
+    b = leash_lock_new(w.c, "shared");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, b, 0, 5000), LEASH_EBUSY);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, b, 100, 5000), LEASH_ETIMEDOUT);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, b, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_EBUSY);
+    CHECK_EQ_INT(fx_release_sync(w.loop, b, 5000), LEASH_OK);
+    world_down(&w);
+}
+
+TEST(fence_grows_across_holds) {
+    world w;
+    leash_lock *a, *b;
+    uint64_t last = 0;
+    int i;
+
+    world_up(&w, 5000);
+    a = leash_lock_new(w.c, "fenced");
+    b = leash_lock_new(w.c, "fenced");
+    for (i = 0; i < 6; i++) {
+        leash_lock *l = i % 2 ? a : b;
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+        CHECK_MSG(leash_fence(l) > last, "fence %llu after %llu",
+                  (unsigned long long)leash_fence(l), (unsigned long long)last);
+        last = leash_fence(l);
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 5000), LEASH_OK);
+        CHECK_EQ_INT((long long)leash_fence(l), (long long)last); /* kept after release */
+    }
+    CHECK_EQ_INT(test_redis_int(&w.r, "GET {leash:fenced}:fence"), -1); /* a string */
+    world_down(&w);
+}
+
+TEST(reentrant_holds_are_counted) {
+    world w;
+    leash_lock *a, *other;
+    redisReply *rep;
+
+    world_up(&w, 5000);
+    a = leash_lock_new(w.c, "again");
+    other = leash_lock_new(w.c, "again");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_hold_count(a), 2);
+    rep = test_redis_cmd(&w.r, "HVALS leash:again");
+    CHECK(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1);
+    CHECK_STR_EQ(rep->element[0]->str, "2");
+    freeReplyObject(rep);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 5000), LEASH_OK);
+    CHECK(leash_held(a));
+    CHECK_EQ_INT(leash_hold_count(a), 1);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_EBUSY);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 5000), LEASH_OK);
+    CHECK(!leash_held(a));
+    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:again"), 0);
+    CHECK_EQ_INT(leash_release(a, NULL, NULL), LEASH_ESTATE); /* no hold left */
+    world_down(&w);
+}
+
+TEST(non_reentrant_handle_refuses_a_second_hold) {
+    world w;
+    leash_lock *a;
+    fx_result r = {0};
+
+    world_up(&w, 5000);
+    a = leash_lock_new(w.c, "once");
+    CHECK_EQ_INT(leash_lock_set_reentrant(a, 0), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(a, 0, fx_acquire_cb, &r), LEASH_ESTATE);
+    CHECK_EQ_INT(leash_lock_set_reentrant(a, 1), LEASH_ESTATE); /* held */
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_release(a, fx_release_cb, &r), LEASH_ESTATE);
+    test_run_for(w.loop, 50);
+    CHECK_EQ_INT(r.calls, 0);
+    world_down(&w);
+}
+
+static char order[8];
+static int order_len;
+static void note_order(leash_lock *l, int status, void *arg) {
+    CHECK_EQ_INT(status, LEASH_OK);
+    order[order_len++] = *(const char *)arg;
+    leash_release(l, NULL, NULL);
+}
+
+TEST(local_waiters_are_served_in_fifo_order) {
+    world w;
+    leash_lock *h, *w1, *w2, *w3;
+    int done = 0;
+
+    world_up(&w, 5000);
+    h = leash_lock_new(w.c, "fifo");
+    w1 = leash_lock_new(w.c, "fifo");
+    w2 = leash_lock_new(w.c, "fifo");
+    w3 = leash_lock_new(w.c, "fifo");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(w1, 5000, note_order, "1"), LEASH_OK);
+    test_run_for(w.loop, 30);
+    CHECK_EQ_INT(leash_acquire(w2, 5000, note_order, "2"), LEASH_OK);
+    test_run_for(w.loop, 30);
+    CHECK_EQ_INT(leash_acquire(w3, 5000, note_order, "3"), LEASH_OK);
+    test_run_for(w.loop, 100);
+    CHECK_EQ_INT(order_len, 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, h, 5000), LEASH_OK);
+    while (order_len < 3 && done++ < 300)
+        test_run_for(w.loop, 10);
+    CHECK_EQ_INT(order_len, 3);
+    CHECK(memcmp(order, "123", 3) == 0);
+    world_down(&w);
+}
+
+TEST(wait_timeout_is_on_time) {
+    world w;
+    leash_lock *h, *x;
+    fx_result r = {0};
+    int64_t t0, took;
+
+    world_up(&w, 5000);
+    h = leash_lock_new(w.c, "slow");
+    x = leash_lock_new(w.c, "slow");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 5000), LEASH_OK);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(x, 300, fx_acquire_cb, &r), LEASH_OK);
+    fx_run_until(w.loop, &r, 5000);
+    took = r.at_ms - t0;
+    CHECK_EQ_INT(r.status, LEASH_ETIMEDOUT);
+    CHECK_MSG(took >= 300 && took <= 400, "timed out after %lld ms, wanted 300", (long long)took);
+    CHECK(!leash_held(x));
+    world_down(&w);
+}
+
+TEST(cancel_completes_from_the_loop) {
+    world w;
+    leash_lock *h, *x;
+    fx_result r = {0};
+
+    world_up(&w, 5000);
+    h = leash_lock_new(w.c, "cancel");
+    x = leash_lock_new(w.c, "cancel");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(x, LEASH_WAIT_FOREVER, fx_acquire_cb, &r), LEASH_OK);
+    test_run_for(w.loop, 100);
+    CHECK_EQ_INT(leash_cancel(x), LEASH_OK);
+    CHECK_EQ_INT(r.calls, 0); /* not inside the call */
+    CHECK_EQ_INT(leash_cancel(x), LEASH_ESTATE);
+    fx_run_until(w.loop, &r, 1000);
+    CHECK_EQ_INT(r.status, LEASH_ECANCELED);
+    CHECK_EQ_INT(fx_release_sync(w.loop, h, 5000), LEASH_OK);
+    test_run_for(w.loop, 100);
+    CHECK_EQ_INT(r.calls, 1);
+    CHECK(!leash_held(x));
+    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:cancel"), 0);
+    /* The handle is usable again. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, x, 0, 5000), LEASH_OK);
+    world_down(&w);
+}
+
+TEST(cancel_racing_a_grant_releases_it) {
+    world w;
+    leash_lock *x;
+    leash_client *c2;
+    leash_lock *y;
+    fx_result r = {0};
+    int i;
+
+    world_up(&w, 5000);
+    c2 = fx_client(w.loop, &w.r, 5000);
+    y = leash_lock_new(c2, "race");
+    for (i = 0; i < 20; i++) {
+        memset(&r, 0, sizeof(r));
+        x = leash_lock_new(w.c, "race");
+        /* The attempt is on the wire and will be granted: cancel anyway. */
+        CHECK_EQ_INT(leash_acquire(x, 0, fx_acquire_cb, &r), LEASH_OK);
+        test_run_for(w.loop, i % 3); /* 0, 1 or 2 ms: before or after the write */
+        if (r.calls == 0) {
+            CHECK_EQ_INT(leash_cancel(x), LEASH_OK);
+            fx_run_until(w.loop, &r, 1000);
+            CHECK_EQ_INT(r.status, LEASH_ECANCELED);
+        } else {
+            CHECK_EQ_INT(r.status, LEASH_OK);
+            CHECK_EQ_INT(fx_release_sync(w.loop, x, 5000), LEASH_OK);
+        }
+        /* Whatever happened, nobody holds it now: another owner gets it. */
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, y, 1000, 5000), LEASH_OK);
+        CHECK_EQ_INT(fx_release_sync(w.loop, y, 5000), LEASH_OK);
+        leash_lock_free(x);
+    }
+    leash_client_free(c2);
+    world_down(&w);
+}
+
+TEST(release_while_acquiring_leaves_no_hold_and_no_watchdog) {
+    world w;
+    leash_lock *x;
+    fx_result ra = {0}, rr = {0};
+    leash_stats before, after;
+
+    world_up(&w, 300);
+    x = leash_lock_new(w.c, "zombie");
+    CHECK_EQ_INT(leash_acquire(x, 0, fx_acquire_cb, &ra), LEASH_OK);
+    test_run_for(w.loop, 0);
+    CHECK_EQ_INT(leash_release(x, fx_release_cb, &rr), LEASH_OK);
+    CHECK(!leash_held(x));
+    fx_run_until(w.loop, &rr, 2000);
+    CHECK_EQ_INT(ra.calls, 1);
+    CHECK_EQ_INT(ra.status, LEASH_ECANCELED);
+    CHECK(rr.status == LEASH_OK || rr.status == LEASH_ENOTHELD);
+    leash_client_stats(w.c, &before);
+    test_run_for(w.loop, 400); /* more than a renew interval */
+    leash_client_stats(w.c, &after);
+    CHECK_EQ_INT((long long)(after.renew_commands - before.renew_commands), 0);
+    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:zombie"), 0);
+    world_down(&w);
+}
+
+TEST(wrongtype_key_gives_eredis_and_client_stays_usable) {
+    world w;
+    leash_lock *x, *y;
+    redisReply *rep;
+
+    world_up(&w, 5000);
+    rep = test_redis_cmd(&w.r, "SET leash:plain-string hello");
+    CHECK(rep != NULL);
+    freeReplyObject(rep);
+    x = leash_lock_new(w.c, "plain-string");
+    fx_log_clear();
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, x, 0, 5000), LEASH_EREDIS);
+    CHECK(fx_log_contains("WRONGTYPE"));
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, x, 1000, 5000), LEASH_EREDIS);
+    y = leash_lock_new(w.c, "fine");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, y, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, y, 5000), LEASH_OK);
+    world_down(&w);
+}
+
+#define MANY 20000
+static int many_acquired, many_released, many_failed;
+
+static void many_released_cb(leash_lock *l, int status, void *arg) {
+    (void)l;
+    (void)arg;
+    if (status == LEASH_OK)
+        many_released++;
+    else
+        many_failed++;
+}
+
+static void many_acquired_cb(leash_lock *l, int status, void *arg) {
+    (void)arg;
+    if (status != LEASH_OK) {
+        many_failed++;
+        return;
+    }
+    many_acquired++;
+    CHECK_EQ_INT(leash_release(l, many_released_cb, NULL), LEASH_OK);
+}
+
+TEST(twenty_thousand_locks_on_one_client) {
+    world w;
+    static leash_lock *locks[MANY];
+    char name[32];
+    int i, guard = 0;
+
+    world_up(&w, 30000);
+    for (i = 0; i < MANY; i++) {
+        snprintf(name, sizeof(name), "many:%d", i);
+        locks[i] = leash_lock_new(w.c, name);
+        CHECK(locks[i] != NULL);
+        CHECK_EQ_INT(leash_acquire(locks[i], 10000, many_acquired_cb, NULL), LEASH_OK);
+    }
+    while (many_released + many_failed < MANY && guard++ < 3000)
+        test_run_for(w.loop, 10);
+    CHECK_EQ_INT(many_failed, 0);
+    CHECK_EQ_INT(many_acquired, MANY);
+    CHECK_EQ_INT(many_released, MANY);
+    CHECK_EQ_INT(test_redis_int(&w.r, "EVAL %s 0", "return #redis.call('keys', 'leash:many:*')"),
+                 0);
+    for (i = 0; i < MANY; i++)
+        leash_lock_free(locks[i]);
+    world_down(&w);
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(exclusion_between_two_clients),
+        TEST_CASE(exclusion_between_two_handles_of_one_client),
+        TEST_CASE(fence_grows_across_holds),
+        TEST_CASE(reentrant_holds_are_counted),
+        TEST_CASE(non_reentrant_handle_refuses_a_second_hold),
+        TEST_CASE(local_waiters_are_served_in_fifo_order),
+        TEST_CASE(wait_timeout_is_on_time),
+        TEST_CASE(cancel_completes_from_the_loop),
+        TEST_CASE(cancel_racing_a_grant_releases_it),
+        TEST_CASE(release_while_acquiring_leaves_no_hold_and_no_watchdog),
+        TEST_CASE(wrongtype_key_gives_eredis_and_client_stays_usable),
+        TEST_CASE_T(twenty_thousand_locks_on_one_client, 90),
+        {0},
+    };
+    return test_main(argc, argv, cases);
+}

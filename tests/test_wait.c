@@ -1,0 +1,232 @@
+#define _DEFAULT_SOURCE 1 /* usleep */
+/* Waiting without polling: pub/sub wakes, holder TTLs, kept wakes, and the
+ * subscriber connection dying under sleeping waiters. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "client.h"
+#include "fixture.h"
+#include "lock.h"
+#include "waiters.h"
+
+typedef struct world {
+    test_redis r;
+    struct ev_loop *loop;
+    leash_client *c;
+} world;
+
+static void world_up(world *w, int64_t lease_ms) {
+    CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
+    w->loop = ev_loop_new(EVFLAG_AUTO);
+    w->c = fx_client(w->loop, &w->r, lease_ms);
+    fx_wait_connected(w->loop, w->c, 5000);
+}
+
+static void world_down(world *w) {
+    leash_client_free(w->c);
+    test_redis_stop(&w->r);
+    ev_loop_destroy(w->loop);
+}
+
+static void run_until_parked(world *w, leash_lock *l) {
+    int i;
+    for (i = 0; i < 500 && l->phase != LEASH__PHASE_PARKED; i++)
+        test_run_for(w->loop, 2);
+    CHECK_MSG(l->phase == LEASH__PHASE_PARKED, "waiter never parked (phase %d)", l->phase);
+}
+
+static int64_t release_done_at;
+static void note_release(leash_lock *l, int status, void *arg) {
+    (void)l;
+    (void)arg;
+    CHECK_EQ_INT(status, LEASH_OK);
+    release_done_at = test_now_ms();
+}
+
+TEST(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep) {
+    world w;
+    leash_client *holder_client;
+    leash_lock *holder, *waiter;
+    fx_result got = {0};
+    long long calls_before, calls_after;
+    fx_result rel = {0};
+
+    world_up(&w, 5000);
+    holder_client = fx_client(w.loop, &w.r, 5000);
+    holder = leash_lock_new(holder_client, "wake");
+    /* A fixed lease: the holder sends nothing either while it holds. */
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
+    waiter = leash_lock_new(w.c, "wake");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, 20000, fx_acquire_cb, &got), LEASH_OK);
+    run_until_parked(&w, waiter);
+    calls_before = test_redis_calls(&w.r, "evalsha") + test_redis_calls(&w.r, "eval");
+    test_run_for(w.loop, 1000);
+    calls_after = test_redis_calls(&w.r, "evalsha") + test_redis_calls(&w.r, "eval");
+    CHECK_EQ_INT(calls_after - calls_before, 0);
+    CHECK_EQ_INT(got.calls, 0);
+
+    CHECK_EQ_INT(leash_release(holder, note_release, &rel), LEASH_OK);
+    fx_run_until(w.loop, &got, 2000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_MSG(got.at_ms - release_done_at <= 20, "woken %lld ms after the release completed",
+              (long long)(got.at_ms - release_done_at));
+    /* One wake, one attempt: the release and the grant, nothing else. */
+    calls_after = test_redis_calls(&w.r, "evalsha") + test_redis_calls(&w.r, "eval");
+    CHECK_EQ_INT(calls_after - calls_before, 2);
+    leash_client_free(holder_client);
+    world_down(&w);
+}
+
+TEST(holder_that_vanished_hands_over_when_its_key_expires) {
+    world w;
+    leash_lock *waiter;
+    fx_result got = {0};
+    redisReply *rep;
+    int64_t expires_at;
+
+    world_up(&w, 5000);
+    /* A holder that crashed: its hash is there, with 400 ms left, and it
+     * will never publish a release. */
+    rep = test_redis_cmd(&w.r, "EVAL %s 1 leash:crashed",
+                         "redis.call('hset', KEYS[1], 'dead-owner', 1); "
+                         "return redis.call('pexpire', KEYS[1], 400)");
+    CHECK(rep != NULL);
+    freeReplyObject(rep);
+    expires_at = test_now_ms() + 400;
+    waiter = leash_lock_new(w.c, "crashed");
+    CHECK_EQ_INT(leash_acquire(waiter, 3000, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_until(w.loop, &got, 3000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_MSG(got.at_ms >= expires_at - 5 && got.at_ms <= expires_at + 60,
+              "got it %lld ms after the key expired", (long long)(got.at_ms - expires_at));
+    world_down(&w);
+}
+
+TEST(release_seen_between_attempt_and_sleep_is_not_lost) {
+    world w;
+    leash_client *holder_client;
+    leash_lock *holder, *waiter;
+    fx_result got = {0};
+    char token[LEASH__TOKEN_LEN + 1];
+    int64_t t0;
+
+    world_up(&w, 5000);
+    holder_client = fx_client(w.loop, &w.r, 5000);
+    holder = leash_lock_new(holder_client, "kept");
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
+    waiter = leash_lock_new(w.c, "kept");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    memcpy(token, holder->token, sizeof(token));
+    CHECK_EQ_INT(leash_acquire(waiter, 5000, fx_acquire_cb, &got), LEASH_OK);
+    run_until_parked(&w, waiter);
+
+    /* Wake the waiter, let its attempt run (busy: still held) but keep its
+     * answer unread; then the lock is released, and the release message is
+     * seen before the busy answer: no waiter is parked at that moment. */
+    leash__lock_wake(waiter);
+    CHECK(waiter->phase == LEASH__PHASE_ATTEMPT);
+    ev_run(w.loop, EVRUN_NOWAIT); /* writes the attempt */
+    usleep(50 * 1000);            /* Redis answers "busy"; we don't read it yet */
+    CHECK_EQ_INT(test_redis_int(&w.r, "DEL leash:kept"), 1); /* gone, no message */
+    t0 = test_now_ms();
+    leash__waiters_released(w.c, waiter->keys.channel, waiter->keys.channel_len, token,
+                            LEASH__TOKEN_LEN);
+    CHECK(waiter->phase == LEASH__PHASE_ATTEMPT);
+    /* The busy answer parks it: the kept wake sends it straight back
+     * (without it, it would sleep out the holder's 10 s TTL). */
+    fx_run_until(w.loop, &got, 1000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_MSG(got.at_ms - t0 < 200, "took %lld ms", (long long)(got.at_ms - t0));
+    leash_client_free(holder_client);
+    world_down(&w);
+}
+
+TEST(waiters_survive_the_subscriber_connection_being_killed) {
+    world w;
+    leash_client *holder_client;
+    leash_lock *holder, *w1, *w2;
+    fx_result g1 = {0}, g2 = {0};
+    leash_stats s;
+    long long killed;
+
+    world_up(&w, 5000);
+    holder_client = fx_client(w.loop, &w.r, 5000);
+    holder = leash_lock_new(holder_client, "pubsub-kill");
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
+    w1 = leash_lock_new(w.c, "pubsub-kill");
+    w2 = leash_lock_new(w.c, "pubsub-kill");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(w1, 8000, fx_acquire_cb, &g1), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(w2, 8000, fx_acquire_cb, &g2), LEASH_OK);
+    run_until_parked(&w, w1);
+    run_until_parked(&w, w2);
+    killed = test_redis_int(&w.r, "CLIENT KILL TYPE pubsub");
+    CHECK_EQ_INT(killed, 1);
+    test_run_for(w.loop, 300); /* reconnect, resubscribe, try once more */
+    leash_client_stats(w.c, &s);
+    CHECK(s.sub_connects >= 2);
+    CHECK_EQ_INT(g1.calls + g2.calls, 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
+    fx_run_until(w.loop, &g1, 2000);
+    CHECK_EQ_INT(g1.status, LEASH_OK);
+    CHECK_EQ_INT(g2.calls, 0);
+    leash_release(w1, NULL, NULL);
+    fx_run_until(w.loop, &g2, 2000);
+    CHECK_EQ_INT(g2.status, LEASH_OK);
+    leash_client_free(holder_client);
+    world_down(&w);
+}
+
+TEST(one_subscription_per_name_shared_by_local_waiters) {
+    world w;
+    leash_lock *holder, *ws[5];
+    fx_result g[5];
+    int i;
+
+    memset(g, 0, sizeof(g));
+    world_up(&w, 5000);
+    holder = leash_lock_new(w.c, "shared-sub");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    for (i = 0; i < 5; i++) {
+        ws[i] = leash_lock_new(w.c, "shared-sub");
+        CHECK_EQ_INT(leash_acquire(ws[i], 8000, fx_acquire_cb, &g[i]), LEASH_OK);
+    }
+    for (i = 0; i < 5; i++)
+        run_until_parked(&w, ws[i]);
+    CHECK_EQ_INT(test_redis_calls(&w.r, "subscribe"), 1);
+    {
+        redisReply *rep = test_redis_cmd(&w.r, "PUBSUB NUMSUB {leash:shared-sub}:released");
+        CHECK(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+        CHECK_EQ_INT(rep->element[1]->integer, 1);
+        freeReplyObject(rep);
+    }
+    for (i = 0; i < 5; i++) {
+        leash_lock *next = i == 0 ? holder : ws[i - 1];
+        leash_release(next, NULL, NULL);
+        fx_run_until(w.loop, &g[i], 2000);
+        CHECK_EQ_INT(g[i].status, LEASH_OK);
+    }
+    leash_release(ws[4], NULL, NULL);
+    test_run_for(w.loop, 100);
+    /* The last waiter left: unsubscribed. */
+    CHECK_EQ_INT(test_redis_calls(&w.r, "unsubscribe"), 1);
+    CHECK(leash__chans_find(&w.c->chans, ws[0]->keys.channel, ws[0]->keys.channel_len) == NULL);
+    world_down(&w);
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep),
+        TEST_CASE(holder_that_vanished_hands_over_when_its_key_expires),
+        TEST_CASE(release_seen_between_attempt_and_sleep_is_not_lost),
+        TEST_CASE(waiters_survive_the_subscriber_connection_being_killed),
+        TEST_CASE(one_subscription_per_name_shared_by_local_waiters),
+        {0},
+    };
+    return test_main(argc, argv, cases);
+}
