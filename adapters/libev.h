@@ -87,7 +87,7 @@ static inline void leash_libev_timer_stop_(void *data, void *timer) {
 }
 
 static inline void leash_libev_timer_start_(void *data, void *timer, uint64_t delay_ms,
-                                     int keep_alive) {
+                                            int keep_alive) {
     leash_libev_timer *t = (leash_libev_timer *)timer;
 #if EV_MULTIPLICITY
     struct ev_loop *loop = t->loop;

@@ -44,8 +44,8 @@ struct leash_client {
     leash__conn sub;
     leash__chans chans;
     leash__renewer renewer;
-    leash_lock *locks;     /* every live handle */
-    leash_lock *graveyard; /* handles freed inside a callback */
+    leash_lock *locks;                      /* every live handle */
+    leash_lock *graveyard;                  /* handles freed inside a callback */
     leash__deferred *soon_head, *soon_tail; /* completions to deliver from the loop */
     leash__timer soon_timer;
     leash_stats stats;

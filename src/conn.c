@@ -15,7 +15,11 @@
 #include "token.h"
 
 /* Handshake replies carry which command they answer as their privdata. */
-enum { HS_AUTH = 1, HS_SELECT = 2, HS_SCRIPT = 16 };
+enum {
+    HS_AUTH = 1,
+    HS_SELECT = 2,
+    HS_SCRIPT = 16
+};
 
 static void conn_arm(leash__conn *conn);
 static void conn_down(leash__conn *conn);
@@ -350,12 +354,12 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
     leash__conn_progress(conn, 1);
     if (reply->type == REDIS_REPLY_ERROR && (tag == HS_AUTH || tag == HS_SELECT)) {
         if (tag == HS_AUTH)
-            leash__log(conn_log(conn), LEASH_LOG_ERROR,
-                       "%s connection: AUTH refused by Redis: %s", role_name(conn), reply->str);
+            leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: AUTH refused by Redis: %s",
+                       role_name(conn), reply->str);
         else
             leash__log(conn_log(conn), LEASH_LOG_ERROR,
-                       "%s connection: SELECT %d refused by Redis: %s", role_name(conn),
-                       c->cfg.db, reply->str);
+                       "%s connection: SELECT %d refused by Redis: %s", role_name(conn), c->cfg.db,
+                       reply->str);
         conn->auth_failed = 1;
         conn_break(conn);
     } else {
@@ -366,8 +370,8 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
                 leash__log(conn_log(conn), LEASH_LOG_INFO,
                            "SCRIPT LOAD not accepted (%s): scripts load on first use",
                            reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
-            else if (reply->len != LEASH__SHA_LEN || memcmp(reply->str, c->scripts.sha[script],
-                                                            LEASH__SHA_LEN) != 0)
+            else if (reply->len != LEASH__SHA_LEN ||
+                     memcmp(reply->str, c->scripts.sha[script], LEASH__SHA_LEN) != 0)
                 leash__log(conn_log(conn), LEASH_LOG_WARN,
                            "SCRIPT LOAD returned an unexpected SHA1 for script %d", script);
         }

@@ -54,7 +54,10 @@ typedef struct leash__cmd_list {
     leash__cmd *head, *tail;
 } leash__cmd_list;
 
-enum leash__conn_role { LEASH__CONN_CMD, LEASH__CONN_SUB };
+enum leash__conn_role {
+    LEASH__CONN_CMD,
+    LEASH__CONN_SUB
+};
 enum leash__conn_state {
     LEASH__CONN_DOWN,       /* waiting for the next connect attempt */
     LEASH__CONN_CONNECTING, /* TCP / unix connect in progress */
@@ -73,9 +76,9 @@ struct leash__conn {
     int64_t last_progress; /* last reply (or first send after idle) */
     unsigned inflight;     /* replies still expected */
     unsigned handshake_left;
-    int auth_failed; /* the last handshake was refused */
-    int down_pending; /* our own break is in progress */
-    leash__cmd_list queue; /* not sent yet */
+    int auth_failed;        /* the last handshake was refused */
+    int down_pending;       /* our own break is in progress */
+    leash__cmd_list queue;  /* not sent yet */
     leash__cmd *retry_tail; /* last resent command at the queue's front */
     leash__cmd_list sent;
     /* The owner's hooks: the connection became ready / was lost. */

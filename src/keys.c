@@ -51,8 +51,8 @@ int leash__keys_make(leash__keys *k, const leash__logger *lg, const char *prefix
     }
     nlen = strlen(name);
     if (nlen > LEASH_NAME_MAX) {
-        leash__log(lg, LEASH_LOG_ERROR, "leash_lock_new: the lock name is %zu bytes, over %d",
-                   nlen, LEASH_NAME_MAX);
+        leash__log(lg, LEASH_LOG_ERROR, "leash_lock_new: the lock name is %zu bytes, over %d", nlen,
+                   LEASH_NAME_MAX);
         return LEASH_EINVAL;
     }
     plen = strlen(prefix);
@@ -92,19 +92,19 @@ int leash__keys_make(leash__keys *k, const leash__logger *lg, const char *prefix
     k->key_len = klen;
     p += klen + 1;
 
-#define LEASH__COMPANION(field, suffix)                                                            \
-    do {                                                                                           \
-        k->field = p;                                                                              \
-        if (tagged) {                                                                              \
-            memcpy(p, k->key, klen);                                                               \
-        } else {                                                                                   \
-            p[0] = '{';                                                                            \
-            memcpy(p + 1, k->key, klen);                                                           \
-            p[klen + 1] = '}';                                                                     \
-        }                                                                                          \
-        memcpy(p + head_len, suffix, sizeof(suffix));                                              \
-        k->field##_len = head_len + sizeof(suffix) - 1;                                            \
-        p += head_len + sizeof(suffix);                                                            \
+#define LEASH__COMPANION(field, suffix)                 \
+    do {                                                \
+        k->field = p;                                   \
+        if (tagged) {                                   \
+            memcpy(p, k->key, klen);                    \
+        } else {                                        \
+            p[0] = '{';                                 \
+            memcpy(p + 1, k->key, klen);                \
+            p[klen + 1] = '}';                          \
+        }                                               \
+        memcpy(p + head_len, suffix, sizeof(suffix));   \
+        k->field##_len = head_len + sizeof(suffix) - 1; \
+        p += head_len + sizeof(suffix);                 \
     } while (0)
     LEASH__COMPANION(fence, ":fence");
     LEASH__COMPANION(tomb_prefix, ":rel:");

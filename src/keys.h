@@ -22,8 +22,7 @@ typedef struct leash__keys {
 } leash__keys;
 
 /* LEASH_OK, LEASH_EINVAL (bad name: logged) or LEASH_ENOMEM. */
-int leash__keys_make(leash__keys *k, const leash__logger *lg, const char *prefix,
-                     const char *name);
+int leash__keys_make(leash__keys *k, const leash__logger *lg, const char *prefix, const char *name);
 void leash__keys_clear(leash__keys *k);
 
 /* The cluster hash slot of a key (CRC16 of its hash tag, mod 16384). */

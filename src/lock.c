@@ -206,8 +206,8 @@ static size_t tomb_key(const leash_lock *l, const char *token, char out[TOMB_MAX
     return l->keys.tomb_prefix_len + LEASH__TOKEN_LEN;
 }
 
-static leash__cmd *make_release(leash_lock *l, const char *token, int count_after,
-                                int64_t deadline, leash__reply_fn *fn) {
+static leash__cmd *make_release(leash_lock *l, const char *token, int count_after, int64_t deadline,
+                                leash__reply_fn *fn) {
     const char *argv[3 + 6];
     size_t lens[3 + 6], len;
     char tomb[TOMB_MAX], count[16], ttl[24];
@@ -228,9 +228,9 @@ static leash__cmd *make_release(leash_lock *l, const char *token, int count_afte
     /* The tombstone must outlive any retry of this release; retries stop at
      * the hold's deadline, so two leases (and a floor) are plenty. */
     argv[8] = ttl;
-    lens[8] = (size_t)snprintf(ttl, sizeof(ttl), "%lld",
-                               (long long)(2 * (l->hold_lease > 0 ? l->hold_lease : l->lease_ms) +
-                                           10000));
+    lens[8] = (size_t)snprintf(
+        ttl, sizeof(ttl), "%lld",
+        (long long)(2 * (l->hold_lease > 0 ? l->hold_lease : l->lease_ms) + 10000));
     buf = leash__script_call(&len, &l->client->scripts, LEASH__SCRIPT_RELEASE, 2, 9, argv, lens);
     if (buf == NULL)
         return NULL;
@@ -381,7 +381,11 @@ static void wait_for_release(leash_lock *l, long long pttl) {
     }
 }
 
-enum { ANSWER_GRANTED, ANSWER_BUSY, ANSWER_FAILED };
+enum {
+    ANSWER_GRANTED,
+    ANSWER_BUSY,
+    ANSWER_FAILED
+};
 
 /* Reads the acquire script's answer: {1, fence, count} or {0, pttl}. */
 static int parse_attempt(leash_lock *l, redisReply *r, int status, int *err, uint64_t *fence,
@@ -841,10 +845,10 @@ int leash_cancel(leash_lock *l) {
         return LEASH_EINVAL;
     if (!lock_ok(l))
         return LEASH_ESTATE;
-    if (l->acq_cb == NULL || (l->state != LEASH__LOCK_ACQUIRING &&
-                              !(l->state == LEASH__LOCK_HELD && l->phase == LEASH__PHASE_ATTEMPT))) {
-        leash__log(lock_log(l), LEASH_LOG_ERROR, "leash_cancel %s: no acquire is pending",
-                   l->name);
+    if (l->acq_cb == NULL ||
+        (l->state != LEASH__LOCK_ACQUIRING &&
+         !(l->state == LEASH__LOCK_HELD && l->phase == LEASH__PHASE_ATTEMPT))) {
+        leash__log(lock_log(l), LEASH_LOG_ERROR, "leash_cancel %s: no acquire is pending", l->name);
         return LEASH_ESTATE;
     }
     if ((d = deferred_new(l)) == NULL)

@@ -32,7 +32,11 @@ enum leash__acquire_phase {
     LEASH__PHASE_RETRY        /* no memory for the attempt: try again shortly */
 };
 
-enum leash__renew_state { LEASH__RENEW_IDLE, LEASH__RENEW_DUE, LEASH__RENEW_INFLIGHT };
+enum leash__renew_state {
+    LEASH__RENEW_IDLE,
+    LEASH__RENEW_DUE,
+    LEASH__RENEW_INFLIGHT
+};
 
 struct leash_lock {
     uint32_t magic;
@@ -53,9 +57,9 @@ struct leash_lock {
     /* the pending acquire */
     leash_acquire_cb *acq_cb;
     void *acq_arg;
-    int wait_once;        /* wait_ms was 0 */
+    int wait_once;         /* wait_ms was 0 */
     int64_t wait_deadline; /* 0 = no limit */
-    int timed_out;        /* the wait ended while an attempt was in flight */
+    int timed_out;         /* the wait ended while an attempt was in flight */
     leash__cmd *attempt;
     int64_t attempt_sent;
     int attempt_covered; /* sent while subscribed: a later release can't be missed */

@@ -87,10 +87,10 @@ static void on_batch_reply(void *arg, redisReply *reply, int status) {
         l->renew_batch = NULL;
         result = -1;
         if (status == LEASH_OK)
-            result = reply->element[i]->type == REDIS_REPLY_INTEGER &&
-                             reply->element[i]->integer == 1
-                         ? 1
-                         : 0;
+            result =
+                reply->element[i]->type == REDIS_REPLY_INTEGER && reply->element[i]->integer == 1
+                    ? 1
+                    : 0;
         /* May run a lost callback, which may free other locks of b. */
         leash__lock_renewed(l, result, status, b->sent);
     }
@@ -123,13 +123,13 @@ static int send_batch(leash_client *c) {
     for (l = r->due_head, i = 0; i < n; l = l->renew_next, i++) {
         argv[3 + n + 2 * i] = l->token;
         lens[3 + n + 2 * i] = LEASH__TOKEN_LEN;
-        lens[3 + n + 2 * i + 1] = (size_t)snprintf(leases[i], sizeof(leases[i]), "%lld",
-                                                   (long long)l->hold_lease);
+        lens[3 + n + 2 * i + 1] =
+            (size_t)snprintf(leases[i], sizeof(leases[i]), "%lld", (long long)l->hold_lease);
         argv[3 + n + 2 * i + 1] = leases[i];
     }
     buf = leash__script_call(&len, &c->scripts, LEASH__SCRIPT_RENEW, n, 3 + 3 * n, argv, lens);
-    cmd = buf ? leash__cmd_new(buf, len, LEASH__SCRIPT_RENEW, 0, deadline, on_batch_reply, b)
-              : NULL;
+    cmd =
+        buf ? leash__cmd_new(buf, len, LEASH__SCRIPT_RENEW, 0, deadline, on_batch_reply, b) : NULL;
     if (cmd == NULL) {
         free(buf);
         free(b);

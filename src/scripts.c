@@ -22,34 +22,32 @@ static const char acquire_lua[] =
     "end\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
-static const char release_lua[] =
-    "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
-    "  if redis.call('get', KEYS[2]) == '1' then return 0 end\n"
-    "  redis.call('set', KEYS[2], '0', 'px', ARGV[4])\n"
-    "  return -1\n"
-    "end\n"
-    "local left = tonumber(ARGV[2])\n"
-    "if left > 0 then\n"
-    "  redis.call('hset', KEYS[1], ARGV[1], left)\n"
-    "  return left\n"
-    "end\n"
-    "redis.call('del', KEYS[1])\n"
-    "redis.call('set', KEYS[2], '1', 'px', ARGV[4])\n"
-    "redis.call('publish', ARGV[3], ARGV[1])\n"
-    "return 0\n";
+static const char release_lua[] = "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
+                                  "  if redis.call('get', KEYS[2]) == '1' then return 0 end\n"
+                                  "  redis.call('set', KEYS[2], '0', 'px', ARGV[4])\n"
+                                  "  return -1\n"
+                                  "end\n"
+                                  "local left = tonumber(ARGV[2])\n"
+                                  "if left > 0 then\n"
+                                  "  redis.call('hset', KEYS[1], ARGV[1], left)\n"
+                                  "  return left\n"
+                                  "end\n"
+                                  "redis.call('del', KEYS[1])\n"
+                                  "redis.call('set', KEYS[2], '1', 'px', ARGV[4])\n"
+                                  "redis.call('publish', ARGV[3], ARGV[1])\n"
+                                  "return 0\n";
 
-static const char renew_lua[] =
-    "local r = {}\n"
-    "for i = 1, #KEYS do\n"
-    "  local ok = redis.pcall('hexists', KEYS[i], ARGV[2 * i - 1])\n"
-    "  if ok == 1 then\n"
-    "    redis.call('pexpire', KEYS[i], ARGV[2 * i])\n"
-    "    r[i] = 1\n"
-    "  else\n"
-    "    r[i] = 0\n"
-    "  end\n"
-    "end\n"
-    "return r\n";
+static const char renew_lua[] = "local r = {}\n"
+                                "for i = 1, #KEYS do\n"
+                                "  local ok = redis.pcall('hexists', KEYS[i], ARGV[2 * i - 1])\n"
+                                "  if ok == 1 then\n"
+                                "    redis.call('pexpire', KEYS[i], ARGV[2 * i])\n"
+                                "    r[i] = 1\n"
+                                "  else\n"
+                                "    r[i] = 0\n"
+                                "  end\n"
+                                "end\n"
+                                "return r\n";
 
 static const char *const sources[LEASH__SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua};
 
@@ -77,7 +75,8 @@ char *leash__script_call(size_t *out_len, const leash__scripts *s, int script, i
 }
 
 char *leash__script_as_eval(size_t *out_len, const char *evalsha, size_t len, int script) {
-    /* "*N\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n<rest>" -> "*N\r\n$4\r\nEVAL\r\n$L\r\n<src>\r\n<rest>" */
+    /* "*N\r\n$7\r\nEVALSHA\r\n$40\r\n<sha>\r\n<rest>" ->
+     * "*N\r\n$4\r\nEVAL\r\n$L\r\n<src>\r\n<rest>" */
     const char *first = memchr(evalsha, '\n', len);
     const char *src = sources[script];
     size_t head, skip, src_len = strlen(src), rest_len, pos;

@@ -11,8 +11,8 @@ const char *leash_version(void) {
 
 const char *leash_strerror(int status) {
     switch (status) {
-#define LEASH__MSG_CASE(name, num, msg)                                                            \
-    case num:                                                                                      \
+#define LEASH__MSG_CASE(name, num, msg) \
+    case num:                           \
         return msg;
         LEASH_STATUS_MAP(LEASH__MSG_CASE)
 #undef LEASH__MSG_CASE
@@ -22,8 +22,8 @@ const char *leash_strerror(int status) {
 
 const char *leash_status_name(int status) {
     switch (status) {
-#define LEASH__NAME_CASE(name, num, msg)                                                           \
-    case num:                                                                                      \
+#define LEASH__NAME_CASE(name, num, msg) \
+    case num:                            \
         return "LEASH_" #name;
         LEASH_STATUS_MAP(LEASH__NAME_CASE)
 #undef LEASH__NAME_CASE

@@ -34,7 +34,7 @@ struct leash__chan {
     int sub;  /* enum leash__sub_state */
     int refs; /* joined waiters */
     leash_lock *head, *tail;
-    unsigned kept; /* wakes kept for the next waiter that parks */
+    unsigned kept;                         /* wakes kept for the next waiter that parks */
     char last_token[LEASH__TOKEN_LEN + 1]; /* release already turned into a wake */
 };
 

@@ -32,7 +32,10 @@ static void world_down(world *w) {
 }
 
 /* What a callback does before it returns. */
-enum action { FREE_LOCK, FREE_CLIENT };
+enum action {
+    FREE_LOCK,
+    FREE_CLIENT
+};
 static enum action action;
 static leash_client *the_client;
 static fx_result seen;
@@ -132,22 +135,54 @@ static void scenario(int kind, enum action how) {
     world_down(&w);
 }
 
-TEST(free_lock_in_acquire_ok) { scenario(0, FREE_LOCK); }
-TEST(free_lock_in_acquire_busy) { scenario(1, FREE_LOCK); }
-TEST(free_lock_in_acquire_timeout) { scenario(2, FREE_LOCK); }
-TEST(free_lock_in_acquire_canceled) { scenario(3, FREE_LOCK); }
-TEST(free_lock_in_acquire_econn) { scenario(4, FREE_LOCK); }
-TEST(free_lock_in_release) { scenario(5, FREE_LOCK); }
-TEST(free_lock_in_lost) { scenario(6, FREE_LOCK); }
-TEST(free_lock_in_woken_acquire) { scenario(7, FREE_LOCK); }
-TEST(free_client_in_acquire_ok) { scenario(0, FREE_CLIENT); }
-TEST(free_client_in_acquire_busy) { scenario(1, FREE_CLIENT); }
-TEST(free_client_in_acquire_timeout) { scenario(2, FREE_CLIENT); }
-TEST(free_client_in_acquire_canceled) { scenario(3, FREE_CLIENT); }
-TEST(free_client_in_acquire_econn) { scenario(4, FREE_CLIENT); }
-TEST(free_client_in_release) { scenario(5, FREE_CLIENT); }
-TEST(free_client_in_lost) { scenario(6, FREE_CLIENT); }
-TEST(free_client_in_woken_acquire) { scenario(7, FREE_CLIENT); }
+TEST(free_lock_in_acquire_ok) {
+    scenario(0, FREE_LOCK);
+}
+TEST(free_lock_in_acquire_busy) {
+    scenario(1, FREE_LOCK);
+}
+TEST(free_lock_in_acquire_timeout) {
+    scenario(2, FREE_LOCK);
+}
+TEST(free_lock_in_acquire_canceled) {
+    scenario(3, FREE_LOCK);
+}
+TEST(free_lock_in_acquire_econn) {
+    scenario(4, FREE_LOCK);
+}
+TEST(free_lock_in_release) {
+    scenario(5, FREE_LOCK);
+}
+TEST(free_lock_in_lost) {
+    scenario(6, FREE_LOCK);
+}
+TEST(free_lock_in_woken_acquire) {
+    scenario(7, FREE_LOCK);
+}
+TEST(free_client_in_acquire_ok) {
+    scenario(0, FREE_CLIENT);
+}
+TEST(free_client_in_acquire_busy) {
+    scenario(1, FREE_CLIENT);
+}
+TEST(free_client_in_acquire_timeout) {
+    scenario(2, FREE_CLIENT);
+}
+TEST(free_client_in_acquire_canceled) {
+    scenario(3, FREE_CLIENT);
+}
+TEST(free_client_in_acquire_econn) {
+    scenario(4, FREE_CLIENT);
+}
+TEST(free_client_in_release) {
+    scenario(5, FREE_CLIENT);
+}
+TEST(free_client_in_lost) {
+    scenario(6, FREE_CLIENT);
+}
+TEST(free_client_in_woken_acquire) {
+    scenario(7, FREE_CLIENT);
+}
 
 TEST(client_free_with_waiters_holders_and_commands_in_flight) {
     world w;

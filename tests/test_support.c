@@ -27,9 +27,8 @@
 
 /* ---- helpers ---- */
 
-static redisContext *connect_tcp(int port, int timeout_ms)
-{
-    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+static redisContext *connect_tcp(int port, int timeout_ms) {
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
 
     CHECK(c != NULL);
@@ -38,8 +37,7 @@ static redisContext *connect_tcp(int port, int timeout_ms)
     return c;
 }
 
-static redisContext *connect_unix(const char *path)
-{
+static redisContext *connect_unix(const char *path) {
     redisContext *c = redisConnectUnix(path);
 
     CHECK(c != NULL);
@@ -49,8 +47,7 @@ static redisContext *connect_unix(const char *path)
 
 /* The reply of a command as "+status", "-error", "$string", ":int" or
  * "nil", which reads well in CHECK_STR_EQ. */
-static char *reply_text(redisReply *reply)
-{
+static char *reply_text(redisReply *reply) {
     static char buf[256];
 
     if (!reply)
@@ -76,8 +73,7 @@ static char *reply_text(redisReply *reply)
 #define ADMIN(r, ...) reply_text(test_redis_cmd((r), __VA_ARGS__))
 
 /* The value of a config parameter, read through the admin connection. */
-static const char *config_get(test_redis *r, const char *name)
-{
+static const char *config_get(test_redis *r, const char *name) {
     static char buf[256];
     redisReply *reply = test_redis_cmd(r, "CONFIG GET %s", name);
 
@@ -91,13 +87,11 @@ static const char *config_get(test_redis *r, const char *name)
 
 /* Gone means reaped too: a zombie left to pid 1 would still show up in
  * pgrep. */
-static int process_gone(pid_t pid)
-{
+static int process_gone(pid_t pid) {
     return kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-static int dir_exists(const char *path)
-{
+static int dir_exists(const char *path) {
     struct stat st;
 
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -105,16 +99,27 @@ static int dir_exists(const char *path)
 
 /* ---- the harness, driven through a second run of this program ---- */
 
-TEST(demo_pass) { CHECK(1); }
-TEST(demo_check) { CHECK(1 + 1 == 3); }
-TEST(demo_eq_int) { CHECK_EQ_INT(2 + 2, 5); }
-TEST(demo_str_eq) { CHECK_STR_EQ("abc", "abd"); }
-TEST(demo_str_null) { CHECK_STR_EQ(NULL, "abd"); }
-TEST(demo_msg) { CHECK_MSG(0, "value %d", 7); }
+TEST(demo_pass) {
+    CHECK(1);
+}
+TEST(demo_check) {
+    CHECK(1 + 1 == 3);
+}
+TEST(demo_eq_int) {
+    CHECK_EQ_INT(2 + 2, 5);
+}
+TEST(demo_str_eq) {
+    CHECK_STR_EQ("abc", "abd");
+}
+TEST(demo_str_null) {
+    CHECK_STR_EQ(NULL, "abd");
+}
+TEST(demo_msg) {
+    CHECK_MSG(0, "value %d", 7);
+}
 
 /* A crash with a server running: the server must not outlive the case. */
-TEST(demo_abort)
-{
+TEST(demo_abort) {
     test_redis r;
 
     CHECK(test_redis_start(&r, NULL) == 0);
@@ -123,23 +128,19 @@ TEST(demo_abort)
     abort();
 }
 
-TEST(demo_timeout)
-{
+TEST(demo_timeout) {
     sleep(30);
 }
 
 static const test_case demo_cases[] = {
-    TEST_CASE(demo_pass),     TEST_CASE(demo_check),
-    TEST_CASE(demo_eq_int),   TEST_CASE(demo_str_eq),
-    TEST_CASE(demo_str_null), TEST_CASE(demo_msg),
-    TEST_CASE(demo_abort),    TEST_CASE_T(demo_timeout, 1),
-    { 0 },
+    TEST_CASE(demo_pass),   TEST_CASE(demo_check),        TEST_CASE(demo_eq_int),
+    TEST_CASE(demo_str_eq), TEST_CASE(demo_str_null),     TEST_CASE(demo_msg),
+    TEST_CASE(demo_abort),  TEST_CASE_T(demo_timeout, 1), {0},
 };
 
 /* Runs this program with --harness-demo and the arguments; returns its
  * stdout (static) and sets *status to its wait status. */
-static const char *run_demo(const char *args, int *status)
-{
+static const char *run_demo(const char *args, int *status) {
     static char out[8192];
     char exe[1024], cmd[1400];
     size_t len = 0, n;
@@ -150,8 +151,7 @@ static const char *run_demo(const char *args, int *status)
     elen = readlink("/proc/self/exe", exe, sizeof exe - 1);
     CHECK(elen > 0);
     exe[elen] = '\0';
-    snprintf(cmd, sizeof cmd, "'%s' --harness-demo %s 2>/dev/null", exe,
-             args);
+    snprintf(cmd, sizeof cmd, "'%s' --harness-demo %s 2>/dev/null", exe, args);
     p = popen(cmd, "r");
     CHECK(p != NULL);
     while ((n = fread(out + len, 1, sizeof out - 1 - len, p)) > 0)
@@ -161,8 +161,7 @@ static const char *run_demo(const char *args, int *status)
     return out;
 }
 
-static void check_line(const char *out, const char *start, const char *has)
-{
+static void check_line(const char *out, const char *start, const char *has) {
     const char *line = out;
 
     while (line && *line) {
@@ -172,8 +171,7 @@ static void check_line(const char *out, const char *start, const char *has)
 
         snprintf(buf, sizeof buf, "%.*s", (int)len, line);
         if (strncmp(buf, start, strlen(start)) == 0) {
-            CHECK_MSG(strstr(buf, has) != NULL, "line '%s' lacks '%s'", buf,
-                      has);
+            CHECK_MSG(strstr(buf, has) != NULL, "line '%s' lacks '%s'", buf, has);
             return;
         }
         line = end ? end + 1 : NULL;
@@ -181,8 +179,7 @@ static void check_line(const char *out, const char *start, const char *has)
     CHECK_MSG(0, "no line starting with '%s' in:\n%s", start, out);
 }
 
-TEST(t_harness_reports)
-{
+TEST(t_harness_reports) {
     int status;
     const char *out = run_demo("", &status);
     const char *p;
@@ -193,29 +190,25 @@ TEST(t_harness_reports)
     check_line(out, "PASS demo_pass (", " ms)");
     check_line(out, "FAIL demo_check: ", "test_support.c:");
     check_line(out, "FAIL demo_check: ", ": CHECK(1 + 1 == 3) failed");
-    check_line(out, "FAIL demo_eq_int: ",
-               "CHECK_EQ_INT(2 + 2, 5) failed: 4 != 5");
-    check_line(out, "FAIL demo_str_eq: ",
-               "CHECK_STR_EQ(\"abc\", \"abd\") failed: \"abc\" != \"abd\"");
+    check_line(out, "FAIL demo_eq_int: ", "CHECK_EQ_INT(2 + 2, 5) failed: 4 != 5");
+    check_line(out,
+               "FAIL demo_str_eq: ", "CHECK_STR_EQ(\"abc\", \"abd\") failed: \"abc\" != \"abd\"");
     check_line(out, "FAIL demo_str_null: ", "failed: NULL != \"abd\"");
     check_line(out, "FAIL demo_msg: ", "CHECK_MSG(0) failed: value 7");
     check_line(out, "FAIL demo_abort: ", "killed by signal 6");
     check_line(out, "FAIL demo_timeout: ", "timed out after 1 s");
     /* The summary is the last line, alone. */
     p = strstr(out, "\n1 passed, 7 failed\n");
-    CHECK_MSG(p && p[strlen("\n1 passed, 7 failed\n")] == '\0',
-              "bad summary in:\n%s", out);
+    CHECK_MSG(p && p[strlen("\n1 passed, 7 failed\n")] == '\0', "bad summary in:\n%s", out);
 
     p = strstr(out, "server pid ");
     CHECK(p != NULL);
     pid = atoi(p + strlen("server pid "));
     CHECK(pid > 0);
-    CHECK_MSG(process_gone((pid_t)pid),
-              "redis-server %d outlived its crashed case", pid);
+    CHECK_MSG(process_gone((pid_t)pid), "redis-server %d outlived its crashed case", pid);
 }
 
-TEST(t_harness_selects)
-{
+TEST(t_harness_selects) {
     int status;
     const char *out = run_demo("demo_msg demo_pass", &status);
     const char *second, *third;
@@ -243,8 +236,7 @@ TEST(t_harness_selects)
 
 /* ---- Redis servers ---- */
 
-TEST(t_tcp_ping)
-{
+TEST(t_tcp_ping) {
     test_redis r;
     redisContext *c;
     char dir[sizeof r.dir], real[PATH_MAX];
@@ -276,9 +268,8 @@ TEST(t_tcp_ping)
     CHECK(test_redis_cmd(&r, "PING") == NULL);
 }
 
-TEST(t_unix_ping)
-{
-    test_redis_config cfg = { .unix_socket = 1 };
+TEST(t_unix_ping) {
+    test_redis_config cfg = {.unix_socket = 1};
     test_redis r;
     redisContext *c;
     struct stat st;
@@ -296,11 +287,10 @@ TEST(t_unix_ping)
     test_redis_stop(&r);
 }
 
-TEST(t_requirepass)
-{
+TEST(t_requirepass) {
     /* A copy of the password must be kept: this buffer changes. */
     char pass[] = "s3cret \"pass\"";
-    test_redis_config cfg = { .requirepass = pass };
+    test_redis_config cfg = {.requirepass = pass};
     test_redis r;
     redisContext *c;
     redisReply *reply;
@@ -328,8 +318,7 @@ TEST(t_requirepass)
     test_redis_stop(&r);
 }
 
-TEST(t_acl_user)
-{
+TEST(t_acl_user) {
     test_redis_config cfg = {
         .acl_user = "alice on >wonderland ~* &* +@all",
     };
@@ -351,9 +340,8 @@ TEST(t_acl_user)
 
 /* The default user locked without requirepass: the server still counts
  * as up, and the admin gets Redis's refusal rather than nothing. */
-TEST(t_acl_default_locked)
-{
-    test_redis_config cfg = { .acl_user = "default on >pw ~* &* +@all" };
+TEST(t_acl_default_locked) {
+    test_redis_config cfg = {.acl_user = "default on >pw ~* &* +@all"};
     test_redis r;
     redisReply *reply;
 
@@ -368,23 +356,20 @@ TEST(t_acl_default_locked)
 }
 
 /* A config Redis refuses fails the start quickly and leaves nothing. */
-TEST(t_bad_config)
-{
-    test_redis_config cfg = { .extra = "no-such-directive yes" };
+TEST(t_bad_config) {
+    test_redis_config cfg = {.extra = "no-such-directive yes"};
     test_redis r;
     int64_t t0 = test_now_ms();
 
     CHECK_EQ_INT(test_redis_start(&r, &cfg), -1);
-    CHECK_MSG(test_now_ms() - t0 < 3000, "took %lld ms",
-              (long long)(test_now_ms() - t0));
+    CHECK_MSG(test_now_ms() - t0 < 3000, "took %lld ms", (long long)(test_now_ms() - t0));
     CHECK_EQ_INT(r.pid, 0);
     CHECK_STR_EQ(r.dir, "");
     test_redis_stop(&r);
 }
 
-TEST(t_extra_config)
-{
-    test_redis_config cfg = { .extra = "maxclients 77\nhz 20" };
+TEST(t_extra_config) {
+    test_redis_config cfg = {.extra = "maxclients 77\nhz 20"};
     test_redis r;
 
     CHECK(test_redis_start(&r, &cfg) == 0);
@@ -393,8 +378,7 @@ TEST(t_extra_config)
     test_redis_stop(&r);
 }
 
-TEST(t_restart_same_port_no_data)
-{
+TEST(t_restart_same_port_no_data) {
     test_redis r;
     int port;
     pid_t pid;
@@ -415,9 +399,8 @@ TEST(t_restart_same_port_no_data)
     test_redis_stop(&r);
 }
 
-TEST(t_restart_unix)
-{
-    test_redis_config cfg = { .unix_socket = 1 };
+TEST(t_restart_unix) {
+    test_redis_config cfg = {.unix_socket = 1};
     test_redis r;
     redisContext *c;
     char path[sizeof r.unix_path];
@@ -433,8 +416,7 @@ TEST(t_restart_unix)
     test_redis_stop(&r);
 }
 
-TEST(t_kill_then_restart)
-{
+TEST(t_kill_then_restart) {
     test_redis r;
     pid_t pid;
     char dir[sizeof r.dir];
@@ -456,8 +438,7 @@ TEST(t_kill_then_restart)
     CHECK(!dir_exists(dir));
 }
 
-TEST(t_freeze_thaw)
-{
+TEST(t_freeze_thaw) {
     test_redis r;
     redisContext *c;
     redisReply *reply;
@@ -473,8 +454,7 @@ TEST(t_freeze_thaw)
     took = test_now_ms() - t0;
     CHECK(reply == NULL);
     CHECK(c->err != 0);
-    CHECK_MSG(took >= 450 && took < 2000, "the timeout took %lld ms",
-              (long long)took);
+    CHECK_MSG(took >= 450 && took < 2000, "the timeout took %lld ms", (long long)took);
     redisFree(c);
 
     test_redis_thaw(&r);
@@ -488,12 +468,13 @@ TEST(t_freeze_thaw)
     test_redis_freeze(&r);
     t0 = test_now_ms();
     test_redis_stop(&r);
-    CHECK_MSG(test_now_ms() - t0 < 2000, "stop of a frozen server took "
-              "%lld ms", (long long)(test_now_ms() - t0));
+    CHECK_MSG(test_now_ms() - t0 < 2000,
+              "stop of a frozen server took "
+              "%lld ms",
+              (long long)(test_now_ms() - t0));
 }
 
-TEST(t_calls)
-{
+TEST(t_calls) {
     test_redis r;
     redisContext *c;
     long long before;
@@ -518,8 +499,7 @@ TEST(t_calls)
     test_redis_stop(&r);
 }
 
-TEST(t_two_servers)
-{
+TEST(t_two_servers) {
     test_redis a, b;
 
     CHECK(test_redis_start(&a, NULL) == 0);
@@ -534,15 +514,13 @@ TEST(t_two_servers)
 
 /* ---- the loop helpers ---- */
 
-static void set_flag(struct ev_loop *loop, ev_timer *w, int revents)
-{
+static void set_flag(struct ev_loop *loop, ev_timer *w, int revents) {
     (void)loop;
     (void)revents;
     *(int *)w->data = 1;
 }
 
-TEST(t_evloop)
-{
+TEST(t_evloop) {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     ev_timer t;
     int flag = 0;
@@ -580,27 +558,27 @@ TEST(t_evloop)
     ev_loop_destroy(loop);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--harness-demo") == 0)
         return test_main(argc - 1, argv + 1, demo_cases);
-    return test_main(argc, argv, (test_case[]){
-        TEST_CASE(t_harness_reports),
-        TEST_CASE(t_harness_selects),
-        TEST_CASE(t_tcp_ping),
-        TEST_CASE(t_unix_ping),
-        TEST_CASE(t_requirepass),
-        TEST_CASE(t_acl_user),
-        TEST_CASE(t_acl_default_locked),
-        TEST_CASE(t_bad_config),
-        TEST_CASE(t_extra_config),
-        TEST_CASE(t_restart_same_port_no_data),
-        TEST_CASE(t_restart_unix),
-        TEST_CASE(t_kill_then_restart),
-        TEST_CASE(t_freeze_thaw),
-        TEST_CASE(t_calls),
-        TEST_CASE(t_two_servers),
-        TEST_CASE(t_evloop),
-        { 0 },
-    });
+    return test_main(argc, argv,
+                     (test_case[]){
+                         TEST_CASE(t_harness_reports),
+                         TEST_CASE(t_harness_selects),
+                         TEST_CASE(t_tcp_ping),
+                         TEST_CASE(t_unix_ping),
+                         TEST_CASE(t_requirepass),
+                         TEST_CASE(t_acl_user),
+                         TEST_CASE(t_acl_default_locked),
+                         TEST_CASE(t_bad_config),
+                         TEST_CASE(t_extra_config),
+                         TEST_CASE(t_restart_same_port_no_data),
+                         TEST_CASE(t_restart_unix),
+                         TEST_CASE(t_kill_then_restart),
+                         TEST_CASE(t_freeze_thaw),
+                         TEST_CASE(t_calls),
+                         TEST_CASE(t_two_servers),
+                         TEST_CASE(t_evloop),
+                         {0},
+                     });
 }

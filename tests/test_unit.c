@@ -28,20 +28,49 @@ static int new_client_with(void (*tweak)(leash_options *)) {
     return rc;
 }
 
-static void lease_zero(leash_options *o) { o->lease_ms = 0; }
-static void renew_not_below(leash_options *o) { o->lease_ms = 1000; o->renew_interval_ms = 1000; }
-static void port_zero(leash_options *o) { o->port = 0; }
-static void port_big(leash_options *o) { o->port = 70000; }
-static void no_endpoint(leash_options *o) { o->host = NULL; o->unix_path = NULL; }
-static void negative_timeout(leash_options *o) { o->command_timeout_ms = -1; }
-static void user_without_password(leash_options *o) { o->username = "bob"; }
-static void backoff_inverted(leash_options *o) { o->reconnect_min_ms = 500; o->reconnect_max_ms = 100; }
-static void negative_db(leash_options *o) { o->db = -2; }
-static void defaults(leash_options *o) { (void)o; }
-static void unix_only(leash_options *o) { o->host = NULL; o->unix_path = "/tmp/x.sock"; }
+static void lease_zero(leash_options *o) {
+    o->lease_ms = 0;
+}
+static void renew_not_below(leash_options *o) {
+    o->lease_ms = 1000;
+    o->renew_interval_ms = 1000;
+}
+static void port_zero(leash_options *o) {
+    o->port = 0;
+}
+static void port_big(leash_options *o) {
+    o->port = 70000;
+}
+static void no_endpoint(leash_options *o) {
+    o->host = NULL;
+    o->unix_path = NULL;
+}
+static void negative_timeout(leash_options *o) {
+    o->command_timeout_ms = -1;
+}
+static void user_without_password(leash_options *o) {
+    o->username = "bob";
+}
+static void backoff_inverted(leash_options *o) {
+    o->reconnect_min_ms = 500;
+    o->reconnect_max_ms = 100;
+}
+static void negative_db(leash_options *o) {
+    o->db = -2;
+}
+static void defaults(leash_options *o) {
+    (void)o;
+}
+static void unix_only(leash_options *o) {
+    o->host = NULL;
+    o->unix_path = "/tmp/x.sock";
+}
 
 TEST(bad_options_are_refused_with_a_log_line) {
-    struct { void (*tweak)(leash_options *); const char *says; } cases[] = {
+    struct {
+        void (*tweak)(leash_options *);
+        const char *says;
+    } cases[] = {
         {lease_zero, "lease_ms must be > 0"},
         {renew_not_below, "renew_interval_ms must be > 0 and below lease_ms"},
         {port_zero, "port 0 is out of range"},

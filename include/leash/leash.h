@@ -46,19 +46,19 @@ LEASH_EXPORT const char *leash_version(void);
  * and new codes are only appended (the version that added each is noted).
  * X(NAME, number, message)
  */
-#define LEASH_STATUS_MAP(X)                                                        \
-    X(OK, 0, "success")                                                           \
-    X(EINVAL, -1, "invalid argument")                                             \
-    X(ENOMEM, -2, "out of memory")                                                \
-    X(EBUSY, -3, "lock is held by another owner")                                 \
-    X(ETIMEDOUT, -4, "wait for the lock timed out")                               \
-    X(ECANCELED, -5, "operation canceled")                                        \
-    X(ENOTHELD, -6, "lock is not held by this owner")                             \
-    X(ECONN, -7, "Redis not reachable in time")                                   \
-    X(EREDIS, -8, "Redis answered with an error")                                 \
-    X(EPROTO, -9, "unexpected reply from Redis")                                  \
-    X(ESTATE, -10, "call not valid in the current state")                         \
-    X(EAUTH, -11, "Redis refused the credentials or database")                    \
+#define LEASH_STATUS_MAP(X)                                    \
+    X(OK, 0, "success")                                        \
+    X(EINVAL, -1, "invalid argument")                          \
+    X(ENOMEM, -2, "out of memory")                             \
+    X(EBUSY, -3, "lock is held by another owner")              \
+    X(ETIMEDOUT, -4, "wait for the lock timed out")            \
+    X(ECANCELED, -5, "operation canceled")                     \
+    X(ENOTHELD, -6, "lock is not held by this owner")          \
+    X(ECONN, -7, "Redis not reachable in time")                \
+    X(EREDIS, -8, "Redis answered with an error")              \
+    X(EPROTO, -9, "unexpected reply from Redis")               \
+    X(ESTATE, -10, "call not valid in the current state")      \
+    X(EAUTH, -11, "Redis refused the credentials or database") \
     X(ELOOP, -12, "client is not attached to an event loop")
 
 enum leash_status {
@@ -107,23 +107,23 @@ typedef struct leash_lock leash_lock;
  * by leash_client_new(); the struct can be discarded afterwards.
  */
 typedef struct leash_options {
-    const char *host;          /* default "127.0.0.1"; ignored when unix_path is set */
-    int port;                  /* default 6379, 1..65535 */
-    const char *unix_path;     /* default NULL; a unix socket path instead of TCP */
-    const char *username;      /* default NULL; ACL user (needs password) */
-    const char *password;      /* default NULL; AUTH on every (re)connect. Never logged */
-    int db;                    /* default 0; SELECT on every (re)connect, 0..INT_MAX */
-    const char *key_prefix;    /* default "leash:"; prepended to every lock name */
-    int64_t lease_ms;          /* default 30000; lease of a hold, > 0 */
-    int64_t renew_interval_ms; /* default lease_ms / 3 (when 0); 0 < x < lease_ms */
-    int64_t max_hold_ms;       /* default 0 = unlimited; a hold is lost after this */
-    int64_t connect_timeout_ms;    /* default 2000; > 0 */
-    int64_t command_timeout_ms;    /* default 2000; silence that breaks a connection */
-    int64_t reconnect_min_ms;      /* default 50; first reconnect backoff, > 0 */
-    int64_t reconnect_max_ms;      /* default 2000; backoff cap, >= reconnect_min_ms */
-    leash_log_cb *log_cb;      /* default NULL: the library prints nothing */
+    const char *host;           /* default "127.0.0.1"; ignored when unix_path is set */
+    int port;                   /* default 6379, 1..65535 */
+    const char *unix_path;      /* default NULL; a unix socket path instead of TCP */
+    const char *username;       /* default NULL; ACL user (needs password) */
+    const char *password;       /* default NULL; AUTH on every (re)connect. Never logged */
+    int db;                     /* default 0; SELECT on every (re)connect, 0..INT_MAX */
+    const char *key_prefix;     /* default "leash:"; prepended to every lock name */
+    int64_t lease_ms;           /* default 30000; lease of a hold, > 0 */
+    int64_t renew_interval_ms;  /* default lease_ms / 3 (when 0); 0 < x < lease_ms */
+    int64_t max_hold_ms;        /* default 0 = unlimited; a hold is lost after this */
+    int64_t connect_timeout_ms; /* default 2000; > 0 */
+    int64_t command_timeout_ms; /* default 2000; silence that breaks a connection */
+    int64_t reconnect_min_ms;   /* default 50; first reconnect backoff, > 0 */
+    int64_t reconnect_max_ms;   /* default 2000; backoff cap, >= reconnect_min_ms */
+    leash_log_cb *log_cb;       /* default NULL: the library prints nothing */
     void *log_arg;
-    int log_level;             /* default LEASH_LOG_WARN: messages up to this level */
+    int log_level; /* default LEASH_LOG_WARN: messages up to this level */
 } leash_options;
 
 /* Fills every field of *o with its default. */
@@ -160,15 +160,15 @@ LEASH_EXPORT int leash_client_connected(const leash_client *c);
  * Per-client counters, for monitoring and tests. Read at any time.
  */
 typedef struct leash_stats {
-    uint64_t connects;        /* command connections that became ready */
-    uint64_t disconnects;     /* command connections that broke */
-    uint64_t sub_connects;    /* subscriber connections that became ready */
-    uint64_t commands_sent;   /* commands written on the command connection */
-    uint64_t noscript_reloads;/* EVALSHA answered NOSCRIPT and resent as EVAL */
-    uint64_t renewals;        /* successful renewals of held locks */
-    uint64_t renew_commands;  /* renew commands sent (each renews up to 100 locks) */
-    uint64_t wakeups;         /* waiters woken by a release (message or local) */
-    uint64_t losts;           /* lost callbacks fired */
+    uint64_t connects;         /* command connections that became ready */
+    uint64_t disconnects;      /* command connections that broke */
+    uint64_t sub_connects;     /* subscriber connections that became ready */
+    uint64_t commands_sent;    /* commands written on the command connection */
+    uint64_t noscript_reloads; /* EVALSHA answered NOSCRIPT and resent as EVAL */
+    uint64_t renewals;         /* successful renewals of held locks */
+    uint64_t renew_commands;   /* renew commands sent (each renews up to 100 locks) */
+    uint64_t wakeups;          /* waiters woken by a release (message or local) */
+    uint64_t losts;            /* lost callbacks fired */
 } leash_stats;
 LEASH_EXPORT void leash_client_stats(const leash_client *c, leash_stats *out);
 
@@ -248,8 +248,7 @@ typedef void leash_lost_cb(leash_lock *l, int reason, void *arg);
  * reentrant; client being freed), LEASH_ELOOP (client not attached),
  * LEASH_ENOMEM.
  */
-LEASH_EXPORT int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb,
-                               void *arg);
+LEASH_EXPORT int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *arg);
 
 /*
  * Gives one hold back. The watchdog stops at once when this is the last hold

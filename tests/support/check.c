@@ -28,15 +28,13 @@
 static int fail_fd = -1;
 static char run_dir[256];
 
-int64_t test_now_ms(void)
-{
+int64_t test_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-const char *test_tmpdir(void)
-{
+const char *test_tmpdir(void) {
     const char *t;
 
     if (run_dir[0])
@@ -45,8 +43,7 @@ const char *test_tmpdir(void)
     return t && *t ? t : "/tmp";
 }
 
-static TEST_NORETURN_ void fail_out(const char *msg)
-{
+static TEST_NORETURN_ void fail_out(const char *msg) {
     size_t len = strlen(msg);
 
     /* stdout may hold output of the case that helps to read the failure. */
@@ -60,17 +57,14 @@ static TEST_NORETURN_ void fail_out(const char *msg)
     exit(1);
 }
 
-void test_fail_(const char *file, int line, const char *what)
-{
+void test_fail_(const char *file, int line, const char *what) {
     char msg[FAIL_MSG_MAX];
 
     snprintf(msg, sizeof msg, "%s:%d: %s failed", file, line, what);
     fail_out(msg);
 }
 
-void test_failf_(const char *file, int line, const char *what,
-                 const char *fmt, ...)
-{
+void test_failf_(const char *file, int line, const char *what, const char *fmt, ...) {
     char msg[FAIL_MSG_MAX];
     va_list ap;
     int n;
@@ -86,21 +80,17 @@ void test_failf_(const char *file, int line, const char *what,
     fail_out(msg);
 }
 
-void test_check_str_eq_(const char *file, int line, const char *what,
-                        const char *a, const char *b)
-{
+void test_check_str_eq_(const char *file, int line, const char *what, const char *a,
+                        const char *b) {
     if (a == b || (a && b && strcmp(a, b) == 0))
         return;
     if (!a || !b)
-        test_failf_(file, line, what, "%s%s%s != %s%s%s", a ? "\"" : "",
-                    a ? a : "NULL", a ? "\"" : "", b ? "\"" : "",
-                    b ? b : "NULL", b ? "\"" : "");
+        test_failf_(file, line, what, "%s%s%s != %s%s%s", a ? "\"" : "", a ? a : "NULL",
+                    a ? "\"" : "", b ? "\"" : "", b ? b : "NULL", b ? "\"" : "");
     test_failf_(file, line, what, "\"%s\" != \"%s\"", a, b);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type,
-                    struct FTW *ftw)
-{
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
     (void)st;
     (void)type;
     (void)ftw;
@@ -108,13 +98,11 @@ static int rm_entry(const char *path, const struct stat *st, int type,
     return 0;
 }
 
-static void remove_tree(const char *path)
-{
+static void remove_tree(const char *path) {
     nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static void make_run_dir(void)
-{
+static void make_run_dir(void) {
     const char *base = test_tmpdir();
 
     /* Unix socket paths must fit 108 bytes; a long $TMPDIR would leave no
@@ -128,9 +116,7 @@ static void make_run_dir(void)
 
 /* Only in the child: the case runs in a process group of its own, so that
  * the runner can end it together with everything it started. */
-static TEST_NORETURN_ void run_child(const test_case *tc, int wfd,
-                                     pid_t runner)
-{
+static TEST_NORETURN_ void run_child(const test_case *tc, int wfd, pid_t runner) {
     setpgid(0, 0);
     /* Without the runner nobody reports the result; and a case stuck
      * because its runner was killed by ctest must not live on. */
@@ -143,8 +129,7 @@ static TEST_NORETURN_ void run_child(const test_case *tc, int wfd,
     exit(0);
 }
 
-static void read_msg(int fd, char *buf, size_t *len, size_t cap)
-{
+static void read_msg(int fd, char *buf, size_t *len, size_t cap) {
     char scratch[512];
     ssize_t n;
 
@@ -168,8 +153,7 @@ static void read_msg(int fd, char *buf, size_t *len, size_t cap)
 }
 
 /* Returns 1 when the case passed. */
-static int run_case(const test_case *tc)
-{
+static int run_case(const test_case *tc) {
     char msg[FAIL_MSG_MAX + 1] = "";
     size_t msg_len = 0;
     int timeout_s = tc->timeout_s > 0 ? tc->timeout_s : TEST_DEFAULT_TIMEOUT_S;
@@ -206,13 +190,12 @@ static int run_case(const test_case *tc)
     deadline = start + (int64_t)timeout_s * 1000;
     for (;;) {
         siginfo_t si;
-        struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
 
         /* WNOWAIT leaves the child a zombie, so its pid, which is also
          * the id of its group, cannot be reused before the kill below. */
         memset(&si, 0, sizeof si);
-        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0
-            && si.si_pid == pid)
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
             break;
         if (test_now_ms() >= deadline) {
             timed_out = 1;
@@ -248,16 +231,14 @@ static int run_case(const test_case *tc)
     if (msg_len > 0)
         printf("FAIL %s: %s\n", tc->name, msg);
     else if (WIFSIGNALED(status))
-        printf("FAIL %s: killed by signal %d (%s)\n", tc->name,
-               WTERMSIG(status), strsignal(WTERMSIG(status)));
+        printf("FAIL %s: killed by signal %d (%s)\n", tc->name, WTERMSIG(status),
+               strsignal(WTERMSIG(status)));
     else
-        printf("FAIL %s: exited with status %d\n", tc->name,
-               WEXITSTATUS(status));
+        printf("FAIL %s: exited with status %d\n", tc->name, WEXITSTATUS(status));
     return 0;
 }
 
-static int selected(const test_case *tc, int argc, char **argv)
-{
+static int selected(const test_case *tc, int argc, char **argv) {
     int i, any = 0;
 
     for (i = 1; i < argc; i++) {
@@ -270,8 +251,7 @@ static int selected(const test_case *tc, int argc, char **argv)
     return !any;
 }
 
-int test_main(int argc, char **argv, const test_case *cases)
-{
+int test_main(int argc, char **argv, const test_case *cases) {
     const test_case *tc;
     int i, no_fork = 0, passed = 0, failed = 0;
 
@@ -283,16 +263,14 @@ int test_main(int argc, char **argv, const test_case *cases)
         } else if (strcmp(argv[i], "--no-fork") == 0) {
             no_fork = 1;
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: %s [--list] [--no-fork] [case...]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--list] [--no-fork] [case...]\n", argv[0]);
             return 2;
         } else {
             for (tc = cases; tc->name; tc++)
                 if (strcmp(argv[i], tc->name) == 0)
                     break;
             if (!tc->name) {
-                fprintf(stderr, "%s: no test case named '%s'\n", argv[0],
-                        argv[i]);
+                fprintf(stderr, "%s: no test case named '%s'\n", argv[0], argv[i]);
                 return 2;
             }
         }
@@ -311,8 +289,7 @@ int test_main(int argc, char **argv, const test_case *cases)
         if (no_fork) {
             int64_t start = test_now_ms();
             tc->fn();
-            printf("PASS %s (%lld ms)\n", tc->name,
-                   (long long)(test_now_ms() - start));
+            printf("PASS %s (%lld ms)\n", tc->name, (long long)(test_now_ms() - start));
             passed++;
         } else if (run_case(tc)) {
             passed++;

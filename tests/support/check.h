@@ -47,8 +47,10 @@ typedef struct test_case {
 #define TEST_DEFAULT_TIMEOUT_S 60
 
 #define TEST(name) static void name(void)
-#define TEST_CASE(name) { #name, name, 0 }
-#define TEST_CASE_T(name, seconds) { #name, name, (seconds) }
+#define TEST_CASE(name) \
+    { #name, name, 0 }
+#define TEST_CASE_T(name, seconds) \
+    { #name, name, (seconds) }
 
 /* Runs the cases of a list that ends with an entry whose name is NULL.
  * Returns the process exit status: 0 all passed, 1 a case failed, 2 bad
@@ -73,42 +75,38 @@ const char *test_tmpdir(void);
 /* Report a failed check and end the case with exit(1). Not called
  * directly; use the macros below. */
 TEST_NORETURN_ void test_fail_(const char *file, int line, const char *what);
-TEST_NORETURN_ void test_failf_(const char *file, int line, const char *what,
-                                const char *fmt, ...) TEST_PRINTF_(4, 5);
+TEST_NORETURN_ void test_failf_(const char *file, int line, const char *what, const char *fmt, ...)
+    TEST_PRINTF_(4, 5);
 
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond))                                                       \
-            test_fail_(__FILE__, __LINE__, "CHECK(" #cond ")");            \
+#define CHECK(cond)                                             \
+    do {                                                        \
+        if (!(cond))                                            \
+            test_fail_(__FILE__, __LINE__, "CHECK(" #cond ")"); \
     } while (0)
 
 /* CHECK_MSG(cond, fmt, ...): the message is a printf format and its
  * arguments. */
-#define CHECK_MSG(cond, ...)                                               \
-    do {                                                                   \
-        if (!(cond))                                                       \
-            test_failf_(__FILE__, __LINE__, "CHECK_MSG(" #cond ")",        \
-                        __VA_ARGS__);                                      \
+#define CHECK_MSG(cond, ...)                                                      \
+    do {                                                                          \
+        if (!(cond))                                                              \
+            test_failf_(__FILE__, __LINE__, "CHECK_MSG(" #cond ")", __VA_ARGS__); \
     } while (0)
 
 /* Both sides are evaluated once and compared as long long. */
-#define CHECK_EQ_INT(a, b)                                                 \
-    do {                                                                   \
-        long long check_a_ = (long long)(a);                               \
-        long long check_b_ = (long long)(b);                               \
-        if (check_a_ != check_b_)                                          \
-            test_failf_(__FILE__, __LINE__,                                \
-                        "CHECK_EQ_INT(" #a ", " #b ")", "%lld != %lld",    \
-                        check_a_, check_b_);                               \
+#define CHECK_EQ_INT(a, b)                                                                  \
+    do {                                                                                    \
+        long long check_a_ = (long long)(a);                                                \
+        long long check_b_ = (long long)(b);                                                \
+        if (check_a_ != check_b_)                                                           \
+            test_failf_(__FILE__, __LINE__, "CHECK_EQ_INT(" #a ", " #b ")", "%lld != %lld", \
+                        check_a_, check_b_);                                                \
     } while (0)
 
 /* Two NULLs are equal; a NULL and a string are not. */
-#define CHECK_STR_EQ(a, b)                                                 \
-    test_check_str_eq_(__FILE__, __LINE__, "CHECK_STR_EQ(" #a ", " #b ")", \
-                       (a), (b))
+#define CHECK_STR_EQ(a, b) \
+    test_check_str_eq_(__FILE__, __LINE__, "CHECK_STR_EQ(" #a ", " #b ")", (a), (b))
 
-void test_check_str_eq_(const char *file, int line, const char *what,
-                        const char *a, const char *b);
+void test_check_str_eq_(const char *file, int line, const char *what, const char *a, const char *b);
 
 #ifdef __cplusplus
 }

@@ -3,15 +3,13 @@
 #include "check.h"
 
 /* The timer only has to wake ev_run up; the caller checks the clock. */
-static void on_deadline(struct ev_loop *loop, ev_timer *w, int revents)
-{
+static void on_deadline(struct ev_loop *loop, ev_timer *w, int revents) {
     (void)loop;
     (void)w;
     (void)revents;
 }
 
-int test_run_until(struct ev_loop *loop, const int *flag, int64_t timeout_ms)
-{
+int test_run_until(struct ev_loop *loop, const int *flag, int64_t timeout_ms) {
     int64_t deadline = test_now_ms() + timeout_ms;
     int64_t left;
     ev_timer timer;
@@ -34,8 +32,7 @@ int test_run_until(struct ev_loop *loop, const int *flag, int64_t timeout_ms)
     return *flag ? 0 : -1;
 }
 
-void test_run_for(struct ev_loop *loop, int64_t ms)
-{
+void test_run_for(struct ev_loop *loop, int64_t ms) {
     static const int never = 0;
 
     test_run_until(loop, &never, ms);

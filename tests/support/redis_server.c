@@ -33,21 +33,18 @@
 #define ADMIN_CONNECT_TIMEOUT_MS 2000
 #define ADMIN_COMMAND_TIMEOUT_MS 3000
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
 
-static struct timeval ms_to_tv(int ms)
-{
-    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+static struct timeval ms_to_tv(int ms) {
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     return tv;
 }
 
-static const char *redis_binary(void)
-{
+static const char *redis_binary(void) {
     static char found[4096];
     const char *env = getenv("LEASH_REDIS_SERVER");
     const char *path = getenv("PATH");
@@ -59,8 +56,7 @@ static const char *redis_binary(void)
         size_t len = end ? (size_t)(end - path) : strlen(path);
 
         if (len > 0 && len < sizeof found - 16) {
-            snprintf(found, sizeof found, "%.*s/redis-server", (int)len,
-                     path);
+            snprintf(found, sizeof found, "%.*s/redis-server", (int)len, path);
             if (access(found, X_OK) == 0)
                 return found;
         }
@@ -71,8 +67,7 @@ static const char *redis_binary(void)
 
 /* The port is free now; nothing keeps it free until Redis binds it, which
  * is why a start that fails is tried again on another port. */
-static int free_port(void)
-{
+static int free_port(void) {
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
     int fd, port = -1;
@@ -84,16 +79,14 @@ static int free_port(void)
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     sa.sin_port = 0;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0
-        && getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
         port = ntohs(sa.sin_port);
     close(fd);
     return port;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type,
-                    struct FTW *ftw)
-{
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
     (void)st;
     (void)type;
     (void)ftw;
@@ -101,21 +94,17 @@ static int rm_entry(const char *path, const struct stat *st, int type,
     return 0;
 }
 
-static void remove_tree(const char *path)
-{
+static void remove_tree(const char *path) {
     nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static void path_in_dir(const test_redis *r, const char *name, char *out,
-                        size_t cap)
-{
+static void path_in_dir(const test_redis *r, const char *name, char *out, size_t cap) {
     snprintf(out, cap, "%s/%s", r->dir, name);
 }
 
 /* Redis reads a config argument in double quotes with C-like escapes, so
  * paths and passwords survive spaces and quotes. */
-static void put_quoted(FILE *f, const char *s)
-{
+static void put_quoted(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
         if (*s == '"' || *s == '\\')
@@ -125,8 +114,7 @@ static void put_quoted(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static int write_config(const test_redis *r)
-{
+static int write_config(const test_redis *r) {
     char path[300], log[300];
     FILE *f;
     int ok;
@@ -161,8 +149,7 @@ static int write_config(const test_redis *r)
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-static void close_from(int lowfd)
-{
+static void close_from(int lowfd) {
     long max, fd;
 
 #ifdef SYS_close_range
@@ -179,8 +166,7 @@ static void close_from(int lowfd)
 /* Forks and execs the server. Everything that allocates is done before
  * fork, since the child of a threaded test may only call
  * async-signal-safe functions. */
-static pid_t spawn(const test_redis *r)
-{
+static pid_t spawn(const test_redis *r) {
     char conf[300], log[300];
     const char *bin = redis_binary();
     char *argv[3];
@@ -247,14 +233,12 @@ static pid_t spawn(const test_redis *r)
     return pid;
 }
 
-static void reap(pid_t pid)
-{
+static void reap(pid_t pid) {
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
 }
 
-static redisContext *connect_raw(const test_redis *r, int timeout_ms)
-{
+static redisContext *connect_raw(const test_redis *r, int timeout_ms) {
     struct timeval tv = ms_to_tv(timeout_ms);
     redisContext *c;
 
@@ -272,8 +256,7 @@ static redisContext *connect_raw(const test_redis *r, int timeout_ms)
 /* A connection for test_redis_cmd: authenticated when the server has a
  * password, and with a command timeout so that a frozen server fails the
  * command instead of hanging the test. */
-static redisContext *connect_admin(const test_redis *r)
-{
+static redisContext *connect_admin(const test_redis *r) {
     redisContext *c = connect_raw(r, ADMIN_CONNECT_TIMEOUT_MS);
     redisReply *reply;
 
@@ -295,8 +278,7 @@ static redisContext *connect_admin(const test_redis *r)
 
 /* 0: the server answers; -1: it exited (r->pid is 0 then) or did not
  * answer in time (r->pid is still set). */
-static int wait_ready(test_redis *r)
-{
+static int wait_ready(test_redis *r) {
     int64_t deadline = test_now_ms() + READY_TIMEOUT_MS;
 
     for (;;) {
@@ -327,16 +309,14 @@ static int wait_ready(test_redis *r)
     }
 }
 
-static void drop_admin(test_redis *r)
-{
+static void drop_admin(test_redis *r) {
     if (r->admin_) {
         redisFree(r->admin_);
         r->admin_ = NULL;
     }
 }
 
-static void print_log_tail(const test_redis *r)
-{
+static void print_log_tail(const test_redis *r) {
     char path[300], buf[2048];
     FILE *f;
     long size;
@@ -347,8 +327,7 @@ static void print_log_tail(const test_redis *r)
     if (!f)
         return;
     if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0) {
-        long from = size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1
-                                                : 0;
+        long from = size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1 : 0;
         fseek(f, from, SEEK_SET);
         n = fread(buf, 1, sizeof buf - 1, f);
         buf[n] = '\0';
@@ -360,12 +339,10 @@ static void print_log_tail(const test_redis *r)
 /* Starts the server on r's current port or socket. On failure *exited
  * tells a server that quit (most likely: the port was taken) from one
  * that hung, which is not worth a second try. */
-static int launch(test_redis *r, int *exited)
-{
+static int launch(test_redis *r, int *exited) {
     *exited = 0;
     if (write_config(r) != 0) {
-        fprintf(stderr, "test_redis: cannot write the config in %s\n",
-                r->dir);
+        fprintf(stderr, "test_redis: cannot write the config in %s\n", r->dir);
         return -1;
     }
     r->pid = spawn(r);
@@ -384,14 +361,12 @@ static int launch(test_redis *r, int *exited)
     return -1;
 }
 
-static char *dup_or_null(const char *s)
-{
+static char *dup_or_null(const char *s) {
     return s ? strdup(s) : NULL;
 }
 
-int test_redis_start(test_redis *r, const test_redis_config *cfg)
-{
-    static const test_redis_config none = { 0, NULL, NULL, NULL };
+int test_redis_start(test_redis *r, const test_redis_config *cfg) {
+    static const test_redis_config none = {0, NULL, NULL, NULL};
     const char *base = test_tmpdir();
     int attempt, exited;
 
@@ -402,9 +377,8 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg)
     r->strings_[0] = dup_or_null(cfg->requirepass);
     r->strings_[1] = dup_or_null(cfg->acl_user);
     r->strings_[2] = dup_or_null(cfg->extra);
-    if ((cfg->requirepass && !r->strings_[0])
-        || (cfg->acl_user && !r->strings_[1])
-        || (cfg->extra && !r->strings_[2])) {
+    if ((cfg->requirepass && !r->strings_[0]) || (cfg->acl_user && !r->strings_[1]) ||
+        (cfg->extra && !r->strings_[2])) {
         fprintf(stderr, "test_redis_start: out of memory\n");
         test_redis_stop(r);
         return -1;
@@ -418,17 +392,14 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg)
         base = "/tmp";
     snprintf(r->dir, sizeof r->dir, "%s/redis-XXXXXX", base);
     if (!mkdtemp(r->dir)) {
-        fprintf(stderr, "test_redis_start: mkdtemp %s: %s\n", r->dir,
-                strerror(errno));
+        fprintf(stderr, "test_redis_start: mkdtemp %s: %s\n", r->dir, strerror(errno));
         r->dir[0] = '\0';
         test_redis_stop(r);
         return -1;
     }
-    if (cfg->unix_socket
-        && snprintf(r->unix_path, sizeof r->unix_path, "%s/redis.sock",
-                    r->dir) >= (int)sizeof r->unix_path) {
-        fprintf(stderr, "test_redis_start: socket path in %s too long\n",
-                r->dir);
+    if (cfg->unix_socket && snprintf(r->unix_path, sizeof r->unix_path, "%s/redis.sock", r->dir) >=
+                                (int)sizeof r->unix_path) {
+        fprintf(stderr, "test_redis_start: socket path in %s too long\n", r->dir);
         test_redis_stop(r);
         return -1;
     }
@@ -437,8 +408,7 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg)
         if (!cfg->unix_socket) {
             r->port = free_port();
             if (r->port <= 0) {
-                fprintf(stderr, "test_redis_start: no free port: %s\n",
-                        strerror(errno));
+                fprintf(stderr, "test_redis_start: no free port: %s\n", strerror(errno));
                 break;
             }
         }
@@ -455,15 +425,13 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg)
         if (cfg->unix_socket || !exited)
             break;
     }
-    fprintf(stderr, "test_redis_start: %s did not come up\n",
-            redis_binary());
+    fprintf(stderr, "test_redis_start: %s did not come up\n", redis_binary());
     print_log_tail(r);
     test_redis_stop(r);
     return -1;
 }
 
-void test_redis_stop(test_redis *r)
-{
+void test_redis_stop(test_redis *r) {
     size_t i;
 
     drop_admin(r);
@@ -474,8 +442,7 @@ void test_redis_stop(test_redis *r)
         kill(r->pid, SIGTERM);
         /* A frozen server would sit on the SIGTERM. */
         kill(r->pid, SIGCONT);
-        while ((w = waitpid(r->pid, NULL, WNOHANG)) == 0
-               && test_now_ms() < deadline)
+        while ((w = waitpid(r->pid, NULL, WNOHANG)) == 0 && test_now_ms() < deadline)
             sleep_ms(5);
         if (w == 0) {
             kill(r->pid, SIGKILL);
@@ -489,8 +456,7 @@ void test_redis_stop(test_redis *r)
     memset(r, 0, sizeof *r);
 }
 
-int test_redis_kill(test_redis *r)
-{
+int test_redis_kill(test_redis *r) {
     drop_admin(r);
     if (r->pid <= 0)
         return -1;
@@ -500,8 +466,7 @@ int test_redis_kill(test_redis *r)
     return 0;
 }
 
-int test_redis_restart(test_redis *r)
-{
+int test_redis_restart(test_redis *r) {
     char path[300];
     int attempt, exited;
 
@@ -527,16 +492,14 @@ int test_redis_restart(test_redis *r)
             break;
         sleep_ms(100);
     }
-    fprintf(stderr, "test_redis_restart: %s did not come up again\n",
-            redis_binary());
+    fprintf(stderr, "test_redis_restart: %s did not come up again\n", redis_binary());
     print_log_tail(r);
     test_redis_stop(r);
     return -1;
 }
 
 /* Linux /proc/<pid>/stat: the state letter follows the ")" of the name. */
-static char proc_state(pid_t pid)
-{
+static char proc_state(pid_t pid) {
     char path[64], buf[512], *p;
     ssize_t n;
     int fd;
@@ -554,8 +517,7 @@ static char proc_state(pid_t pid)
     return p && p[1] == ' ' ? p[2] : '?';
 }
 
-void test_redis_freeze(test_redis *r)
-{
+void test_redis_freeze(test_redis *r) {
     int64_t deadline;
 
     if (r->pid <= 0)
@@ -567,24 +529,20 @@ void test_redis_freeze(test_redis *r)
         sleep_ms(1);
 }
 
-void test_redis_thaw(test_redis *r)
-{
+void test_redis_thaw(test_redis *r) {
     if (r->pid > 0)
         kill(r->pid, SIGCONT);
 }
 
 /* A timeout is not a broken connection: the server is alive but slow or
  * frozen, and sending the command again would only wait again. */
-static int connection_broke(const redisContext *c, int err_no)
-{
+static int connection_broke(const redisContext *c, int err_no) {
     if (c->err == REDIS_ERR_EOF)
         return 1;
-    return c->err == REDIS_ERR_IO && err_no != EAGAIN
-           && err_no != EWOULDBLOCK;
+    return c->err == REDIS_ERR_IO && err_no != EAGAIN && err_no != EWOULDBLOCK;
 }
 
-static redisReply *vcmd(test_redis *r, const char *fmt, va_list ap)
-{
+static redisReply *vcmd(test_redis *r, const char *fmt, va_list ap) {
     redisReply *reply;
     va_list again;
     int err_no, retry;
@@ -621,8 +579,7 @@ static redisReply *vcmd(test_redis *r, const char *fmt, va_list ap)
     return reply;
 }
 
-redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...)
-{
+redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...) {
     redisReply *reply;
     va_list ap;
 
@@ -632,8 +589,7 @@ redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...)
     return reply;
 }
 
-long long test_redis_int(test_redis *r, const char *fmt, ...)
-{
+long long test_redis_int(test_redis *r, const char *fmt, ...) {
     redisReply *reply;
     long long v = -1;
     va_list ap;
@@ -648,16 +604,14 @@ long long test_redis_int(test_redis *r, const char *fmt, ...)
     return v;
 }
 
-long long test_redis_calls(test_redis *r, const char *command)
-{
+long long test_redis_calls(test_redis *r, const char *command) {
     char needle[128];
     const char *p;
     redisReply *reply;
     long long calls = 0;
     size_t i, len;
 
-    len = (size_t)snprintf(needle, sizeof needle, "cmdstat_%s:calls=",
-                           command);
+    len = (size_t)snprintf(needle, sizeof needle, "cmdstat_%s:calls=", command);
     if (len >= sizeof needle)
         return -1;
     for (i = 0; i < len; i++)

@@ -42,10 +42,10 @@ typedef struct test_redis_config {
 } test_redis_config;
 
 typedef struct test_redis {
-    pid_t pid;            /* 0 when not running */
-    int port;             /* 0 with unix_socket */
-    char unix_path[108];  /* "" without unix_socket */
-    char dir[256];        /* the server's folder; "" once stopped */
+    pid_t pid;             /* 0 when not running */
+    int port;              /* 0 with unix_socket */
+    char unix_path[108];   /* "" without unix_socket */
+    char dir[256];         /* the server's folder; "" once stopped */
     test_redis_config cfg; /* a copy; its strings are owned by this struct */
 
     /* Private. */
