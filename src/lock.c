@@ -336,7 +336,7 @@ static void lose(leash_lock *l, int reason) {
 static void become_held(leash_lock *l, uint64_t fence, int holds) {
     int64_t sent = l->attempt_sent;
 
-    leash__waiters_leave(l);
+    leash__waiters_granted(l);
     l->state = LEASH__LOCK_HELD;
     l->phase = LEASH__PHASE_NONE;
     l->timed_out = 0;
@@ -645,7 +645,10 @@ static void lock_arm(leash_lock *l) {
         keep_alive = 1;
         if (l->wait_deadline != 0 && !l->timed_out)
             due = l->wait_deadline;
-        if (l->phase == LEASH__PHASE_PARKED && l->ttl_wake < due)
+        /* Subscribing too: a subscription that never comes must not keep
+         * a waiter past the holder's lease. */
+        if ((l->phase == LEASH__PHASE_PARKED || l->phase == LEASH__PHASE_SUBSCRIBING) &&
+            l->ttl_wake < due)
             due = l->ttl_wake;
         if (l->phase == LEASH__PHASE_RETRY)
             due = leash__now_ms() + 10;
@@ -678,7 +681,8 @@ static void on_lock_timer(void *arg) {
                 acquire_failed(l, LEASH_ETIMEDOUT);
                 return;
             }
-        } else if ((l->phase == LEASH__PHASE_PARKED && now >= l->ttl_wake) ||
+        } else if (((l->phase == LEASH__PHASE_PARKED || l->phase == LEASH__PHASE_SUBSCRIBING) &&
+                    now >= l->ttl_wake) ||
                    l->phase == LEASH__PHASE_RETRY) {
             send_attempt(l);
             return;

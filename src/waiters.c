@@ -160,6 +160,14 @@ void leash__waiters_leave(leash_lock *l) {
     }
 }
 
+void leash__waiters_granted(leash_lock *l) {
+    /* Every release announced so far came before this grant: a kept wake
+     * would only send the next waiter into a busy attempt. */
+    if (l->w.chan != NULL)
+        l->w.chan->kept = 0;
+    leash__waiters_leave(l);
+}
+
 int leash__waiters_covered(const leash_lock *l) {
     return l->w.chan != NULL && l->w.chan->sub == LEASH__SUB_ACTIVE;
 }

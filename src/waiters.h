@@ -56,6 +56,8 @@ leash__chan *leash__chans_find(const leash__chans *t, const char *name, size_t l
 /* Joins l to its name's FIFO (subscribing if first). LEASH_OK / LEASH_ENOMEM. */
 int leash__waiters_join(leash_lock *l);
 void leash__waiters_leave(leash_lock *l);
+/* l leaves because it was granted the lock. */
+void leash__waiters_granted(leash_lock *l);
 /* 1 if an attempt sent now cannot miss a release: joined and confirmed. */
 int leash__waiters_covered(const leash_lock *l);
 /* Parks l; returns 1 if a kept wake was waiting: try again at once. */
