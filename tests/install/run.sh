@@ -148,7 +148,10 @@ for bin in \
 done
 # The shared builds must have run with the installed library.
 for bin in "$tmp/consumer-cmake/consumer" "$tmp/consumer-pc/consumer"; do
-    ldd "$bin" | grep -qF "$prefix/lib/libleash.so.$major" ||
+    # Not "ldd | grep -q": under pipefail, grep leaving early makes ldd die
+    # of SIGPIPE and the pipeline fail at random.
+    libs=$(ldd "$bin")
+    [[ $libs == *"$prefix/lib/libleash.so.$major"* ]] ||
         fail "${bin#"$tmp"/} does not load $prefix/lib/libleash.so.$major"
 done
 echo
