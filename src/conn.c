@@ -224,7 +224,9 @@ static void become_ready(leash__conn *conn) {
         conn->client->stats.connects++;
     else
         conn->client->stats.sub_connects++;
-    leash__log(conn_log(conn), LEASH_LOG_INFO, "%s connection ready", role_name(conn));
+    leash__log(conn_log(conn), conn->failures ? LEASH_LOG_WARN : LEASH_LOG_INFO,
+               "%s connection ready (after %u failed attempts)", role_name(conn), conn->failures);
+    conn->failures = 0;
 
     conn->queue.head = conn->queue.tail = NULL;
     conn->retry_tail = NULL;
@@ -249,6 +251,12 @@ static void conn_break(leash__conn *conn) {
     ac->onDisconnect = NULL;
     redisAsyncFree(ac);
     conn_down(conn);
+}
+
+/* The first failure in a row is a warning; the retries that follow are
+ * debug lines, until the connection is ready again. */
+static int failure_level(leash__conn *conn) {
+    return conn->failures++ == 0 ? LEASH_LOG_WARN : LEASH_LOG_DEBUG;
 }
 
 static void schedule_reconnect(leash__conn *conn) {
@@ -352,6 +360,10 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
     c = conn->client;
     leash__client_enter(c);
     leash__conn_progress(conn, 1);
+    /* NOAUTH on any handshake command: the server wants a password that
+     * we do not have. */
+    if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOAUTH", 6) == 0)
+        tag = HS_AUTH;
     if (reply->type == REDIS_REPLY_ERROR && (tag == HS_AUTH || tag == HS_SELECT)) {
         if (tag == HS_AUTH)
             leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: AUTH refused by Redis: %s",
@@ -391,7 +403,7 @@ static void on_connect(const redisAsyncContext *cac, int status) {
     c = conn->client;
     leash__client_enter(c);
     if (status != REDIS_OK) {
-        leash__log(conn_log(conn), LEASH_LOG_WARN, "%s connection: connect failed: %s",
+        leash__log(conn_log(conn), failure_level(conn), "%s connection: connect failed: %s",
                    role_name(conn), ac->errstr ? ac->errstr : "unknown error");
         conn->ac = NULL; /* hiredis frees it when we return */
         ac->data = NULL;
@@ -485,7 +497,7 @@ static void conn_connect(leash__conn *conn) {
     ac = cfg->unix_path ? redisAsyncConnectUnix(cfg->unix_path)
                         : redisAsyncConnect(cfg->host, cfg->port);
     if (ac == NULL || ac->err) {
-        leash__log(conn_log(conn), LEASH_LOG_WARN, "%s connection: cannot connect: %s",
+        leash__log(conn_log(conn), failure_level(conn), "%s connection: cannot connect: %s",
                    role_name(conn), ac ? ac->errstr : "out of memory");
         if (ac != NULL)
             redisAsyncFree(ac);
@@ -553,7 +565,7 @@ static void conn_timer_fired(void *arg) {
         break;
     case LEASH__CONN_CONNECTING:
         if (now >= conn->next_attempt) {
-            leash__log(conn_log(conn), LEASH_LOG_WARN, "%s connection: connect timed out",
+            leash__log(conn_log(conn), failure_level(conn), "%s connection: connect timed out",
                        role_name(conn));
             conn_break(conn);
             if (c->freeing)

@@ -77,6 +77,7 @@ struct leash__conn {
     unsigned inflight;     /* replies still expected */
     unsigned handshake_left;
     int auth_failed;        /* the last handshake was refused */
+    unsigned failures;      /* connect attempts that failed since it was last ready */
     int down_pending;       /* our own break is in progress */
     leash__cmd_list queue;  /* not sent yet */
     leash__cmd *retry_tail; /* last resent command at the queue's front */

@@ -606,6 +606,16 @@ void leash__lock_subscribed(leash_lock *l) {
         send_attempt(l);
 }
 
+void leash__lock_holder_renewed(leash_lock *l, int64_t lease_ms) {
+    if (l->state != LEASH__LOCK_ACQUIRING)
+        return;
+    /* The holder is alive for lease_ms more: sleep on (a busy answer in
+     * flight sets the time again from the key's own TTL). */
+    l->ttl_wake = leash__now_ms() + lease_ms + 1;
+    if (l->phase == LEASH__PHASE_PARKED || l->phase == LEASH__PHASE_SUBSCRIBING)
+        lock_arm(l);
+}
+
 void leash__lock_renewed(leash_lock *l, int result, int status, int64_t sent) {
     int64_t now = leash__now_ms(), retry;
 

@@ -96,6 +96,7 @@ struct leash_lock {
 void leash__lock_renewed(leash_lock *l, int result, int status, int64_t sent);
 void leash__lock_wake(leash_lock *l);
 void leash__lock_subscribed(leash_lock *l);
+void leash__lock_holder_renewed(leash_lock *l, int64_t lease_ms);
 /* Client teardown: cancel everything of l (callbacks ECANCELED), release
  * what it holds best-effort, and move it to the graveyard. */
 void leash__lock_teardown(leash_lock *l);

@@ -55,6 +55,17 @@ static void on_unsubscribe(leash_client *c, leash__chan *ch) {
     leash__pubsub_sync(c, ch);
 }
 
+/* "renewed:<lease ms>" from a holder's watchdog, or a released token. */
+static void on_message(leash_client *c, const redisReply *chan, const redisReply *msg) {
+    static const char renewed[] = "renewed:";
+
+    if (msg->len > sizeof(renewed) - 1 && memcmp(msg->str, renewed, sizeof(renewed) - 1) == 0)
+        leash__waiters_holder_renewed(c, chan->str, chan->len,
+                                      strtoll(msg->str + sizeof(renewed) - 1, NULL, 10));
+    else
+        leash__waiters_released(c, chan->str, chan->len, msg->str, msg->len);
+}
+
 static void on_sub_reply(redisAsyncContext *ac, void *r, void *privdata) {
     leash__conn *conn = ac->data;
     redisReply *reply = r, *kind, *chan;
@@ -75,8 +86,7 @@ static void on_sub_reply(redisAsyncContext *ac, void *r, void *privdata) {
     if (strcasecmp(kind->str, "message") == 0) {
         leash__conn_progress(conn, 0);
         if (reply->element[2]->type == REDIS_REPLY_STRING)
-            leash__waiters_released(c, chan->str, chan->len, reply->element[2]->str,
-                                    reply->element[2]->len);
+            on_message(c, chan, reply->element[2]);
     } else {
         leash__conn_progress(conn, 1);
         ch = leash__chans_find(&c->chans, chan->str, chan->len);

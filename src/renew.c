@@ -99,8 +99,8 @@ static void on_batch_reply(void *arg, redisReply *reply, int status) {
 
 static int send_batch(leash_client *c) {
     leash__renewer *r = &c->renewer;
-    const char *argv[3 + 3 * LEASH__RENEW_BATCH];
-    size_t lens[3 + 3 * LEASH__RENEW_BATCH], len;
+    const char *argv[3 + 4 * LEASH__RENEW_BATCH];
+    size_t lens[3 + 4 * LEASH__RENEW_BATCH], len;
     char leases[LEASH__RENEW_BATCH][24];
     leash__renew_batch *b;
     leash__cmd *cmd;
@@ -121,13 +121,16 @@ static int send_batch(leash_client *c) {
             deadline = l->deadline;
     }
     for (l = r->due_head, i = 0; i < n; l = l->renew_next, i++) {
-        argv[3 + n + 2 * i] = l->token;
-        lens[3 + n + 2 * i] = LEASH__TOKEN_LEN;
-        lens[3 + n + 2 * i + 1] =
-            (size_t)snprintf(leases[i], sizeof(leases[i]), "%lld", (long long)l->hold_lease);
-        argv[3 + n + 2 * i + 1] = leases[i];
+        const char **a = argv + 3 + n + 3 * i;
+        size_t *al = lens + 3 + n + 3 * i;
+        a[0] = l->token;
+        al[0] = LEASH__TOKEN_LEN;
+        al[1] = (size_t)snprintf(leases[i], sizeof(leases[i]), "%lld", (long long)l->hold_lease);
+        a[1] = leases[i];
+        a[2] = l->keys.channel;
+        al[2] = l->keys.channel_len;
     }
-    buf = leash__script_call(&len, &c->scripts, LEASH__SCRIPT_RENEW, n, 3 + 3 * n, argv, lens);
+    buf = leash__script_call(&len, &c->scripts, LEASH__SCRIPT_RENEW, n, 3 + 4 * n, argv, lens);
     cmd =
         buf ? leash__cmd_new(buf, len, LEASH__SCRIPT_RENEW, 0, deadline, on_batch_reply, b) : NULL;
     if (cmd == NULL) {

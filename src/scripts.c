@@ -20,6 +20,7 @@ static const char acquire_lua[] =
     "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
     "  return {1, redis.call('incr', KEYS[2]), tonumber(ARGV[3])}\n"
     "end\n"
+    "redis.call('hsetnx', KEYS[1], '~waiting', 1)\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
 static const char release_lua[] = "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n"
@@ -37,17 +38,21 @@ static const char release_lua[] = "if redis.call('hexists', KEYS[1], ARGV[1]) ==
                                   "redis.call('publish', ARGV[3], ARGV[1])\n"
                                   "return 0\n";
 
-static const char renew_lua[] = "local r = {}\n"
-                                "for i = 1, #KEYS do\n"
-                                "  local ok = redis.pcall('hexists', KEYS[i], ARGV[2 * i - 1])\n"
-                                "  if ok == 1 then\n"
-                                "    redis.call('pexpire', KEYS[i], ARGV[2 * i])\n"
-                                "    r[i] = 1\n"
-                                "  else\n"
-                                "    r[i] = 0\n"
-                                "  end\n"
-                                "end\n"
-                                "return r\n";
+static const char renew_lua[] =
+    "local r = {}\n"
+    "for i = 1, #KEYS do\n"
+    "  local ok = redis.pcall('hexists', KEYS[i], ARGV[3 * i - 2])\n"
+    "  if ok == 1 then\n"
+    "    redis.call('pexpire', KEYS[i], ARGV[3 * i - 1])\n"
+    "    if redis.call('hexists', KEYS[i], '~waiting') == 1 then\n"
+    "      redis.call('publish', ARGV[3 * i], 'renewed:' .. ARGV[3 * i - 1])\n"
+    "    end\n"
+    "    r[i] = 1\n"
+    "  else\n"
+    "    r[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "return r\n";
 
 static const char *const sources[LEASH__SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua};
 

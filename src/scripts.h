@@ -6,7 +6,8 @@
  * acquire  KEYS: lock, fence, tombstone ARGV: token, lease_ms, count
  *          -> {1, fence, count} granted (a new hold increments the fence;
  *             our own token just gets its count set: retries are idempotent)
- *          -> {0, pttl} held by another
+ *          -> {0, pttl} held by another (and the hash is marked
+ *             "~waiting", which makes the holder's renewals announce themselves)
  *          -> {0, -3} this token was already released or given up: an
  *             attempt that arrives late (it sat in a frozen server's socket
  *             after we gave up on it) must not create a hold nobody owns
@@ -14,8 +15,11 @@
  *          -> count left (> 0), 0 released (key deleted, PUBLISH on channel,
  *             tombstone "1" set so a retried release still answers 0),
  *             -1 not ours (tombstone "0" set: the token is dead either way)
- * renew    KEYS: lock1..lockN           ARGV: token1, lease1, ..., tokenN, leaseN
- *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken or wrong type)
+ * renew    KEYS: lock1..lockN           ARGV: token1, lease1, channel1, ...
+ *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken or wrong type);
+ *             a renewed lock that has waiters publishes "renewed:<lease>",
+ *             so waiters sleep through a live holder's renewals without
+ *             sending anything, and wake on their own only when it stops
  */
 #ifndef LEASH_SCRIPTS_H
 #define LEASH_SCRIPTS_H

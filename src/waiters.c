@@ -211,6 +211,17 @@ void leash__waiters_released(leash_client *c, const char *channel, size_t len, c
     }
 }
 
+void leash__waiters_holder_renewed(leash_client *c, const char *channel, size_t len,
+                                   int64_t lease_ms) {
+    leash__chan *ch = leash__chans_find(&c->chans, channel, len);
+    leash_lock *l;
+
+    if (ch == NULL || lease_ms <= 0)
+        return;
+    for (l = ch->head; l != NULL; l = l->w.next)
+        leash__lock_holder_renewed(l, lease_ms);
+}
+
 void leash__waiters_subscribed(leash_client *c, leash__chan *ch) {
     leash_lock *l, *next;
 

@@ -12,6 +12,7 @@
 #define LEASH_WAITERS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "token.h"
 
@@ -65,6 +66,10 @@ int leash__waiters_park(leash_lock *l);
 /* A release of the lock behind `channel` was seen (message or local). */
 void leash__waiters_released(leash_client *c, const char *channel, size_t len, const char *token,
                              size_t token_len);
+/* The holder renewed its lease of lease_ms: nobody needs to look before
+ * that runs out. */
+void leash__waiters_holder_renewed(leash_client *c, const char *channel, size_t len,
+                                   int64_t lease_ms);
 /* The subscription of ch was confirmed: every joined waiter tries again. */
 void leash__waiters_subscribed(leash_client *c, leash__chan *ch);
 /* Frees ch if nobody needs it any more. */

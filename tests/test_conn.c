@@ -117,6 +117,27 @@ TEST(wrong_password_is_a_clear_error) {
     ev_loop_destroy(loop);
 }
 
+TEST(missing_password_is_an_auth_error) {
+    test_redis r;
+    test_redis_config cfg = {0};
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+
+    cfg.requirepass = "needed-pw";
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), 0);
+    fx_options(&o, &r, 5000);
+    o.password = NULL;
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "nopass");
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_EAUTH);
+    CHECK(fx_log_contains("NOAUTH"));
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
 TEST(select_puts_keys_in_the_chosen_db) {
     test_redis r;
     struct ev_loop *loop = new_loop();
@@ -353,6 +374,7 @@ int main(int argc, char **argv) {
         TEST_CASE(auth_with_requirepass),
         TEST_CASE(auth_as_acl_user),
         TEST_CASE(wrong_password_is_a_clear_error),
+        TEST_CASE(missing_password_is_an_auth_error),
         TEST_CASE(select_puts_keys_in_the_chosen_db),
         TEST_CASE(reconnects_after_server_restart),
         TEST_CASE(script_flush_takes_the_noscript_path),

@@ -82,6 +82,37 @@ TEST(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep) {
     world_down(&w);
 }
 
+TEST(waiter_sleeps_through_a_renewing_holder_without_a_command) {
+    world w;
+    leash_client *holder_client;
+    leash_lock *holder, *waiter;
+    fx_result got = {0};
+    leash_stats before, after;
+
+    world_up(&w, 300);
+    holder_client = fx_client(w.loop, &w.r, 300); /* watchdog: renewed every 100 ms */
+    holder = leash_lock_new(holder_client, "renewing");
+    waiter = leash_lock_new(w.c, "renewing");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, 20000, fx_acquire_cb, &got), LEASH_OK);
+    run_until_parked(&w, waiter);
+    leash_client_stats(w.c, &before);
+    test_run_for(w.loop, 1500); /* five leases of the holder */
+    leash_client_stats(w.c, &after);
+    CHECK(leash_held(holder));
+    CHECK_MSG(after.commands_sent == before.commands_sent,
+              "the waiter sent %llu commands while the holder renewed",
+              (unsigned long long)(after.commands_sent - before.commands_sent));
+    CHECK_EQ_INT(got.calls, 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
+    fx_run_until(w.loop, &got, 2000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    leash_client_stats(w.c, &after);
+    CHECK_EQ_INT((long long)(after.commands_sent - before.commands_sent), 1); /* the grant */
+    leash_client_free(holder_client);
+    world_down(&w);
+}
+
 TEST(holder_that_vanished_hands_over_when_its_key_expires) {
     world w;
     leash_lock *waiter;
@@ -222,6 +253,7 @@ TEST(one_subscription_per_name_shared_by_local_waiters) {
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep),
+        TEST_CASE(waiter_sleeps_through_a_renewing_holder_without_a_command),
         TEST_CASE(holder_that_vanished_hands_over_when_its_key_expires),
         TEST_CASE(release_seen_between_attempt_and_sleep_is_not_lost),
         TEST_CASE(waiters_survive_the_subscriber_connection_being_killed),

@@ -114,7 +114,7 @@ typedef struct leash_options {
     const char *password;       /* default NULL; AUTH on every (re)connect. Never logged */
     int db;                     /* default 0; SELECT on every (re)connect, 0..INT_MAX */
     const char *key_prefix;     /* default "leash:"; prepended to every lock name */
-    int64_t lease_ms;           /* default 30000; lease of a hold, > 0 */
+    int64_t lease_ms;           /* default 30000; lease of a hold, >= 10 */
     int64_t renew_interval_ms;  /* default lease_ms / 3 (when 0); 0 < x < lease_ms */
     int64_t max_hold_ms;        /* default 0 = unlimited; a hold is lost after this */
     int64_t connect_timeout_ms; /* default 2000; > 0 */

@@ -1,0 +1,1493 @@
+/*
+ * leash-demo: three worker processes take turns on one lock.
+ *
+ *     leash-demo REDIS_URL
+ *
+ * REDIS_URL is redis://[[user]:password@]host[:port][/db] or unix:///path.
+ * scripts/demo builds this program and runs it against a redis-server of its
+ * own.
+ *
+ * The parent forks three workers. Each runs its own libev loop with its own
+ * leash client and goes round: wait for the lock "nightly-report", do a job of
+ * nine writes 200 ms apart (1.8 s, three times the 600 ms lease that the
+ * watchdog renews every 200 ms), release, rest a moment, wait again. Every
+ * write goes to a pretend storage in shared memory that remembers the highest
+ * fencing token that wrote and refuses smaller ones.
+ *
+ * In the middle of the run the parent freezes the holder with SIGSTOP for
+ * 1.5 s. Its lease runs out, a waiter takes over with a higher fence, and when
+ * the frozen worker resumes, leash_held() and its lost callback stop it before
+ * it writes again.
+ *
+ * Workers print nothing themselves: they send every event, stamped with
+ * CLOCK_MONOTONIC, through a pipe to the parent. The parent prints them in time
+ * order, checks them (fences grow, no two holders write while both believe
+ * their lease valid, the frozen worker is told it lost the lock) and ends with
+ * a summary. Exit status: 0 when all went as it should, 1 when something did
+ * not (each problem is printed with "!!") or Redis cannot be used, 2 for a bad
+ * command line, 130 when interrupted (Ctrl-C stops the workers in order).
+ */
+#define _DEFAULT_SOURCE /* fork, kill, MAP_ANONYMOUS */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <leash/adapters/libev.h>
+#include <leash/leash.h>
+
+#define LOCK_NAME "nightly-report"
+#define KEY_PREFIX "leash-demo:"
+
+enum {
+    WORKERS = 3,
+    LEASE_MS = 600,        /* the watchdog's lease ... */
+    RENEW_MS = 200,        /* ... renewed this often */
+    STEPS = 9,             /* writes per job */
+    STEP_MS = 200,         /* between two writes */
+    REST_MS = 300,         /* after a job, before waiting again: the others get a turn */
+    JOBS_WANTED = 5,       /* completed jobs that end the run ... */
+    RUN_LIMIT_MS = 12000,  /* ... or this, whichever comes first */
+    FREEZE_HOLD = 3,       /* the holder of the third hold is frozen ... */
+    FREEZE_AFTER_MS = 700, /* ... this far into its job ... */
+    FREEZE_MS = 1500,      /* ... for this long */
+    LOST_WAIT_MS = 1000,   /* after SIGCONT, its lost callback must come within this */
+    GRACE_MS = 3000,       /* after the stop, workers must be gone within this */
+    REORDER_MS = 50,       /* events are printed this late, sorted by time */
+    PROGRESS_EVERY = 3,    /* a progress line every this many writes */
+    MAX_HOLDS = 64,
+    QUEUE_MAX = 256
+};
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ */
+/* REDIS_URL                                                           */
+/* ------------------------------------------------------------------ */
+
+struct target {
+    char host[256];
+    int port;
+    char unix_path[108];
+    char user[128];
+    char password[256];
+    int has_user, has_password;
+    int db;
+    char shown[512]; /* the URL for messages, password masked */
+};
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Copies s[0..len) into out, decoding %XX escapes; -1 on a bad escape or
+ * when it does not fit. */
+static int url_decode(const char *s, size_t len, char *out, size_t size) {
+    size_t i, o = 0;
+    for (i = 0; i < len; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            int hi = i + 2 < len ? hex_digit(s[i + 1]) : -1;
+            int lo = i + 2 < len ? hex_digit(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0)
+                return -1;
+            c = hi * 16 + lo;
+            i += 2;
+        }
+        if (o + 1 >= size)
+            return -1;
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* A decimal number of 1..9 digits in s[0..len), at most max; -1 if not. */
+static long parse_number(const char *s, size_t len, long max) {
+    long v = 0;
+    size_t i;
+    if (len == 0 || len > 9)
+        return -1;
+    for (i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v <= max ? v : -1;
+}
+
+/* Fills *t from url; on error returns -1 and points *why at the reason. */
+static int parse_url(const char *url, struct target *t, const char **why) {
+    const char *rest, *auth_end, *at = NULL, *host, *host_end, *port = NULL, *p;
+
+    memset(t, 0, sizeof(*t));
+    t->port = 6379;
+    if (strncmp(url, "unix://", 7) == 0) {
+        const char *path = url + 7;
+        if (path[0] != '/') {
+            *why = "unix:// takes an absolute path, as in unix:///run/redis/redis.sock";
+            return -1;
+        }
+        if (strlen(path) >= sizeof(t->unix_path)) {
+            *why = "the socket path is too long";
+            return -1;
+        }
+        strcpy(t->unix_path, path);
+        snprintf(t->shown, sizeof(t->shown), "%s", url);
+        return 0;
+    }
+    if (strncmp(url, "redis://", 8) != 0) {
+        *why = "the URL must start with redis:// or unix://";
+        return -1;
+    }
+    rest = url + 8;
+    auth_end = rest + strcspn(rest, "/?#");
+    if (*auth_end == '?' || *auth_end == '#') {
+        *why = "query strings and fragments are not supported";
+        return -1;
+    }
+
+    /* [[user]:password@] -- the last '@' ends it (a '@' may be in the password) */
+    for (p = rest; p < auth_end; p++)
+        if (*p == '@')
+            at = p;
+    if (at != NULL) {
+        const char *colon = memchr(rest, ':', (size_t)(at - rest));
+        if (colon == NULL) {
+            *why = "credentials go as user:password@ or :password@";
+            return -1;
+        }
+        if (url_decode(rest, (size_t)(colon - rest), t->user, sizeof(t->user)) != 0 ||
+            url_decode(colon + 1, (size_t)(at - colon - 1), t->password, sizeof(t->password)) !=
+                0) {
+            *why = "bad %-escape in the credentials, or they are too long";
+            return -1;
+        }
+        t->has_user = t->user[0] != '\0';
+        t->has_password = 1;
+        host = at + 1;
+    } else {
+        host = rest;
+    }
+
+    /* host[:port], or [ipv6][:port] */
+    if (*host == '[') {
+        host_end = memchr(host, ']', (size_t)(auth_end - host));
+        if (host_end == NULL) {
+            *why = "an IPv6 address needs its closing ']'";
+            return -1;
+        }
+        host++;
+        if (host_end + 1 < auth_end) {
+            if (host_end[1] != ':') {
+                *why = "expected ':port' after the IPv6 address";
+                return -1;
+            }
+            port = host_end + 2;
+        }
+    } else {
+        host_end = memchr(host, ':', (size_t)(auth_end - host));
+        if (host_end != NULL)
+            port = host_end + 1;
+        else
+            host_end = auth_end;
+    }
+    if (host_end == host || (size_t)(host_end - host) >= sizeof(t->host)) {
+        *why = "the host is missing or too long";
+        return -1;
+    }
+    memcpy(t->host, host, (size_t)(host_end - host));
+    if (port != NULL) {
+        long v = parse_number(port, (size_t)(auth_end - port), 65535);
+        if (v < 1) {
+            *why = "the port must be a number in 1..65535";
+            return -1;
+        }
+        t->port = (int)v;
+    }
+
+    /* [/db] */
+    if (*auth_end == '/' && auth_end[1] != '\0') {
+        long v = parse_number(auth_end + 1, strlen(auth_end + 1), 999999999);
+        if (v < 0) {
+            *why = "the database after '/' must be a number";
+            return -1;
+        }
+        t->db = (int)v;
+    }
+
+    snprintf(t->shown, sizeof(t->shown), "redis://%s%s%s%s%s:%d/%d", t->user,
+             t->has_password ? ":***@" : "", strchr(t->host, ':') ? "[" : "", t->host,
+             strchr(t->host, ':') ? "]" : "", t->port, t->db);
+    return 0;
+}
+
+/* Client options for the target; strings point into *t. */
+static void target_options(const struct target *t, leash_options *o) {
+    leash_options_init(o);
+    if (t->unix_path[0] != '\0') {
+        o->unix_path = t->unix_path;
+    } else {
+        o->host = t->host;
+        o->port = t->port;
+    }
+    o->username = t->has_user ? t->user : NULL;
+    o->password = t->has_password ? t->password : NULL;
+    o->db = t->db;
+    o->key_prefix = KEY_PREFIX;
+}
+
+/* ------------------------------------------------------------------ */
+/* Shared memory: the pretend storage                                  */
+/* ------------------------------------------------------------------ */
+
+/* Lock-free atomics work between processes on MAP_SHARED memory, and unlike
+ * a mutex they cannot be left locked by a worker frozen at the wrong moment. */
+struct shared {
+    atomic_uint_fast64_t highest_fence; /* the highest fence that wrote */
+    atomic_uint_fast64_t accepted, rejected;
+    atomic_int jobs_done; /* completed jobs, all workers */
+};
+
+/* The storage takes a write only with a fence at least as high as any that
+ * wrote before: a holder that stalled past its lease cannot overwrite the
+ * work of the one that took over. Returns 1 if accepted. */
+static int storage_write(struct shared *s, uint64_t fence) {
+    uint_fast64_t top = atomic_load(&s->highest_fence);
+    do {
+        if (fence < top) {
+            atomic_fetch_add(&s->rejected, 1);
+            return 0;
+        }
+    } while (!atomic_compare_exchange_weak(&s->highest_fence, &top, fence));
+    atomic_fetch_add(&s->accepted, 1);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Events: workers -> parent, one write() each (atomic below PIPE_BUF)   */
+/* ------------------------------------------------------------------ */
+
+enum event_kind {
+    /* from a worker */
+    E_WAITING,  /* leash_acquire() called */
+    E_ACQUIRED, /* fence, valid_ms */
+    E_WROTE,    /* step, fence, renewals, valid_ms; status 1 accepted, 0 refused */
+    E_SKIPPED,  /* leash_held() said 0: write step + 1 not done */
+    E_LOST,     /* the lost callback: status = reason */
+    E_RELEASED, /* the release callback: status; asked = when leash_release() was called;
+                 * t (the callback) is what the next holder's wake is measured from */
+    E_CANCELED, /* the acquire ended with LEASH_ECANCELED at the stop */
+    E_FAILED,   /* status = a leash error, text = what failed */
+    E_LOG,      /* the log callback: status = level, text */
+    E_EXIT,     /* status = the worker's exit code */
+    /* from the parent */
+    E_NOTE,   /* text */
+    E_PROBLEM /* text */
+};
+
+struct event {
+    int64_t t; /* CLOCK_MONOTONIC, ns */
+    int32_t worker;
+    int32_t kind;
+    int32_t status;
+    int32_t step;
+    uint64_t fence;
+    uint64_t renewals;
+    int64_t valid_ms;
+    int64_t asked;
+    char text[168];
+};
+
+static void send_event(int fd, const struct event *e) {
+    while (write(fd, e, sizeof(*e)) < 0 && errno == EINTR) {
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* A worker: its own process, loop and client                          */
+/* ------------------------------------------------------------------ */
+
+enum worker_state {
+    W_WAITING,   /* an acquire is pending */
+    W_WORKING,   /* held: a write every STEP_MS */
+    W_LOSING,    /* leash_held() said 0: the lost callback is due */
+    W_RELEASING, /* the release is in flight */
+    W_RESTING,   /* between jobs */
+    W_LAST,      /* did the run's last job: holds on until the stop */
+    W_FINISHED
+};
+
+struct worker {
+    int id;
+    struct ev_loop *loop;
+    leash_client *client;
+    leash_lock *lock;
+    ev_timer timer; /* the job's steps; the rest between jobs */
+    ev_io stop;     /* end of file: the parent ends the run */
+    int state;
+    int step; /* writes done in this job */
+    uint64_t fence;
+    int64_t release_asked; /* when leash_release() was called */
+    uint64_t renewals;     /* of the hold being released */
+    int stopping;
+    int exit_code;
+    int events_fd;
+    struct shared *shm;
+};
+
+static struct event worker_event(const struct worker *w, int kind) {
+    struct event e;
+    memset(&e, 0, sizeof(e));
+    e.t = now_ns();
+    e.worker = w->id;
+    e.kind = kind;
+    e.step = w->step;
+    e.fence = w->fence;
+    return e;
+}
+
+static void report(struct worker *w, int kind, int status, const char *text) {
+    struct event e = worker_event(w, kind);
+    e.status = status;
+    if (w->lock != NULL) {
+        e.renewals = leash_renewals(w->lock);
+        e.valid_ms = leash_valid_ms(w->lock);
+    }
+    if (text != NULL)
+        snprintf(e.text, sizeof(e.text), "%s", text);
+    send_event(w->events_fd, &e);
+}
+
+/* Library messages reach us only here (warnings and errors). */
+static void worker_log(int level, const char *msg, void *arg) {
+    struct worker *w = arg;
+    struct event e = worker_event(w, E_LOG);
+    e.status = level;
+    snprintf(e.text, sizeof(e.text), "%s", msg);
+    send_event(w->events_fd, &e);
+}
+
+/* Ends the worker: frees the client (which frees the lock), leaves the loop. */
+static void worker_finish(struct worker *w, int code) {
+    if (w->state == W_FINISHED)
+        return;
+    w->state = W_FINISHED;
+    if (code > w->exit_code)
+        w->exit_code = code;
+    ev_timer_stop(w->loop, &w->timer);
+    ev_io_stop(w->loop, &w->stop);
+    leash_client_free(w->client); /* allowed inside the lock's own callbacks */
+    w->client = NULL;
+    w->lock = NULL;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
+static void on_acquired(leash_lock *l, int status, void *arg);
+static void on_released(leash_lock *l, int status, void *arg);
+
+static void start_waiting(struct worker *w) {
+    int rc = leash_acquire(w->lock, LEASH_WAIT_FOREVER, on_acquired, w);
+    if (rc != LEASH_OK) {
+        report(w, E_FAILED, rc, "leash_acquire");
+        worker_finish(w, 1);
+        return;
+    }
+    w->state = W_WAITING;
+    report(w, E_WAITING, 0, NULL);
+}
+
+static void rest(struct worker *w) {
+    w->state = W_RESTING;
+    ev_timer_stop(w->loop, &w->timer);
+    ev_timer_set(&w->timer, REST_MS / 1000., 0.);
+    ev_timer_start(w->loop, &w->timer);
+}
+
+static void give_back(struct worker *w) {
+    int rc;
+    ev_timer_stop(w->loop, &w->timer);
+    w->release_asked = now_ns();
+    w->renewals = leash_renewals(w->lock);
+    rc = leash_release(w->lock, on_released, w);
+    if (rc != LEASH_OK) {
+        report(w, E_FAILED, rc, "leash_release");
+        worker_finish(w, 1);
+        return;
+    }
+    w->state = W_RELEASING;
+}
+
+static void on_acquired(leash_lock *l, int status, void *arg) {
+    struct worker *w = arg;
+
+    if (status == LEASH_ECANCELED && w->stopping) {
+        report(w, E_CANCELED, status, NULL);
+        worker_finish(w, 0);
+        return;
+    }
+    if (status != LEASH_OK) {
+        report(w, E_FAILED, status, "acquire");
+        worker_finish(w, 1);
+        return;
+    }
+    w->fence = leash_fence(l);
+    w->step = 0;
+    w->state = W_WORKING;
+    report(w, E_ACQUIRED, 0, NULL);
+    ev_timer_set(&w->timer, STEP_MS / 1000., STEP_MS / 1000.);
+    ev_timer_start(w->loop, &w->timer);
+}
+
+/* One write of the job. */
+static void do_step(struct worker *w) {
+    struct event e;
+
+    /* The lock is only worth something while it is valid. After a stall
+     * (here: SIGSTOP) the lease may have run out long ago: then write
+     * nothing; the lost callback follows at once. */
+    if (!leash_held(w->lock)) {
+        ev_timer_stop(w->loop, &w->timer);
+        w->state = W_LOSING;
+        report(w, E_SKIPPED, 0, NULL);
+        return;
+    }
+    e = worker_event(w, E_WROTE);
+    e.valid_ms = leash_valid_ms(w->lock);
+    e.renewals = leash_renewals(w->lock);
+    e.status = storage_write(w->shm, w->fence);
+    e.step = ++w->step;
+    send_event(w->events_fd, &e);
+    if (w->step < STEPS)
+        return;
+
+    ev_timer_stop(w->loop, &w->timer);
+    if (atomic_fetch_add(&w->shm->jobs_done, 1) + 1 >= JOBS_WANTED) {
+        /* The run's last job: keep the lock (the watchdog still renews it)
+         * until the parent says stop, so that nobody starts one more. */
+        w->state = W_LAST;
+        return;
+    }
+    give_back(w);
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *t, int revents) {
+    struct worker *w = t->data;
+    (void)loop, (void)revents;
+    if (w->state == W_WORKING) {
+        do_step(w);
+    } else if (w->state == W_RESTING) {
+        ev_timer_stop(w->loop, &w->timer);
+        start_waiting(w);
+    }
+}
+
+static void on_released(leash_lock *l, int status, void *arg) {
+    struct worker *w = arg;
+    struct event e = worker_event(w, E_RELEASED);
+    (void)l;
+    e.status = status;
+    e.renewals = w->renewals;
+    e.asked = w->release_asked;
+    send_event(w->events_fd, &e);
+    if (w->stopping)
+        worker_finish(w, status == LEASH_OK ? 0 : 1);
+    else
+        rest(w);
+}
+
+/* The hold can no longer be trusted: stop writing, and try again later. */
+static void on_lost(leash_lock *l, int reason, void *arg) {
+    struct worker *w = arg;
+    (void)l;
+    ev_timer_stop(w->loop, &w->timer);
+    report(w, E_LOST, reason, NULL);
+    if (w->stopping)
+        worker_finish(w, 0);
+    else
+        rest(w);
+}
+
+/* The parent closed its end of our stop pipe: the run is over. */
+static void on_stop(struct ev_loop *loop, ev_io *io, int revents) {
+    struct worker *w = io->data;
+    char byte;
+    ssize_t n = read(io->fd, &byte, 1);
+    (void)loop, (void)revents;
+
+    if (n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN)))
+        return;
+    ev_io_stop(w->loop, io);
+    w->stopping = 1;
+    switch (w->state) {
+    case W_WAITING:
+        /* The acquire completes with LEASH_ECANCELED, from the loop. */
+        if (leash_cancel(w->lock) != LEASH_OK)
+            worker_finish(w, 1);
+        break;
+    case W_WORKING:
+    case W_LAST:
+        give_back(w); /* on_released() finishes */
+        break;
+    case W_RELEASING:
+        break; /* on_released() finishes */
+    default:
+        worker_finish(w, 0);
+        break;
+    }
+}
+
+static int worker_run(int id, const struct target *t, int events_fd, int stop_fd,
+                      struct shared *shm) {
+    struct worker w;
+    struct event bye;
+    leash_options opts;
+    int rc;
+
+    memset(&w, 0, sizeof(w));
+    w.id = id;
+    w.events_fd = events_fd;
+    w.shm = shm;
+    w.loop = ev_loop_new(EVFLAG_AUTO);
+    if (w.loop == NULL)
+        return 1;
+
+    target_options(t, &opts);
+    opts.log_cb = worker_log;
+    opts.log_arg = &w;
+    opts.log_level = LEASH_LOG_WARN;
+    rc = leash_client_new(&w.client, &opts);
+    if (rc == LEASH_OK && (rc = leash_libev_attach(w.loop, w.client)) != LEASH_OK) {
+        leash_client_free(w.client);
+        w.client = NULL;
+    }
+    if (rc == LEASH_OK && (w.lock = leash_lock_new(w.client, LOCK_NAME)) == NULL)
+        rc = LEASH_ENOMEM;
+    /* The watchdog with a short lease, so that a stall shows within a second. */
+    if (rc == LEASH_OK)
+        rc = leash_lock_set_watchdog(w.lock, LEASE_MS, RENEW_MS);
+    if (rc != LEASH_OK) {
+        report(&w, E_FAILED, rc, "setting up the client");
+        leash_client_free(w.client);
+        ev_loop_destroy(w.loop);
+        return 1;
+    }
+    leash_on_lost(w.lock, on_lost, &w);
+
+    ev_timer_init(&w.timer, on_timer, 0., 0.);
+    w.timer.data = &w;
+    ev_io_init(&w.stop, on_stop, stop_fd, EV_READ);
+    w.stop.data = &w;
+    ev_io_start(w.loop, &w.stop);
+
+    start_waiting(&w);
+    ev_run(w.loop, 0);
+
+    if (w.client != NULL) /* the loop ran dry without a stop: should not happen */
+        worker_finish(&w, 1);
+    ev_loop_destroy(w.loop);
+
+    bye = worker_event(&w, E_EXIT);
+    bye.status = w.exit_code;
+    send_event(events_fd, &bye);
+    return w.exit_code;
+}
+
+/* ------------------------------------------------------------------ */
+/* The parent: freezes a holder, prints and checks the timeline         */
+/* ------------------------------------------------------------------ */
+
+struct hold {
+    int worker;
+    uint64_t fence;
+    int64_t granted;     /* t of E_ACQUIRED */
+    int64_t first_write; /* t of its first write (0 = none) */
+    int64_t valid_until; /* the latest end of validity that any of its writes saw */
+    int writes;
+    int end; /* 0 while open, else E_RELEASED or E_LOST */
+    int64_t ended;
+    int reason; /* the lost reason */
+    int steps;  /* writes when it ended */
+    uint64_t renewals;
+};
+
+struct parent {
+    struct ev_loop *loop;
+    struct shared *shm;
+    int64_t t0;
+    pid_t pid[WORKERS + 1];
+    int stop_fd[WORKERS + 1]; /* our ends of the stop pipes; -1 once closed */
+    int exited[WORKERS + 1];  /* 1 + exit code, from E_EXIT */
+    int events_fd;
+    ev_io events;
+    ev_timer flush, freeze, thaw, lost_check, limit, grace;
+    ev_signal sigint, sigterm;
+
+    char inbuf[8 * sizeof(struct event)];
+    size_t inlen;
+    struct event queue[QUEUE_MAX]; /* read, not yet printed; sorted by t */
+    int nqueue;
+
+    struct hold holds[MAX_HOLDS];
+    int nholds;
+    int freeze_hold; /* which hold (1-based) to freeze */
+    int frozen;      /* the worker frozen (now or earlier), 0 = none yet */
+    int is_frozen;
+    int frozen_hold; /* its hold, index into holds */
+    int64_t frozen_at, thawed_at;
+    int frozen_lost; /* its lost callback was reported */
+    int taken_over;  /* a waiter took over while it was frozen */
+    int jobs_done;
+    int last_holder; /* the worker that did the last job and holds on */
+    int stopping;
+    int stop_holder; /* stopped after the others are gone */
+    int interrupted;
+    int problems;
+    int handoffs; /* grants to another worker than the one before */
+    double wake_ms[MAX_HOLDS];
+    int nwake;     /* of which woken by a release (wake_ms: how long after it) */
+    int takeovers; /* of which taken over from a frozen holder */
+};
+
+static void parent_note(struct parent *p, int kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void queue_push(struct parent *p, const struct event *e);
+
+static const char *who(int worker, char buf[8]) {
+    if (worker == 0)
+        return "parent";
+    snprintf(buf, 8, "w%d", worker);
+    return buf;
+}
+
+/* One line of the timeline: time since start, who, what. */
+static void say(struct parent *p, int64_t t, int worker, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void say(struct parent *p, int64_t t, int worker, const char *fmt, ...) {
+    char name[8];
+    va_list ap;
+    printf("%6.3f  %-6s  ", (double)(t - p->t0) / 1e9, who(worker, name));
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+}
+
+/* An event of the parent's own, printed in its place in the timeline. */
+static void parent_note(struct parent *p, int kind, const char *fmt, ...) {
+    struct event e;
+    va_list ap;
+    memset(&e, 0, sizeof(e));
+    e.t = now_ns();
+    e.kind = kind;
+    va_start(ap, fmt);
+    vsnprintf(e.text, sizeof(e.text), fmt, ap);
+    va_end(ap);
+    queue_push(p, &e);
+}
+
+static struct hold *find_hold(struct parent *p, int worker, uint64_t fence) {
+    int i;
+    for (i = p->nholds - 1; i >= 0; i--)
+        if (p->holds[i].worker == worker && p->holds[i].fence == fence)
+            return &p->holds[i];
+    return NULL;
+}
+
+static void close_stop(struct parent *p, int worker) {
+    if (p->stop_fd[worker] >= 0) {
+        close(p->stop_fd[worker]);
+        p->stop_fd[worker] = -1;
+    }
+}
+
+/* The holder is told last, once the waiters are gone: its release then
+ * wakes nobody, and no worker starts a job after the run is over. */
+static void stop_holder_when_alone(struct parent *p) {
+    int i;
+    if (!p->stopping || p->stop_holder == 0)
+        return;
+    for (i = 1; i <= WORKERS; i++)
+        if (i != p->stop_holder && p->pid[i] > 0 && !p->exited[i])
+            return;
+    close_stop(p, p->stop_holder);
+}
+
+/* Wakes the frozen worker; 1 if there was one. */
+static int thaw(struct parent *p) {
+    if (!p->is_frozen)
+        return 0;
+    p->thawed_at = now_ns();
+    parent_note(p, E_NOTE, "SIGCONT w%d after %.2f s", p->frozen,
+                (double)(p->thawed_at - p->frozen_at) / 1e9);
+    kill(p->pid[p->frozen], SIGCONT);
+    p->is_frozen = 0;
+    return 1;
+}
+
+static void begin_stop(struct parent *p, const char *why) {
+    int i;
+    if (p->stopping)
+        return;
+    p->stopping = 1;
+    parent_note(p, E_NOTE, "%s: the run is over, workers stop (waiters first)", why);
+    thaw(p);
+    ev_timer_stop(p->loop, &p->limit);
+    ev_timer_stop(p->loop, &p->freeze);
+    ev_timer_stop(p->loop, &p->thaw);
+    ev_timer_start(p->loop, &p->grace);
+
+    p->stop_holder = p->last_holder;
+    if (p->stop_holder == 0 && p->nholds > 0 && p->holds[p->nholds - 1].end == 0)
+        p->stop_holder = p->holds[p->nholds - 1].worker;
+    for (i = 1; i <= WORKERS; i++)
+        if (i != p->stop_holder)
+            close_stop(p, i);
+    stop_holder_when_alone(p);
+}
+
+/* The hold that was frozen, or NULL. */
+static struct hold *frozen_hold(struct parent *p) {
+    return p->frozen != 0 ? &p->holds[p->frozen_hold] : NULL;
+}
+
+/* An event read but not printed yet (it happened less than REORDER_MS ago). */
+static const struct event *find_queued(const struct parent *p, int kind, int worker,
+                                       uint64_t fence) {
+    int i;
+    for (i = 0; i < p->nqueue; i++)
+        if (p->queue[i].kind == kind && p->queue[i].worker == worker && p->queue[i].fence == fence)
+            return &p->queue[i];
+    return NULL;
+}
+
+static void on_granted(struct parent *p, const struct event *e) {
+    struct hold *prev = p->nholds > 0 ? &p->holds[p->nholds - 1] : NULL;
+    struct hold *h;
+
+    if (p->nholds == MAX_HOLDS)
+        return;
+    h = &p->holds[p->nholds++];
+    memset(h, 0, sizeof(*h));
+    h->worker = e->worker;
+    h->fence = e->fence;
+    h->granted = e->t;
+    if (prev != NULL && prev->worker != e->worker)
+        p->handoffs++;
+
+    if (prev == NULL) {
+        say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64, e->fence);
+    } else if (prev->end == E_RELEASED) {
+        double ms = (double)(e->t - prev->ended) / 1e6;
+        if (prev->worker != e->worker)
+            p->wake_ms[p->nwake++] = ms;
+        say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 ": woken %.2f ms after w%d released",
+            e->fence, ms, prev->worker);
+    } else if (prev->end == E_LOST) {
+        say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 ", after w%d lost it", e->fence,
+            prev->worker);
+    } else if (prev == frozen_hold(p)) {
+        p->takeovers++;
+        p->taken_over = 1;
+        say(p, e->t, e->worker,
+            "TOOK OVER, fence %" PRIu64 ": w%d is frozen, its lease ran out (%.0f ms after the "
+            "freeze)",
+            e->fence, prev->worker, (double)(e->t - p->frozen_at) / 1e6);
+    } else {
+        /* The releaser's own callback ran after this grant (its event is
+         * among those still queued): the waiter was that quick. */
+        const struct event *rel = find_queued(p, E_RELEASED, prev->worker, prev->fence);
+        if (rel != NULL && prev->worker != e->worker) {
+            double ms = (double)(rel->t - e->t) / 1e6;
+            p->wake_ms[p->nwake++] = -ms;
+            say(p, e->t, e->worker,
+                "ACQUIRED, fence %" PRIu64 ": woken by w%d's release, %.2f ms before w%d's "
+                "release callback ran",
+                e->fence, prev->worker, ms, prev->worker);
+        } else {
+            say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 ", handed over by w%d", e->fence,
+                prev->worker);
+        }
+    }
+    if (prev != NULL && e->fence <= prev->fence) {
+        p->problems++;
+        say(p, e->t, e->worker, "!! fence %" PRIu64 " is not above the previous one, %" PRIu64,
+            e->fence, prev->fence);
+    }
+    if (p->nholds == p->freeze_hold && !p->stopping) {
+        double at = (double)(e->t + (int64_t)FREEZE_AFTER_MS * 1000000 - now_ns()) / 1e9;
+        ev_timer_set(&p->freeze, at > 0 ? at : 0., 0.);
+        ev_timer_start(p->loop, &p->freeze);
+    }
+}
+
+static void on_wrote(struct parent *p, const struct event *e) {
+    struct hold *h = find_hold(p, e->worker, e->fence);
+    int64_t until = e->t + e->valid_ms * 1000000;
+
+    if (h == NULL)
+        return;
+    if (h->writes++ == 0)
+        h->first_write = e->t;
+    if (until > h->valid_until)
+        h->valid_until = until;
+    if (!e->status) {
+        say(p, e->t, e->worker,
+            "!! the storage REFUSED write %d/%d: fence %" PRIu64 " is below the highest", e->step,
+            STEPS, e->fence);
+        return;
+    }
+    if (e->step == STEPS) {
+        if (++p->jobs_done >= JOBS_WANTED) {
+            char what[64];
+            p->last_holder = e->worker;
+            say(p, e->t, e->worker,
+                "job done, the last one: keeps the lock until the others have stopped");
+            snprintf(what, sizeof(what), "%d jobs done", p->jobs_done);
+            begin_stop(p, what);
+        }
+    } else if (e->step % PROGRESS_EVERY == 0) {
+        say(p, e->t, e->worker,
+            "wrote %d/%d with fence %" PRIu64 "; lease renewed %" PRIu64 "x, valid %" PRId64 " ms",
+            e->step, STEPS, e->fence, e->renewals, e->valid_ms);
+    }
+}
+
+static void on_lost_event(struct parent *p, const struct event *e) {
+    struct hold *h = find_hold(p, e->worker, e->fence);
+
+    if (h != NULL) {
+        h->end = E_LOST;
+        h->ended = e->t;
+        h->reason = e->status;
+        h->steps = e->step;
+        h->renewals = e->renewals;
+    }
+    if (h != NULL && h == frozen_hold(p)) {
+        p->frozen_lost = 1;
+        say(p, e->t, e->worker,
+            "LOST (%s): the lost callback stops the job at %d/%d, before its next write",
+            leash_lost_reason_name(e->status), e->step, STEPS);
+    } else {
+        say(p, e->t, e->worker, "LOST (%s): the lost callback stops the job at %d/%d",
+            leash_lost_reason_name(e->status), e->step, STEPS);
+    }
+}
+
+static void on_released_event(struct parent *p, const struct event *e) {
+    struct hold *h = find_hold(p, e->worker, e->fence);
+
+    if (h != NULL) {
+        h->end = E_RELEASED;
+        h->ended = e->t;
+        h->steps = e->step;
+        h->renewals = e->renewals;
+        /* leash_held() is 0 from the call of leash_release() on. */
+        if (e->asked < h->valid_until)
+            h->valid_until = e->asked;
+    }
+    if (e->status == LEASH_ENOTHELD && h == frozen_hold(p)) {
+        /* Stopped right after the freeze, before its lost callback ran. */
+        say(p, e->t, e->worker, "release: %s (its lease ran out while frozen)",
+            leash_strerror(e->status));
+    } else if (e->status != LEASH_OK) {
+        p->problems++;
+        say(p, e->t, e->worker, "!! release of fence %" PRIu64 " failed: %s", e->fence,
+            leash_strerror(e->status));
+    } else if (e->step == STEPS && e->worker == p->last_holder) {
+        say(p, e->t, e->worker, "released (lease renewed %" PRIu64 "x)", e->renewals);
+    } else if (e->step == STEPS) {
+        say(p, e->t, e->worker, "job done -> released (lease renewed %" PRIu64 "x)", e->renewals);
+    } else {
+        say(p, e->t, e->worker, "stopped at %d/%d -> released", e->step, STEPS);
+    }
+}
+
+static const char *level_name(int level) {
+    switch (level) {
+    case LEASH_LOG_ERROR:
+        return "error";
+    case LEASH_LOG_WARN:
+        return "warning";
+    case LEASH_LOG_INFO:
+        return "info";
+    }
+    return "debug";
+}
+
+static void handle(struct parent *p, const struct event *e) {
+    switch (e->kind) {
+    case E_WAITING:
+        say(p, e->t, e->worker, "waiting for the lock");
+        break;
+    case E_ACQUIRED:
+        on_granted(p, e);
+        break;
+    case E_WROTE:
+        on_wrote(p, e);
+        break;
+    case E_SKIPPED:
+        say(p, e->t, e->worker, "resumes: leash_held() = 0, so write %d/%d is NOT done",
+            e->step + 1, STEPS);
+        break;
+    case E_LOST:
+        on_lost_event(p, e);
+        break;
+    case E_RELEASED:
+        on_released_event(p, e);
+        break;
+    case E_CANCELED:
+        say(p, e->t, e->worker, "stops waiting (acquire canceled)");
+        break;
+    case E_FAILED:
+        p->problems++;
+        say(p, e->t, e->worker, "!! %s failed: %s", e->text, leash_strerror(e->status));
+        break;
+    case E_LOG:
+        say(p, e->t, e->worker, "leash %s: %s", level_name(e->status), e->text);
+        break;
+    case E_EXIT:
+        if (e->worker >= 1 && e->worker <= WORKERS)
+            p->exited[e->worker] = 1 + e->status;
+        if (e->status != 0) {
+            p->problems++;
+            say(p, e->t, e->worker, "!! exits with status %d", e->status);
+        }
+        stop_holder_when_alone(p);
+        break;
+    case E_NOTE:
+        say(p, e->t, 0, "%s", e->text);
+        break;
+    case E_PROBLEM:
+        p->problems++;
+        say(p, e->t, 0, "!! %s", e->text);
+        break;
+    }
+}
+
+/* ---- the reorder queue: events wait REORDER_MS, then print in time order ---- */
+
+static void arm_flush(struct parent *p) {
+    double delay;
+    ev_timer_stop(p->loop, &p->flush);
+    if (p->nqueue == 0)
+        return;
+    delay = (double)(p->queue[0].t + (int64_t)REORDER_MS * 1000000 - now_ns()) / 1e9;
+    ev_timer_set(&p->flush, delay > 0 ? delay : 0., 0.);
+    ev_timer_start(p->loop, &p->flush);
+}
+
+static void flush_queue(struct parent *p, int all) {
+    int64_t cutoff = now_ns() - (int64_t)REORDER_MS * 1000000;
+    while (p->nqueue > 0 && (all || p->queue[0].t <= cutoff)) {
+        struct event e = p->queue[0];
+        p->nqueue--;
+        memmove(&p->queue[0], &p->queue[1], (size_t)p->nqueue * sizeof(p->queue[0]));
+        handle(p, &e);
+    }
+    fflush(stdout);
+    arm_flush(p);
+}
+
+static void queue_push(struct parent *p, const struct event *e) {
+    int i;
+    if (p->nqueue == QUEUE_MAX) { /* cannot happen at this pace; stay correct anyway */
+        struct event first = p->queue[0];
+        p->nqueue--;
+        memmove(&p->queue[0], &p->queue[1], (size_t)p->nqueue * sizeof(p->queue[0]));
+        handle(p, &first);
+    }
+    for (i = p->nqueue; i > 0 && p->queue[i - 1].t > e->t; i--)
+        p->queue[i] = p->queue[i - 1];
+    p->queue[i] = *e;
+    p->nqueue++;
+    if (i == 0)
+        arm_flush(p);
+}
+
+static void on_flush(struct ev_loop *loop, ev_timer *t, int revents) {
+    (void)loop, (void)revents;
+    flush_queue(t->data, 0);
+}
+
+static void parent_done(struct parent *p) {
+    ev_io_stop(p->loop, &p->events);
+    flush_queue(p, 1);
+    ev_timer_stop(p->loop, &p->flush);
+    ev_timer_stop(p->loop, &p->freeze);
+    ev_timer_stop(p->loop, &p->thaw);
+    ev_timer_stop(p->loop, &p->lost_check);
+    ev_timer_stop(p->loop, &p->limit);
+    ev_timer_stop(p->loop, &p->grace);
+    ev_signal_stop(p->loop, &p->sigint);
+    ev_signal_stop(p->loop, &p->sigterm);
+    ev_break(p->loop, EVBREAK_ALL);
+}
+
+static void on_events(struct ev_loop *loop, ev_io *io, int revents) {
+    struct parent *p = io->data;
+    (void)loop, (void)revents;
+
+    for (;;) {
+        ssize_t n = read(p->events_fd, p->inbuf + p->inlen, sizeof(p->inbuf) - p->inlen);
+        if (n > 0) {
+            p->inlen += (size_t)n;
+            while (p->inlen >= sizeof(struct event)) {
+                struct event e;
+                memcpy(&e, p->inbuf, sizeof(e));
+                p->inlen -= sizeof(e);
+                memmove(p->inbuf, p->inbuf + sizeof(e), p->inlen);
+                queue_push(p, &e);
+            }
+        } else if (n == 0) {
+            parent_done(p); /* every worker has closed its end: all gone */
+            return;
+        } else if (errno != EINTR) {
+            return; /* EAGAIN: read it all */
+        }
+    }
+}
+
+static void on_freeze(struct ev_loop *loop, ev_timer *t, int revents) {
+    struct parent *p = t->data;
+    struct hold *h = &p->holds[p->freeze_hold - 1];
+    (void)loop, (void)revents;
+
+    if (p->stopping)
+        return;
+    if (h->end != 0) { /* its job ended already: freeze the next holder */
+        p->freeze_hold = p->nholds + 1;
+        return;
+    }
+    /* The note first: its time stamp comes before anything the signal causes. */
+    parent_note(p, E_NOTE, "SIGSTOP w%d (pid %d): frozen mid-job, holding fence %" PRIu64,
+                h->worker, (int)p->pid[h->worker], h->fence);
+    p->frozen_at = now_ns();
+    if (kill(p->pid[h->worker], SIGSTOP) != 0) {
+        parent_note(p, E_PROBLEM, "SIGSTOP w%d: %s", h->worker, strerror(errno));
+        return;
+    }
+    p->frozen = h->worker;
+    p->is_frozen = 1;
+    p->frozen_hold = p->freeze_hold - 1;
+    ev_timer_start(p->loop, &p->thaw);
+}
+
+static void on_thaw(struct ev_loop *loop, ev_timer *t, int revents) {
+    struct parent *p = t->data;
+    (void)loop, (void)revents;
+
+    if (thaw(p))
+        ev_timer_start(p->loop, &p->lost_check);
+}
+
+static void on_lost_check(struct ev_loop *loop, ev_timer *t, int revents) {
+    struct parent *p = t->data;
+    (void)loop, (void)revents;
+    flush_queue(p, 0); /* what happened up to REORDER_MS ago decides */
+    if (!p->frozen_lost)
+        parent_note(p, E_PROBLEM,
+                    "w%d resumed %d ms ago, its lease is long gone, and its lost callback has "
+                    "not fired",
+                    p->frozen, LOST_WAIT_MS);
+}
+
+static void on_limit(struct ev_loop *loop, ev_timer *t, int revents) {
+    (void)loop, (void)revents;
+    begin_stop(t->data, "time limit reached");
+}
+
+static void on_grace(struct ev_loop *loop, ev_timer *t, int revents) {
+    struct parent *p = t->data;
+    int i;
+    (void)loop, (void)revents;
+
+    parent_note(p, E_PROBLEM, "workers still running %d ms after the stop: killing them", GRACE_MS);
+    for (i = 1; i <= WORKERS; i++) {
+        if (p->pid[i] > 0 && !p->exited[i]) {
+            kill(p->pid[i], SIGCONT);
+            kill(p->pid[i], SIGKILL);
+        }
+    }
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *s, int revents) {
+    struct parent *p = s->data;
+    int i;
+    (void)loop, (void)revents;
+
+    if (!p->interrupted) {
+        p->interrupted = 1;
+        begin_stop(p, "interrupted");
+        return;
+    }
+    for (i = 1; i <= WORKERS; i++) /* a second time: no more waiting */
+        if (p->pid[i] > 0 && !p->exited[i]) {
+            kill(p->pid[i], SIGCONT);
+            kill(p->pid[i], SIGKILL);
+        }
+}
+
+/* ------------------------------------------------------------------ */
+/* Before the run: can we talk to Redis at all?                         */
+/* ------------------------------------------------------------------ */
+
+struct probe {
+    struct ev_loop *loop;
+    int status;
+    ev_timer guard;
+    char last_log[200]; /* the library's last warning: why it failed */
+};
+
+static void probe_log(int level, const char *msg, void *arg) {
+    struct probe *pr = arg;
+    (void)level;
+    snprintf(pr->last_log, sizeof(pr->last_log), "%s", msg);
+}
+
+static void probe_released(leash_lock *l, int status, void *arg) {
+    struct probe *pr = arg;
+    (void)l, (void)status;
+    ev_break(pr->loop, EVBREAK_ALL);
+}
+
+static void probe_acquired(leash_lock *l, int status, void *arg) {
+    struct probe *pr = arg;
+    pr->status = status;
+    if (status == LEASH_OK && leash_release(l, probe_released, pr) == LEASH_OK)
+        return;
+    ev_break(pr->loop, EVBREAK_ALL);
+}
+
+static void probe_guard(struct ev_loop *loop, ev_timer *t, int revents) {
+    struct probe *pr = t->data;
+    (void)revents;
+    fprintf(stderr, "leash-demo: BUG? a try-once acquire got no callback in %.0f s\n", t->repeat);
+    pr->status = LEASH_ECONN;
+    ev_break(loop, EVBREAK_ALL);
+}
+
+/* A try-once acquire (and release) of a lock of its own: 0 when Redis
+ * answered, else -1 after printing why. */
+static int probe_redis(const struct target *t) {
+    struct probe pr;
+    leash_options opts;
+    leash_client *c = NULL;
+    leash_lock *l;
+    int rc;
+
+    memset(&pr, 0, sizeof(pr));
+    pr.status = LEASH_ECONN;
+    pr.loop = ev_loop_new(EVFLAG_AUTO);
+    if (pr.loop == NULL) {
+        fprintf(stderr, "leash-demo: cannot create an event loop\n");
+        return -1;
+    }
+    target_options(t, &opts);
+    opts.connect_timeout_ms = 1500;
+    opts.command_timeout_ms = 1500;
+    opts.log_cb = probe_log;
+    opts.log_arg = &pr;
+    rc = leash_client_new(&c, &opts);
+    if (rc == LEASH_OK && (rc = leash_libev_attach(pr.loop, c)) == LEASH_OK) {
+        l = leash_lock_new(c, "probe");
+        rc = l != NULL ? leash_acquire(l, 0, probe_acquired, &pr) : LEASH_ENOMEM;
+    }
+    if (rc == LEASH_OK) {
+        ev_timer_init(&pr.guard, probe_guard, 5., 5.);
+        pr.guard.data = &pr;
+        ev_timer_start(pr.loop, &pr.guard);
+        ev_run(pr.loop, 0);
+        ev_timer_stop(pr.loop, &pr.guard);
+        rc = pr.status;
+    }
+    leash_client_free(c);
+    ev_loop_destroy(pr.loop);
+
+    if (rc == LEASH_OK || rc == LEASH_EBUSY) /* EBUSY: someone holds it, yet Redis answered */
+        return 0;
+    fprintf(stderr, "leash-demo: cannot use Redis at %s: %s\n", t->shown, leash_strerror(rc));
+    if (pr.last_log[0] != '\0')
+        fprintf(stderr, "  (last message from leash: %s)\n", pr.last_log);
+    if (rc == LEASH_ECONN)
+        fprintf(stderr, "  Is a redis-server running there? Without REDIS_URL, scripts/demo "
+                        "starts one of its own.\n");
+    else if (rc == LEASH_EAUTH)
+        fprintf(stderr, "  Check the user, password and database number in the URL.\n");
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* The summary                                                         */
+/* ------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Prints the summary; returns the number of problems found in it. */
+static int summarize(struct parent *p, int64_t end) {
+    int i, j, done = 0, lost = 0, cut = 0, overlaps = 0, problems = 0;
+    uint64_t renewals = 0;
+
+    for (i = 0; i < p->nholds; i++) {
+        const struct hold *h = &p->holds[i];
+        renewals += h->renewals;
+        if (h->end == E_LOST)
+            lost++;
+        else if (h->steps == STEPS)
+            done++;
+        else
+            cut++;
+    }
+
+    printf("\nsummary\n");
+    printf("  %-15s %d: %d done", "jobs run", p->nholds, done);
+    if (lost > 0)
+        printf(", %d stopped by the lost callback", lost);
+    if (cut > 0)
+        printf(", %d stopped by the end of the run", cut);
+    printf("\n");
+
+    printf("  %-15s %d: %d woken by a release, %d takeover%s from the frozen holder\n", "handoffs",
+           p->handoffs, p->nwake, p->takeovers, p->takeovers == 1 ? "" : "s");
+    if (p->nwake > 0) {
+        qsort(p->wake_ms, (size_t)p->nwake, sizeof(p->wake_ms[0]), cmp_double);
+        printf("  %-15s %+.2f to %+.2f ms from the release callback to the waiter's grant\n",
+               "wake latency", p->wake_ms[0], p->wake_ms[p->nwake - 1]);
+    }
+    printf("  %-15s %" PRIu64 " (lease %d ms, renewed every %d ms)\n", "renewals", renewals,
+           LEASE_MS, RENEW_MS);
+
+    printf("  %-15s %d", "losts", lost);
+    for (i = 0, j = 0; i < p->nholds; i++) {
+        const struct hold *h = &p->holds[i];
+        if (h->end != E_LOST)
+            continue;
+        printf("%s w%d %s (fence %" PRIu64, j++ ? "," : ":", h->worker,
+               leash_lost_reason_name(h->reason), h->fence);
+        if (p->frozen == h->worker && i == p->frozen_hold)
+            printf(", after a %.2f s freeze", (double)(p->thawed_at - p->frozen_at) / 1e9);
+        printf(")");
+    }
+    printf("\n");
+
+    printf("  %-15s", "fences in order");
+    for (i = 0; i < p->nholds; i++)
+        printf(" %" PRIu64, p->holds[i].fence);
+    for (i = 1; i < p->nholds && p->holds[i].fence > p->holds[i - 1].fence; i++) {
+    }
+    printf(i >= p->nholds ? " (each hold a higher one)\n" : " (NOT increasing)\n");
+
+    printf("  %-15s %" PRIu64 " writes accepted, %" PRIu64 " stale writes rejected\n", "storage",
+           (uint64_t)atomic_load(&p->shm->accepted), (uint64_t)atomic_load(&p->shm->rejected));
+
+    /* Two holds whose writers both believed their lease valid at once would
+     * break the lock's promise (the storage's fence check is the backstop). */
+    for (i = 0; i < p->nholds; i++) {
+        for (j = i + 1; j < p->nholds; j++) {
+            const struct hold *a = &p->holds[i], *b = &p->holds[j];
+            int64_t from = a->first_write > b->first_write ? a->first_write : b->first_write;
+            int64_t to = a->valid_until < b->valid_until ? a->valid_until : b->valid_until;
+            if (a->writes == 0 || b->writes == 0 || from >= to)
+                continue;
+            overlaps++;
+            printf("  !! fences %" PRIu64 " (w%d) and %" PRIu64 " (w%d) wrote while both were "
+                   "valid, for %.1f ms\n",
+                   a->fence, a->worker, b->fence, b->worker, (double)(to - from) / 1e6);
+        }
+    }
+    printf("  %-15s %s\n", "overlap",
+           overlaps ? "FOUND (above)" : "none: no write while another holder's lease was valid");
+    problems += overlaps;
+
+    if (!p->interrupted) {
+        if (p->frozen == 0) {
+            printf("  !! no holder was frozen: the run ended too early\n");
+            problems++;
+        } else if (!p->taken_over) {
+            printf("  !! nobody took over while w%d was frozen\n", p->frozen);
+            problems++;
+        }
+    }
+    printf("  %-15s %.1f s\n", "run time", (double)(end - p->t0) / 1e9);
+    return problems;
+}
+
+/* ------------------------------------------------------------------ */
+/* main                                                                */
+/* ------------------------------------------------------------------ */
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: leash-demo REDIS_URL\n"
+            "  REDIS_URL: redis://[[user]:password@]host[:port][/db] or unix:///path/to/socket\n"
+            "  e.g. leash-demo redis://127.0.0.1:6379 (scripts/demo starts a server and runs "
+            "this)\n");
+}
+
+static void parent_timer(struct parent *p, ev_timer *t,
+                         void (*cb)(struct ev_loop *, ev_timer *, int), double after) {
+    ev_timer_init(t, cb, after, 0.);
+    t->data = p;
+}
+
+int main(int argc, char **argv) {
+    static struct parent par; /* zeroed; large */
+    struct parent *p = &par;
+    struct target target;
+    const char *why = NULL;
+    int events[2], stops[WORKERS + 1][2], i, forked, status, problems;
+    int64_t end;
+
+    if (argc != 2 || parse_url(argv[1], &target, &why) != 0) {
+        if (why != NULL)
+            fprintf(stderr, "leash-demo: bad REDIS_URL '%s': %s\n", argv[1], why);
+        usage();
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN); /* a closed socket or pipe is an error, not a signal */
+    if (probe_redis(&target) != 0)
+        return 1;
+
+    p->shm = mmap(NULL, sizeof(*p->shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p->shm == MAP_FAILED) {
+        perror("leash-demo: mmap");
+        return 1;
+    }
+    memset(p->shm, 0, sizeof(*p->shm));
+    if (pipe(events) != 0) {
+        perror("leash-demo: pipe");
+        return 1;
+    }
+    for (i = 1; i <= WORKERS; i++) {
+        if (pipe(stops[i]) != 0) {
+            perror("leash-demo: pipe");
+            return 1;
+        }
+        p->stop_fd[i] = stops[i][1];
+    }
+    p->events_fd = events[0];
+    p->freeze_hold = FREEZE_HOLD;
+
+    printf("leash-demo: %d workers take turns on the lock \"%s\" at %s\n", WORKERS, LOCK_NAME,
+           target.shown);
+    printf("  a job is %d writes %d ms apart; the watchdog renews a %d ms lease every %d ms;\n",
+           STEPS, STEP_MS, LEASE_MS, RENEW_MS);
+    printf("  the storage refuses a write whose fence is below the highest it has seen;\n");
+    printf("  during hold %d the parent freezes the holder (SIGSTOP) for %.1f s.\n\n", FREEZE_HOLD,
+           FREEZE_MS / 1000.);
+    printf("  time  who     what\n");
+    fflush(stdout);
+    fflush(stderr);
+
+    p->t0 = now_ns();
+    for (forked = 0, i = 1; i <= WORKERS; i++, forked++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            int j;
+            signal(SIGINT, SIG_IGN); /* Ctrl-C goes to the parent, which stops us in order */
+            close(events[0]);
+            for (j = 1; j <= WORKERS; j++) {
+                close(stops[j][1]);
+                if (j != i)
+                    close(stops[j][0]);
+            }
+            exit(worker_run(i, &target, events[1], stops[i][0], p->shm));
+        }
+        if (pid < 0) {
+            perror("leash-demo: fork");
+            break;
+        }
+        p->pid[i] = pid;
+    }
+    close(events[1]);
+    for (i = 1; i <= WORKERS; i++)
+        close(stops[i][0]);
+    fcntl(p->events_fd, F_SETFL, fcntl(p->events_fd, F_GETFL) | O_NONBLOCK);
+
+    p->loop = ev_loop_new(EVFLAG_AUTO);
+    if (p->loop == NULL) {
+        fprintf(stderr, "leash-demo: cannot create an event loop\n");
+        for (i = 1; i <= WORKERS; i++)
+            close_stop(p, i);
+        while (wait(NULL) > 0) {
+        }
+        return 1;
+    }
+    ev_io_init(&p->events, on_events, p->events_fd, EV_READ);
+    p->events.data = p;
+    ev_io_start(p->loop, &p->events);
+    parent_timer(p, &p->flush, on_flush, 0.);
+    parent_timer(p, &p->freeze, on_freeze, 0.);
+    parent_timer(p, &p->thaw, on_thaw, FREEZE_MS / 1000.);
+    parent_timer(p, &p->lost_check, on_lost_check, LOST_WAIT_MS / 1000.);
+    parent_timer(p, &p->limit, on_limit,
+                 (double)(p->t0 + (int64_t)RUN_LIMIT_MS * 1000000 - now_ns()) / 1e9);
+    parent_timer(p, &p->grace, on_grace, GRACE_MS / 1000.);
+    ev_timer_start(p->loop, &p->limit);
+    ev_signal_init(&p->sigint, on_signal, SIGINT);
+    p->sigint.data = p;
+    ev_signal_start(p->loop, &p->sigint);
+    ev_signal_init(&p->sigterm, on_signal, SIGTERM);
+    p->sigterm.data = p;
+    ev_signal_start(p->loop, &p->sigterm);
+    if (forked < WORKERS) {
+        parent_note(p, E_PROBLEM, "only %d of %d workers started", forked, WORKERS);
+        begin_stop(p, "fork failed");
+    }
+
+    ev_run(p->loop, 0);
+    end = now_ns();
+    ev_loop_destroy(p->loop);
+    close(p->events_fd);
+    for (i = 1; i <= WORKERS; i++)
+        close_stop(p, i);
+
+    problems = p->problems;
+    for (i = 1; i <= WORKERS; i++) {
+        if (p->pid[i] <= 0 || waitpid(p->pid[i], &status, 0) != p->pid[i])
+            continue;
+        if (WIFSIGNALED(status)) {
+            printf("!! w%d was killed by signal %d\n", i, WTERMSIG(status));
+            problems++;
+        } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && p->exited[i] == 0) {
+            printf("!! w%d exited with status %d\n", i, WEXITSTATUS(status));
+            problems++;
+        }
+    }
+    problems += summarize(p, end);
+    munmap(p->shm, sizeof(*p->shm));
+
+    if (p->interrupted) {
+        printf("result: interrupted\n");
+        return 130;
+    }
+    if (problems > 0) {
+        printf("result: FAILED, %d problem%s (marked !!)\n", problems, problems > 1 ? "s" : "");
+        return 1;
+    }
+    printf("result: OK\n");
+    return 0;
+}
