@@ -5,6 +5,9 @@
  * callback that runs on the loop the client is attached to (see
  * leash/adapters/libev.h), never inside the call that started the request.
  *
+ * Signals: like any hiredis program, ignore SIGPIPE (a write to a connection
+ * the server closed is then an error that leash handles).
+ *
  * Threads: a client and its locks belong to the thread that runs their loop.
  * No function may be called on one client from two threads at once; distinct
  * clients on distinct loops are independent.
