@@ -304,6 +304,7 @@ static void finish_release(leash_lock *l, int status) {
 
 /* Ends the hold locally: no more renewals, no more timers. */
 static void end_hold(leash_lock *l) {
+    leash__waiters_hold_ended(l);
     l->state = LEASH__LOCK_IDLE;
     l->phase = LEASH__PHASE_NONE;
     l->holds = 0;
@@ -902,6 +903,7 @@ static void lock_cancel_all(leash_lock *l) {
     } else if (l->state == LEASH__LOCK_HELD) {
         abandon_attempt(l, 0);
         leash__renew_forget(l);
+        leash__waiters_hold_ended(l);
         release_in_background(l, l->token);
     }
     l->state = LEASH__LOCK_IDLE;

@@ -18,6 +18,7 @@ void leash_options_init(leash_options *o) {
     o->reconnect_min_ms = 50;
     o->reconnect_max_ms = 2000;
     o->log_level = LEASH_LOG_WARN;
+    o->sub_linger_ms = 1000;
 }
 
 int leash__check_lease(const leash__logger *lg, int64_t lease_ms, int64_t renew_ms,
@@ -99,6 +100,11 @@ static int validate(const leash__logger *lg, const leash_options *o) {
                    (long long)o->reconnect_max_ms, (long long)o->reconnect_min_ms);
         return LEASH_EINVAL;
     }
+    if (o->sub_linger_ms < 0) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: sub_linger_ms must be >= 0 (got %lld)",
+                   (long long)o->sub_linger_ms);
+        return LEASH_EINVAL;
+    }
     if (o->log_level < LEASH_LOG_ERROR || o->log_level > LEASH_LOG_DEBUG) {
         leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: log_level %d is out of range",
                    o->log_level);
@@ -161,6 +167,7 @@ int leash__config_from_options(leash__config *cfg, const leash_options *o) {
     c.command_timeout_ms = o->command_timeout_ms;
     c.reconnect_min_ms = o->reconnect_min_ms;
     c.reconnect_max_ms = o->reconnect_max_ms;
+    c.sub_linger_ms = o->sub_linger_ms;
     c.log = lg;
     *cfg = c;
     return LEASH_OK;

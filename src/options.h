@@ -21,6 +21,7 @@ typedef struct leash__config {
     int64_t command_timeout_ms;
     int64_t reconnect_min_ms;
     int64_t reconnect_max_ms;
+    int64_t sub_linger_ms;
     leash__logger log;
 } leash__config;
 

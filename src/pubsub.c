@@ -26,11 +26,13 @@ static int send_sub(leash_client *c, const char *verb, leash__chan *ch) {
 }
 
 void leash__pubsub_sync(leash_client *c, leash__chan *ch) {
-    if (ch->refs > 0 && ch->sub == LEASH__SUB_NONE) {
+    int wanted = leash__chan_wanted(ch);
+
+    if (wanted && ch->sub == LEASH__SUB_NONE) {
         /* With the subscriber connection down, on_ready subscribes. */
         if (send_sub(c, "SUBSCRIBE", ch) == 0)
             ch->sub = LEASH__SUB_PENDING;
-    } else if (ch->refs == 0 && ch->sub == LEASH__SUB_ACTIVE) {
+    } else if (!wanted && ch->sub == LEASH__SUB_ACTIVE) {
         ch->sub = send_sub(c, "UNSUBSCRIBE", ch) == 0 ? LEASH__SUB_LEAVING : LEASH__SUB_NONE;
     }
     /* PENDING and LEAVING settle when their confirmation arrives. */
@@ -41,7 +43,7 @@ static void on_subscribe(leash_client *c, leash__chan *ch) {
     if (ch->sub != LEASH__SUB_PENDING)
         return;
     ch->sub = LEASH__SUB_ACTIVE;
-    if (ch->refs == 0) {
+    if (!leash__chan_wanted(ch)) {
         leash__pubsub_sync(c, ch);
         return;
     }
@@ -124,6 +126,10 @@ void leash__pubsub_on_down(leash__conn *conn) {
         for (ch = c->chans.buckets[i]; ch; ch = next) {
             next = ch->hnext;
             ch->sub = LEASH__SUB_NONE;
+            if (ch->lingering) { /* nothing to keep alive any more */
+                ch->lingering = 0;
+                leash__timer_stop(&ch->linger);
+            }
             leash__waiters_maybe_free(c, ch);
         }
     }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "clock.h"
 #include "lock.h"
 #include "pubsub.h"
 
@@ -74,6 +75,7 @@ static leash__chan *chans_add(leash__chans *t, const char *name, size_t len) {
 
 static void chans_remove(leash__chans *t, leash__chan *ch) {
     leash__chan **pp = &t->buckets[ch->hash & (t->nbuckets - 1)];
+    leash__timer_clear(&ch->linger);
     while (*pp != ch)
         pp = &(*pp)->hnext;
     *pp = ch->hnext;
@@ -88,6 +90,7 @@ void leash__chans_clear(leash__chans *t) {
     for (i = 0; i < t->nbuckets; i++) {
         for (ch = t->buckets[i]; ch; ch = next) {
             next = ch->hnext;
+            leash__timer_clear(&ch->linger);
             free(ch);
         }
     }
@@ -95,9 +98,32 @@ void leash__chans_clear(leash__chans *t) {
     memset(t, 0, sizeof(*t));
 }
 
+int leash__chan_wanted(const leash__chan *ch) {
+    return ch->refs > 0 || ch->holders > 0 || ch->lingering;
+}
+
 void leash__waiters_maybe_free(leash_client *c, leash__chan *ch) {
-    if (ch->refs == 0 && ch->sub == LEASH__SUB_NONE)
+    if (!leash__chan_wanted(ch) && ch->sub == LEASH__SUB_NONE)
         chans_remove(&c->chans, ch);
+}
+
+static void linger_over(void *arg) {
+    leash__chan *ch = arg;
+
+    ch->lingering = 0;
+    leash__pubsub_sync(ch->linger.client, ch); /* may free ch */
+}
+
+/* Nobody local waits for or holds this name any more. */
+static void chan_idle(leash_client *c, leash__chan *ch) {
+    ch->kept = 0;
+    if (c->cfg.sub_linger_ms > 0 &&
+        (ch->sub == LEASH__SUB_ACTIVE || ch->sub == LEASH__SUB_PENDING) &&
+        leash__timer_at(&ch->linger, leash__now_ms() + c->cfg.sub_linger_ms, 0) == LEASH_OK) {
+        ch->lingering = 1;
+        return;
+    }
+    leash__pubsub_sync(c, ch); /* may free ch */
 }
 
 /* ---- joining and leaving ---- */
@@ -113,6 +139,11 @@ int leash__waiters_join(leash_lock *l) {
         ch = chans_add(&c->chans, l->keys.channel, l->keys.channel_len);
         if (ch == NULL)
             return LEASH_ENOMEM;
+        leash__timer_init(&ch->linger, c, linger_over, ch);
+    }
+    if (ch->lingering) {
+        ch->lingering = 0;
+        leash__timer_stop(&ch->linger);
     }
     l->w.chan = ch;
     l->w.parked = 0;
@@ -123,8 +154,8 @@ int leash__waiters_join(leash_lock *l) {
     else
         ch->head = l;
     ch->tail = l;
-    if (ch->refs++ == 0)
-        leash__pubsub_sync(c, ch);
+    ch->refs++;
+    leash__pubsub_sync(c, ch);
     return LEASH_OK;
 }
 
@@ -147,8 +178,8 @@ void leash__waiters_leave(leash_lock *l) {
     if (ch->kept > (unsigned)ch->refs - 1)
         ch->kept = (unsigned)ch->refs - 1;
     if (--ch->refs == 0) {
-        ch->kept = 0;
-        leash__pubsub_sync(l->client, ch);
+        if (ch->holders == 0)
+            chan_idle(l->client, ch);
         return;
     }
     /* The new head may be parked with a wake waiting for it. */
@@ -163,9 +194,24 @@ void leash__waiters_leave(leash_lock *l) {
 void leash__waiters_granted(leash_lock *l) {
     /* Every release announced so far came before this grant: a kept wake
      * would only send the next waiter into a busy attempt. */
-    if (l->w.chan != NULL)
-        l->w.chan->kept = 0;
+    leash__chan *ch = l->w.chan;
+
+    if (ch != NULL) {
+        ch->kept = 0;
+        ch->holders++;
+        l->w.hold_chan = ch;
+    }
     leash__waiters_leave(l);
+}
+
+void leash__waiters_hold_ended(leash_lock *l) {
+    leash__chan *ch = l->w.hold_chan;
+
+    if (ch == NULL)
+        return;
+    l->w.hold_chan = NULL;
+    if (--ch->holders == 0 && ch->refs == 0)
+        chan_idle(l->client, ch);
 }
 
 int leash__waiters_covered(const leash_lock *l) {

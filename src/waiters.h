@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "timer.h"
 #include "token.h"
 
 typedef struct leash_lock leash_lock;
@@ -32,8 +33,11 @@ struct leash__chan {
     char *name;
     size_t len;
     unsigned hash;
-    int sub;  /* enum leash__sub_state */
-    int refs; /* joined waiters */
+    int sub;             /* enum leash__sub_state */
+    int refs;            /* joined waiters */
+    int holders;         /* local holders that came through this queue */
+    leash__timer linger; /* unsubscribes once idle for sub_linger_ms */
+    int lingering;
     leash_lock *head, *tail;
     unsigned kept;                         /* wakes kept for the next waiter that parks */
     char last_token[LEASH__TOKEN_LEN + 1]; /* release already turned into a wake */
@@ -49,6 +53,7 @@ typedef struct leash__waiter {
     leash__chan *chan; /* NULL when not joined */
     leash_lock *next, *prev;
     int parked;
+    leash__chan *hold_chan; /* the queue a held lock came through */
 } leash__waiter;
 
 void leash__chans_clear(leash__chans *t);
@@ -57,8 +62,12 @@ leash__chan *leash__chans_find(const leash__chans *t, const char *name, size_t l
 /* Joins l to its name's FIFO (subscribing if first). LEASH_OK / LEASH_ENOMEM. */
 int leash__waiters_join(leash_lock *l);
 void leash__waiters_leave(leash_lock *l);
-/* l leaves because it was granted the lock. */
+/* l leaves because it was granted the lock; it keeps the channel wanted
+ * until its hold ends (leash__waiters_hold_ended). */
 void leash__waiters_granted(leash_lock *l);
+void leash__waiters_hold_ended(leash_lock *l);
+/* 1 while ch's subscription is needed: waiters, holders, or lingering. */
+int leash__chan_wanted(const leash__chan *ch);
 /* 1 if an attempt sent now cannot miss a release: joined and confirmed. */
 int leash__waiters_covered(const leash_lock *l);
 /* Parks l; returns 1 if a kept wake was waiting: try again at once. */

@@ -113,6 +113,44 @@ TEST(waiter_sleeps_through_a_renewing_holder_without_a_command) {
     world_down(&w);
 }
 
+TEST(contending_again_within_the_linger_costs_two_attempts) {
+    world w;
+    leash_client *other_client;
+    leash_lock *other, *mine;
+    fx_result got = {0};
+    leash_stats before, after;
+    long long subs;
+
+    world_up(&w, 5000);
+    other_client = fx_client(w.loop, &w.r, 5000);
+    other = leash_lock_new(other_client, "again-and-again");
+    mine = leash_lock_new(w.c, "again-and-again");
+    /* First contention: try, subscribe, try again, sleep, get it. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(mine, 5000, fx_acquire_cb, &got), LEASH_OK);
+    run_until_parked(&w, mine);
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 5000), LEASH_OK);
+    fx_run_until(w.loop, &got, 2000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, mine, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_OK);
+
+    /* Again, within the linger: the first try is already covered. */
+    subs = test_redis_calls(&w.r, "subscribe");
+    memset(&got, 0, sizeof(got));
+    leash_client_stats(w.c, &before);
+    CHECK_EQ_INT(leash_acquire(mine, 5000, fx_acquire_cb, &got), LEASH_OK);
+    run_until_parked(&w, mine);
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 5000), LEASH_OK);
+    fx_run_until(w.loop, &got, 2000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    leash_client_stats(w.c, &after);
+    CHECK_EQ_INT((long long)(after.commands_sent - before.commands_sent), 2);
+    CHECK_EQ_INT(test_redis_calls(&w.r, "subscribe"), subs);
+    leash_client_free(other_client);
+    world_down(&w);
+}
+
 TEST(holder_that_vanished_hands_over_when_its_key_expires) {
     world w;
     leash_lock *waiter;
@@ -244,7 +282,10 @@ TEST(one_subscription_per_name_shared_by_local_waiters) {
     }
     leash_release(ws[4], NULL, NULL);
     test_run_for(w.loop, 100);
-    /* The last waiter left: unsubscribed. */
+    /* The last holder left: the subscription lingers (sub_linger_ms, 1 s by
+     * default) in case the name is contended again, then goes. */
+    CHECK_EQ_INT(test_redis_calls(&w.r, "unsubscribe"), 0);
+    test_run_for(w.loop, 1100);
     CHECK_EQ_INT(test_redis_calls(&w.r, "unsubscribe"), 1);
     CHECK(leash__chans_find(&w.c->chans, ws[0]->keys.channel, ws[0]->keys.channel_len) == NULL);
     world_down(&w);
@@ -254,6 +295,7 @@ int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep),
         TEST_CASE(waiter_sleeps_through_a_renewing_holder_without_a_command),
+        TEST_CASE(contending_again_within_the_linger_costs_two_attempts),
         TEST_CASE(holder_that_vanished_hands_over_when_its_key_expires),
         TEST_CASE(release_seen_between_attempt_and_sleep_is_not_lost),
         TEST_CASE(waiters_survive_the_subscriber_connection_being_killed),

@@ -127,6 +127,10 @@ typedef struct leash_options {
     leash_log_cb *log_cb;       /* default NULL: the library prints nothing */
     void *log_arg;
     int log_level; /* default LEASH_LOG_WARN: messages up to this level */
+    /* default 1000: how long a name's pub/sub subscription outlives its
+     * last local waiter (and its last local holder that had waited), so a
+     * handle that contends again is covered at once; 0 = unsubscribe then. */
+    int64_t sub_linger_ms;
 } leash_options;
 
 /* Fills every field of *o with its default. */
