@@ -170,7 +170,7 @@ static void count_send(leash__conn *conn, unsigned replies) {
 static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     if (redisAsyncFormattedCommand(conn->ac, on_cmd_reply, cmd, cmd->buf, cmd->len) != REDIS_OK)
         return -1;
-    cmd->flags |= LEASH__CMD_SENT;
+    cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
     list_append(&conn->sent, cmd);
     if (conn->role == LEASH__CONN_CMD)
         conn->client->stats.commands_sent++;

@@ -36,6 +36,7 @@ enum {
     LEASH__CMD_RETRY = 1,  /* resend after a reconnect while the deadline allows */
     LEASH__CMD_SENT = 2,   /* written to hiredis; its callback is pending */
     LEASH__CMD_ORPHAN = 4, /* nobody waits for the answer any more */
+    LEASH__CMD_WRITTEN = 8 /* was written at least once: it may have run */
 };
 
 struct leash__cmd {

@@ -263,7 +263,9 @@ static void abandon_attempt(leash_lock *l, int release_grant) {
     if (cmd == NULL)
         return;
     l->attempt = NULL;
-    sent = (cmd->flags & LEASH__CMD_SENT) != 0;
+    /* Written once is enough: a resend queued after a broken connection
+     * may have run the first time. */
+    sent = (cmd->flags & LEASH__CMD_WRITTEN) != 0;
     leash__cmd_cancel(cmd);
     if (sent && release_grant)
         release_in_background(l, l->token);
@@ -791,7 +793,7 @@ int leash_release(leash_lock *l, leash_release_cb *cb, void *arg) {
     if (l->state == LEASH__LOCK_ACQUIRING) {
         /* Give up the acquire; release its grant if one is on the way. */
         leash__deferred *dacq = deferred_new(l), *drel = NULL;
-        int in_flight = l->attempt != NULL && (l->attempt->flags & LEASH__CMD_SENT);
+        int in_flight = l->attempt != NULL && (l->attempt->flags & LEASH__CMD_WRITTEN);
         cmd = NULL;
         if (dacq != NULL && in_flight)
             cmd = make_release(l, l->token, 0,
