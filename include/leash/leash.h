@@ -160,7 +160,8 @@ LEASH_EXPORT void leash_client_free(leash_client *c);
 LEASH_EXPORT void leash_client_set_data(leash_client *c, void *data);
 LEASH_EXPORT void *leash_client_get_data(const leash_client *c);
 
-/* 1 while the command connection is connected and ready, else 0. */
+/* 1 while the command connection is connected and ready (handshake done),
+ * else 0 (also for NULL). */
 LEASH_EXPORT int leash_client_connected(const leash_client *c);
 
 /*
@@ -199,9 +200,13 @@ LEASH_EXPORT leash_lock *leash_lock_new(leash_client *c, const char *name);
  */
 LEASH_EXPORT void leash_lock_free(leash_lock *l);
 
+/* A slot for the user; leash never touches it. NULL-safe. */
 LEASH_EXPORT void leash_lock_set_data(leash_lock *l, void *data);
 LEASH_EXPORT void *leash_lock_get_data(const leash_lock *l);
+/* The name given to leash_lock_new (owned by the handle, valid until it is
+ * freed); NULL for a NULL handle. */
 LEASH_EXPORT const char *leash_lock_name(const leash_lock *l);
+/* The client the handle belongs to; NULL for a NULL handle. */
 LEASH_EXPORT leash_client *leash_lock_client(const leash_lock *l);
 
 /*
@@ -280,7 +285,10 @@ LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
  */
 LEASH_EXPORT int leash_cancel(leash_lock *l);
 
-/* Sets (or clears, with NULL) the lost callback of a handle. */
+/* Sets (or clears, with NULL) the lost callback of a handle, for the current
+ * hold and the next ones. It fires from the loop, at most once per hold,
+ * and never for a hold that ends by leash_release, leash_lock_free or
+ * leash_client_free. NULL handle: no-op. */
 LEASH_EXPORT void leash_on_lost(leash_lock *l, leash_lost_cb *cb, void *arg);
 
 /* 1 while the handle holds the lock and its local deadline is ahead. */
