@@ -33,6 +33,14 @@
 #include "scripts.h"
 
 #define FOREVER INT64_MAX
+/* Longest a waiter sleeps on one TTL: numbers from the wire (a busy
+ * answer's PTTL, a "renewed" message) are clamped to it, so no sum can
+ * overflow and nothing sent by a stranger strands a waiter for long. */
+#define MAX_SLEEP_MS ((int64_t)86400000)
+
+static int64_t clamp_sleep(long long ms) {
+    return ms < 0 ? 0 : ms > MAX_SLEEP_MS ? MAX_SLEEP_MS : (int64_t)ms;
+}
 
 static void lock_arm(leash_lock *l);
 static void send_attempt(leash_lock *l);
@@ -369,7 +377,9 @@ static void wait_for_release(leash_lock *l, long long pttl) {
 
     /* A holder that crashed publishes nothing: its key expiring is the
      * release. A key without expiry (pttl -1) gets looked at every lease. */
-    l->ttl_wake = now + (pttl >= 0 ? pttl + 1 : l->lease_ms);
+    l->ttl_wake = now + (pttl >= 0 ? clamp_sleep(pttl) + 1 : l->lease_ms);
+    if (clamp_sleep(pttl) > l->ttl_seen)
+        l->ttl_seen = clamp_sleep(pttl);
     if (leash__waiters_join(l) != LEASH_OK) {
         acquire_failed(l, LEASH_ENOMEM);
         return;
@@ -422,6 +432,16 @@ static int parse_attempt(leash_lock *l, redisReply *r, int status, int *err, uin
 
 static void on_reentrant_reply(leash_lock *l, int answer, int err, long long count) {
     l->phase = LEASH__PHASE_NONE;
+    if (leash__now_ms() >= l->deadline) {
+        /* Too late: the hold ended at its deadline; so did this request. */
+        leash_acquire_cb *cb = l->acq_cb;
+        void *arg = l->acq_arg;
+        l->acq_cb = NULL;
+        lose(l, l->hold_watchdog ? LEASH_LOST_UNREACHABLE : LEASH_LOST_FIXED_LEASE);
+        if (!l->freed && cb != NULL)
+            cb(l, LEASH_ECONN, arg);
+        return;
+    }
     if (answer == ANSWER_GRANTED) {
         int64_t d = l->attempt_sent + l->hold_lease - drift_ms(l->hold_lease);
         l->holds = (int)count;
@@ -581,6 +601,7 @@ int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *ar
     l->wait_once = wait_ms == 0;
     l->wait_deadline = wait_ms > 0 ? leash__now_ms() + wait_ms : 0;
     l->timed_out = 0;
+    l->ttl_seen = 0;
     l->hold_lease = l->lease_ms;
     l->hold_renew = l->renew_ms;
     l->hold_watchdog = l->watchdog;
@@ -610,11 +631,18 @@ void leash__lock_subscribed(leash_lock *l) {
 }
 
 void leash__lock_holder_renewed(leash_lock *l, int64_t lease_ms) {
+    int64_t sleep = clamp_sleep(lease_ms), cap;
+
     if (l->state != LEASH__LOCK_ACQUIRING)
         return;
     /* The holder is alive for lease_ms more: sleep on (a busy answer in
-     * flight sets the time again from the key's own TTL). */
-    l->ttl_wake = leash__now_ms() + lease_ms + 1;
+     * flight sets the time again from the key's own TTL). Anyone allowed
+     * to PUBLISH can send this: believe no more than our own lease or the
+     * longest TTL Redis itself showed us. */
+    cap = l->lease_ms > l->ttl_seen ? l->lease_ms : l->ttl_seen;
+    if (sleep > cap)
+        sleep = cap;
+    l->ttl_wake = leash__now_ms() + sleep + 1;
     if (l->phase == LEASH__PHASE_PARKED || l->phase == LEASH__PHASE_SUBSCRIBING)
         lock_arm(l);
 }
@@ -624,6 +652,12 @@ void leash__lock_renewed(leash_lock *l, int result, int status, int64_t sent) {
 
     if (l->state != LEASH__LOCK_HELD)
         return;
+    if (now >= l->deadline) {
+        /* The answer came too late (a busy loop, a stopped process): the
+         * hold already ended at its deadline, whatever Redis says now. */
+        lose(l, l->hold_watchdog ? LEASH_LOST_UNREACHABLE : LEASH_LOST_FIXED_LEASE);
+        return;
+    }
     if (result == 1) {
         int64_t d = sent + l->hold_lease - drift_ms(l->hold_lease);
         if (d > l->deadline)

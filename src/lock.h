@@ -64,6 +64,7 @@ struct leash_lock {
     int64_t attempt_sent;
     int attempt_covered; /* sent while subscribed: a later release can't be missed */
     int64_t ttl_wake;    /* parked: try again then, even without a message */
+    int64_t ttl_seen;    /* longest holder TTL Redis answered during this wait */
     leash__waiter w;
 
     /* the hold */
