@@ -34,8 +34,8 @@
  * this program issued", and a note says so when they differ.
  *
  * The redis-server is started by tests/support/redis_server.c (no
- * persistence), pinned to the first allowed CPU (inherited from this
- * process at fork), the benchmark to the second; it is stopped by its pid.
+ * persistence) through bench_start_server() (common.h): pinned to the first
+ * allowed CPU, the benchmark to the second; it is stopped by its pid.
  * References, on the same server and CPUs: one round trip with
  * redis-benchmark -c 1 (PING) when it is installed; an uncontended leash
  * acquire; and the floor, the same handoff done with bare hiredis (a script
@@ -45,12 +45,11 @@
  * Output: one markdown table on stdout, then notes. Exit 0 when every
  * configuration ran (even if a figure is bad), 1 on a set-up failure.
  */
-#define _GNU_SOURCE /* sched_setaffinity, CPU_SET, pipe2, getopt_long */
+#define _GNU_SOURCE /* pipe2, getopt_long */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -70,52 +69,11 @@
 #include <leash/adapters/libev.h>
 #include <leash/leash.h>
 
+#include "common.h"
 #include "redis_server.h"
 
 #define MAX_CONTENDERS 64
 #define MAX_CONFIGS 16
-
-/* ---- time ---- */
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-/* Steal time of one CPU so far (/proc/stat, in ms), -1 if unknown: on a
- * virtual machine a vCPU that the host takes away shows up here, and in
- * the tail of every latency figure. */
-static int64_t steal_ms(int cpu) {
-    char line[512], name[16];
-    FILE *f = fopen("/proc/stat", "r");
-    int64_t ms = -1;
-    long hz = sysconf(_SC_CLK_TCK);
-
-    if (f == NULL || cpu < 0 || hz <= 0) {
-        if (f != NULL)
-            fclose(f);
-        return -1;
-    }
-    snprintf(name, sizeof name, "cpu%d ", cpu);
-    while (fgets(line, sizeof line, f) != NULL) {
-        unsigned long long v[8];
-        if (strncmp(line, name, strlen(name)) != 0)
-            continue;
-        if (sscanf(line + strlen(name), "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
-                   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
-            ms = (int64_t)(v[7] * 1000ULL / (unsigned long long)hz);
-        break;
-    }
-    fclose(f);
-    return ms;
-}
 
 /* ---- INFO commandstats ---- */
 
@@ -293,11 +251,6 @@ struct bench {
 static void contender_acquire(contender *ct);
 static void stop_everyone(bench *b);
 
-static void log_to_stderr(int level, const char *msg, void *arg) {
-    (void)arg;
-    fprintf(stderr, "leash[%d] pid %d: %s\n", level, (int)getpid(), msg);
-}
-
 /* The INFO snapshot that closes the window; only the stopper takes it. */
 static void close_window(bench *b, redisContext *admin, int capped) {
     shared *sh = b->sh;
@@ -325,7 +278,7 @@ static void on_acquired(leash_lock *l, int status, void *arg) {
     contender *ct = arg;
     bench *b = ct->b;
     shared *sh = b->sh;
-    int64_t t = now_ns(), k;
+    int64_t t = bench_now_ns(), k;
     int j, expected = -1;
 
     (void)l;
@@ -369,7 +322,7 @@ static void on_released(leash_lock *l, int status, void *arg) {
     contender *ct = arg;
     bench *b = ct->b;
     shared *sh = b->sh;
-    int64_t t = now_ns();
+    int64_t t = bench_now_ns();
 
     (void)l;
     ct->state = C_IDLE;
@@ -406,7 +359,7 @@ static void on_hold_over(struct ev_loop *loop, ev_timer *w, int revents) {
      * Redis sees the release. */
     atomic_compare_exchange_strong(&sh->owner, &me, -1);
     if (ct->hold_index < sh->slots)
-        sh->ask_ns[ct->hold_index] = now_ns();
+        sh->ask_ns[ct->hold_index] = bench_now_ns();
     ct->state = C_RELEASING;
     rc = leash_release(ct->lock, on_released, ct);
     if (rc != LEASH_OK) {
@@ -447,7 +400,7 @@ static int contender_open(bench *b, contender *ct, int id, struct ev_loop *loop,
     leash_options_init(&o);
     o.host = "127.0.0.1";
     o.port = b->port;
-    o.log_cb = log_to_stderr;
+    o.log_cb = bench_log_stderr;
     o.log_level = LEASH_LOG_WARN;
     if (leash_client_new(&ct->client, &o) != LEASH_OK)
         return -1;
@@ -491,7 +444,7 @@ static void contender_close(contender *ct) {
 
 /* Runs loop until every client of cs[from..to) is connected, 5 s at most. */
 static int wait_connected(struct ev_loop *loop, contender *cs, int from, int to) {
-    int64_t deadline = now_ns() + 5000000000LL;
+    int64_t deadline = bench_now_ns() + 5000000000LL;
     int i, all;
 
     do {
@@ -501,8 +454,8 @@ static int wait_connected(struct ev_loop *loop, contender *cs, int from, int to)
             all = all && leash_client_connected(cs[i].client);
         if (all)
             return 0;
-        sleep_ms(1);
-    } while (now_ns() < deadline);
+        bench_sleep_ms(1);
+    } while (bench_now_ns() < deadline);
     return -1;
 }
 
@@ -544,21 +497,8 @@ static void on_cap_loop(struct ev_loop *loop, ev_timer *w, int revents) {
     }
 }
 
-static redisContext *admin_connect(int port) {
-    struct timeval tv = {3, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-
-    if (c != NULL && c->err) {
-        redisFree(c);
-        return NULL;
-    }
-    if (c != NULL)
-        redisSetTimeout(c, tv);
-    return c;
-}
-
 static int run_loop_mode(bench *b) {
-    redisContext *admin = admin_connect(b->port);
+    redisContext *admin = bench_connect(b->port);
     int i, opened = 0, rc = -1;
 
     b->loop = ev_loop_new(EVFLAG_AUTO);
@@ -622,7 +562,7 @@ static int child_main(bench *b, int id) {
     redisContext *admin;
 
     loop = ev_loop_new(EVFLAG_AUTO);
-    admin = admin_connect(b->port);
+    admin = bench_connect(b->port);
     if (loop == NULL || admin == NULL || contender_open(b, ct, id, loop, admin, NULL) != 0) {
         fprintf(stderr, "handoff: contender %d could not be set up\n", id);
         return 1;
@@ -679,18 +619,18 @@ static int run_procs_mode(bench *b, test_redis *r) {
         started++;
     }
     /* Everybody connected, then go. */
-    deadline = now_ns() + 10000000000LL;
-    while (started == b->n && atomic_load(&sh->ready) < b->n && now_ns() < deadline)
-        sleep_ms(1);
+    deadline = bench_now_ns() + 10000000000LL;
+    while (started == b->n && atomic_load(&sh->ready) < b->n && bench_now_ns() < deadline)
+        bench_sleep_ms(1);
     if (started == b->n && atomic_load(&sh->ready) == b->n) {
         atomic_store(&sh->go, 1);
         for (i = 0; i < b->n; i++)
             kick(b, i);
-        deadline = now_ns() + (int64_t)(b->cap_s * 1e9);
+        deadline = bench_now_ns() + (int64_t)(b->cap_s * 1e9);
     } else {
         fprintf(stderr, "handoff: contenders did not all start\n");
         rc = -1;
-        deadline = now_ns();
+        deadline = bench_now_ns();
     }
     /* Wait for the window to close; at the cap, close it from here. */
     hard = 0;
@@ -704,7 +644,7 @@ static int run_procs_mode(bench *b, test_redis *r) {
         }
         if (alive == 0)
             break;
-        if (hard == 0 && now_ns() >= deadline) {
+        if (hard == 0 && bench_now_ns() >= deadline) {
             int zero = 0;
             if (atomic_compare_exchange_strong(&sh->stop, &zero, 1)) {
                 redisReply *reply = test_redis_cmd(r, "INFO commandstats");
@@ -717,11 +657,11 @@ static int run_procs_mode(bench *b, test_redis *r) {
             }
             for (i = 0; i < b->n; i++)
                 kick(b, i);
-            hard = now_ns() + 5000000000LL;
+            hard = bench_now_ns() + 5000000000LL;
         }
         if (hard == 0 && atomic_load(&sh->stop))
-            hard = now_ns() + 5000000000LL;
-        if (hard != 0 && now_ns() >= hard) {
+            hard = bench_now_ns() + 5000000000LL;
+        if (hard != 0 && bench_now_ns() >= hard) {
             fprintf(stderr, "handoff: %d contender(s) did not stop; killing them\n", alive);
             for (i = 0; i < started; i++)
                 if (pids[i] > 0) {
@@ -732,7 +672,7 @@ static int run_procs_mode(bench *b, test_redis *r) {
             rc = -1;
             break;
         }
-        sleep_ms(2);
+        bench_sleep_ms(2);
     }
 close_pipes:
     for (i = 0; i < b->n; i++) {
@@ -766,19 +706,9 @@ typedef struct result {
     char first_error[160];
 } result;
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest rank. */
+/* Nearest rank, in µs. */
 static double pct_us(const int64_t *sorted, int64_t n, double p) {
-    int64_t idx = (int64_t)(p * (double)n + 0.999999) - 1;
-    if (idx < 0)
-        idx = 0;
-    if (idx >= n)
-        idx = n - 1;
-    return (double)sorted[idx] / 1000.;
+    return (double)bench_pct(sorted, n, p) / 1000.;
 }
 
 static void write_samples(const char *dir, const result *res, const int64_t *s, int64_t n) {
@@ -843,7 +773,7 @@ static void collect(const bench *b, result *res, const char *samples_dir) {
     }
     res->seconds = (double)(sh->acq_ns[last] - sh->acq_ns[w]) / 1e9;
     if (n > 0) {
-        qsort(s, (size_t)n, sizeof(*s), cmp_i64);
+        qsort(s, (size_t)n, sizeof(*s), bench_cmp_i64);
         res->count = n;
         res->p50_us = pct_us(s, n, 0.50);
         res->p99_us = pct_us(s, n, 0.99);
@@ -854,7 +784,7 @@ static void collect(const bench *b, result *res, const char *samples_dir) {
     }
     free(s);
     if (na > 0) {
-        qsort(a, (size_t)na, sizeof(*a), cmp_i64);
+        qsort(a, (size_t)na, sizeof(*a), bench_cmp_i64);
         res->ask_p50_us = pct_us(a, na, 0.50);
         res->ask_p99_us = pct_us(a, na, 0.99);
     }
@@ -904,13 +834,13 @@ static int run_config(int n, int mode, int64_t handoffs, double cap_s, int hold_
     if (reply)
         freeReplyObject(reply);
 
-    res->steal_server = steal_ms(cpus[0]);
-    res->steal_bench = steal_ms(cpus[1]);
+    res->steal_server = bench_steal_ms(cpus[0]);
+    res->steal_bench = bench_steal_ms(cpus[1]);
     rc = mode == MODE_PROCS ? run_procs_mode(b, r) : run_loop_mode(b);
     if (res->steal_server >= 0)
-        res->steal_server = steal_ms(cpus[0]) - res->steal_server;
+        res->steal_server = bench_steal_ms(cpus[0]) - res->steal_server;
     if (res->steal_bench >= 0)
-        res->steal_bench = steal_ms(cpus[1]) - res->steal_bench;
+        res->steal_bench = bench_steal_ms(cpus[1]) - res->steal_bench;
     if (rc == 0) {
         res->ok = 1;
         collect(b, res, samples_dir);
@@ -931,31 +861,18 @@ typedef struct reference {
     double floor_p50_us, floor_p99_us; /* the same handoff with bare hiredis */
 } reference;
 
-/* CSV of redis-benchmark 6+/7: "test","rps","avg","min","p50","p95","p99","max". */
+/* One PING round trip, p50 and p99, with redis-benchmark. */
 static void measure_reference(int port, reference *ref) {
-    char cmd[256], line[512];
-    FILE *p;
+    static const char *const args[] = {"-c",    "1",  "-P",         "1", "-n",
+                                       "20000", "-t", "ping_mbulk", NULL};
+    bench_rb rb;
 
     memset(ref, 0, sizeof *ref);
-    snprintf(cmd, sizeof cmd,
-             "redis-benchmark -h 127.0.0.1 -p %d -c 1 -P 1 -n 20000 -t ping_mbulk --csv "
-             "2>/dev/null",
-             port);
-    p = popen(cmd, "r");
-    if (p == NULL)
+    if (!bench_have_redis_benchmark() || bench_redis_benchmark(port, 60., args, &rb) != 0)
         return;
-    while (fgets(line, sizeof line, p) != NULL) {
-        double v[7];
-        if (strncmp(line, "\"PING_MBULK\"", 12) != 0)
-            continue;
-        if (sscanf(line + 12, ",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\",\"%lf\"", &v[0],
-                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) == 7) {
-            ref->ok = 1;
-            ref->p50_us = v[3] * 1000.;
-            ref->p99_us = v[5] * 1000.;
-        }
-    }
-    pclose(p);
+    ref->ok = 1;
+    ref->p50_us = rb.p50_us;
+    ref->p99_us = rb.p99_us;
 }
 
 /* Uncontended acquires through leash, one at a time: the floor of a
@@ -1001,7 +918,7 @@ static void idle_gap_over(struct ev_loop *loop, ev_timer *w, int revents) {
 static void idle_acquired(leash_lock *l, int status, void *arg) {
     idle_run *ir = arg;
 
-    ir->lat[ir->done] = now_ns() - ir->started;
+    ir->lat[ir->done] = bench_now_ns() - ir->started;
     if (status != LEASH_OK || leash_release(l, idle_released, ir) != LEASH_OK) {
         ir->failed = 1;
         ev_break(ir->loop, EVBREAK_ALL);
@@ -1015,7 +932,7 @@ static void idle_next(idle_run *ir) {
         ev_break(ir->loop, EVBREAK_ALL);
         return;
     }
-    ir->started = now_ns();
+    ir->started = bench_now_ns();
     if (leash_acquire(ir->lock, 0, idle_acquired, ir) != LEASH_OK) {
         ir->failed = 1;
         ev_break(ir->loop, EVBREAK_ALL);
@@ -1044,7 +961,7 @@ static void measure_idle_acquire(int port, int gap_ms, reference *ref) {
         idle_next(ir);
         ev_run(ir->loop, 0);
         if (!ir->failed && ir->done == IDLE_ROUNDS) {
-            qsort(ir->lat, IDLE_ROUNDS, sizeof(ir->lat[0]), cmp_i64);
+            qsort(ir->lat, IDLE_ROUNDS, sizeof(ir->lat[0]), bench_cmp_i64);
             ref->idle_ok = 1;
             ref->idle_p50_us = pct_us(ir->lat, IDLE_ROUNDS, 0.50);
             ref->idle_p99_us = pct_us(ir->lat, IDLE_ROUNDS, 0.99);
@@ -1108,7 +1025,7 @@ static void floor_on_taken(redisAsyncContext *ac, void *reply, void *arg) {
         floor_fail(fr);
         return;
     }
-    fr->lat[fr->done++] = now_ns() - fr->t_rel;
+    fr->lat[fr->done++] = bench_now_ns() - fr->t_rel;
     if (fr->done == FLOOR_ROUNDS)
         ev_break(fr->loop, EVBREAK_ALL);
     else
@@ -1123,7 +1040,7 @@ static void floor_on_released(redisAsyncContext *ac, void *reply, void *arg) {
         floor_fail(fr);
         return;
     }
-    fr->t_rel = now_ns();
+    fr->t_rel = bench_now_ns();
 }
 
 static void floor_on_sub(redisAsyncContext *ac, void *reply, void *arg) {
@@ -1198,7 +1115,7 @@ static void measure_floor(int port, int hold_ms, reference *ref) {
     ev_timer_stop(fr->loop, &fr->pause);
     ev_timer_stop(fr->loop, &fr->guard);
     if (!fr->failed && fr->done == FLOOR_ROUNDS) {
-        qsort(fr->lat, FLOOR_ROUNDS, sizeof(fr->lat[0]), cmp_i64);
+        qsort(fr->lat, FLOOR_ROUNDS, sizeof(fr->lat[0]), bench_cmp_i64);
         ref->floor_ok = 1;
         ref->floor_p50_us = pct_us(fr->lat, FLOOR_ROUNDS, 0.50);
         ref->floor_p99_us = pct_us(fr->lat, FLOOR_ROUNDS, 0.99);
@@ -1212,30 +1129,6 @@ static void measure_floor(int port, int hold_ms, reference *ref) {
         redisAsyncFree(fr->sub);
     ev_loop_destroy(fr->loop);
     free(fr);
-}
-
-/* ---- CPUs ---- */
-
-static int pin_self(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof set, &set);
-}
-
-static void describe_affinity(pid_t pid, char *out, size_t cap) {
-    cpu_set_t set;
-    size_t len = 0;
-    int cpu;
-
-    out[0] = '\0';
-    if (sched_getaffinity(pid, sizeof set, &set) != 0) {
-        snprintf(out, cap, "?");
-        return;
-    }
-    for (cpu = 0; cpu < CPU_SETSIZE && len + 8 < cap; cpu++)
-        if (CPU_ISSET(cpu, &set))
-            len += (size_t)snprintf(out + len, cap - len, "%s%d", len ? "," : "", cpu);
 }
 
 /* ---- output ---- */
@@ -1394,11 +1287,10 @@ int main(int argc, char **argv) {
     const char *samples_dir = NULL;
     result results[MAX_CONFIGS * 2];
     int nres = 0, i, m, opt, failed = 0;
-    int server_cpu = -1, bench_cpu = -1, cpus[2];
-    char aff_server[64] = "", aff_bench[64] = "";
+    int cpus[2];
+    bench_cpus bcpus;
     reference ref;
     test_redis r;
-    cpu_set_t allowed;
 
     while ((opt = getopt_long(argc, argv, "c:m:H:T:", longopts, NULL)) != -1) {
         switch (opt) {
@@ -1483,33 +1375,12 @@ int main(int argc, char **argv) {
         mkdir(samples_dir, 0755);
     signal(SIGPIPE, SIG_IGN);
 
-    /* The server inherits this process's CPU at fork; then the benchmark
-     * moves to the next allowed CPU. */
-    if (pin && sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) >= 2) {
-        int cpu;
-        for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-            if (!CPU_ISSET(cpu, &allowed))
-                continue;
-            if (server_cpu < 0)
-                server_cpu = cpu;
-            else if (bench_cpu < 0)
-                bench_cpu = cpu;
-        }
-        if (pin_self(server_cpu) != 0)
-            server_cpu = bench_cpu = -1;
-    }
-    if (test_redis_start(&r, NULL) != 0) {
+    if (bench_start_server(&r, NULL, pin, &bcpus) != 0) {
         fprintf(stderr, "handoff: could not start redis-server\n");
         return 1;
     }
-    if (server_cpu >= 0 && pin_self(bench_cpu) != 0) {
-        sched_setaffinity(0, sizeof allowed, &allowed);
-        bench_cpu = -1;
-    }
-    cpus[0] = server_cpu;
-    cpus[1] = bench_cpu;
-    describe_affinity(r.pid, aff_server, sizeof aff_server);
-    describe_affinity(0, aff_bench, sizeof aff_bench);
+    cpus[0] = bcpus.server;
+    cpus[1] = bcpus.client;
 
     memset(&ref, 0, sizeof ref);
     if (want_ref)
@@ -1535,7 +1406,7 @@ int main(int argc, char **argv) {
     printf("### Lock handoff (leash-bench-handoff)\n\n");
     print_table(results, nres);
     print_notes(results, nres, &ref, hold_ms, barge);
-    printf("\nredis-server on CPU %s, benchmark on CPU %s%s.\n", aff_server, aff_bench,
-           server_cpu < 0 ? " (not pinned)" : "");
+    printf("\n");
+    bench_print_cpus(&bcpus);
     return failed ? 1 : 0;
 }

@@ -1,0 +1,575 @@
+#define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
+
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <leash/adapters/libev.h>
+
+#include "scripts.h" /* the core's own script sources (src/scripts.c) */
+
+/* ---- time and resources ---- */
+
+int64_t bench_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void bench_sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int64_t bench_cpu_ns(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
+           ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+}
+
+int64_t bench_rss_bytes(void) {
+    long long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    int ok;
+
+    if (f == NULL)
+        return -1;
+    ok = fscanf(f, "%lld %lld", &size, &resident) == 2;
+    fclose(f);
+    return ok ? (int64_t)resident * sysconf(_SC_PAGESIZE) : -1;
+}
+
+/* ---- CPUs ---- */
+
+static int pin_self(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set);
+}
+
+static void describe_affinity(pid_t pid, char *out, size_t cap) {
+    cpu_set_t set;
+    size_t len = 0;
+    int cpu;
+
+    out[0] = '\0';
+    if (sched_getaffinity(pid, sizeof set, &set) != 0) {
+        snprintf(out, cap, "?");
+        return;
+    }
+    for (cpu = 0; cpu < CPU_SETSIZE && len + 8 < cap; cpu++)
+        if (CPU_ISSET(cpu, &set))
+            len += (size_t)snprintf(out + len, cap - len, "%s%d", len ? "," : "", cpu);
+}
+
+int bench_start_server(test_redis *r, const test_redis_config *cfg, int pin, bench_cpus *cpus) {
+    cpu_set_t allowed;
+    int have_mask = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+
+    cpus->server = cpus->client = -1;
+    if (pin && have_mask && CPU_COUNT(&allowed) >= 2) {
+        int cpu;
+        for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+            if (!CPU_ISSET(cpu, &allowed))
+                continue;
+            if (cpus->server < 0)
+                cpus->server = cpu;
+            else if (cpus->client < 0)
+                cpus->client = cpu;
+        }
+        /* The server inherits this mask at fork. */
+        if (pin_self(cpus->server) != 0)
+            cpus->server = cpus->client = -1;
+    }
+    if (test_redis_start(r, cfg) != 0) {
+        if (have_mask)
+            sched_setaffinity(0, sizeof allowed, &allowed);
+        return -1;
+    }
+    if (cpus->server >= 0 && pin_self(cpus->client) != 0) {
+        sched_setaffinity(0, sizeof allowed, &allowed);
+        cpus->client = -1;
+    }
+    describe_affinity(r->pid, cpus->server_desc, sizeof cpus->server_desc);
+    describe_affinity(0, cpus->client_desc, sizeof cpus->client_desc);
+    return 0;
+}
+
+void bench_print_cpus(const bench_cpus *cpus) {
+    printf("redis-server on CPU %s, benchmark on CPU %s%s.\n", cpus->server_desc, cpus->client_desc,
+           cpus->server < 0 ? " (not pinned)" : "");
+}
+
+/* Fields of one CPU's line in /proc/stat, in ms: [7] is steal; busy is
+ * user + nice + system + irq + softirq. 0, or -1 if unknown. */
+static int cpu_times(int cpu, int64_t *steal, int64_t *busy) {
+    char line[512], name[16];
+    FILE *f;
+    int rc = -1;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    if (cpu < 0 || hz <= 0 || (f = fopen("/proc/stat", "r")) == NULL)
+        return -1;
+    snprintf(name, sizeof name, "cpu%d ", cpu);
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long long v[8];
+        if (strncmp(line, name, strlen(name)) != 0)
+            continue;
+        if (sscanf(line + strlen(name), "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+                   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+            *steal = (int64_t)(v[7] * 1000ULL / (unsigned long long)hz);
+            *busy =
+                (int64_t)((v[0] + v[1] + v[2] + v[5] + v[6]) * 1000ULL / (unsigned long long)hz);
+            rc = 0;
+        }
+        break;
+    }
+    fclose(f);
+    return rc;
+}
+
+int64_t bench_steal_ms(int cpu) {
+    int64_t steal, busy;
+    return cpu_times(cpu, &steal, &busy) == 0 ? steal : -1;
+}
+
+void bench_steal_begin(const bench_cpus *cpus, bench_steal *s) {
+    if (cpu_times(cpus->server, &s->server_ms, &s->server_busy_ms) != 0)
+        s->server_ms = s->server_busy_ms = -1;
+    if (cpu_times(cpus->client, &s->client_ms, &s->client_busy_ms) != 0)
+        s->client_ms = s->client_busy_ms = -1;
+    s->wall_ns = bench_now_ns();
+}
+
+void bench_steal_end(const bench_cpus *cpus, bench_steal *s) {
+    int64_t steal, busy;
+
+    s->wall_ns = bench_now_ns() - s->wall_ns;
+    if (s->server_ms >= 0 && cpu_times(cpus->server, &steal, &busy) == 0) {
+        s->server_ms = steal - s->server_ms;
+        s->server_busy_ms = busy - s->server_busy_ms;
+    } else {
+        s->server_ms = s->server_busy_ms = -1;
+    }
+    if (s->client_ms >= 0 && cpu_times(cpus->client, &steal, &busy) == 0) {
+        s->client_ms = steal - s->client_ms;
+        s->client_busy_ms = busy - s->client_busy_ms;
+    } else {
+        s->client_ms = s->client_busy_ms = -1;
+    }
+}
+
+void bench_print_steal(const bench_steal *s) {
+    double wall_ms = (double)s->wall_ns / 1e6;
+
+    if (s->server_ms < 0 && s->client_ms < 0)
+        return;
+    printf("; CPU steal %lld ms (server CPU) + %lld ms (benchmark CPU)", (long long)s->server_ms,
+           (long long)s->client_ms);
+    if (wall_ms > 0. && s->server_busy_ms >= 0 && s->client_busy_ms >= 0)
+        printf("; CPUs busy %.0f%% + %.0f%% (every process on them)",
+               100. * (double)s->server_busy_ms / wall_ms,
+               100. * (double)s->client_busy_ms / wall_ms);
+}
+
+/* ---- Redis ---- */
+
+redisContext *bench_connect(int port) {
+    struct timeval tv = {3, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+
+    if (c != NULL && c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    if (c != NULL)
+        redisSetTimeout(c, tv);
+    return c;
+}
+
+static redisReply *info(redisContext *c, const char *section) {
+    redisReply *r;
+
+    if (c == NULL)
+        return NULL;
+    r = redisCommand(c, "INFO %s", section);
+    if (r != NULL && r->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        r = NULL;
+    }
+    return r;
+}
+
+/* Lines "cmdstat_<name>:calls=N,usec=U,...". */
+int bench_cmdstats_read(redisContext *c, bench_cmdstats *out) {
+    redisReply *r = info(c, "commandstats");
+    const char *p;
+
+    out->n = 0;
+    if (r == NULL)
+        return -1;
+    for (p = strstr(r->str, "cmdstat_"); p != NULL && out->n < BENCH_MAX_CMDSTATS;
+         p = strstr(p, "cmdstat_")) {
+        const char *colon, *calls, *usec, *eol;
+        size_t len;
+
+        p += 8;
+        colon = strchr(p, ':');
+        eol = strchr(p, '\n');
+        if (colon == NULL || (eol != NULL && colon > eol))
+            break;
+        len = (size_t)(colon - p);
+        if (len >= sizeof out->cmd[0].name)
+            continue;
+        memcpy(out->cmd[out->n].name, p, len);
+        out->cmd[out->n].name[len] = '\0';
+        calls = strstr(colon, "calls=");
+        usec = strstr(colon, "usec=");
+        out->cmd[out->n].calls = calls && (!eol || calls < eol) ? strtoll(calls + 6, NULL, 10) : 0;
+        out->cmd[out->n].usec = usec && (!eol || usec < eol) ? strtoll(usec + 5, NULL, 10) : 0;
+        out->n++;
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+static int find_cmd(const bench_cmdstats *s, const char *name) {
+    int i;
+    for (i = 0; i < s->n; i++)
+        if (strcmp(s->cmd[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+long long bench_cmdstats_calls(const bench_cmdstats *s, const char *name) {
+    int i = find_cmd(s, name);
+    return i < 0 ? 0 : s->cmd[i].calls;
+}
+
+long long bench_cmdstats_usec(const bench_cmdstats *s, const char *name) {
+    int i = find_cmd(s, name);
+    return i < 0 ? 0 : s->cmd[i].usec;
+}
+
+long long bench_cmdstats_total(const bench_cmdstats *s) {
+    long long sum = 0;
+    int i;
+    for (i = 0; i < s->n; i++)
+        if (strcmp(s->cmd[i].name, "info") != 0)
+            sum += s->cmd[i].calls;
+    return sum;
+}
+
+long long bench_cmdstats_script_inner(const bench_cmdstats *s) {
+    static const char *const inner[] = {"exists", "hget", "hset",    "pexpire", "get", "incr",
+                                        "hsetnx", "pttl", "hexists", "del",     "set", "publish"};
+    long long sum = 0;
+    size_t i;
+    for (i = 0; i < sizeof inner / sizeof inner[0]; i++)
+        sum += bench_cmdstats_calls(s, inner[i]);
+    return sum;
+}
+
+void bench_cmdstats_delta(const bench_cmdstats *before, const bench_cmdstats *after,
+                          bench_cmdstats *out) {
+    int i;
+
+    out->n = 0;
+    for (i = 0; i < after->n; i++) {
+        int j = find_cmd(before, after->cmd[i].name);
+        out->cmd[out->n] = after->cmd[i];
+        if (j >= 0) {
+            out->cmd[out->n].calls -= before->cmd[j].calls;
+            out->cmd[out->n].usec -= before->cmd[j].usec;
+        }
+        out->n++;
+    }
+}
+
+double bench_server_cpu_s(redisContext *c) {
+    redisReply *r = info(c, "cpu");
+    const char *sys, *user;
+    double v = -1.;
+
+    if (r == NULL)
+        return -1.;
+    sys = strstr(r->str, "used_cpu_sys:");
+    user = strstr(r->str, "used_cpu_user:");
+    if (sys != NULL && user != NULL)
+        v = strtod(sys + 13, NULL) + strtod(user + 14, NULL);
+    freeReplyObject(r);
+    return v;
+}
+
+int bench_load_scripts(redisContext *c, char sha[BENCH_SCRIPT_COUNT][41]) {
+    static const int which[BENCH_SCRIPT_COUNT] = {LEASH__SCRIPT_ACQUIRE, LEASH__SCRIPT_RELEASE,
+                                                  LEASH__SCRIPT_RENEW};
+    int i;
+
+    for (i = 0; i < BENCH_SCRIPT_COUNT; i++) {
+        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", leash__script_source(which[i]));
+        int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
+        if (ok)
+            memcpy(sha[i], r->str, 41);
+        if (r != NULL)
+            freeReplyObject(r);
+        if (!ok)
+            return -1;
+    }
+    return 0;
+}
+
+static const char populate_lua[] = "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) - 1 do\n"
+                                   "  local k = ARGV[1] .. string.format('%012d', i)\n"
+                                   "  redis.call('hset', k, ARGV[4], '1')\n"
+                                   "  redis.call('pexpire', k, ARGV[5])\n"
+                                   "end\n"
+                                   "return 1\n";
+
+int bench_populate_holds(redisContext *c, const char *prefix, long n, const char *token,
+                         long ttl_ms) {
+    long from;
+
+    for (from = 0; from < n; from += 50000) {
+        long to = from + 50000 < n ? from + 50000 : n;
+        redisReply *r = redisCommand(c, "EVAL %s 0 %s %ld %ld %s %ld", populate_lua, prefix, from,
+                                     to, token, ttl_ms);
+        int ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
+        if (r != NULL)
+            freeReplyObject(r);
+        if (!ok)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- redis-benchmark ---- */
+
+/* CPU time of the reaped children (redis-benchmark runs one at a time). */
+static int64_t children_cpu_ns(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) != 0)
+        return 0;
+    return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
+           ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+}
+
+int bench_have_redis_benchmark(void) {
+    const char *path = getenv("PATH");
+    char buf[4096];
+
+    while (path != NULL && *path) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        if (len > 0 && len < sizeof buf - 20) {
+            snprintf(buf, sizeof buf, "%.*s/redis-benchmark", (int)len, path);
+            if (access(buf, X_OK) == 0)
+                return 1;
+        }
+        path = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The last 7 quoted fields of a CSV row: rps, avg, min, p50, p95, p99, max
+ * (the first field, the test's name, is the whole command line). */
+static int parse_rb_row(const char *line, bench_rb *out) {
+    const char *q[14];
+    const char *p = line + strlen(line);
+    double v[7];
+    int nq = 0, i;
+
+    while (p > line && nq < 14)
+        if (*--p == '"')
+            q[13 - nq++] = p;
+    if (nq < 14)
+        return -1;
+    for (i = 0; i < 7; i++) {
+        char *end;
+        const char *start = q[2 * i] + 1;
+        v[i] = strtod(start, &end);
+        if (end == start)
+            return -1;
+    }
+    out->rps = v[0];
+    out->avg_us = v[1] * 1000.;
+    out->min_us = v[2] * 1000.;
+    out->p50_us = v[3] * 1000.;
+    out->p95_us = v[4] * 1000.;
+    out->p99_us = v[5] * 1000.;
+    out->max_us = v[6] * 1000.;
+    return 0;
+}
+
+int bench_redis_benchmark(int port, double timeout_s, const char *const *args, bench_rb *out) {
+    const char *argv[1024];
+    enum {
+        TEXT_MAX = 1 << 18
+    }; /* a row repeats the command line */
+    char portbuf[16], *text;
+    size_t len = 0;
+    int argc = 0, fds[2], status = 0, killed = 0;
+    int64_t start = bench_now_ns(), deadline = start + (int64_t)(timeout_s * 1e9);
+    int64_t cpu0 = children_cpu_ns();
+    long requests = 0;
+    pid_t pid;
+    char *line;
+
+    memset(out, 0, sizeof *out);
+    snprintf(portbuf, sizeof portbuf, "%d", port);
+    argv[argc++] = "redis-benchmark";
+    argv[argc++] = "-h";
+    argv[argc++] = "127.0.0.1";
+    argv[argc++] = "-p";
+    argv[argc++] = portbuf;
+    argv[argc++] = "--csv";
+    argv[argc++] = "--precision";
+    argv[argc++] = "3";
+    while (*args != NULL && argc < 1023) {
+        if (strcmp(*args, "-n") == 0 && args[1] != NULL)
+            requests = strtol(args[1], NULL, 10);
+        argv[argc++] = *args++;
+    }
+    argv[argc] = NULL;
+
+    if ((text = malloc(TEXT_MAX)) == NULL)
+        return -1;
+    if (pipe(fds) != 0) {
+        free(text);
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        free(text);
+        return -1;
+    }
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(fds[1], 1);
+        if (devnull >= 0)
+            dup2(devnull, 2);
+        close(fds[0]);
+        close(fds[1]);
+        execvp("redis-benchmark", (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    for (;;) {
+        struct pollfd pfd = {fds[0], POLLIN, 0};
+        int64_t left = (deadline - bench_now_ns()) / 1000000;
+        ssize_t n;
+
+        if (left <= 0) {
+            kill(pid, SIGKILL);
+            killed = 1;
+            break;
+        }
+        if (poll(&pfd, 1, (int)(left > 1000 ? 1000 : left)) <= 0)
+            continue;
+        n = read(fds[0], text + len, TEXT_MAX - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == TEXT_MAX - 1)
+            break;
+    }
+    close(fds[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    out->seconds = (double)(bench_now_ns() - start) / 1e9;
+    if (requests > 0)
+        out->cpu_us = (double)(children_cpu_ns() - cpu0) / 1e3 / (double)requests;
+    text[len] = '\0';
+    if (!killed && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        for (line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            if (strncmp(line, "\"test\"", 6) != 0 && parse_rb_row(line, out) == 0) {
+                out->ok = 1;
+                break;
+            }
+        }
+    }
+    free(text);
+    return out->ok ? 0 : -1;
+}
+
+/* ---- leash ---- */
+
+void bench_log_stderr(int level, const char *msg, void *arg) {
+    (void)arg;
+    fprintf(stderr, "leash[%d] pid %d: %s\n", level, (int)getpid(), msg);
+}
+
+leash_client *bench_client_new(struct ev_loop *loop, int port) {
+    leash_options o;
+    leash_client *c;
+
+    leash_options_init(&o);
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.log_cb = bench_log_stderr;
+    o.log_level = LEASH_LOG_WARN;
+    if (leash_client_new(&c, &o) != LEASH_OK)
+        return NULL;
+    if (leash_libev_attach(loop, c) != LEASH_OK) {
+        leash_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+int bench_wait_connected(struct ev_loop *loop, leash_client *const *clients, int n,
+                         int timeout_ms) {
+    int64_t deadline = bench_now_ns() + (int64_t)timeout_ms * 1000000;
+    int i, all;
+
+    do {
+        ev_run(loop, EVRUN_NOWAIT);
+        all = 1;
+        for (i = 0; i < n && all; i++)
+            all = leash_client_connected(clients[i]);
+        if (all)
+            return 0;
+        bench_sleep_ms(1);
+    } while (bench_now_ns() < deadline);
+    return -1;
+}
+
+/* ---- statistics ---- */
+
+int bench_cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t bench_pct(const int64_t *sorted, int64_t n, double p) {
+    int64_t idx = (int64_t)(p * (double)n + 0.999999) - 1;
+    if (n <= 0)
+        return 0;
+    if (idx < 0)
+        idx = 0;
+    if (idx >= n)
+        idx = n - 1;
+    return sorted[idx];
+}

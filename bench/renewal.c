@@ -1,0 +1,408 @@
+/*
+ * leash-bench-renewal: what 100 000 held locks cost under the watchdog.
+ *
+ * One client takes --locks locks (distinct names, try-once acquires, 1024 in
+ * flight) with the watchdog on (lease --lease ms, renewal every lease/3),
+ * then holds them all for a window of --window seconds (default: two renew
+ * intervals, so every lock renews twice in it) while the loop does nothing
+ * but renew. Over the window:
+ *   - client CPU (getrusage of this process) per second, as % of one core;
+ *   - Redis commands per second spent on renewal (INFO commandstats: the
+ *     EVALSHA calls of the renew script, each renewing up to 100 locks, and
+ *     the calls the script makes inside the server), and the server's CPU;
+ *   - renewals per second (leash_stats).
+ * Memory per held lock: the growth of this process's RSS (and of malloc's
+ * heap in use, mallinfo2) from before the first handle was made to when
+ * every lock is held, divided by the locks. The bench's own array of handle
+ * pointers is made before the first measure and is not counted.
+ *
+ * The reference, same server and CPUs: redis-benchmark -P 32 calling leash's
+ * renew script by EVALSHA with a batch of 100 held locks per call (what the
+ * watchdog sends), i.e. the server's capacity in lock renewals per second;
+ * the table gives the share of it that the watchdog uses.
+ *
+ * Output: one markdown table and notes. Exit 0 when everything ran and every
+ * lock was still held at the end.
+ */
+#define _GNU_SOURCE
+
+#include <getopt.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ev.h>
+#include <hiredis/hiredis.h>
+#include <leash/adapters/libev.h>
+#include <leash/leash.h>
+
+#include "common.h"
+#include "lock.h" /* sizeof(struct leash_lock), for the notes only */
+#include "redis_server.h"
+
+#define RB_TOKEN "7e7e0123456789abcdef0123456789ab"
+#define RB_BATCH 100
+
+/* ---- the reference: redis-benchmark on the renew script ---- */
+
+typedef struct reference {
+    int ok;
+    bench_rb rb;
+    double capacity; /* lock renewals per second */
+    double renewed;  /* fraction of renewals that found the lock held */
+    double exec_us;  /* commandstats usec per EVALSHA */
+} reference;
+
+static int run_reference(test_redis *r, redisContext *admin, const char *sha, long lease_ms,
+                         long requests, reference *ref) {
+    const char *args[16 + 4 * RB_BATCH];
+    char keys[RB_BATCH][40], lease[24], nk[16], n[24];
+    bench_cmdstats s0, s1, d;
+    long long calls;
+    int a = 0, i;
+
+    memset(ref, 0, sizeof *ref);
+    snprintf(lease, sizeof lease, "%ld", lease_ms);
+    snprintf(nk, sizeof nk, "%d", RB_BATCH);
+    snprintf(n, sizeof n, "%ld", requests);
+    if (bench_populate_holds(admin, "bench:rb:renew:", RB_BATCH, RB_TOKEN, 600000) != 0)
+        return -1;
+    args[a++] = "-c";
+    args[a++] = "50";
+    args[a++] = "-P";
+    args[a++] = "32";
+    args[a++] = "-n";
+    args[a++] = n;
+    args[a++] = "EVALSHA";
+    args[a++] = sha;
+    args[a++] = nk;
+    for (i = 0; i < RB_BATCH; i++) {
+        snprintf(keys[i], sizeof keys[i], "bench:rb:renew:%012d", i);
+        args[a++] = keys[i];
+    }
+    for (i = 0; i < RB_BATCH; i++) {
+        args[a++] = RB_TOKEN;
+        args[a++] = lease;
+        args[a++] = "{bench:rb}:released";
+    }
+    args[a] = NULL;
+    if (bench_cmdstats_read(admin, &s0) != 0 ||
+        bench_redis_benchmark(r->port, 120., args, &ref->rb) != 0 ||
+        bench_cmdstats_read(admin, &s1) != 0)
+        return -1;
+    bench_cmdstats_delta(&s0, &s1, &d);
+    calls = bench_cmdstats_calls(&d, "evalsha");
+    if (calls > 0) {
+        ref->renewed = (double)bench_cmdstats_calls(&d, "pexpire") / (double)(calls * RB_BATCH);
+        ref->exec_us = (double)bench_cmdstats_usec(&d, "evalsha") / (double)calls;
+    }
+    ref->capacity = ref->rb.rps * RB_BATCH;
+    ref->ok = ref->capacity > 0.;
+    return ref->ok ? 0 : -1;
+}
+
+/* ---- leash ---- */
+
+typedef struct run {
+    struct ev_loop *loop;
+    leash_client *client;
+    leash_lock **locks;
+    long n, next, held, inflight, max_inflight;
+    int errors;
+    char first_error[128];
+    ev_timer timer;
+    int timer_fired;
+} run;
+
+static void on_acquired(leash_lock *l, int status, void *arg);
+
+static void fill(run *r) {
+    while (r->inflight < r->max_inflight && r->next < r->n) {
+        int rc = leash_acquire(r->locks[r->next], 0, on_acquired, r);
+        r->next++;
+        if (rc != LEASH_OK) {
+            if (r->errors++ == 0)
+                snprintf(r->first_error, sizeof r->first_error, "leash_acquire: %s",
+                         leash_status_name(rc));
+            continue;
+        }
+        r->inflight++;
+    }
+}
+
+static void on_acquired(leash_lock *l, int status, void *arg) {
+    run *r = arg;
+
+    (void)l;
+    r->inflight--;
+    if (status == LEASH_OK)
+        r->held++;
+    else if (r->errors++ == 0)
+        snprintf(r->first_error, sizeof r->first_error, "acquire: %s", leash_status_name(status));
+    fill(r);
+    if (r->inflight == 0 && r->next == r->n)
+        ev_break(r->loop, EVBREAK_ALL);
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents) {
+    run *r = (run *)((char *)w - offsetof(run, timer));
+
+    (void)revents;
+    r->timer_fired = 1;
+    ev_break(loop, EVBREAK_ALL);
+}
+
+/* Runs the loop for s seconds (the watchdog works meanwhile). */
+static void run_for(run *r, double s) {
+    r->timer_fired = 0;
+    ev_timer_set(&r->timer, s, 0.);
+    ev_timer_start(r->loop, &r->timer);
+    while (!r->timer_fired)
+        ev_run(r->loop, 0);
+}
+
+typedef struct result {
+    int ok;
+    long locks, held_end;
+    long lease_ms;
+    double window_s, acquire_s;
+    double cpu_pct, server_cpu_pct;
+    double renewals_per_s, evalsha_per_s, inner_per_s, renew_commands_per_s;
+    double renewals_per_lock;
+    double rss_per_lock, heap_per_lock;
+    uint64_t losts;
+    bench_steal steal;
+    int errors;
+    char first_error[128];
+} result;
+
+static int64_t heap_in_use(void) {
+    struct mallinfo2 mi = mallinfo2();
+    return (int64_t)(mi.uordblks + mi.hblkhd);
+}
+
+static int run_leash(int port, redisContext *admin, const bench_cpus *cpus, long n, long lease_ms,
+                     double window_s, result *res) {
+    run r;
+    leash_stats st0, st1;
+    bench_cmdstats c0, c1, d;
+    int64_t rss0, rss1, heap0, heap1, t0, t1, cpu0, cpu1;
+    double scpu0, scpu1;
+    long i;
+    int rc = -1;
+
+    memset(&r, 0, sizeof r);
+    memset(res, 0, sizeof *res);
+    res->locks = n;
+    res->lease_ms = lease_ms;
+    r.n = n;
+    r.max_inflight = 1024;
+    r.loop = ev_loop_new(EVFLAG_AUTO);
+    r.locks = calloc((size_t)n, sizeof(*r.locks));
+    if (r.loop == NULL || r.locks == NULL || (r.client = bench_client_new(r.loop, port)) == NULL)
+        goto out;
+    ev_timer_init(&r.timer, on_timer, 0., 0.);
+    if (bench_wait_connected(r.loop, &r.client, 1, 5000) != 0) {
+        fprintf(stderr, "renewal: the client did not connect in 5 s\n");
+        goto out;
+    }
+    memset(r.locks, 0, (size_t)n * sizeof(*r.locks)); /* resident before the first measure */
+    run_for(&r, 0.1);
+    rss0 = bench_rss_bytes();
+    heap0 = heap_in_use();
+
+    t0 = bench_now_ns();
+    for (i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "bench:renew:%ld", i);
+        r.locks[i] = leash_lock_new(r.client, name);
+        if (r.locks[i] == NULL ||
+            (lease_ms != 30000 && leash_lock_set_watchdog(r.locks[i], lease_ms, 0) != LEASH_OK)) {
+            fprintf(stderr, "renewal: could not make lock %ld\n", i);
+            goto out;
+        }
+    }
+    fill(&r);
+    if (r.inflight > 0)
+        ev_run(r.loop, 0);
+    res->acquire_s = (double)(bench_now_ns() - t0) / 1e9;
+    if (r.held != n) {
+        fprintf(stderr, "renewal: %ld of %ld locks held (%s)\n", r.held, n, r.first_error);
+        goto out;
+    }
+    run_for(&r, 0.2); /* let the last replies and buffers settle */
+    rss1 = bench_rss_bytes();
+    heap1 = heap_in_use();
+    res->rss_per_lock = rss0 >= 0 && rss1 >= 0 ? (double)(rss1 - rss0) / (double)n : -1.;
+    res->heap_per_lock = (double)(heap1 - heap0) / (double)n;
+
+    /* The window: nothing but the watchdog. */
+    bench_steal_begin(cpus, &res->steal);
+    leash_client_stats(r.client, &st0);
+    bench_cmdstats_read(admin, &c0);
+    scpu0 = bench_server_cpu_s(admin);
+    cpu0 = bench_cpu_ns();
+    t0 = bench_now_ns();
+    run_for(&r, window_s);
+    t1 = bench_now_ns();
+    cpu1 = bench_cpu_ns();
+    scpu1 = bench_server_cpu_s(admin);
+    bench_cmdstats_read(admin, &c1);
+    leash_client_stats(r.client, &st1);
+    bench_steal_end(cpus, &res->steal);
+
+    res->window_s = (double)(t1 - t0) / 1e9;
+    res->cpu_pct = (double)(cpu1 - cpu0) / 1e9 / res->window_s * 100.;
+    if (scpu0 >= 0. && scpu1 >= 0.)
+        res->server_cpu_pct = (scpu1 - scpu0) / res->window_s * 100.;
+    bench_cmdstats_delta(&c0, &c1, &d);
+    res->evalsha_per_s =
+        (double)(bench_cmdstats_calls(&d, "evalsha") + bench_cmdstats_calls(&d, "eval")) /
+        res->window_s;
+    res->inner_per_s = (double)bench_cmdstats_script_inner(&d) / res->window_s;
+    res->renewals_per_s = (double)(st1.renewals - st0.renewals) / res->window_s;
+    res->renewals_per_lock = (double)(st1.renewals - st0.renewals) / (double)n;
+    res->renew_commands_per_s = (double)(st1.renew_commands - st0.renew_commands) / res->window_s;
+    res->losts = st1.losts;
+    for (i = 0; i < n; i++)
+        res->held_end += leash_held(r.locks[i]);
+    res->ok = res->held_end == n && st1.losts == 0;
+    rc = res->ok ? 0 : -1;
+out:
+    res->errors = r.errors;
+    snprintf(res->first_error, sizeof res->first_error, "%s", r.first_error);
+    if (r.client != NULL)
+        leash_client_free(r.client); /* releases every lock, best-effort */
+    if (r.loop != NULL) {
+        ev_run(r.loop, EVRUN_NOWAIT);
+        ev_loop_destroy(r.loop);
+    }
+    free(r.locks);
+    return rc;
+}
+
+static void usage(const char *argv0) {
+    fprintf(stderr,
+            "usage: %s [options]\n"
+            "  -n, --locks N       held locks (default 100000)\n"
+            "  -l, --lease MS      watchdog lease (default 30000; renewal every lease/3)\n"
+            "  -w, --window S      measured window (default: two renew intervals)\n"
+            "      --rb-requests N redis-benchmark calls of the renew script (default 5000)\n"
+            "      --no-pin        do not pin redis-server and the benchmark to CPUs\n",
+            argv0);
+}
+
+int main(int argc, char **argv) {
+    static const struct option longopts[] = {{"locks", required_argument, NULL, 'n'},
+                                             {"lease", required_argument, NULL, 'l'},
+                                             {"window", required_argument, NULL, 'w'},
+                                             {"rb-requests", required_argument, NULL, 'q'},
+                                             {"no-pin", no_argument, NULL, 'p'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    long n = 100000, lease_ms = 30000, rb_requests = 5000;
+    double window_s = 0.;
+    int pin = 1, opt, failed = 0;
+    char sha[BENCH_SCRIPT_COUNT][41];
+    reference ref;
+    result res;
+    bench_cpus cpus;
+    redisContext *admin;
+    test_redis r;
+
+    while ((opt = getopt_long(argc, argv, "n:l:w:", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'n':
+            n = strtol(optarg, NULL, 10);
+            break;
+        case 'l':
+            lease_ms = strtol(optarg, NULL, 10);
+            break;
+        case 'w':
+            window_s = strtod(optarg, NULL);
+            break;
+        case 'q':
+            rb_requests = strtol(optarg, NULL, 10);
+            break;
+        case 'p':
+            pin = 0;
+            break;
+        default:
+            usage(argv[0]);
+            return 2;
+        }
+    }
+    if (n < 1 || n > 10000000 || lease_ms < 30 || window_s < 0. || rb_requests < 100) {
+        usage(argv[0]);
+        return 2;
+    }
+    if (window_s == 0.)
+        window_s = 2. * (double)(lease_ms / 3) / 1000.;
+    signal(SIGPIPE, SIG_IGN);
+    if (bench_start_server(&r, NULL, pin, &cpus) != 0) {
+        fprintf(stderr, "renewal: could not start redis-server\n");
+        return 1;
+    }
+    admin = bench_connect(r.port);
+    if (admin == NULL || bench_load_scripts(admin, sha) != 0) {
+        fprintf(stderr, "renewal: could not load leash's scripts\n");
+        test_redis_stop(&r);
+        return 1;
+    }
+    memset(&ref, 0, sizeof ref);
+    if (bench_have_redis_benchmark()) {
+        fprintf(stderr, "renewal: reference (redis-benchmark)...\n");
+        if (run_reference(&r, admin, sha[BENCH_SCRIPT_RENEW], lease_ms, rb_requests, &ref) != 0)
+            fprintf(stderr, "renewal: the reference run failed\n");
+    }
+    fprintf(stderr, "renewal: %ld locks, lease %ld ms, window %.1f s...\n", n, lease_ms, window_s);
+    if (run_leash(r.port, admin, &cpus, n, lease_ms, window_s, &res) != 0)
+        failed = 1;
+    redisFree(admin);
+    test_redis_stop(&r);
+
+    printf("### Renewal at scale (leash-bench-renewal)\n\n");
+    printf("| held locks | lease / renew interval | window s | client CPU %% of one core "
+           "| renewals/s | renew EVALSHA/s | calls inside the scripts/s | server CPU %% "
+           "| share of the server's renew capacity | RSS per lock | heap per lock |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    if (res.window_s > 0.) {
+        printf("| %ld | %g s / %g s | %.1f | **%.2f** | %.0f | %.0f | %.0f | %.1f | ", n,
+               (double)lease_ms / 1000., (double)(lease_ms / 3) / 1000., res.window_s, res.cpu_pct,
+               res.renewals_per_s, res.evalsha_per_s, res.inner_per_s, res.server_cpu_pct);
+        if (ref.ok)
+            printf("%.1f%% | ", 100. * res.renewals_per_s / ref.capacity);
+        else
+            printf("n/a | ");
+        printf("**%.0f B** | %.0f B |\n", res.rss_per_lock, res.heap_per_lock);
+    } else {
+        printf("| %ld | %g s | failed | | | | | | | | |\n", n, (double)lease_ms / 1000.);
+    }
+    printf("\nOne client holds every lock with the watchdog on; the window starts once all are "
+           "held and lasts two renew intervals, so every lock renews about twice in it. "
+           "Client CPU: getrusage of this process over the window. Commands: INFO "
+           "commandstats over the window (the renew script renews up to 100 locks per "
+           "EVALSHA; inside it, HEXISTS and PEXPIRE per lock). Memory: RSS and malloc heap "
+           "growth from before the first handle to all locks held, per lock; a held lock is "
+           "its handle (sizeof(struct leash_lock) = %zu B), one allocation for its key names "
+           "and a libev timer of the adapter (%zu B), plus malloc's overhead and libev's "
+           "timer heap.\n",
+           sizeof(struct leash_lock), sizeof(leash_libev_timer));
+    if (ref.ok)
+        printf("Reference: redis-benchmark -c 50 -P 32 calling the renew script with %d held "
+               "locks per call: %.0f calls/s = %.0f lock renewals/s (%.0f%% found held; %.1f µs "
+               "of server time per call); redis-benchmark CPU %.1f µs per call.\n",
+               RB_BATCH, ref.rb.rps, ref.capacity, 100. * ref.renewed, ref.exec_us, ref.rb.cpu_us);
+    printf("- %ld locks acquired in %.1f s; renewals per lock in the window %.2f; renew "
+           "commands sent %.1f/s; locks still held at the end %ld of %ld; lost %llu",
+           n, res.acquire_s, res.renewals_per_lock, res.renew_commands_per_s, res.held_end, n,
+           (unsigned long long)res.losts);
+    bench_print_steal(&res.steal);
+    if (res.errors)
+        printf("; **%d errors** (first: %s)", res.errors, res.first_error);
+    printf("\n\n");
+    bench_print_cpus(&cpus);
+    return failed ? 1 : 0;
+}
