@@ -30,6 +30,7 @@
 #include "client.h"
 #include "clock.h"
 #include "renew.h"
+#include "resp.h"
 #include "scripts.h"
 
 #define FOREVER INT64_MAX
@@ -218,7 +219,7 @@ static leash__cmd *make_release(leash_lock *l, const char *token, int count_afte
                                 leash__reply_fn *fn) {
     const char *argv[3 + 6];
     size_t lens[3 + 6], len;
-    char tomb[TOMB_MAX], count[16], ttl[24];
+    char tomb[TOMB_MAX], count[21], ttl[21];
     char *buf;
     leash__cmd *cmd;
     size_t tomb_len = tomb_key(l, token, tomb);
@@ -230,15 +231,13 @@ static leash__cmd *make_release(leash_lock *l, const char *token, int count_afte
     argv[5] = token;
     lens[5] = LEASH__TOKEN_LEN;
     argv[6] = count;
-    lens[6] = (size_t)snprintf(count, sizeof(count), "%d", count_after);
+    lens[6] = leash__resp_int(count, count_after);
     argv[7] = l->keys.channel;
     lens[7] = l->keys.channel_len;
     /* The tombstone must outlive any retry of this release; retries stop at
      * the hold's deadline, so two leases (and a floor) are plenty. */
     argv[8] = ttl;
-    lens[8] = (size_t)snprintf(
-        ttl, sizeof(ttl), "%lld",
-        (long long)(2 * (l->hold_lease > 0 ? l->hold_lease : l->lease_ms) + 10000));
+    lens[8] = leash__resp_int(ttl, 2 * (l->hold_lease > 0 ? l->hold_lease : l->lease_ms) + 10000);
     buf = leash__script_call(&len, &l->client->scripts, LEASH__SCRIPT_RELEASE, 2, 9, argv, lens);
     if (buf == NULL)
         return NULL;
@@ -511,7 +510,7 @@ static void on_attempt_reply(void *arg, redisReply *r, int status) {
 static void send_attempt(leash_lock *l) {
     const char *argv[3 + 6];
     size_t lens[3 + 6], len;
-    char lease[24], count[16], tomb[TOMB_MAX];
+    char lease[21], count[21], tomb[TOMB_MAX];
     int64_t now = leash__now_ms(), deadline;
     char *buf;
     leash__cmd *cmd;
@@ -526,9 +525,9 @@ static void send_attempt(leash_lock *l) {
     argv[6] = l->token;
     lens[6] = LEASH__TOKEN_LEN;
     argv[7] = lease;
-    lens[7] = (size_t)snprintf(lease, sizeof(lease), "%lld", (long long)l->hold_lease);
+    lens[7] = leash__resp_int(lease, l->hold_lease);
     argv[8] = count;
-    lens[8] = (size_t)snprintf(count, sizeof(count), "%d", reentrant ? l->holds + 1 : 1);
+    lens[8] = leash__resp_int(count, reentrant ? l->holds + 1 : 1);
     if (reentrant)
         deadline = l->deadline;
     else if (l->wait_once)

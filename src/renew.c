@@ -9,6 +9,7 @@
 #include "client.h"
 #include "clock.h"
 #include "lock.h"
+#include "resp.h"
 #include "scripts.h"
 
 struct leash__renew_batch {
@@ -101,7 +102,7 @@ static int send_batch(leash_client *c) {
     leash__renewer *r = &c->renewer;
     const char *argv[3 + 4 * LEASH__RENEW_BATCH];
     size_t lens[3 + 4 * LEASH__RENEW_BATCH], len;
-    char leases[LEASH__RENEW_BATCH][24];
+    char leases[LEASH__RENEW_BATCH][21];
     leash__renew_batch *b;
     leash__cmd *cmd;
     leash_lock *l;
@@ -125,7 +126,7 @@ static int send_batch(leash_client *c) {
         size_t *al = lens + 3 + n + 3 * i;
         a[0] = l->token;
         al[0] = LEASH__TOKEN_LEN;
-        al[1] = (size_t)snprintf(leases[i], sizeof(leases[i]), "%lld", (long long)l->hold_lease);
+        al[1] = leash__resp_int(leases[i], l->hold_lease);
         a[1] = leases[i];
         a[2] = l->keys.channel;
         al[2] = l->keys.channel_len;

@@ -68,14 +68,14 @@ void leash__scripts_init(leash__scripts *s) {
 
 char *leash__script_call(size_t *out_len, const leash__scripts *s, int script, int numkeys,
                          int argc, const char **argv, size_t *lens) {
-    char nk[16];
-    int n = snprintf(nk, sizeof(nk), "%d", numkeys);
+    char nk[21];
+    size_t n = leash__resp_int(nk, numkeys);
     argv[0] = "EVALSHA";
     lens[0] = 7;
     argv[1] = s->sha[script];
     lens[1] = LEASH__SHA_LEN;
     argv[2] = nk;
-    lens[2] = (size_t)n;
+    lens[2] = n;
     return leash__resp_format(out_len, argc, (const char *const *)argv, lens);
 }
 

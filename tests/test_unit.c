@@ -245,6 +245,20 @@ TEST(wire_format_and_eval_fallback) {
     free(cmd);
 }
 
+TEST(decimal_writer) {
+    char buf[21];
+    CHECK_EQ_INT((long long)leash__resp_int(buf, 0), 1);
+    CHECK_STR_EQ(buf, "0");
+    CHECK_EQ_INT((long long)leash__resp_int(buf, 30000), 5);
+    CHECK_STR_EQ(buf, "30000");
+    CHECK_EQ_INT((long long)leash__resp_int(buf, -42), 3);
+    CHECK_STR_EQ(buf, "-42");
+    CHECK_EQ_INT((long long)leash__resp_int(buf, 9223372036854775807LL), 19);
+    CHECK_STR_EQ(buf, "9223372036854775807");
+    CHECK_EQ_INT((long long)leash__resp_int(buf, -9223372036854775807LL - 1), 20);
+    CHECK_STR_EQ(buf, "-9223372036854775808");
+}
+
 TEST(tokens_are_random_and_well_formed) {
     char a[LEASH__TOKEN_LEN + 1], b[LEASH__TOKEN_LEN + 1];
     int i, n = 0;
@@ -267,6 +281,7 @@ int main(int argc, char **argv) {
         TEST_CASE(keys_share_one_hash_slot),
         TEST_CASE(sha1_matches_known_digests),
         TEST_CASE(wire_format_and_eval_fallback),
+        TEST_CASE(decimal_writer),
         TEST_CASE(tokens_are_random_and_well_formed),
         {0},
     };
