@@ -112,7 +112,7 @@ static inline void leash_libev_cleanup_(void *data) {
 
 /*
  * Binds client c to a libev loop and starts connecting.
- * Returns LEASH_OK, LEASH_EINVAL (NULL client), LEASH_ESTATE (already
+ * Returns LEASH_OK, LEASH_EINVAL (NULL loop or client), LEASH_ESTATE (already
  * attached), or LEASH_ENOMEM.
  */
 static inline int leash_libev_attach(EV_P_ leash_client *c) {
@@ -120,6 +120,10 @@ static inline int leash_libev_attach(EV_P_ leash_client *c) {
     leash_loop hooks;
     int rc;
 
+#if EV_MULTIPLICITY
+    if (loop == NULL)
+        return LEASH_EINVAL;
+#endif
     if (c == NULL)
         return LEASH_EINVAL;
     a = (leash_libev *)calloc(1, sizeof(*a));

@@ -10,6 +10,7 @@
 
 #include "client.h"
 #include "clock.h"
+#include "guard.h"
 #include "resp.h"
 #include "scripts.h"
 #include "token.h"
@@ -101,7 +102,9 @@ static void cmd_complete(leash__cmd *cmd, redisReply *reply, int status) {
 }
 
 void leash__cmd_cancel(leash__cmd *cmd) {
-    if (cmd->flags & LEASH__CMD_SENT) {
+    /* Sent (hiredis holds it), or being completed by fail_queue or
+     * expire_queue (conn already NULL): whoever holds it frees it. */
+    if ((cmd->flags & LEASH__CMD_SENT) || cmd->conn == NULL) {
         cmd->flags |= LEASH__CMD_ORPHAN;
         cmd->flags &= ~(unsigned)LEASH__CMD_RETRY;
         return;
@@ -512,6 +515,7 @@ static void conn_connect(leash__conn *conn) {
         return;
     }
     ac->data = conn;
+    leash__guard_install(ac);
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     conn->ac = ac;
