@@ -61,8 +61,14 @@ leash_missing_packages() {
     leash__dpkg_has libc6-dev || [[ -f /usr/include/stdio.h ]] || echo libc6-dev
     leash__dpkg_has libhiredis-dev || [[ -f /usr/include/hiredis/async.h ]] || echo libhiredis-dev
     leash__dpkg_has libev-dev || [[ -f /usr/include/ev.h ]] || echo libev-dev
+    # The libevent and libuv adapters' tests and examples (built only when
+    # these are there, but the CI must run them).
+    leash__dpkg_has libevent-dev || [[ -f /usr/include/event2/event.h ]] || echo libevent-dev
+    leash__dpkg_has libuv1-dev || [[ -f /usr/include/uv.h ]] || echo libuv1-dev
     command -v redis-server >/dev/null 2>&1 || echo redis-server
     command -v redis-cli >/dev/null 2>&1 || echo redis-tools
+    # tests/test_prefork.sh sends its HTTP requests with curl.
+    command -v curl >/dev/null 2>&1 || echo curl
     # clang's sanitizer runtimes are only a recommendation of clang.
     if [[ -n $LEASH_SANITIZE && $cc_name == clang* ]]; then
         if ! command -v "$CC" >/dev/null 2>&1 || ! leash__sanitizers_link; then

@@ -4,6 +4,186 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- the loop, one backend per build ---- */
+
+#if defined(LEASH_TEST_LOOP_LIBEVENT)
+
+const char *fx_loop_name(void) {
+    return "libevent";
+}
+
+fx_loop *fx_loop_new(void) {
+    /* A plain base, as most programs make it (coarse timers: see
+     * adapters/libevent.h). */
+    struct event_base *base = event_base_new();
+    CHECK(base != NULL);
+    return base;
+}
+
+void fx_loop_free(fx_loop *base) {
+    int left;
+
+    event_base_loop(base, EVLOOP_NONBLOCK);
+    left = event_base_get_num_events(base, EVENT_BASE_COUNT_ADDED | EVENT_BASE_COUNT_ACTIVE);
+    CHECK_MSG(left == 0, "%d events are left in the base after the clients were freed", left);
+    event_base_free(base);
+}
+
+int fx_attach(fx_loop *base, leash_client *c) {
+    return leash_libevent_attach(base, c);
+}
+
+/* The deadline timer only has to wake the loop up; the caller checks the
+ * clock. */
+static void on_deadline(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+int fx_run_until_flag(fx_loop *base, const int *flag, int64_t timeout_ms) {
+    int64_t deadline = test_now_ms() + timeout_ms;
+    int64_t left;
+    struct event *timer = evtimer_new(base, on_deadline, NULL);
+    struct timeval tv;
+
+    CHECK(timer != NULL);
+    while (!*flag) {
+        left = deadline - test_now_ms();
+        if (left <= 0)
+            break;
+        if (!evtimer_pending(timer, NULL)) {
+            tv.tv_sec = (time_t)(left / 1000);
+            tv.tv_usec = (long)(left % 1000) * 1000;
+            evtimer_add(timer, &tv);
+        }
+        event_base_loop(base, EVLOOP_ONCE);
+    }
+    event_free(timer);
+    return *flag ? 0 : -1;
+}
+
+void fx_run_nowait(fx_loop *base) {
+    event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+#elif defined(LEASH_TEST_LOOP_LIBUV)
+
+const char *fx_loop_name(void) {
+    return "libuv";
+}
+
+/* Each loop keeps one deadline timer for fx_run_until_flag in loop->data:
+ * a handle on the stack would have to finish closing before the function
+ * returns, which takes a turn of the loop that runs other callbacks. */
+fx_loop *fx_loop_new(void) {
+    uv_loop_t *loop = malloc(sizeof(*loop));
+    uv_timer_t *timer = malloc(sizeof(*timer));
+
+    CHECK(loop != NULL && timer != NULL);
+    CHECK_EQ_INT(uv_loop_init(loop), 0);
+    CHECK_EQ_INT(uv_timer_init(loop, timer), 0);
+    loop->data = timer;
+    return loop;
+}
+
+static void free_handle(uv_handle_t *h) {
+    free(h);
+}
+
+static void count_handle(uv_handle_t *h, void *arg) {
+    int *n = arg;
+    (*n)++;
+    fprintf(stderr, "  left over: a %s handle%s%s\n", uv_handle_type_name(uv_handle_get_type(h)),
+            uv_is_active(h) ? ", active" : "", uv_is_closing(h) ? ", closing" : "");
+}
+
+void fx_loop_free(fx_loop *loop) {
+    int rc, i, left = 0;
+
+    uv_close((uv_handle_t *)loop->data, free_handle);
+    /* Closed handles (ours, the adapter's timers, hiredis's polls) are done
+     * with on the next turn of the loop. */
+    for (i = 0; i < 10 && (rc = uv_loop_close(loop)) == UV_EBUSY; i++)
+        uv_run(loop, UV_RUN_NOWAIT);
+    if (rc != 0)
+        uv_walk(loop, count_handle, &left);
+    CHECK_MSG(rc == 0, "uv_loop_close: %s (%d handles left after the clients were freed)",
+              uv_strerror(rc), left);
+    free(loop);
+}
+
+int fx_attach(fx_loop *loop, leash_client *c) {
+    return leash_libuv_attach(loop, c);
+}
+
+static void on_deadline(uv_timer_t *timer) {
+    (void)timer;
+}
+
+int fx_run_until_flag(fx_loop *loop, const int *flag, int64_t timeout_ms) {
+    int64_t deadline = test_now_ms() + timeout_ms;
+    int64_t left;
+    uv_timer_t *timer = loop->data;
+
+    while (!*flag) {
+        left = deadline - test_now_ms();
+        if (left <= 0)
+            break;
+        if (!uv_is_active((uv_handle_t *)timer)) {
+            /* The loop's cached time may be old if nobody ran it for a
+             * while; a timer from it would fire early. */
+            uv_update_time(loop);
+            uv_timer_start(timer, on_deadline, (uint64_t)left, 0);
+        }
+        uv_run(loop, UV_RUN_ONCE);
+    }
+    uv_timer_stop(timer);
+    return *flag ? 0 : -1;
+}
+
+void fx_run_nowait(fx_loop *loop) {
+    uv_run(loop, UV_RUN_NOWAIT);
+}
+
+#else /* libev */
+
+const char *fx_loop_name(void) {
+    return "libev";
+}
+
+fx_loop *fx_loop_new(void) {
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    CHECK(loop != NULL);
+    return loop;
+}
+
+void fx_loop_free(fx_loop *loop) {
+    ev_loop_destroy(loop);
+}
+
+int fx_attach(fx_loop *loop, leash_client *c) {
+    return leash_libev_attach(loop, c);
+}
+
+int fx_run_until_flag(fx_loop *loop, const int *flag, int64_t timeout_ms) {
+    return test_run_until(loop, flag, timeout_ms);
+}
+
+void fx_run_nowait(fx_loop *loop) {
+    ev_run(loop, EVRUN_NOWAIT);
+}
+
+#endif
+
+void fx_run_for(fx_loop *loop, int64_t ms) {
+    static const int never = 0;
+
+    fx_run_until_flag(loop, &never, ms);
+}
+
+/* ---- clients and callbacks ---- */
+
 static char log_buf[1 << 16];
 static size_t log_len;
 
@@ -67,49 +247,35 @@ void fx_options(leash_options *o, const test_redis *r, int64_t lease_ms) {
     o->log_level = LEASH_LOG_DEBUG;
 }
 
-leash_client *fx_client_opts(struct ev_loop *loop, const leash_options *o) {
+leash_client *fx_client_opts(fx_loop *loop, const leash_options *o) {
     leash_client *c = NULL;
     CHECK_EQ_INT(leash_client_new(&c, o), LEASH_OK);
-    CHECK_EQ_INT(leash_libev_attach(loop, c), LEASH_OK);
+    CHECK_EQ_INT(fx_attach(loop, c), LEASH_OK);
     return c;
 }
 
-leash_client *fx_client(struct ev_loop *loop, const test_redis *r, int64_t lease_ms) {
+leash_client *fx_client(fx_loop *loop, const test_redis *r, int64_t lease_ms) {
     leash_options o;
     fx_options(&o, r, lease_ms);
     return fx_client_opts(loop, &o);
 }
 
-static int connected_flag;
-static leash_client *watched;
+void fx_wait_connected(fx_loop *loop, leash_client *c, int64_t timeout_ms) {
+    int64_t deadline = test_now_ms() + timeout_ms;
 
-static void poll_connected(EV_P_ ev_timer *w, int revents) {
-    (void)revents;
-    (void)w;
-#if EV_MULTIPLICITY
-    (void)loop;
-#endif
-    if (leash_client_connected(watched))
-        connected_flag = 1;
+    /* Looked at every 2 ms, as the loop turns. */
+    while (!leash_client_connected(c) && test_now_ms() < deadline)
+        fx_run_for(loop, 2);
+    CHECK_MSG(leash_client_connected(c), "client did not connect within %lld ms",
+              (long long)timeout_ms);
 }
 
-void fx_wait_connected(struct ev_loop *loop, leash_client *c, int64_t timeout_ms) {
-    ev_timer t;
-    connected_flag = leash_client_connected(c);
-    watched = c;
-    ev_timer_init(&t, poll_connected, 0.002, 0.002);
-    ev_timer_start(loop, &t);
-    test_run_until(loop, &connected_flag, timeout_ms);
-    ev_timer_stop(loop, &t);
-    CHECK_MSG(connected_flag, "client did not connect within %lld ms", (long long)timeout_ms);
-}
-
-void fx_run_until(struct ev_loop *loop, fx_result *r, int64_t timeout_ms) {
-    int rc = test_run_until(loop, &r->done, timeout_ms);
+void fx_run_until(fx_loop *loop, fx_result *r, int64_t timeout_ms) {
+    int rc = fx_run_until_flag(loop, &r->done, timeout_ms);
     CHECK_MSG(rc == 0, "no callback within %lld ms", (long long)timeout_ms);
 }
 
-int fx_acquire_sync(struct ev_loop *loop, leash_lock *l, int64_t wait_ms, int64_t timeout_ms) {
+int fx_acquire_sync(fx_loop *loop, leash_lock *l, int64_t wait_ms, int64_t timeout_ms) {
     fx_result r = {0};
     CHECK_EQ_INT(leash_acquire(l, wait_ms, fx_acquire_cb, &r), LEASH_OK);
     CHECK_EQ_INT(r.calls, 0); /* never inside the call */
@@ -118,7 +284,7 @@ int fx_acquire_sync(struct ev_loop *loop, leash_lock *l, int64_t wait_ms, int64_
     return r.status;
 }
 
-int fx_release_sync(struct ev_loop *loop, leash_lock *l, int64_t timeout_ms) {
+int fx_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms) {
     fx_result r = {0};
     CHECK_EQ_INT(leash_release(l, fx_release_cb, &r), LEASH_OK);
     CHECK_EQ_INT(r.calls, 0);

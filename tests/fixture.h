@@ -1,17 +1,70 @@
 /*
- * What the leash integration tests share: a client on a real libev loop
+ * What the leash integration tests share: a client on a real event loop
  * against a test_redis, callback recorders, and a log capture.
+ *
+ * One test source, three loops. The loop is chosen when the test is
+ * compiled: -DLEASH_TEST_LOOP_LIBEV (the default), -DLEASH_TEST_LOOP_LIBEVENT
+ * or -DLEASH_TEST_LOOP_LIBUV; tests/CMakeLists.txt builds the shared tests
+ * once per loop (leash_loop_test). fx_loop is that loop's own type (struct
+ * ev_loop, struct event_base, uv_loop_t), so a libev-only test may still
+ * pass a struct ev_loop * where an fx_loop * is asked for. A test that is
+ * built for every loop uses only the fx_ calls below to drive it.
  */
 #ifndef LEASH_TESTS_FIXTURE_H
 #define LEASH_TESTS_FIXTURE_H
 
-#include <ev.h>
-#include <leash/adapters/libev.h>
 #include <leash/leash.h>
 
-#include "check.h"
+#if defined(LEASH_TEST_LOOP_LIBEV) + defined(LEASH_TEST_LOOP_LIBEVENT) + \
+        defined(LEASH_TEST_LOOP_LIBUV) >                                 \
+    1
+#error "more than one LEASH_TEST_LOOP_... is defined"
+#endif
+
+#if defined(LEASH_TEST_LOOP_LIBEVENT)
+#include <leash/adapters/libevent.h>
+typedef struct event_base fx_loop;
+#elif defined(LEASH_TEST_LOOP_LIBUV)
+#include <leash/adapters/libuv.h>
+typedef uv_loop_t fx_loop;
+#else
+#ifndef LEASH_TEST_LOOP_LIBEV
+#define LEASH_TEST_LOOP_LIBEV 1
+#endif
+#include <ev.h>
+#include <leash/adapters/libev.h>
+typedef struct ev_loop fx_loop;
+/* test_run_until / test_run_for of libev-only tests. Not with the other
+ * loops: <ev.h> and <event2/event.h> both define EV_READ and friends. */
 #include "evloop.h"
+#endif
+
+#include "check.h"
 #include "redis_server.h"
+
+/* ---- the loop ---- */
+
+/* "libev", "libevent" or "libuv". */
+const char *fx_loop_name(void);
+/* A new loop of the compiled-in kind; fails the test on error. */
+fx_loop *fx_loop_new(void);
+/* Destroys a loop whose clients were all freed. With libuv it first lets
+ * the loop finish closing their handles; with libevent and libuv it fails
+ * the test if any of the loop's events or handles is left over. */
+void fx_loop_free(fx_loop *loop);
+/* The adapter's attach call: leash_libev_attach, leash_libevent_attach or
+ * leash_libuv_attach. */
+int fx_attach(fx_loop *loop, leash_client *c);
+/* Runs the loop until *flag is non-zero or timeout_ms have passed
+ * (CLOCK_MONOTONIC): 0 when the flag was set, -1 on timeout. Never blocks
+ * past the timeout, even on a loop with nothing else to do. */
+int fx_run_until_flag(fx_loop *loop, const int *flag, int64_t timeout_ms);
+/* Runs the loop for ms milliseconds. */
+void fx_run_for(fx_loop *loop, int64_t ms);
+/* One turn of the loop that does not block: what is ready runs. */
+void fx_run_nowait(fx_loop *loop);
+
+/* ---- clients and callbacks ---- */
 
 /* One callback's outcome. */
 typedef struct fx_result {
@@ -29,16 +82,16 @@ void fx_lost_cb(leash_lock *l, int reason, void *arg);
 /* Options pointing at r, with the log captured and the given lease. */
 void fx_options(leash_options *o, const test_redis *r, int64_t lease_ms);
 /* A client attached to loop; fails the test on error. */
-leash_client *fx_client_opts(struct ev_loop *loop, const leash_options *o);
-leash_client *fx_client(struct ev_loop *loop, const test_redis *r, int64_t lease_ms);
+leash_client *fx_client_opts(fx_loop *loop, const leash_options *o);
+leash_client *fx_client(fx_loop *loop, const test_redis *r, int64_t lease_ms);
 /* Runs the loop until the client's command connection is ready. */
-void fx_wait_connected(struct ev_loop *loop, leash_client *c, int64_t timeout_ms);
+void fx_wait_connected(fx_loop *loop, leash_client *c, int64_t timeout_ms);
 
 /* Acquire and wait: the status, with the callback checked to fire once. */
-int fx_acquire_sync(struct ev_loop *loop, leash_lock *l, int64_t wait_ms, int64_t timeout_ms);
-int fx_release_sync(struct ev_loop *loop, leash_lock *l, int64_t timeout_ms);
+int fx_acquire_sync(fx_loop *loop, leash_lock *l, int64_t wait_ms, int64_t timeout_ms);
+int fx_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms);
 /* Runs the loop until r->done, failing the test after timeout_ms. */
-void fx_run_until(struct ev_loop *loop, fx_result *r, int64_t timeout_ms);
+void fx_run_until(fx_loop *loop, fx_result *r, int64_t timeout_ms);
 
 /* The captured log: 1 if a line contains `needle`. */
 int fx_log_contains(const char *needle);

@@ -11,14 +11,14 @@
 
 typedef struct world {
     test_redis r;
-    struct ev_loop *loop;
+    fx_loop *loop;
     leash_client *c;
 } world;
 
 static void world_up(world *w, int64_t lease_ms) {
     leash_options o;
     CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
-    w->loop = ev_loop_new(EVFLAG_AUTO);
+    w->loop = fx_loop_new();
     fx_options(&o, &w->r, lease_ms);
     o.command_timeout_ms = 300;
     w->c = fx_client_opts(w->loop, &o);
@@ -28,7 +28,7 @@ static void world_up(world *w, int64_t lease_ms) {
 static void world_down(world *w) {
     leash_client_free(w->c);
     test_redis_stop(&w->r);
-    ev_loop_destroy(w->loop);
+    fx_loop_free(w->loop);
 }
 
 /* What a callback does before it returns. */
@@ -96,7 +96,7 @@ static void scenario(int kind, enum action how) {
     case 3: /* acquire ECANCELED */
         CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
         CHECK_EQ_INT(leash_acquire(l, 5000, acquire_then_act, NULL), LEASH_OK);
-        test_run_for(w.loop, 50);
+        fx_run_for(w.loop, 50);
         CHECK_EQ_INT(leash_cancel(l), LEASH_OK);
         break;
     case 4: /* acquire ECONN */
@@ -115,22 +115,22 @@ static void scenario(int kind, enum action how) {
     case 7: /* acquire OK of a waiter woken by a release */
         CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
         CHECK_EQ_INT(leash_acquire(l, 5000, acquire_then_act, NULL), LEASH_OK);
-        test_run_for(w.loop, 50);
+        fx_run_for(w.loop, 50);
         CHECK_EQ_INT(leash_release(holder, fx_release_cb, &dummy), LEASH_OK);
         break;
     }
     fx_run_until(w.loop, &seen, 3000);
     test_redis_thaw(&w.r);
-    test_run_for(w.loop, 100);
+    fx_run_for(w.loop, 100);
     CHECK_EQ_INT(seen.calls, 1);
     if (how == FREE_CLIENT) {
         test_redis_stop(&w.r);
-        ev_loop_destroy(w.loop);
+        fx_loop_free(w.loop);
         return;
     }
     /* The client is fine; nothing of the victim stays in Redis. */
     leash_lock_free(holder);
-    test_run_for(w.loop, 50);
+    fx_run_for(w.loop, 50);
     CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:victim"), 0);
     world_down(&w);
 }
@@ -206,7 +206,7 @@ TEST(client_free_with_waiters_holders_and_commands_in_flight) {
     }
     releasing = held[2];
     CHECK_EQ_INT(fx_acquire_sync(w.loop, releasing, 0, 5000), LEASH_OK); /* a second hold */
-    test_run_for(w.loop, 100);
+    fx_run_for(w.loop, 100);
     CHECK_EQ_INT(leash_release(releasing, fx_release_cb, &rr), LEASH_OK); /* in flight */
     inflight = leash_lock_new(w.c, "inflight");
     CHECK_EQ_INT(leash_acquire(inflight, 0, fx_acquire_cb, &ri), LEASH_OK); /* in flight */
@@ -222,7 +222,7 @@ TEST(client_free_with_waiters_holders_and_commands_in_flight) {
     CHECK_EQ_INT(rr.status, LEASH_ECANCELED);
     CHECK_EQ_INT(lost.calls, 0);
     /* The best-effort releases reached Redis: nothing of ours is left. */
-    test_run_for(w.loop, 100);
+    fx_run_for(w.loop, 100);
     for (i = 0; i < 3; i++) {
         snprintf(name, sizeof(name), "leash:held-%d", i);
         CHECK_EQ_INT(fx_redis_exists(&w.r, name), 0);
@@ -236,7 +236,7 @@ TEST(client_free_with_waiters_holders_and_commands_in_flight) {
     }
     leash_client_free(other);
     test_redis_stop(&w.r);
-    ev_loop_destroy(w.loop);
+    fx_loop_free(w.loop);
 }
 
 static leash_lock *second_waiter;
@@ -261,7 +261,7 @@ TEST(free_another_waiter_of_the_same_name_in_a_callback) {
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(leash_acquire(first, 5000, free_the_other_waiter, &r1), LEASH_OK);
     CHECK_EQ_INT(leash_acquire(second_waiter, 5000, fx_acquire_cb, &r2), LEASH_OK);
-    test_run_for(w.loop, 100);
+    fx_run_for(w.loop, 100);
     CHECK_EQ_INT(leash_release(holder, NULL, NULL), LEASH_OK);
     fx_run_until(w.loop, &r1, 2000);
     CHECK_EQ_INT(r1.status, LEASH_OK);

@@ -10,13 +10,13 @@
 
 typedef struct world {
     test_redis r;
-    struct ev_loop *loop;
+    fx_loop *loop;
     leash_client *c;
 } world;
 
 static void world_up(world *w, int64_t lease_ms) {
     CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
-    w->loop = ev_loop_new(EVFLAG_AUTO);
+    w->loop = fx_loop_new();
     w->c = fx_client(w->loop, &w->r, lease_ms);
     fx_wait_connected(w->loop, w->c, 5000);
 }
@@ -24,7 +24,7 @@ static void world_up(world *w, int64_t lease_ms) {
 static void world_down(world *w) {
     leash_client_free(w->c);
     test_redis_stop(&w->r);
-    ev_loop_destroy(w->loop);
+    fx_loop_free(w->loop);
 }
 
 TEST(exclusion_between_two_clients) {
@@ -41,7 +41,7 @@ TEST(exclusion_between_two_clients) {
     CHECK_EQ_INT(fx_acquire_sync(w.loop, b, 0, 5000), LEASH_EBUSY);
     CHECK(!leash_held(b));
     CHECK_EQ_INT(leash_acquire(b, 5000, fx_acquire_cb, &rb), LEASH_OK);
-    test_run_for(w.loop, 200);
+    fx_run_for(w.loop, 200);
     CHECK_EQ_INT(rb.calls, 0); /* still waiting: a holds it */
     CHECK(leash_held(a));
     CHECK_EQ_INT(fx_release_sync(w.loop, a, 5000), LEASH_OK);
@@ -133,7 +133,7 @@ TEST(non_reentrant_handle_refuses_a_second_hold) {
     CHECK_EQ_INT(leash_lock_set_reentrant(a, 1), LEASH_ESTATE); /* held */
     CHECK_EQ_INT(fx_release_sync(w.loop, a, 5000), LEASH_OK);
     CHECK_EQ_INT(leash_release(a, fx_release_cb, &r), LEASH_ESTATE);
-    test_run_for(w.loop, 50);
+    fx_run_for(w.loop, 50);
     CHECK_EQ_INT(r.calls, 0);
     world_down(&w);
 }
@@ -158,15 +158,15 @@ TEST(local_waiters_are_served_in_fifo_order) {
     w3 = leash_lock_new(w.c, "fifo");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(leash_acquire(w1, 5000, note_order, "1"), LEASH_OK);
-    test_run_for(w.loop, 30);
+    fx_run_for(w.loop, 30);
     CHECK_EQ_INT(leash_acquire(w2, 5000, note_order, "2"), LEASH_OK);
-    test_run_for(w.loop, 30);
+    fx_run_for(w.loop, 30);
     CHECK_EQ_INT(leash_acquire(w3, 5000, note_order, "3"), LEASH_OK);
-    test_run_for(w.loop, 100);
+    fx_run_for(w.loop, 100);
     CHECK_EQ_INT(order_len, 0);
     CHECK_EQ_INT(fx_release_sync(w.loop, h, 5000), LEASH_OK);
     while (order_len < 3 && done++ < 300)
-        test_run_for(w.loop, 10);
+        fx_run_for(w.loop, 10);
     CHECK_EQ_INT(order_len, 3);
     CHECK(memcmp(order, "123", 3) == 0);
     world_down(&w);
@@ -202,14 +202,14 @@ TEST(cancel_completes_from_the_loop) {
     x = leash_lock_new(w.c, "cancel");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(leash_acquire(x, LEASH_WAIT_FOREVER, fx_acquire_cb, &r), LEASH_OK);
-    test_run_for(w.loop, 100);
+    fx_run_for(w.loop, 100);
     CHECK_EQ_INT(leash_cancel(x), LEASH_OK);
     CHECK_EQ_INT(r.calls, 0); /* not inside the call */
     CHECK_EQ_INT(leash_cancel(x), LEASH_ESTATE);
     fx_run_until(w.loop, &r, 1000);
     CHECK_EQ_INT(r.status, LEASH_ECANCELED);
     CHECK_EQ_INT(fx_release_sync(w.loop, h, 5000), LEASH_OK);
-    test_run_for(w.loop, 100);
+    fx_run_for(w.loop, 100);
     CHECK_EQ_INT(r.calls, 1);
     CHECK(!leash_held(x));
     CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:cancel"), 0);
@@ -234,7 +234,7 @@ TEST(cancel_racing_a_grant_releases_it) {
         x = leash_lock_new(w.c, "race");
         /* The attempt is on the wire and will be granted: cancel anyway. */
         CHECK_EQ_INT(leash_acquire(x, 0, fx_acquire_cb, &r), LEASH_OK);
-        test_run_for(w.loop, i % 3); /* 0, 1 or 2 ms: before or after the write */
+        fx_run_for(w.loop, i % 3); /* 0, 1 or 2 ms: before or after the write */
         if (r.calls == 0) {
             CHECK_EQ_INT(leash_cancel(x), LEASH_OK);
             fx_run_until(w.loop, &r, 1000);
@@ -261,7 +261,7 @@ TEST(release_while_acquiring_leaves_no_hold_and_no_watchdog) {
     world_up(&w, 300);
     x = leash_lock_new(w.c, "zombie");
     CHECK_EQ_INT(leash_acquire(x, 0, fx_acquire_cb, &ra), LEASH_OK);
-    test_run_for(w.loop, 0);
+    fx_run_for(w.loop, 0);
     CHECK_EQ_INT(leash_release(x, fx_release_cb, &rr), LEASH_OK);
     CHECK(!leash_held(x));
     fx_run_until(w.loop, &rr, 2000);
@@ -269,7 +269,7 @@ TEST(release_while_acquiring_leaves_no_hold_and_no_watchdog) {
     CHECK_EQ_INT(ra.status, LEASH_ECANCELED);
     CHECK(rr.status == LEASH_OK || rr.status == LEASH_ENOTHELD);
     leash_client_stats(w.c, &before);
-    test_run_for(w.loop, 400); /* more than a renew interval */
+    fx_run_for(w.loop, 400); /* more than a renew interval */
     leash_client_stats(w.c, &after);
     CHECK_EQ_INT((long long)(after.renew_commands - before.renew_commands), 0);
     CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:zombie"), 0);
@@ -332,7 +332,7 @@ TEST(twenty_thousand_locks_on_one_client) {
         CHECK_EQ_INT(leash_acquire(locks[i], 10000, many_acquired_cb, NULL), LEASH_OK);
     }
     while (many_released + many_failed < MANY && guard++ < 3000)
-        test_run_for(w.loop, 10);
+        fx_run_for(w.loop, 10);
     CHECK_EQ_INT(many_failed, 0);
     CHECK_EQ_INT(many_acquired, MANY);
     CHECK_EQ_INT(many_released, MANY);

@@ -15,13 +15,13 @@
 
 typedef struct world {
     test_redis r;
-    struct ev_loop *loop;
+    fx_loop *loop;
     leash_client *c;
 } world;
 
 static void world_up(world *w, int64_t lease_ms) {
     CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
-    w->loop = ev_loop_new(EVFLAG_AUTO);
+    w->loop = fx_loop_new();
     w->c = fx_client(w->loop, &w->r, lease_ms);
     fx_wait_connected(w->loop, w->c, 5000);
 }
@@ -29,13 +29,13 @@ static void world_up(world *w, int64_t lease_ms) {
 static void world_down(world *w) {
     leash_client_free(w->c);
     test_redis_stop(&w->r);
-    ev_loop_destroy(w->loop);
+    fx_loop_free(w->loop);
 }
 
 static void run_until_parked(world *w, leash_lock *l) {
     int i;
     for (i = 0; i < 500 && l->phase != LEASH__PHASE_PARKED; i++)
-        test_run_for(w->loop, 2);
+        fx_run_for(w->loop, 2);
     CHECK_MSG(l->phase == LEASH__PHASE_PARKED, "waiter never parked (phase %d)", l->phase);
 }
 
@@ -65,7 +65,7 @@ TEST(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep) {
     CHECK_EQ_INT(leash_acquire(waiter, 20000, fx_acquire_cb, &got), LEASH_OK);
     run_until_parked(&w, waiter);
     calls_before = test_redis_calls(&w.r, "evalsha") + test_redis_calls(&w.r, "eval");
-    test_run_for(w.loop, 1000);
+    fx_run_for(w.loop, 1000);
     calls_after = test_redis_calls(&w.r, "evalsha") + test_redis_calls(&w.r, "eval");
     CHECK_EQ_INT(calls_after - calls_before, 0);
     CHECK_EQ_INT(got.calls, 0);
@@ -97,7 +97,7 @@ TEST(waiter_sleeps_through_a_renewing_holder_without_a_command) {
     CHECK_EQ_INT(leash_acquire(waiter, 20000, fx_acquire_cb, &got), LEASH_OK);
     run_until_parked(&w, waiter);
     leash_client_stats(w.c, &before);
-    test_run_for(w.loop, 1500); /* five leases of the holder */
+    fx_run_for(w.loop, 1500); /* five leases of the holder */
     leash_client_stats(w.c, &after);
     CHECK(leash_held(holder));
     CHECK_MSG(after.commands_sent == before.commands_sent,
@@ -199,8 +199,8 @@ TEST(release_seen_between_attempt_and_sleep_is_not_lost) {
      * seen before the busy answer: no waiter is parked at that moment. */
     leash__lock_wake(waiter);
     CHECK(waiter->phase == LEASH__PHASE_ATTEMPT);
-    ev_run(w.loop, EVRUN_NOWAIT); /* writes the attempt */
-    usleep(50 * 1000);            /* Redis answers "busy"; we don't read it yet */
+    fx_run_nowait(w.loop); /* writes the attempt */
+    usleep(50 * 1000);     /* Redis answers "busy"; we don't read it yet */
     CHECK_EQ_INT(test_redis_int(&w.r, "DEL leash:kept"), 1); /* gone, no message */
     t0 = test_now_ms();
     leash__waiters_released(w.c, waiter->keys.channel, waiter->keys.channel_len, token,
@@ -236,7 +236,7 @@ TEST(waiters_survive_the_subscriber_connection_being_killed) {
     run_until_parked(&w, w2);
     killed = test_redis_int(&w.r, "CLIENT KILL TYPE pubsub");
     CHECK_EQ_INT(killed, 1);
-    test_run_for(w.loop, 300); /* reconnect, resubscribe, try once more */
+    fx_run_for(w.loop, 300); /* reconnect, resubscribe, try once more */
     leash_client_stats(w.c, &s);
     CHECK(s.sub_connects >= 2);
     CHECK_EQ_INT(g1.calls + g2.calls, 0);
@@ -281,11 +281,11 @@ TEST(one_subscription_per_name_shared_by_local_waiters) {
         CHECK_EQ_INT(g[i].status, LEASH_OK);
     }
     leash_release(ws[4], NULL, NULL);
-    test_run_for(w.loop, 100);
+    fx_run_for(w.loop, 100);
     /* The last holder left: the subscription lingers (sub_linger_ms, 1 s by
      * default) in case the name is contended again, then goes. */
     CHECK_EQ_INT(test_redis_calls(&w.r, "unsubscribe"), 0);
-    test_run_for(w.loop, 1100);
+    fx_run_for(w.loop, 1100);
     CHECK_EQ_INT(test_redis_calls(&w.r, "unsubscribe"), 1);
     CHECK(leash__chans_find(&w.c->chans, ws[0]->keys.channel, ws[0]->keys.channel_len) == NULL);
     world_down(&w);

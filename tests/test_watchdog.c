@@ -13,13 +13,13 @@
 
 typedef struct world {
     test_redis r;
-    struct ev_loop *loop;
+    fx_loop *loop;
     leash_client *c;
 } world;
 
 static void world_up(world *w) {
     CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
-    w->loop = ev_loop_new(EVFLAG_AUTO);
+    w->loop = fx_loop_new();
     w->c = fx_client(w->loop, &w->r, LEASE);
     fx_wait_connected(w->loop, w->c, 5000);
 }
@@ -27,7 +27,7 @@ static void world_up(world *w) {
 static void world_down(world *w) {
     leash_client_free(w->c);
     test_redis_stop(&w->r);
-    ev_loop_destroy(w->loop);
+    fx_loop_free(w->loop);
 }
 
 /* A held lock with its lost callback recorded in *lost. */
@@ -56,7 +56,7 @@ TEST(watchdog_keeps_a_short_lease_alive) {
     CHECK(leash_valid_ms(l) > LEASE - 20 && leash_valid_ms(l) <= LEASE);
     end = test_now_ms() + 3000; /* ten leases */
     while (test_now_ms() < end) {
-        test_run_for(w.loop, 50);
+        fx_run_for(w.loop, 50);
         CHECK_MSG(leash_held(l), "hold dropped at %lld ms before the end",
                   (long long)(end - test_now_ms()));
         pttl = test_redis_int(&w.r, "PTTL leash:long-job");
@@ -87,7 +87,7 @@ TEST(fixed_lease_expires_and_is_reported_lost) {
     CHECK_MSG(lost.at_ms <= deadline + 15, "lost %lld ms after the deadline",
               (long long)(lost.at_ms - deadline));
     CHECK(!leash_held(l));
-    test_run_for(w.loop, 50);
+    fx_run_for(w.loop, 50);
     CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:fixed"), 0);
     CHECK_EQ_INT(lost.calls, 1);
     CHECK_EQ_INT(leash_release(l, NULL, NULL), LEASH_ESTATE);
@@ -111,7 +111,7 @@ TEST(max_hold_ends_in_lost_max_hold) {
     CHECK_MSG(lost.at_ms - t0 >= 690 && lost.at_ms - t0 <= 800, "after %lld ms",
               (long long)(lost.at_ms - t0));
     CHECK(!leash_held(l));
-    test_run_for(w.loop, 50);
+    fx_run_for(w.loop, 50);
     CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:capped"), 0); /* released, not left to expire */
     world_down(&w);
 }
@@ -124,7 +124,7 @@ TEST(key_deleted_behind_our_back_is_lost_expired) {
 
     world_up(&w);
     l = hold(&w, "deleted", &lost);
-    test_run_for(w.loop, 150);
+    fx_run_for(w.loop, 150);
     CHECK_EQ_INT(test_redis_int(&w.r, "DEL leash:deleted"), 1);
     t0 = test_now_ms();
     fx_run_until(w.loop, &lost, 2000);
@@ -132,7 +132,7 @@ TEST(key_deleted_behind_our_back_is_lost_expired) {
     CHECK_MSG(lost.at_ms - t0 <= RENEW + 100, "lost %lld ms after the delete",
               (long long)(lost.at_ms - t0));
     CHECK(!leash_held(l));
-    test_run_for(w.loop, 300);
+    fx_run_for(w.loop, 300);
     CHECK_EQ_INT(lost.calls, 1);
     world_down(&w);
 }
@@ -172,7 +172,7 @@ TEST(frozen_server_is_lost_unreachable_by_the_deadline) {
 
     world_up(&w);
     l = hold(&w, "frozen", &lost);
-    test_run_for(w.loop, 120);
+    fx_run_for(w.loop, 120);
     test_redis_freeze(&w.r);
     deadline = absolute_deadline(l);
     fx_run_until(w.loop, &lost, 3000);
@@ -201,7 +201,7 @@ TEST(server_restarted_without_data_is_lost_then_works_again) {
     m = leash_lock_new(w.c, "restart-other");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 2000, 5000), LEASH_OK);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 2000, 5000), LEASH_OK);
-    test_run_for(w.loop, 2 * LEASE);
+    fx_run_for(w.loop, 2 * LEASE);
     CHECK(leash_held(l)); /* renewed on the new server */
     CHECK_EQ_INT(lost.calls, 1);
     world_down(&w);
@@ -220,7 +220,7 @@ TEST(release_stops_the_watchdog_at_once) {
     CHECK(!leash_held(l));
     CHECK_EQ_INT(leash_valid_ms(l), 0);
     leash_client_stats(w.c, &a);
-    test_run_for(w.loop, 2 * LEASE);
+    fx_run_for(w.loop, 2 * LEASE);
     leash_client_stats(w.c, &b);
     CHECK_EQ_INT((long long)(b.renew_commands - a.renew_commands), 0);
     CHECK_EQ_INT(lost.calls, 0);

@@ -1,0 +1,161 @@
+/*
+ * leash/adapters/libuv.h — run a leash client on a libuv loop.
+ *
+ *     uv_loop_t *loop = uv_default_loop();
+ *     leash_client *c;
+ *     leash_client_new(&c, &opts);
+ *     leash_libuv_attach(loop, c);      // starts connecting
+ *     ... leash_acquire(...) ...
+ *     uv_run(loop, UV_RUN_DEFAULT);
+ *
+ * Header-only, like hiredis's adapters: it compiles against the libuv headers
+ * of your program and links nothing into libleash. The Redis sockets are
+ * watched by hiredis's own libuv adapter (redisLibuvAttach, a uv_poll_t per
+ * connection); leash's timers are uv_timer_t handles of the same loop. Every
+ * hook runs on the loop's thread.
+ *
+ * Keeping the loop alive. A leash timer is uv_unref'ed while the core says
+ * that nothing of the user waits on it (a renewal, a reconnect back-off, a
+ * lingering subscription) and uv_ref'ed while one does (a waiting acquire, a
+ * command in flight), so leash's timers alone never keep uv_run() going. The
+ * hiredis poll handles do, as with any hiredis client, as long as a
+ * connection is open: free the client (or uv_stop) to leave uv_run().
+ *
+ * Closing. libuv closes a handle in two steps, uv_close() and then its close
+ * callback on a later turn of the loop. A timer that the core frees is
+ * uv_close'd at once, so it can never fire again, and its memory goes in its
+ * close callback. The timers point to nothing of the adapter's state, which
+ * is why leash_client_free() may release that state at once, from anywhere,
+ * inside a leash callback included, while the handles are still closing.
+ * hiredis closes its poll handles the same way. So after leash_client_free(),
+ * let the loop turn once more (uv_run, which returns once they are closed, if
+ * nothing else of yours is active) before uv_loop_close(), which otherwise
+ * answers UV_EBUSY:
+ *
+ *     leash_client_free(c);
+ *     uv_run(loop, UV_RUN_DEFAULT);   // finishes the closes
+ *     uv_loop_close(loop);
+ */
+#ifndef LEASH_ADAPTERS_LIBUV_H
+#define LEASH_ADAPTERS_LIBUV_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/adapters/libuv.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include <leash/leash.h>
+#include <leash/loop.h>
+
+typedef struct leash_libuv_timer {
+    uv_timer_t handle; /* first member; handle.data points back here */
+    leash_timer_fn *fn;
+    void *arg;
+} leash_libuv_timer;
+
+typedef struct leash_libuv {
+    uv_loop_t *loop;
+} leash_libuv;
+
+static inline int leash_libuv_attach_context_(void *data, struct redisAsyncContext *ac) {
+    leash_libuv *a = (leash_libuv *)data;
+    if (redisLibuvAttach(ac, a->loop) == REDIS_OK)
+        return 0;
+    /* Some hiredis versions set the hooks before they fail to allocate or to
+     * init the poll handle; the core's redisAsyncFree() would then call the
+     * cleanup hook on a NULL state. No state means nothing was attached. */
+    if (ac->ev.data == NULL)
+        memset(&ac->ev, 0, sizeof(ac->ev));
+    return -1;
+}
+
+static inline void leash_libuv_timer_fired_(uv_timer_t *handle) {
+    leash_libuv_timer *t = (leash_libuv_timer *)handle->data;
+    /* A one-shot timer is inactive by now; fn may re-arm or free it. Freed,
+     * its memory stays until the close callback, but it is not touched. */
+    t->fn(t->arg);
+}
+
+static inline void leash_libuv_timer_closed_(uv_handle_t *handle) {
+    free(handle->data);
+}
+
+static inline void *leash_libuv_timer_new_(void *data, leash_timer_fn *fn, void *arg) {
+    leash_libuv *a = (leash_libuv *)data;
+    leash_libuv_timer *t = (leash_libuv_timer *)calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    if (uv_timer_init(a->loop, &t->handle) != 0) {
+        free(t); /* a handle whose init failed is not in the loop */
+        return NULL;
+    }
+    t->handle.data = t;
+    t->fn = fn;
+    t->arg = arg;
+    return t;
+}
+
+static inline void leash_libuv_timer_start_(void *data, void *timer, uint64_t delay_ms,
+                                            int keep_alive) {
+    leash_libuv_timer *t = (leash_libuv_timer *)timer;
+    (void)data;
+    /* Starting an active timer moves it to the new time. */
+    uv_timer_start(&t->handle, leash_libuv_timer_fired_, delay_ms, 0);
+    if (keep_alive)
+        uv_ref((uv_handle_t *)&t->handle);
+    else
+        uv_unref((uv_handle_t *)&t->handle);
+}
+
+static inline void leash_libuv_timer_stop_(void *data, void *timer) {
+    leash_libuv_timer *t = (leash_libuv_timer *)timer;
+    (void)data;
+    uv_timer_stop(&t->handle);
+}
+
+static inline void leash_libuv_timer_free_(void *data, void *timer) {
+    leash_libuv_timer *t = (leash_libuv_timer *)timer;
+    (void)data;
+    /* Stops it now; the memory goes in the close callback. */
+    uv_close((uv_handle_t *)&t->handle, leash_libuv_timer_closed_);
+}
+
+static inline void leash_libuv_cleanup_(void *data) {
+    /* Safe while timers are still closing: they do not point here. */
+    free(data);
+}
+
+/*
+ * Binds client c to a libuv loop and starts connecting.
+ * Returns LEASH_OK, LEASH_EINVAL (NULL loop or client), LEASH_ESTATE
+ * (already attached, or being freed), or LEASH_ENOMEM. On an error no
+ * handle was added to the loop.
+ */
+static inline int leash_libuv_attach(uv_loop_t *loop, leash_client *c) {
+    leash_libuv *a;
+    leash_loop hooks;
+    int rc;
+
+    if (loop == NULL || c == NULL)
+        return LEASH_EINVAL;
+    a = (leash_libuv *)calloc(1, sizeof(*a));
+    if (a == NULL)
+        return LEASH_ENOMEM;
+    a->loop = loop;
+    hooks.data = a;
+    hooks.attach = leash_libuv_attach_context_;
+    hooks.timer_new = leash_libuv_timer_new_;
+    hooks.timer_start = leash_libuv_timer_start_;
+    hooks.timer_stop = leash_libuv_timer_stop_;
+    hooks.timer_free = leash_libuv_timer_free_;
+    hooks.cleanup = leash_libuv_cleanup_;
+    rc = leash_client_attach_loop(c, &hooks);
+    if (rc != LEASH_OK)
+        free(a);
+    return rc;
+}
+
+#endif /* LEASH_ADAPTERS_LIBUV_H */

@@ -1,0 +1,65 @@
+/* minimal_libevent [host [port]]: minimal.c on a libevent loop: take the lock "report",
+ * do a one-second job, give the lock back. */
+#include <inttypes.h>
+#include <leash/adapters/libevent.h> /* brings <event2/event.h> and <leash/leash.h> */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static struct event *job; /* the pretend work: a timer that fires once, after 1 s */
+static int exit_code = 1;
+
+static void on_released(leash_lock *lock, int status, void *arg) {
+    (void)arg;
+    printf("job done, lock released: %s\n", leash_strerror(status));
+    exit_code = status == LEASH_OK ? 0 : 1;
+    leash_client_free(leash_lock_client(lock)); /* its events go: dispatch returns */
+}
+
+static void on_job_done(evutil_socket_t fd, short what, void *lock) {
+    (void)fd, (void)what;
+    leash_release(lock, on_released, NULL);
+}
+
+/* The hold can no longer be trusted (Redis gone, or we stalled): stop working now. */
+static void on_lost(leash_lock *lock, int reason, void *arg) {
+    (void)arg;
+    printf("lost the lock (%s): job stopped\n", leash_lost_reason_name(reason));
+    evtimer_del(job);
+    leash_client_free(leash_lock_client(lock));
+}
+
+static void on_acquired(leash_lock *lock, int status, void *arg) {
+    struct timeval one_second = {1, 0};
+    (void)arg;
+    if (status != LEASH_OK) { /* LEASH_ETIMEDOUT after 5 s, LEASH_ECONN, ... */
+        printf("no lock: %s\n", leash_strerror(status));
+        leash_client_free(leash_lock_client(lock));
+        return;
+    }
+    printf("got the lock, fence %" PRIu64 "\n", leash_fence(lock)); /* pass it to your storage */
+    evtimer_add(job, &one_second); /* meanwhile the watchdog renews the lease */
+}
+
+int main(int argc, char **argv) {
+    struct event_base *base = event_base_new();
+    leash_options opts;
+    leash_client *c;
+    leash_lock *lock;
+    leash_options_init(&opts); /* a default for every field: 30 s lease, ... */
+    opts.host = argc > 1 ? argv[1] : "127.0.0.1";
+    opts.port = argc > 2 ? atoi(argv[2]) : 6379;
+    signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error, not a signal */
+    if (base == NULL || leash_client_new(&c, &opts) != LEASH_OK ||
+        leash_libevent_attach(base, c) != LEASH_OK)
+        return 1;
+    lock = leash_lock_new(c, "report");
+    leash_on_lost(lock, on_lost, NULL);
+    job = evtimer_new(base, on_job_done, lock);
+    if (job == NULL || leash_acquire(lock, 5000, on_acquired, NULL) != LEASH_OK) /* wait 5 s */
+        return 1;
+    event_base_dispatch(base); /* returns once the client is freed */
+    event_free(job);
+    event_base_free(base);
+    return exit_code;
+}
