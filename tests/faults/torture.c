@@ -1,0 +1,1211 @@
+/*
+ * torture: worker processes with many lock handles contend for a few lock
+ * names through the fault proxy, with short leases and the watchdog on,
+ * while a schedule of faults fires. Afterwards the supervisor checks the
+ * guarantees of DESIGN.md section 1 on what the workers recorded.
+ *
+ *   torture --quick                  about 60 s: what ctest runs
+ *   torture --minutes N              N minutes of faults (soak, by hand)
+ *   torture --procs 16 --handles 64 --names 16   the big mode
+ *   torture --seed S                 replay a schedule
+ *
+ * What the workers record, in a shared log (an mmap'd file):
+ *   UNIT  a unit of "work" of a hold: its fence and the CLOCK_MONOTONIC
+ *         interval during which leash_held() was true. The start t0 is
+ *         read before leash_valid_ms() (so the hold is valid on
+ *         [t0, t0 + v0]); the end t1 is read before leash_held() (so a
+ *         hold still valid then was valid on [t0, t1]). The claim is
+ *         [t0, t1] when held at t1, else [t0, t0 + v0]. Each unit ends with
+ *         a write to a simulated storage that rejects fences below the
+ *         largest it has seen; the write comes before the leash_held()
+ *         check, so a rejected write while still held is a violation, and
+ *         one after the hold ended is a stale writer stopped by its fence.
+ *   ACQ   an acquire: when it was asked, its wait, when and how it ended.
+ *   LOST  a lost callback: when it fired and the hold's local deadline
+ *         (read from the handle: src/lock.h).
+ *
+ * The supervisor checks:
+ *   - no two holds of one name have overlapping UNIT claims;
+ *   - one fence is never granted to two holds of one name;
+ *   - the storage never rejected a write made while the hold was valid;
+ *   - every acquire and release callback fired exactly once, never inside
+ *     the call (checked in the workers, and again after leash_client_free);
+ *   - every lost callback fired at most once per hold, only for a hold, and
+ *     no later than its local deadline + TOL ms (25 by default) + the
+ *     lateness of the worker's own probe timer (a loop starved of CPU runs
+ *     every timer late); a worker that the schedule SIGSTOPped meanwhile is
+ *     excused;
+ *   - leash_held() never turns true again without a new grant, and a hold
+ *     whose leash_held() turned 0 gets its lost callback;
+ *   - an acquire with a wait never ends before its wait (ETIMEDOUT) and
+ *     never later than its wait + command_timeout_ms + 300 ms (+ the loop's
+ *     own lateness; a try-once acquire: command_timeout_ms + 300 ms);
+ *   - after the faults stop, no waiter is stranded: in the drain phase
+ *     every pending acquire completes and every worker finishes;
+ *   - no lock is left in Redis at the end.
+ *
+ * The faults (tests/faults/proxy.h between the workers and Redis): stalls
+ * of the command connection shorter and longer than the leases, of the
+ * subscriber connection, of both; latency; blackholes up or down; cuts of
+ * all or of the subscriber connections; refused reconnects; redis-server
+ * SIGKILLed and started again; CLIENT KILL TYPE pubsub; SIGSTOP / SIGCONT
+ * of a worker that holds a lock; SCRIPT FLUSH. The server keeps an
+ * append-only file with appendfsync always, so a restart loses no
+ * acknowledged write: the guarantees are for a single Redis without data
+ * loss (DESIGN.md 1.3).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* prctl, strdup, kill, MAP_ANONYMOUS */
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ev.h>
+#include <hiredis/hiredis.h>
+#include <leash/adapters/libev.h>
+#include <leash/leash.h>
+
+#include "check.h"
+#include "lock.h" /* l->deadline, for the lost callback's check */
+#include "proxy.h"
+#include "redis_server.h"
+
+#define MAX_PROCS 64
+#define MAX_NAMES 64
+#define MAX_STOPS 256
+#define PREFIX "torture:"
+
+/* ---- settings ---- */
+
+static struct {
+    int procs, handles, names;
+    int fault_s, settle_s, drain_s;
+    int lease_min, lease_max;
+    int command_timeout;
+    int tol_ms;   /* lateness allowed to a lost callback (timer wake-up) */
+    int slack_ms; /* lateness allowed to an acquire beyond wait + command timeout */
+    unsigned seed;
+    int verbose;
+} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0};
+
+/* ---- the shared log ---- */
+
+enum {
+    REC_UNIT = 1,
+    REC_ACQ,
+    REC_LOST
+};
+
+typedef struct rec {
+    uint8_t type;
+    uint8_t flags; /* UNIT: F_*; LOST: reason */
+    uint16_t proc, handle, name;
+    int32_t status; /* ACQ: the status */
+    uint32_t hold;  /* hold number of this handle (1, 2, ...) */
+    uint64_t fence;
+    int64_t a, b, c; /* UNIT: lo, hi, -; ACQ: asked, ended, wait; LOST: fired, deadline */
+    int64_t lag;     /* ACQ, LOST: how late the worker's loop ran timers meanwhile */
+} rec;
+
+enum {
+    F_HELD_AT_END = 1, /* leash_held() at t1 */
+    F_ACCEPTED = 2,    /* the storage took the write */
+};
+
+typedef struct worker_shm {
+    pid_t pid;
+    int done, started;
+    int holding;
+    int nstops;
+    int64_t stops[MAX_STOPS][2]; /* SIGSTOP .. SIGCONT, conservative */
+    uint64_t acquired, busy, timedout, canceled, econn, other_fail;
+    uint64_t releases, release_fail;
+    uint64_t losts[5];
+    uint64_t rejections, writes;
+    uint64_t violations;
+    uint64_t resurrections;
+    char first_violation[512];
+} worker_shm;
+
+typedef struct shm {
+    int phase;
+    uint64_t max_fence[MAX_NAMES]; /* the simulated storage */
+    uint64_t nrec, cap, dropped;
+    worker_shm w[MAX_PROCS];
+    rec recs[];
+} shm;
+
+enum {
+    PHASE_RUN = 0,
+    PHASE_SETTLE = 1, /* faults stopped; work goes on */
+    PHASE_DRAIN = 2,  /* no new acquires; holds end; pending acquires must complete */
+    PHASE_GIVEUP = 3  /* drain took too long: whatever is pending is stranded */
+};
+
+static shm *S;
+
+static int64_t now_ms(void) {
+    return test_now_ms();
+}
+
+static void put(const rec *r) {
+    uint64_t i = __atomic_fetch_add(&S->nrec, 1, __ATOMIC_RELAXED);
+    if (i >= S->cap) {
+        __atomic_fetch_add(&S->dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    S->recs[i] = *r;
+}
+
+static int phase(void) {
+    return __atomic_load_n(&S->phase, __ATOMIC_ACQUIRE);
+}
+
+/* The storage: accepts a write whose fence is at least the largest seen. */
+static int storage_write(int name, uint64_t fence) {
+    uint64_t cur = __atomic_load_n(&S->max_fence[name], __ATOMIC_ACQUIRE);
+    for (;;) {
+        if (fence < cur)
+            return 0;
+        if (fence == cur || __atomic_compare_exchange_n(&S->max_fence[name], &cur, fence, 0,
+                                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return 1;
+    }
+}
+
+/* ---- a worker ---- */
+
+enum {
+    H_IDLE,
+    H_ACQUIRING,
+    H_HELD,
+    H_EXPIRED, /* leash_held() turned 0; the lost callback is due */
+    H_RELEASING
+};
+
+typedef struct handle {
+    int idx, name;
+    leash_lock *l;
+    int state;
+    int acq_pending, rel_pending; /* callbacks expected */
+    int canceled;                 /* leash_cancel or release while acquiring */
+    uint32_t hold;
+    int lost_seen;
+    int64_t acq_start, acq_wait;
+    int64_t hold_end;
+    int64_t t0, v0;
+    int64_t expired_at;
+    ev_timer t;      /* the gap before an acquire, a unit, the lost check */
+    ev_timer meddle; /* a cancel or release while acquiring */
+} handle;
+
+static struct {
+    int proc;
+    worker_shm *me;
+    struct ev_loop *loop;
+    leash_client *c;
+    handle *h;
+    int in_call;
+    unsigned rnd;
+    ev_timer tick;
+    int quitting;
+    /* The loop's own lateness: a timer due every PROBE_MS that notes how
+     * late it ran. What the loop suffered (CPU starvation on a busy
+     * machine) is not the engine's lateness. */
+    ev_timer probe;
+    int64_t probe_due;
+    int64_t probe_at[64], probe_late[64];
+    unsigned probe_n;
+} W;
+
+#define PROBE_MS 5
+
+static unsigned rnd_next(unsigned *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
+
+static int rnd_between(int lo, int hi) {
+    return lo + (int)(rnd_next(&W.rnd) % (unsigned)(hi - lo + 1));
+}
+
+static void violation(const char *fmt, ...) TEST_PRINTF_(1, 2);
+static void violation(const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (W.me->violations++ == 0)
+        snprintf(W.me->first_violation, sizeof W.me->first_violation, "proc %d: %s", W.proc, msg);
+    fprintf(stderr, "torture: VIOLATION proc %d: %s\n", W.proc, msg);
+}
+
+static void start_acquire(handle *h);
+static void start_unit(handle *h);
+
+static void on_probe(struct ev_loop *loop, ev_timer *t, int revents) {
+    int64_t now = now_ms();
+    unsigned i = W.probe_n++ % 64;
+    (void)revents;
+    W.probe_at[i] = now;
+    W.probe_late[i] = now - W.probe_due;
+    W.probe_due = now + PROBE_MS;
+    ev_timer_set(t, PROBE_MS / 1000.0, 0.);
+    ev_timer_start(loop, t);
+}
+
+/* How late the loop ran its timers at some moment of [from, now]. */
+static int64_t loop_lateness(int64_t from) {
+    int64_t now = now_ms(), worst = now > W.probe_due ? now - W.probe_due : 0;
+    unsigned i;
+    for (i = 0; i < 64 && i < W.probe_n; i++)
+        if (W.probe_at[i] >= from && W.probe_late[i] > worst)
+            worst = W.probe_late[i];
+    return worst;
+}
+
+static void arm(ev_timer *t, int64_t ms) {
+    ev_timer_stop(W.loop, t);
+    ev_timer_set(t, (double)(ms > 0 ? ms : 0) / 1000.0, 0.);
+    ev_timer_start(W.loop, t);
+}
+
+static void schedule_acquire(handle *h) {
+    h->state = H_IDLE;
+    if (phase() >= PHASE_DRAIN)
+        return;
+    arm(&h->t, rnd_between(0, 80));
+}
+
+static void on_released(leash_lock *l, int status, void *arg) {
+    handle *h = arg;
+    (void)l;
+    if (W.in_call)
+        violation("release callback of handle %d inside a call", h->idx);
+    if (h->rel_pending != 1) {
+        violation("release callback of handle %d not expected (status %s)", h->idx,
+                  leash_status_name(status));
+        return;
+    }
+    h->rel_pending = 0;
+    if (status == LEASH_OK)
+        W.me->releases++;
+    else
+        W.me->release_fail++;
+    if (leash_held(h->l))
+        violation("handle %d held after its release completed", h->idx);
+    if (h->state == H_RELEASING)
+        schedule_acquire(h);
+}
+
+static void record_acq(handle *h, int status) {
+    rec r;
+    memset(&r, 0, sizeof r);
+    r.type = REC_ACQ;
+    r.proc = (uint16_t)W.proc;
+    r.handle = (uint16_t)h->idx;
+    r.name = (uint16_t)h->name;
+    r.status = status;
+    r.hold = h->hold;
+    r.fence = status == LEASH_OK ? leash_fence(h->l) : 0;
+    r.a = h->acq_start;
+    r.b = now_ms();
+    r.c = h->acq_wait;
+    r.lag = loop_lateness(r.a + (r.c > 0 ? r.c : cfg.command_timeout));
+    put(&r);
+}
+
+static void on_acquired(leash_lock *l, int status, void *arg) {
+    handle *h = arg;
+    (void)l;
+    if (W.in_call)
+        violation("acquire callback of handle %d inside a call", h->idx);
+    if (h->acq_pending != 1) {
+        violation("acquire callback of handle %d not expected (status %s)", h->idx,
+                  leash_status_name(status));
+        return;
+    }
+    h->acq_pending = 0;
+    ev_timer_stop(W.loop, &h->meddle);
+    if (h->canceled && status != LEASH_ECANCELED)
+        violation("canceled acquire of handle %d ended %s", h->idx, leash_status_name(status));
+    if (status == LEASH_OK)
+        h->hold++;
+    record_acq(h, status);
+    switch (status) {
+    case LEASH_OK:
+        W.me->acquired++;
+        break;
+    case LEASH_EBUSY:
+        W.me->busy++;
+        break;
+    case LEASH_ETIMEDOUT:
+        W.me->timedout++;
+        break;
+    case LEASH_ECANCELED:
+        W.me->canceled++;
+        break;
+    case LEASH_ECONN:
+        W.me->econn++;
+        break;
+    default:
+        W.me->other_fail++;
+        if (W.me->other_fail < 5)
+            fprintf(stderr, "torture: proc %d: acquire ended %s\n", W.proc,
+                    leash_status_name(status));
+    }
+    if (status != LEASH_OK) {
+        if (h->state == H_ACQUIRING)
+            schedule_acquire(h);
+        /* else a release while acquiring: its own callback moves on */
+        return;
+    }
+    h->state = H_HELD;
+    h->lost_seen = 0;
+    W.me->holding++;
+    h->hold_end = now_ms() + (phase() >= PHASE_DRAIN ? 0 : rnd_between(20, 1500));
+    start_unit(h);
+}
+
+static void on_lost(leash_lock *l, int reason, void *arg) {
+    handle *h = arg;
+    rec r;
+
+    if (h->state != H_HELD && h->state != H_EXPIRED) {
+        violation("lost (%s) on handle %d that does not hold", leash_lost_reason_name(reason),
+                  h->idx);
+        return;
+    }
+    if (h->lost_seen++)
+        violation("second lost callback for hold %u of handle %d", h->hold, h->idx);
+    if (leash_held(l))
+        violation("handle %d still held inside its lost callback", h->idx);
+    memset(&r, 0, sizeof r);
+    r.type = REC_LOST;
+    r.flags = (uint8_t)reason;
+    r.proc = (uint16_t)W.proc;
+    r.handle = (uint16_t)h->idx;
+    r.name = (uint16_t)h->name;
+    r.hold = h->hold;
+    r.fence = leash_fence(l);
+    r.a = now_ms();
+    r.b = l->deadline;
+    r.lag = loop_lateness(l->deadline);
+    put(&r);
+    if (reason >= 1 && reason <= 4)
+        W.me->losts[reason]++;
+    /* The unit under way was valid up to t0 + v0. */
+    if (h->state == H_HELD && h->v0 > 0) {
+        memset(&r, 0, sizeof r);
+        r.type = REC_UNIT;
+        r.proc = (uint16_t)W.proc;
+        r.handle = (uint16_t)h->idx;
+        r.name = (uint16_t)h->name;
+        r.hold = h->hold;
+        r.fence = leash_fence(l);
+        r.a = h->t0;
+        r.b = h->t0 + h->v0;
+        put(&r);
+    }
+    W.me->holding--;
+    schedule_acquire(h);
+}
+
+static void start_unit(handle *h) {
+    int64_t left;
+    h->t0 = now_ms();
+    h->v0 = leash_valid_ms(h->l);
+    left = h->hold_end - h->t0;
+    arm(&h->t, rnd_between(5, 60) < left ? rnd_between(5, 60) : (left > 0 ? left : 0));
+}
+
+static void end_unit(handle *h) {
+    int accepted, held;
+    int64_t t1;
+    rec r;
+
+    accepted = storage_write(h->name, leash_fence(h->l));
+    t1 = now_ms();
+    held = leash_held(h->l);
+    W.me->writes++;
+    if (!accepted) {
+        W.me->rejections++;
+        if (held)
+            violation("storage rejected fence %" PRIu64 " of name %d while handle %d held it",
+                      leash_fence(h->l), h->name, h->idx);
+    }
+    memset(&r, 0, sizeof r);
+    r.type = REC_UNIT;
+    r.flags = (uint8_t)((held ? F_HELD_AT_END : 0) | (accepted ? F_ACCEPTED : 0));
+    r.proc = (uint16_t)W.proc;
+    r.handle = (uint16_t)h->idx;
+    r.name = (uint16_t)h->name;
+    r.hold = h->hold;
+    r.fence = leash_fence(h->l);
+    r.a = h->t0;
+    r.b = held ? t1 : h->t0 + h->v0;
+    if (held || h->v0 > 0)
+        put(&r);
+    if (!held) {
+        /* The lost callback must come (it may be behind us in this loop
+         * iteration); leash_held() must not come back. */
+        h->state = H_EXPIRED;
+        h->expired_at = t1;
+        h->v0 = 0;
+        arm(&h->t, 20);
+        return;
+    }
+    if (t1 < h->hold_end && phase() < PHASE_DRAIN) {
+        start_unit(h);
+        return;
+    }
+    h->state = H_RELEASING;
+    h->rel_pending = 1;
+    W.me->holding--;
+    W.in_call = 1;
+    int rc = leash_release(h->l, on_released, h);
+    W.in_call = 0;
+    if (rc != LEASH_OK) {
+        h->rel_pending = 0;
+        violation("leash_release of held handle %d refused: %s", h->idx, leash_status_name(rc));
+        schedule_acquire(h);
+    }
+}
+
+static void check_expired(handle *h) {
+    if (leash_held(h->l)) {
+        /* Valid again without a new grant. */
+        W.me->resurrections++;
+        violation("handle %d: leash_held() is 1 again %lld ms after it turned 0, no lost "
+                  "callback (hold %u)",
+                  h->idx, (long long)(now_ms() - h->expired_at), h->hold);
+        h->state = H_HELD;
+        start_unit(h);
+        return;
+    }
+    if (now_ms() - h->expired_at > 2000) {
+        violation("handle %d: not held for 2 s and no lost callback (hold %u)", h->idx, h->hold);
+        h->state = H_HELD; /* give it back to the flow */
+        h->hold_end = 0;
+        end_unit(h);
+        return;
+    }
+    arm(&h->t, 20);
+}
+
+static void on_handle_timer(struct ev_loop *loop, ev_timer *t, int revents) {
+    handle *h = t->data;
+    (void)loop, (void)revents;
+    switch (h->state) {
+    case H_IDLE:
+        start_acquire(h);
+        break;
+    case H_HELD:
+        end_unit(h);
+        break;
+    case H_EXPIRED:
+        check_expired(h);
+        break;
+    default:
+        break;
+    }
+}
+
+static void on_meddle(struct ev_loop *loop, ev_timer *t, int revents) {
+    handle *h = t->data;
+    int rc;
+    (void)loop, (void)revents;
+    if (h->state != H_ACQUIRING || !h->acq_pending)
+        return;
+    W.in_call = 1;
+    if (rnd_next(&W.rnd) & 1) {
+        rc = leash_cancel(h->l);
+        if (rc == LEASH_OK)
+            h->canceled = 1;
+    } else {
+        h->rel_pending = 1;
+        rc = leash_release(h->l, on_released, h);
+        if (rc == LEASH_OK) {
+            h->canceled = 1;
+            h->state = H_RELEASING;
+        } else {
+            h->rel_pending = 0;
+        }
+    }
+    W.in_call = 0;
+    if (rc != LEASH_OK)
+        violation("cancel/release of acquiring handle %d refused: %s", h->idx,
+                  leash_status_name(rc));
+}
+
+static void start_acquire(handle *h) {
+    int r = rnd_between(0, 99), rc;
+    int64_t wait = r < 25 ? 0 : r < 75 ? rnd_between(100, 3000) : LEASH_WAIT_FOREVER;
+
+    if (phase() >= PHASE_DRAIN)
+        return;
+    leash_lock_set_watchdog(h->l, rnd_between(cfg.lease_min, cfg.lease_max), 0);
+    h->state = H_ACQUIRING;
+    h->acq_pending = 1;
+    h->canceled = 0;
+    h->acq_start = now_ms();
+    h->acq_wait = wait;
+    W.in_call = 1;
+    rc = leash_acquire(h->l, wait, on_acquired, h);
+    W.in_call = 0;
+    if (rc != LEASH_OK) {
+        h->acq_pending = 0;
+        violation("leash_acquire of idle handle %d refused: %s", h->idx, leash_status_name(rc));
+        schedule_acquire(h);
+        return;
+    }
+    if (wait != 0 && rnd_between(0, 99) < 8)
+        arm(&h->meddle, rnd_between(1, 400));
+}
+
+static int all_idle(void) {
+    int i;
+    for (i = 0; i < cfg.handles; i++)
+        if (W.h[i].state != H_IDLE || W.h[i].acq_pending || W.h[i].rel_pending)
+            return 0;
+    return 1;
+}
+
+static void finish(void) {
+    int i;
+
+    W.quitting = 1;
+    ev_timer_stop(W.loop, &W.tick);
+    ev_timer_stop(W.loop, &W.probe);
+    for (i = 0; i < cfg.handles; i++) {
+        ev_timer_stop(W.loop, &W.h[i].t);
+        ev_timer_stop(W.loop, &W.h[i].meddle);
+    }
+    leash_client_free(W.c); /* pending callbacks fire ECANCELED now */
+    W.c = NULL;
+    for (i = 0; i < cfg.handles; i++)
+        if (W.h[i].acq_pending || W.h[i].rel_pending)
+            violation("handle %d: a callback never fired (acquire %d, release %d)", i,
+                      W.h[i].acq_pending, W.h[i].rel_pending);
+}
+
+static void on_tick(struct ev_loop *loop, ev_timer *t, int revents) {
+    (void)loop, (void)t, (void)revents;
+    int p = phase(), i;
+    if (p == PHASE_DRAIN && all_idle()) {
+        finish();
+        return;
+    }
+    if (p == PHASE_GIVEUP) {
+        for (i = 0; i < cfg.handles; i++)
+            if (W.h[i].state == H_ACQUIRING)
+                violation("handle %d stranded: acquire (wait %lld) pending for %lld ms after "
+                          "the faults stopped",
+                          i, (long long)W.h[i].acq_wait, (long long)(now_ms() - W.h[i].acq_start));
+            else if (W.h[i].state != H_IDLE)
+                violation("handle %d stuck in state %d at the end", i, W.h[i].state);
+        finish();
+    }
+}
+
+static void worker_log(int level, const char *msg, void *arg) {
+    static int errors;
+    (void)arg;
+    if (cfg.verbose || (level == LEASH_LOG_ERROR && errors++ < 5))
+        fprintf(stderr, "torture: proc %d leash[%d]: %s\n", W.proc, level, msg);
+}
+
+static void worker_main(int proc, int port) {
+    leash_options o;
+    char name[32];
+    int i;
+
+    memset(&W, 0, sizeof W);
+    W.proc = proc;
+    W.me = &S->w[proc];
+    W.rnd = cfg.seed * 2654435761u + (unsigned)proc * 40503u + 1;
+    W.loop = ev_loop_new(EVFLAG_AUTO);
+    leash_options_init(&o);
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.key_prefix = PREFIX;
+    o.lease_ms = cfg.lease_max;
+    o.command_timeout_ms = cfg.command_timeout;
+    o.connect_timeout_ms = cfg.command_timeout;
+    o.reconnect_min_ms = 20;
+    o.reconnect_max_ms = 200;
+    o.log_cb = worker_log;
+    o.log_level = cfg.verbose ? LEASH_LOG_INFO : LEASH_LOG_ERROR;
+    if (leash_client_new(&W.c, &o) != LEASH_OK || leash_libev_attach(W.loop, W.c) != LEASH_OK) {
+        violation("no client");
+        exit(1);
+    }
+    W.h = calloc((size_t)cfg.handles, sizeof *W.h);
+    for (i = 0; i < cfg.handles; i++) {
+        handle *h = &W.h[i];
+        h->idx = i;
+        h->name = (int)(rnd_next(&W.rnd) % (unsigned)cfg.names);
+        snprintf(name, sizeof name, "n%d", h->name);
+        h->l = leash_lock_new(W.c, name);
+        leash_on_lost(h->l, on_lost, h);
+        ev_timer_init(&h->t, on_handle_timer, 0., 0.);
+        h->t.data = h;
+        ev_timer_init(&h->meddle, on_meddle, 0., 0.);
+        h->meddle.data = h;
+        schedule_acquire(h);
+    }
+    ev_timer_init(&W.tick, on_tick, 0.01, 0.01);
+    ev_timer_start(W.loop, &W.tick);
+    ev_timer_init(&W.probe, on_probe, PROBE_MS / 1000.0, 0.);
+    W.probe_due = now_ms() + PROBE_MS;
+    ev_timer_start(W.loop, &W.probe);
+    W.me->started = 1;
+    ev_run(W.loop, 0);
+    if (W.c != NULL) /* the loop ran dry: should not happen */
+        finish();
+    ev_loop_destroy(W.loop);
+    free(W.h);
+    W.me->done = 1;
+}
+
+/* ---- the supervisor ---- */
+
+static test_redis R;
+static fault_proxy P;
+static unsigned srnd;
+
+static int s_between(int lo, int hi) {
+    return lo + (int)(rnd_next(&srnd) % (unsigned)(hi - lo + 1));
+}
+
+static void sleep_ms(int64_t ms) {
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static const char *redis_bin(void) {
+    const char *e = getenv("LEASH_REDIS_SERVER");
+    return e && *e ? e : "redis-server";
+}
+
+/* Starts the same server again on its folder's config: with appendonly
+ * and appendfsync always it comes back with every acknowledged write. */
+static int redis_respawn(void) {
+    char conf[300];
+    pid_t pid, parent = getpid();
+    int64_t deadline;
+    int fd;
+
+    snprintf(conf, sizeof conf, "%s/redis.conf", R.dir);
+    pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        signal(SIGPIPE, SIG_DFL);
+        fd = open("/dev/null", O_RDWR);
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        for (fd = 3; fd < 1024; fd++)
+            close(fd);
+        execlp(redis_bin(), redis_bin(), conf, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0)
+        return -1;
+    R.pid = pid;
+    deadline = now_ms() + 10000;
+    while (now_ms() < deadline) {
+        long long v = test_redis_int(&R, "DBSIZE");
+        if (v >= 0)
+            return 0;
+        sleep_ms(10);
+    }
+    return -1;
+}
+
+enum {
+    F_STALL_CMD_SHORT,
+    F_STALL_CMD_LONG,
+    F_STALL_SUB,
+    F_STALL_ALL,
+    F_DELAY,
+    F_HOLE_UP,
+    F_HOLE_DOWN,
+    F_CUT_ALL,
+    F_CUT_SUB,
+    F_REFUSE,
+    F_RESTART,
+    F_KILL_PUBSUB,
+    F_SIGSTOP,
+    F_SCRIPT_FLUSH,
+    F_COUNT
+};
+static const char *const fault_names[F_COUNT] = {
+    "stall-cmd-short", "stall-cmd-long", "stall-sub", "stall-all",   "delay",
+    "blackhole-up",    "blackhole-down", "cut-all",   "cut-sub",     "refuse",
+    "restart",         "client-kill",    "sigstop",   "script-flush"};
+static uint64_t fault_count[F_COUNT];
+
+static void admin(const char *cmd) {
+    redisReply *r = test_redis_cmd(&R, cmd);
+    if (r)
+        freeReplyObject(r);
+}
+
+static void sigstop_one(int64_t ms) {
+    int i, pick = -1, n = 0;
+    worker_shm *w;
+    /* A worker that holds something, if any. */
+    for (i = 0; i < cfg.procs; i++)
+        if (!S->w[i].done && __atomic_load_n(&S->w[i].holding, __ATOMIC_RELAXED) > 0 &&
+            s_between(0, n++) == 0)
+            pick = i;
+    if (pick < 0)
+        pick = s_between(0, cfg.procs - 1);
+    w = &S->w[pick];
+    if (w->done || w->pid <= 0 || w->nstops >= MAX_STOPS)
+        return;
+    w->stops[w->nstops][0] = now_ms();
+    w->stops[w->nstops][1] = INT64_MAX;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    kill(w->pid, SIGSTOP);
+    sleep_ms(ms);
+    kill(w->pid, SIGCONT);
+    w->stops[w->nstops][1] = now_ms();
+    w->nstops++;
+}
+
+static void one_fault(void) {
+    int f = s_between(0, F_COUNT - 1);
+    int lease = cfg.lease_min;
+
+    fault_count[f]++;
+    if (cfg.verbose)
+        fprintf(stderr, "torture: fault %s\n", fault_names[f]);
+    switch (f) {
+    case F_STALL_CMD_SHORT:
+        fp_stall(&P, FP_CMD, FP_BOTH, 1);
+        sleep_ms(s_between(20, lease / 2));
+        break;
+    case F_STALL_CMD_LONG:
+        fp_stall(&P, FP_CMD, s_between(1, 3), 1);
+        sleep_ms(s_between(cfg.lease_max, 3 * cfg.lease_max));
+        break;
+    case F_STALL_SUB:
+        fp_stall(&P, FP_SUB, FP_BOTH, 1);
+        sleep_ms(s_between(100, 3 * cfg.lease_max));
+        break;
+    case F_STALL_ALL:
+        fp_stall(&P, FP_ALL, FP_BOTH, 1);
+        sleep_ms(s_between(50, 2 * cfg.lease_max));
+        break;
+    case F_DELAY:
+        fp_delay(&P, FP_ALL, FP_BOTH, s_between(5, 120));
+        sleep_ms(s_between(500, 3000));
+        break;
+    case F_HOLE_UP:
+        fp_blackhole(&P, s_between(1, 3), FP_UP, 1);
+        sleep_ms(s_between(50, 1500));
+        break;
+    case F_HOLE_DOWN:
+        fp_blackhole(&P, s_between(1, 3), FP_DOWN, 1);
+        sleep_ms(s_between(50, 1500));
+        break;
+    case F_CUT_ALL:
+        fp_cut(&P, FP_ALL);
+        break;
+    case F_CUT_SUB:
+        fp_cut(&P, FP_SUB);
+        break;
+    case F_REFUSE:
+        fp_refuse(&P, FP_ALL, 1);
+        fp_cut(&P, s_between(1, 3));
+        sleep_ms(s_between(100, 1500));
+        break;
+    case F_RESTART:
+        test_redis_kill(&R);
+        sleep_ms(s_between(0, 600));
+        if (redis_respawn() != 0) {
+            fprintf(stderr, "torture: redis-server did not come back\n");
+            exit(2);
+        }
+        break;
+    case F_KILL_PUBSUB:
+        admin("CLIENT KILL TYPE pubsub");
+        break;
+    case F_SIGSTOP:
+        sigstop_one(s_between(50, 3 * cfg.lease_max));
+        break;
+    case F_SCRIPT_FLUSH:
+        admin("SCRIPT FLUSH");
+        break;
+    }
+    fp_clear(&P);
+}
+
+/* ---- the checks ---- */
+
+static uint64_t violations;
+
+static void sv_violation(const char *fmt, ...) TEST_PRINTF_(1, 2);
+static void sv_violation(const char *fmt, ...) {
+    va_list ap;
+    if (++violations > 30)
+        return;
+    fprintf(stderr, "torture: VIOLATION ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* 1 if proc was stopped at some moment of [from, to]. */
+static int stopped_during(int proc, int64_t from, int64_t to) {
+    const worker_shm *w = &S->w[proc];
+    int i;
+    for (i = 0; i < w->nstops; i++)
+        if (w->stops[i][0] <= to && w->stops[i][1] >= from)
+            return 1;
+    return 0;
+}
+
+static int by_name_lo(const void *x, const void *y) {
+    const rec *a = x, *b = y;
+    if (a->type != b->type)
+        return a->type - b->type;
+    if (a->name != b->name)
+        return a->name - b->name;
+    if (a->type == REC_ACQ) {
+        if (a->fence != b->fence)
+            return a->fence < b->fence ? -1 : 1;
+        return a->b < b->b ? -1 : a->b > b->b;
+    }
+    return a->a < b->a ? -1 : a->a > b->a;
+}
+
+static int same_hold(const rec *a, const rec *b) {
+    return a->proc == b->proc && a->handle == b->handle && a->hold == b->hold;
+}
+
+typedef struct figures {
+    uint64_t acquisitions, handoffs, units;
+    int64_t max_lost_late, max_acq_late;
+} figures;
+
+static void check_log(figures *fg) {
+    uint64_t n = S->nrec < S->cap ? S->nrec : S->cap, i;
+    rec *r = S->recs;
+    const rec *best = NULL;
+
+    if (S->dropped)
+        sv_violation("the log was full: %" PRIu64 " records dropped", S->dropped);
+    qsort(r, n, sizeof *r, by_name_lo);
+    fg->max_lost_late = fg->max_acq_late = INT64_MIN;
+    for (i = 0; i < n; i++) {
+        const rec *x = &r[i];
+        if (x->type == REC_UNIT) {
+            fg->units++;
+            if (i == 0 || r[i - 1].type != REC_UNIT || r[i - 1].name != x->name)
+                best = NULL;
+            /* best: the claim reaching furthest among those so far. */
+            if (best != NULL && x->a < best->b && !same_hold(x, best))
+                sv_violation("name n%d: proc %d handle %d fence %" PRIu64 " valid on "
+                             "[%lld, %lld] overlaps proc %d handle %d fence %" PRIu64
+                             " valid on [%lld, %lld]",
+                             x->name, x->proc, x->handle, x->fence, (long long)x->a,
+                             (long long)x->b, best->proc, best->handle, best->fence,
+                             (long long)best->a, (long long)best->b);
+            if (best == NULL || x->b > best->b)
+                best = x;
+        } else if (x->type == REC_ACQ) {
+            int64_t late;
+            if (x->status == LEASH_OK) {
+                fg->acquisitions++;
+                if (i > 0 && r[i - 1].type == REC_ACQ && r[i - 1].status == LEASH_OK &&
+                    r[i - 1].name == x->name && r[i - 1].fence == x->fence)
+                    sv_violation("name n%d: fence %" PRIu64 " granted twice (proc %d handle %d, "
+                                 "proc %d handle %d)",
+                                 x->name, x->fence, x->proc, x->handle, r[i - 1].proc,
+                                 r[i - 1].handle);
+            }
+            if (x->c > 0) {
+                late = x->b - (x->a + x->c);
+                if (x->status == LEASH_ETIMEDOUT && late < -2)
+                    sv_violation("proc %d handle %d: ETIMEDOUT %lld ms before its %lld ms wait",
+                                 x->proc, x->handle, (long long)-late, (long long)x->c);
+                late -= x->lag; /* what the loop itself suffered is not the engine's */
+                if (late > fg->max_acq_late && !stopped_during(x->proc, x->a, x->b))
+                    fg->max_acq_late = late;
+                if (late > cfg.command_timeout + cfg.slack_ms &&
+                    !stopped_during(x->proc, x->a, x->b))
+                    sv_violation("proc %d handle %d: acquire (wait %lld ms) ended %s %lld ms "
+                                 "after its wait",
+                                 x->proc, x->handle, (long long)x->c, leash_status_name(x->status),
+                                 (long long)late);
+            } else if (x->c == 0) {
+                late = x->b - x->a - cfg.command_timeout - x->lag;
+                if (late > cfg.slack_ms && !stopped_during(x->proc, x->a, x->b))
+                    sv_violation("proc %d handle %d: try-once acquire ended %s after %lld ms",
+                                 x->proc, x->handle, leash_status_name(x->status),
+                                 (long long)(x->b - x->a));
+            }
+        } else if (x->type == REC_LOST) {
+            /* Lateness beyond what the worker's loop itself suffered. */
+            int64_t late = x->a - x->b - x->lag;
+            if (stopped_during(x->proc, x->b - cfg.tol_ms, x->a))
+                continue;
+            if (late > fg->max_lost_late)
+                fg->max_lost_late = late;
+            if (late > cfg.tol_ms)
+                sv_violation("proc %d handle %d: lost (%s) fired %lld ms after the local "
+                             "deadline, the loop being %lld ms late (fence %" PRIu64 ")",
+                             x->proc, x->handle, leash_lost_reason_name(x->flags),
+                             (long long)(x->a - x->b), (long long)x->lag, x->fence);
+        }
+    }
+    /* Handoffs: consecutive grants of a name, by time, to different handles. */
+    {
+        rec *g = malloc(sizeof(rec) * (fg->acquisitions + 1));
+        uint64_t k = 0, j;
+        for (i = 0; i < n; i++)
+            if (r[i].type == REC_ACQ && r[i].status == LEASH_OK)
+                g[k++] = r[i];
+        /* Sorted by name then fence: fences grow with time per name. */
+        for (j = 1; j < k; j++)
+            if (g[j].name == g[j - 1].name &&
+                (g[j].proc != g[j - 1].proc || g[j].handle != g[j - 1].handle))
+                fg->handoffs++;
+        free(g);
+    }
+}
+
+static void check_redis_empty(void) {
+    redisReply *r = test_redis_cmd(&R, "KEYS %s*", PREFIX);
+    size_t i;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+        sv_violation("cannot list the keys left in Redis");
+    } else {
+        for (i = 0; i < r->elements; i++) {
+            long long ttl = test_redis_int(&R, "PTTL %s", r->element[i]->str);
+            sv_violation("lock %s left in Redis (pttl %lld ms)", r->element[i]->str, ttl);
+        }
+    }
+    if (r)
+        freeReplyObject(r);
+}
+
+static void usage(const char *argv0) {
+    fprintf(stderr,
+            "usage: %s [--quick] [--minutes N] [--seconds N] [--procs N] [--handles N]\n"
+            "          [--names N] [--seed S] [--tolerance-ms N] [--verbose]\n",
+            argv0);
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    test_redis_config rc;
+    char shm_path[300];
+    size_t size;
+    int fd, i, status;
+    int64_t start, end, fault_end;
+    uint64_t faults = 0, losts[5] = {0}, rejections = 0, writes = 0;
+    uint64_t busy = 0, timedout = 0, econn = 0, canceled = 0, other = 0;
+    figures fg;
+
+    memset(&fg, 0, sizeof fg);
+    cfg.seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 8);
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--quick") == 0) {
+            cfg.fault_s = 40;
+        } else if (strcmp(a, "--verbose") == 0) {
+            cfg.verbose = 1;
+        } else if (v == NULL) {
+            usage(argv[0]);
+        } else if (strcmp(a, "--minutes") == 0) {
+            cfg.fault_s = atoi(v) * 60, i++;
+        } else if (strcmp(a, "--seconds") == 0) {
+            cfg.fault_s = atoi(v), i++;
+        } else if (strcmp(a, "--procs") == 0) {
+            cfg.procs = atoi(v), i++;
+        } else if (strcmp(a, "--handles") == 0) {
+            cfg.handles = atoi(v), i++;
+        } else if (strcmp(a, "--names") == 0) {
+            cfg.names = atoi(v), i++;
+        } else if (strcmp(a, "--seed") == 0) {
+            cfg.seed = (unsigned)strtoul(v, NULL, 0), i++;
+        } else if (strcmp(a, "--tolerance-ms") == 0) {
+            cfg.tol_ms = atoi(v), i++;
+        } else {
+            usage(argv[0]);
+        }
+    }
+    if (cfg.procs < 1 || cfg.procs > MAX_PROCS || cfg.handles < 1 || cfg.handles > 4096 ||
+        cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1)
+        usage(argv[0]);
+    srnd = cfg.seed | 1;
+    signal(SIGPIPE, SIG_IGN);
+    /* The server's append-only file on tmpfs: fsync costs nothing there,
+     * and a killed server still finds every write it acknowledged. */
+    if (getenv("TMPDIR") == NULL && access("/dev/shm", W_OK) == 0)
+        setenv("TMPDIR", "/dev/shm", 1);
+    setvbuf(stderr, NULL, _IOLBF, 0);
+
+    /* The log: a file mapped by every process (sparse: only what is used
+     * takes room). */
+    snprintf(shm_path, sizeof shm_path, "%s/leash-torture-XXXXXX", test_tmpdir());
+    fd = mkstemp(shm_path);
+    if (fd < 0) {
+        perror("torture: mkstemp");
+        return 2;
+    }
+    unlink(shm_path);
+    {
+        /* At most one holder per name writes a unit every 5 ms; a handle
+         * ends an acquire every 40 ms at most (try-once, 0..80 ms apart). */
+        uint64_t secs = (uint64_t)(cfg.fault_s + cfg.settle_s + cfg.drain_s + 10);
+        uint64_t cap =
+            secs * ((uint64_t)cfg.procs * (uint64_t)cfg.handles * 25 + (uint64_t)cfg.names * 200);
+        size = sizeof(shm) + cap * sizeof(rec);
+        if (ftruncate(fd, (off_t)size) != 0) {
+            perror("torture: ftruncate");
+            return 2;
+        }
+        S = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (S == MAP_FAILED) {
+            perror("torture: mmap");
+            return 2;
+        }
+        S->cap = cap;
+    }
+
+    memset(&rc, 0, sizeof rc);
+    /* Restarts must not lose acknowledged writes: DESIGN.md's guarantees
+     * are for a single Redis without data loss. */
+    rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no";
+    if (test_redis_start(&R, &rc) != 0 || fp_start(&P, R.port) != 0) {
+        fprintf(stderr, "torture: cannot start redis-server and the proxy\n");
+        return 2;
+    }
+
+    for (i = 0; i < cfg.procs; i++) {
+        pid_t pid;
+        fflush(stdout);
+        fflush(stderr);
+        pid = fork();
+        if (pid < 0) {
+            perror("torture: fork");
+            return 2;
+        }
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            worker_main(i, P.port);
+            exit(S->w[i].violations ? 1 : 0);
+        }
+        S->w[i].pid = pid;
+    }
+
+    start = now_ms();
+    fault_end = start + (int64_t)cfg.fault_s * 1000;
+    while (now_ms() < fault_end) {
+        sleep_ms(s_between(100, 600));
+        if (now_ms() >= fault_end)
+            break;
+        one_fault();
+        faults++;
+    }
+    __atomic_store_n(&S->phase, PHASE_SETTLE, __ATOMIC_RELEASE);
+    sleep_ms((int64_t)cfg.settle_s * 1000);
+    __atomic_store_n(&S->phase, PHASE_DRAIN, __ATOMIC_RELEASE);
+    end = now_ms() + (int64_t)cfg.drain_s * 1000;
+    for (;;) {
+        int left = 0;
+        for (i = 0; i < cfg.procs; i++)
+            if (S->w[i].pid > 0 && waitpid(S->w[i].pid, &status, WNOHANG) == 0)
+                left++;
+            else if (S->w[i].pid > 0) {
+                if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && !S->w[i].violations))
+                    sv_violation("worker %d died (status 0x%x)", i, status);
+                S->w[i].pid = 0;
+            }
+        if (left == 0)
+            break;
+        if (now_ms() >= end && phase() != PHASE_GIVEUP) {
+            __atomic_store_n(&S->phase, PHASE_GIVEUP, __ATOMIC_RELEASE);
+            end = now_ms() + 5000;
+        } else if (now_ms() >= end) {
+            for (i = 0; i < cfg.procs; i++)
+                if (S->w[i].pid > 0) {
+                    sv_violation("worker %d hung at the end: killed", i);
+                    kill(S->w[i].pid, SIGKILL);
+                }
+        }
+        sleep_ms(10);
+    }
+    sleep_ms(50);
+    check_redis_empty();
+    check_log(&fg);
+
+    for (i = 0; i < cfg.procs; i++) {
+        worker_shm *w = &S->w[i];
+        int k;
+        violations += w->violations;
+        for (k = 1; k < 5; k++)
+            losts[k] += w->losts[k];
+        rejections += w->rejections;
+        writes += w->writes;
+        busy += w->busy;
+        timedout += w->timedout;
+        econn += w->econn;
+        canceled += w->canceled;
+        other += w->other_fail;
+    }
+
+    printf("faults:");
+    for (i = 0; i < F_COUNT; i++)
+        printf(" %s=%" PRIu64, fault_names[i], fault_count[i]);
+    printf("\nacquire endings: busy=%" PRIu64 " timedout=%" PRIu64 " econn=%" PRIu64
+           " canceled=%" PRIu64 " other=%" PRIu64 "; writes=%" PRIu64
+           "; worst lateness: lost %lld ms past its deadline (beyond the loop's own), acquire %lld "
+           "ms past its wait\n",
+           busy, timedout, econn, canceled, other, writes, (long long)fg.max_lost_late,
+           (long long)fg.max_acq_late);
+    printf("torture: %dx%d handles on %d names, %d s of faults, seed %u: acquisitions=%" PRIu64
+           " handoffs=%" PRIu64 " faults=%" PRIu64 " losts: expired=%" PRIu64
+           " unreachable=%" PRIu64 " max_hold=%" PRIu64 " stale-fence rejections=%" PRIu64
+           " violations=%" PRIu64 "\n",
+           cfg.procs, cfg.handles, cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions, fg.handoffs,
+           faults, losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE],
+           losts[LEASH_LOST_MAX_HOLD], rejections, violations);
+    fflush(stdout);
+    fp_stop(&P);
+    test_redis_stop(&R);
+    munmap(S, size);
+    if (fg.acquisitions == 0 || faults == 0) {
+        fprintf(stderr, "torture: nothing happened\n");
+        return 1;
+    }
+    return violations ? 1 : 0;
+}
