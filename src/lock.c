@@ -396,8 +396,13 @@ static void wait_for_release(leash_lock *l, long long pttl) {
 enum {
     ANSWER_GRANTED,
     ANSWER_BUSY,
+    ANSWER_LOADING, /* Redis is still loading its data (after a restart) */
     ANSWER_FAILED
 };
+
+/* How soon to try again after -LOADING or a failed allocation. */
+#define LOADING_RETRY_MS 100
+#define NOMEM_RETRY_MS 10
 
 /* Reads the acquire script's answer: {1, fence, count} or {0, pttl}. */
 static int parse_attempt(leash_lock *l, redisReply *r, int status, int *err, uint64_t *fence,
@@ -405,6 +410,11 @@ static int parse_attempt(leash_lock *l, redisReply *r, int status, int *err, uin
     if (status != LEASH_OK) {
         *err = status;
         return ANSWER_FAILED;
+    }
+    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7) == 0) {
+        leash__log(lock_log(l), LEASH_LOG_INFO, "acquire %s: %s", l->name, r->str);
+        *err = LEASH_EREDIS;
+        return ANSWER_LOADING;
     }
     if (r->type == REDIS_REPLY_ERROR) {
         leash__log(lock_log(l), LEASH_LOG_ERROR, "acquire %s: Redis error: %s", l->name, r->str);
@@ -496,6 +506,18 @@ static void on_attempt_reply(void *arg, redisReply *r, int status) {
         }
         wait_for_release(l, n);
         return;
+    case ANSWER_LOADING:
+        /* A restarted server answers this for a while: a waiting acquire
+         * with time left tries again, a try-once one reports it. */
+        if (!l->wait_once && !l->timed_out &&
+            (l->wait_deadline == 0 || leash__now_ms() + LOADING_RETRY_MS < l->wait_deadline)) {
+            l->phase = LEASH__PHASE_RETRY;
+            l->retry_at = leash__now_ms() + LOADING_RETRY_MS;
+            lock_arm(l);
+            return;
+        }
+        acquire_failed(l, err);
+        return;
     default:
         /* Without an answer the attempt may still run (a frozen server
          * keeps it in its socket): its release plants the tombstone that
@@ -542,6 +564,7 @@ static void send_attempt(leash_lock *l) {
         free(buf);
         /* Not inside the user's call (see leash_acquire): retry shortly. */
         l->phase = LEASH__PHASE_RETRY;
+        l->retry_at = now + NOMEM_RETRY_MS;
         lock_arm(l);
         return;
     }
@@ -696,16 +719,16 @@ static void lock_arm(leash_lock *l) {
         if ((l->phase == LEASH__PHASE_PARKED || l->phase == LEASH__PHASE_SUBSCRIBING) &&
             l->ttl_wake < due)
             due = l->ttl_wake;
-        if (l->phase == LEASH__PHASE_RETRY)
-            due = leash__now_ms() + 10;
+        if (l->phase == LEASH__PHASE_RETRY && l->retry_at < due)
+            due = l->retry_at;
     } else if (l->state == LEASH__LOCK_HELD) {
         due = l->deadline;
         if (l->hold_max > 0 && l->held_since + l->hold_max < due)
             due = l->held_since + l->hold_max;
         if (l->hold_watchdog && l->renew_state == LEASH__RENEW_IDLE && l->renew_due < due)
             due = l->renew_due;
-        if (l->phase == LEASH__PHASE_RETRY && leash__now_ms() + 10 < due)
-            due = leash__now_ms() + 10;
+        if (l->phase == LEASH__PHASE_RETRY && l->retry_at < due)
+            due = l->retry_at;
     }
     if (due == FOREVER) {
         leash__timer_stop(&l->timer);
@@ -729,7 +752,7 @@ static void on_lock_timer(void *arg) {
             }
         } else if (((l->phase == LEASH__PHASE_PARKED || l->phase == LEASH__PHASE_SUBSCRIBING) &&
                     now >= l->ttl_wake) ||
-                   l->phase == LEASH__PHASE_RETRY) {
+                   (l->phase == LEASH__PHASE_RETRY && now >= l->retry_at)) {
             send_attempt(l);
             return;
         }
@@ -742,7 +765,7 @@ static void on_lock_timer(void *arg) {
             lose(l, l->hold_watchdog ? LEASH_LOST_UNREACHABLE : LEASH_LOST_FIXED_LEASE);
             return;
         }
-        if (l->phase == LEASH__PHASE_RETRY) {
+        if (l->phase == LEASH__PHASE_RETRY && now >= l->retry_at) {
             send_attempt(l);
             return;
         }

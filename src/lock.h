@@ -29,7 +29,7 @@ enum leash__acquire_phase {
     LEASH__PHASE_ATTEMPT,     /* the acquire script is in flight */
     LEASH__PHASE_SUBSCRIBING, /* busy; waiting for the subscription to be confirmed */
     LEASH__PHASE_PARKED,      /* busy; sleeping until a release, the holder's TTL or the end */
-    LEASH__PHASE_RETRY        /* no memory for the attempt: try again shortly */
+    LEASH__PHASE_RETRY        /* no memory, or Redis still loading: try again at retry_at */
 };
 
 enum leash__renew_state {
@@ -64,7 +64,10 @@ struct leash_lock {
     int64_t attempt_sent;
     int attempt_covered; /* sent while subscribed: a later release can't be missed */
     int64_t ttl_wake;    /* parked: try again then, even without a message */
-    int64_t ttl_seen;    /* longest holder TTL Redis answered during this wait */
+    int64_t ttl_seen;
+    int64_t retry_at;
+        /* phase RETRY: when to send the attempt again */ /* longest holder TTL Redis answered
+                                                             during this wait */
     leash__waiter w;
 
     /* the hold */

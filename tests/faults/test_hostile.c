@@ -289,6 +289,24 @@ TEST(big_array_announced_is_refused_and_the_attempt_retried) {
     hw_down(&w);
 }
 
+TEST(loading_is_waited_out_by_a_waiting_acquire) {
+    hworld w;
+    leash_lock *l;
+
+    hw_up(&w, 2000);
+    l = leash_lock_new(w.c, "loading");
+    /* A restarted server still loading its data: try-once reports it... */
+    hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY,
+           "-LOADING Redis is loading the dataset in memory\r\n", 1);
+    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_EREDIS);
+    /* ...a waiting acquire tries again until the server is ready. */
+    hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY,
+           "-LOADING Redis is loading the dataset in memory\r\n", 3);
+    CHECK_EQ_INT(ft_acquire(w.loop, l, 2000, 3000), LEASH_OK);
+    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    hw_down(&w);
+}
+
 TEST(silence_gives_econn_on_time) {
     hworld w;
     leash_lock *l;
@@ -433,6 +451,7 @@ int main(int argc, char **argv) {
         TEST_CASE(huge_bulk_string_is_eproto_and_freed),
         TEST_CASE(huge_bulk_announced_and_never_sent_is_econn),
         TEST_CASE(big_array_announced_is_refused_and_the_attempt_retried),
+        TEST_CASE(loading_is_waited_out_by_a_waiting_acquire),
         TEST_CASE(silence_gives_econn_on_time),
         TEST_CASE(unsolicited_error_reply_drops_the_connection_and_it_comes_back),
         TEST_CASE(subscribe_refused_waiter_still_ends_on_time),
