@@ -33,11 +33,17 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
 static void deliver_soon(void *arg);
 
 int leash_client_attach_loop(leash_client *c, const leash_loop *loop) {
-    if (c == NULL || loop == NULL || loop->attach == NULL || loop->timer_new == NULL ||
+    if (c == NULL || c->magic != LEASH__CLIENT_MAGIC)
+        return LEASH_EINVAL; /* no client: nowhere to log */
+    if (loop == NULL || loop->attach == NULL || loop->timer_new == NULL ||
         loop->timer_start == NULL || loop->timer_stop == NULL || loop->timer_free == NULL ||
-        loop->cleanup == NULL)
+        loop->cleanup == NULL) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR,
+                   "leash_client_attach_loop: the adapter leaves a hook NULL "
+                   "(attach, timer_new/start/stop/free and cleanup are all required)");
         return LEASH_EINVAL;
-    if (c->magic != LEASH__CLIENT_MAGIC || c->freeing || c->attached) {
+    }
+    if (c->freeing || c->attached) {
         leash__log(&c->cfg.log, LEASH_LOG_ERROR,
                    "leash_client_attach_loop: the client is already attached");
         return LEASH_ESTATE;

@@ -68,6 +68,14 @@ void leash__renew_forget(leash_lock *l) {
     l->renew_batch = NULL;
 }
 
+/* The script answers 1 (renewed) or 0 (the hold is gone or not ours) per
+ * lock; anything else is a protocol error, never a verdict on the hold. */
+static int element_result(const redisReply *e) {
+    if (e->type != REDIS_REPLY_INTEGER || (e->integer != 0 && e->integer != 1))
+        return -1;
+    return (int)e->integer;
+}
+
 static void on_batch_reply(void *arg, redisReply *reply, int status) {
     leash__renew_batch *b = arg;
     int i, result;
@@ -82,18 +90,22 @@ static void on_batch_reply(void *arg, redisReply *reply, int status) {
     }
     for (i = 0; i < b->n; i++) {
         leash_lock *l = b->locks[i];
+        int lock_status = status;
         if (l == NULL)
             continue;
         l->renew_state = LEASH__RENEW_IDLE;
         l->renew_batch = NULL;
         result = -1;
-        if (status == LEASH_OK)
-            result =
-                reply->element[i]->type == REDIS_REPLY_INTEGER && reply->element[i]->integer == 1
-                    ? 1
-                    : 0;
+        if (status == LEASH_OK) {
+            result = element_result(reply->element[i]);
+            if (result < 0) {
+                leash__log(&b->client->cfg.log, LEASH_LOG_WARN,
+                           "renew: answer %d is neither 0 nor 1", i);
+                lock_status = LEASH_EPROTO;
+            }
+        }
         /* May run a lost callback, which may free other locks of b. */
-        leash__lock_renewed(l, result, status, b->sent);
+        leash__lock_renewed(l, result, lock_status, b->sent);
     }
     free(b);
 }

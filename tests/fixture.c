@@ -270,6 +270,24 @@ void fx_wait_connected(fx_loop *loop, leash_client *c, int64_t timeout_ms) {
               (long long)timeout_ms);
 }
 
+void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms) {
+    leash_options o;
+
+    CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
+    w->loop = fx_loop_new();
+    fx_options(&o, &w->r, lease_ms);
+    if (command_timeout_ms > 0)
+        o.command_timeout_ms = command_timeout_ms;
+    w->c = fx_client_opts(w->loop, &o);
+    fx_wait_connected(w->loop, w->c, 5000);
+}
+
+void fx_world_down(fx_world *w) {
+    leash_client_free(w->c);
+    test_redis_stop(&w->r);
+    fx_loop_free(w->loop);
+}
+
 void fx_run_until(fx_loop *loop, fx_result *r, int64_t timeout_ms) {
     int rc = fx_run_until_flag(loop, &r->done, timeout_ms);
     CHECK_MSG(rc == 0, "no callback within %lld ms", (long long)timeout_ms);

@@ -87,6 +87,17 @@ leash_client *fx_client(fx_loop *loop, const test_redis *r, int64_t lease_ms);
 /* Runs the loop until the client's command connection is ready. */
 void fx_wait_connected(fx_loop *loop, leash_client *c, int64_t timeout_ms);
 
+/* One test's world: its own redis-server, a loop, and a client of that
+ * server, connected. */
+typedef struct fx_world {
+    test_redis r;
+    fx_loop *loop;
+    leash_client *c;
+} fx_world;
+/* Starts it all; command_timeout_ms 0 keeps fx_options' value. */
+void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms);
+void fx_world_down(fx_world *w);
+
 /* Acquire and wait: the status, with the callback checked to fire once. */
 int fx_acquire_sync(fx_loop *loop, leash_lock *l, int64_t wait_ms, int64_t timeout_ms);
 int fx_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms);

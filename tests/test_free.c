@@ -9,28 +9,6 @@
 
 #include "fixture.h"
 
-typedef struct world {
-    test_redis r;
-    fx_loop *loop;
-    leash_client *c;
-} world;
-
-static void world_up(world *w, int64_t lease_ms) {
-    leash_options o;
-    CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
-    w->loop = fx_loop_new();
-    fx_options(&o, &w->r, lease_ms);
-    o.command_timeout_ms = 300;
-    w->c = fx_client_opts(w->loop, &o);
-    fx_wait_connected(w->loop, w->c, 5000);
-}
-
-static void world_down(world *w) {
-    leash_client_free(w->c);
-    test_redis_stop(&w->r);
-    fx_loop_free(w->loop);
-}
-
 /* What a callback does before it returns. */
 enum action {
     FREE_LOCK,
@@ -71,11 +49,11 @@ static void lost_then_act(leash_lock *l, int reason, void *arg) {
 
 /* One scenario for each kind of callback; `how` picks what to free. */
 static void scenario(int kind, enum action how) {
-    world w;
+    fx_world w;
     leash_lock *l, *holder;
     fx_result dummy = {0};
 
-    world_up(&w, 300);
+    fx_world_up(&w, 300, 300);
     the_client = w.c;
     action = how;
     memset(&seen, 0, sizeof(seen));
@@ -132,7 +110,7 @@ static void scenario(int kind, enum action how) {
     leash_lock_free(holder);
     fx_run_for(w.loop, 50);
     CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:victim"), 0);
-    world_down(&w);
+    fx_world_down(&w);
 }
 
 TEST(free_lock_in_acquire_ok) {
@@ -185,14 +163,14 @@ TEST(free_client_in_woken_acquire) {
 }
 
 TEST(client_free_with_waiters_holders_and_commands_in_flight) {
-    world w;
+    fx_world w;
     leash_client *other;
     leash_lock *held[3], *waiting[3], *inflight, *releasing, *blocker;
     fx_result rh[3] = {{0}}, rw[3] = {{0}}, ri = {0}, rr = {0}, lost = {0};
     char name[32];
     int i;
 
-    world_up(&w, 5000);
+    fx_world_up(&w, 5000, 300);
     other = fx_client(w.loop, &w.r, 5000);
     blocker = leash_lock_new(other, "contended");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, blocker, 0, 5000), LEASH_OK);
@@ -250,11 +228,11 @@ static void free_the_other_waiter(leash_lock *l, int status, void *arg) {
 }
 
 TEST(free_another_waiter_of_the_same_name_in_a_callback) {
-    world w;
+    fx_world w;
     leash_lock *holder, *first;
     fx_result r1 = {0}, r2 = {0};
 
-    world_up(&w, 5000);
+    fx_world_up(&w, 5000, 300);
     holder = leash_lock_new(w.c, "pair");
     first = leash_lock_new(w.c, "pair");
     second_waiter = leash_lock_new(w.c, "pair");
@@ -268,7 +246,7 @@ TEST(free_another_waiter_of_the_same_name_in_a_callback) {
     CHECK_EQ_INT(r2.calls, 1);
     CHECK_EQ_INT(r2.status, LEASH_ECANCELED);
     CHECK_EQ_INT(fx_release_sync(w.loop, first, 5000), LEASH_OK);
-    world_down(&w);
+    fx_world_down(&w);
 }
 
 int main(int argc, char **argv) {

@@ -159,7 +159,7 @@ static int renew_answered(const char *reply) {
     test_run_for(w.loop, 50);
     CHECK_EQ_INT(lost.calls, 1);
     CHECK(!leash_held(l));
-    CHECK_MSG(lost.at_ms <= deadline + 25, "lost %lld ms after the deadline",
+    CHECK_MSG(lost.at_ms <= deadline + TEST_SLACK_MS, "lost %lld ms after the deadline",
               (long long)(lost.at_ms - deadline));
     CHECK(w.h.hits >= 1);
     works_again(&w, l);
@@ -172,6 +172,11 @@ TEST(renew_replies_of_the_wrong_shape_end_unreachable_by_the_deadline) {
     CHECK_EQ_INT(renew_answered("*2\r\n:1\r\n:1\r\n"), LEASH_LOST_UNREACHABLE);
     CHECK_EQ_INT(renew_answered("-ERR renew broken\r\n"), LEASH_LOST_UNREACHABLE);
     CHECK_EQ_INT(renew_answered("*-1\r\n"), LEASH_LOST_UNREACHABLE);
+    /* An element that is not the integer 0 or 1 is no verdict either. */
+    CHECK_EQ_INT(renew_answered("*1\r\n$1\r\n1\r\n"), LEASH_LOST_UNREACHABLE);
+    CHECK_EQ_INT(renew_answered("*1\r\n:7\r\n"), LEASH_LOST_UNREACHABLE);
+    CHECK_EQ_INT(renew_answered("*1\r\n*0\r\n"), LEASH_LOST_UNREACHABLE);
+    CHECK(ft_log_contains("neither 0 nor 1"));
     /* An answer "not ours" ends the hold at once. */
     CHECK_EQ_INT(renew_answered("*1\r\n:0\r\n"), LEASH_LOST_EXPIRED);
 }

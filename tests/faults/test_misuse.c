@@ -118,10 +118,6 @@ TEST(more_nonsense_options_are_refused_with_a_log_line) {
     }
 }
 
-static void noop_timer_fn(void *arg) {
-    (void)arg;
-}
-
 TEST(attaching_with_missing_hooks_is_refused) {
     leash_options o;
     leash_client *c;
@@ -130,13 +126,17 @@ TEST(attaching_with_missing_hooks_is_refused) {
     leash_lock *l;
     ft_result res = {0};
 
-    (void)noop_timer_fn;
     leash_options_init(&o);
+    o.log_cb = ft_log_cb;
+    ft_log_clear();
     CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
     memset(&hooks, 0, sizeof hooks);
     CHECK_EQ_INT(leash_client_attach_loop(c, NULL), LEASH_EINVAL);
+    CHECK(ft_log_contains("leaves a hook NULL"));
     CHECK_EQ_INT(leash_client_attach_loop(NULL, &hooks), LEASH_EINVAL);
+    ft_log_clear();
     CHECK_EQ_INT(leash_client_attach_loop(c, &hooks), LEASH_EINVAL);
+    CHECK(ft_log_contains("leaves a hook NULL"));
     /* Still unattached, still usable once attached properly. */
     l = leash_lock_new(c, "x");
     CHECK_EQ_INT(leash_acquire(l, 0, ft_acquire_cb, &res), LEASH_ELOOP);
