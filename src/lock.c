@@ -777,26 +777,30 @@ static void on_lock_timer(void *arg) {
 
 /* ---- release, cancel ---- */
 
+/* A release or force release answered with an error, or with a reply of no
+ * known shape. */
+static int release_failed(leash_lock *l, const char *what, const redisReply *r) {
+    if (r->type == REDIS_REPLY_ERROR) {
+        leash__log(lock_log(l), LEASH_LOG_ERROR, "%s %s: Redis error: %s", what, l->name, r->str);
+        return LEASH_EREDIS;
+    }
+    leash__log(lock_log(l), LEASH_LOG_ERROR, "%s %s: reply of unexpected shape", what, l->name);
+    return LEASH_EPROTO;
+}
+
 static void on_release_reply(void *arg, redisReply *r, int status) {
     leash_lock *l = arg;
     int final = l->rel_final;
 
     if (status == LEASH_OK) {
-        if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
+        if (r->type != REDIS_REPLY_INTEGER) {
+            status = release_failed(l, "release", r);
+        } else if (r->integer >= 0) {
             if (final)
                 leash__waiters_released(l->client, l->keys.channel, l->keys.channel_len,
                                         l->rel_token, LEASH__TOKEN_LEN);
-            status = LEASH_OK;
-        } else if (r->type == REDIS_REPLY_INTEGER) {
-            status = LEASH_ENOTHELD;
-        } else if (r->type == REDIS_REPLY_ERROR) {
-            leash__log(lock_log(l), LEASH_LOG_ERROR, "release %s: Redis error: %s", l->name,
-                       r->str);
-            status = LEASH_EREDIS;
         } else {
-            leash__log(lock_log(l), LEASH_LOG_ERROR, "release %s: reply of unexpected shape",
-                       l->name);
-            status = LEASH_EPROTO;
+            status = LEASH_ENOTHELD;
         }
     }
     if (status == LEASH_ENOTHELD && !final && l->state == LEASH__LOCK_HELD &&
@@ -907,6 +911,72 @@ int leash_release(leash_lock *l, leash_release_cb *cb, void *arg) {
         end_hold(l); /* the watchdog stops now, whatever Redis answers */
     else
         l->holds--;
+    leash__conn_send(&c->cmd, cmd);
+    return LEASH_OK;
+}
+
+/* Our waiters hear of it from the script's PUBLISH, like everyone else's. */
+static void on_force_reply(void *arg, redisReply *r, int status) {
+    leash_lock *l = arg;
+
+    if (status == LEASH_OK) {
+        if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1))
+            status = r->integer == 1 ? LEASH_OK : LEASH_ENOTHELD;
+        else
+            status = release_failed(l, "force release", r);
+    }
+    if (status == LEASH_OK)
+        leash__log(lock_log(l), LEASH_LOG_WARN, "lock %s: force-released (someone's hold removed)",
+                   l->name);
+    finish_release(l, status);
+}
+
+int leash_force_release(leash_lock *l, leash_release_cb *cb, void *arg) {
+    leash_client *c;
+    const char *argv[3 + 2];
+    size_t lens[3 + 2], len;
+    leash__cmd *cmd = NULL;
+    char *buf;
+
+    if (l == NULL)
+        return LEASH_EINVAL;
+    if (!lock_ok(l))
+        return LEASH_ESTATE;
+    c = l->client;
+    if (!c->attached) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR,
+                   "leash_force_release %s: the client is not attached to a loop", l->name);
+        return LEASH_ELOOP;
+    }
+    if (l->state != LEASH__LOCK_IDLE) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_force_release %s: this handle %s; use %s",
+                   l->name, l->state == LEASH__LOCK_HELD ? "holds the lock" : "is acquiring it",
+                   l->state == LEASH__LOCK_HELD ? "leash_release" : "leash_cancel");
+        return LEASH_ESTATE;
+    }
+    if (l->rel_cmd != NULL) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_force_release %s: a release is in flight",
+                   l->name);
+        return LEASH_ESTATE;
+    }
+    argv[3] = l->keys.key;
+    lens[3] = l->keys.key_len;
+    argv[4] = l->keys.channel;
+    lens[4] = l->keys.channel_len;
+    buf = leash__script_call(&len, &c->scripts, LEASH__SCRIPT_FORCE, 1, 5, argv, lens);
+    /* Not LEASH__CMD_RETRY: a second DEL after a lost reply could remove
+     * the hold of whoever took the lock in between. */
+    if (buf != NULL)
+        cmd = leash__cmd_new(buf, len, LEASH__SCRIPT_FORCE, 0,
+                             leash__now_ms() + c->cfg.command_timeout_ms, on_force_reply, l);
+    if (cmd == NULL) {
+        free(buf);
+        return LEASH_ENOMEM;
+    }
+    l->rel_cb = cb;
+    l->rel_arg = arg;
+    l->rel_cmd = cmd;
+    l->rel_final = 0;
     leash__conn_send(&c->cmd, cmd);
     return LEASH_OK;
 }

@@ -54,7 +54,12 @@ static const char renew_lua[] =
     "end\n"
     "return r\n";
 
-static const char *const sources[LEASH__SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua};
+static const char force_lua[] = "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
+                                "redis.call('publish', ARGV[1], 'forced')\n"
+                                "return 1\n";
+
+static const char *const sources[LEASH__SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua,
+                                                         force_lua};
 
 const char *leash__script_source(int script) {
     return sources[script];

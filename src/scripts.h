@@ -20,6 +20,10 @@
  *             a renewed lock that has waiters publishes "renewed:<lease>",
  *             so waiters sleep through a live holder's renewals without
  *             sending anything, and wake on their own only when it stops
+ * force    KEYS: lock                   ARGV: channel
+ *          -> 1 a hold was removed (key deleted, PUBLISH "forced" on channel),
+ *             0 nobody held it. Whoever held it finds out at its next renewal
+ *             (lost, EXPIRED). The fence is left alone: it only grows.
  */
 #ifndef LEASH_SCRIPTS_H
 #define LEASH_SCRIPTS_H
@@ -30,6 +34,7 @@ enum leash__script {
     LEASH__SCRIPT_ACQUIRE = 0,
     LEASH__SCRIPT_RELEASE = 1,
     LEASH__SCRIPT_RENEW = 2,
+    LEASH__SCRIPT_FORCE = 3,
     LEASH__SCRIPT_COUNT
 };
 

@@ -165,8 +165,8 @@ TEST(free_client_in_woken_acquire) {
 TEST(client_free_with_waiters_holders_and_commands_in_flight) {
     fx_world w;
     leash_client *other;
-    leash_lock *held[3], *waiting[3], *inflight, *releasing, *blocker;
-    fx_result rh[3] = {{0}}, rw[3] = {{0}}, ri = {0}, rr = {0}, lost = {0};
+    leash_lock *held[3], *waiting[3], *inflight, *releasing, *blocker, *stuck, *forcing;
+    fx_result rh[3] = {{0}}, rw[3] = {{0}}, ri = {0}, rr = {0}, rf = {0}, lost = {0};
     char name[32];
     int i;
 
@@ -174,6 +174,8 @@ TEST(client_free_with_waiters_holders_and_commands_in_flight) {
     other = fx_client(w.loop, &w.r, 5000);
     blocker = leash_lock_new(other, "contended");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, blocker, 0, 5000), LEASH_OK);
+    stuck = leash_lock_new(other, "stuck");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, stuck, 0, 5000), LEASH_OK);
     for (i = 0; i < 3; i++) {
         snprintf(name, sizeof(name), "held-%d", i);
         held[i] = leash_lock_new(w.c, name);
@@ -188,6 +190,8 @@ TEST(client_free_with_waiters_holders_and_commands_in_flight) {
     CHECK_EQ_INT(leash_release(releasing, fx_release_cb, &rr), LEASH_OK); /* in flight */
     inflight = leash_lock_new(w.c, "inflight");
     CHECK_EQ_INT(leash_acquire(inflight, 0, fx_acquire_cb, &ri), LEASH_OK); /* in flight */
+    forcing = leash_lock_new(w.c, "stuck");
+    CHECK_EQ_INT(leash_force_release(forcing, fx_release_cb, &rf), LEASH_OK); /* in flight */
     leash_client_free(w.c);
     for (i = 0; i < 3; i++) {
         CHECK_EQ_INT(rh[i].calls, 0);
@@ -198,6 +202,8 @@ TEST(client_free_with_waiters_holders_and_commands_in_flight) {
     CHECK_EQ_INT(ri.status, LEASH_ECANCELED);
     CHECK_EQ_INT(rr.calls, 1);
     CHECK_EQ_INT(rr.status, LEASH_ECANCELED);
+    CHECK_EQ_INT(rf.calls, 1);
+    CHECK_EQ_INT(rf.status, LEASH_ECANCELED);
     CHECK_EQ_INT(lost.calls, 0);
     /* The best-effort releases reached Redis: nothing of ours is left. */
     fx_run_for(w.loop, 100);
@@ -206,6 +212,7 @@ TEST(client_free_with_waiters_holders_and_commands_in_flight) {
         CHECK_EQ_INT(fx_redis_exists(&w.r, name), 0);
     }
     CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:inflight"), 0);
+    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:stuck"), 0); /* the force release went out */
     {
         redisReply *rep = test_redis_cmd(&w.r, "PUBSUB CHANNELS *");
         CHECK(rep && rep->type == REDIS_REPLY_ARRAY);

@@ -325,6 +325,122 @@ TEST(twenty_thousand_locks_on_one_client) {
     fx_world_down(&w);
 }
 
+/* ---- force release ---- */
+
+TEST(force_release_wakes_the_waiters_of_every_client) {
+    fx_world w;
+    leash_client *holder_client, *admin_client;
+    leash_lock *holder, *waiter, *admin;
+    fx_result got = {0}, forced = {0};
+
+    fx_world_up(&w, 5000, 0);
+    holder_client = fx_client(w.loop, &w.r, 5000);
+    admin_client = fx_client(w.loop, &w.r, 5000);
+    holder = leash_lock_new(holder_client, "stuck");
+    /* A fixed lease of 10 s: only the force release can end it sooner. */
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    waiter = leash_lock_new(w.c, "stuck");
+    CHECK_EQ_INT(leash_acquire(waiter, 20000, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_for(w.loop, 200);
+    CHECK_EQ_INT(got.calls, 0);
+
+    admin = leash_lock_new(admin_client, "stuck");
+    CHECK_EQ_INT(leash_force_release(admin, fx_release_cb, &forced), LEASH_OK);
+    CHECK_EQ_INT(forced.calls, 0); /* never inside the call */
+    fx_run_until(w.loop, &forced, 5000);
+    CHECK_EQ_INT(forced.status, LEASH_OK);
+    CHECK(fx_log_contains("force-released"));
+    fx_run_until(w.loop, &got, 5000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_MSG(got.at_ms - forced.at_ms <= TEST_SLACK_MS, "woken %lld ms after the force release",
+              (long long)(got.at_ms - forced.at_ms));
+    CHECK(leash_fence(waiter) > leash_fence(holder));
+
+    /* Nobody holds it any more: a second one finds nothing to remove. */
+    CHECK_EQ_INT(fx_release_sync(w.loop, waiter, 5000), LEASH_OK);
+    forced = (fx_result){0};
+    CHECK_EQ_INT(leash_force_release(admin, fx_release_cb, &forced), LEASH_OK);
+    fx_run_until(w.loop, &forced, 5000);
+    CHECK_EQ_INT(forced.status, LEASH_ENOTHELD);
+    /* The old holder's release is told the truth, and removes nothing. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, admin, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_ENOTHELD);
+    CHECK(leash_held(admin));
+    CHECK_EQ_INT(fx_release_sync(w.loop, admin, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:stuck"), 0);
+    leash_client_free(admin_client);
+    leash_client_free(holder_client);
+    fx_world_down(&w);
+}
+
+TEST(force_released_holder_is_lost_at_its_next_renewal) {
+    fx_world w;
+    leash_client *admin_client;
+    leash_lock *holder, *admin;
+    fx_result lost = {0}, forced = {0};
+
+    fx_world_up(&w, 300, 0); /* renewed every 100 ms */
+    admin_client = fx_client(w.loop, &w.r, 5000);
+    holder = leash_lock_new(w.c, "job");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    admin = leash_lock_new(admin_client, "job");
+    CHECK_EQ_INT(leash_force_release(admin, fx_release_cb, &forced), LEASH_OK);
+    fx_run_until(w.loop, &forced, 5000);
+    CHECK_EQ_INT(forced.status, LEASH_OK);
+    fx_run_until(w.loop, &lost, 2000);
+    CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
+    CHECK_MSG(lost.at_ms - forced.at_ms <= 100 + TEST_SLACK_MS,
+              "lost %lld ms after the force release", (long long)(lost.at_ms - forced.at_ms));
+    CHECK(!leash_held(holder));
+    CHECK_EQ_INT(leash_release(holder, NULL, NULL), LEASH_ESTATE);
+    leash_client_free(admin_client);
+    fx_world_down(&w);
+}
+
+static void take_over_cb(leash_lock *l, int status, void *arg) {
+    fx_result *r = arg;
+    CHECK_EQ_INT(status, LEASH_OK);
+    /* From inside the callback: the handle is idle again, and may acquire. */
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, r), LEASH_OK);
+}
+
+TEST(force_release_is_refused_on_a_busy_handle) {
+    fx_world w;
+    leash_lock *a, *b;
+    fx_result got = {0}, forced = {0};
+
+    fx_world_up(&w, 5000, 0);
+    a = leash_lock_new(w.c, "busy");
+    b = leash_lock_new(w.c, "busy");
+    CHECK_EQ_INT(leash_force_release(NULL, NULL, NULL), LEASH_EINVAL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    fx_log_clear();
+    CHECK_EQ_INT(leash_force_release(a, fx_release_cb, &forced), LEASH_ESTATE);
+    CHECK(fx_log_contains("holds the lock; use leash_release"));
+    CHECK_EQ_INT(leash_acquire(b, 5000, fx_acquire_cb, &got), LEASH_OK);
+    CHECK_EQ_INT(leash_force_release(b, fx_release_cb, &forced), LEASH_ESTATE);
+    CHECK(fx_log_contains("is acquiring it; use leash_cancel"));
+    CHECK_EQ_INT(leash_cancel(b), LEASH_OK);
+    fx_run_until(w.loop, &got, 5000);
+    CHECK_EQ_INT(got.status, LEASH_ECANCELED);
+    CHECK(leash_held(a));
+    fx_run_for(w.loop, 50);
+    CHECK_EQ_INT(forced.calls, 0); /* refused calls never call back */
+
+    /* b takes over from a: force release, then acquire from the callback. */
+    got = (fx_result){0};
+    CHECK_EQ_INT(leash_force_release(b, take_over_cb, &got), LEASH_OK);
+    CHECK_EQ_INT(leash_force_release(b, NULL, NULL), LEASH_ESTATE);
+    CHECK(fx_log_contains("a release is in flight"));
+    fx_run_until(w.loop, &got, 5000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK(leash_held(b));
+    CHECK_EQ_INT(fx_release_sync(w.loop, b, 5000), LEASH_OK);
+    fx_world_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(exclusion_between_two_clients),
@@ -338,6 +454,9 @@ int main(int argc, char **argv) {
         TEST_CASE(cancel_racing_a_grant_releases_it),
         TEST_CASE(release_while_acquiring_leaves_no_hold_and_no_watchdog),
         TEST_CASE(wrongtype_key_gives_eredis_and_client_stays_usable),
+        TEST_CASE(force_release_wakes_the_waiters_of_every_client),
+        TEST_CASE(force_released_holder_is_lost_at_its_next_renewal),
+        TEST_CASE(force_release_is_refused_on_a_busy_handle),
         TEST_CASE_T(twenty_thousand_locks_on_one_client, 90),
         {0},
     };

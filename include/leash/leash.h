@@ -279,6 +279,28 @@ LEASH_EXPORT int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb 
 LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
 
 /*
+ * An operator's tool: removes the lock `l` names, whoever holds it, and
+ * wakes its waiters (every client's) as a release would. For a holder that
+ * crashed without its lease running out soon, or a stuck job.
+ * This breaks mutual exclusion on purpose: the holder is not asked, and its
+ * leash_held() says 1 until its next renewal finds the hold gone (lost,
+ * LEASH_LOST_EXPIRED, within one renew interval) or, with a fixed lease,
+ * until that lease ends. Writers that pass the fence to their storage stay
+ * safe: the next holder's fence is higher.
+ * `l` must be idle: not holding, not acquiring, no release in flight.
+ * `cb` may be NULL. On LEASH_OK it fires exactly once, from the loop, with
+ * LEASH_OK (a hold was removed), LEASH_ENOTHELD (nobody held it),
+ * LEASH_ECONN (no answer within command_timeout_ms: it may or may not have
+ * run; it is never resent, so that it cannot remove a later holder),
+ * LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH, or LEASH_ECANCELED (handle or
+ * client freed; the command still goes out).
+ * Errors (cb never fires): LEASH_EINVAL (NULL lock), LEASH_ESTATE (the handle
+ * holds or is acquiring, a release in flight, client being freed),
+ * LEASH_ELOOP (client not attached), LEASH_ENOMEM.
+ */
+LEASH_EXPORT int leash_force_release(leash_lock *l, leash_release_cb *cb, void *arg);
+
+/*
  * Cancels a pending acquire: its callback fires LEASH_ECANCELED from the loop
  * (not inside this call). A grant that was already on its way is released.
  * Errors: LEASH_EINVAL (NULL), LEASH_ESTATE (no acquire pending).

@@ -360,6 +360,20 @@ static void run_renew(fake_redis *f, fr_conn *c, int nkeys, const char **keys, c
     }
 }
 
+/* KEYS lock; ARGV channel. */
+static void run_force(fake_redis *f, fr_conn *c, const char **keys, const char **args) {
+    fr_lock *k = find_lock(f, keys[0], 0);
+
+    if (k == NULL || k->expires <= mono_ms()) {
+        fr_send_str(c, ":0\r\n");
+        return;
+    }
+    k->expires = 0;
+    k->owner[0] = '\0';
+    fr_publish(f, args[0], "forced");
+    fr_send_str(c, ":1\r\n");
+}
+
 static void run_script(fake_redis *f, fr_conn *c, int script, int argc, const char **argv) {
     int nkeys = argc > 2 ? atoi(argv[2]) : -1;
     const char **keys = argv + 3, **args = argv + 3 + nkeys;
@@ -375,6 +389,8 @@ static void run_script(fake_redis *f, fr_conn *c, int script, int argc, const ch
         run_release(f, c, keys, args);
     else if (script == FR_RENEW && nargs == 3 * nkeys)
         run_renew(f, c, nkeys, keys, args);
+    else if (script == FR_FORCE && nkeys == 1 && nargs == 1)
+        run_force(f, c, keys, args);
     else
         fr_send_str(c, "-ERR fake redis: bad script call\r\n");
 }

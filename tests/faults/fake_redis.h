@@ -35,7 +35,8 @@ enum {
     FR_NOT_A_SCRIPT = -1,
     FR_ACQUIRE = 0,
     FR_RELEASE = 1,
-    FR_RENEW = 2
+    FR_RENEW = 2,
+    FR_FORCE = 3
 };
 
 /* A command as received: argv[0] is its name. Returns 1 when the hook

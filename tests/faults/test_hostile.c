@@ -181,6 +181,52 @@ TEST(renew_replies_of_the_wrong_shape_end_unreachable_by_the_deadline) {
     CHECK_EQ_INT(renew_answered("*1\r\n:0\r\n"), LEASH_LOST_EXPIRED);
 }
 
+static int force_answered(hworld *w, leash_lock *l, int action, const char *reply) {
+    ft_result r = {0};
+
+    hw_set(w, FR_FORCE, NULL, action, reply, 1);
+    ft_in_call = 1;
+    CHECK_EQ_INT(leash_force_release(l, ft_release_cb, &r), LEASH_OK);
+    ft_in_call = 0;
+    ft_run_until(w->loop, &r, 3000);
+    CHECK_EQ_INT(r.calls, 1);
+    CHECK(!r.inside);
+    return r.status;
+}
+
+TEST(force_release_answers_and_a_lost_answer_is_never_resent) {
+    hworld w;
+    leash_lock *admin, *holder;
+    ft_result got = {0};
+
+    hw_up(&w, 2000);
+    admin = leash_lock_new(w.c, "forced");
+    holder = leash_lock_new(w.c, "forced");
+    CHECK_EQ_INT(force_answered(&w, admin, HOSTILE_REPLY, "-ERR boom\r\n"), LEASH_EREDIS);
+    CHECK(ft_log_contains("boom"));
+    CHECK_EQ_INT(force_answered(&w, admin, HOSTILE_REPLY, ":2\r\n"), LEASH_EPROTO);
+    CHECK_EQ_INT(force_answered(&w, admin, HOSTILE_REPLY, "$1\r\n1\r\n"), LEASH_EPROTO);
+    CHECK(ft_log_contains("unexpected shape"));
+    hw_behave(&w);
+    CHECK_EQ_INT(force_answered(&w, admin, HOSTILE_REPLY, ":0\r\n"), LEASH_ENOTHELD);
+
+    /* The connection dies with the force release unanswered, and the
+     * holder's acquire goes out behind it. Resending the force release
+     * after the reconnect would remove that new hold. */
+    hw_set(&w, FR_FORCE, NULL, HOSTILE_CLOSE, "", 1);
+    CHECK_EQ_INT(leash_force_release(admin, ft_release_cb, &got), LEASH_OK);
+    CHECK_EQ_INT(ft_acquire(w.loop, holder, 2000, 5000), LEASH_OK);
+    if (got.calls == 0)
+        ft_run_until(w.loop, &got, 3000);
+    CHECK_EQ_INT(got.status, LEASH_ECONN);
+    CHECK_EQ_INT(w.h.hits, 1);
+    test_run_for(w.loop, 300);
+    CHECK(leash_held(holder));
+    CHECK_EQ_INT(ft_release(w.loop, holder, 3000), LEASH_OK);
+    works_again(&w, admin);
+    hw_down(&w);
+}
+
 TEST(truncated_frames_give_econn_then_recovery) {
     static const struct {
         const char *reply;
@@ -451,6 +497,7 @@ int main(int argc, char **argv) {
         TEST_CASE(noscript_for_ever_is_eredis_not_a_loop),
         TEST_CASE(release_replies_wrong_or_error),
         TEST_CASE(renew_replies_of_the_wrong_shape_end_unreachable_by_the_deadline),
+        TEST_CASE(force_release_answers_and_a_lost_answer_is_never_resent),
         TEST_CASE(truncated_frames_give_econn_then_recovery),
         TEST_CASE(protocol_garbage_gives_econn_then_recovery),
         TEST_CASE(huge_bulk_string_is_eproto_and_freed),
