@@ -411,7 +411,13 @@ static void user_call(int x) {
             ex[h].rel++;
         break;
     case 2:
-        leash_cancel(l);
+        if (x & 0x40) {
+            rc = leash_force_release(l, on_released, &ex[h]);
+            if (rc == LEASH_OK)
+                ex[h].rel++;
+        } else {
+            leash_cancel(l);
+        }
         break;
     case 3:
         /* Pending callbacks fire (ECANCELED) inside the free: allowed. */

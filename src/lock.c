@@ -963,12 +963,13 @@ int leash_force_release(leash_lock *l, leash_release_cb *cb, void *arg) {
     lens[3] = l->keys.key_len;
     argv[4] = l->keys.channel;
     lens[4] = l->keys.channel_len;
-    buf = leash__script_call(&len, &c->scripts, LEASH__SCRIPT_FORCE, 1, 5, argv, lens);
-    /* Not LEASH__CMD_RETRY: a second DEL after a lost reply could remove
-     * the hold of whoever took the lock in between. */
+    /* Never resent, neither after a lost reply (not LEASH__CMD_RETRY) nor
+     * after NOSCRIPT (EVAL): either would run it behind commands issued
+     * later, and remove the hold of whoever took the lock in between. */
+    buf = leash__script_eval_call(&len, LEASH__SCRIPT_FORCE, 1, 5, argv, lens);
     if (buf != NULL)
-        cmd = leash__cmd_new(buf, len, LEASH__SCRIPT_FORCE, 0,
-                             leash__now_ms() + c->cfg.command_timeout_ms, on_force_reply, l);
+        cmd = leash__cmd_new(buf, len, -1, 0, leash__now_ms() + c->cfg.command_timeout_ms,
+                             on_force_reply, l);
     if (cmd == NULL) {
         free(buf);
         return LEASH_ENOMEM;

@@ -15,6 +15,7 @@ static const char acquire_lua[] =
     "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
     "  return {1, tonumber(redis.call('get', KEYS[2]) or '0'), tonumber(ARGV[3])}\n"
     "end\n"
+    "if tonumber(ARGV[3]) > 1 then return {0, -4} end\n"
     "if redis.call('exists', KEYS[1]) == 0 then\n"
     "  redis.call('hset', KEYS[1], ARGV[1], ARGV[3])\n"
     "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
@@ -54,7 +55,9 @@ static const char renew_lua[] =
     "end\n"
     "return r\n";
 
-static const char force_lua[] = "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
+static const char force_lua[] = "local t = redis.pcall('hexists', KEYS[1], '~waiting')\n"
+                                "if type(t) == 'table' then return t end\n"
+                                "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
                                 "redis.call('publish', ARGV[1], 'forced')\n"
                                 "return 1\n";
 
@@ -71,17 +74,28 @@ void leash__scripts_init(leash__scripts *s) {
         leash__sha1_hex(sources[i], strlen(sources[i]), s->sha[i]);
 }
 
-char *leash__script_call(size_t *out_len, const leash__scripts *s, int script, int numkeys,
-                         int argc, const char **argv, size_t *lens) {
+static char *call(size_t *out_len, const char *verb, const char *body, size_t body_len, int numkeys,
+                  int argc, const char **argv, size_t *lens) {
     char nk[21];
     size_t n = leash__resp_int(nk, numkeys);
-    argv[0] = "EVALSHA";
-    lens[0] = 7;
-    argv[1] = s->sha[script];
-    lens[1] = LEASH__SHA_LEN;
+    argv[0] = verb;
+    lens[0] = strlen(verb);
+    argv[1] = body;
+    lens[1] = body_len;
     argv[2] = nk;
     lens[2] = n;
     return leash__resp_format(out_len, argc, (const char *const *)argv, lens);
+}
+
+char *leash__script_call(size_t *out_len, const leash__scripts *s, int script, int numkeys,
+                         int argc, const char **argv, size_t *lens) {
+    return call(out_len, "EVALSHA", s->sha[script], LEASH__SHA_LEN, numkeys, argc, argv, lens);
+}
+
+char *leash__script_eval_call(size_t *out_len, int script, int numkeys, int argc, const char **argv,
+                              size_t *lens) {
+    return call(out_len, "EVAL", sources[script], strlen(sources[script]), numkeys, argc, argv,
+                lens);
 }
 
 char *leash__script_as_eval(size_t *out_len, const char *evalsha, size_t len, int script) {

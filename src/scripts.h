@@ -11,6 +11,9 @@
  *          -> {0, -3} this token was already released or given up: an
  *             attempt that arrives late (it sat in a frozen server's socket
  *             after we gave up on it) must not create a hold nobody owns
+ *          -> {0, -4} an extra hold (count > 1) for a hold that is gone
+ *             (expired, force-released, server restarted): it must not come
+ *             back as a new hold with a fence its holder never saw
  * release  KEYS: lock, tombstone        ARGV: token, count_after, channel, tomb_ms
  *          -> count left (> 0), 0 released (key deleted, PUBLISH on channel,
  *             tombstone "1" set so a retried release still answers 0),
@@ -22,8 +25,12 @@
  *             sending anything, and wake on their own only when it stops
  * force    KEYS: lock                   ARGV: channel
  *          -> 1 a hold was removed (key deleted, PUBLISH "forced" on channel),
- *             0 nobody held it. Whoever held it finds out at its next renewal
- *             (lost, EXPIRED). The fence is left alone: it only grows.
+ *             0 nobody held it, a WRONGTYPE error when the key is not a lock
+ *             (it is left alone). Whoever held it finds out at its next
+ *             renewal (lost, EXPIRED). The fence is left alone: it only grows.
+ *          Sent as EVAL, never EVALSHA: the resend that follows a NOSCRIPT
+ *          answer would run it after commands issued later (an acquire, say)
+ *          and remove the hold they created.
  */
 #ifndef LEASH_SCRIPTS_H
 #define LEASH_SCRIPTS_H
@@ -54,6 +61,11 @@ void leash__scripts_init(leash__scripts *s);
  */
 char *leash__script_call(size_t *out_len, const leash__scripts *s, int script, int numkeys,
                          int argc, const char **argv, size_t *lens);
+
+/* The same as EVAL with the script's source: for a command that must not
+ * be resent after NOSCRIPT, behind what was sent after it. */
+char *leash__script_eval_call(size_t *out_len, int script, int numkeys, int argc, const char **argv,
+                              size_t *lens);
 
 /* The EVAL form of a command built by leash__script_call, or NULL. */
 char *leash__script_as_eval(size_t *out_len, const char *evalsha, size_t len, int script);

@@ -311,6 +311,15 @@ int fx_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms) {
     return r.status;
 }
 
+int fx_force_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms) {
+    fx_result r = {0};
+    CHECK_EQ_INT(leash_force_release(l, fx_release_cb, &r), LEASH_OK);
+    CHECK_EQ_INT(r.calls, 0);
+    fx_run_until(loop, &r, timeout_ms);
+    CHECK_EQ_INT(r.calls, 1);
+    return r.status;
+}
+
 long long fx_redis_exists(test_redis *r, const char *key) {
     return test_redis_int(r, "EXISTS %s", key);
 }

@@ -101,6 +101,7 @@ void fx_world_down(fx_world *w);
 /* Acquire and wait: the status, with the callback checked to fire once. */
 int fx_acquire_sync(fx_loop *loop, leash_lock *l, int64_t wait_ms, int64_t timeout_ms);
 int fx_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms);
+int fx_force_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms);
 /* Runs the loop until r->done, failing the test after timeout_ms. */
 void fx_run_until(fx_loop *loop, fx_result *r, int64_t timeout_ms);
 

@@ -101,6 +101,43 @@ TEST(reentrant_holds_are_counted) {
     fx_world_down(&w);
 }
 
+/* The hold vanished (force-released, expired, server restarted) before the
+ * watchdog noticed: an extra hold must not bring it back as a new hold
+ * whose fence the handle never saw. */
+TEST(extra_hold_of_a_vanished_hold_is_lost_not_recreated) {
+    fx_world w;
+    leash_client *admin_client;
+    leash_lock *a, *admin;
+    fx_result got = {0}, lost = {0};
+    uint64_t fence;
+
+    fx_world_up(&w, 5000, 0); /* renewals every 1.7 s: none in this test */
+    admin_client = fx_client(w.loop, &w.r, 5000);
+    a = leash_lock_new(w.c, "vanished");
+    leash_on_lost(a, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    fence = leash_fence(a);
+    admin = leash_lock_new(admin_client, "vanished");
+    CHECK_EQ_INT(fx_force_release_sync(w.loop, admin, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(a, 0, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_until(w.loop, &got, 5000);
+    CHECK_EQ_INT(got.status, LEASH_EBUSY);
+    CHECK_EQ_INT(lost.calls, 1);
+    CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
+    CHECK(!leash_held(a));
+    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:vanished"), 0);
+    CHECK_EQ_INT(test_redis_int(&w.r, "EVAL %s 0",
+                                "return tonumber(redis.call('get', "
+                                "'{leash:vanished}:fence'))"),
+                 (long long)fence);
+    /* A new hold is a new hold: with a new fence. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    CHECK(leash_fence(a) > fence);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 5000), LEASH_OK);
+    leash_client_free(admin_client);
+    fx_world_down(&w);
+}
+
 TEST(non_reentrant_handle_refuses_a_second_hold) {
     fx_world w;
     leash_lock *a;
@@ -406,6 +443,57 @@ static void take_over_cb(leash_lock *l, int status, void *arg) {
     CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, r), LEASH_OK);
 }
 
+/* Redis forgot the scripts (restart, SCRIPT FLUSH): a force release and an
+ * acquire issued right after it must still run in that order. */
+TEST(force_release_runs_before_what_follows_it_after_a_script_flush) {
+    fx_world w;
+    leash_client *holder_client;
+    leash_lock *holder, *admin, *taker;
+    fx_result forced = {0}, got = {0};
+    redisReply *rep;
+
+    fx_world_up(&w, 5000, 0);
+    holder_client = fx_client(w.loop, &w.r, 5000);
+    holder = leash_lock_new(holder_client, "flushed");
+    admin = leash_lock_new(w.c, "flushed");
+    taker = leash_lock_new(w.c, "flushed");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    rep = test_redis_cmd(&w.r, "SCRIPT FLUSH");
+    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    /* The acquire script is cached again; the force script is not. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, taker, 0, 5000), LEASH_EBUSY);
+    CHECK_EQ_INT(leash_force_release(admin, fx_release_cb, &forced), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(taker, 0, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_until(w.loop, &forced, 5000);
+    fx_run_until(w.loop, &got, 5000);
+    CHECK_EQ_INT(forced.status, LEASH_OK);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    fx_run_for(w.loop, 50);
+    CHECK(leash_held(taker));
+    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:flushed"), 1);
+    CHECK_EQ_INT(fx_release_sync(w.loop, taker, 5000), LEASH_OK);
+    leash_client_free(holder_client);
+    fx_world_down(&w);
+}
+
+TEST(force_release_leaves_a_key_that_is_not_a_lock_alone) {
+    fx_world w;
+    leash_lock *admin;
+    redisReply *rep;
+
+    fx_world_up(&w, 5000, 0);
+    rep = test_redis_cmd(&w.r, "SET leash:app-data precious");
+    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    admin = leash_lock_new(w.c, "app-data");
+    fx_log_clear();
+    CHECK_EQ_INT(fx_force_release_sync(w.loop, admin, 5000), LEASH_EREDIS);
+    CHECK(fx_log_contains("WRONGTYPE"));
+    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:app-data"), 1);
+    fx_world_down(&w);
+}
+
 TEST(force_release_is_refused_on_a_busy_handle) {
     fx_world w;
     leash_lock *a, *b;
@@ -447,6 +535,7 @@ int main(int argc, char **argv) {
         TEST_CASE(exclusion_between_two_handles_of_one_client),
         TEST_CASE(fence_grows_across_holds),
         TEST_CASE(reentrant_holds_are_counted),
+        TEST_CASE(extra_hold_of_a_vanished_hold_is_lost_not_recreated),
         TEST_CASE(non_reentrant_handle_refuses_a_second_hold),
         TEST_CASE(local_waiters_are_served_in_fifo_order),
         TEST_CASE(wait_timeout_is_on_time),
@@ -456,6 +545,8 @@ int main(int argc, char **argv) {
         TEST_CASE(wrongtype_key_gives_eredis_and_client_stays_usable),
         TEST_CASE(force_release_wakes_the_waiters_of_every_client),
         TEST_CASE(force_released_holder_is_lost_at_its_next_renewal),
+        TEST_CASE(force_release_runs_before_what_follows_it_after_a_script_flush),
+        TEST_CASE(force_release_leaves_a_key_that_is_not_a_lock_alone),
         TEST_CASE(force_release_is_refused_on_a_busy_handle),
         TEST_CASE_T(twenty_thousand_locks_on_one_client, 90),
         {0},

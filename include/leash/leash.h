@@ -254,7 +254,9 @@ typedef void leash_lost_cb(leash_lock *l, int reason, void *arg);
  * FIFO order.
  * On LEASH_OK the call was accepted and `cb` will fire exactly once, from the
  * loop. On a held handle with reentrancy on, it adds one hold (cb fires
- * LEASH_OK once Redis counted it).
+ * LEASH_OK once Redis counted it); if Redis no longer has the hold (it
+ * expired, was force-released, or the server lost its data), the hold ends:
+ * the lost callback fires (LEASH_LOST_EXPIRED), then cb with LEASH_EBUSY.
  * Errors (cb never fires): LEASH_EINVAL (NULL lock or cb, wait_ms < -1),
  * LEASH_ESTATE (already acquiring; a release in flight; held and not
  * reentrant; client being freed), LEASH_ELOOP (client not attached),
@@ -287,13 +289,18 @@ LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
  * LEASH_LOST_EXPIRED, within one renew interval) or, with a fixed lease,
  * until that lease ends. Writers that pass the fence to their storage stay
  * safe: the next holder's fence is higher.
- * `l` must be idle: not holding, not acquiring, no release in flight.
- * `cb` may be NULL. On LEASH_OK it fires exactly once, from the loop, with
- * LEASH_OK (a hold was removed), LEASH_ENOTHELD (nobody held it),
- * LEASH_ECONN (no answer within command_timeout_ms: it may or may not have
- * run; it is never resent, so that it cannot remove a later holder),
- * LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH, or LEASH_ECANCELED (handle or
- * client freed; the command still goes out).
+ * A key at the lock's name that is not a lock is left alone (LEASH_EREDIS,
+ * WRONGTYPE in the log).
+ * `l` must be idle: not holding, not acquiring, no release in flight; it may
+ * acquire again at once, from the callback or right after this call (the
+ * force release runs first).
+ * `cb` may be NULL. On LEASH_OK it fires exactly once, with LEASH_OK (a hold
+ * was removed), LEASH_ENOTHELD (nobody held it), LEASH_ECONN (the
+ * connection broke or fell silent before the answer, or stayed down for
+ * command_timeout_ms: it may or may not have run; it is never resent, so
+ * that it cannot remove a later holder), LEASH_EREDIS, LEASH_EPROTO,
+ * LEASH_EAUTH, all from the loop; or LEASH_ECANCELED inside
+ * leash_lock_free / leash_client_free (the command may still go out).
  * Errors (cb never fires): LEASH_EINVAL (NULL lock), LEASH_ESTATE (the handle
  * holds or is acquiring, a release in flight, client being freed),
  * LEASH_ELOOP (client not attached), LEASH_ENOMEM.

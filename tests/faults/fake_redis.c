@@ -300,6 +300,10 @@ static void run_acquire(fake_redis *f, fr_conn *c, const char **keys, const char
         fr_send_str(c, "*2\r\n:0\r\n:-3\r\n");
         return;
     }
+    if ((k->expires <= now || strcmp(k->owner, args[0]) != 0) && atoll(args[2]) > 1) {
+        fr_send_str(c, "*2\r\n:0\r\n:-4\r\n"); /* an extra hold of a hold that is gone */
+        return;
+    }
     if (held_by_other(k, args[0], now)) {
         send_fmt(c, "*2\r\n:0\r\n:%lld\r\n", (long long)(k->expires - now));
         return;
