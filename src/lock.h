@@ -64,10 +64,8 @@ struct leash_lock {
     int64_t attempt_sent;
     int attempt_covered; /* sent while subscribed: a later release can't be missed */
     int64_t ttl_wake;    /* parked: try again then, even without a message */
-    int64_t ttl_seen;
-    int64_t retry_at;
-        /* phase RETRY: when to send the attempt again */ /* longest holder TTL Redis answered
-                                                             during this wait */
+    int64_t ttl_seen;    /* longest holder TTL Redis answered during this wait */
+    int64_t retry_at;    /* phase RETRY: when to send the attempt again */
     leash__waiter w;
 
     /* the hold */
