@@ -97,6 +97,14 @@ leash_lock *leash_lock_new(leash_client *c, const char *name) {
     return l;
 }
 
+/* Commands need a loop to go out on; `who` names the refused call. */
+static int loop_attached(const leash_lock *l, const char *who) {
+    if (!l->client->attached)
+        leash__log(lock_log(l), LEASH_LOG_ERROR, "%s %s: the client is not attached to a loop", who,
+                   l->name);
+    return l->client->attached;
+}
+
 static int lock_ok(const leash_lock *l) {
     return l != NULL && l->magic == LEASH__LOCK_MAGIC && !l->freed && !l->client->freeing;
 }
@@ -585,11 +593,8 @@ int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *ar
     if (!lock_ok(l))
         return LEASH_ESTATE;
     c = l->client;
-    if (!c->attached) {
-        leash__log(&c->cfg.log, LEASH_LOG_ERROR,
-                   "leash_acquire %s: the client is not attached to a loop", l->name);
+    if (!loop_attached(l, "leash_acquire"))
         return LEASH_ELOOP;
-    }
     if (l->state == LEASH__LOCK_ACQUIRING ||
         (l->state == LEASH__LOCK_HELD && l->phase == LEASH__PHASE_ATTEMPT)) {
         leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_acquire %s: already acquiring", l->name);
@@ -943,11 +948,8 @@ int leash_force_release(leash_lock *l, leash_release_cb *cb, void *arg) {
     if (!lock_ok(l))
         return LEASH_ESTATE;
     c = l->client;
-    if (!c->attached) {
-        leash__log(&c->cfg.log, LEASH_LOG_ERROR,
-                   "leash_force_release %s: the client is not attached to a loop", l->name);
+    if (!loop_attached(l, "leash_force_release"))
         return LEASH_ELOOP;
-    }
     if (l->state != LEASH__LOCK_IDLE) {
         leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_force_release %s: this handle %s; use %s",
                    l->name, l->state == LEASH__LOCK_HELD ? "holds the lock" : "is acquiring it",

@@ -293,31 +293,30 @@ void fx_run_until(fx_loop *loop, fx_result *r, int64_t timeout_ms) {
     CHECK_MSG(rc == 0, "no callback within %lld ms", (long long)timeout_ms);
 }
 
+/* The one completion of a call that returned LEASH_OK into r. */
+static int completion(fx_loop *loop, fx_result *r, int64_t timeout_ms) {
+    CHECK_EQ_INT(r->calls, 0); /* never inside the call */
+    fx_run_until(loop, r, timeout_ms);
+    CHECK_EQ_INT(r->calls, 1);
+    return r->status;
+}
+
 int fx_acquire_sync(fx_loop *loop, leash_lock *l, int64_t wait_ms, int64_t timeout_ms) {
     fx_result r = {0};
     CHECK_EQ_INT(leash_acquire(l, wait_ms, fx_acquire_cb, &r), LEASH_OK);
-    CHECK_EQ_INT(r.calls, 0); /* never inside the call */
-    fx_run_until(loop, &r, timeout_ms);
-    CHECK_EQ_INT(r.calls, 1);
-    return r.status;
+    return completion(loop, &r, timeout_ms);
 }
 
 int fx_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms) {
     fx_result r = {0};
     CHECK_EQ_INT(leash_release(l, fx_release_cb, &r), LEASH_OK);
-    CHECK_EQ_INT(r.calls, 0);
-    fx_run_until(loop, &r, timeout_ms);
-    CHECK_EQ_INT(r.calls, 1);
-    return r.status;
+    return completion(loop, &r, timeout_ms);
 }
 
 int fx_force_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms) {
     fx_result r = {0};
     CHECK_EQ_INT(leash_force_release(l, fx_release_cb, &r), LEASH_OK);
-    CHECK_EQ_INT(r.calls, 0);
-    fx_run_until(loop, &r, timeout_ms);
-    CHECK_EQ_INT(r.calls, 1);
-    return r.status;
+    return completion(loop, &r, timeout_ms);
 }
 
 long long fx_redis_exists(test_redis *r, const char *key) {
