@@ -335,6 +335,23 @@ int bench_load_scripts(redisContext *c, char sha[BENCH_SCRIPT_COUNT][41]) {
     return 0;
 }
 
+int bench_start_with_scripts(const char *prog, test_redis *r, int pin, bench_cpus *cpus,
+                             redisContext **admin, char sha[BENCH_SCRIPT_COUNT][41]) {
+    if (bench_start_server(r, NULL, pin, cpus) != 0) {
+        fprintf(stderr, "%s: could not start redis-server\n", prog);
+        return -1;
+    }
+    *admin = bench_connect(r->port);
+    if (*admin == NULL || bench_load_scripts(*admin, sha) != 0) {
+        fprintf(stderr, "%s: could not load leash's scripts\n", prog);
+        if (*admin != NULL)
+            redisFree(*admin);
+        test_redis_stop(r);
+        return -1;
+    }
+    return 0;
+}
+
 static const char populate_lua[] = "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) - 1 do\n"
                                    "  local k = ARGV[1] .. string.format('%012d', i)\n"
                                    "  redis.call('hset', k, ARGV[4], '1')\n"

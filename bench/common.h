@@ -108,6 +108,12 @@ enum {
 };
 int bench_load_scripts(redisContext *c, char sha[BENCH_SCRIPT_COUNT][41]);
 
+/* bench_start_server (no config), a connection to it in *admin, and the
+ * scripts loaded; on failure, says so on stderr as `prog`, stops the server
+ * and returns -1. */
+int bench_start_with_scripts(const char *prog, test_redis *r, int pin, bench_cpus *cpus,
+                             redisContext **admin, char sha[BENCH_SCRIPT_COUNT][41]);
+
 /* Makes n lock hashes "<prefix><i as 12 digits>" for i in [0, n), each held
  * by `token` (count 1) with a TTL of ttl_ms: what leash's acquire script
  * leaves behind, and the key names that redis-benchmark's __rand_int__

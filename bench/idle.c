@@ -314,16 +314,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
-    if (bench_start_server(&r, NULL, pin, &cpus) != 0) {
-        fprintf(stderr, "idle: could not start redis-server\n");
+    if (bench_start_with_scripts("idle", &r, pin, &cpus, &admin, sha) != 0)
         return 1;
-    }
-    admin = bench_connect(r.port);
-    if (admin == NULL || bench_load_scripts(admin, sha) != 0) {
-        fprintf(stderr, "idle: could not load leash's scripts\n");
-        test_redis_stop(&r);
-        return 1;
-    }
     have_rb = want_rb && bench_have_redis_benchmark();
     for (i = 0; i < rounds; i++) {
         memset(&res[i], 0, sizeof res[i]);

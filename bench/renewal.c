@@ -341,16 +341,8 @@ int main(int argc, char **argv) {
     if (window_s == 0.)
         window_s = 2. * (double)(lease_ms / 3) / 1000.;
     signal(SIGPIPE, SIG_IGN);
-    if (bench_start_server(&r, NULL, pin, &cpus) != 0) {
-        fprintf(stderr, "renewal: could not start redis-server\n");
+    if (bench_start_with_scripts("renewal", &r, pin, &cpus, &admin, sha) != 0)
         return 1;
-    }
-    admin = bench_connect(r.port);
-    if (admin == NULL || bench_load_scripts(admin, sha) != 0) {
-        fprintf(stderr, "renewal: could not load leash's scripts\n");
-        test_redis_stop(&r);
-        return 1;
-    }
     memset(&ref, 0, sizeof ref);
     if (bench_have_redis_benchmark()) {
         fprintf(stderr, "renewal: reference (redis-benchmark)...\n");

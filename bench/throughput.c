@@ -496,16 +496,8 @@ int main(int argc, char **argv) {
     }
     signal(SIGPIPE, SIG_IGN);
 
-    if (bench_start_server(&r, NULL, pin, &cpus) != 0) {
-        fprintf(stderr, "throughput: could not start redis-server\n");
+    if (bench_start_with_scripts("throughput", &r, pin, &cpus, &admin, sha) != 0)
         return 1;
-    }
-    admin = bench_connect(r.port);
-    if (admin == NULL || bench_load_scripts(admin, sha) != 0) {
-        fprintf(stderr, "throughput: could not load leash's scripts\n");
-        test_redis_stop(&r);
-        return 1;
-    }
 
     memset(&before, 0, sizeof before);
     memset(&after, 0, sizeof after);
