@@ -7,6 +7,7 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
 
 #include "client.h"
 #include "clock.h"
@@ -19,8 +20,15 @@
 enum {
     HS_AUTH = 1,
     HS_SELECT = 2,
+    HS_TIME = 3,
     HS_SCRIPT = 16
 };
+
+/* Pauses before a command answered with a transient error goes again:
+ * 25 ms, doubling to TRANSIENT_MAX_MS. A connection whose handshake got such
+ * an answer reconnects no slower than that either. */
+#define TRANSIENT_FIRST_MS 25
+#define TRANSIENT_MAX_MS 400
 
 static void conn_arm(leash__conn *conn);
 static void conn_down(leash__conn *conn);
@@ -64,10 +72,64 @@ static void list_append(leash__cmd_list *l, leash__cmd *cmd) {
     list_insert_after(l, l->tail, cmd);
 }
 
+/* Takes an unsent command off the list it waits in. */
 static void queue_remove(leash__conn *conn, leash__cmd *cmd) {
+    if (cmd->flags & LEASH__CMD_DELAYED) {
+        cmd->flags &= ~(unsigned)LEASH__CMD_DELAYED;
+        list_unlink(&conn->delayed, cmd);
+        return;
+    }
     if (conn->retry_tail == cmd)
         conn->retry_tail = cmd->prev;
     list_unlink(&conn->queue, cmd);
+}
+
+int leash__reply_transient(const redisReply *r) {
+    static const char *const words[] = {"LOADING", "BUSY ", "TRYAGAIN", "CLUSTERDOWN",
+                                        "MASTERDOWN"};
+    size_t i;
+
+    if (r == NULL || r->type != REDIS_REPLY_ERROR || r->str == NULL)
+        return 0;
+    for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (strncmp(r->str, words[i], strlen(words[i])) == 0)
+            return 1;
+    return 0;
+}
+
+void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms) {
+    cmd->stamp = kind;
+    cmd->stamp_ms = stamp_ms;
+}
+
+void leash__conn_server_time(leash__conn *conn, int64_t server_ms) {
+    /* The server read its clock before this reply left: server_ms - now
+     * is at most the true offset, the side every use of it is safe on. */
+    conn->server_offset = server_ms - leash__now_ms();
+    conn->server_offset_known = 1;
+}
+
+/* Writes the stamp of cmd (see LEASH__STAMP_*) into its last argument. */
+static void stamp_cmd(const leash__conn *conn, leash__cmd *cmd) {
+    int64_t v = 0;
+    char *p;
+    int i;
+
+    if (cmd->stamp == LEASH__STAMP_NONE || cmd->len < LEASH__STAMP_DIGITS + 2)
+        return;
+    if (conn->server_offset_known) {
+        if (cmd->stamp == LEASH__STAMP_NOT_AFTER)
+            v = leash__now_ms() + cmd->stamp_ms + conn->server_offset;
+        else if (cmd->flags & LEASH__CMD_WRITTEN)
+            v = cmd->stamp_ms + conn->server_offset;
+    }
+    if (v < 0)
+        v = 0;
+    p = cmd->buf + cmd->len - 2 - LEASH__STAMP_DIGITS;
+    for (i = LEASH__STAMP_DIGITS - 1; i >= 0; i--) {
+        p[i] = (char)('0' + v % 10);
+        v /= 10;
+    }
 }
 
 leash__cmd *leash__cmd_new(char *buf, size_t len, int script, unsigned flags, int64_t deadline,
@@ -117,13 +179,17 @@ void leash__cmd_orphan(leash__cmd *cmd) {
     cmd->flags |= LEASH__CMD_ORPHAN;
 }
 
-/* Completes every queued command with status (orphans are dropped). */
+/* Completes every unsent command with status (orphans are dropped). */
 static void fail_queue(leash__conn *conn, int status) {
     leash__cmd_list doomed = conn->queue;
     leash__cmd *cmd;
 
     conn->queue.head = conn->queue.tail = NULL;
     conn->retry_tail = NULL;
+    while ((cmd = conn->delayed.head) != NULL) {
+        queue_remove(conn, cmd);
+        list_append(&doomed, cmd);
+    }
     for (cmd = doomed.head; cmd; cmd = cmd->next)
         cmd->conn = NULL;
     while ((cmd = doomed.head) != NULL) {
@@ -134,20 +200,36 @@ static void fail_queue(leash__conn *conn, int status) {
     }
 }
 
-/* Commands whose own deadline passed while they waited for a connection. */
-static void expire_queue(leash__conn *conn, int64_t now) {
-    leash__cmd_list doomed = {NULL, NULL};
+/* Moves the commands of `from` whose own deadline passed to `doomed`. */
+static void collect_expired(leash__conn *conn, leash__cmd_list *from, int64_t now,
+                            leash__cmd_list *doomed) {
     leash__cmd *cmd, *next;
-    int status = conn->auth_failed ? LEASH_EAUTH : LEASH_ECONN;
 
-    for (cmd = conn->queue.head; cmd; cmd = next) {
+    for (cmd = from->head; cmd; cmd = next) {
         next = cmd->next;
         if (cmd->deadline != 0 && now >= cmd->deadline) {
+            if (cmd->transient > 0)
+                leash__log(conn_log(conn), LEASH_LOG_WARN,
+                           "%s connection: Redis kept answering LOADING or BUSY until a "
+                           "command's deadline",
+                           role_name(conn));
             queue_remove(conn, cmd);
             cmd->conn = NULL;
-            list_append(&doomed, cmd);
+            list_append(doomed, cmd);
         }
     }
+}
+
+/* Commands whose own deadline passed while they waited for a connection,
+ * or for their turn after a transient answer. */
+static void expire_queue(leash__conn *conn, int64_t now) {
+    leash__cmd_list doomed = {NULL, NULL};
+    leash__cmd *cmd;
+    int status = conn->auth_failed ? LEASH_EAUTH : LEASH_ECONN;
+
+    if (conn->state != LEASH__CONN_READY)
+        collect_expired(conn, &conn->queue, now, &doomed);
+    collect_expired(conn, &conn->delayed, now, &doomed);
     while ((cmd = doomed.head) != NULL) {
         list_unlink(&doomed, cmd);
         cmd_complete(cmd, NULL, status);
@@ -171,6 +253,7 @@ static void count_send(leash__conn *conn, unsigned replies) {
 }
 
 static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
+    stamp_cmd(conn, cmd);
     if (redisAsyncFormattedCommand(conn->ac, on_cmd_reply, cmd, cmd->buf, cmd->len) != REDIS_OK)
         return -1;
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
@@ -193,6 +276,33 @@ void leash__conn_send(leash__conn *conn, leash__cmd *cmd) {
     if (conn->state == LEASH__CONN_READY && conn->ac != NULL && write_cmd(conn, cmd) == 0)
         return;
     enqueue(conn, cmd);
+}
+
+void leash__conn_send_at(leash__conn *conn, leash__cmd *cmd, int64_t send_at) {
+    cmd->conn = conn;
+    cmd->send_at = send_at;
+    cmd->flags |= LEASH__CMD_DELAYED;
+    list_append(&conn->delayed, cmd);
+    if (conn->timer.due == 0 || send_at < conn->timer.due)
+        conn_arm(conn);
+}
+
+/* Delayed commands whose time came go out (or join the queue). */
+static void send_delayed(leash__conn *conn, int64_t now) {
+    leash__cmd_list due = {NULL, NULL};
+    leash__cmd *cmd, *next;
+
+    for (cmd = conn->delayed.head; cmd; cmd = next) {
+        next = cmd->next;
+        if (now >= cmd->send_at) {
+            queue_remove(conn, cmd);
+            list_append(&due, cmd);
+        }
+    }
+    while ((cmd = due.head) != NULL) {
+        list_unlink(&due, cmd);
+        leash__conn_send(conn, cmd);
+    }
 }
 
 int leash__conn_send_raw(leash__conn *conn, void (*fn)(redisAsyncContext *, void *, void *),
@@ -223,6 +333,7 @@ static void become_ready(leash__conn *conn) {
     conn->state = LEASH__CONN_READY;
     conn->backoff_ms = conn->client->cfg.reconnect_min_ms;
     conn->auth_failed = 0;
+    conn->handshake_busy = 0;
     if (conn->role == LEASH__CONN_CMD)
         conn->client->stats.connects++;
     else
@@ -268,6 +379,10 @@ static void schedule_reconnect(leash__conn *conn) {
 
     if (conn->auth_failed)
         conn->backoff_ms = cfg->reconnect_max_ms;
+    /* A server that is loading or running a long script is back soon:
+     * look again often, whatever the backoff has grown to. */
+    if (conn->handshake_busy && conn->backoff_ms > TRANSIENT_MAX_MS)
+        conn->backoff_ms = TRANSIENT_MAX_MS;
     /* Full backoff halved plus jitter over the other half: clients that
      * lost the same server do not all come back in the same millisecond. */
     delay = conn->backoff_ms / 2 + (int64_t)leash__random_below((uint64_t)conn->backoff_ms / 2 + 1);
@@ -332,6 +447,8 @@ static void start_handshake(leash__conn *conn) {
         failed |= handshake_cmd(conn, HS_AUTH, cfg->username ? 3 : 2, argv);
     }
     if (conn->role == LEASH__CONN_CMD) {
+        const char *time_argv[1] = {"TIME"};
+        failed |= handshake_cmd(conn, HS_TIME, 1, time_argv);
         if (cfg->db != 0) {
             const char *argv[2] = {"SELECT", db};
             snprintf(db, sizeof(db), "%d", cfg->db);
@@ -352,6 +469,20 @@ static void start_handshake(leash__conn *conn) {
         become_ready(conn);
 }
 
+/* TIME answers [seconds, microseconds] as bulk strings. */
+static void note_server_time(leash__conn *conn, const redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
+        leash__log(conn_log(conn), LEASH_LOG_INFO,
+                   "%s connection: TIME not answered (%s): late copies of commands are then "
+                   "bounded by the first acquire's answer",
+                   role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        return;
+    }
+    leash__conn_server_time(conn, strtoll(r->element[0]->str, NULL, 10) * 1000 +
+                                      strtoll(r->element[1]->str, NULL, 10) / 1000);
+}
+
 static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
     leash__conn *conn = ac->data;
     redisReply *reply = r;
@@ -367,7 +498,15 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
      * we do not have. */
     if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOAUTH", 6) == 0)
         tag = HS_AUTH;
-    if (reply->type == REDIS_REPLY_ERROR && (tag == HS_AUTH || tag == HS_SELECT)) {
+    if (reply->type == REDIS_REPLY_ERROR && (tag == HS_AUTH || tag == HS_SELECT) &&
+        leash__reply_transient(reply)) {
+        /* Loading its data or running a long script: nothing was refused.
+         * Queued work waits for its own deadlines. */
+        leash__log(conn_log(conn), LEASH_LOG_INFO, "%s connection: %s answered %s: trying again",
+                   role_name(conn), tag == HS_AUTH ? "AUTH" : "SELECT", reply->str);
+        conn->handshake_busy = 1;
+        conn_break(conn);
+    } else if (reply->type == REDIS_REPLY_ERROR && (tag == HS_AUTH || tag == HS_SELECT)) {
         if (tag == HS_AUTH)
             leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: AUTH refused by Redis: %s",
                        role_name(conn), reply->str);
@@ -378,6 +517,8 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
         conn->auth_failed = 1;
         conn_break(conn);
     } else {
+        if (tag == HS_TIME)
+            note_server_time(conn, reply);
         if (tag >= HS_SCRIPT) {
             int script = (int)(tag - HS_SCRIPT);
             if (reply->type != REDIS_REPLY_STRING)
@@ -451,6 +592,34 @@ static void cmd_lost(leash__conn *conn, leash__cmd *cmd) {
     cmd_complete(cmd, NULL, LEASH_ECONN);
 }
 
+/* A transient answer (LOADING, BUSY...): the command did not run. It goes
+ * again after a pause while its deadline allows (returns 1); at the
+ * deadline it completes LEASH_ECONN (returns 1 too). Returns 0 for a
+ * command nobody wants any more: it completes with the answer. */
+static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redisReply *reply) {
+    int64_t now = leash__now_ms(), pause;
+    unsigned shift = cmd->transient < 4 ? cmd->transient : 4;
+
+    if ((cmd->flags & LEASH__CMD_ORPHAN) && !(cmd->flags & LEASH__CMD_RETRY))
+        return 0; /* cancelled */
+    pause = (int64_t)TRANSIENT_FIRST_MS << shift;
+    if (pause > TRANSIENT_MAX_MS)
+        pause = TRANSIENT_MAX_MS;
+    if (cmd->transient++ == 0)
+        leash__log(conn_log(conn), LEASH_LOG_INFO,
+                   "%s connection: Redis answered %s: sending again", role_name(conn), reply->str);
+    if (cmd->deadline != 0 && now + pause >= cmd->deadline) {
+        leash__log(conn_log(conn), LEASH_LOG_WARN,
+                   "%s connection: Redis still answers %s at a command's deadline", role_name(conn),
+                   reply->str);
+        cmd->conn = NULL;
+        cmd_complete(cmd, NULL, LEASH_ECONN);
+        return 1;
+    }
+    leash__conn_send_at(conn, cmd, now + pause);
+    return 1;
+}
+
 static void on_cmd_reply(redisAsyncContext *ac, void *r, void *privdata) {
     leash__cmd *cmd = privdata;
     redisReply *reply = r;
@@ -472,6 +641,10 @@ static void on_cmd_reply(redisAsyncContext *ac, void *r, void *privdata) {
         cmd_lost(conn, cmd);
     } else {
         leash__conn_progress(conn, 1);
+        if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply)) {
+            leash__client_leave(c);
+            return;
+        }
         if (reply->type == REDIS_REPLY_ERROR && cmd->script >= 0 &&
             strncmp(reply->str, "NOSCRIPT", 8) == 0) {
             size_t len;
@@ -527,7 +700,7 @@ static void conn_connect(leash__conn *conn) {
 static void conn_arm(leash__conn *conn) {
     int64_t due = 0;
     leash__cmd *cmd;
-    int keep_alive = conn->queue.head != NULL || conn->inflight > 0;
+    int keep_alive = conn->queue.head != NULL || conn->delayed.head != NULL || conn->inflight > 0;
 
     if (conn->client->freeing)
         return;
@@ -546,6 +719,12 @@ static void conn_arm(leash__conn *conn) {
             if (cmd->deadline != 0 && (due == 0 || cmd->deadline < due))
                 due = cmd->deadline;
     }
+    for (cmd = conn->delayed.head; cmd; cmd = cmd->next) {
+        if (due == 0 || cmd->send_at < due)
+            due = cmd->send_at;
+        if (cmd->deadline != 0 && cmd->deadline < due)
+            due = cmd->deadline;
+    }
     if (due == 0)
         leash__timer_stop(&conn->timer);
     else
@@ -557,11 +736,10 @@ static void conn_timer_fired(void *arg) {
     leash_client *c = conn->client;
     int64_t now = leash__now_ms();
 
-    if (conn->state != LEASH__CONN_READY) {
-        expire_queue(conn, now);
-        if (c->freeing)
-            return;
-    }
+    expire_queue(conn, now);
+    if (c->freeing)
+        return;
+    send_delayed(conn, now);
     switch (conn->state) {
     case LEASH__CONN_DOWN:
         if (now >= conn->next_attempt)
@@ -604,22 +782,47 @@ void leash__conn_start(leash__conn *conn) {
     conn_arm(conn);
 }
 
-void leash__conn_teardown(leash__conn *conn) {
+/* Writes what hiredis holds for the socket until it would block: at
+ * teardown there is no later write event to finish it. */
+static void write_until_blocked(redisAsyncContext *ac) {
+    int done = 0;
+    size_t before;
+
+    while (!done) {
+        before = sdslen(ac->c.obuf);
+        if (redisBufferWrite(&ac->c, &done) != REDIS_OK)
+            return;
+        if (!done && sdslen(ac->c.obuf) == before)
+            return;
+    }
+}
+
+/* Teardown of an unsent list: orphans (best-effort releases) go into the
+ * socket's buffer if it is ready, the others complete LEASH_ECANCELED. */
+static void teardown_list(leash__conn *conn, leash__cmd_list *list) {
     redisAsyncContext *ac = conn->ac;
     leash__cmd *cmd;
-    int done = 0;
 
-    leash__timer_clear(&conn->timer);
-    /* Orphans (best-effort releases) go out now if the socket takes them. */
-    while ((cmd = conn->queue.head) != NULL) {
+    while ((cmd = list->head) != NULL) {
         queue_remove(conn, cmd);
-        if ((cmd->flags & LEASH__CMD_ORPHAN) && ac != NULL && conn->state == LEASH__CONN_READY)
+        if ((cmd->flags & LEASH__CMD_ORPHAN) && ac != NULL && conn->state == LEASH__CONN_READY) {
+            stamp_cmd(conn, cmd);
             redisAsyncFormattedCommand(ac, NULL, NULL, cmd->buf, cmd->len);
+        }
         cmd->conn = NULL;
         cmd_complete(cmd, NULL, LEASH_ECANCELED);
     }
+}
+
+void leash__conn_teardown(leash__conn *conn) {
+    redisAsyncContext *ac = conn->ac;
+    leash__cmd *cmd;
+
+    leash__timer_clear(&conn->timer);
+    teardown_list(conn, &conn->queue);
+    teardown_list(conn, &conn->delayed);
     if (ac != NULL && conn->state == LEASH__CONN_READY)
-        redisBufferWrite(&ac->c, &done);
+        write_until_blocked(ac);
     /* Sent commands are freed by hiredis's last call to on_cmd_reply. */
     for (cmd = conn->sent.head; cmd; cmd = cmd->next) {
         leash__reply_fn *fn = cmd->fn;

@@ -7,13 +7,23 @@
  *
  * A command (leash__cmd) given to leash__conn_send completes exactly once,
  * never inside leash__conn_send: with the reply, or without one:
- *   LEASH_ECONN      its deadline passed before it could be answered, or the
- *                    connection broke after it was sent and it is not
- *                    LEASH__CMD_RETRY (or its deadline passed);
+ *   LEASH_ECONN      its deadline passed before it could be answered (Redis
+ *                    down, or still answering a transient error: LOADING,
+ *                    BUSY), or the connection broke after it was sent and it
+ *                    is not LEASH__CMD_RETRY (or its deadline passed);
  *   LEASH_EAUTH      the handshake was refused while it waited;
  *   LEASH_ECANCELED  the client is being freed.
  * A LEASH__CMD_RETRY command whose connection broke is sent again once the
- * connection is back (our scripts are idempotent per owner token).
+ * connection is back (our scripts are idempotent per owner token). Any
+ * command answered with a transient error is sent again after a short pause
+ * while its deadline allows: such an answer means it did not run.
+ *
+ * The server's clock: the handshake asks for TIME, and the owner reports
+ * the server time it reads in replies (leash__conn_server_time). From them
+ * the connection keeps a lower bound of (server ms - monotonic ms), so that
+ * a command can carry a server-time stamp, written into it at every write:
+ * a copy of a command that sat in a frozen server's socket can then tell
+ * that it arrived too late.
  */
 #ifndef LEASH_CONN_H
 #define LEASH_CONN_H
@@ -33,11 +43,24 @@ typedef struct leash__cmd leash__cmd;
 typedef void leash__reply_fn(void *arg, struct redisReply *reply, int status);
 
 enum {
-    LEASH__CMD_RETRY = 1,  /* resend after a reconnect while the deadline allows */
-    LEASH__CMD_SENT = 2,   /* written to hiredis; its callback is pending */
-    LEASH__CMD_ORPHAN = 4, /* nobody waits for the answer any more */
-    LEASH__CMD_WRITTEN = 8 /* was written at least once: it may have run */
+    LEASH__CMD_RETRY = 1,   /* resend after a reconnect while the deadline allows */
+    LEASH__CMD_SENT = 2,    /* written to hiredis; its callback is pending */
+    LEASH__CMD_ORPHAN = 4,  /* nobody waits for the answer any more */
+    LEASH__CMD_WRITTEN = 8, /* was written at least once: it may have run */
+    LEASH__CMD_DELAYED = 16 /* in the connection's delayed list */
 };
+
+/* A server-time stamp in a command's last argument, which must be
+ * LEASH__STAMP_DIGITS zeros when the command is built. */
+enum {
+    LEASH__STAMP_NONE,
+    /* write time + stamp_ms on the server's clock: "void after this" */
+    LEASH__STAMP_NOT_AFTER,
+    /* 0 on the first write; on a resend stamp_ms (a monotonic time) on the
+     * server's clock: "a resend; the hold was valid until then" */
+    LEASH__STAMP_RESEND_VALID_UNTIL
+};
+#define LEASH__STAMP_DIGITS 19
 
 struct leash__cmd {
     leash__cmd *next, *prev;
@@ -47,6 +70,10 @@ struct leash__cmd {
     int script; /* enum leash__script, or -1 */
     unsigned flags;
     int64_t deadline; /* monotonic ms; 0 = none */
+    int64_t send_at;  /* while delayed: when to write it */
+    int stamp;        /* LEASH__STAMP_* */
+    int64_t stamp_ms;
+    unsigned transient; /* transient answers so far */
     leash__reply_fn *fn;
     void *arg;
 };
@@ -77,12 +104,16 @@ struct leash__conn {
     int64_t last_progress; /* last reply (or first send after idle) */
     unsigned inflight;     /* replies still expected */
     unsigned handshake_left;
-    int auth_failed;        /* the last handshake was refused */
-    unsigned failures;      /* connect attempts that failed since it was last ready */
-    int down_pending;       /* our own break is in progress */
-    leash__cmd_list queue;  /* not sent yet */
-    leash__cmd *retry_tail; /* last resent command at the queue's front */
+    int auth_failed;         /* the last handshake was refused */
+    int handshake_busy;      /* the last handshake got LOADING or BUSY */
+    unsigned failures;       /* connect attempts that failed since it was last ready */
+    int down_pending;        /* our own break is in progress */
+    leash__cmd_list queue;   /* not sent yet */
+    leash__cmd *retry_tail;  /* last resent command at the queue's front */
+    leash__cmd_list delayed; /* to be written at their send_at */
     leash__cmd_list sent;
+    int64_t server_offset; /* lower bound of server ms - monotonic ms */
+    int server_offset_known;
     /* The owner's hooks: the connection became ready / was lost. */
     void (*on_ready)(leash__conn *conn);
     void (*on_down)(leash__conn *conn);
@@ -99,6 +130,13 @@ leash__cmd *leash__cmd_new(char *buf, size_t len, int script, unsigned flags, in
                            leash__reply_fn *fn, void *arg);
 /* Queues or sends cmd (ownership passes to the connection). */
 void leash__conn_send(leash__conn *conn, leash__cmd *cmd);
+/* The same, not written before the monotonic time send_at. */
+void leash__conn_send_at(leash__conn *conn, leash__cmd *cmd, int64_t send_at);
+/* Marks cmd's last argument as a stamp of the given kind. */
+void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms);
+/* The server's clock read `server_ms` (ms since the epoch) during a reply
+ * that just arrived: a lower bound of the clock offset. */
+void leash__conn_server_time(leash__conn *conn, int64_t server_ms);
 /* The owner stops waiting: an unsent command is dropped, a sent one is
  * left to finish silently. */
 void leash__cmd_cancel(leash__cmd *cmd);
@@ -109,6 +147,10 @@ void leash__cmd_orphan(leash__cmd *cmd);
  * hiredis's pub/sub machinery to fn; `replies` confirmations are expected. */
 int leash__conn_send_raw(leash__conn *conn, void (*fn)(struct redisAsyncContext *, void *, void *),
                          const char *buf, size_t len, unsigned replies);
+/* 1 for an error reply that means "not run now, try again soon": LOADING,
+ * BUSY (a script runs), TRYAGAIN, CLUSTERDOWN, MASTERDOWN. */
+int leash__reply_transient(const struct redisReply *reply);
+
 /* Replies that were counted in `inflight` arrived (or other traffic did). */
 void leash__conn_progress(leash__conn *conn, unsigned replies);
 

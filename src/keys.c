@@ -5,6 +5,8 @@
 
 #include <leash/leash.h>
 
+#include "resp.h"
+
 /* Redis Cluster hashes the part between the first '{' and the first '}' after
  * it, when that part is not empty. */
 static int find_tag(const char *s, size_t len, size_t *start, size_t *tag_len) {
@@ -39,11 +41,36 @@ unsigned leash__key_slot(const char *key, size_t len) {
     return crc16_xmodem(key, len) & 16383;
 }
 
-int leash__keys_make(leash__keys *k, const leash__logger *lg, const char *prefix,
-                     const char *name) {
-    size_t plen, nlen, klen, start, tag_len, head_len, total;
-    int tagged;
-    char *p;
+size_t leash__companion_len(const char *key, size_t key_len, size_t kind_len) {
+    size_t start, tag_len;
+
+    if (find_tag(key, key_len, &start, &tag_len))
+        return key_len + 1 + kind_len;
+    return key_len + 1 + 1 + key_len + 1 + kind_len; /* key \0 { key } kind */
+}
+
+void leash__companion(char *out, const char *key, size_t key_len, const char *kind,
+                      size_t kind_len) {
+    size_t start, tag_len;
+
+    memcpy(out, key, key_len);
+    out += key_len;
+    *out++ = '\0';
+    if (!find_tag(key, key_len, &start, &tag_len)) {
+        /* Untagged keys have no braces at all (leash__keys_make refuses
+         * stray ones), so "{key}" is a tag that hashes like the key. */
+        *out++ = '{';
+        memcpy(out, key, key_len);
+        out += key_len;
+        *out++ = '}';
+    }
+    memcpy(out, kind, kind_len);
+}
+
+int leash__keys_make(leash__keys *k, const leash__logger *lg, const char *prefix, const char *name,
+                     int db) {
+    size_t plen, nlen, klen, start, tag_len, kind_len, chan_len;
+    char kind[32], *p;
 
     if (name == NULL || name[0] == '\0') {
         leash__log(lg, LEASH_LOG_ERROR, "leash_lock_new: the lock name is empty");
@@ -57,59 +84,34 @@ int leash__keys_make(leash__keys *k, const leash__logger *lg, const char *prefix
     }
     plen = strlen(prefix);
     klen = plen + nlen;
-    /* Braces without a valid tag would give the companions another slot. */
-    tagged = 0;
-    {
-        char *full = malloc(klen + 1);
-        if (full == NULL)
-            return LEASH_ENOMEM;
-        memcpy(full, prefix, plen);
-        memcpy(full + plen, name, nlen + 1);
-        tagged = find_tag(full, klen, &start, &tag_len);
-        if (!tagged && (memchr(full, '{', klen) != NULL || memchr(full, '}', klen) != NULL)) {
-            free(full);
-            leash__log(lg, LEASH_LOG_ERROR,
-                       "leash_lock_new: prefix+name has braces that are not a hash tag: "
-                       "use a balanced, non-empty {tag}");
-            return LEASH_EINVAL;
-        }
-        free(full);
-    }
-
-    /* head = the part every companion starts with */
-    head_len = tagged ? klen : klen + 2;
-    total = (klen + 1) + (head_len + sizeof(":fence")) + (head_len + sizeof(":rel:")) +
-            (head_len + sizeof(":released"));
-    p = malloc(total);
+    p = malloc(klen + 1);
     if (p == NULL)
         return LEASH_ENOMEM;
-    memset(k, 0, sizeof(*k));
-    k->mem = p;
-
-    k->key = p;
     memcpy(p, prefix, plen);
     memcpy(p + plen, name, nlen + 1);
+    /* Braces without a valid tag would give a companion another slot. */
+    if (!find_tag(p, klen, &start, &tag_len) &&
+        (memchr(p, '{', klen) != NULL || memchr(p, '}', klen) != NULL)) {
+        free(p);
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_lock_new: prefix+name has braces that are not a hash tag: "
+                   "use a balanced, non-empty {tag}");
+        return LEASH_EINVAL;
+    }
+    memcpy(kind, "released:", 9);
+    kind_len = 9 + leash__resp_int(kind + 9, db);
+    chan_len = leash__companion_len(p, klen, kind_len);
+    k->mem = realloc(p, klen + 1 + chan_len + 1);
+    if (k->mem == NULL) {
+        free(p);
+        return LEASH_ENOMEM;
+    }
+    k->key = k->mem;
     k->key_len = klen;
-    p += klen + 1;
-
-#define LEASH__COMPANION(field, suffix)                 \
-    do {                                                \
-        k->field = p;                                   \
-        if (tagged) {                                   \
-            memcpy(p, k->key, klen);                    \
-        } else {                                        \
-            p[0] = '{';                                 \
-            memcpy(p + 1, k->key, klen);                \
-            p[klen + 1] = '}';                          \
-        }                                               \
-        memcpy(p + head_len, suffix, sizeof(suffix));   \
-        k->field##_len = head_len + sizeof(suffix) - 1; \
-        p += head_len + sizeof(suffix);                 \
-    } while (0)
-    LEASH__COMPANION(fence, ":fence");
-    LEASH__COMPANION(tomb_prefix, ":rel:");
-    LEASH__COMPANION(channel, ":released");
-#undef LEASH__COMPANION
+    k->channel = k->mem + klen + 1;
+    k->channel_len = chan_len;
+    leash__companion(k->channel, k->key, klen, kind, kind_len);
+    k->channel[chan_len] = '\0';
     return LEASH_OK;
 }
 

@@ -34,6 +34,9 @@
 #include "scripts.h"
 
 #define FOREVER INT64_MAX
+/* Slack between "every late copy of an attempt is void" and the release
+ * that cleans up after them, for the clocks' drift meanwhile. */
+#define LATE_COPY_MARGIN_MS 5
 /* Longest a waiter sleeps on one TTL: numbers from the wire (a busy
  * answer's PTTL, a "renewed" message) are clamped to it, so no sum can
  * overflow and nothing sent by a stranger strands a waiter for long. */
@@ -46,6 +49,16 @@ static int64_t clamp_sleep(long long ms) {
 static void lock_arm(leash_lock *l);
 static void send_attempt(leash_lock *l);
 static void on_lock_timer(void *arg);
+
+/* An acquire callback is owed: a new hold on its way, or an extra hold of
+ * a held handle (in flight, or waiting to be sent again). */
+static int acquire_pending(const leash_lock *l) {
+    return l->acq_cb != NULL;
+}
+
+static int force_in_flight(const leash_lock *l) {
+    return l->rel_cmd != NULL && l->rel_force;
+}
 
 static const leash__logger *lock_log(const leash_lock *l) {
     return &l->client->cfg.log;
@@ -77,7 +90,7 @@ leash_lock *leash_lock_new(leash_client *c, const char *name) {
         leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_lock_new: out of memory");
         return NULL;
     }
-    if (leash__keys_make(&l->keys, &c->cfg.log, c->cfg.key_prefix, name) != LEASH_OK) {
+    if (leash__keys_make(&l->keys, &c->cfg.log, c->cfg.key_prefix, name, c->cfg.db) != LEASH_OK) {
         free(l);
         return NULL;
     }
@@ -162,9 +175,10 @@ int leash_lock_set_max_hold(leash_lock *l, int64_t max_hold_ms) {
     int rc = settings_check(l, "leash_lock_set_max_hold");
     if (rc != LEASH_OK)
         return rc;
-    if (max_hold_ms < 0) {
+    if (max_hold_ms < 0 || max_hold_ms > LEASH_DURATION_MAX_MS) {
         leash__log(lock_log(l), LEASH_LOG_ERROR,
-                   "leash_lock_set_max_hold: max_hold_ms must be >= 0 (got %lld)",
+                   "leash_lock_set_max_hold: max_hold_ms must be 0..LEASH_DURATION_MAX_MS (got "
+                   "%lld)",
                    (long long)max_hold_ms);
         return LEASH_EINVAL;
     }
@@ -215,75 +229,99 @@ uint64_t leash_renewals(const leash_lock *l) {
 
 /* ---- commands ---- */
 
-/* The tombstone key of one hold: "this token is released or given up". */
-#define TOMB_MAX (LEASH_PREFIX_MAX + LEASH_NAME_MAX + 64)
-static size_t tomb_key(const leash_lock *l, const char *token, char out[TOMB_MAX]) {
-    memcpy(out, l->keys.tomb_prefix, l->keys.tomb_prefix_len);
-    memcpy(out + l->keys.tomb_prefix_len, token, LEASH__TOKEN_LEN);
-    return l->keys.tomb_prefix_len + LEASH__TOKEN_LEN;
-}
+/* The zeros the connection overwrites with a server-time stamp. */
+static const char stamp_zeros[LEASH__STAMP_DIGITS + 1] = "0000000000000000000";
 
+/* A release of `token` that gives back holds down to count_after. A
+ * release resent after a lost answer asks the script whether the hold could
+ * have expired: valid_until is the hold's local deadline (0 = not known,
+ * for releases nobody waits for). */
 static leash__cmd *make_release(leash_lock *l, const char *token, int count_after, int64_t deadline,
-                                leash__reply_fn *fn) {
-    const char *argv[3 + 6];
-    size_t lens[3 + 6], len;
-    char tomb[TOMB_MAX], count[21], ttl[21];
+                                int64_t valid_until, leash__reply_fn *fn) {
+    const char *argv[3 + 5];
+    size_t lens[3 + 5], len;
+    char count[21];
     char *buf;
     leash__cmd *cmd;
-    size_t tomb_len = tomb_key(l, token, tomb);
 
     argv[3] = l->keys.key;
     lens[3] = l->keys.key_len;
-    argv[4] = tomb;
-    lens[4] = tomb_len;
-    argv[5] = token;
-    lens[5] = LEASH__TOKEN_LEN;
-    argv[6] = count;
-    lens[6] = leash__resp_int(count, count_after);
-    argv[7] = l->keys.channel;
-    lens[7] = l->keys.channel_len;
-    /* The tombstone must outlive any retry of this release; retries stop at
-     * the hold's deadline, so two leases (and a floor) are plenty. */
-    argv[8] = ttl;
-    lens[8] = leash__resp_int(ttl, 2 * (l->hold_lease > 0 ? l->hold_lease : l->lease_ms) + 10000);
-    buf = leash__script_call(&len, &l->client->scripts, LEASH__SCRIPT_RELEASE, 2, 9, argv, lens);
+    argv[4] = token;
+    lens[4] = LEASH__TOKEN_LEN;
+    argv[5] = count;
+    lens[5] = leash__resp_int(count, count_after);
+    argv[6] = l->keys.channel;
+    lens[6] = l->keys.channel_len;
+    argv[7] = stamp_zeros;
+    lens[7] = LEASH__STAMP_DIGITS;
+    buf = leash__script_call(&len, &l->client->scripts, LEASH__SCRIPT_RELEASE, 1, 8, argv, lens);
     if (buf == NULL)
         return NULL;
     cmd = leash__cmd_new(buf, len, LEASH__SCRIPT_RELEASE, LEASH__CMD_RETRY, deadline, fn, l);
-    if (cmd == NULL)
+    if (cmd == NULL) {
         free(buf);
+        return NULL;
+    }
+    if (valid_until != 0)
+        leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
     return cmd;
 }
 
-/* A release nobody waits for (loss, free, abandoned grant). */
-static void release_in_background(leash_lock *l, const char *token) {
-    int64_t deadline = leash__now_ms() + l->client->cfg.command_timeout_ms +
-                       (l->hold_lease > 0 ? l->hold_lease : l->lease_ms);
-    leash__cmd *cmd = make_release(l, token, 0, deadline, NULL);
+/* A release nobody waits for (loss, free, abandoned grant), sent now or,
+ * with send_at != 0, not before then. */
+static void release_in_background(leash_lock *l, const char *token, int64_t send_at) {
+    int64_t lease = l->hold_lease > 0 ? l->hold_lease : l->lease_ms;
+    int64_t from = send_at > 0 ? send_at : leash__now_ms();
+    leash__cmd *cmd =
+        make_release(l, token, 0, from + l->client->cfg.command_timeout_ms + lease, 0, NULL);
     if (cmd == NULL) {
         leash__log(lock_log(l), LEASH_LOG_WARN,
                    "lock %s: no memory to release it; it expires with its lease", l->name);
         return;
     }
     leash__cmd_orphan(cmd);
-    leash__conn_send(&l->client->cmd, cmd);
+    if (send_at > 0)
+        leash__conn_send_at(&l->client->cmd, cmd, send_at);
+    else
+        leash__conn_send(&l->client->cmd, cmd);
 }
 
-/* Stops waiting for the attempt in flight. If it may already have been
- * granted, a release of its token follows it on the same connection. */
+/* The attempt of l->token was written and will not be sent again: once
+ * every copy of it that may still sit somewhere (a frozen server's socket)
+ * is void, a release cleans up after any of them that ran. The connection
+ * stamps each copy "not after command_timeout_ms from its write", and none
+ * is written after now. */
+static void release_after_late_copies(leash_lock *l) {
+    const leash__config *cfg = &l->client->cfg;
+
+    release_in_background(l, l->token,
+                          leash__now_ms() + cfg->command_timeout_ms + LATE_COPY_MARGIN_MS +
+                              cfg->command_timeout_ms / 500);
+}
+
+/* An attempt that was written and whose answer will not be read: a grant
+ * it got is released now (the release follows it on the connection), and
+ * again once its late copies are void. */
+static void forget_attempt(leash_lock *l) {
+    release_in_background(l, l->token, 0);
+    release_after_late_copies(l);
+}
+
+/* Stops waiting for the attempt in flight; with release_grant, whatever it
+ * may have been granted is released (forget_attempt). */
 static void abandon_attempt(leash_lock *l, int release_grant) {
     leash__cmd *cmd = l->attempt;
-    int sent;
+    int written;
 
     if (cmd == NULL)
         return;
     l->attempt = NULL;
     /* Written once is enough: a resend queued after a broken connection
      * may have run the first time. */
-    sent = (cmd->flags & LEASH__CMD_WRITTEN) != 0;
+    written = (cmd->flags & LEASH__CMD_WRITTEN) != 0;
     leash__cmd_cancel(cmd);
-    if (sent && release_grant)
-        release_in_background(l, l->token);
+    if (written && release_grant)
+        forget_attempt(l);
 }
 
 /* ---- completions ---- */
@@ -313,6 +351,7 @@ static void finish_release(leash_lock *l, int status) {
     void *arg = l->rel_arg;
 
     l->rel_cmd = NULL;
+    l->rel_force = 0;
     l->rel_cb = NULL;
     l->rel_arg = NULL;
     if (cb != NULL)
@@ -338,7 +377,7 @@ static void lose(leash_lock *l, int reason) {
     abandon_attempt(l, 0);
     end_hold(l);
     if (reason != LEASH_LOST_EXPIRED)
-        release_in_background(l, l->token);
+        release_in_background(l, l->token, 0);
     l->client->stats.losts++;
     if (cb != NULL) {
         cb(l, reason, l->lost_arg);
@@ -381,6 +420,7 @@ static void park(leash_lock *l) {
 /* Busy: decide how to wait for the next try. */
 static void wait_for_release(leash_lock *l, long long pttl) {
     int64_t now = leash__now_ms();
+    unsigned epoch;
 
     /* A holder that crashed publishes nothing: its key expiring is the
      * release. A key without expiry (pttl -1) gets looked at every lease. */
@@ -391,9 +431,13 @@ static void wait_for_release(leash_lock *l, long long pttl) {
         acquire_failed(l, LEASH_ENOMEM);
         return;
     }
-    if (l->attempt_covered)
+    /* Covered only by the very subscription that was confirmed when the
+     * attempt went out: one that dropped and came back meanwhile may have
+     * missed the release. */
+    epoch = leash__waiters_covered(l);
+    if (l->attempt_epoch != 0 && epoch == l->attempt_epoch)
         park(l);
-    else if (leash__waiters_covered(l))
+    else if (epoch != 0)
         send_attempt(l);
     else {
         l->phase = LEASH__PHASE_SUBSCRIBING;
@@ -404,41 +448,45 @@ static void wait_for_release(leash_lock *l, long long pttl) {
 enum {
     ANSWER_GRANTED,
     ANSWER_BUSY,
-    ANSWER_LOADING, /* Redis is still loading its data (after a restart) */
+    ANSWER_LATE, /* the copy came after its not_after: it did nothing */
+    ANSWER_GONE, /* an extra hold found its hold gone */
     ANSWER_FAILED
 };
 
-/* How soon to try again after -LOADING or a failed allocation. */
-#define LOADING_RETRY_MS 100
+/* How soon to try again after a failed allocation (never inside the
+ * caller's own call: there it is LEASH_ENOMEM). */
 #define NOMEM_RETRY_MS 10
 
-/* Reads the acquire script's answer: {1, fence, count} or {0, pttl}. */
+/* Reads the acquire script's answer: {1, fence, count, now} or {0, x, now}
+ * (x: the holder's pttl, -3 too late, -4 gone). */
 static int parse_attempt(leash_lock *l, redisReply *r, int status, int *err, uint64_t *fence,
                          long long *n) {
     if (status != LEASH_OK) {
         *err = status;
         return ANSWER_FAILED;
     }
-    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LOADING", 7) == 0) {
-        leash__log(lock_log(l), LEASH_LOG_INFO, "acquire %s: %s", l->name, r->str);
-        *err = LEASH_EREDIS;
-        return ANSWER_LOADING;
-    }
     if (r->type == REDIS_REPLY_ERROR) {
         leash__log(lock_log(l), LEASH_LOG_ERROR, "acquire %s: Redis error: %s", l->name, r->str);
         *err = LEASH_EREDIS;
         return ANSWER_FAILED;
     }
-    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
-        if (r->element[0]->integer == 1 && r->elements == 3 &&
-            r->element[2]->type == REDIS_REPLY_INTEGER && r->element[1]->integer >= 0) {
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER &&
+        r->element[3]->type == REDIS_REPLY_INTEGER) {
+        leash__conn_server_time(&l->client->cmd, r->element[3]->integer);
+        if (r->element[0]->integer == 1 && r->element[2]->type == REDIS_REPLY_INTEGER &&
+            r->element[1]->integer >= 0 && r->element[2]->integer >= 1 &&
+            r->element[2]->integer <= INT32_MAX) {
             *fence = (uint64_t)r->element[1]->integer;
             *n = r->element[2]->integer;
             return ANSWER_GRANTED;
         }
-        if (r->element[0]->integer == 0 && r->elements == 2) {
+        if (r->element[0]->integer == 0) {
             *n = r->element[1]->integer;
+            if (*n == -3)
+                return ANSWER_LATE;
+            if (*n == -4)
+                return ANSWER_GONE;
             return ANSWER_BUSY;
         }
     }
@@ -447,6 +495,7 @@ static int parse_attempt(leash_lock *l, redisReply *r, int status, int *err, uin
     return ANSWER_FAILED;
 }
 
+/* The answer to an extra (reentrant) hold of a held handle. */
 static void on_reentrant_reply(leash_lock *l, int answer, int err, long long count) {
     l->phase = LEASH__PHASE_NONE;
     if (leash__now_ms() >= l->deadline) {
@@ -466,7 +515,9 @@ static void on_reentrant_reply(leash_lock *l, int answer, int err, long long cou
             l->deadline = d;
         lock_arm(l);
         finish_acquire(l, LEASH_OK);
-    } else if (answer == ANSWER_BUSY) {
+    } else if (answer == ANSWER_LATE) {
+        send_attempt(l); /* it did nothing: ask again while the hold lasts */
+    } else if (answer == ANSWER_GONE || answer == ANSWER_BUSY) {
         /* Our hold is gone: the extra hold fails, and the hold is lost. */
         leash_acquire_cb *cb = l->acq_cb;
         void *arg = l->acq_arg;
@@ -497,7 +548,7 @@ static void on_attempt_reply(void *arg, redisReply *r, int status) {
             /* The answer took longer than the lease: nothing left to trust. */
             leash__log(lock_log(l), LEASH_LOG_WARN,
                        "acquire %s: granted after its lease ran out; releasing it", l->name);
-            release_in_background(l, l->token);
+            release_in_background(l, l->token, 0);
             acquire_failed(l, LEASH_ECONN);
             return;
         }
@@ -514,89 +565,119 @@ static void on_attempt_reply(void *arg, redisReply *r, int status) {
         }
         wait_for_release(l, n);
         return;
-    case ANSWER_LOADING:
-        /* A restarted server answers this for a while: a waiting acquire
-         * with time left tries again, a try-once one reports it. */
-        if (!l->wait_once && !l->timed_out &&
-            (l->wait_deadline == 0 || leash__now_ms() + LOADING_RETRY_MS < l->wait_deadline)) {
-            l->phase = LEASH__PHASE_RETRY;
-            l->retry_at = leash__now_ms() + LOADING_RETRY_MS;
-            lock_arm(l);
+    case ANSWER_LATE:
+        /* It arrived after its own not_after and did nothing: a slow pipe
+         * or a clock that moved. Ask again while the wait allows. */
+        if (!l->timed_out && (l->wait_deadline == 0 || leash__now_ms() < l->wait_deadline) &&
+            !l->wait_once) {
+            send_attempt(l);
             return;
         }
-        acquire_failed(l, err);
+        acquire_failed(l, l->timed_out ? LEASH_ETIMEDOUT : LEASH_ECONN);
+        return;
+    case ANSWER_GONE:
+        leash__log(lock_log(l), LEASH_LOG_ERROR, "acquire %s: the script answered an extra hold",
+                   l->name);
+        acquire_failed(l, LEASH_EPROTO);
         return;
     default:
         /* Without an answer the attempt may still run (a frozen server
-         * keeps it in its socket): its release plants the tombstone that
-         * makes a late grant impossible. */
+         * keeps it in its socket): forget_attempt cleans up after it. */
         if (err == LEASH_ECONN)
-            release_in_background(l, l->token);
+            forget_attempt(l);
         acquire_failed(l, err);
         return;
     }
 }
 
-static void send_attempt(leash_lock *l) {
-    const char *argv[3 + 6];
-    size_t lens[3 + 6], len;
-    char lease[21], count[21], tomb[TOMB_MAX];
-    int64_t now = leash__now_ms(), deadline;
+/* The acquire command for the current hold count (a new hold: 1). */
+static leash__cmd *make_attempt(leash_lock *l) {
+    const char *argv[3 + 5];
+    size_t lens[3 + 5], len;
+    char lease[21], count[21];
+    int64_t deadline;
     char *buf;
     leash__cmd *cmd;
     int reentrant = l->state == LEASH__LOCK_HELD;
 
     argv[3] = l->keys.key;
     lens[3] = l->keys.key_len;
-    argv[4] = l->keys.fence;
-    lens[4] = l->keys.fence_len;
-    argv[5] = tomb;
-    lens[5] = tomb_key(l, l->token, tomb);
-    argv[6] = l->token;
-    lens[6] = LEASH__TOKEN_LEN;
-    argv[7] = lease;
-    lens[7] = leash__resp_int(lease, l->hold_lease);
-    argv[8] = count;
-    lens[8] = leash__resp_int(count, reentrant ? l->holds + 1 : 1);
+    argv[4] = l->token;
+    lens[4] = LEASH__TOKEN_LEN;
+    argv[5] = lease;
+    lens[5] = leash__resp_int(lease, l->hold_lease);
+    argv[6] = count;
+    lens[6] = leash__resp_int(count, reentrant ? l->holds + 1 : 1);
+    argv[7] = stamp_zeros;
+    lens[7] = LEASH__STAMP_DIGITS;
     if (reentrant)
         deadline = l->deadline;
     else if (l->wait_once)
-        deadline = now + l->client->cfg.command_timeout_ms;
+        deadline = leash__now_ms() + l->client->cfg.command_timeout_ms;
     else
         deadline = l->wait_deadline;
-    buf = leash__script_call(&len, &l->client->scripts, LEASH__SCRIPT_ACQUIRE, 3, 9, argv, lens);
+    buf = leash__script_call(&len, &l->client->scripts, LEASH__SCRIPT_ACQUIRE, 1, 8, argv, lens);
     cmd = buf ? leash__cmd_new(buf, len, LEASH__SCRIPT_ACQUIRE, LEASH__CMD_RETRY, deadline,
                                on_attempt_reply, l)
               : NULL;
     if (cmd == NULL) {
         free(buf);
-        /* Not inside the user's call (see leash_acquire): retry shortly. */
-        l->phase = LEASH__PHASE_RETRY;
-        l->retry_at = now + NOMEM_RETRY_MS;
-        lock_arm(l);
-        return;
+        return NULL;
     }
+    leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, l->client->cfg.command_timeout_ms);
+    return cmd;
+}
+
+static void put_attempt(leash_lock *l, leash__cmd *cmd) {
     l->w.parked = 0;
     l->attempt = cmd;
-    l->attempt_sent = now;
-    l->attempt_covered = leash__waiters_covered(l);
+    l->attempt_sent = leash__now_ms();
+    l->attempt_epoch = leash__waiters_covered(l);
     l->phase = LEASH__PHASE_ATTEMPT;
     lock_arm(l);
     leash__conn_send(&l->client->cmd, cmd);
 }
 
+/* An attempt from the loop (a wake, a timer, an answer): without memory it
+ * is tried again shortly. */
+static void send_attempt(leash_lock *l) {
+    leash__cmd *cmd;
+
+    if (force_in_flight(l)) {
+        /* The force release this handle sent runs first, also when Redis
+         * makes it wait (LOADING, BUSY): its answer sends this attempt. */
+        l->phase = LEASH__PHASE_AFTER_FORCE;
+        lock_arm(l);
+        return;
+    }
+    cmd = make_attempt(l);
+    if (cmd == NULL) {
+        l->phase = LEASH__PHASE_RETRY;
+        l->retry_at = leash__now_ms() + NOMEM_RETRY_MS;
+        lock_arm(l);
+        return;
+    }
+    put_attempt(l, cmd);
+}
+
 int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *arg) {
     leash_client *c;
+    leash__cmd *cmd = NULL;
 
-    if (l == NULL || cb == NULL || wait_ms < LEASH_WAIT_FOREVER)
+    if (l == NULL || cb == NULL || wait_ms < LEASH_WAIT_FOREVER ||
+        wait_ms > LEASH_DURATION_MAX_MS) {
+        if (l != NULL && l->magic == LEASH__LOCK_MAGIC && wait_ms > LEASH_DURATION_MAX_MS)
+            leash__log(lock_log(l), LEASH_LOG_ERROR,
+                       "leash_acquire: wait_ms %lld is over LEASH_DURATION_MAX_MS (lock %s)",
+                       (long long)wait_ms, l->name);
         return LEASH_EINVAL;
+    }
     if (!lock_ok(l))
         return LEASH_ESTATE;
     c = l->client;
     if (!loop_attached(l, "leash_acquire"))
         return LEASH_ELOOP;
-    if (l->state == LEASH__LOCK_ACQUIRING ||
-        (l->state == LEASH__LOCK_HELD && l->phase == LEASH__PHASE_ATTEMPT)) {
+    if (acquire_pending(l)) {
         leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_acquire %s: already acquiring", l->name);
         return LEASH_ESTATE;
     }
@@ -611,9 +692,11 @@ int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *ar
                        "leash_acquire %s: a release of this handle is in flight", l->name);
             return LEASH_ESTATE;
         }
+        if ((cmd = make_attempt(l)) == NULL)
+            return LEASH_ENOMEM;
         l->acq_cb = cb;
         l->acq_arg = arg;
-        send_attempt(l);
+        put_attempt(l, cmd);
         return LEASH_OK;
     }
 
@@ -622,14 +705,17 @@ int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *ar
                    l->name);
         return LEASH_ENOMEM;
     }
+    l->wait_once = wait_ms == 0;
+    l->wait_deadline = wait_ms > 0 ? leash__now_ms() + wait_ms : 0;
+    l->hold_lease = l->lease_ms;
+    /* Built before anything changes: without memory the call fails whole. */
+    if (!force_in_flight(l) && (cmd = make_attempt(l)) == NULL)
+        return LEASH_ENOMEM;
     l->state = LEASH__LOCK_ACQUIRING;
     l->acq_cb = cb;
     l->acq_arg = arg;
-    l->wait_once = wait_ms == 0;
-    l->wait_deadline = wait_ms > 0 ? leash__now_ms() + wait_ms : 0;
     l->timed_out = 0;
     l->ttl_seen = 0;
-    l->hold_lease = l->lease_ms;
     l->hold_renew = l->renew_ms;
     l->hold_watchdog = l->watchdog;
     l->hold_max = l->max_hold_ms;
@@ -637,7 +723,10 @@ int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *ar
      * this very attempt one that cannot miss a release. */
     if (wait_ms != 0 && leash__chans_find(&c->chans, l->keys.channel, l->keys.channel_len))
         leash__waiters_join(l);
-    send_attempt(l);
+    if (cmd != NULL)
+        put_attempt(l, cmd);
+    else
+        send_attempt(l); /* waits for the force release */
     return LEASH_OK;
 }
 
@@ -804,6 +893,12 @@ static void on_release_reply(void *arg, redisReply *r, int status) {
             if (final)
                 leash__waiters_released(l->client, l->keys.channel, l->keys.channel_len,
                                         l->rel_token, LEASH__TOKEN_LEN);
+        } else if (r->integer == -2) {
+            /* Resent after a lost answer, past the hold's deadline: released
+             * by the first copy or expired before it, the hold is over. */
+            leash__log(lock_log(l), LEASH_LOG_INFO,
+                       "release %s: answer lost, hold over (released or expired)", l->name);
+            status = LEASH_ECONN;
         } else {
             status = LEASH_ENOTHELD;
         }
@@ -849,7 +944,7 @@ int leash_release(leash_lock *l, leash_release_cb *cb, void *arg) {
         leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_release %s: not held", l->name);
         return LEASH_ESTATE;
     }
-    if (l->state == LEASH__LOCK_HELD && l->phase == LEASH__PHASE_ATTEMPT) {
+    if (l->state == LEASH__LOCK_HELD && acquire_pending(l)) {
         leash__log(&c->cfg.log, LEASH_LOG_ERROR,
                    "leash_release %s: an extra hold is in flight; cancel it first", l->name);
         return LEASH_ESTATE;
@@ -861,9 +956,9 @@ int leash_release(leash_lock *l, leash_release_cb *cb, void *arg) {
         int in_flight = l->attempt != NULL && (l->attempt->flags & LEASH__CMD_WRITTEN);
         cmd = NULL;
         if (dacq != NULL && in_flight)
-            cmd = make_release(l, l->token, 0,
-                               leash__now_ms() + c->cfg.command_timeout_ms + l->hold_lease,
-                               on_release_reply);
+            cmd = make_release(
+                l, l->token, 0, leash__now_ms() + c->cfg.command_timeout_ms + l->hold_lease,
+                l->attempt_sent + l->hold_lease - drift_ms(l->hold_lease), on_release_reply);
         else if (dacq != NULL)
             drel = deferred_new(l);
         if (dacq == NULL || (in_flight ? cmd == NULL : drel == NULL)) {
@@ -888,6 +983,7 @@ int leash_release(leash_lock *l, leash_release_cb *cb, void *arg) {
             l->rel_final = 1;
             memcpy(l->rel_token, l->token, sizeof(l->rel_token));
             leash__conn_send(&c->cmd, cmd);
+            release_after_late_copies(l);
         } else {
             drel->rel_cb = cb;
             drel->arg = arg;
@@ -904,7 +1000,7 @@ int leash_release(leash_lock *l, leash_release_cb *cb, void *arg) {
     deadline = l->deadline;
     if (deadline < leash__now_ms() + c->cfg.command_timeout_ms)
         deadline = leash__now_ms() + c->cfg.command_timeout_ms;
-    cmd = make_release(l, l->token, l->holds - 1, deadline, on_release_reply);
+    cmd = make_release(l, l->token, l->holds - 1, deadline, l->deadline, on_release_reply);
     if (cmd == NULL)
         return LEASH_ENOMEM;
     l->rel_cb = cb;
@@ -920,7 +1016,8 @@ int leash_release(leash_lock *l, leash_release_cb *cb, void *arg) {
     return LEASH_OK;
 }
 
-/* Our waiters hear of it from the script's PUBLISH, like everyone else's. */
+/* Our waiters hear of it from the script's PUBLISH, like everyone else's.
+ * An acquire of this handle that waited for it goes now. */
 static void on_force_reply(void *arg, redisReply *r, int status) {
     leash_lock *l = arg;
 
@@ -933,6 +1030,10 @@ static void on_force_reply(void *arg, redisReply *r, int status) {
     if (status == LEASH_OK)
         leash__log(lock_log(l), LEASH_LOG_WARN, "lock %s: force-released (someone's hold removed)",
                    l->name);
+    l->rel_force = 0;
+    l->rel_cmd = NULL;
+    if (l->state == LEASH__LOCK_ACQUIRING && l->phase == LEASH__PHASE_AFTER_FORCE)
+        send_attempt(l);
     finish_release(l, status);
 }
 
@@ -980,6 +1081,7 @@ int leash_force_release(leash_lock *l, leash_release_cb *cb, void *arg) {
     l->rel_arg = arg;
     l->rel_cmd = cmd;
     l->rel_final = 0;
+    l->rel_force = 1;
     leash__conn_send(&c->cmd, cmd);
     return LEASH_OK;
 }
@@ -991,9 +1093,7 @@ int leash_cancel(leash_lock *l) {
         return LEASH_EINVAL;
     if (!lock_ok(l))
         return LEASH_ESTATE;
-    if (l->acq_cb == NULL ||
-        (l->state != LEASH__LOCK_ACQUIRING &&
-         !(l->state == LEASH__LOCK_HELD && l->phase == LEASH__PHASE_ATTEMPT))) {
+    if (!acquire_pending(l)) {
         leash__log(lock_log(l), LEASH_LOG_ERROR, "leash_cancel %s: no acquire is pending", l->name);
         return LEASH_ESTATE;
     }
@@ -1035,7 +1135,7 @@ static void lock_cancel_all(leash_lock *l) {
         abandon_attempt(l, 0);
         leash__renew_forget(l);
         leash__waiters_hold_ended(l);
-        release_in_background(l, l->token);
+        release_in_background(l, l->token, 0);
     }
     l->state = LEASH__LOCK_IDLE;
     l->phase = LEASH__PHASE_NONE;

@@ -29,7 +29,8 @@ enum leash__acquire_phase {
     LEASH__PHASE_ATTEMPT,     /* the acquire script is in flight */
     LEASH__PHASE_SUBSCRIBING, /* busy; waiting for the subscription to be confirmed */
     LEASH__PHASE_PARKED,      /* busy; sleeping until a release, the holder's TTL or the end */
-    LEASH__PHASE_RETRY        /* no memory, or Redis still loading: try again at retry_at */
+    LEASH__PHASE_RETRY,       /* no memory for the attempt: try again at retry_at */
+    LEASH__PHASE_AFTER_FORCE  /* this handle's force release goes first */
 };
 
 enum leash__renew_state {
@@ -62,10 +63,10 @@ struct leash_lock {
     int timed_out;         /* the wait ended while an attempt was in flight */
     leash__cmd *attempt;
     int64_t attempt_sent;
-    int attempt_covered; /* sent while subscribed: a later release can't be missed */
-    int64_t ttl_wake;    /* parked: try again then, even without a message */
-    int64_t ttl_seen;    /* longest holder TTL Redis answered during this wait */
-    int64_t retry_at;    /* phase RETRY: when to send the attempt again */
+    unsigned attempt_epoch; /* the confirmed subscription it was sent under, 0 = none */
+    int64_t ttl_wake;       /* parked: try again then, even without a message */
+    int64_t ttl_seen;       /* longest holder TTL Redis answered during this wait */
+    int64_t retry_at;       /* phase RETRY: when to send the attempt again */
     leash__waiter w;
 
     /* the hold */
@@ -88,6 +89,7 @@ struct leash_lock {
     void *rel_arg;
     leash__cmd *rel_cmd;
     int rel_final;
+    int rel_force; /* rel_cmd is a force release */
     char rel_token[LEASH__TOKEN_LEN + 1];
 
     leash_lost_cb *lost_cb;

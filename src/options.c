@@ -23,9 +23,9 @@ void leash_options_init(leash_options *o) {
 
 int leash__check_lease(const leash__logger *lg, int64_t lease_ms, int64_t renew_ms,
                        const char *who) {
-    if (lease_ms <= 0) {
-        leash__log(lg, LEASH_LOG_ERROR, "%s: lease_ms must be > 0 (got %lld)", who,
-                   (long long)lease_ms);
+    if (lease_ms <= 0 || lease_ms > LEASH_DURATION_MAX_MS) {
+        leash__log(lg, LEASH_LOG_ERROR, "%s: lease_ms must be 10..LEASH_DURATION_MAX_MS (got %lld)",
+                   who, (long long)lease_ms);
         return LEASH_EINVAL;
     }
     /* The local deadline keeps a drift margin: a lease must leave room. */
@@ -43,10 +43,12 @@ int leash__check_lease(const leash__logger *lg, int64_t lease_ms, int64_t renew_
     return LEASH_OK;
 }
 
-static int check_positive(const leash__logger *lg, const char *name, int64_t v) {
-    if (v <= 0) {
-        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: %s must be > 0 (got %lld)", name,
-                   (long long)v);
+/* A duration option: min..LEASH_DURATION_MAX_MS. */
+static int check_duration(const leash__logger *lg, const char *name, int64_t v, int64_t min) {
+    if (v < min || v > LEASH_DURATION_MAX_MS) {
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_client_new: %s must be %lld..LEASH_DURATION_MAX_MS (got %lld)", name,
+                   (long long)min, (long long)v);
         return LEASH_EINVAL;
     }
     return LEASH_OK;
@@ -84,25 +86,17 @@ static int validate(const leash__logger *lg, const leash_options *o) {
     }
     if ((rc = leash__check_lease(lg, o->lease_ms, o->renew_interval_ms, "leash_client_new")) != 0)
         return rc;
-    if (o->max_hold_ms < 0) {
-        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: max_hold_ms must be >= 0 (got %lld)",
-                   (long long)o->max_hold_ms);
-        return LEASH_EINVAL;
-    }
-    if ((rc = check_positive(lg, "connect_timeout_ms", o->connect_timeout_ms)) != 0 ||
-        (rc = check_positive(lg, "command_timeout_ms", o->command_timeout_ms)) != 0 ||
-        (rc = check_positive(lg, "reconnect_min_ms", o->reconnect_min_ms)) != 0 ||
-        (rc = check_positive(lg, "reconnect_max_ms", o->reconnect_max_ms)) != 0)
+    if ((rc = check_duration(lg, "max_hold_ms", o->max_hold_ms, 0)) != 0 ||
+        (rc = check_duration(lg, "connect_timeout_ms", o->connect_timeout_ms, 1)) != 0 ||
+        (rc = check_duration(lg, "command_timeout_ms", o->command_timeout_ms, 1)) != 0 ||
+        (rc = check_duration(lg, "reconnect_min_ms", o->reconnect_min_ms, 1)) != 0 ||
+        (rc = check_duration(lg, "reconnect_max_ms", o->reconnect_max_ms, 1)) != 0 ||
+        (rc = check_duration(lg, "sub_linger_ms", o->sub_linger_ms, 0)) != 0)
         return rc;
     if (o->reconnect_max_ms < o->reconnect_min_ms) {
         leash__log(lg, LEASH_LOG_ERROR,
                    "leash_client_new: reconnect_max_ms (%lld) is below reconnect_min_ms (%lld)",
                    (long long)o->reconnect_max_ms, (long long)o->reconnect_min_ms);
-        return LEASH_EINVAL;
-    }
-    if (o->sub_linger_ms < 0) {
-        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: sub_linger_ms must be >= 0 (got %lld)",
-                   (long long)o->sub_linger_ms);
         return LEASH_EINVAL;
     }
     if (o->log_level < LEASH_LOG_ERROR || o->log_level > LEASH_LOG_DEBUG) {

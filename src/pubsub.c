@@ -43,6 +43,9 @@ static void on_subscribe(leash_client *c, leash__chan *ch) {
     if (ch->sub != LEASH__SUB_PENDING)
         return;
     ch->sub = LEASH__SUB_ACTIVE;
+    /* Never 0: 0 means "not covered". */
+    if (++ch->epoch == 0)
+        ch->epoch = 1;
     if (!leash__chan_wanted(ch)) {
         leash__pubsub_sync(c, ch);
         return;

@@ -3,31 +3,59 @@
  * the command connection and called with EVALSHA; a NOSCRIPT answer makes
  * the connection resend the same call as EVAL (which caches it again).
  *
- * acquire  KEYS: lock, fence, tombstone ARGV: token, lease_ms, count
- *          -> {1, fence, count} granted (a new hold increments the fence;
- *             our own token just gets its count set: retries are idempotent)
- *          -> {0, pttl} held by another (and the hash is marked
- *             "~waiting", which makes the holder's renewals announce themselves)
- *          -> {0, -3} this token was already released or given up: an
- *             attempt that arrives late (it sat in a frozen server's socket
- *             after we gave up on it) must not create a hold nobody owns
- *          -> {0, -4} an extra hold (count > 1) for a hold that is gone
+ * A lock is one string key, written with its lease as PEXPIRE:
+ *   "<token>:<w>:<count>:<fence>"
+ * token: the holder's owner token (32 hex digits); w: 1 once someone found
+ * it busy (its release and renewals then PUBLISH, else they need not);
+ * count: the holder's reentrant holds; fence: this hold's fencing token,
+ * the server's clock (TIME) in microseconds when the hold began. Nothing
+ * else is written, so an unused name leaves nothing behind once its lease
+ * ran out, and Redis memory does not grow with throughput.
+ *
+ * Fences: a hold's fence is the server's microsecond clock at its grant, so
+ * it is larger than every earlier hold's fence as long as the server's
+ * clock does not step back (and, after a failover, the new master's clock
+ * is not behind the old one's by more than the failover took) - also when
+ * Redis lost the key: a restart without persistence, a failover that lost
+ * the last writes, an eviction. Two holds of one name are at least a
+ * release (or an expiry) apart, which takes the clock past a microsecond.
+ *
+ * Every script reads and checks first and writes last: Redis does not roll
+ * back a script that fails half-way. A key of another type is WRONGTYPE
+ * before anything is written; a string that is not a lock likewise.
+ *
+ * acquire  KEYS: lock  ARGV: token, lease_ms, count, not_after
+ *          not_after (a server time in ms, LEASH__STAMP_DIGITS digits; 0 =
+ *          none) is written by the connection when it writes the command:
+ *          a copy that runs later (it sat in a frozen server's socket after
+ *          the client gave up on it) does nothing.
+ *          -> {1, fence, count, now} granted (count 1: a new hold, or the
+ *             retry of one that already ran; count > 1: an extra hold of
+ *             our own token: its count is set, never lowered, and its lease
+ *             renewed)
+ *          -> {0, pttl, 0, now} held by another (and marked "w")
+ *          -> {0, -3, 0, now} too late (not_after passed): it did nothing
+ *          -> {0, -4, 0, now} an extra hold (count > 1) for a hold that is gone
  *             (expired, force-released, server restarted): it must not come
  *             back as a new hold with a fence its holder never saw
- * release  KEYS: lock, tombstone        ARGV: token, count_after, channel, tomb_ms
- *          -> count left (> 0), 0 released (key deleted, PUBLISH on channel,
- *             tombstone "1" set so a retried release still answers 0),
- *             -1 not ours (tombstone "0" set: the token is dead either way)
- * renew    KEYS: lock1..lockN           ARGV: token1, lease1, channel1, ...
+ *          now: the server's clock in ms, for the connection's offset.
+ * release  KEYS: lock  ARGV: token, count_after, channel, valid_until
+ *          -> count left (> 0), 0 released (key deleted; PUBLISH of the
+ *             token on the channel when marked "w"), -1 not ours.
+ *          valid_until is 0 on the first write; on a resend after a lost
+ *          answer it is the hold's local deadline on the server's clock:
+ *          before it the hold cannot have expired, so "not ours" means this
+ *          release already ran (0); after it the script cannot tell (-2).
+ * renew    KEYS: lock1..lockN  ARGV: token1, lease1, channel1, ...
  *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken or wrong type);
- *             a renewed lock that has waiters publishes "renewed:<lease>",
- *             so waiters sleep through a live holder's renewals without
+ *             a renewed lock marked "w" publishes "renewed:<lease>", so
+ *             waiters sleep through a live holder's renewals without
  *             sending anything, and wake on their own only when it stops
- * force    KEYS: lock                   ARGV: channel
+ * force    KEYS: lock  ARGV: channel
  *          -> 1 a hold was removed (key deleted, PUBLISH "forced" on channel),
  *             0 nobody held it, a WRONGTYPE error when the key is not a lock
  *             (it is left alone). Whoever held it finds out at its next
- *             renewal (lost, EXPIRED). The fence is left alone: it only grows.
+ *             renewal (lost, EXPIRED).
  *          Sent as EVAL, never EVALSHA: the resend that follows a NOSCRIPT
  *          answer would run it after commands issued later (an acquire, say)
  *          and remove the hold they created.

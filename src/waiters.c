@@ -175,6 +175,13 @@ void leash__waiters_leave(leash_lock *l) {
     l->w.chan = NULL;
     l->w.next = l->w.prev = NULL;
     l->w.parked = 0;
+    /* A waiter that was sent to try for a release and leaves without the
+     * lock (cancelled, freed, timed out, failed) hands that release on:
+     * the lock may be free, and nobody else will say so. */
+    if (l->w.woken) {
+        l->w.woken = 0;
+        ch->kept++;
+    }
     if (ch->kept > (unsigned)ch->refs - 1)
         ch->kept = (unsigned)ch->refs - 1;
     if (--ch->refs == 0) {
@@ -186,6 +193,7 @@ void leash__waiters_leave(leash_lock *l) {
     if (ch->kept > 0 && ch->head != NULL && ch->head->w.parked) {
         ch->kept--;
         ch->head->w.parked = 0;
+        ch->head->w.woken = 1;
         l->client->stats.wakeups++;
         leash__lock_wake(ch->head);
     }
@@ -201,6 +209,7 @@ void leash__waiters_granted(leash_lock *l) {
         ch->holders++;
         l->w.hold_chan = ch;
     }
+    l->w.woken = 0;
     leash__waiters_leave(l);
 }
 
@@ -214,8 +223,8 @@ void leash__waiters_hold_ended(leash_lock *l) {
         chan_idle(l->client, ch);
 }
 
-int leash__waiters_covered(const leash_lock *l) {
-    return l->w.chan != NULL && l->w.chan->sub == LEASH__SUB_ACTIVE;
+unsigned leash__waiters_covered(const leash_lock *l) {
+    return l->w.chan != NULL && l->w.chan->sub == LEASH__SUB_ACTIVE ? l->w.chan->epoch : 0;
 }
 
 int leash__waiters_park(leash_lock *l) {
@@ -225,10 +234,12 @@ int leash__waiters_park(leash_lock *l) {
         return 0;
     if (ch->kept > 0) {
         ch->kept--;
+        l->w.woken = 1;
         l->client->stats.wakeups++;
         return 1;
     }
     l->w.parked = 1;
+    l->w.woken = 0;
     return 0;
 }
 
@@ -250,6 +261,7 @@ void leash__waiters_released(leash_client *c, const char *channel, size_t len, c
     }
     if (ch->head->w.parked) {
         ch->head->w.parked = 0;
+        ch->head->w.woken = 1;
         c->stats.wakeups++;
         leash__lock_wake(ch->head);
     } else if (ch->kept < (unsigned)ch->refs) {

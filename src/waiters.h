@@ -39,6 +39,7 @@ struct leash__chan {
     leash__timer linger; /* unsubscribes once idle for sub_linger_ms */
     int lingering;
     leash_lock *head, *tail;
+    unsigned epoch;                        /* confirmed subscriptions so far */
     unsigned kept;                         /* wakes kept for the next waiter that parks */
     char last_token[LEASH__TOKEN_LEN + 1]; /* release already turned into a wake */
 };
@@ -53,6 +54,7 @@ typedef struct leash__waiter {
     leash__chan *chan; /* NULL when not joined */
     leash_lock *next, *prev;
     int parked;
+    int woken; /* its attempt was sent for a release: owed to the others if it leaves */
     leash__chan *hold_chan; /* the queue a held lock came through */
 } leash__waiter;
 
@@ -68,8 +70,10 @@ void leash__waiters_granted(leash_lock *l);
 void leash__waiters_hold_ended(leash_lock *l);
 /* 1 while ch's subscription is needed: waiters, holders, or lingering. */
 int leash__chan_wanted(const leash__chan *ch);
-/* 1 if an attempt sent now cannot miss a release: joined and confirmed. */
-int leash__waiters_covered(const leash_lock *l);
+/* Nonzero if an attempt sent now cannot miss a release (joined, and the
+ * subscription confirmed): the subscription's epoch, which changes every
+ * time it is confirmed anew. 0 when not covered. */
+unsigned leash__waiters_covered(const leash_lock *l);
 /* Parks l; returns 1 if a kept wake was waiting: try again at once. */
 int leash__waiters_park(leash_lock *l);
 /* A release of the lock behind `channel` was seen (message or local). */

@@ -1,5 +1,7 @@
 #include "fixture.h"
 
+#include "keys.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,4 +323,17 @@ int fx_force_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms) {
 
 long long fx_redis_exists(test_redis *r, const char *key) {
     return test_redis_int(r, "EXISTS %s", key);
+}
+
+size_t fx_channel(const char *name, int db, char buf[FX_CHANNEL_MAX]) {
+    leash__keys k;
+    leash__logger lg = {NULL, NULL, LEASH_LOG_ERROR};
+    size_t n;
+
+    CHECK_EQ_INT(leash__keys_make(&k, &lg, "leash:", name, db), LEASH_OK);
+    CHECK(k.channel_len < FX_CHANNEL_MAX);
+    memcpy(buf, k.channel, k.channel_len);
+    n = k.channel_len;
+    leash__keys_clear(&k);
+    return n;
 }

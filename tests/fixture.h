@@ -40,6 +40,7 @@ typedef struct ev_loop fx_loop;
 #endif
 
 #include "check.h"
+#include "lockdata.h"
 #include "redis_server.h"
 
 /* ---- the loop ---- */
@@ -110,7 +111,12 @@ int fx_log_contains(const char *needle);
 void fx_log_clear(void);
 void fx_log_cb(int level, const char *msg, void *arg);
 
-/* Hold count that Redis has for the lock key (HLEN), -1 if no key. */
+/* 1 if the key exists in Redis (db 0), else 0. */
 long long fx_redis_exists(test_redis *r, const char *key);
+
+/* The pub/sub channel of lock `name` (prefix "leash:") in db `db`: it holds
+ * a NUL, so use it with %b. Returns its length. */
+#define FX_CHANNEL_MAX 2048
+size_t fx_channel(const char *name, int db, char buf[FX_CHANNEL_MAX]);
 
 #endif

@@ -58,6 +58,33 @@ static void backoff_inverted(leash_options *o) {
 static void negative_db(leash_options *o) {
     o->db = -2;
 }
+static void lease_huge(leash_options *o) {
+    o->lease_ms = INT64_MAX;
+}
+static void max_hold_huge(leash_options *o) {
+    o->max_hold_ms = INT64_MAX;
+}
+static void linger_huge(leash_options *o) {
+    o->sub_linger_ms = LEASH_DURATION_MAX_MS + 1;
+}
+static void command_timeout_huge(leash_options *o) {
+    o->command_timeout_ms = INT64_MAX;
+}
+static void connect_timeout_huge(leash_options *o) {
+    o->connect_timeout_ms = INT64_MAX;
+}
+static void backoff_huge(leash_options *o) {
+    o->reconnect_max_ms = INT64_MAX;
+}
+static void all_at_their_maximum(leash_options *o) {
+    o->lease_ms = LEASH_DURATION_MAX_MS;
+    o->max_hold_ms = LEASH_DURATION_MAX_MS;
+    o->sub_linger_ms = LEASH_DURATION_MAX_MS;
+    o->command_timeout_ms = LEASH_DURATION_MAX_MS;
+    o->connect_timeout_ms = LEASH_DURATION_MAX_MS;
+    o->reconnect_min_ms = LEASH_DURATION_MAX_MS;
+    o->reconnect_max_ms = LEASH_DURATION_MAX_MS;
+}
 static void defaults(leash_options *o) {
     (void)o;
 }
@@ -71,12 +98,18 @@ TEST(bad_options_are_refused_with_a_log_line) {
         void (*tweak)(leash_options *);
         const char *says;
     } cases[] = {
-        {lease_zero, "lease_ms must be > 0"},
+        {lease_zero, "lease_ms must be 10..LEASH_DURATION_MAX_MS"},
+        {lease_huge, "lease_ms must be 10..LEASH_DURATION_MAX_MS"},
+        {max_hold_huge, "max_hold_ms must be 0..LEASH_DURATION_MAX_MS"},
+        {linger_huge, "sub_linger_ms must be 0..LEASH_DURATION_MAX_MS"},
+        {command_timeout_huge, "command_timeout_ms must be 1..LEASH_DURATION_MAX_MS"},
+        {connect_timeout_huge, "connect_timeout_ms must be 1..LEASH_DURATION_MAX_MS"},
+        {backoff_huge, "reconnect_max_ms must be 1..LEASH_DURATION_MAX_MS"},
         {renew_not_below, "renew_interval_ms must be > 0 and below lease_ms"},
         {port_zero, "port 0 is out of range"},
         {port_big, "port 70000 is out of range"},
         {no_endpoint, "neither host nor unix_path"},
-        {negative_timeout, "command_timeout_ms must be > 0"},
+        {negative_timeout, "command_timeout_ms must be 1..LEASH_DURATION_MAX_MS"},
         {user_without_password, "username given without a password"},
         {backoff_inverted, "reconnect_max_ms (100) is below"},
         {negative_db, "db must be >= 0"},
@@ -89,6 +122,7 @@ TEST(bad_options_are_refused_with_a_log_line) {
                   cases[i].says);
     }
     CHECK_EQ_INT(new_client_with(defaults), LEASH_OK);
+    CHECK_EQ_INT(new_client_with(all_at_their_maximum), LEASH_OK);
     CHECK_EQ_INT(new_client_with(unix_only), LEASH_OK);
 }
 
@@ -141,6 +175,17 @@ TEST(bad_names_and_lock_settings) {
     CHECK_EQ_INT(leash_lock_set_max_hold(l, -1), LEASH_EINVAL);
     CHECK_EQ_INT(leash_acquire(l, -2, fx_acquire_cb, &res), LEASH_EINVAL);
     CHECK_EQ_INT(leash_acquire(l, 0, NULL, &res), LEASH_EINVAL);
+    /* Numbers above the documented maximum are refused, never summed into
+     * an overflow (UBSan stops the process on one). */
+    fx_log_clear();
+    CHECK_EQ_INT(leash_acquire(l, INT64_MAX, fx_acquire_cb, &res), LEASH_EINVAL);
+    CHECK(fx_log_contains("over LEASH_DURATION_MAX_MS"));
+    CHECK_EQ_INT(leash_lock_set_max_hold(l, INT64_MAX), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_lock_set_watchdog(l, INT64_MAX, 0), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(l, LEASH_DURATION_MAX_MS + 1), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_lock_set_max_hold(l, LEASH_DURATION_MAX_MS), LEASH_OK);
+    CHECK_EQ_INT(leash_lock_set_watchdog(l, LEASH_DURATION_MAX_MS, 0), LEASH_OK);
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(l, LEASH_DURATION_MAX_MS), LEASH_OK);
     leash_lock_free(l);
     l = leash_lock_new(c, "short");
     fx_log_clear();
@@ -173,34 +218,50 @@ TEST(status_table) {
 TEST(keys_share_one_hash_slot) {
     leash__keys k;
     leash__logger lg = {fx_log_cb, NULL, LEASH_LOG_DEBUG};
-    unsigned slot;
+    static const char chan1[] = "leash:orders:42\0{leash:orders:42}released:0";
+    static const char chan2[] = "app:user:{42}:lock\0released:7";
 
     /* Reference values from the Redis Cluster specification. */
     CHECK_EQ_INT(leash__key_slot("123456789", 9), 0x31C3 & 16383);
     CHECK_EQ_INT(leash__key_slot("foo", 3), 12182);
     CHECK_EQ_INT(leash__key_slot("{user1000}.following", 20), leash__key_slot("user1000", 8));
 
-    CHECK_EQ_INT(leash__keys_make(&k, &lg, "leash:", "orders:42"), LEASH_OK);
+    CHECK_EQ_INT(leash__keys_make(&k, &lg, "leash:", "orders:42", 0), LEASH_OK);
     CHECK_STR_EQ(k.key, "leash:orders:42");
-    CHECK_STR_EQ(k.fence, "{leash:orders:42}:fence");
-    CHECK_STR_EQ(k.channel, "{leash:orders:42}:released");
-    CHECK_STR_EQ(k.tomb_prefix, "{leash:orders:42}:rel:");
-    slot = leash__key_slot(k.key, k.key_len);
-    CHECK_EQ_INT(leash__key_slot(k.fence, k.fence_len), slot);
-    CHECK_EQ_INT(leash__key_slot(k.tomb_prefix, k.tomb_prefix_len), slot);
+    CHECK_EQ_INT(k.channel_len, sizeof(chan1) - 1);
+    CHECK(memcmp(k.channel, chan1, sizeof(chan1) - 1) == 0);
+    CHECK_EQ_INT(leash__key_slot(k.channel, k.channel_len), leash__key_slot(k.key, k.key_len));
     leash__keys_clear(&k);
 
-    CHECK_EQ_INT(leash__keys_make(&k, &lg, "app:", "user:{42}:lock"), LEASH_OK);
-    CHECK_STR_EQ(k.fence, "app:user:{42}:lock:fence");
-    CHECK_EQ_INT(leash__key_slot(k.fence, k.fence_len), leash__key_slot("42", 2));
+    CHECK_EQ_INT(leash__keys_make(&k, &lg, "app:", "user:{42}:lock", 7), LEASH_OK);
+    CHECK_EQ_INT(k.channel_len, sizeof(chan2) - 1);
+    CHECK(memcmp(k.channel, chan2, sizeof(chan2) - 1) == 0);
+    CHECK_EQ_INT(leash__key_slot(k.channel, k.channel_len), leash__key_slot("42", 2));
     CHECK_EQ_INT(leash__key_slot(k.key, k.key_len), leash__key_slot("42", 2));
     leash__keys_clear(&k);
 
-    CHECK_EQ_INT(leash__keys_make(&k, &lg, "", "plain"), LEASH_OK);
+    CHECK_EQ_INT(leash__keys_make(&k, &lg, "", "plain", 0), LEASH_OK);
     CHECK_STR_EQ(k.key, "plain");
-    CHECK_STR_EQ(k.fence, "{plain}:fence");
     leash__keys_clear(&k);
-    CHECK_EQ_INT(leash__keys_make(&k, &lg, "", "x{}y"), LEASH_EINVAL);
+    CHECK_EQ_INT(leash__keys_make(&k, &lg, "", "x{}y", 0), LEASH_EINVAL);
+}
+
+/* Pub/sub is shared by every db: the same name in two dbs has two
+ * channels. And no two keys share a channel, also when one key is the
+ * other's hash tag spelled out ("{leash:x}" and "leash:x"). */
+TEST(channels_are_distinct_per_db_and_per_key) {
+    leash__keys a, b;
+    leash__logger lg = {fx_log_cb, NULL, LEASH_LOG_DEBUG};
+
+    CHECK_EQ_INT(leash__keys_make(&a, &lg, "leash:", "x", 0), LEASH_OK);
+    CHECK_EQ_INT(leash__keys_make(&b, &lg, "leash:", "x", 1), LEASH_OK);
+    CHECK(a.channel_len != b.channel_len || memcmp(a.channel, b.channel, a.channel_len) != 0);
+    leash__keys_clear(&b);
+    CHECK_EQ_INT(leash__keys_make(&b, &lg, "", "{leash:x}", 0), LEASH_OK);
+    CHECK(a.channel_len != b.channel_len || memcmp(a.channel, b.channel, a.channel_len) != 0);
+    CHECK_EQ_INT(leash__key_slot(b.channel, b.channel_len), leash__key_slot(a.key, a.key_len));
+    leash__keys_clear(&a);
+    leash__keys_clear(&b);
 }
 
 TEST(sha1_matches_known_digests) {
@@ -279,6 +340,7 @@ int main(int argc, char **argv) {
         TEST_CASE(bad_names_and_lock_settings),
         TEST_CASE(status_table),
         TEST_CASE(keys_share_one_hash_slot),
+        TEST_CASE(channels_are_distinct_per_db_and_per_key),
         TEST_CASE(sha1_matches_known_digests),
         TEST_CASE(wire_format_and_eval_fallback),
         TEST_CASE(decimal_writer),

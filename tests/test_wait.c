@@ -141,12 +141,11 @@ TEST(holder_that_vanished_hands_over_when_its_key_expires) {
     int64_t expires_at;
 
     fx_world_up(&w, 5000, 0);
-    /* A holder that crashed: its hash is there, with 400 ms left, and it
+    /* A holder that crashed: its lock is there, with 400 ms left, and it
      * will never publish a release. */
-    rep = test_redis_cmd(&w.r, "EVAL %s 1 leash:crashed",
-                         "redis.call('hset', KEYS[1], 'dead-owner', 1); "
-                         "return redis.call('pexpire', KEYS[1], 400)");
-    CHECK(rep != NULL);
+    rep = test_redis_cmd(&w.r, "SET leash:crashed %s:0:1:1 PX 400",
+                         "dead0000000000000000000000000000");
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_STATUS);
     freeReplyObject(rep);
     expires_at = test_now_ms() + 400;
     waiter = leash_lock_new(w.c, "crashed");
@@ -251,7 +250,9 @@ TEST(one_subscription_per_name_shared_by_local_waiters) {
         run_until_parked(&w, ws[i]);
     CHECK_EQ_INT(test_redis_calls(&w.r, "subscribe"), 1);
     {
-        redisReply *rep = test_redis_cmd(&w.r, "PUBSUB NUMSUB {leash:shared-sub}:released");
+        char ch[FX_CHANNEL_MAX];
+        size_t n = fx_channel("shared-sub", 0, ch);
+        redisReply *rep = test_redis_cmd(&w.r, "PUBSUB NUMSUB %b", ch, n);
         CHECK(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
         CHECK_EQ_INT(rep->element[1]->integer, 1);
         freeReplyObject(rep);

@@ -87,6 +87,12 @@ LEASH_EXPORT const char *leash_lost_reason_name(int reason);
 /* wait_ms of leash_acquire: wait as long as it takes. */
 #define LEASH_WAIT_FOREVER ((int64_t)-1)
 
+/* The largest duration leash takes, in ms (10 years): every option and
+ * argument in ms (lease, renew interval, max hold, timeouts, backoffs,
+ * sub_linger_ms, wait_ms) is refused with LEASH_EINVAL above it, so that no
+ * sum of them can overflow. */
+#define LEASH_DURATION_MAX_MS ((int64_t)315360000000)
+
 /* Limits on names: a lock name is 1..LEASH_NAME_MAX bytes, any bytes but NUL. */
 #define LEASH_NAME_MAX 512
 #define LEASH_PREFIX_MAX 128

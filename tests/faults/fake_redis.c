@@ -36,7 +36,9 @@ struct fr_conn {
     size_t out_len, out_off, out_cap;
     int subscriber;
     int commands;
-    char *chans[MAX_CHANS];
+    int muted;              /* answers nothing more, like a frozen server */
+    char *chans[MAX_CHANS]; /* binary: a channel may hold a NUL */
+    size_t chan_lens[MAX_CHANS];
     int nchans;
 };
 
@@ -46,12 +48,8 @@ typedef struct fr_lock {
     long long count;
     int64_t expires; /* ms, monotonic; 0 = free */
     unsigned long long fence;
+    int waiting; /* someone found it busy: releases and renewals publish */
 } fr_lock;
-
-typedef struct fr_tomb {
-    char *key;
-    char value;
-} fr_tomb;
 
 struct fake_redis {
     struct ev_loop *loop;
@@ -63,8 +61,6 @@ struct fake_redis {
     leash__scripts scripts;
     fr_lock locks[MAX_LOCKS];
     int nlocks;
-    fr_tomb tombs[4 * MAX_LOCKS];
-    int ntombs;
     struct {
         char name[24];
         int n;
@@ -75,6 +71,13 @@ static int64_t mono_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The server's clock as TIME and the scripts read it (real time). */
+static int64_t wall_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* ---- output ---- */
@@ -183,6 +186,10 @@ fr_conn *fr_conn_at(fake_redis *f, int n) {
     return c;
 }
 
+void fr_mute(fr_conn *c) {
+    c->muted = 1;
+}
+
 int fr_is_subscriber(const fr_conn *c) {
     return c->subscriber;
 }
@@ -249,89 +256,77 @@ static fr_lock *find_lock(fake_redis *f, const char *key, int create) {
     return &f->locks[f->nlocks++];
 }
 
-static fr_tomb *find_tomb(fake_redis *f, const char *key, int create) {
-    int i;
-    for (i = 0; i < f->ntombs; i++)
-        if (strcmp(f->tombs[i].key, key) == 0)
-            return &f->tombs[i];
-    if (!create || f->ntombs == 4 * MAX_LOCKS)
-        return NULL;
-    f->tombs[f->ntombs].key = strdup(key);
-    f->tombs[f->ntombs].value = 0;
-    return &f->tombs[f->ntombs++];
-}
-
 void fr_reset_locks(fake_redis *f) {
     int i;
     for (i = 0; i < f->nlocks; i++)
         free(f->locks[i].key);
-    for (i = 0; i < f->ntombs; i++)
-        free(f->tombs[i].key);
-    f->nlocks = f->ntombs = 0;
+    f->nlocks = 0;
 }
 
-void fr_publish(fake_redis *f, const char *channel, const char *msg) {
+void fr_publish_len(fake_redis *f, const char *channel, size_t len, const char *msg) {
     fr_conn *c;
     int i;
     for (c = f->conns; c; c = c->next)
         for (i = 0; i < c->nchans; i++)
-            if (strcmp(c->chans[i], channel) == 0) {
+            if (c->chan_lens[i] == len && memcmp(c->chans[i], channel, len) == 0) {
                 fr_send_str(c, "*3\r\n$7\r\nmessage\r\n");
-                send_bulk(c, channel, strlen(channel));
+                send_bulk(c, channel, len);
                 send_bulk(c, msg, strlen(msg));
             }
 }
 
-static int held_by_other(fr_lock *k, const char *token, int64_t now) {
-    return k->expires > now && strcmp(k->owner, token) != 0;
+void fr_publish(fake_redis *f, const char *channel, const char *msg) {
+    fr_publish_len(f, channel, strlen(channel), msg);
 }
 
-/* KEYS lock, fence, tomb; ARGV token, lease, count. */
+/* KEYS lock; ARGV token, lease, count, not_after. */
 static void run_acquire(fake_redis *f, fr_conn *c, const char **keys, const char **args) {
-    int64_t now = mono_ms();
+    int64_t now = mono_ms(), server_ms = wall_us() / 1000;
+    long long n = atoll(args[2]), not_after = atoll(args[3]);
     fr_lock *k = find_lock(f, keys[0], 1);
-    fr_tomb *t = find_tomb(f, keys[2], 0);
 
     if (k == NULL) {
         fr_send_str(c, "-ERR fake redis: too many locks\r\n");
         return;
     }
-    if (t != NULL) {
-        fr_send_str(c, "*2\r\n:0\r\n:-3\r\n");
+    if (not_after > 0 && server_ms >= not_after) {
+        send_fmt(c, "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", (long long)server_ms);
         return;
     }
-    if ((k->expires <= now || strcmp(k->owner, args[0]) != 0) && atoll(args[2]) > 1) {
-        fr_send_str(c, "*2\r\n:0\r\n:-4\r\n"); /* an extra hold of a hold that is gone */
+    if (k->expires > now && strcmp(k->owner, args[0]) == 0) {
+        if (n > k->count)
+            k->count = n;
+        k->expires = now + atoll(args[1]);
+    } else if (n > 1) {
+        send_fmt(c, "*4\r\n:0\r\n:-4\r\n:0\r\n:%lld\r\n", (long long)server_ms);
         return;
-    }
-    if (held_by_other(k, args[0], now)) {
-        send_fmt(c, "*2\r\n:0\r\n:%lld\r\n", (long long)(k->expires - now));
+    } else if (k->expires > now) {
+        k->waiting = 1;
+        send_fmt(c, "*4\r\n:0\r\n:%lld\r\n:0\r\n:%lld\r\n", (long long)(k->expires - now),
+                 (long long)server_ms);
         return;
-    }
-    if (k->expires <= now || strcmp(k->owner, args[0]) != 0) {
-        k->fence++;
+    } else {
+        k->fence = (unsigned long long)wall_us();
+        k->waiting = 0;
+        k->count = 1;
+        k->expires = now + atoll(args[1]);
         snprintf(k->owner, sizeof k->owner, "%s", args[0]);
     }
-    k->count = atoll(args[2]);
-    k->expires = now + atoll(args[1]);
-    send_fmt(c, "*3\r\n:1\r\n:%llu\r\n:%lld\r\n", k->fence, k->count);
+    send_fmt(c, "*4\r\n:1\r\n:%llu\r\n:%lld\r\n:%lld\r\n", k->fence, k->count,
+             (long long)server_ms);
 }
 
-/* KEYS lock, tomb; ARGV token, count_after, channel, tomb_ms. */
-static void run_release(fake_redis *f, fr_conn *c, const char **keys, const char **args) {
+/* KEYS lock; ARGV token, count_after, channel, valid_until. */
+static void run_release(fake_redis *f, fr_conn *c, const char **keys, const char **args,
+                        const size_t *lens) {
     fr_lock *k = find_lock(f, keys[0], 0);
-    fr_tomb *t;
-    long long left = atoll(args[1]);
+    long long left = atoll(args[1]), valid_until = atoll(args[3]);
 
     if (k == NULL || k->expires <= mono_ms() || strcmp(k->owner, args[0]) != 0) {
-        t = find_tomb(f, keys[1], 1);
-        if (t != NULL && t->value == '1') {
-            fr_send_str(c, ":0\r\n");
-            return;
-        }
-        if (t != NULL)
-            t->value = '0';
-        fr_send_str(c, ":-1\r\n");
+        if (valid_until == 0)
+            fr_send_str(c, ":-1\r\n");
+        else
+            fr_send_str(c, wall_us() / 1000 < valid_until ? ":0\r\n" : ":-2\r\n");
         return;
     }
     if (left > 0) {
@@ -341,22 +336,26 @@ static void run_release(fake_redis *f, fr_conn *c, const char **keys, const char
     }
     k->expires = 0;
     k->owner[0] = '\0';
-    t = find_tomb(f, keys[1], 1);
-    if (t != NULL)
-        t->value = '1';
-    fr_publish(f, args[2], args[0]);
+    if (k->waiting)
+        fr_publish_len(f, args[2], lens[2], args[0]);
     fr_send_str(c, ":0\r\n");
 }
 
 /* KEYS lock1..N; ARGV token, lease, channel per lock. */
-static void run_renew(fake_redis *f, fr_conn *c, int nkeys, const char **keys, const char **args) {
+static void run_renew(fake_redis *f, fr_conn *c, int nkeys, const char **keys, const char **args,
+                      const size_t *lens) {
     int64_t now = mono_ms();
+    char msg[40];
     int i;
     send_fmt(c, "*%d\r\n", nkeys);
     for (i = 0; i < nkeys; i++) {
         fr_lock *k = find_lock(f, keys[i], 0);
         if (k != NULL && k->expires > now && strcmp(k->owner, args[3 * i]) == 0) {
             k->expires = now + atoll(args[3 * i + 1]);
+            if (k->waiting) {
+                snprintf(msg, sizeof msg, "renewed:%s", args[3 * i + 1]);
+                fr_publish_len(f, args[3 * i + 2], lens[3 * i + 2], msg);
+            }
             fr_send_str(c, ":1\r\n");
         } else {
             fr_send_str(c, ":0\r\n");
@@ -365,7 +364,8 @@ static void run_renew(fake_redis *f, fr_conn *c, int nkeys, const char **keys, c
 }
 
 /* KEYS lock; ARGV channel. */
-static void run_force(fake_redis *f, fr_conn *c, const char **keys, const char **args) {
+static void run_force(fake_redis *f, fr_conn *c, const char **keys, const char **args,
+                      const size_t *lens) {
     fr_lock *k = find_lock(f, keys[0], 0);
 
     if (k == NULL || k->expires <= mono_ms()) {
@@ -374,46 +374,54 @@ static void run_force(fake_redis *f, fr_conn *c, const char **keys, const char *
     }
     k->expires = 0;
     k->owner[0] = '\0';
-    fr_publish(f, args[0], "forced");
+    fr_publish_len(f, args[0], lens[0], "forced");
     fr_send_str(c, ":1\r\n");
 }
 
-static void run_script(fake_redis *f, fr_conn *c, int script, int argc, const char **argv) {
+static void run_script(fake_redis *f, fr_conn *c, int script, int argc, const char **argv,
+                       const size_t *lens) {
     int nkeys = argc > 2 ? atoi(argv[2]) : -1;
     const char **keys = argv + 3, **args = argv + 3 + nkeys;
+    const size_t *arg_lens = lens + 3 + nkeys;
     int nargs = argc - 3 - nkeys;
 
     if (nkeys < 0 || nargs < 0) {
         fr_send_str(c, "-ERR fake redis: bad script call\r\n");
         return;
     }
-    if (script == FR_ACQUIRE && nkeys == 3 && nargs == 3)
+    if (script == FR_ACQUIRE && nkeys == 1 && nargs == 4)
         run_acquire(f, c, keys, args);
-    else if (script == FR_RELEASE && nkeys == 2 && nargs == 4)
-        run_release(f, c, keys, args);
+    else if (script == FR_RELEASE && nkeys == 1 && nargs == 4)
+        run_release(f, c, keys, args, arg_lens);
     else if (script == FR_RENEW && nargs == 3 * nkeys)
-        run_renew(f, c, nkeys, keys, args);
+        run_renew(f, c, nkeys, keys, args, arg_lens);
     else if (script == FR_FORCE && nkeys == 1 && nargs == 1)
-        run_force(f, c, keys, args);
+        run_force(f, c, keys, args, arg_lens);
     else
         fr_send_str(c, "-ERR fake redis: bad script call\r\n");
 }
 
-static void subscribe(fr_conn *c, int argc, const char **argv, int on) {
+static void subscribe(fr_conn *c, int argc, const char **argv, const size_t *lens, int on) {
     int i, j;
     for (i = 1; i < argc; i++) {
         for (j = 0; j < c->nchans; j++)
-            if (strcmp(c->chans[j], argv[i]) == 0)
+            if (c->chan_lens[j] == lens[i] && memcmp(c->chans[j], argv[i], lens[i]) == 0)
                 break;
-        if (on && j == c->nchans && c->nchans < MAX_CHANS)
-            c->chans[c->nchans++] = strdup(argv[i]);
-        else if (!on && j < c->nchans) {
+        if (on && j == c->nchans && c->nchans < MAX_CHANS) {
+            c->chans[c->nchans] = malloc(lens[i] + 1);
+            if (c->chans[c->nchans] == NULL)
+                abort();
+            memcpy(c->chans[c->nchans], argv[i], lens[i] + 1);
+            c->chan_lens[c->nchans++] = lens[i];
+        } else if (!on && j < c->nchans) {
             free(c->chans[j]);
-            c->chans[j] = c->chans[--c->nchans];
+            c->nchans--;
+            c->chans[j] = c->chans[c->nchans];
+            c->chan_lens[j] = c->chan_lens[c->nchans];
         }
         send_fmt(c, "*3\r\n$%zu\r\n%s\r\n", strlen(on ? "subscribe" : "unsubscribe"),
                  on ? "subscribe" : "unsubscribe");
-        send_bulk(c, argv[i], strlen(argv[i]));
+        send_bulk(c, argv[i], lens[i]);
         send_fmt(c, ":%d\r\n", c->nchans);
     }
 }
@@ -431,16 +439,24 @@ static void behave(fake_redis *f, fr_conn *c, int argc, const char **argv, const
         char sha[41];
         leash__sha1_hex(argv[2], lens[2], sha);
         send_bulk(c, sha, 40);
+    } else if (strcasecmp(cmd, "TIME") == 0) {
+        char sec[24], usec[16];
+        int64_t us = wall_us();
+        snprintf(sec, sizeof sec, "%lld", (long long)(us / 1000000));
+        snprintf(usec, sizeof usec, "%lld", (long long)(us % 1000000));
+        fr_send_str(c, "*2\r\n");
+        send_bulk(c, sec, strlen(sec));
+        send_bulk(c, usec, strlen(usec));
     } else if (strcasecmp(cmd, "SUBSCRIBE") == 0) {
         c->subscriber = 1;
-        subscribe(c, argc, argv, 1);
+        subscribe(c, argc, argv, lens, 1);
     } else if (strcasecmp(cmd, "UNSUBSCRIBE") == 0) {
-        subscribe(c, argc, argv, 0);
+        subscribe(c, argc, argv, lens, 0);
     } else if (strcasecmp(cmd, "PUBLISH") == 0 && argc == 3) {
-        fr_publish(f, argv[1], argv[2]);
+        fr_publish_len(f, argv[1], lens[1], argv[2]);
         fr_send_str(c, ":1\r\n");
     } else if ((script = fr_script_of(argc, argv, lens)) != FR_NOT_A_SCRIPT) {
-        run_script(f, c, script, argc, argv);
+        run_script(f, c, script, argc, argv, lens);
     } else if (strcasecmp(cmd, "EVALSHA") == 0) {
         fr_send_str(c, "-NOSCRIPT No matching script. Please use EVAL.\r\n");
     } else {
@@ -543,6 +559,10 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents) {
         c->in_len -= (size_t)used;
         count_call(f, argv[0], lens[0]);
         c->commands++;
+        if (c->muted) {
+            free(store);
+            continue;
+        }
         if (strcasecmp(argv[0], "SUBSCRIBE") == 0)
             c->subscriber = 1;
         if (f->hook == NULL || !f->hook(f, c, argc, argv, lens, f->hook_arg))

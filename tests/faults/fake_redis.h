@@ -3,9 +3,9 @@
  *
  * It runs on the test's own libev loop, listens on a free port of
  * 127.0.0.1 and, left alone, behaves like a Redis that is just good enough
- * for leash: AUTH, SELECT, PING, SCRIPT LOAD, EVALSHA / EVAL of leash's
- * three scripts (emulated: a lock table with owners, counts, expiries,
- * fences and tombstones), SUBSCRIBE, UNSUBSCRIBE and PUBLISH.
+ * for leash: AUTH, SELECT, PING, TIME, SCRIPT LOAD, EVALSHA / EVAL of
+ * leash's scripts (emulated: a lock table with owners, counts, expiries,
+ * fences and the "someone waits" mark), SUBSCRIBE, UNSUBSCRIBE and PUBLISH.
  *
  * A hook sees every command first and may answer it itself: with any bytes
  * (wrong types, errors, truncated or huge frames), with silence, or by
@@ -53,6 +53,9 @@ void fr_set_hook(fake_redis *f, fr_hook *hook, void *arg);
 /* Queues raw bytes for the client of c. */
 void fr_send(fr_conn *c, const void *buf, size_t len);
 void fr_send_str(fr_conn *c, const char *s);
+/* c answers nothing from now on (what it received is read and dropped),
+ * like a server that froze: a real server never answers out of order. */
+void fr_mute(fr_conn *c);
 /* Closes c now (what was queued and not yet written is lost). */
 void fr_close(fr_conn *c);
 /* Closes every connection; new ones are accepted as before. */
@@ -69,10 +72,12 @@ fr_conn *fr_conn_at(fake_redis *f, int n);
 int fr_conn_count(const fake_redis *f);
 /* Commands received whose name is `name` (case does not matter). */
 int fr_calls(const fake_redis *f, const char *name);
-/* Forgets every lock, fence and tombstone. */
+/* Forgets every lock. */
 void fr_reset_locks(fake_redis *f);
-/* Sends a pub/sub message to every subscriber of channel. */
+/* Sends a pub/sub message to every subscriber of channel (a C string, or
+ * len bytes that may hold a NUL). */
 void fr_publish(fake_redis *f, const char *channel, const char *msg);
+void fr_publish_len(fake_redis *f, const char *channel, size_t len, const char *msg);
 
 #ifdef __cplusplus
 }

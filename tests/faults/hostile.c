@@ -23,6 +23,8 @@ static int hook(fake_redis *f, fr_conn *c, int argc, const char **argv, const si
         fr_send(c, h->reply, len);
     if (h->action == HOSTILE_AND_REPLY_2 && h->reply2 != NULL)
         fr_send_str(c, h->reply2);
+    if (h->action == HOSTILE_SILENT)
+        fr_mute(c);
     if (h->action == HOSTILE_CLOSE)
         fr_close(c);
     return 1;

@@ -12,7 +12,7 @@
 
 enum {
     HOSTILE_REPLY,      /* send `reply` instead of the real answer */
-    HOSTILE_SILENT,     /* send `reply` (may be empty), then nothing */
+    HOSTILE_SILENT,     /* send `reply` (may be empty), then nothing on that connection */
     HOSTILE_CLOSE,      /* send `reply` (may be empty), then close */
     HOSTILE_AND_REPLY_2 /* the real answer is `reply`, then `reply2` follows */
 };

@@ -51,7 +51,7 @@ TEST(command_connection_two_replies_to_one_command) {
     leash_lock *l;
     hw_up(&w, 2000);
     l = leash_lock_new(w.c, "twice");
-    hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_AND_REPLY_2, "*3\r\n:1\r\n:1\r\n:1\r\n", 1);
+    hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_AND_REPLY_2, "*4\r\n:1\r\n:1\r\n:1\r\n:1\r\n", 1);
     w.h.reply2 = ":1\r\n";
     CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
     test_run_for(w.loop, 100);

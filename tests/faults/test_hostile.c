@@ -36,15 +36,18 @@ TEST(acquire_replies_of_the_wrong_shape_are_eproto) {
         "*-1\r\n",
         "*0\r\n",
         "*1\r\n:1\r\n",
-        "*2\r\n:7\r\n:1\r\n",             /* neither granted nor busy */
-        "*3\r\n:1\r\n:-5\r\n:1\r\n",      /* negative fence */
-        "*3\r\n$1\r\n1\r\n:1\r\n:1\r\n",  /* "1" as a string */
-        "*3\r\n:1\r\n:1\r\n$1\r\n1\r\n",  /* count as a string */
-        "*2\r\n:0\r\n$3\r\nabc\r\n",      /* busy with a string ttl */
-        "*4\r\n:1\r\n:1\r\n:1\r\n:1\r\n", /* one too many */
-        "*2\r\n*1\r\n:1\r\n:1\r\n",       /* nested */
-        "*3\r\n:1\r\n*-1\r\n:1\r\n",      /* nil array inside */
-        "*3\r\n:1\r\n$-1\r\n:1\r\n",      /* nil inside */
+        "*4\r\n:7\r\n:1\r\n:0\r\n:1\r\n",        /* neither granted nor busy */
+        "*4\r\n:1\r\n:-5\r\n:1\r\n:1\r\n",       /* negative fence */
+        "*4\r\n$1\r\n1\r\n:1\r\n:1\r\n:1\r\n",   /* "1" as a string */
+        "*4\r\n:1\r\n:1\r\n$1\r\n1\r\n:1\r\n",   /* count as a string */
+        "*4\r\n:1\r\n:1\r\n:0\r\n:1\r\n",        /* a count of 0 */
+        "*4\r\n:1\r\n:1\r\n:1\r\n$1\r\n1\r\n",   /* the server's time as a string */
+        "*4\r\n:0\r\n$3\r\nabc\r\n:0\r\n:1\r\n", /* busy with a string ttl */
+        "*3\r\n:1\r\n:1\r\n:1\r\n",              /* one too few */
+        "*5\r\n:1\r\n:1\r\n:1\r\n:1\r\n:1\r\n",  /* one too many */
+        "*4\r\n*1\r\n:1\r\n:1\r\n:1\r\n:1\r\n",  /* nested */
+        "*4\r\n:1\r\n*-1\r\n:1\r\n:1\r\n",       /* nil array inside */
+        "*4\r\n:1\r\n$-1\r\n:1\r\n:1\r\n",       /* nil inside */
     };
     hworld w;
     leash_lock *l;
@@ -71,7 +74,6 @@ TEST(acquire_error_replies_are_eredis_with_the_message_logged) {
         "-NOPERM this user has no permissions to run the 'evalsha' command\r\n",
         "-OOM command not allowed when used memory > 'maxmemory'.\r\n",
         "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
-        "-BUSY Redis is busy running a script.\r\n",
         "-READONLY You can't write against a read only replica.\r\n",
         "-\r\n", /* an empty error */
     };
@@ -346,11 +348,18 @@ TEST(loading_is_waited_out_by_a_waiting_acquire) {
 
     hw_up(&w, 2000);
     l = leash_lock_new(w.c, "loading");
-    /* A restarted server still loading its data: try-once reports it... */
+    /* A restarted server still loading its data: LOADING means "not run,
+     * ask again", for a try-once acquire within its deadline... */
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY,
            "-LOADING Redis is loading the dataset in memory\r\n", 1);
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_EREDIS);
-    /* ...a waiting acquire tries again until the server is ready. */
+    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    /* ...which it reports ECONN when the server is still loading then... */
+    hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY,
+           "-LOADING Redis is loading the dataset in memory\r\n", -1);
+    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_ECONN);
+    CHECK(ft_log_contains("still answers LOADING"));
+    /* ...and a waiting acquire tries again until the server is ready. */
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY,
            "-LOADING Redis is loading the dataset in memory\r\n", 3);
     CHECK_EQ_INT(ft_acquire(w.loop, l, 2000, 3000), LEASH_OK);
