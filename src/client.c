@@ -32,6 +32,32 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
 
 static void deliver_soon(void *arg);
 
+/* The timers of the client and of the handles made before it was attached. */
+static int create_timers(leash_client *c) {
+    leash_lock *l;
+
+    if (leash__timer_create(&c->soon_timer) != LEASH_OK ||
+        leash__timer_create(&c->renewer.flush_timer) != LEASH_OK ||
+        leash__timer_create(&c->cmd.timer) != LEASH_OK ||
+        leash__timer_create(&c->sub.timer) != LEASH_OK)
+        return LEASH_ENOMEM;
+    for (l = c->locks; l != NULL; l = l->next)
+        if (leash__timer_create(&l->timer) != LEASH_OK)
+            return LEASH_ENOMEM;
+    return LEASH_OK;
+}
+
+static void clear_timers(leash_client *c) {
+    leash_lock *l;
+
+    leash__timer_clear(&c->soon_timer);
+    leash__timer_clear(&c->renewer.flush_timer);
+    leash__timer_clear(&c->cmd.timer);
+    leash__timer_clear(&c->sub.timer);
+    for (l = c->locks; l != NULL; l = l->next)
+        leash__timer_clear(&l->timer);
+}
+
 int leash_client_attach_loop(leash_client *c, const leash_loop *loop) {
     if (c == NULL || c->magic != LEASH__CLIENT_MAGIC)
         return LEASH_EINVAL; /* no client: nowhere to log */
@@ -49,8 +75,16 @@ int leash_client_attach_loop(leash_client *c, const leash_loop *loop) {
         return LEASH_ESTATE;
     }
     c->loop = *loop;
-    c->attached = 1;
     leash__timer_init(&c->soon_timer, c, deliver_soon, c);
+    /* Every timer exists before anything runs: arming one later never
+     * allocates, so no event can be lost for want of a timer. */
+    if (create_timers(c) != LEASH_OK) {
+        clear_timers(c);
+        memset(&c->loop, 0, sizeof(c->loop));
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_client_attach_loop: out of memory");
+        return LEASH_ENOMEM;
+    }
+    c->attached = 1;
     leash__conn_start(&c->cmd);
     leash__conn_start(&c->sub);
     return LEASH_OK;

@@ -460,9 +460,12 @@ static void start_handshake(leash__conn *conn) {
         }
     }
     if (failed) {
+        /* We are inside hiredis's connect callback, where 0.14 frees a
+         * context at once (and then uses it): drop it from the timer. */
         leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: could not send the handshake",
                    role_name(conn));
-        conn_break(conn);
+        conn->break_soon = 1;
+        conn_arm(conn);
         return;
     }
     if (conn->handshake_left == 0)
@@ -704,6 +707,10 @@ static void conn_arm(leash__conn *conn) {
 
     if (conn->client->freeing)
         return;
+    if (conn->break_soon) {
+        leash__timer_at(&conn->timer, leash__now_ms(), keep_alive);
+        return;
+    }
     switch (conn->state) {
     case LEASH__CONN_DOWN:
     case LEASH__CONN_CONNECTING:
@@ -736,6 +743,12 @@ static void conn_timer_fired(void *arg) {
     leash_client *c = conn->client;
     int64_t now = leash__now_ms();
 
+    if (conn->break_soon) {
+        conn->break_soon = 0;
+        conn_break(conn);
+        if (c->freeing)
+            return;
+    }
     expire_queue(conn, now);
     if (c->freeing)
         return;

@@ -106,6 +106,7 @@ struct leash__conn {
     unsigned handshake_left;
     int auth_failed;         /* the last handshake was refused */
     int handshake_busy;      /* the last handshake got LOADING or BUSY */
+    int break_soon;          /* drop it from the timer: hiredis is in a callback */
     unsigned failures;       /* connect attempts that failed since it was last ready */
     int down_pending;        /* our own break is in progress */
     leash__cmd_list queue;   /* not sent yet */

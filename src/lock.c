@@ -103,6 +103,12 @@ leash_lock *leash_lock_new(leash_client *c, const char *name) {
     l->watchdog = 1;
     l->reentrant = 1;
     leash__timer_init(&l->timer, c, on_lock_timer, l);
+    if (c->attached && leash__timer_create(&l->timer) != LEASH_OK) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_lock_new: out of memory (a timer)");
+        leash__keys_clear(&l->keys);
+        free(l);
+        return NULL;
+    }
     l->next = c->locks;
     if (c->locks)
         c->locks->prev = l;

@@ -21,15 +21,20 @@ void leash__timer_init(leash__timer *t, leash_client *c, leash__timer_fn *fn, vo
     t->due = 0;
 }
 
+int leash__timer_create(leash__timer *t) {
+    const leash_loop *lp = &t->client->loop;
+
+    if (t->handle == NULL)
+        t->handle = lp->timer_new(lp->data, timer_fired, t);
+    return t->handle != NULL ? LEASH_OK : LEASH_ENOMEM;
+}
+
 int leash__timer_at(leash__timer *t, int64_t due, int keep_alive) {
     const leash_loop *lp = &t->client->loop;
     int64_t delay = due - leash__now_ms();
 
-    if (t->handle == NULL) {
-        t->handle = lp->timer_new(lp->data, timer_fired, t);
-        if (t->handle == NULL)
-            return LEASH_ENOMEM;
-    }
+    if (leash__timer_create(t) != LEASH_OK)
+        return LEASH_ENOMEM;
     t->due = due;
     lp->timer_start(lp->data, t->handle, delay > 0 ? (uint64_t)delay : 0, keep_alive);
     return LEASH_OK;

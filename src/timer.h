@@ -19,6 +19,9 @@ typedef struct leash__timer {
 } leash__timer;
 
 void leash__timer_init(leash__timer *t, leash_client *c, leash__timer_fn *fn, void *arg);
+/* Makes the loop's timer now (the client must be attached), so that
+ * arming it later cannot fail. LEASH_OK or LEASH_ENOMEM. */
+int leash__timer_create(leash__timer *t);
 /* Arms the timer to fire at monotonic time `due` (re-arms if armed).
  * LEASH_OK or LEASH_ENOMEM (the adapter could not make a timer). */
 int leash__timer_at(leash__timer *t, int64_t due, int keep_alive);

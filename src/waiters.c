@@ -140,6 +140,10 @@ int leash__waiters_join(leash_lock *l) {
         if (ch == NULL)
             return LEASH_ENOMEM;
         leash__timer_init(&ch->linger, c, linger_over, ch);
+        if (leash__timer_create(&ch->linger) != LEASH_OK) {
+            chans_remove(&c->chans, ch);
+            return LEASH_ENOMEM;
+        }
     }
     if (ch->lingering) {
         ch->lingering = 0;

@@ -55,9 +55,13 @@ typedef struct leash_loop {
 
 /*
  * Binds a client to a loop and starts connecting. The hooks are copied.
+ * Every timer the client will ever arm is made here (timer_new), and each
+ * lock handle's when it is made, so that arming one never allocates.
  * Errors: LEASH_EINVAL (NULL argument or a missing hook), LEASH_ESTATE (the
- * client is already attached, or being freed), LEASH_ENOMEM. On an error no
- * hook was called and the adapter keeps ownership of loop->data.
+ * client is already attached, or being freed), LEASH_ENOMEM (a timer_new
+ * answered NULL). On an error the timers made were freed again
+ * (timer_free), nothing else was called, and the adapter keeps ownership
+ * of loop->data.
  */
 LEASH_EXPORT int leash_client_attach_loop(leash_client *c, const leash_loop *loop);
 

@@ -221,6 +221,7 @@ struct sim {
     size_t ntimers, timers_cap;
     uint64_t seq;
     int fail_timer_new; /* countdown; 0: off */
+    int timer_new_failed;
     sim_conn **conns;
     size_t nconns, conns_cap;
     unsigned auto_on;
@@ -396,6 +397,12 @@ void sim_set_auto(sim *s, unsigned kinds, int on) {
 void sim_fail_timer_new(sim *s, int n) {
     need(s, "sim");
     s->fail_timer_new = n > 0 ? n : 0;
+    s->timer_new_failed = 0;
+}
+
+int sim_timer_new_failed(const sim *s) {
+    need(s, "sim");
+    return s->timer_new_failed;
 }
 
 /* ---- the loop: hiredis's event hooks ---- */
@@ -512,8 +519,10 @@ static void *hook_timer_new(void *data, leash_timer_fn *fn, void *arg) {
     sim *s = sc->s;
     sim_timer *t;
 
-    if (s->fail_timer_new > 0 && --s->fail_timer_new == 0)
+    if (s->fail_timer_new > 0 && --s->fail_timer_new == 0) {
+        s->timer_new_failed = 1;
         return NULL;
+    }
     t = xcalloc(1, sizeof(*t));
     t->owner = sc;
     t->fn = fn;

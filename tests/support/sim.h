@@ -192,6 +192,8 @@ int sim_client_count(const sim *s);
 /* The n-th timer_new call from now (1-based) answers NULL, as a loop out
  * of memory would (the sim's own memory is not failalloc's). 0 disarms. */
 void sim_fail_timer_new(sim *s, int n);
+/* 1 once the timer_new failure armed by sim_fail_timer_new happened. */
+int sim_timer_new_failed(const sim *s);
 
 /* Turns auto mode on or off for the kinds in the mask (enum sim_auto). */
 void sim_set_auto(sim *s, unsigned kinds, int on);

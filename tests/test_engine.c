@@ -1,0 +1,577 @@
+/*
+ * The lock engine against the simulated Redis of support/sim.h: every reply
+ * written by the test, time moved by the test. For the interleavings a real
+ * server cannot be made to produce on demand, and for allocation failures
+ * (support/failalloc.h) in every public call and on the loop.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <leash/leash.h>
+
+#include "check.h"
+#include "failalloc.h"
+#include "scripts.h"
+#include "sim.h"
+
+/* ---- recorders ---- */
+
+typedef struct rec {
+    int calls, status;
+} rec;
+
+static int in_call; /* set around calls into leash: no callback may come */
+
+static void on_acquired(leash_lock *l, int status, void *arg) {
+    rec *r = arg;
+    (void)l;
+    CHECK_MSG(!in_call, "acquire callback inside the call that started it");
+    r->calls++;
+    r->status = status;
+}
+
+static void on_released(leash_lock *l, int status, void *arg) {
+    rec *r = arg;
+    (void)l;
+    CHECK_MSG(!in_call, "release callback inside the call that started it");
+    r->calls++;
+    r->status = status;
+}
+
+/* ---- leash's scripts, as the server sees them ---- */
+
+static leash__scripts scripts;
+
+/* Which of leash's scripts cmd runs (EVALSHA or EVAL), -1 for others. */
+static int script_of(const sim_cmd *cmd) {
+    int i;
+    if (cmd->argc < 3)
+        return -1;
+    for (i = 0; i < LEASH__SCRIPT_COUNT; i++) {
+        if (sim_cmd_is(cmd, "EVALSHA") && cmd->argvlen[1] == LEASH__SHA_LEN &&
+            memcmp(cmd->argv[1], scripts.sha[i], LEASH__SHA_LEN) == 0)
+            return i;
+        if (sim_cmd_is(cmd, "EVAL") && cmd->argvlen[1] == strlen(leash__script_source(i)) &&
+            memcmp(cmd->argv[1], leash__script_source(i), cmd->argvlen[1]) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* The server's clock as the scripts return it. */
+static long long server_ms(void) {
+    return SIM_WALL_S * 1000 + sim_now();
+}
+
+static void grant(sim_cmd *cmd) {
+    /* ARGV[3] of acquire is the count asked for. */
+    CHECK_EQ_INT(
+        sim_replyf(cmd->conn, "*4\r\n:1\r\n:77\r\n:%s\r\n:%lld\r\n", cmd->argv[6], server_ms()), 0);
+}
+
+static void busy(sim_cmd *cmd, long long pttl) {
+    CHECK_EQ_INT(sim_replyf(cmd->conn, "*4\r\n:0\r\n:%lld\r\n:0\r\n:%lld\r\n", pttl, server_ms()),
+                 0);
+}
+
+/* The oldest pending command on the newest command connection that runs
+ * `script`, or NULL. */
+static sim_cmd *pending(sim *s, int script) {
+    sim_conn *c = sim_cmd_conn(s);
+    int i;
+    sim_cmd *cmd;
+    for (i = 0; c != NULL && (cmd = sim_conn_cmd(c, i)) != NULL; i++)
+        if (script_of(cmd) == script)
+            return cmd;
+    return NULL;
+}
+
+static int count_pending(sim *s, int script) {
+    sim_conn *c = sim_cmd_conn(s);
+    int i, n = 0;
+    sim_cmd *cmd;
+    for (i = 0; c != NULL && (cmd = sim_conn_cmd(c, i)) != NULL; i++)
+        n += script_of(cmd) == script;
+    return n;
+}
+
+/* Runs until an acquire attempt is the oldest pending command. */
+static sim_cmd *wait_attempt(sim *s) {
+    sim_cmd *cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
+    CHECK_EQ_INT(script_of(cmd), LEASH__SCRIPT_ACQUIRE);
+    return cmd;
+}
+
+/* A server that says yes: grants every acquire (or answers busy), releases,
+ * renews and force-releases, in pipeline order, until nothing is pending.
+ * Other commands are left to the test. */
+static void serve(sim *s, int answer_busy) {
+    sim_conn *c;
+    sim_cmd *cmd;
+    int n;
+
+    sim_run(s);
+    while ((c = sim_cmd_conn(s)) != NULL && (cmd = sim_conn_cmd(c, 0)) != NULL) {
+        switch (script_of(cmd)) {
+        case LEASH__SCRIPT_ACQUIRE:
+            if (answer_busy)
+                busy(cmd, 5000);
+            else
+                grant(cmd);
+            break;
+        case LEASH__SCRIPT_RELEASE:
+        case LEASH__SCRIPT_FORCE:
+            sim_reply(c, ":0\r\n");
+            break;
+        case LEASH__SCRIPT_RENEW:
+            n = atoi(cmd->argv[2]);
+            sim_replyf(c, "*%d\r\n", n);
+            while (n-- > 0)
+                sim_push(c, ":1\r\n");
+            break;
+        default:
+            return;
+        }
+        sim_run(s);
+    }
+}
+
+static leash_client *client_on(sim *s) {
+    leash_options o;
+    leash_client *c = NULL;
+    sim_options(s, &o);
+    o.lease_ms = 3000;
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
+    CHECK_EQ_INT(sim_attach(s, c), LEASH_OK);
+    sim_run(s);
+    CHECK(leash_client_connected(c));
+    return c;
+}
+
+/* ---- 8. A subscription that dropped and came back under an attempt ---- */
+
+/*
+ * An attempt goes out while the waiter's subscription is confirmed; the
+ * subscriber connection drops and comes back (confirmed anew) before the
+ * attempt's busy answer is read. A release in that gap was published to
+ * nobody: the busy answer must not put the waiter to sleep as if it were
+ * covered; it tries once more at once.
+ */
+TEST(busy_answer_after_a_resubscription_tries_again) {
+    sim *s = sim_new();
+    leash_client *c;
+    leash_lock *l;
+    rec got = {0, 0};
+    sim_cmd *a;
+
+    leash__scripts_init(&scripts);
+    c = client_on(s);
+    l = leash_lock_new(c, "x");
+    CHECK_EQ_INT(leash_acquire(l, LEASH_WAIT_FOREVER, on_acquired, &got), LEASH_OK);
+    busy(wait_attempt(s), 5000);
+    /* Subscribed (auto mode confirms), then the covered attempt: */
+    a = wait_attempt(s);
+    CHECK(sim_sub_conn(s) != NULL);
+    sim_close(sim_sub_conn(s));
+    sim_run(s);
+    sim_advance(s, 50); /* the subscriber connection is back and confirmed */
+    CHECK(sim_sub_conn(s) != NULL && sim_conn_subscriptions(sim_sub_conn(s)) == 1);
+    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 1);
+    busy(a, 5000);
+    sim_run(s);
+    /* Not parked: another attempt, without any time passing. */
+    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 1);
+    grant(pending(s, LEASH__SCRIPT_ACQUIRE));
+    sim_run(s);
+    CHECK_EQ_INT(got.calls, 1);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    leash_client_free(c);
+    CHECK_EQ_INT(sim_timers_alive(s), 0);
+    sim_free(s);
+}
+
+/* ---- 9. A woken waiter that leaves hands the wake-up on ---- */
+
+/* Two local waiters of "x", both parked behind a holder elsewhere. */
+static void two_parked_waiters(sim *s, leash_client *c, leash_lock **w1, leash_lock **w2, rec *g1,
+                               rec *g2) {
+    *w1 = leash_lock_new(c, "x");
+    *w2 = leash_lock_new(c, "x");
+    CHECK_EQ_INT(leash_acquire(*w1, LEASH_WAIT_FOREVER, on_acquired, g1), LEASH_OK);
+    busy(wait_attempt(s), 5000);
+    busy(wait_attempt(s), 5000); /* covered now: w1 parks */
+    CHECK_EQ_INT(leash_acquire(*w2, LEASH_WAIT_FOREVER, on_acquired, g2), LEASH_OK);
+    busy(wait_attempt(s), 5000); /* w2 joined a confirmed subscription: parks */
+    sim_run(s);
+    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 0);
+}
+
+/* The release of "x" by its holder elsewhere reaches this client. */
+static void holder_releases(sim *s) {
+    sim_conn *sub = sim_sub_conn(s);
+    const char *chan;
+    size_t len;
+    CHECK(sub != NULL);
+    chan = sim_conn_subscription(sub, 0, &len, NULL);
+    CHECK(chan != NULL);
+    CHECK_EQ_INT(sim_publish(s, chan, len, "0123456789abcdef0123456789abcdef", 32), 1);
+    sim_run(s);
+}
+
+TEST(woken_waiter_cancelled_hands_the_wake_on) {
+    sim *s = sim_new();
+    leash_client *c;
+    leash_lock *w1, *w2;
+    rec g1 = {0, 0}, g2 = {0, 0};
+
+    leash__scripts_init(&scripts);
+    c = client_on(s);
+    two_parked_waiters(s, c, &w1, &w2, &g1, &g2);
+    holder_releases(s);
+    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 1); /* w1's */
+    /* w1 gives up before its attempt is answered: the lock may be free, and
+     * w2 is the only one who can still find out without waiting a lease. */
+    in_call = 1;
+    CHECK_EQ_INT(leash_cancel(w1), LEASH_OK);
+    in_call = 0;
+    sim_run(s);
+    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 2); /* w1's, then w2's */
+    serve(s, 0);                                              /* w1's grant is released */
+    CHECK_EQ_INT(g1.calls, 1);
+    CHECK_EQ_INT(g1.status, LEASH_ECANCELED);
+    CHECK_EQ_INT(g2.calls, 1);
+    CHECK_EQ_INT(g2.status, LEASH_OK);
+    leash_client_free(c);
+    sim_free(s);
+}
+
+TEST(woken_waiter_whose_attempt_fails_hands_the_wake_on) {
+    sim *s = sim_new();
+    leash_client *c;
+    leash_lock *w1, *w2;
+    rec g1 = {0, 0}, g2 = {0, 0};
+
+    leash__scripts_init(&scripts);
+    c = client_on(s);
+    two_parked_waiters(s, c, &w1, &w2, &g1, &g2);
+    holder_releases(s);
+    CHECK_EQ_INT(sim_reply(sim_cmd_conn(s), "-ERR something went wrong\r\n"), 0);
+    sim_run(s);
+    CHECK_EQ_INT(g1.calls, 1);
+    CHECK_EQ_INT(g1.status, LEASH_EREDIS);
+    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 1); /* w2's, at once */
+    serve(s, 0);
+    CHECK_EQ_INT(g2.calls, 1);
+    CHECK_EQ_INT(g2.status, LEASH_OK);
+    leash_client_free(c);
+    sim_free(s);
+}
+
+/* ---- 4. Allocation failures in every public call, and on the loop ---- */
+
+/*
+ * A scenario puts a handle in some state (no failure armed), then makes
+ * one call with the n-th allocation failing (`during`), or makes the call
+ * and then lets the loop run with the n-th allocation failing. Either way:
+ * a call that returns LEASH_OK completes exactly once, one that returns an
+ * error never calls back, and after leash_client_free nothing leash
+ * allocated is left and no timer lives on.
+ */
+typedef struct scenario {
+    const char *name;
+    /* Puts l in its starting state; may answer commands. */
+    void (*setup)(sim *s, leash_client *c, leash_lock *l, leash_lock *other);
+    /* The call under test; returns its status. */
+    int (*call)(leash_lock *l, rec *acq, rec *rel);
+    int busy; /* the server answers acquires busy (the lock is held elsewhere) */
+} scenario;
+
+static void setup_idle(sim *s, leash_client *c, leash_lock *l, leash_lock *other) {
+    (void)s, (void)c, (void)l, (void)other;
+}
+
+static void setup_held(sim *s, leash_client *c, leash_lock *l, leash_lock *other) {
+    rec r = {0, 0};
+    (void)c, (void)other;
+    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    serve(s, 0);
+    CHECK_EQ_INT(r.status, LEASH_OK);
+}
+
+static void setup_held_twice(sim *s, leash_client *c, leash_lock *l, leash_lock *other) {
+    rec r = {0, 0};
+    setup_held(s, c, l, other);
+    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    serve(s, 0);
+    CHECK_EQ_INT(r.status, LEASH_OK);
+    CHECK_EQ_INT(leash_hold_count(l), 2);
+}
+
+static rec waiting_rec;
+static void setup_waiting(sim *s, leash_client *c, leash_lock *l, leash_lock *other) {
+    (void)c, (void)other;
+    memset(&waiting_rec, 0, sizeof(waiting_rec));
+    CHECK_EQ_INT(leash_acquire(l, 5000, on_acquired, &waiting_rec), LEASH_OK);
+    serve(s, 1);
+    sim_advance(s, 10);
+    serve(s, 1);
+}
+
+static int call_acquire_once(leash_lock *l, rec *acq, rec *rel) {
+    (void)rel;
+    return leash_acquire(l, 0, on_acquired, acq);
+}
+static int call_acquire_wait(leash_lock *l, rec *acq, rec *rel) {
+    (void)rel;
+    return leash_acquire(l, 2000, on_acquired, acq);
+}
+static int call_release(leash_lock *l, rec *acq, rec *rel) {
+    (void)acq;
+    return leash_release(l, on_released, rel);
+}
+static int call_force(leash_lock *l, rec *acq, rec *rel) {
+    (void)acq;
+    return leash_force_release(l, on_released, rel);
+}
+static int call_cancel(leash_lock *l, rec *acq, rec *rel) {
+    (void)acq, (void)rel;
+    return leash_cancel(l);
+}
+static int call_free(leash_lock *l, rec *acq, rec *rel) {
+    (void)acq, (void)rel;
+    leash_lock_free(l);
+    return LEASH_OK;
+}
+
+static const scenario scenarios[] = {
+    {"acquire try-once", setup_idle, call_acquire_once, 0},
+    {"acquire that waits", setup_idle, call_acquire_wait, 1},
+    {"extra hold of a held handle", setup_held, call_acquire_once, 0},
+    {"release", setup_held, call_release, 0},
+    {"release of one of two holds", setup_held_twice, call_release, 0},
+    {"release while acquiring", setup_waiting, call_release, 1},
+    {"cancel", setup_waiting, call_cancel, 1},
+    {"force release", setup_idle, call_force, 0},
+    {"free of a held handle", setup_held, call_free, 0},
+    {"free of a waiting handle", setup_waiting, call_free, 1},
+};
+
+enum {
+    FAIL_IN_CALL,  /* the n-th allocation inside the call */
+    FAIL_ON_LOOP,  /* the n-th allocation on the loop after it */
+    FAIL_TIMER_NEW /* the n-th timer the loop is asked for, from the call on */
+};
+
+/* Runs scenario sc with a failure of kind `how`. Returns 1 if the failure
+ * happened, 0 if there were fewer than n allocations. */
+static int run_with_failure(const scenario *sc, long n, int how) {
+    int in_loop = how == FAIL_ON_LOOP;
+    sim *s = sim_new();
+    leash_client *c;
+    leash_lock *l, *other;
+    rec acq = {0, 0}, rel = {0, 0};
+    int rc, failed, i, freed = sc->call == call_free;
+
+    failalloc_reset();
+    c = client_on(s);
+    l = leash_lock_new(c, "x");
+    other = leash_lock_new(c, "y");
+    sc->setup(s, c, l, other);
+    if (how == FAIL_IN_CALL)
+        failalloc_arm(n);
+    if (how == FAIL_TIMER_NEW)
+        sim_fail_timer_new(s, (int)n);
+    in_call = !freed; /* a free delivers what it cancels inside the call */
+    rc = sc->call(l, &acq, &rel);
+    in_call = 0;
+    if (in_loop)
+        failalloc_arm(n);
+    /* Long enough for renewals (every lease / 3 = 1 s) and for the
+     * attempts that a failure postponed. */
+    for (i = 0; i < 12; i++) {
+        serve(s, sc->busy);
+        sim_advance(s, 300);
+    }
+    failed = how == FAIL_TIMER_NEW ? sim_timer_new_failed(s) : failalloc_failed();
+    failalloc_disarm();
+    sim_fail_timer_new(s, 0);
+    if (!freed && sc->busy) {
+        /* The lock comes free: what waits gets it, or its wait ends. */
+        for (i = 0; i < 20; i++) {
+            serve(s, 0);
+            sim_advance(s, 500);
+        }
+    }
+    if (rc == LEASH_OK) {
+        int owed = sc->call == call_release || sc->call == call_force ? rel.calls : acq.calls;
+        if (sc->call != call_cancel && sc->call != call_free)
+            CHECK_MSG(owed == 1, "%s, allocation %ld failing%s: %d callbacks", sc->name, n,
+                      in_loop ? " on the loop" : "", owed);
+    } else {
+        CHECK_MSG(rc == LEASH_ENOMEM, "%s, allocation %ld: %s", sc->name, n, leash_status_name(rc));
+        CHECK_MSG(acq.calls == 0 && rel.calls == 0, "%s, allocation %ld: refused, yet called back",
+                  sc->name, n);
+    }
+    CHECK(acq.calls <= 1 && rel.calls <= 1);
+    if (sc->setup == setup_waiting && sc->call != call_acquire_wait)
+        CHECK_MSG(waiting_rec.calls == 1,
+                  "%s, allocation %ld: the waiting acquire called back %d "
+                  "times",
+                  sc->name, n, waiting_rec.calls);
+    leash_client_free(c);
+    CHECK_MSG(failalloc_outstanding() == 0, "%s, allocation %ld%s: %ld blocks leaked", sc->name, n,
+              in_loop ? " on the loop" : "", failalloc_outstanding());
+    CHECK_EQ_INT(sim_timers_alive(s), 0);
+    sim_free(s);
+    return failed;
+}
+
+TEST(every_allocation_of_every_call_may_fail) {
+    size_t i;
+    long n;
+
+    leash__scripts_init(&scripts);
+    for (i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+        for (n = 1; run_with_failure(&scenarios[i], n, FAIL_IN_CALL); n++)
+            ;
+        printf("  %s: %ld allocations failed in turn\n", scenarios[i].name, n - 1);
+    }
+}
+
+TEST(every_allocation_on_the_loop_may_fail) {
+    size_t i;
+    long n;
+
+    leash__scripts_init(&scripts);
+    for (i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+        for (n = 1; n < 200 && run_with_failure(&scenarios[i], n, FAIL_ON_LOOP); n++)
+            ;
+        printf("  %s: %ld allocations on the loop failed in turn\n", scenarios[i].name, n - 1);
+    }
+}
+
+TEST(every_timer_the_loop_is_asked_for_may_fail) {
+    size_t i;
+    long n;
+
+    leash__scripts_init(&scripts);
+    for (i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+        for (n = 1; n < 50 && run_with_failure(&scenarios[i], n, FAIL_TIMER_NEW); n++)
+            ;
+        printf("  %s: %ld timers failed in turn\n", scenarios[i].name, n - 1);
+    }
+}
+
+/* leash_client_new, leash_client_attach_loop (through the sim) and
+ * leash_lock_new with each allocation, and each timer, failing in turn:
+ * each refuses cleanly or works, and nothing is left behind. */
+static int create_with_failure(long n, int timers) {
+    sim *s = sim_new();
+    leash_options o;
+    leash_client *c = NULL;
+    leash_lock *l = NULL;
+    rec r = {0, 0};
+    int rc, failed, asked = 0;
+
+    failalloc_reset();
+    sim_options(s, &o);
+    if (timers)
+        sim_fail_timer_new(s, (int)n);
+    else
+        failalloc_arm(n);
+    rc = leash_client_new(&c, &o);
+    if (rc == LEASH_OK) {
+        l = leash_lock_new(c, "before-attach");
+        rc = sim_attach(s, c);
+        if (rc == LEASH_OK && l != NULL && leash_lock_new(c, "after-attach") != NULL) {
+            sim_run(s);
+            rc = leash_acquire(l, 0, on_acquired, &r);
+            CHECK(rc == LEASH_OK || rc == LEASH_ENOMEM);
+            asked = rc == LEASH_OK;
+        }
+    } else {
+        CHECK(rc == LEASH_ENOMEM && c == NULL);
+    }
+    failed = timers ? sim_timer_new_failed(s) : failalloc_failed();
+    failalloc_disarm();
+    sim_fail_timer_new(s, 0);
+    if (asked) {
+        int i;
+        for (i = 0; i < 10 && r.calls == 0; i++) {
+            serve(s, 0);
+            sim_advance(s, 50); /* a connection that failed its handshake comes back */
+        }
+        CHECK_EQ_INT(r.calls, 1);
+    }
+    leash_client_free(c);
+    CHECK_MSG(failalloc_outstanding() == 0, "%s %ld failing: %ld blocks leaked",
+              timers ? "timer" : "allocation", n, failalloc_outstanding());
+    CHECK_EQ_INT(sim_timers_alive(s), 0);
+    sim_free(s);
+    return failed;
+}
+
+TEST(creating_clients_and_handles_may_fail_anywhere) {
+    long n;
+
+    leash__scripts_init(&scripts);
+    for (n = 1; create_with_failure(n, 0); n++)
+        ;
+    printf("  %ld allocations failed in turn\n", n - 1);
+    for (n = 1; create_with_failure(n, 1); n++)
+        ;
+    printf("  %ld timers failed in turn\n", n - 1);
+}
+
+/* The one the review found: an extra hold that cannot get its command is
+ * refused at once, and the handle stays as it was (held, no acquire
+ * pending: a second acquire, a cancel and a release all behave so). */
+TEST(extra_hold_without_memory_is_refused_and_changes_nothing) {
+    sim *s = sim_new();
+    leash_client *c;
+    leash_lock *l;
+    rec r = {0, 0}, r2 = {0, 0};
+    long n;
+    int rc = LEASH_ENOMEM;
+
+    leash__scripts_init(&scripts);
+    c = client_on(s);
+    l = leash_lock_new(c, "x");
+    setup_held(s, c, l, NULL);
+    for (n = 1; rc == LEASH_ENOMEM; n++) {
+        failalloc_arm(n);
+        in_call = 1;
+        rc = leash_acquire(l, 0, on_acquired, &r);
+        in_call = 0;
+        failalloc_disarm();
+        if (rc != LEASH_ENOMEM)
+            break;
+        CHECK_EQ_INT(leash_hold_count(l), 1);
+        CHECK_EQ_INT(leash_cancel(l), LEASH_ESTATE); /* nothing pending */
+        CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 0);
+    }
+    CHECK_EQ_INT(rc, LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r2), LEASH_ESTATE); /* one is pending */
+    serve(s, 0);
+    CHECK_EQ_INT(r.calls, 1);
+    CHECK_EQ_INT(r2.calls, 0);
+    CHECK_EQ_INT(leash_hold_count(l), 2);
+    leash_client_free(c);
+    sim_free(s);
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(busy_answer_after_a_resubscription_tries_again),
+        TEST_CASE(woken_waiter_cancelled_hands_the_wake_on),
+        TEST_CASE(woken_waiter_whose_attempt_fails_hands_the_wake_on),
+        TEST_CASE(extra_hold_without_memory_is_refused_and_changes_nothing),
+        TEST_CASE_T(every_allocation_of_every_call_may_fail, 120),
+        TEST_CASE_T(every_allocation_on_the_loop_may_fail, 240),
+        TEST_CASE_T(every_timer_the_loop_is_asked_for_may_fail, 120),
+        TEST_CASE(creating_clients_and_handles_may_fail_anywhere),
+        {0},
+    };
+    return test_main(argc, argv, cases);
+}
