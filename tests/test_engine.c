@@ -470,9 +470,9 @@ static int create_with_failure(long n, int timers) {
     sim *s = sim_new();
     leash_options o;
     leash_client *c = NULL;
-    leash_lock *l = NULL;
-    rec r = {0, 0};
-    int rc, failed, asked = 0;
+    leash_lock *before, *after = NULL;
+    rec r1 = {0, 0}, r2 = {0, 0};
+    int rc, failed, asked1 = 0, asked2 = 0, i;
 
     failalloc_reset();
     sim_options(s, &o);
@@ -482,13 +482,22 @@ static int create_with_failure(long n, int timers) {
         failalloc_arm(n);
     rc = leash_client_new(&c, &o);
     if (rc == LEASH_OK) {
-        l = leash_lock_new(c, "before-attach");
+        before = leash_lock_new(c, "before-attach");
         rc = sim_attach(s, c);
-        if (rc == LEASH_OK && l != NULL && leash_lock_new(c, "after-attach") != NULL) {
-            sim_run(s);
-            rc = leash_acquire(l, 0, on_acquired, &r);
+        if (rc == LEASH_OK)
+            after = leash_lock_new(c, "after-attach");
+        sim_run(s);
+        /* Waits that only each handle's own timer can end: the server
+         * answers busy for ever. */
+        if (rc == LEASH_OK && before != NULL) {
+            rc = leash_acquire(before, 200, on_acquired, &r1);
             CHECK(rc == LEASH_OK || rc == LEASH_ENOMEM);
-            asked = rc == LEASH_OK;
+            asked1 = rc == LEASH_OK;
+        }
+        if (after != NULL) {
+            rc = leash_acquire(after, 200, on_acquired, &r2);
+            CHECK(rc == LEASH_OK || rc == LEASH_ENOMEM);
+            asked2 = rc == LEASH_OK;
         }
     } else {
         CHECK(rc == LEASH_ENOMEM && c == NULL);
@@ -496,14 +505,14 @@ static int create_with_failure(long n, int timers) {
     failed = timers ? sim_timer_new_failed(s) : failalloc_failed();
     failalloc_disarm();
     sim_fail_timer_new(s, 0);
-    if (asked) {
-        int i;
-        for (i = 0; i < 10 && r.calls == 0; i++) {
-            serve(s, 0);
-            sim_advance(s, 50); /* a connection that failed its handshake comes back */
-        }
-        CHECK_EQ_INT(r.calls, 1);
+    for (i = 0; i < 20; i++) {
+        serve(s, 1);
+        sim_advance(s, 50); /* a connection that failed its handshake comes back */
     }
+    CHECK_EQ_INT(r1.calls, asked1);
+    CHECK_EQ_INT(r2.calls, asked2);
+    CHECK(!asked1 || r1.status == LEASH_ETIMEDOUT);
+    CHECK(!asked2 || r2.status == LEASH_ETIMEDOUT);
     leash_client_free(c);
     CHECK_MSG(failalloc_outstanding() == 0, "%s %ld failing: %ld blocks leaked",
               timers ? "timer" : "allocation", n, failalloc_outstanding());
