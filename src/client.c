@@ -146,6 +146,19 @@ static void deliver(leash_client *c, leash__deferred *d) {
     (void)c;
 }
 
+/* leash_client_close is done: every release it waited for ended. The free
+ * delivers what is still owed (ECANCELED to the cancelled acquires). */
+static void close_finish(leash_client *c) {
+    leash_close_cb *cb = c->close_cb;
+    void *arg = c->close_arg;
+    int status = c->close_status;
+
+    c->close_cb = NULL;
+    leash_client_free(c);
+    if (cb != NULL)
+        cb(status, arg);
+}
+
 static void deliver_soon(void *arg) {
     leash_client *c = arg;
     leash__deferred *d, *last = c->soon_tail;
@@ -161,6 +174,8 @@ static void deliver_soon(void *arg) {
     }
     if (!c->freeing && c->soon_head != NULL)
         leash__timer_at(&c->soon_timer, 0, 1);
+    else if (!c->freeing && c->closing && c->close_pending == 0)
+        close_finish(c);
 }
 
 void leash__client_defer(leash_client *c, leash__deferred *d) {
@@ -193,6 +208,48 @@ void leash__client_deliver_now(leash_client *c, leash_lock *l) {
     }
 }
 
+/* ---- graceful close ---- */
+
+void leash__client_close_wait(leash_client *c) {
+    c->close_pending++;
+}
+
+void leash__client_close_step(leash_client *c, int status) {
+    if (!c->closing || c->freeing)
+        return;
+    if (status != LEASH_OK && status != LEASH_ENOTHELD)
+        c->close_status = LEASH_ECONN;
+    if (--c->close_pending == 0)
+        leash__timer_at(&c->soon_timer, 0, 1);
+}
+
+int leash_client_close(leash_client *c, leash_close_cb *cb, void *arg) {
+    leash_lock *l;
+
+    if (c == NULL || c->magic != LEASH__CLIENT_MAGIC)
+        return LEASH_EINVAL;
+    if (c->freeing || c->closing) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_client_close: already closing or freed");
+        return LEASH_ESTATE;
+    }
+    if (!c->attached) {
+        leash__log(&c->cfg.log, LEASH_LOG_ERROR,
+                   "leash_client_close: the client is not attached to a loop (free it instead)");
+        return LEASH_ELOOP;
+    }
+    leash__client_enter(c);
+    c->closing = 1;
+    c->close_cb = cb;
+    c->close_arg = arg;
+    c->close_status = LEASH_OK;
+    for (l = c->locks; l != NULL; l = l->next)
+        leash__lock_close(l);
+    /* Finishes from the loop, also when nothing was held. */
+    leash__timer_at(&c->soon_timer, 0, 1);
+    leash__client_leave(c);
+    return LEASH_OK;
+}
+
 /* ---- teardown ---- */
 
 void leash_client_free(leash_client *c) {
@@ -216,6 +273,11 @@ void leash_client_free(leash_client *c) {
     if (c->attached) {
         leash__conn_teardown(&c->cmd);
         leash__conn_teardown(&c->sub);
+    }
+    if (c->close_cb != NULL) {
+        leash_close_cb *cb = c->close_cb;
+        c->close_cb = NULL;
+        cb(LEASH_ECANCELED, c->close_arg);
     }
     leash__client_leave(c);
 }

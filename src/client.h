@@ -51,6 +51,12 @@ struct leash_client {
     leash_stats stats;
     unsigned depth;
     int freeing;
+    /* leash_client_close: releases still to be answered, and the outcome */
+    int closing;
+    unsigned close_pending;
+    int close_status;
+    leash_close_cb *close_cb;
+    void *close_arg;
     void *data;
 };
 
@@ -61,5 +67,10 @@ void leash__client_leave(leash_client *c);
 void leash__client_defer(leash_client *c, leash__deferred *d);
 /* Delivers l's queued completions now (its handle is being freed). */
 void leash__client_deliver_now(leash_client *c, leash_lock *l);
+
+/* During leash_client_close: a release the close waits for was sent (it
+ * will report with leash__client_close_step), or one ended. */
+void leash__client_close_wait(leash_client *c);
+void leash__client_close_step(leash_client *c, int status);
 
 #endif

@@ -83,7 +83,7 @@ static int64_t renew_time(int64_t from, int64_t interval) {
 leash_lock *leash_lock_new(leash_client *c, const char *name) {
     leash_lock *l;
 
-    if (c == NULL || c->magic != LEASH__CLIENT_MAGIC || c->freeing)
+    if (c == NULL || c->magic != LEASH__CLIENT_MAGIC || c->freeing || c->closing)
         return NULL;
     l = calloc(1, sizeof(*l));
     if (l == NULL) {
@@ -125,7 +125,8 @@ static int loop_attached(const leash_lock *l, const char *who) {
 }
 
 static int lock_ok(const leash_lock *l) {
-    return l != NULL && l->magic == LEASH__LOCK_MAGIC && !l->freed && !l->client->freeing;
+    return l != NULL && l->magic == LEASH__LOCK_MAGIC && !l->freed && !l->client->freeing &&
+           !l->client->closing;
 }
 
 void leash_lock_set_data(leash_lock *l, void *data) {
@@ -355,13 +356,18 @@ static void acquire_failed(leash_lock *l, int status) {
 static void finish_release(leash_lock *l, int status) {
     leash_release_cb *cb = l->rel_cb;
     void *arg = l->rel_arg;
+    leash_client *c = l->client;
+    int close_waits = l->rel_close_wait;
 
     l->rel_cmd = NULL;
     l->rel_force = 0;
+    l->rel_close_wait = 0;
     l->rel_cb = NULL;
     l->rel_arg = NULL;
     if (cb != NULL)
         cb(l, status, arg);
+    if (close_waits)
+        leash__client_close_step(c, status);
 }
 
 /* Ends the hold locally: no more renewals, no more timers. */
@@ -1172,11 +1178,58 @@ void leash_lock_free(leash_lock *l) {
     if (l == NULL || l->magic != LEASH__LOCK_MAGIC || l->freed)
         return;
     c = l->client;
-    if (c->freeing)
+    if (c->freeing || c->closing)
         return; /* the client's teardown frees it */
     leash__client_enter(c);
     lock_cancel_all(l);
     leash__client_leave(c);
+}
+
+/* The answer to a release leash_client_close sent. */
+static void on_close_release(void *arg, redisReply *r, int status) {
+    leash_client *c = arg;
+
+    if (status == LEASH_OK && r->type != REDIS_REPLY_INTEGER)
+        status = r->type == REDIS_REPLY_ERROR ? LEASH_EREDIS : LEASH_EPROTO;
+    else if (status == LEASH_OK && r->integer < 0)
+        status = r->integer == -1 ? LEASH_ENOTHELD : LEASH_ECONN;
+    leash__client_close_step(c, status);
+}
+
+void leash__lock_close(leash_lock *l) {
+    leash_client *c = l->client;
+    leash__cmd *cmd;
+    int64_t deadline;
+
+    if (l->rel_cmd != NULL) {
+        l->rel_close_wait = 1;
+        leash__client_close_wait(c);
+    }
+    if (l->state == LEASH__LOCK_ACQUIRING) {
+        leash__waiters_leave(l);
+        abandon_attempt(l, 1);
+        l->state = LEASH__LOCK_IDLE;
+        l->phase = LEASH__PHASE_NONE;
+        leash__timer_stop(&l->timer);
+        return;
+    }
+    if (l->state != LEASH__LOCK_HELD)
+        return;
+    abandon_attempt(l, 0); /* an extra hold: the release below takes all */
+    deadline = l->deadline;
+    if (deadline < leash__now_ms() + c->cfg.command_timeout_ms)
+        deadline = leash__now_ms() + c->cfg.command_timeout_ms;
+    cmd = make_release(l, l->token, 0, deadline, l->deadline, on_close_release);
+    end_hold(l);
+    if (cmd == NULL) {
+        leash__log(lock_log(l), LEASH_LOG_WARN,
+                   "lock %s: no memory to release it; it expires with its lease", l->name);
+        c->close_status = LEASH_ECONN;
+        return;
+    }
+    cmd->arg = c;
+    leash__client_close_wait(c);
+    leash__conn_send(&c->cmd, cmd);
 }
 
 void leash__lock_teardown(leash_lock *l) {

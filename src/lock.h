@@ -89,7 +89,8 @@ struct leash_lock {
     void *rel_arg;
     leash__cmd *rel_cmd;
     int rel_final;
-    int rel_force; /* rel_cmd is a force release */
+    int rel_force;      /* rel_cmd is a force release */
+    int rel_close_wait; /* leash_client_close waits for rel_cmd */
     char rel_token[LEASH__TOKEN_LEN + 1];
 
     leash_lost_cb *lost_cb;
@@ -101,6 +102,9 @@ void leash__lock_renewed(leash_lock *l, int result, int status, int64_t sent);
 void leash__lock_wake(leash_lock *l);
 void leash__lock_subscribed(leash_lock *l);
 void leash__lock_holder_renewed(leash_lock *l, int64_t lease_ms);
+/* leash_client_close: l gives up what it is acquiring (its callback is
+ * owed until the client is freed) and releases what it holds, for real. */
+void leash__lock_close(leash_lock *l);
 /* Client teardown: cancel everything of l (callbacks ECANCELED), release
  * what it holds best-effort, and move it to the graveyard. */
 void leash__lock_teardown(leash_lock *l);

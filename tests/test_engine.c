@@ -533,6 +533,84 @@ TEST(creating_clients_and_handles_may_fail_anywhere) {
     printf("  %ld timers failed in turn\n", n - 1);
 }
 
+/* ---- leash_client_close ---- */
+
+static int close_calls, close_status;
+static void on_close(int status, void *arg) {
+    (void)arg;
+    CHECK_MSG(!in_call, "close callback inside the call that started it");
+    close_calls++;
+    close_status = status;
+}
+
+/* A held lock, a held lock with a release of one of two holds in flight,
+ * and a waiting acquire; leash_client_close with the n-th allocation
+ * failing (n 0: none) from the call on, or leash_client_free overtaking it
+ * (overtake 1). One close callback; every acquire and release callback
+ * once; nothing leaked. */
+static int close_with_failure(long n, int overtake) {
+    sim *s = sim_new();
+    leash_client *c;
+    leash_lock *held, *twice, *waiting;
+    rec a1 = {0, 0}, a2 = {0, 0}, r2 = {0, 0}, w = {0, 0};
+    int failed, i;
+
+    failalloc_reset();
+    close_calls = 0;
+    c = client_on(s);
+    held = leash_lock_new(c, "held");
+    twice = leash_lock_new(c, "twice");
+    waiting = leash_lock_new(c, "held");
+    CHECK_EQ_INT(leash_acquire(held, 0, on_acquired, &a1), LEASH_OK);
+    serve(s, 0);
+    CHECK_EQ_INT(leash_acquire(twice, 0, on_acquired, &a2), LEASH_OK);
+    serve(s, 0);
+    memset(&a2, 0, sizeof(a2));
+    CHECK_EQ_INT(leash_acquire(twice, 0, on_acquired, &a2), LEASH_OK);
+    serve(s, 0);
+    CHECK_EQ_INT(leash_acquire(waiting, 5000, on_acquired, &w), LEASH_OK);
+    serve(s, 1);
+    CHECK_EQ_INT(leash_release(twice, on_released, &r2), LEASH_OK); /* in flight */
+    if (n > 0)
+        failalloc_arm(n);
+    in_call = 1;
+    CHECK_EQ_INT(leash_client_close(c, on_close, NULL), LEASH_OK);
+    in_call = 0;
+    if (overtake) {
+        leash_client_free(c);
+        CHECK_EQ_INT(close_calls, 1);
+        CHECK_EQ_INT(close_status, LEASH_ECANCELED);
+    } else {
+        for (i = 0; i < 20 && close_calls == 0; i++) {
+            serve(s, 0);
+            sim_advance(s, 100);
+        }
+        CHECK_EQ_INT(close_calls, 1);
+        CHECK(close_status == LEASH_OK || (n > 0 && close_status == LEASH_ECONN));
+    }
+    failed = failalloc_failed();
+    failalloc_disarm();
+    CHECK_EQ_INT(w.calls, 1);
+    CHECK_EQ_INT(w.status, LEASH_ECANCELED);
+    CHECK_EQ_INT(r2.calls, 1);
+    CHECK_MSG(failalloc_outstanding() == 0, "close, allocation %ld failing: %ld blocks leaked", n,
+              failalloc_outstanding());
+    CHECK_EQ_INT(sim_timers_alive(s), 0);
+    sim_free(s);
+    return failed;
+}
+
+TEST(client_close_releases_everything_and_reports_once) {
+    long n;
+
+    leash__scripts_init(&scripts);
+    close_with_failure(0, 0);
+    close_with_failure(0, 1);
+    for (n = 1; n < 100 && close_with_failure(n, 0); n++)
+        ;
+    printf("  %ld allocations failed in turn\n", n - 1);
+}
+
 /* The one the review found: an extra hold that cannot get its command is
  * refused at once, and the handle stays as it was (held, no acquire
  * pending: a second acquire, a cancel and a release all behave so). */
@@ -580,6 +658,7 @@ int main(int argc, char **argv) {
         TEST_CASE_T(every_allocation_on_the_loop_may_fail, 240),
         TEST_CASE_T(every_timer_the_loop_is_asked_for_may_fail, 120),
         TEST_CASE(creating_clients_and_handles_may_fail_anywhere),
+        TEST_CASE(client_close_releases_everything_and_reports_once),
         {0},
     };
     return test_main(argc, argv, cases);

@@ -162,6 +162,33 @@ LEASH_EXPORT int leash_client_new(leash_client **out, const leash_options *opts)
  */
 LEASH_EXPORT void leash_client_free(leash_client *c);
 
+/* status: LEASH_OK (every release was answered), LEASH_ECONN (some could
+ * not be confirmed before their deadlines: those holds expire with their
+ * leases), LEASH_ECANCELED (leash_client_free came first). */
+typedef void leash_close_cb(int status, void *arg);
+
+/*
+ * Closes a client gracefully, for a process that shuts down holding locks:
+ * unlike leash_client_free, which hands the socket only what it takes at
+ * once without waiting (a few thousand releases), this releases every held
+ * lock for real and waits for Redis's answers, on the loop.
+ * From this call on: every pending acquire completes LEASH_ECANCELED (from
+ * the loop); releases in flight complete as they would; every held lock is
+ * released (all of its holds; its watchdog stops now, no lost callback
+ * fires); any other call on the client or its handles returns
+ * LEASH_ESTATE (leash_client_free excepted). Once every release was
+ * answered, or failed at its deadline (at most the hold's deadline or
+ * command_timeout_ms from now, whichever is later), the client and all its
+ * handles are freed as by leash_client_free, and then cb fires once, from
+ * the loop. cb may be NULL.
+ * leash_client_free during the close frees at once; cb then fires
+ * LEASH_ECANCELED inside that call.
+ * Errors (cb never fires): LEASH_EINVAL (NULL client), LEASH_ESTATE (being
+ * closed or freed already), LEASH_ELOOP (not attached: use
+ * leash_client_free).
+ */
+LEASH_EXPORT int leash_client_close(leash_client *c, leash_close_cb *cb, void *arg);
+
 /* A slot for the user; leash never touches it. */
 LEASH_EXPORT void leash_client_set_data(leash_client *c, void *data);
 LEASH_EXPORT void *leash_client_get_data(const leash_client *c);
