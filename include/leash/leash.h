@@ -15,6 +15,17 @@
  * Use: efficiency vs correctness. A lock is enough to avoid doing work twice.
  * To never let two writers in (a paused holder can outlive its lease), pass
  * leash_fence() to the storage you write and have it reject smaller fences.
+ *
+ * What Redis must do: run with maxmemory-policy noeviction (or no
+ * maxmemory): an evicted lock key looks free, and two holders follow. Fences
+ * come from the Redis server's clock (TIME, in microseconds): they keep
+ * growing when Redis loses data, as long as that clock does not step back
+ * (and, after a failover, the new master's is not behind the old one's by
+ * more than the failover took).
+ *
+ * Time: deadlines use CLOCK_MONOTONIC, which does not count a system
+ * suspend. After a suspend the machine could not rule out, a holder's
+ * leash_valid_ms() is too generous; trust the fence, not the clock.
  */
 #ifndef LEASH_LEASH_H
 #define LEASH_LEASH_H
@@ -113,7 +124,8 @@ typedef struct leash_lock leash_lock;
 /*
  * Client options. Always start from leash_options_init(), which fills every
  * field; fields may be added at the end in later versions. Strings are copied
- * by leash_client_new(); the struct can be discarded afterwards.
+ * by leash_client_new(); the struct can be discarded afterwards. Every
+ * duration is in ms and at most LEASH_DURATION_MAX_MS.
  */
 typedef struct leash_options {
     const char *host;           /* default "127.0.0.1"; ignored when unix_path is set */
@@ -271,8 +283,11 @@ LEASH_EXPORT int leash_lock_set_reentrant(leash_lock *l, int on);
 typedef void leash_acquire_cb(leash_lock *l, int status, void *arg);
 /* status: LEASH_OK (one hold given back; the key is deleted with the last),
  * LEASH_ENOTHELD (the hold was already gone or taken), LEASH_ECANCELED,
- * LEASH_ECONN (no answer before the hold's deadline: it expires on its own),
- * LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH. */
+ * LEASH_ECONN (no answer before the hold's deadline, or the answer was lost
+ * and the release sent again only after that deadline: released or
+ * expired, the hold is over), LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH.
+ * A release sent again after a lost answer never says LEASH_ENOTHELD for a
+ * release that ran. */
 typedef void leash_release_cb(leash_lock *l, int status, void *arg);
 /* Fired once per hold that ends without a release; the hold is already over
  * (leash_held() is 0) when it runs. reason: enum leash_lost_reason. */
@@ -280,7 +295,10 @@ typedef void leash_lost_cb(leash_lock *l, int reason, void *arg);
 
 /*
  * Takes the lock. wait_ms: 0 = try once (LEASH_EBUSY if held elsewhere),
- * > 0 = wait up to that many ms, LEASH_WAIT_FOREVER = wait without limit.
+ * 1..LEASH_DURATION_MAX_MS = wait up to that many ms, LEASH_WAIT_FOREVER =
+ * wait without limit. When the wait ends while an attempt is on the wire,
+ * that attempt's answer decides: the callback may then come up to
+ * command_timeout_ms later, with LEASH_OK or LEASH_ECONN.
  * A waiting acquire sleeps until a release of the lock is announced on Redis
  * pub/sub, until the holder's lease runs out, or until its wait ends; it
  * sends no command while it sleeps. Local waiters of one name are served in
@@ -290,7 +308,8 @@ typedef void leash_lost_cb(leash_lock *l, int reason, void *arg);
  * LEASH_OK once Redis counted it); if Redis no longer has the hold (it
  * expired, was force-released, or the server lost its data), the hold ends:
  * the lost callback fires (LEASH_LOST_EXPIRED), then cb with LEASH_EBUSY.
- * Errors (cb never fires): LEASH_EINVAL (NULL lock or cb, wait_ms < -1),
+ * Errors (cb never fires): LEASH_EINVAL (NULL lock or cb, wait_ms < -1 or
+ * over LEASH_DURATION_MAX_MS),
  * LEASH_ESTATE (already acquiring; a release in flight; held and not
  * reentrant; client being freed), LEASH_ELOOP (client not attached),
  * LEASH_ENOMEM.
@@ -358,7 +377,9 @@ LEASH_EXPORT int leash_held(const leash_lock *l);
 /* Milliseconds the current hold is guaranteed valid (0 when not held). */
 LEASH_EXPORT int64_t leash_valid_ms(const leash_lock *l);
 /* The fencing token of the current (or last) hold: grows with every new
- * hold of this name, survives releases. 0 before the first hold. */
+ * hold of this name, also across releases and Redis data loss (it is the
+ * server's clock in microseconds at the grant; see the top of this file
+ * for the clock assumption). 0 before the first hold. */
 LEASH_EXPORT uint64_t leash_fence(const leash_lock *l);
 /* Number of holds of a reentrant handle (0 when not held). */
 LEASH_EXPORT int leash_hold_count(const leash_lock *l);
