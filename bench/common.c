@@ -18,7 +18,7 @@
 
 #include <leash/adapters/libev.h>
 
-#include "scripts.h" /* the core's own script sources (src/scripts.c) */
+#include "dialect/dialect.h" /* the core's own script sources (src/dialect/leash.c) */
 
 /* ---- time and resources ---- */
 
@@ -318,12 +318,14 @@ double bench_server_cpu_s(redisContext *c) {
 }
 
 int bench_load_scripts(redisContext *c, char sha[BENCH_SCRIPT_COUNT][41]) {
-    static const int which[BENCH_SCRIPT_COUNT] = {LEASH__SCRIPT_ACQUIRE, LEASH__SCRIPT_RELEASE,
-                                                  LEASH__SCRIPT_RENEW};
+    /* In the dialect's order: acquire, release, renew (then force). */
+    static const int which[BENCH_SCRIPT_COUNT] = {0, 1, 2};
     int i;
 
+    leash__dialects_init();
     for (i = 0; i < BENCH_SCRIPT_COUNT; i++) {
-        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", leash__script_source(which[i]));
+        redisReply *r =
+            redisCommand(c, "SCRIPT LOAD %s", leash__dialect_leash.scripts[which[i]]->src);
         int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
         if (ok)
             memcpy(sha[i], r->str, 41);

@@ -39,7 +39,7 @@
 #include <leash/leash.h>
 
 #include "common.h"
-#include "lock.h" /* sizeof(struct leash_lock), for the notes only */
+#include "prim/lock.h" /* sizeof(struct leash_lock), for the notes only */
 #include "redis_server.h"
 
 #define RB_TOKEN "7e7e0123456789abcdef0123456789ab"

@@ -1,13 +1,79 @@
-#include "client.h"
-
+/*
+ * The client: the composition root, the one file that sees every layer.
+ * It turns the options into a route (where commands go: one server
+ * today), a dialect (leash's own layout), the wait queues, the watchdog
+ * and the run-later queue, and makes the lock handles of each kind.
+ *
+ * Re-entrancy: the environment's enter/leave brackets every entry from the
+ * loop and every public call that may run callbacks; handles freed inside
+ * go to the graveyard, and a client freed inside is only marked: settle()
+ * frees them when the outermost leave returns.
+ */
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock.h"
-#include "pubsub.h"
+#include <leash/leash.h>
+#include <leash/loop.h>
+
+#include "dialect/dialect.h"
+#include "options.h"
+#include "prim/core.h"
+#include "prim/lock.h"
+#include "route/route.h"
+
+struct leash_client {
+    uint32_t magic;
+    leash__core core;
+    leash__config cfg;
+    leash__conn_cfg conn_cfg;
+    leash_stats stats;
+    void *data;
+    leash_close_cb *close_cb;
+    void *close_arg;
+    leash__timer close_timer;
+};
+
+static leash_client *client_of(leash__env *env) {
+    return LEASH__CONTAINER(env, leash_client, core.env);
+}
+
+static void destroy(leash_client *c) {
+    leash__core *core = &c->core;
+
+    while (!leash__list_empty(&core->graveyard))
+        leash__lock_destroy(
+            LEASH__CONTAINER(LEASH__LIST_FIRST(&core->graveyard), leash_lock, link));
+    leash__waitqs_clear(&core->waitqs);
+    core->route->ops->destroy(core->route);
+    if (core->env.attached) {
+        leash__timer_clear(&core->later.timer);
+        leash__timer_clear(&c->close_timer);
+        leash__watchdog_clear(&core->dog);
+        core->env.loop.cleanup(core->env.loop.data);
+    }
+    leash__config_clear(&c->cfg);
+    c->magic = 0;
+    free(c);
+}
+
+/* The outermost leave: what was freed inside goes now. */
+static void settle(leash__env *env) {
+    leash_client *c = client_of(env);
+
+    if (env->freeing) {
+        destroy(c);
+        return;
+    }
+    while (!leash__list_empty(&c->core.graveyard))
+        leash__lock_destroy(
+            LEASH__CONTAINER(LEASH__LIST_FIRST(&c->core.graveyard), leash_lock, link));
+}
+
+static void close_finish(void *arg);
 
 int leash_client_new(leash_client **out, const leash_options *opts) {
     leash_client *c;
+    leash__core *core;
     int rc;
 
     if (out == NULL || opts == NULL)
@@ -19,270 +85,214 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
         free(c);
         return rc;
     }
+    leash__dialects_init();
+    core = &c->core;
+    core->env.log = c->cfg.log;
+    core->env.stats = &c->stats;
+    core->env.settle = settle;
+    core->client = c;
+    core->dialect = &leash__dialect_leash;
+    core->key_prefix = c->cfg.key_prefix;
+    core->db = c->cfg.db;
+    core->lease_ms = c->cfg.lease_ms;
+    core->renew_ms = c->cfg.renew_interval_ms;
+    core->max_hold_ms = c->cfg.max_hold_ms;
+    core->command_timeout_ms = c->cfg.command_timeout_ms;
+    leash__list_init(&core->locks);
+    leash__list_init(&core->graveyard);
+
+    c->conn_cfg.host = c->cfg.host;
+    c->conn_cfg.port = c->cfg.port;
+    c->conn_cfg.unix_path = c->cfg.unix_path;
+    c->conn_cfg.username = c->cfg.username;
+    c->conn_cfg.password = c->cfg.password;
+    c->conn_cfg.db = c->cfg.db;
+    c->conn_cfg.connect_timeout_ms = c->cfg.connect_timeout_ms;
+    c->conn_cfg.command_timeout_ms = c->cfg.command_timeout_ms;
+    c->conn_cfg.reconnect_min_ms = c->cfg.reconnect_min_ms;
+    c->conn_cfg.reconnect_max_ms = c->cfg.reconnect_max_ms;
+    c->conn_cfg.scripts = core->dialect->scripts;
+    c->conn_cfg.nscripts = core->dialect->nscripts;
+    core->route = leash__route_single_new(&core->env, core->dialect, &c->conn_cfg);
+    if (core->route == NULL) {
+        leash__config_clear(&c->cfg);
+        free(c);
+        return LEASH_ENOMEM;
+    }
+    leash__laterq_init(&core->later, &core->env);
+    leash__waitqs_init(&core->waitqs, &core->env, core->route, c->cfg.sub_linger_ms);
+    leash__watchdog_init(&core->dog, &core->env, core->route);
+    leash__timer_init(&c->close_timer, &core->env, close_finish, c);
     c->magic = LEASH__CLIENT_MAGIC;
-    leash__scripts_init(&c->scripts);
-    leash__conn_init(&c->cmd, c, LEASH__CONN_CMD);
-    leash__conn_init(&c->sub, c, LEASH__CONN_SUB);
-    c->sub.on_ready = leash__pubsub_on_ready;
-    c->sub.on_down = leash__pubsub_on_down;
-    leash__renewer_init(&c->renewer, c);
     *out = c;
     return LEASH_OK;
 }
 
-static void deliver_soon(void *arg);
-
-/* The timers of the client and of the handles made before it was attached. */
+/* Every timer of the client and of the handles made before it was attached. */
 static int create_timers(leash_client *c) {
-    leash_lock *l;
+    leash__core *core = &c->core;
+    leash__list *n;
 
-    if (leash__timer_create(&c->soon_timer) != LEASH_OK ||
-        leash__timer_create(&c->renewer.flush_timer) != LEASH_OK ||
-        leash__timer_create(&c->cmd.timer) != LEASH_OK ||
-        leash__timer_create(&c->sub.timer) != LEASH_OK)
+    if (leash__timer_create(&core->later.timer) != LEASH_OK ||
+        leash__timer_create(&c->close_timer) != LEASH_OK ||
+        leash__watchdog_prepare(&core->dog) != LEASH_OK ||
+        core->route->ops->prepare(core->route) != LEASH_OK)
         return LEASH_ENOMEM;
-    for (l = c->locks; l != NULL; l = l->next)
-        if (leash__timer_create(&l->timer) != LEASH_OK)
+    for (n = core->locks.next; n != &core->locks; n = n->next)
+        if (leash__lock_prepare(LEASH__CONTAINER(n, leash_lock, link)) != LEASH_OK)
             return LEASH_ENOMEM;
     return LEASH_OK;
 }
 
 static void clear_timers(leash_client *c) {
-    leash_lock *l;
+    leash__core *core = &c->core;
+    leash__list *n;
 
-    leash__timer_clear(&c->soon_timer);
-    leash__timer_clear(&c->renewer.flush_timer);
-    leash__timer_clear(&c->cmd.timer);
-    leash__timer_clear(&c->sub.timer);
-    for (l = c->locks; l != NULL; l = l->next)
-        leash__timer_clear(&l->timer);
+    leash__timer_clear(&core->later.timer);
+    leash__timer_clear(&c->close_timer);
+    leash__watchdog_clear(&core->dog);
+    core->route->ops->unprepare(core->route);
+    for (n = core->locks.next; n != &core->locks; n = n->next)
+        leash__timer_clear(&LEASH__CONTAINER(n, leash_lock, link)->timer);
 }
 
 int leash_client_attach_loop(leash_client *c, const leash_loop *loop) {
+    leash__core *core;
+
     if (c == NULL || c->magic != LEASH__CLIENT_MAGIC)
         return LEASH_EINVAL; /* no client: nowhere to log */
+    core = &c->core;
     if (loop == NULL || loop->attach == NULL || loop->timer_new == NULL ||
         loop->timer_start == NULL || loop->timer_stop == NULL || loop->timer_free == NULL ||
         loop->cleanup == NULL) {
-        leash__log(&c->cfg.log, LEASH_LOG_ERROR,
+        leash__log(&core->env.log, LEASH_LOG_ERROR,
                    "leash_client_attach_loop: the adapter leaves a hook NULL "
                    "(attach, timer_new/start/stop/free and cleanup are all required)");
         return LEASH_EINVAL;
     }
-    if (c->freeing || c->attached) {
-        leash__log(&c->cfg.log, LEASH_LOG_ERROR,
+    if (core->env.freeing || core->env.attached || core->closing) {
+        leash__log(&core->env.log, LEASH_LOG_ERROR,
                    "leash_client_attach_loop: the client is already attached");
         return LEASH_ESTATE;
     }
-    c->loop = *loop;
-    leash__timer_init(&c->soon_timer, c, deliver_soon, c);
+    core->env.loop = *loop;
     /* Every timer exists before anything runs: arming one later never
      * allocates, so no event can be lost for want of a timer. */
     if (create_timers(c) != LEASH_OK) {
         clear_timers(c);
-        memset(&c->loop, 0, sizeof(c->loop));
-        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_client_attach_loop: out of memory");
+        memset(&core->env.loop, 0, sizeof(core->env.loop));
+        leash__log(&core->env.log, LEASH_LOG_ERROR, "leash_client_attach_loop: out of memory");
         return LEASH_ENOMEM;
     }
-    c->attached = 1;
-    leash__conn_start(&c->cmd);
-    leash__conn_start(&c->sub);
+    core->env.attached = 1;
+    core->route->ops->start(core->route);
     return LEASH_OK;
 }
 
-/* ---- enter / leave: deferred frees ---- */
-
-static void client_destroy(leash_client *c) {
-    leash_lock *l;
-
-    while ((l = c->graveyard) != NULL) {
-        c->graveyard = l->next;
-        leash__lock_destroy(l);
-    }
-    leash__chans_clear(&c->chans);
-    if (c->attached) {
-        leash__timer_clear(&c->soon_timer);
-        leash__renewer_clear(&c->renewer);
-        c->loop.cleanup(c->loop.data);
-    }
-    leash__config_clear(&c->cfg);
-    c->magic = 0;
-    free(c);
-}
-
-void leash__client_enter(leash_client *c) {
-    c->depth++;
-}
-
-void leash__client_leave(leash_client *c) {
-    leash_lock *l;
-
-    if (--c->depth > 0)
-        return;
-    if (c->freeing) {
-        client_destroy(c);
-        return;
-    }
-    while ((l = c->graveyard) != NULL) {
-        c->graveyard = l->next;
-        leash__lock_destroy(l);
-    }
-}
-
-/* ---- deferred completions ---- */
-
-static void deliver(leash_client *c, leash__deferred *d) {
-    leash_lock *l = d->lock;
-    leash_acquire_cb *acq = d->acq_cb;
-    leash_release_cb *rel = d->rel_cb;
-    void *arg = d->arg;
-    int status = d->status;
-
-    free(d);
-    if (acq != NULL)
-        acq(l, status, arg);
-    else if (rel != NULL)
-        rel(l, status, arg);
-    (void)c;
-}
-
-/* leash_client_close is done: every release it waited for ended. The free
- * delivers what is still owed (ECANCELED to the cancelled acquires). */
-static void close_finish(leash_client *c) {
-    leash_close_cb *cb = c->close_cb;
-    void *arg = c->close_arg;
-    int status = c->close_status;
-
-    c->close_cb = NULL;
-    leash_client_free(c);
-    if (cb != NULL)
-        cb(status, arg);
-}
-
-static void deliver_soon(void *arg) {
-    leash_client *c = arg;
-    leash__deferred *d, *last = c->soon_tail;
-    int more = 1;
-
-    /* Only what was queued before this run: new ones wait for the next. */
-    while (more && !c->freeing && (d = c->soon_head) != NULL) {
-        more = d != last;
-        c->soon_head = d->next;
-        if (c->soon_head == NULL)
-            c->soon_tail = NULL;
-        deliver(c, d);
-    }
-    if (!c->freeing && c->soon_head != NULL)
-        leash__timer_at(&c->soon_timer, 0, 1);
-    else if (!c->freeing && c->closing && c->close_pending == 0)
-        close_finish(c);
-}
-
-void leash__client_defer(leash_client *c, leash__deferred *d) {
-    d->next = NULL;
-    if (c->soon_tail)
-        c->soon_tail->next = d;
-    else
-        c->soon_head = d;
-    c->soon_tail = d;
-    if (c->soon_timer.due == 0)
-        leash__timer_at(&c->soon_timer, 0, 1);
-}
-
-void leash__client_deliver_now(leash_client *c, leash_lock *l) {
-    leash__deferred **pp = &c->soon_head, *d, *prev = NULL;
-
-    while ((d = *pp) != NULL) {
-        if (d->lock != l) {
-            prev = d;
-            pp = &d->next;
-            continue;
-        }
-        *pp = d->next;
-        if (c->soon_tail == d)
-            c->soon_tail = prev;
-        deliver(c, d);
-        /* the callback may have changed the list: start over */
-        pp = &c->soon_head;
-        prev = NULL;
-    }
+leash_lock *leash_lock_new(leash_client *c, const char *name) {
+    if (c == NULL || c->magic != LEASH__CLIENT_MAGIC || c->core.env.freeing || c->core.closing)
+        return NULL;
+    return leash__lock_make(&c->core, &leash__mutex, name);
 }
 
 /* ---- graceful close ---- */
 
-void leash__client_close_wait(leash_client *c) {
-    c->close_pending++;
+void leash__core_close_wait(leash__core *core) {
+    core->close_pending++;
 }
 
-void leash__client_close_step(leash_client *c, int status) {
-    if (!c->closing || c->freeing)
+void leash__core_close_step(leash__core *core, int status) {
+    leash_client *c = client_of(&core->env);
+
+    if (!core->closing || core->env.freeing)
         return;
     if (status != LEASH_OK && status != LEASH_ENOTHELD)
-        c->close_status = LEASH_ECONN;
-    if (--c->close_pending == 0)
-        leash__timer_at(&c->soon_timer, 0, 1);
+        core->close_status = LEASH_ECONN;
+    if (--core->close_pending == 0)
+        leash__timer_at(&c->close_timer, 0, 1);
+}
+
+/* The close is done once no release it waits for is left and the
+ * completions already decided went out. The free delivers what is still
+ * owed (ECANCELED to the acquires the close ended). */
+static void close_finish(void *arg) {
+    leash_client *c = arg;
+    leash_close_cb *cb = c->close_cb;
+    void *cb_arg = c->close_arg;
+    int status = c->core.close_status;
+
+    if (c->core.close_pending > 0)
+        return;
+    if (!leash__later_idle(&c->core.later)) {
+        leash__timer_at(&c->close_timer, 0, 1);
+        return;
+    }
+    c->close_cb = NULL;
+    leash_client_free(c);
+    if (cb != NULL)
+        cb(status, cb_arg);
 }
 
 int leash_client_close(leash_client *c, leash_close_cb *cb, void *arg) {
-    leash_lock *l;
+    leash__core *core;
+    leash__list *n;
 
     if (c == NULL || c->magic != LEASH__CLIENT_MAGIC)
         return LEASH_EINVAL;
-    if (c->freeing || c->closing) {
-        leash__log(&c->cfg.log, LEASH_LOG_ERROR, "leash_client_close: already closing or freed");
+    core = &c->core;
+    if (core->env.freeing || core->closing) {
+        leash__log(&core->env.log, LEASH_LOG_ERROR, "leash_client_close: already closing or freed");
         return LEASH_ESTATE;
     }
-    if (!c->attached) {
-        leash__log(&c->cfg.log, LEASH_LOG_ERROR,
+    if (!core->env.attached) {
+        leash__log(&core->env.log, LEASH_LOG_ERROR,
                    "leash_client_close: the client is not attached to a loop (free it instead)");
         return LEASH_ELOOP;
     }
-    leash__client_enter(c);
-    c->closing = 1;
+    leash__env_enter(&core->env);
+    core->closing = 1;
+    core->close_status = LEASH_OK;
     c->close_cb = cb;
     c->close_arg = arg;
-    c->close_status = LEASH_OK;
-    for (l = c->locks; l != NULL; l = l->next)
-        leash__lock_close(l);
+    for (n = core->locks.next; n != &core->locks; n = n->next)
+        leash__lock_close(LEASH__CONTAINER(n, leash_lock, link));
     /* Finishes from the loop, also when nothing was held. */
-    leash__timer_at(&c->soon_timer, 0, 1);
-    leash__client_leave(c);
+    leash__timer_at(&c->close_timer, 0, 1);
+    leash__env_leave(&core->env);
     return LEASH_OK;
 }
 
 /* ---- teardown ---- */
 
 void leash_client_free(leash_client *c) {
-    leash_lock *l;
-    leash__deferred *d;
+    leash__core *core;
 
-    if (c == NULL || c->magic != LEASH__CLIENT_MAGIC || c->freeing)
+    if (c == NULL || c->magic != LEASH__CLIENT_MAGIC || c->core.env.freeing)
         return;
-    leash__client_enter(c);
-    c->freeing = 1;
+    core = &c->core;
+    leash__env_enter(&core->env);
+    core->env.freeing = 1;
     /* Completions already decided are delivered as decided. */
-    while ((d = c->soon_head) != NULL) {
-        c->soon_head = d->next;
-        if (c->soon_head == NULL)
-            c->soon_tail = NULL;
-        deliver(c, d);
-    }
-    while ((l = c->locks) != NULL)
-        leash__lock_teardown(l);
-    leash__renewer_clear(&c->renewer);
-    if (c->attached) {
-        leash__conn_teardown(&c->cmd);
-        leash__conn_teardown(&c->sub);
+    leash__later_run_all(&core->later);
+    while (!leash__list_empty(&core->locks))
+        leash__lock_teardown(LEASH__CONTAINER(LEASH__LIST_FIRST(&core->locks), leash_lock, link));
+    if (core->env.attached) {
+        leash__watchdog_clear(&core->dog);
+        core->route->ops->teardown(core->route);
     }
     if (c->close_cb != NULL) {
         leash_close_cb *cb = c->close_cb;
         c->close_cb = NULL;
         cb(LEASH_ECANCELED, c->close_arg);
     }
-    leash__client_leave(c);
+    leash__env_leave(&core->env);
 }
 
 /* ---- accessors ---- */
+
+leash__core *leash__client_core(leash_client *c) {
+    return &c->core;
+}
 
 void leash_client_set_data(leash_client *c, void *data) {
     if (c != NULL)
@@ -294,7 +304,7 @@ void *leash_client_get_data(const leash_client *c) {
 }
 
 int leash_client_connected(const leash_client *c) {
-    return c != NULL && leash__conn_ready(&c->cmd);
+    return c != NULL && c->magic == LEASH__CLIENT_MAGIC && leash__route_connected(c->core.route);
 }
 
 void leash_client_stats(const leash_client *c, leash_stats *out) {

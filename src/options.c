@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include "hold/hold.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,28 +21,6 @@ void leash_options_init(leash_options *o) {
     o->reconnect_max_ms = 2000;
     o->log_level = LEASH_LOG_WARN;
     o->sub_linger_ms = 1000;
-}
-
-int leash__check_lease(const leash__logger *lg, int64_t lease_ms, int64_t renew_ms,
-                       const char *who) {
-    if (lease_ms <= 0 || lease_ms > LEASH_DURATION_MAX_MS) {
-        leash__log(lg, LEASH_LOG_ERROR, "%s: lease_ms must be 10..LEASH_DURATION_MAX_MS (got %lld)",
-                   who, (long long)lease_ms);
-        return LEASH_EINVAL;
-    }
-    /* The local deadline keeps a drift margin: a lease must leave room. */
-    if (lease_ms < 10) {
-        leash__log(lg, LEASH_LOG_ERROR, "%s: lease_ms must be >= 10 (got %lld)", who,
-                   (long long)lease_ms);
-        return LEASH_EINVAL;
-    }
-    if (renew_ms < 0 || (renew_ms > 0 && renew_ms >= lease_ms)) {
-        leash__log(lg, LEASH_LOG_ERROR,
-                   "%s: renew_interval_ms must be > 0 and below lease_ms (got %lld, lease %lld)",
-                   who, (long long)renew_ms, (long long)lease_ms);
-        return LEASH_EINVAL;
-    }
-    return LEASH_OK;
 }
 
 /* A duration option: min..LEASH_DURATION_MAX_MS. */
@@ -84,7 +64,8 @@ static int validate(const leash__logger *lg, const leash_options *o) {
                    LEASH_PREFIX_MAX);
         return LEASH_EINVAL;
     }
-    if ((rc = leash__check_lease(lg, o->lease_ms, o->renew_interval_ms, "leash_client_new")) != 0)
+    if ((rc = leash__hold_check_lease(lg, o->lease_ms, o->renew_interval_ms, "leash_client_new")) !=
+        0)
         return rc;
     if ((rc = check_duration(lg, "max_hold_ms", o->max_hold_ms, 0)) != 0 ||
         (rc = check_duration(lg, "connect_timeout_ms", o->connect_timeout_ms, 1)) != 0 ||

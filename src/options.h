@@ -4,7 +4,7 @@
 
 #include <leash/leash.h>
 
-#include "log.h"
+#include "base/log.h"
 
 typedef struct leash__config {
     char *host;
@@ -29,9 +29,5 @@ typedef struct leash__config {
  * LEASH_OK, LEASH_EINVAL or LEASH_ENOMEM; *cfg is untouched on failure. */
 int leash__config_from_options(leash__config *cfg, const leash_options *o);
 void leash__config_clear(leash__config *cfg);
-
-/* Checks a lease setting (used by the client and by per-lock setters). */
-int leash__check_lease(const leash__logger *lg, int64_t lease_ms, int64_t renew_ms,
-                       const char *who);
 
 #endif

@@ -1,6 +1,6 @@
 #include "fixture.h"
 
-#include "keys.h"
+#include "dialect/dialect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,14 +326,14 @@ long long fx_redis_exists(test_redis *r, const char *key) {
 }
 
 size_t fx_channel(const char *name, int db, char buf[FX_CHANNEL_MAX]) {
-    leash__keys k;
+    leash__names k;
     leash__logger lg = {NULL, NULL, LEASH_LOG_ERROR};
     size_t n;
 
-    CHECK_EQ_INT(leash__keys_make(&k, &lg, "leash:", name, db), LEASH_OK);
+    CHECK_EQ_INT(leash__dialect_leash.names(&k, &lg, "leash:", name, db), LEASH_OK);
     CHECK(k.channel_len < FX_CHANNEL_MAX);
     memcpy(buf, k.channel, k.channel_len);
     n = k.channel_len;
-    leash__keys_clear(&k);
+    leash__names_clear(&k);
     return n;
 }

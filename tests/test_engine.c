@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "failalloc.h"
-#include "scripts.h"
+#include "leashscripts.h"
 #include "sim.h"
 
 /* ---- recorders ---- */
@@ -41,22 +41,9 @@ static void on_released(leash_lock *l, int status, void *arg) {
 
 /* ---- leash's scripts, as the server sees them ---- */
 
-static leash__scripts scripts;
-
 /* Which of leash's scripts cmd runs (EVALSHA or EVAL), -1 for others. */
 static int script_of(const sim_cmd *cmd) {
-    int i;
-    if (cmd->argc < 3)
-        return -1;
-    for (i = 0; i < LEASH__SCRIPT_COUNT; i++) {
-        if (sim_cmd_is(cmd, "EVALSHA") && cmd->argvlen[1] == LEASH__SHA_LEN &&
-            memcmp(cmd->argv[1], scripts.sha[i], LEASH__SHA_LEN) == 0)
-            return i;
-        if (sim_cmd_is(cmd, "EVAL") && cmd->argvlen[1] == strlen(leash__script_source(i)) &&
-            memcmp(cmd->argv[1], leash__script_source(i), cmd->argvlen[1]) == 0)
-            return i;
-    }
-    return -1;
+    return leash_script_of(cmd->argc, (const char *const *)cmd->argv, cmd->argvlen);
 }
 
 /* The server's clock as the scripts return it. */
@@ -99,7 +86,7 @@ static int count_pending(sim *s, int script) {
 /* Runs until an acquire attempt is the oldest pending command. */
 static sim_cmd *wait_attempt(sim *s) {
     sim_cmd *cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
-    CHECK_EQ_INT(script_of(cmd), LEASH__SCRIPT_ACQUIRE);
+    CHECK_EQ_INT(script_of(cmd), LS_ACQUIRE);
     return cmd;
 }
 
@@ -114,17 +101,17 @@ static void serve(sim *s, int answer_busy) {
     sim_run(s);
     while ((c = sim_cmd_conn(s)) != NULL && (cmd = sim_conn_cmd(c, 0)) != NULL) {
         switch (script_of(cmd)) {
-        case LEASH__SCRIPT_ACQUIRE:
+        case LS_ACQUIRE:
             if (answer_busy)
                 busy(cmd, 5000);
             else
                 grant(cmd);
             break;
-        case LEASH__SCRIPT_RELEASE:
-        case LEASH__SCRIPT_FORCE:
+        case LS_RELEASE:
+        case LS_FORCE:
             sim_reply(c, ":0\r\n");
             break;
-        case LEASH__SCRIPT_RENEW:
+        case LS_RENEW:
             n = atoi(cmd->argv[2]);
             sim_replyf(c, "*%d\r\n", n);
             while (n-- > 0)
@@ -165,7 +152,6 @@ TEST(busy_answer_after_a_resubscription_tries_again) {
     rec got = {0, 0};
     sim_cmd *a;
 
-    leash__scripts_init(&scripts);
     c = client_on(s);
     l = leash_lock_new(c, "x");
     CHECK_EQ_INT(leash_acquire(l, LEASH_WAIT_FOREVER, on_acquired, &got), LEASH_OK);
@@ -177,12 +163,12 @@ TEST(busy_answer_after_a_resubscription_tries_again) {
     sim_run(s);
     sim_advance(s, 50); /* the subscriber connection is back and confirmed */
     CHECK(sim_sub_conn(s) != NULL && sim_conn_subscriptions(sim_sub_conn(s)) == 1);
-    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 1);
+    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 1);
     busy(a, 5000);
     sim_run(s);
     /* Not parked: another attempt, without any time passing. */
-    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 1);
-    grant(pending(s, LEASH__SCRIPT_ACQUIRE));
+    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 1);
+    grant(pending(s, LS_ACQUIRE));
     sim_run(s);
     CHECK_EQ_INT(got.calls, 1);
     CHECK_EQ_INT(got.status, LEASH_OK);
@@ -204,7 +190,7 @@ static void two_parked_waiters(sim *s, leash_client *c, leash_lock **w1, leash_l
     CHECK_EQ_INT(leash_acquire(*w2, LEASH_WAIT_FOREVER, on_acquired, g2), LEASH_OK);
     busy(wait_attempt(s), 5000); /* w2 joined a confirmed subscription: parks */
     sim_run(s);
-    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 0);
+    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 0);
 }
 
 /* The release of "x" by its holder elsewhere reaches this client. */
@@ -225,19 +211,18 @@ TEST(woken_waiter_cancelled_hands_the_wake_on) {
     leash_lock *w1, *w2;
     rec g1 = {0, 0}, g2 = {0, 0};
 
-    leash__scripts_init(&scripts);
     c = client_on(s);
     two_parked_waiters(s, c, &w1, &w2, &g1, &g2);
     holder_releases(s);
-    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 1); /* w1's */
+    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 1); /* w1's */
     /* w1 gives up before its attempt is answered: the lock may be free, and
      * w2 is the only one who can still find out without waiting a lease. */
     in_call = 1;
     CHECK_EQ_INT(leash_cancel(w1), LEASH_OK);
     in_call = 0;
     sim_run(s);
-    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 2); /* w1's, then w2's */
-    serve(s, 0);                                              /* w1's grant is released */
+    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 2); /* w1's, then w2's */
+    serve(s, 0);                                   /* w1's grant is released */
     CHECK_EQ_INT(g1.calls, 1);
     CHECK_EQ_INT(g1.status, LEASH_ECANCELED);
     CHECK_EQ_INT(g2.calls, 1);
@@ -252,7 +237,6 @@ TEST(woken_waiter_whose_attempt_fails_hands_the_wake_on) {
     leash_lock *w1, *w2;
     rec g1 = {0, 0}, g2 = {0, 0};
 
-    leash__scripts_init(&scripts);
     c = client_on(s);
     two_parked_waiters(s, c, &w1, &w2, &g1, &g2);
     holder_releases(s);
@@ -260,7 +244,7 @@ TEST(woken_waiter_whose_attempt_fails_hands_the_wake_on) {
     sim_run(s);
     CHECK_EQ_INT(g1.calls, 1);
     CHECK_EQ_INT(g1.status, LEASH_EREDIS);
-    CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 1); /* w2's, at once */
+    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 1); /* w2's, at once */
     serve(s, 0);
     CHECK_EQ_INT(g2.calls, 1);
     CHECK_EQ_INT(g2.status, LEASH_OK);
@@ -431,7 +415,6 @@ TEST(every_allocation_of_every_call_may_fail) {
     size_t i;
     long n;
 
-    leash__scripts_init(&scripts);
     for (i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         for (n = 1; run_with_failure(&scenarios[i], n, FAIL_IN_CALL); n++)
             ;
@@ -443,7 +426,6 @@ TEST(every_allocation_on_the_loop_may_fail) {
     size_t i;
     long n;
 
-    leash__scripts_init(&scripts);
     for (i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         for (n = 1; n < 200 && run_with_failure(&scenarios[i], n, FAIL_ON_LOOP); n++)
             ;
@@ -455,7 +437,6 @@ TEST(every_timer_the_loop_is_asked_for_may_fail) {
     size_t i;
     long n;
 
-    leash__scripts_init(&scripts);
     for (i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         for (n = 1; n < 50 && run_with_failure(&scenarios[i], n, FAIL_TIMER_NEW); n++)
             ;
@@ -524,7 +505,6 @@ static int create_with_failure(long n, int timers) {
 TEST(creating_clients_and_handles_may_fail_anywhere) {
     long n;
 
-    leash__scripts_init(&scripts);
     for (n = 1; create_with_failure(n, 0); n++)
         ;
     printf("  %ld allocations failed in turn\n", n - 1);
@@ -603,7 +583,6 @@ static int close_with_failure(long n, int overtake) {
 TEST(client_close_releases_everything_and_reports_once) {
     long n;
 
-    leash__scripts_init(&scripts);
     close_with_failure(0, 0);
     close_with_failure(0, 1);
     for (n = 1; n < 100 && close_with_failure(n, 0); n++)
@@ -622,7 +601,6 @@ TEST(extra_hold_without_memory_is_refused_and_changes_nothing) {
     long n;
     int rc = LEASH_ENOMEM;
 
-    leash__scripts_init(&scripts);
     c = client_on(s);
     l = leash_lock_new(c, "x");
     setup_held(s, c, l, NULL);
@@ -636,7 +614,7 @@ TEST(extra_hold_without_memory_is_refused_and_changes_nothing) {
             break;
         CHECK_EQ_INT(leash_hold_count(l), 1);
         CHECK_EQ_INT(leash_cancel(l), LEASH_ESTATE); /* nothing pending */
-        CHECK_EQ_INT(count_pending(s, LEASH__SCRIPT_ACQUIRE), 0);
+        CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 0);
     }
     CHECK_EQ_INT(rc, LEASH_OK);
     CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r2), LEASH_ESTATE); /* one is pending */

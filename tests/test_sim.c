@@ -14,9 +14,9 @@
 #include <hiredis/hiredis.h>
 #include <leash/leash.h>
 
+#include "base/sha1.h"
 #include "check.h"
 #include "failalloc.h"
-#include "sha1.h"
 #include "sim.h"
 
 typedef struct result {

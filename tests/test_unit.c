@@ -4,13 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sha1.h"
+#include "base/slot.h"
+#include "base/token.h"
 #include "check.h"
+#include "dialect/dialect.h"
 #include "fixture.h"
-#include "keys.h"
-#include "resp.h"
-#include "scripts.h"
-#include "sha1.h"
-#include "token.h"
+#include "wire/resp.h"
+#include "wire/script.h"
 
 static int new_client_with(void (*tweak)(leash_options *)) {
     leash_options o;
@@ -216,7 +217,7 @@ TEST(status_table) {
 }
 
 TEST(keys_share_one_hash_slot) {
-    leash__keys k;
+    leash__names k;
     leash__logger lg = {fx_log_cb, NULL, LEASH_LOG_DEBUG};
     static const char chan1[] = "leash:orders:42\0{leash:orders:42}released:0";
     static const char chan2[] = "app:user:{42}:lock\0released:7";
@@ -226,42 +227,42 @@ TEST(keys_share_one_hash_slot) {
     CHECK_EQ_INT(leash__key_slot("foo", 3), 12182);
     CHECK_EQ_INT(leash__key_slot("{user1000}.following", 20), leash__key_slot("user1000", 8));
 
-    CHECK_EQ_INT(leash__keys_make(&k, &lg, "leash:", "orders:42", 0), LEASH_OK);
+    CHECK_EQ_INT(leash__dialect_leash.names(&k, &lg, "leash:", "orders:42", 0), LEASH_OK);
     CHECK_STR_EQ(k.key, "leash:orders:42");
     CHECK_EQ_INT(k.channel_len, sizeof(chan1) - 1);
     CHECK(memcmp(k.channel, chan1, sizeof(chan1) - 1) == 0);
     CHECK_EQ_INT(leash__key_slot(k.channel, k.channel_len), leash__key_slot(k.key, k.key_len));
-    leash__keys_clear(&k);
+    leash__names_clear(&k);
 
-    CHECK_EQ_INT(leash__keys_make(&k, &lg, "app:", "user:{42}:lock", 7), LEASH_OK);
+    CHECK_EQ_INT(leash__dialect_leash.names(&k, &lg, "app:", "user:{42}:lock", 7), LEASH_OK);
     CHECK_EQ_INT(k.channel_len, sizeof(chan2) - 1);
     CHECK(memcmp(k.channel, chan2, sizeof(chan2) - 1) == 0);
     CHECK_EQ_INT(leash__key_slot(k.channel, k.channel_len), leash__key_slot("42", 2));
     CHECK_EQ_INT(leash__key_slot(k.key, k.key_len), leash__key_slot("42", 2));
-    leash__keys_clear(&k);
+    leash__names_clear(&k);
 
-    CHECK_EQ_INT(leash__keys_make(&k, &lg, "", "plain", 0), LEASH_OK);
+    CHECK_EQ_INT(leash__dialect_leash.names(&k, &lg, "", "plain", 0), LEASH_OK);
     CHECK_STR_EQ(k.key, "plain");
-    leash__keys_clear(&k);
-    CHECK_EQ_INT(leash__keys_make(&k, &lg, "", "x{}y", 0), LEASH_EINVAL);
+    leash__names_clear(&k);
+    CHECK_EQ_INT(leash__dialect_leash.names(&k, &lg, "", "x{}y", 0), LEASH_EINVAL);
 }
 
 /* Pub/sub is shared by every db: the same name in two dbs has two
  * channels. And no two keys share a channel, also when one key is the
  * other's hash tag spelled out ("{leash:x}" and "leash:x"). */
 TEST(channels_are_distinct_per_db_and_per_key) {
-    leash__keys a, b;
+    leash__names a, b;
     leash__logger lg = {fx_log_cb, NULL, LEASH_LOG_DEBUG};
 
-    CHECK_EQ_INT(leash__keys_make(&a, &lg, "leash:", "x", 0), LEASH_OK);
-    CHECK_EQ_INT(leash__keys_make(&b, &lg, "leash:", "x", 1), LEASH_OK);
+    CHECK_EQ_INT(leash__dialect_leash.names(&a, &lg, "leash:", "x", 0), LEASH_OK);
+    CHECK_EQ_INT(leash__dialect_leash.names(&b, &lg, "leash:", "x", 1), LEASH_OK);
     CHECK(a.channel_len != b.channel_len || memcmp(a.channel, b.channel, a.channel_len) != 0);
-    leash__keys_clear(&b);
-    CHECK_EQ_INT(leash__keys_make(&b, &lg, "", "{leash:x}", 0), LEASH_OK);
+    leash__names_clear(&b);
+    CHECK_EQ_INT(leash__dialect_leash.names(&b, &lg, "", "{leash:x}", 0), LEASH_OK);
     CHECK(a.channel_len != b.channel_len || memcmp(a.channel, b.channel, a.channel_len) != 0);
     CHECK_EQ_INT(leash__key_slot(b.channel, b.channel_len), leash__key_slot(a.key, a.key_len));
-    leash__keys_clear(&a);
-    leash__keys_clear(&b);
+    leash__names_clear(&a);
+    leash__names_clear(&b);
 }
 
 TEST(sha1_matches_known_digests) {
@@ -277,9 +278,9 @@ TEST(sha1_matches_known_digests) {
 TEST(wire_format_and_eval_fallback) {
     const char *argv[3 + 2];
     size_t lens[3 + 2], len, elen;
-    leash__scripts s;
+    leash__script s;
     char *cmd, *eval, expect[64];
-    const char *src = leash__script_source(LEASH__SCRIPT_RENEW);
+    const char *src = "return 1";
 
     {
         const char *a[2] = {"GET", "k"};
@@ -288,15 +289,15 @@ TEST(wire_format_and_eval_fallback) {
         CHECK_STR_EQ(cmd, "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
         free(cmd);
     }
-    leash__scripts_init(&s);
+    leash__script_init(&s, src);
     argv[3] = "key";
     lens[3] = 3;
     argv[4] = "arg";
     lens[4] = 3;
-    cmd = leash__script_call(&len, &s, LEASH__SCRIPT_RENEW, 1, 5, argv, lens);
+    cmd = leash__script_call(&len, &s, 1, 5, argv, lens);
     CHECK(cmd != NULL);
     CHECK(strncmp(cmd, "*5\r\n$7\r\nEVALSHA\r\n$40\r\n", 21) == 0);
-    eval = leash__script_as_eval(&elen, cmd, len, LEASH__SCRIPT_RENEW);
+    eval = leash__script_as_eval(&elen, cmd, len, &s);
     CHECK(eval != NULL);
     snprintf(expect, sizeof(expect), "*5\r\n$4\r\nEVAL\r\n$%zu\r\n", strlen(src));
     CHECK(strncmp(eval, expect, strlen(expect)) == 0);

@@ -8,16 +8,15 @@
 
 #include <hiredis/hiredis.h>
 
-#include "client.h"
 #include "fixture.h"
-#include "lock.h"
-#include "waiters.h"
+#include "prim/lock.h"
 
 static void run_until_parked(fx_world *w, leash_lock *l) {
     int i;
-    for (i = 0; i < 500 && l->phase != LEASH__PHASE_PARKED; i++)
+    for (i = 0; i < 500 && strcmp(leash__lock_state_name(l), "PARKED") != 0; i++)
         fx_run_for(w->loop, 2);
-    CHECK_MSG(l->phase == LEASH__PHASE_PARKED, "waiter never parked (phase %d)", l->phase);
+    CHECK_MSG(strcmp(leash__lock_state_name(l), "PARKED") == 0, "waiter never parked (state %s)",
+              leash__lock_state_name(l));
 }
 
 static int64_t release_done_at;
@@ -171,22 +170,27 @@ TEST(release_seen_between_attempt_and_sleep_is_not_lost) {
     CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
     waiter = leash_lock_new(w.c, "kept");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
-    memcpy(token, holder->token, sizeof(token));
+    memcpy(token, holder->hold.token, sizeof(token));
     CHECK_EQ_INT(leash_acquire(waiter, 5000, fx_acquire_cb, &got), LEASH_OK);
     run_until_parked(&w, waiter);
 
     /* Wake the waiter, let its attempt run (busy: still held) but keep its
      * answer unread; then the lock is released, and the release message is
      * seen before the busy answer: no waiter is parked at that moment. */
-    leash__lock_wake(waiter);
-    CHECK(waiter->phase == LEASH__PHASE_ATTEMPT);
+    {
+        leash__event wake;
+        memset(&wake, 0, sizeof(wake));
+        wake.type = LEASH__EV_WAKE;
+        leash__lock_dispatch(waiter, &wake);
+    }
+    CHECK_STR_EQ(leash__lock_state_name(waiter), "ATTEMPT");
     fx_run_nowait(w.loop); /* writes the attempt */
     usleep(50 * 1000);     /* Redis answers "busy"; we don't read it yet */
     CHECK_EQ_INT(test_redis_int(&w.r, "DEL leash:kept"), 1); /* gone, no message */
     t0 = test_now_ms();
-    leash__waiters_released(w.c, waiter->keys.channel, waiter->keys.channel_len, token,
-                            LEASH__TOKEN_LEN);
-    CHECK(waiter->phase == LEASH__PHASE_ATTEMPT);
+    leash__waitqs_released(&waiter->core->waitqs, waiter->names.channel, waiter->names.channel_len,
+                           token, LEASH__TOKEN_LEN);
+    CHECK_STR_EQ(leash__lock_state_name(waiter), "ATTEMPT");
     /* The busy answer parks it: the kept wake sends it straight back
      * (without it, it would sleep out the holder's 10 s TTL). */
     fx_run_until(w.loop, &got, 1000);
@@ -270,7 +274,8 @@ TEST(one_subscription_per_name_shared_by_local_waiters) {
     CHECK_EQ_INT(test_redis_calls(&w.r, "unsubscribe"), 0);
     fx_run_for(w.loop, 1100);
     CHECK_EQ_INT(test_redis_calls(&w.r, "unsubscribe"), 1);
-    CHECK(leash__chans_find(&w.c->chans, ws[0]->keys.channel, ws[0]->keys.channel_len) == NULL);
+    CHECK(
+        !leash__waitq_exists(&ws[0]->core->waitqs, ws[0]->names.channel, ws[0]->names.channel_len));
     fx_world_down(&w);
 }
 

@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "scripts.h" /* leash's own script sources and their SHA-1 */
-#include "sha1.h"
+#include "base/sha1.h"
+#include "leashscripts.h"
 
 #define MAX_ARGS 512
 #define MAX_LOCKS 64
@@ -58,7 +58,6 @@ struct fake_redis {
     fr_conn *conns;
     fr_hook *hook;
     void *hook_arg;
-    leash__scripts scripts;
     fr_lock locks[MAX_LOCKS];
     int nlocks;
     struct {
@@ -223,25 +222,7 @@ int fr_calls(const fake_redis *f, const char *name) {
 }
 
 int fr_script_of(int argc, const char **argv, const size_t *lens) {
-    static leash__scripts s;
-    static int ready;
-    int i;
-
-    if (!ready) {
-        leash__scripts_init(&s);
-        ready = 1;
-    }
-    if (argc < 2)
-        return FR_NOT_A_SCRIPT;
-    for (i = 0; i < LEASH__SCRIPT_COUNT; i++) {
-        if (strcasecmp(argv[0], "EVALSHA") == 0 && lens[1] == LEASH__SHA_LEN &&
-            memcmp(argv[1], s.sha[i], LEASH__SHA_LEN) == 0)
-            return i;
-        if (strcasecmp(argv[0], "EVAL") == 0 && lens[1] == strlen(leash__script_source(i)) &&
-            memcmp(argv[1], leash__script_source(i), lens[1]) == 0)
-            return i;
-    }
-    return FR_NOT_A_SCRIPT;
+    return leash_script_of(argc, argv, lens);
 }
 
 static fr_lock *find_lock(fake_redis *f, const char *key, int create) {
@@ -613,7 +594,6 @@ fake_redis *fr_start(struct ev_loop *loop) {
     if (f == NULL)
         return NULL;
     f->loop = loop;
-    leash__scripts_init(&f->scripts);
     f->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     setsockopt(f->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     memset(&sa, 0, sizeof sa);

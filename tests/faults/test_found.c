@@ -15,12 +15,12 @@
 
 #include <hiredis/async.h>
 
-#include "client.h"
 #include "hostile.h"
-#include "keys.h"
-#include "lock.h"
+#include "prim/core.h"
+#include "prim/lock.h"
 #include "proxy.h"
 #include "redis_server.h"
+#include "route/node.h"
 
 static void block_ms(int64_t ms) {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
@@ -36,7 +36,7 @@ static void block_ms(int64_t ms) {
  * A renewal sent before the deadline whose reply is read after it (the
  * loop was busy, or the process stopped) brings the hold back when the
  * loop hands over the socket before the expired timer:
- * leash__lock_renewed() moves l->deadline forward without looking at the
+ * the renewal's answer moves the deadline forward without looking at the
  * clock, and the lock timer then finds the deadline ahead. leash_held()
  * went 1 -> 0 -> 1 and no lost callback fired. libev happens to invoke
  * the timer first when both are ready in one iteration (its pending queue
@@ -47,13 +47,13 @@ static void block_ms(int64_t ms) {
 /* PUBLISH msg on the channel of lock `name` (prefix "leash:", db 0), as
  * anyone allowed to publish there could. */
 static long long publish_on(test_redis *r, const char *name, const char *msg) {
-    leash__keys k;
+    leash__names k;
     leash__logger lg = {NULL, NULL, LEASH_LOG_ERROR};
     long long n;
 
-    CHECK_EQ_INT(leash__keys_make(&k, &lg, "leash:", name, 0), LEASH_OK);
+    CHECK_EQ_INT(leash__dialect_leash.names(&k, &lg, "leash:", name, 0), LEASH_OK);
     n = test_redis_int(r, "PUBLISH %b %s", k.channel, k.channel_len, msg);
-    leash__keys_clear(&k);
+    leash__names_clear(&k);
     return n;
 }
 
@@ -93,11 +93,14 @@ TEST(renewal_answered_after_the_deadline_does_not_revive_the_hold) {
      * this one's send + 295 ms. */
     block_ms(250);
     CHECK_EQ_INT(leash_held(l), 0);
-    end = l->deadline;
+    end = l->hold.deadline;
     /* A loop that serves ready sockets before expired timers (libev runs
      * the timer first within one iteration; nothing in leash/loop.h asks
      * for either order) hands the answer to leash now. */
-    redisAsyncHandleRead(c->cmd.ac);
+    {
+        leash__route *route = leash__client_core(c)->route;
+        redisAsyncHandleRead(route->ops->node(route, 0)->cmd.ac);
+    }
     CHECK_MSG(!leash_held(l), "leash_held() is 1 again, %lld ms after the deadline passed",
               (long long)(test_now_ms() - end));
     test_run_for(loop, 100);

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "hostile.h"
-#include "lock.h"
+#include "prim/lock.h"
 
 /* After a misbehaviour: the server behaves, the same handle works. */
 static void works_again(hworld *w, leash_lock *l) {
@@ -156,7 +156,7 @@ static int renew_answered(const char *reply) {
     leash_on_lost(l, ft_lost_cb, &lost);
     CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
     hw_set(&w, FR_RENEW, NULL, HOSTILE_REPLY, reply, -1);
-    deadline = l->deadline;
+    deadline = l->hold.deadline;
     ft_run_until(w.loop, &lost, 3000);
     test_run_for(w.loop, 50);
     CHECK_EQ_INT(lost.calls, 1);

@@ -13,8 +13,7 @@
 
 #include <leash/loop.h>
 
-#include "client.h"
-#include "lock.h"
+#include "prim/lock.h"
 #include "redis_server.h"
 #include "util.h"
 
@@ -285,12 +284,12 @@ TEST(settings_while_acquiring_or_held_are_refused_and_change_nothing) {
     CHECK(ft_log_contains("is acquiring or held"));
     ft_run_until(w.loop, &res, 3000);
     CHECK_EQ_INT(res.status, LEASH_OK);
-    lease = l->hold_lease;
+    lease = l->hold.lease_ms;
     CHECK_EQ_INT(leash_lock_set_watchdog(l, 5000, 0), LEASH_ESTATE);
     CHECK_EQ_INT(leash_lock_set_fixed_lease(l, 5000), LEASH_ESTATE);
     CHECK_EQ_INT(leash_lock_set_max_hold(l, 50), LEASH_ESTATE);
     CHECK_EQ_INT(leash_lock_set_reentrant(l, 0), LEASH_ESTATE);
-    CHECK_EQ_INT(l->hold_lease, lease);
+    CHECK_EQ_INT(l->hold.lease_ms, lease);
     CHECK_EQ_INT(l->lease_ms, 1000);
     CHECK_EQ_INT(l->max_hold_ms, 0);
     CHECK_EQ_INT(l->reentrant, 1);

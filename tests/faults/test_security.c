@@ -13,11 +13,11 @@
 
 #include <hiredis/hiredis.h>
 
-#include "lock.h"
+#include "base/token.h"
 #include "lockdata.h"
+#include "prim/lock.h"
+#include "prim/mutex.h"
 #include "redis_server.h"
-#include "scripts.h"
-#include "token.h"
 #include "util.h"
 
 /* What leash runs: its scripts call these on the lock's key, and the
@@ -205,7 +205,7 @@ TEST(owner_tokens_are_never_shared) {
             /* The token Redis holds is the handle's, 128 random bits. */
             r = test_redis_cmd(&w.r, "GET %s", j < 2 ? "leash:tok" : "leash:tok2");
             CHECK(r != NULL && r->type == REDIS_REPLY_STRING && r->len > 33);
-            CHECK(strncmp(r->str, l[j]->token, 32) == 0 && r->str[32] == ':');
+            CHECK(strncmp(r->str, l[j]->hold.token, 32) == 0 && r->str[32] == ':');
             CHECK_EQ_INT((long long)strspn(r->str, "0123456789abcdef"), 32);
             r->str[32] = '\0';
             for (k = 0; k < n; k++)
@@ -222,7 +222,7 @@ TEST(owner_tokens_are_never_shared) {
 
 /* The release script, run by hand with any token (a first send). */
 static long long release_with(test_redis *r, const char *token) {
-    return test_redis_int(r, "EVAL %s 1 %s %s 0 %s 0", leash__script_source(LEASH__SCRIPT_RELEASE),
+    return test_redis_int(r, "EVAL %s 1 %s %s 0 %s 0", leash__dialect_leash.scripts[1]->src,
                           "leash:victim", token, "leash:victim-channel");
 }
 
@@ -245,7 +245,7 @@ TEST(forged_or_stale_tokens_never_release_someone_elses_hold) {
     leash_on_lost(holder, ft_lost_cb, &lost);
     /* A stale token: a hold that was released before the current one. */
     CHECK_EQ_INT(ft_acquire(w.loop, old, 0, 3000), LEASH_OK);
-    memcpy(stale, old->token, sizeof stale);
+    memcpy(stale, old->hold.token, sizeof stale);
     CHECK_EQ_INT(ft_release(w.loop, old, 3000), LEASH_OK);
     CHECK_EQ_INT(ft_acquire(w.loop, holder, 0, 3000), LEASH_OK);
     CHECK_EQ_INT(leash__token_new(forged), 0);
@@ -255,28 +255,28 @@ TEST(forged_or_stale_tokens_never_release_someone_elses_hold) {
     CHECK_EQ_INT(release_with(&w.r, stale), -1);
     CHECK_EQ_INT(release_with(&w.r, forged), -1);
     CHECK_EQ_INT(release_with(&w.r, ""), -1);
-    CHECK(holds_with(&w.r, holder->token));
+    CHECK(holds_with(&w.r, holder->hold.token));
 
     /* Through leash: a handle that holds the lock under a forged token. */
-    memcpy(old->token, forged, sizeof forged);
-    old->state = LEASH__LOCK_HELD;
-    old->holds = 1;
-    old->hold_lease = 300;
-    old->deadline = test_now_ms() + 300;
+    memcpy(old->hold.token, forged, sizeof forged);
+    old->state = LEASH__MUTEX_HELD;
+    old->hold.count = 1;
+    old->hold.lease_ms = 300;
+    old->hold.deadline = test_now_ms() + 300;
     CHECK_EQ_INT(ft_release(w.loop, old, 3000), LEASH_ENOTHELD);
     /* and one with the stale token: not ours either, and still nothing of
      * the holder's is touched */
-    memcpy(old->token, stale, sizeof stale);
-    old->state = LEASH__LOCK_HELD;
-    old->holds = 1;
-    old->deadline = test_now_ms() + 300;
+    memcpy(old->hold.token, stale, sizeof stale);
+    old->state = LEASH__MUTEX_HELD;
+    old->hold.count = 1;
+    old->hold.deadline = test_now_ms() + 300;
     CHECK_EQ_INT(ft_release(w.loop, old, 3000), LEASH_ENOTHELD);
 
     /* The holder renews on, untouched, for several leases. */
     test_run_for(w.loop, 900);
     CHECK_EQ_INT(lost.calls, 0);
     CHECK(leash_held(holder));
-    CHECK(holds_with(&w.r, holder->token));
+    CHECK(holds_with(&w.r, holder->hold.token));
     CHECK_EQ_INT(ft_release(w.loop, holder, 3000), LEASH_OK);
     leash_client_free(c);
     s_down(&w);

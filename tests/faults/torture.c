@@ -79,7 +79,7 @@
 #include <leash/leash.h>
 
 #include "check.h"
-#include "lock.h" /* l->deadline, for the lost callback's check */
+#include "prim/lock.h" /* the hold's deadline, for the lost callback's check */
 #include "proxy.h"
 #include "redis_server.h"
 
@@ -406,8 +406,8 @@ static void on_lost(leash_lock *l, int reason, void *arg) {
     r.hold = h->hold;
     r.fence = leash_fence(l);
     r.a = now_ms();
-    r.b = l->deadline;
-    r.lag = loop_lateness(l->deadline);
+    r.b = l->hold.deadline;
+    r.lag = loop_lateness(l->hold.deadline);
     put(&r);
     if (reason >= 1 && reason <= 4)
         W.me->losts[reason]++;

@@ -26,8 +26,8 @@
 #include <hiredis/read.h>
 #include <leash/loop.h>
 
+#include "base/sha1.h"
 #include "check.h"
-#include "sha1.h"
 
 #define SIM_FAIL(...) test_failf_(__FILE__, __LINE__, "sim", __VA_ARGS__)
 

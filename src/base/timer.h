@@ -1,0 +1,37 @@
+/*
+ * A one-shot timer of the loop, embedded in its owner. It is made when its
+ * owner is (leash__timer_create), so that arming it never allocates and no
+ * event is lost for want of a timer. Its callback runs between
+ * leash__env_enter/leave, so it may free anything.
+ */
+#ifndef LEASH_BASE_TIMER_H
+#define LEASH_BASE_TIMER_H
+
+#include <stdint.h>
+
+#include "base/env.h"
+
+typedef void leash__timer_fn(void *arg);
+
+typedef struct leash__timer {
+    leash__env *env;
+    void *handle; /* the adapter's timer; NULL until made */
+    leash__timer_fn *fn;
+    void *arg;
+    int64_t due; /* monotonic ms when armed, else 0 */
+} leash__timer;
+
+void leash__timer_init(leash__timer *t, leash__env *env, leash__timer_fn *fn, void *arg);
+/* Makes the loop's timer now (the env must be attached). LEASH_OK or
+ * LEASH_ENOMEM. */
+int leash__timer_create(leash__timer *t);
+/* Arms the timer to fire at monotonic time `due` (re-arms if armed). keep
+ * alive: whether the timer may keep the loop running on its own (only
+ * while a user's request waits on it). LEASH_OK, or LEASH_ENOMEM for a
+ * timer that was never made. */
+int leash__timer_at(leash__timer *t, int64_t due, int keep_alive);
+void leash__timer_stop(leash__timer *t);
+/* Stops it and gives the loop's timer back. */
+void leash__timer_clear(leash__timer *t);
+
+#endif

@@ -1,0 +1,142 @@
+/*
+ * A dialect: how locks are laid out in Redis. Key names, the Lua scripts,
+ * the argument layout of every call, what each reply means (a typed
+ * answer), and what a message on a lock's channel says. leash's own layout
+ * is dialect/leash.c; Redisson's RLock layout is a second dialect behind
+ * the same face.
+ *
+ * A dialect does no I/O: it builds commands (wire/conn.h) and reads
+ * replies. The route layer sends them where they go and, for a quorum of
+ * servers (Redlock), combines the typed answers of several servers by the
+ * operation's class; that is why the dialect sits below the route.
+ */
+#ifndef LEASH_DIALECT_DIALECT_H
+#define LEASH_DIALECT_DIALECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/log.h"
+#include "wire/conn.h"
+#include "wire/script.h"
+
+struct redisReply;
+
+/* The Redis names of one lock. */
+typedef struct leash__names {
+    char *key; /* key_prefix + name */
+    size_t key_len;
+    char *channel; /* where releases are announced */
+    size_t channel_len;
+    unsigned slot; /* the key's cluster hash slot (every name of a lock shares it) */
+    char *mem;     /* one allocation behind all of the above */
+} leash__names;
+
+/* What one operation answered. */
+enum leash__answer_kind {
+    LEASH__ANS_GRANTED,  /* acquire: fence, n = hold count */
+    LEASH__ANS_BUSY,     /* acquire: n = the holder's remaining lease (-1: none) */
+    LEASH__ANS_LATE,     /* acquire: this copy came after its not_after: it did nothing */
+    LEASH__ANS_GONE,     /* acquire: an extra hold found its hold gone */
+    LEASH__ANS_RELEASED, /* release: the last hold is given back (or a resend found it so) */
+    LEASH__ANS_LEFT,     /* release: n holds are left */
+    LEASH__ANS_NOT_OURS, /* release, renew: the hold is gone or another's */
+    LEASH__ANS_UNSURE,   /* release resent after the hold's deadline: over, either way */
+    LEASH__ANS_RENEWED,  /* renew */
+    LEASH__ANS_REMOVED,  /* force: a hold was removed */
+    LEASH__ANS_NOBODY    /* force: nobody held it */
+};
+
+typedef struct leash__answer {
+    int status;        /* LEASH_OK: `kind` says what; else why there is no answer */
+    int kind;          /* enum leash__answer_kind */
+    uint64_t fence;    /* GRANTED */
+    int64_t n;         /* GRANTED: count; BUSY: pttl; LEFT: count left */
+    int64_t server_ms; /* the server's clock in the answer (ms since the epoch), 0 unknown */
+} leash__answer;
+
+/* How the answers of several servers combine (route/quorum). */
+enum leash__op_class {
+    LEASH__OP_GRANT,   /* granted by a majority within the validity, else given back */
+    LEASH__OP_RELEASE, /* done when a majority released or had nothing */
+    LEASH__OP_RENEW,   /* per lock: renewed by a majority */
+    LEASH__OP_FORCE    /* removed anywhere */
+};
+
+typedef struct leash__opdef {
+    const char *name; /* for log lines: "acquire", "release", ... */
+    int cls;          /* enum leash__op_class */
+    /* Reads reply (status LEASH_OK) into n answers (a renew batch has one
+     * per lock, others one); a reply of another shape or an error reply
+     * gives every answer that status (EPROTO, EREDIS) and a log line that
+     * names `what` (the lock's name). */
+    void (*parse)(const struct redisReply *reply, leash__answer *out, size_t n,
+                  const leash__logger *lg, const char *what);
+} leash__opdef;
+
+/* The most locks one renew command carries (Redisson renews up to 100
+ * locks per script call too). */
+#define LEASH__RENEW_BATCH 100
+
+/* A lock of a renew batch. */
+typedef struct leash__renew_item {
+    const leash__names *names;
+    const char *token;
+    int64_t lease_ms;
+} leash__renew_item;
+
+/* A message on a lock's channel. */
+enum leash__msg_kind {
+    LEASH__MSG_RELEASED, /* token: whose hold was released */
+    LEASH__MSG_RENEWED,  /* lease_ms: the holder is alive for that long */
+    LEASH__MSG_FORCED,   /* an operator removed the hold */
+    LEASH__MSG_OTHER     /* not a message of this dialect: ignore it */
+};
+
+typedef struct leash__msg {
+    int kind;
+    const char *token; /* RELEASED: into the message */
+    size_t token_len;
+    int64_t lease_ms; /* RENEWED */
+} leash__msg;
+
+typedef struct leash__dialect {
+    const char *name;
+    /* The names of lock `name` (1..LEASH_NAME_MAX bytes) with key_prefix
+     * in db. LEASH_OK, LEASH_EINVAL (logged) or LEASH_ENOMEM. */
+    int (*names)(leash__names *out, const leash__logger *lg, const char *prefix, const char *name,
+                 int db);
+    /* Scripts to load on every command connection. */
+    const leash__script *const *scripts;
+    int nscripts;
+    const leash__opdef *acquire, *release, *renew, *force;
+    /* Commands; NULL without memory. flags/deadline as wire/conn.h; the
+     * dialect adds LEASH__CMD_RETRY to the ones that may run twice and
+     * sets the stamps its scripts read. fn/arg are left to the route. */
+    leash__cmd *(*acquire_cmd)(const leash__names *n, const char *token, int64_t lease_ms,
+                               int count, int64_t validity_ms, int64_t deadline);
+    /* valid_until: the hold's local deadline, which a resend after a lost
+     * answer compares with the server's clock; 0 = not known. */
+    leash__cmd *(*release_cmd)(const leash__names *n, const char *token, int count_after,
+                               int64_t valid_until, int64_t deadline);
+    leash__cmd *(*renew_cmd)(const leash__renew_item *items, size_t n, int64_t deadline);
+    leash__cmd *(*force_cmd)(const leash__names *n, int64_t deadline);
+    /* What a message on a lock's channel says. */
+    void (*message)(const char *msg, size_t len, leash__msg *out);
+} leash__dialect;
+
+/* leash's own layout (dialect/leash.c). */
+extern const leash__dialect leash__dialect_leash;
+/* Makes the dialects' script SHA1s (once, before any client exists). */
+void leash__dialects_init(void);
+
+void leash__names_clear(leash__names *n);
+
+/* Bytes of the companion `kind` of a key of key_len bytes, and the
+ * companion itself at out (no NUL added): key + NUL + the key's hash tag
+ * part + kind (see dialect/leash.c for why this shape). */
+size_t leash__companion_len(const char *key, size_t key_len, size_t kind_len);
+void leash__companion(char *out, const char *key, size_t key_len, const char *kind,
+                      size_t kind_len);
+
+#endif

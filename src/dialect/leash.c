@@ -1,0 +1,491 @@
+#include "dialect/dialect.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+#include <leash/leash.h>
+
+#include "base/slot.h"
+#include "base/token.h"
+#include "wire/resp.h"
+
+/*
+ * leash's own layout: one string key per lock, its channel, four scripts.
+ * The scripts are loaded with SCRIPT LOAD on every (re)connect of a command
+ * connection and called with EVALSHA; a NOSCRIPT answer makes the
+ * connection resend the same call as EVAL (which caches it again).
+ *
+ * Names. A lock's key is key_prefix + name. Names that belong to a lock but
+ * are not its key (its channel here) are companions: key + NUL + a part
+ * that starts with the key's hash tag. A lock name never holds a NUL, so a
+ * companion equals no lock key; the part before the first NUL is the whole
+ * key, so two companions of different keys never meet; and the first {tag}
+ * of a companion is the key's own, so it lands in the key's cluster slot:
+ *   "leash:x"       -> "leash:x\0{leash:x}released:3"
+ *   "app:{42}:lock" -> "app:{42}:lock\0released:3"
+ * Pub/sub is shared by every db of a server: a channel carries the db, so
+ * the same name in two dbs never meets.
+ *
+ * A lock is one string key, written with its lease as PEXPIRE:
+ *   "<token>:<w>:<count>:<fence>"
+ * token: the holder's owner token (32 hex digits); w: 1 once someone found
+ * it busy (its release and renewals then PUBLISH, else they need not);
+ * count: the holder's reentrant holds; fence: this hold's fencing token,
+ * the server's clock (TIME) in microseconds when the hold began. Nothing
+ * else is written, so an unused name leaves nothing behind once its lease
+ * ran out, and Redis memory does not grow with throughput.
+ *
+ * Fences: a hold's fence is the server's microsecond clock at its grant, so
+ * it is larger than every earlier hold's fence as long as the server's
+ * clock does not step back (and, after a failover, the new master's clock
+ * is not behind the old one's by more than the failover took) - also when
+ * Redis lost the key: a restart without persistence, a failover that lost
+ * the last writes, an eviction. Two holds of one name are at least a
+ * release (or an expiry) apart, which takes the clock past a microsecond.
+ *
+ * Every script reads and checks first and writes last: Redis does not roll
+ * back a script that fails half-way. A key of another type is WRONGTYPE
+ * before anything is written; a string that is not a lock likewise.
+ *
+ * acquire  KEYS: lock  ARGV: token, lease_ms, count, not_after
+ *          not_after (a server time in ms, LEASH__STAMP_DIGITS digits; 0 =
+ *          none) is written by the connection when it writes the command:
+ *          a copy that runs later (it sat in a frozen server's socket after
+ *          the client gave up on it) does nothing.
+ *          -> {1, fence, count, now} granted (count 1: a new hold, or the
+ *             retry of one that already ran; count > 1: an extra hold of
+ *             our own token: its count is set, never lowered, and its lease
+ *             renewed)
+ *          -> {0, pttl, 0, now} held by another (and marked "w")
+ *          -> {0, -3, 0, now} too late (not_after passed): it did nothing
+ *          -> {0, -4, 0, now} an extra hold (count > 1) for a hold that is gone
+ *             (expired, force-released, server restarted): it must not come
+ *             back as a new hold with a fence its holder never saw
+ *          now: the server's clock in ms, for the connection's offset.
+ * release  KEYS: lock  ARGV: token, count_after, channel, valid_until
+ *          -> count left (> 0), 0 released (key deleted; PUBLISH of the
+ *             token on the channel when marked "w"), -1 not ours.
+ *          valid_until is 0 on the first write; on a resend after a lost
+ *          answer it is the hold's local deadline on the server's clock:
+ *          before it the hold cannot have expired, so "not ours" means this
+ *          release already ran (0); after it the script cannot tell (-2).
+ * renew    KEYS: lock1..lockN  ARGV: token1, lease1, channel1, ...
+ *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken or wrong type);
+ *             a renewed lock marked "w" publishes "renewed:<lease>", so
+ *             waiters sleep through a live holder's renewals without
+ *             sending anything, and wake on their own only when it stops
+ * force    KEYS: lock  ARGV: channel
+ *          -> 1 a hold was removed (key deleted, PUBLISH "forced" on channel),
+ *             0 nobody held it, a WRONGTYPE error when the key is not a lock
+ *             (it is left alone). Whoever held it finds out at its next
+ *             renewal (lost, EXPIRED).
+ *          Sent as EVAL, never EVALSHA: the resend that follows a NOSCRIPT
+ *          answer would run it after commands issued later (an acquire, say)
+ *          and remove the hold they created.
+ */
+
+static const char acquire_lua[] =
+    "local t = redis.call('time')\n"
+    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+    "if ARGV[4] + 0 > 0 and now >= ARGV[4] + 0 then return {0, -3, 0, now} end\n"
+    "local k, tok, n = KEYS[1], ARGV[1], tonumber(ARGV[3])\n"
+    "local v\n"
+    "if n == 1 then\n"
+    "  local f = string.format('%.0f', t[1] * 1000000 + t[2])\n"
+    "  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
+    "  if not v then return {1, tonumber(f), 1, now} end\n"
+    "else\n"
+    "  v = redis.call('get', k)\n"
+    "  if not v then return {0, -4, 0, now} end\n"
+    "end\n"
+    "local o, w, c, f = string.match(v, '^(%x+):([01]):(%d+):(%d+)$')\n"
+    "if not o then return redis.error_reply('WRONGTYPE the key holds a value that is not a "
+    "lock') end\n"
+    "if o == tok then\n"
+    "  if n < tonumber(c) then n = tonumber(c) end\n"
+    "  redis.call('set', k, o .. ':' .. w .. ':' .. n .. ':' .. f, 'PX', ARGV[2])\n"
+    "  return {1, tonumber(f), n, now}\n"
+    "end\n"
+    "if n > 1 then return {0, -4, 0, now} end\n"
+    "if w == '0' then redis.call('set', k, o .. ':1:' .. c .. ':' .. f, 'KEEPTTL') end\n"
+    "return {0, redis.call('pttl', k), 0, now}\n";
+
+static const char release_lua[] =
+    "local v = redis.call('get', KEYS[1])\n"
+    "if v and string.sub(v, 1, 33) == ARGV[1] .. ':' then\n"
+    "  if ARGV[2] ~= '0' then\n"
+    "    local w, f = string.match(v, '^%x+:([01]):%d+:(%d+)$')\n"
+    "    if not w then return redis.error_reply('WRONGTYPE the key holds a value that is not a "
+    "lock') end\n"
+    "    redis.call('set', KEYS[1], ARGV[1] .. ':' .. w .. ':' .. ARGV[2] .. ':' .. f, "
+    "'KEEPTTL')\n"
+    "    return tonumber(ARGV[2])\n"
+    "  end\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  if string.byte(v, 34) == 49 then redis.call('publish', ARGV[3], ARGV[1]) end\n"
+    "  return 0\n"
+    "end\n"
+    "if ARGV[4] + 0 == 0 then return -1 end\n"
+    "local t = redis.call('time')\n"
+    "if t[1] * 1000 + math.floor(t[2] / 1000) < ARGV[4] + 0 then return 0 end\n"
+    "return -2\n";
+
+static const char renew_lua[] =
+    "local r = {}\n"
+    "for i = 1, #KEYS do\n"
+    "  local v = redis.pcall('get', KEYS[i])\n"
+    "  if type(v) == 'string' and string.sub(v, 1, 33) == ARGV[3 * i - 2] .. ':' then\n"
+    "    redis.call('pexpire', KEYS[i], ARGV[3 * i - 1])\n"
+    "    if string.byte(v, 34) == 49 then\n"
+    "      redis.call('publish', ARGV[3 * i], 'renewed:' .. ARGV[3 * i - 1])\n"
+    "    end\n"
+    "    r[i] = 1\n"
+    "  else\n"
+    "    r[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "return r\n";
+
+static const char force_lua[] =
+    "local v = redis.pcall('get', KEYS[1])\n"
+    "if type(v) == 'table' then return v end\n"
+    "if not v then return 0 end\n"
+    "if not string.match(v, '^%x+:[01]:%d+:%d+$') then\n"
+    "  return redis.error_reply('WRONGTYPE the key holds a value that is not a lock')\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', ARGV[1], 'forced')\n"
+    "return 1\n";
+
+static leash__script acquire_script, release_script, renew_script, force_script;
+static const leash__script *const scripts[] = {&acquire_script, &release_script, &renew_script,
+                                               &force_script};
+
+/* Once per process, whichever thread makes the first client: the others
+ * wait the microseconds it takes. */
+void leash__dialects_init(void) {
+    static atomic_int state; /* 0 not yet, 1 being made, 2 made */
+    int expected = 0;
+
+    if (atomic_load(&state) == 2)
+        return;
+    if (!atomic_compare_exchange_strong(&state, &expected, 1)) {
+        while (atomic_load(&state) != 2)
+            ;
+        return;
+    }
+    leash__script_init(&acquire_script, acquire_lua);
+    leash__script_init(&release_script, release_lua);
+    leash__script_init(&renew_script, renew_lua);
+    leash__script_init(&force_script, force_lua);
+    atomic_store(&state, 2);
+}
+
+/* ---- names ---- */
+
+size_t leash__companion_len(const char *key, size_t key_len, size_t kind_len) {
+    size_t start, tag_len;
+
+    if (leash__hash_tag(key, key_len, &start, &tag_len))
+        return key_len + 1 + kind_len;
+    return key_len + 1 + 1 + key_len + 1 + kind_len; /* key \0 { key } kind */
+}
+
+void leash__companion(char *out, const char *key, size_t key_len, const char *kind,
+                      size_t kind_len) {
+    size_t start, tag_len;
+
+    memcpy(out, key, key_len);
+    out += key_len;
+    *out++ = '\0';
+    if (!leash__hash_tag(key, key_len, &start, &tag_len)) {
+        /* Untagged keys have no braces at all (names() refuses stray
+         * ones), so "{key}" is a tag that hashes like the key. */
+        *out++ = '{';
+        memcpy(out, key, key_len);
+        out += key_len;
+        *out++ = '}';
+    }
+    memcpy(out, kind, kind_len);
+}
+
+void leash__names_clear(leash__names *n) {
+    free(n->mem);
+    memset(n, 0, sizeof(*n));
+}
+
+static int make_names(leash__names *n, const leash__logger *lg, const char *prefix,
+                      const char *name, int db) {
+    size_t plen, nlen, klen, start, tag_len, kind_len, chan_len;
+    char kind[32], *p, *grown;
+
+    if (name == NULL || name[0] == '\0') {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_lock_new: the lock name is empty");
+        return LEASH_EINVAL;
+    }
+    nlen = strlen(name);
+    if (nlen > LEASH_NAME_MAX) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_lock_new: the lock name is %zu bytes, over %d", nlen,
+                   LEASH_NAME_MAX);
+        return LEASH_EINVAL;
+    }
+    plen = strlen(prefix);
+    klen = plen + nlen;
+    p = malloc(klen + 1);
+    if (p == NULL)
+        return LEASH_ENOMEM;
+    memcpy(p, prefix, plen);
+    memcpy(p + plen, name, nlen + 1);
+    /* Braces without a valid tag would give a companion another slot. */
+    if (!leash__hash_tag(p, klen, &start, &tag_len) &&
+        (memchr(p, '{', klen) != NULL || memchr(p, '}', klen) != NULL)) {
+        free(p);
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_lock_new: prefix+name has braces that are not a hash tag: "
+                   "use a balanced, non-empty {tag}");
+        return LEASH_EINVAL;
+    }
+    memcpy(kind, "released:", 9);
+    kind_len = 9 + leash__resp_int(kind + 9, db);
+    chan_len = leash__companion_len(p, klen, kind_len);
+    grown = realloc(p, klen + 1 + chan_len + 1);
+    if (grown == NULL) {
+        free(p);
+        return LEASH_ENOMEM;
+    }
+    n->mem = grown;
+    n->key = grown;
+    n->key_len = klen;
+    n->channel = grown + klen + 1;
+    n->channel_len = chan_len;
+    leash__companion(n->channel, n->key, klen, kind, kind_len);
+    n->channel[chan_len] = '\0';
+    n->slot = leash__key_slot(n->key, klen);
+    return LEASH_OK;
+}
+
+/* ---- commands ---- */
+
+/* The zeros the connection overwrites with a server-time stamp. */
+static const char stamp_zeros[LEASH__STAMP_DIGITS + 1] = "0000000000000000000";
+
+static leash__cmd *script_cmd(const leash__script *s, int numkeys, int argc, const char **argv,
+                              size_t *lens, unsigned flags, int64_t deadline) {
+    size_t len;
+    char *buf = leash__script_call(&len, s, numkeys, argc, argv, lens);
+    return buf ? leash__cmd_new(buf, len, s, flags, deadline, NULL, NULL) : NULL;
+}
+
+static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
+                               int count, int64_t validity_ms, int64_t deadline) {
+    const char *argv[3 + 5];
+    size_t lens[3 + 5];
+    char lease[21], cnt[21];
+    leash__cmd *cmd;
+
+    argv[3] = n->key;
+    lens[3] = n->key_len;
+    argv[4] = token;
+    lens[4] = LEASH__TOKEN_LEN;
+    argv[5] = lease;
+    lens[5] = leash__resp_int(lease, lease_ms);
+    argv[6] = cnt;
+    lens[6] = leash__resp_int(cnt, count);
+    argv[7] = stamp_zeros;
+    lens[7] = LEASH__STAMP_DIGITS;
+    cmd = script_cmd(&acquire_script, 1, 8, argv, lens, LEASH__CMD_RETRY, deadline);
+    if (cmd != NULL)
+        leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
+    return cmd;
+}
+
+static leash__cmd *release_cmd(const leash__names *n, const char *token, int count_after,
+                               int64_t valid_until, int64_t deadline) {
+    const char *argv[3 + 5];
+    size_t lens[3 + 5];
+    char cnt[21];
+    leash__cmd *cmd;
+
+    argv[3] = n->key;
+    lens[3] = n->key_len;
+    argv[4] = token;
+    lens[4] = LEASH__TOKEN_LEN;
+    argv[5] = cnt;
+    lens[5] = leash__resp_int(cnt, count_after);
+    argv[6] = n->channel;
+    lens[6] = n->channel_len;
+    argv[7] = stamp_zeros;
+    lens[7] = LEASH__STAMP_DIGITS;
+    cmd = script_cmd(&release_script, 1, 8, argv, lens, LEASH__CMD_RETRY, deadline);
+    if (cmd != NULL && valid_until != 0)
+        leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
+    return cmd;
+}
+
+static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t deadline) {
+    const char *argv[3 + 4 * LEASH__RENEW_BATCH];
+    size_t lens[3 + 4 * LEASH__RENEW_BATCH], i;
+    char leases[LEASH__RENEW_BATCH][21];
+
+    if (n == 0 || n > LEASH__RENEW_BATCH)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        const char **a = argv + 3 + n + 3 * i;
+        size_t *al = lens + 3 + n + 3 * i;
+        argv[3 + i] = items[i].names->key;
+        lens[3 + i] = items[i].names->key_len;
+        a[0] = items[i].token;
+        al[0] = LEASH__TOKEN_LEN;
+        al[1] = leash__resp_int(leases[i], items[i].lease_ms);
+        a[1] = leases[i];
+        a[2] = items[i].names->channel;
+        al[2] = items[i].names->channel_len;
+    }
+    return script_cmd(&renew_script, (int)n, (int)(3 + 4 * n), argv, lens, 0, deadline);
+}
+
+static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
+    const char *argv[3 + 2];
+    size_t lens[3 + 2], len;
+    char *buf;
+
+    argv[3] = n->key;
+    lens[3] = n->key_len;
+    argv[4] = n->channel;
+    lens[4] = n->channel_len;
+    /* EVAL, never resent after a lost answer nor after NOSCRIPT: a second
+     * run behind commands issued later would remove the hold they made. */
+    buf = leash__script_eval_call(&len, &force_script, 1, 5, argv, lens);
+    return buf ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;
+}
+
+/* ---- answers ---- */
+
+static void fail_all(leash__answer *out, size_t n, int status) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof(out[i]));
+        out[i].status = status;
+    }
+}
+
+/* An error reply or one of no known shape, for every answer. */
+static void bad_reply(const redisReply *r, leash__answer *out, size_t n, const leash__logger *lg,
+                      const char *op, const char *what) {
+    if (r->type == REDIS_REPLY_ERROR) {
+        leash__log(lg, LEASH_LOG_ERROR, "%s %s: Redis error: %s", op, what, r->str);
+        fail_all(out, n, LEASH_EREDIS);
+    } else {
+        leash__log(lg, LEASH_LOG_ERROR, "%s %s: reply of unexpected shape", op, what);
+        fail_all(out, n, LEASH_EPROTO);
+    }
+}
+
+/* {1, fence, count, now} or {0, x, 0, now}: x the holder's pttl, -3 too
+ * late, -4 gone. */
+static void parse_acquire(const redisReply *r, leash__answer *a, size_t n, const leash__logger *lg,
+                          const char *what) {
+    (void)n;
+    memset(a, 0, sizeof(*a));
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER &&
+        r->element[2]->type == REDIS_REPLY_INTEGER && r->element[3]->type == REDIS_REPLY_INTEGER) {
+        a->server_ms = r->element[3]->integer;
+        if (r->element[0]->integer == 1 && r->element[1]->integer >= 0 &&
+            r->element[2]->integer >= 1 && r->element[2]->integer <= INT32_MAX) {
+            a->kind = LEASH__ANS_GRANTED;
+            a->fence = (uint64_t)r->element[1]->integer;
+            a->n = r->element[2]->integer;
+            return;
+        }
+        if (r->element[0]->integer == 0) {
+            a->n = r->element[1]->integer;
+            a->kind = a->n == -3 ? LEASH__ANS_LATE : a->n == -4 ? LEASH__ANS_GONE : LEASH__ANS_BUSY;
+            return;
+        }
+    }
+    bad_reply(r, a, 1, lg, "acquire", what);
+}
+
+/* count left (> 0), 0 released, -1 not ours, -2 a resend that cannot tell. */
+static void parse_release(const redisReply *r, leash__answer *a, size_t n, const leash__logger *lg,
+                          const char *what) {
+    (void)n;
+    memset(a, 0, sizeof(*a));
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= -2) {
+        a->n = r->integer;
+        a->kind = r->integer > 0     ? LEASH__ANS_LEFT
+                  : r->integer == 0  ? LEASH__ANS_RELEASED
+                  : r->integer == -1 ? LEASH__ANS_NOT_OURS
+                                     : LEASH__ANS_UNSURE;
+        return;
+    }
+    bad_reply(r, a, 1, lg, "release", what);
+}
+
+/* {r1..rN}: 1 renewed, 0 not ours; anything else is a protocol error for
+ * that lock, never a verdict on its hold. */
+static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const leash__logger *lg,
+                        const char *what) {
+    size_t i;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+        bad_reply(r, out, n, lg, "renew", what);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        const redisReply *e = r->element[i];
+        memset(&out[i], 0, sizeof(out[i]));
+        if (e->type == REDIS_REPLY_INTEGER && (e->integer == 0 || e->integer == 1)) {
+            out[i].kind = e->integer == 1 ? LEASH__ANS_RENEWED : LEASH__ANS_NOT_OURS;
+        } else {
+            leash__log(lg, LEASH_LOG_WARN, "renew: answer %zu is neither 0 nor 1", i);
+            out[i].status = LEASH_EPROTO;
+        }
+    }
+}
+
+/* 1 removed, 0 nobody held it; a WRONGTYPE error for a key that is not a
+ * lock. */
+static void parse_force(const redisReply *r, leash__answer *a, size_t n, const leash__logger *lg,
+                        const char *what) {
+    (void)n;
+    memset(a, 0, sizeof(*a));
+    if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
+        a->kind = r->integer == 1 ? LEASH__ANS_REMOVED : LEASH__ANS_NOBODY;
+        return;
+    }
+    bad_reply(r, a, 1, lg, "force release", what);
+}
+
+static const leash__opdef acquire_op = {"acquire", LEASH__OP_GRANT, parse_acquire};
+static const leash__opdef release_op = {"release", LEASH__OP_RELEASE, parse_release};
+static const leash__opdef renew_op = {"renew", LEASH__OP_RENEW, parse_renew};
+static const leash__opdef force_op = {"force release", LEASH__OP_FORCE, parse_force};
+
+/* ---- messages ---- */
+
+/* "renewed:<lease ms>" from a holder's watchdog, "forced" from a force
+ * release, else the released token. */
+static void message(const char *msg, size_t len, leash__msg *out) {
+    static const char renewed[] = "renewed:";
+
+    memset(out, 0, sizeof(*out));
+    if (len > sizeof(renewed) - 1 && memcmp(msg, renewed, sizeof(renewed) - 1) == 0) {
+        out->kind = LEASH__MSG_RENEWED;
+        out->lease_ms = strtoll(msg + sizeof(renewed) - 1, NULL, 10);
+    } else if (len == 6 && memcmp(msg, "forced", 6) == 0) {
+        out->kind = LEASH__MSG_FORCED;
+    } else {
+        out->kind = LEASH__MSG_RELEASED;
+        out->token = msg;
+        out->token_len = len;
+    }
+}
+
+const leash__dialect leash__dialect_leash = {
+    "leash",   make_names,  scripts,     4,         &acquire_op, &release_op, &renew_op,
+    &force_op, acquire_cmd, release_cmd, renew_cmd, force_cmd,   message,
+};

@@ -1,0 +1,307 @@
+#include "hold/waitq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+
+static leash__waiter *waiter_of(leash__list *n) {
+    return LEASH__CONTAINER(n, leash__waiter, link);
+}
+
+static leash__waiter *head_of(const leash__waitq *q) {
+    return leash__list_empty(&q->waiters) ? NULL : waiter_of(q->waiters.next);
+}
+
+static int wanted(const leash__waitq *q) {
+    return q->refs > 0 || q->holders > 0 || q->lingering;
+}
+
+/* Nobody needs q any more: the route may unsubscribe; q goes. */
+static void drop(leash__waitq *q) {
+    leash__waitqs *qs = q->qs;
+
+    leash__route_want(qs->route, q->e.key, q->e.len, q->slot, 0);
+    leash__strmap_remove(&qs->map, &q->e);
+    leash__timer_clear(&q->linger);
+    free(q);
+}
+
+static void linger_over(void *arg) {
+    leash__waitq *q = arg;
+
+    q->lingering = 0;
+    if (!wanted(q))
+        drop(q);
+}
+
+/* No local waiter or holder is left: linger (covered for whoever contends
+ * again soon), or go. */
+static void idle(leash__waitq *q) {
+    q->kept = 0;
+    if (q->qs->linger_ms > 0 &&
+        leash__timer_at(&q->linger, leash__now_ms() + q->qs->linger_ms, 0) == LEASH_OK) {
+        q->lingering = 1;
+        return;
+    }
+    drop(q);
+}
+
+static void wake(leash__waitq *q, leash__waiter *w) {
+    w->parked = 0;
+    w->woken = 1;
+    q->qs->env->stats->wakeups++;
+    w->hooks->wake(w);
+}
+
+/* ---- joining and leaving ---- */
+
+void leash__waiter_init(leash__waiter *w, const leash__waiter_hooks *hooks) {
+    memset(w, 0, sizeof(*w));
+    leash__list_init(&w->link);
+    w->hooks = hooks;
+}
+
+int leash__waitq_exists(const leash__waitqs *qs, const char *chan, size_t len) {
+    return leash__strmap_find(&qs->map, chan, len) != NULL;
+}
+
+int leash__waitq_join(leash__waitqs *qs, leash__waiter *w, const char *chan, size_t len,
+                      unsigned slot) {
+    leash__waitq *q;
+
+    if (w->q != NULL)
+        return LEASH_OK;
+    q = (leash__waitq *)leash__strmap_find(&qs->map, chan, len);
+    if (q == NULL) {
+        q = calloc(1, sizeof(*q) + len + 1);
+        if (q == NULL)
+            return LEASH_ENOMEM;
+        memcpy(q + 1, chan, len);
+        q->e.key = (const char *)(q + 1);
+        q->e.len = len;
+        q->qs = qs;
+        q->slot = slot;
+        leash__list_init(&q->waiters);
+        leash__timer_init(&q->linger, qs->env, linger_over, q);
+        if (leash__timer_create(&q->linger) != LEASH_OK ||
+            leash__strmap_insert(&qs->map, &q->e) != 0) {
+            leash__timer_clear(&q->linger);
+            free(q);
+            return LEASH_ENOMEM;
+        }
+        if (leash__route_want(qs->route, chan, len, slot, 1) != LEASH_OK) {
+            leash__strmap_remove(&qs->map, &q->e);
+            leash__timer_clear(&q->linger);
+            free(q);
+            return LEASH_ENOMEM;
+        }
+    }
+    if (q->lingering) {
+        q->lingering = 0;
+        leash__timer_stop(&q->linger);
+    }
+    w->q = q;
+    w->parked = 0;
+    w->woken = 0;
+    leash__list_insert_tail(&q->waiters, &w->link);
+    q->refs++;
+    return LEASH_OK;
+}
+
+void leash__waitq_leave(leash__waiter *w) {
+    leash__waitq *q = w->q;
+    leash__waiter *head;
+
+    if (q == NULL)
+        return;
+    leash__list_remove(&w->link);
+    w->q = NULL;
+    w->parked = 0;
+    /* A waiter that was sent to try for a release and leaves without the
+     * lock (cancelled, freed, timed out, failed) hands that release on:
+     * the lock may be free, and nobody else will say so. */
+    if (w->woken) {
+        w->woken = 0;
+        q->kept++;
+    }
+    if (q->kept > q->refs - 1)
+        q->kept = q->refs - 1;
+    if (--q->refs == 0) {
+        if (q->holders == 0)
+            idle(q);
+        return;
+    }
+    /* The new head may be parked with a wake waiting for it. */
+    head = head_of(q);
+    if (q->kept > 0 && head != NULL && head->parked) {
+        q->kept--;
+        wake(q, head);
+    }
+}
+
+void leash__waitq_granted(leash__waiter *w) {
+    /* Every release announced so far came before this grant: a kept wake
+     * would only send the next waiter into a busy attempt. */
+    leash__waitq *q = w->q;
+
+    if (q != NULL) {
+        q->kept = 0;
+        q->holders++;
+        w->held = q;
+    }
+    w->woken = 0;
+    leash__waitq_leave(w);
+}
+
+void leash__waitq_hold_ended(leash__waiter *w) {
+    leash__waitq *q = w->held;
+
+    if (q == NULL)
+        return;
+    w->held = NULL;
+    if (--q->holders == 0 && q->refs == 0)
+        idle(q);
+}
+
+unsigned leash__waitq_covered(const leash__waiter *w) {
+    return w->q != NULL && w->q->confirmed ? w->q->epoch : 0;
+}
+
+int leash__waitq_park(leash__waiter *w) {
+    leash__waitq *q = w->q;
+
+    if (q == NULL)
+        return 0;
+    if (q->kept > 0) {
+        q->kept--;
+        w->woken = 1;
+        q->qs->env->stats->wakeups++;
+        return 1;
+    }
+    w->parked = 1;
+    w->woken = 0;
+    return 0;
+}
+
+/* ---- events ---- */
+
+static void released(leash__waitq *q, const char *token, size_t token_len) {
+    leash__waiter *head = head_of(q);
+
+    if (head == NULL)
+        return;
+    /* One release, two announcements (our own answer, then the message, or
+     * the other way round): wake once. */
+    if (token_len == LEASH__TOKEN_LEN) {
+        if (memcmp(q->last_token, token, LEASH__TOKEN_LEN) == 0)
+            return;
+        memcpy(q->last_token, token, LEASH__TOKEN_LEN);
+        q->last_token[LEASH__TOKEN_LEN] = '\0';
+    }
+    if (head->parked)
+        wake(q, head);
+    else if (q->kept < q->refs)
+        q->kept++;
+}
+
+void leash__waitqs_released(leash__waitqs *qs, const char *chan, size_t len, const char *token,
+                            size_t token_len) {
+    leash__waitq *q = (leash__waitq *)leash__strmap_find(&qs->map, chan, len);
+    if (q != NULL)
+        released(q, token, token_len);
+}
+
+static void on_confirmed(void *owner, const char *chan, size_t len) {
+    leash__waitqs *qs = owner;
+    leash__waitq *q = (leash__waitq *)leash__strmap_find(&qs->map, chan, len);
+    leash__list *n, *next;
+
+    if (q == NULL)
+        return;
+    q->confirmed = 1;
+    if (++q->epoch == 0) /* never 0: 0 means "not covered" */
+        q->epoch = 1;
+    /* Each waiter may leave the queue (or free its handle) as it tries;
+     * waiters that join meanwhile were covered when they sent. The queue
+     * itself stays: whoever leaves hands back to a queue with refs left,
+     * or to one that lingers or drops only after this walk. */
+    q->refs++;
+    for (n = q->waiters.next; n != &q->waiters && !qs->env->freeing; n = next) {
+        next = n->next;
+        waiter_of(n)->hooks->covered(waiter_of(n));
+    }
+    if (qs->env->freeing)
+        return;
+    if (--q->refs == 0 && q->holders == 0)
+        idle(q);
+}
+
+static void on_gone(void *owner, const char *chan, size_t len) {
+    leash__waitqs *qs = owner;
+    leash__waitq *q = (leash__waitq *)leash__strmap_find(&qs->map, chan, len);
+
+    if (q == NULL)
+        return;
+    /* Waiters keep their TTL timers; once confirmed again, each tries.
+     * A linger has nothing left to keep alive. */
+    q->confirmed = 0;
+    if (q->lingering) {
+        q->lingering = 0;
+        leash__timer_stop(&q->linger);
+        if (!wanted(q))
+            drop(q);
+    }
+}
+
+static void on_message(void *owner, const char *chan, size_t len, const char *msg, size_t msg_len) {
+    leash__waitqs *qs = owner;
+    leash__waitq *q = (leash__waitq *)leash__strmap_find(&qs->map, chan, len);
+    leash__msg m;
+    leash__list *n, *next;
+
+    if (q == NULL)
+        return;
+    qs->route->dialect->message(msg, msg_len, &m);
+    switch (m.kind) {
+    case LEASH__MSG_RELEASED:
+        released(q, m.token, m.token_len);
+        break;
+    case LEASH__MSG_FORCED:
+        released(q, NULL, 0);
+        break;
+    case LEASH__MSG_RENEWED:
+        if (m.lease_ms <= 0)
+            break;
+        for (n = q->waiters.next; n != &q->waiters; n = next) {
+            next = n->next;
+            waiter_of(n)->hooks->alive(waiter_of(n), m.lease_ms);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static const leash__sub_hooks sub_hooks = {on_confirmed, on_gone, on_message};
+
+void leash__waitqs_init(leash__waitqs *qs, leash__env *env, leash__route *route,
+                        int64_t linger_ms) {
+    memset(qs, 0, sizeof(*qs));
+    qs->env = env;
+    qs->route = route;
+    qs->linger_ms = linger_ms;
+    leash__route_set_hooks(route, &sub_hooks, qs);
+}
+
+void leash__waitqs_clear(leash__waitqs *qs) {
+    leash__strmap_entry *e, *next;
+
+    for (e = leash__strmap_next(&qs->map, NULL); e != NULL; e = next) {
+        leash__waitq *q = (leash__waitq *)e;
+        next = leash__strmap_next(&qs->map, e);
+        leash__timer_clear(&q->linger);
+        free(q);
+    }
+    leash__strmap_free(&qs->map);
+}

@@ -1,0 +1,100 @@
+/*
+ * Local waiters, one queue per lock channel, and the channel's
+ * subscription.
+ *
+ * A waiting acquire joins its channel's queue: the first waiter of a
+ * channel makes the route subscribe (one subscription per channel per
+ * client, whatever the number of waiters), and the subscription stays
+ * wanted while waiters, holders that came through the queue, or the linger
+ * after them remain. Waiters queue in FIFO order. A release of the lock
+ * (its message, or a local release this client saw succeed first) wakes
+ * the head only, if it is parked; if none is, the wake is kept for the
+ * next waiter that parks. A woken waiter that leaves without the lock
+ * hands its wake on.
+ *
+ * Events go up to each waiter's owner through the hooks of leash__waiter:
+ * wake (try now), covered (the subscription is confirmed, again: try once
+ * more, a release may have gone unheard), alive (the holder announced a
+ * renewal: sleep on).
+ */
+#ifndef LEASH_HOLD_WAITQ_H
+#define LEASH_HOLD_WAITQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/env.h"
+#include "base/list.h"
+#include "base/strmap.h"
+#include "base/timer.h"
+#include "base/token.h"
+#include "route/route.h"
+
+typedef struct leash__waitq leash__waitq;
+typedef struct leash__waiter leash__waiter;
+
+typedef struct leash__waiter_hooks {
+    void (*wake)(leash__waiter *w);
+    void (*covered)(leash__waiter *w);
+    void (*alive)(leash__waiter *w, int64_t lease_ms);
+} leash__waiter_hooks;
+
+struct leash__waiter {
+    leash__waitq *q; /* NULL when not queued */
+    leash__list link;
+    int parked;
+    int woken;          /* sent to try for a release: owed to the others if it leaves */
+    leash__waitq *held; /* the queue a hold came through (keeps the channel wanted) */
+    const leash__waiter_hooks *hooks;
+};
+
+typedef struct leash__waitqs {
+    leash__env *env;
+    leash__route *route;
+    int64_t linger_ms;
+    leash__strmap map; /* channel -> leash__waitq */
+} leash__waitqs;
+
+struct leash__waitq {
+    leash__strmap_entry e; /* key: the channel, stored after the struct */
+    leash__waitqs *qs;
+    unsigned slot;
+    leash__list waiters;
+    unsigned refs;    /* joined waiters */
+    unsigned holders; /* local holders that came through this queue */
+    unsigned kept;    /* wakes kept for the next waiter that parks */
+    unsigned epoch;   /* confirmations of its subscription so far; 0: not confirmed now */
+    int confirmed;
+    int lingering;
+    leash__timer linger;
+    char last_token[LEASH__TOKEN_LEN + 1]; /* release already turned into a wake */
+};
+
+/* Installs itself as the route's channel-event owner. */
+void leash__waitqs_init(leash__waitqs *qs, leash__env *env, leash__route *route, int64_t linger_ms);
+/* Frees every queue (the client is being freed; nothing is joined). */
+void leash__waitqs_clear(leash__waitqs *qs);
+
+void leash__waiter_init(leash__waiter *w, const leash__waiter_hooks *hooks);
+/* Joins w to the queue of chan (making it, and wanting its subscription, if
+ * it is the first). LEASH_OK / LEASH_ENOMEM. */
+int leash__waitq_join(leash__waitqs *qs, leash__waiter *w, const char *chan, size_t len,
+                      unsigned slot);
+/* Whether chan has a queue (a subscription wanted) already. */
+int leash__waitq_exists(const leash__waitqs *qs, const char *chan, size_t len);
+void leash__waitq_leave(leash__waiter *w);
+/* w leaves because it was granted the lock; the channel stays wanted until
+ * its hold ends (leash__waitq_hold_ended). */
+void leash__waitq_granted(leash__waiter *w);
+void leash__waitq_hold_ended(leash__waiter *w);
+/* Nonzero if an attempt sent now cannot miss a release (joined, and the
+ * subscription confirmed): the subscription's epoch, which changes every
+ * time it is confirmed anew. 0 when not covered. */
+unsigned leash__waitq_covered(const leash__waiter *w);
+/* Parks w; returns 1 if a kept wake was waiting: try again at once. */
+int leash__waitq_park(leash__waiter *w);
+/* A release of the lock behind chan was seen (our own release's answer). */
+void leash__waitqs_released(leash__waitqs *qs, const char *chan, size_t len, const char *token,
+                            size_t token_len);
+
+#endif

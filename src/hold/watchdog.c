@@ -1,0 +1,141 @@
+#include "hold/watchdog.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+
+typedef struct leash__renew_batch {
+    leash__watchdog *dog;
+    int64_t sent;
+    size_t n;
+    leash__hold *holds[LEASH__RENEW_BATCH]; /* NULL once a hold forgot it */
+} leash__renew_batch;
+
+static void flush(void *arg);
+
+void leash__watchdog_init(leash__watchdog *w, leash__env *env, leash__route *route) {
+    w->env = env;
+    w->route = route;
+    leash__list_init(&w->due);
+    leash__timer_init(&w->flush_timer, env, flush, w);
+}
+
+int leash__watchdog_prepare(leash__watchdog *w) {
+    return leash__timer_create(&w->flush_timer);
+}
+
+void leash__watchdog_clear(leash__watchdog *w) {
+    leash__timer_clear(&w->flush_timer);
+}
+
+void leash__watchdog_request(leash__watchdog *w, leash__hold *h) {
+    if (h->renew_state != LEASH__RENEW_IDLE)
+        return;
+    h->renew_state = LEASH__RENEW_DUE;
+    leash__list_insert_tail(&w->due, &h->due_link);
+    /* Flush after the holds due in this loop iteration joined the list. */
+    if (w->flush_timer.due == 0)
+        leash__timer_at(&w->flush_timer, 0, 0);
+}
+
+void leash__watchdog_forget(leash__hold *h) {
+    if (h->renew_state == LEASH__RENEW_DUE)
+        leash__list_remove(&h->due_link);
+    else if (h->renew_state == LEASH__RENEW_INFLIGHT)
+        h->batch->holds[h->batch_slot] = NULL;
+    h->renew_state = LEASH__RENEW_IDLE;
+    h->batch = NULL;
+}
+
+static void on_batch(void *arg, const leash__answer *answers, size_t n) {
+    leash__renew_batch *b = arg;
+    size_t i;
+
+    for (i = 0; i < n && i < b->n; i++) {
+        leash__hold *h = b->holds[i];
+        if (h == NULL)
+            continue;
+        h->renew_state = LEASH__RENEW_IDLE;
+        h->batch = NULL;
+        /* May run a lost callback, which may free other holds of b (they
+         * forget it: their slot turns NULL) or the client. */
+        h->renewed(h, &answers[i], b->sent);
+        if (b->dog->env->freeing)
+            break;
+    }
+    free(b);
+}
+
+/* Sends holds[0..n) (one batch key) in one command. 0, or -1 without
+ * memory (they stay due). */
+static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigned slot) {
+    leash__renew_item items[LEASH__RENEW_BATCH];
+    leash__renew_batch *b = calloc(1, sizeof(*b));
+    leash__send s;
+    int64_t deadline = 0;
+    size_t i;
+
+    if (b == NULL)
+        return -1;
+    b->dog = w;
+    b->sent = leash__now_ms();
+    b->n = n;
+    for (i = 0; i < n; i++) {
+        items[i].names = holds[i]->names;
+        items[i].token = holds[i]->token;
+        items[i].lease_ms = holds[i]->lease_ms;
+        if (deadline == 0 || holds[i]->deadline < deadline)
+            deadline = holds[i]->deadline;
+    }
+    memset(&s, 0, sizeof(s));
+    s.slot = slot;
+    s.op = w->route->dialect->renew;
+    s.cmd = w->route->dialect->renew_cmd(items, n, deadline);
+    s.nanswers = n;
+    s.what = "(batch)";
+    s.done = on_batch;
+    s.arg = b;
+    if (s.cmd == NULL || leash__route_send(w->route, &s) == NULL) {
+        free(b);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        leash__list_remove(&holds[i]->due_link);
+        holds[i]->renew_state = LEASH__RENEW_INFLIGHT;
+        holds[i]->batch = b;
+        holds[i]->batch_slot = (int)i;
+        b->holds[i] = holds[i];
+    }
+    w->env->stats->renew_commands++;
+    return 0;
+}
+
+static unsigned batch_key(const leash__watchdog *w, const leash__hold *h) {
+    return leash__route_batch_key(w->route, h->names->slot);
+}
+
+static void flush(void *arg) {
+    leash__watchdog *w = arg;
+    leash__hold *batch[LEASH__RENEW_BATCH];
+
+    while (!leash__list_empty(&w->due)) {
+        leash__list *n = LEASH__LIST_FIRST(&w->due);
+        leash__hold *first = LEASH__CONTAINER(n, leash__hold, due_link);
+        unsigned key = batch_key(w, first);
+        size_t count = 0;
+
+        /* The holds of the first one's batch key, in list order. With one
+         * server every key is the same and this takes the first ones. */
+        for (; n != &w->due && count < LEASH__RENEW_BATCH; n = n->next) {
+            leash__hold *h = LEASH__CONTAINER(n, leash__hold, due_link);
+            if (batch_key(w, h) == key)
+                batch[count++] = h;
+        }
+        if (send_batch(w, batch, count, first->names->slot) != 0) {
+            /* No memory now: the holds stay due; try again shortly. */
+            leash__timer_at(&w->flush_timer, leash__now_ms() + 10, 0);
+            return;
+        }
+    }
+}

@@ -1,0 +1,148 @@
+/*
+ * A lock handle (leash_lock), whatever its kind. The public calls, the
+ * answers, the timers and the wait queue's wake-ups all reach it as events
+ * of its kind's one dispatch function (prim/mutex.c for the mutex), which
+ * decides what every event does in every state.
+ */
+#ifndef LEASH_PRIM_LOCK_H
+#define LEASH_PRIM_LOCK_H
+
+#include <stdint.h>
+
+#include <leash/leash.h>
+
+#include "base/later.h"
+#include "base/list.h"
+#include "base/timer.h"
+#include "base/token.h"
+#include "dialect/dialect.h"
+#include "hold/hold.h"
+#include "hold/waitq.h"
+#include "prim/core.h"
+#include "route/route.h"
+
+/* Everything that can happen to a handle. */
+enum leash__event_type {
+    /* calls */
+    LEASH__EV_ACQUIRE,
+    LEASH__EV_RELEASE,
+    LEASH__EV_CANCEL,
+    LEASH__EV_FORCE,
+    LEASH__EV_FREE,  /* leash_lock_free, or the client's free */
+    LEASH__EV_CLOSE, /* leash_client_close */
+    /* the acquire attempt's answer */
+    LEASH__EV_GRANTED,
+    LEASH__EV_BUSY,
+    LEASH__EV_LATE,
+    LEASH__EV_GONE,
+    LEASH__EV_FAILED,
+    /* other answers */
+    LEASH__EV_RELEASED, /* the release's (any status) */
+    LEASH__EV_FORCED,   /* the force release's (any status) */
+    LEASH__EV_RENEWED,
+    LEASH__EV_NOT_OURS,
+    LEASH__EV_RENEW_FAILED,
+    /* timers */
+    LEASH__EV_WAIT_END,
+    LEASH__EV_TTL,
+    LEASH__EV_RETRY,
+    LEASH__EV_DEADLINE,
+    LEASH__EV_MAX_HOLD,
+    LEASH__EV_RENEW_DUE,
+    /* the wait queue */
+    LEASH__EV_WAKE,
+    LEASH__EV_COVERED,
+    LEASH__EV_ALIVE,
+    LEASH__EV_COUNT
+};
+
+typedef struct leash__event {
+    int type;
+    int64_t wait_ms;          /* ACQUIRE */
+    leash_acquire_cb *acq_cb; /* ACQUIRE */
+    leash_release_cb *rel_cb; /* RELEASE, FORCE */
+    void *arg;
+    const leash__answer *answer; /* the answer events */
+    int64_t sent;                /* RENEWED etc.: when the renewal went out */
+    int64_t lease_ms;            /* ALIVE */
+} leash__event;
+
+typedef struct leash__prim {
+    const char *kind;
+    /* What the event does in the handle's state: a call's status (LEASH_OK
+     * accepted, an error refused: then nothing changed), 0 for others. */
+    int (*dispatch)(leash_lock *l, const leash__event *e);
+    const char *(*state_name)(int state);
+    /* Sets up the kind's part of a new handle (its timer's callback...). */
+    void (*init)(leash_lock *l);
+} leash__prim;
+
+struct leash_lock {
+    uint32_t magic;
+    const leash__prim *prim;
+    leash__core *core;
+    leash__list link; /* core->locks, or core->graveyard once freed */
+    leash__names names;
+    const char *name; /* into names.key */
+    void *data;
+    int freed;
+
+    /* Settings for the next hold. */
+    int64_t lease_ms, renew_ms, max_hold_ms;
+    int watchdog, reentrant;
+
+    int state; /* the kind's own states */
+    leash__timer timer;
+
+    /* The acquire that is pending. */
+    leash_acquire_cb *acq_cb;
+    void *acq_arg;
+    int wait_once;         /* wait_ms was 0 */
+    int64_t wait_deadline; /* 0 = no limit */
+    leash__req *attempt;   /* in flight */
+    int64_t attempt_sent;
+    unsigned attempt_epoch; /* the confirmed subscription it was sent under, 0 = none */
+    int64_t ttl_wake;       /* try again then, even without a message */
+    int64_t ttl_seen;       /* longest holder TTL Redis answered during this wait */
+    int64_t retry_at;       /* when to build the attempt again (no memory) */
+    leash__waiter w;
+
+    /* The hold. */
+    leash__hold hold;
+
+    /* The release (or force release) in flight. */
+    leash__req *rel;
+    leash_release_cb *rel_cb;
+    void *rel_arg;
+    int rel_final;      /* it gives the last hold back */
+    int rel_force;      /* it is a force release */
+    int rel_close_wait; /* leash_client_close waits for it */
+    char rel_token[LEASH__TOKEN_LEN + 1];
+
+    leash_lost_cb *lost_cb;
+    void *lost_arg;
+};
+
+/* The mutex (prim/mutex.c). */
+extern const leash__prim leash__mutex;
+
+/* A new handle of kind prim for lock `name` (logs why on failure: NULL). */
+leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const char *name);
+/* The client's teardown: every handle ends (callbacks ECANCELED, holds
+ * released best-effort) and goes to the graveyard. */
+void leash__lock_teardown(leash_lock *l);
+/* leash_client_close: what the handle acquires ends, what it holds is
+ * released for real. */
+void leash__lock_close(leash_lock *l);
+/* Frees the memory of a handle in the graveyard. */
+void leash__lock_destroy(leash_lock *l);
+/* Makes the handle's timer (handles made before the client was attached). */
+int leash__lock_prepare(leash_lock *l);
+
+/* For the unit tests of the state machines: delivers e to l as the loop
+ * would, and tells l's state. */
+int leash__lock_dispatch(leash_lock *l, const leash__event *e);
+int leash__lock_state(const leash_lock *l);
+const char *leash__lock_state_name(const leash_lock *l);
+
+#endif

@@ -1,0 +1,1221 @@
+/*
+ * The mutex: one state machine. Every event that can reach a mutex handle
+ * (a call, an answer, a timer, a wake from its wait queue, the client's
+ * free or close) goes through dispatch(), which switches on the state and
+ * then on the event; every change of state goes through set_state(),
+ * which does the work of leaving the old state and entering the new one.
+ *
+ * States
+ *   IDLE         not held, no acquire pending
+ *   AFTER_FORCE  acquiring: this handle's force release goes first
+ *   ATTEMPT      acquiring: an attempt is on the wire, the wait has time
+ *   LAST         acquiring: the wait ended with an attempt on the wire
+ *   SUBSCRIBING  acquiring, busy: until the channel's subscription is confirmed
+ *   PARKED       acquiring, busy: asleep until a release, the holder's TTL, the end
+ *   NOMEM        acquiring: no memory for the attempt; again shortly
+ *   HELD         held
+ *   EXTRA        held: an extra (reentrant) hold is on the wire
+ *   XNOMEM       held: no memory for the extra hold; again shortly
+ * A release or force release in flight is not a state: it lives beside
+ * it, and its answer may come in any state.
+ *
+ *               IDLE    AFTER_F ATTEMPT LAST    SUBSCR  PARKED  NOMEM   HELD    EXTRA   XNOMEM
+ * acquire       start   ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  extra   ESTATE  ESTATE
+ * release       ESTATE  ESTATE  undo    undo    undo    undo    undo    give    ESTATE  ESTATE
+ * cancel        ESTATE  cancel  cancel  cancel  cancel  cancel  cancel  ESTATE  xcancel xcancel
+ * force         force   ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  ESTATE
+ * free          free    free    free    free    free    free    free    free    free    free
+ * close         close   close   close   close   close   close   close   close   close   close
+ * granted       -       -       held    held    -       -       -       -       xheld   -
+ * busy          -       -       wait    tout    -       -       -       -       xlost   -
+ * late          -       -       late    tout    -       -       -       -       xagain  -
+ * gone          -       -       proto   proto   -       -       -       -       xlost   -
+ * failed        -       -       fail    fail    -       -       -       -       xfail   -
+ * released      rel     rel     rel     rel     rel     rel     rel     rel     rel     rel
+ * forced        forced  go      forced  forced  forced  forced  forced  forced  forced  forced
+ * renewed       -       -       -       -       -       -       -       renewed renewed renewed
+ * not-ours      -       -       -       -       -       -       -       lost    lost    lost
+ * renew-failed  -       -       -       -       -       -       -       retry   retry   retry
+ * wait-end      -       tout    last    -       tout    tout    tout    -       -       -
+ * ttl           -       -       -       -       again   again   -       -       -       -
+ * retry         -       -       -       -       -       -       again   -       -       xagain
+ * deadline      -       -       -       -       -       -       -       lost    lost    lost
+ * max-hold      -       -       -       -       -       -       -       lost    lost    lost
+ * renew-due     -       -       -       -       -       -       -       renew   renew   renew
+ * wake          -       -       -       -       -       again   -       -       -       -
+ * covered       -       -       -       -       again   again   -       -       -       -
+ * alive         -       -       later   later   later   later   later   -       -       -
+ *
+ *   -        cannot come in this state (nothing of that kind is pending):
+ *            ignored
+ *   ESTATE   refused, LEASH_ESTATE; nothing changes
+ *   start    a new token, an attempt -> ATTEMPT (AFTER_FORCE while this
+ *            handle's force release is on the wire); no memory: refused
+ *   extra    reentrant and no release in flight: an extra hold -> EXTRA
+ *            (else ESTATE); no memory: refused
+ *   undo     the acquire ends LEASH_ECANCELED (from the loop), and the
+ *            release answers for its grant: a release follows the attempt
+ *            written (LEASH_OK if it was granted, LEASH_ENOTHELD if not),
+ *            else LEASH_ENOTHELD from the loop -> IDLE
+ *   give     the last hold: the watchdog stops now, the release goes ->
+ *            IDLE; one of several: the count goes down -> HELD
+ *   cancel   the acquire ends LEASH_ECANCELED (from the loop); an attempt
+ *            written is released (late copies included) -> IDLE
+ *   xcancel  the extra hold ends LEASH_ECANCELED (from the loop) -> HELD
+ *   force    no release in flight: the force release goes; no memory:
+ *            refused
+ *   free     pending callbacks fire LEASH_ECANCELED inside the free; a hold
+ *            or an attempt written is released in the background; the
+ *            handle is gone
+ *   close    the acquire ends (its callback owed until the client's free);
+ *            a hold is released for real and the close waits for it -> IDLE
+ *   held     -> HELD, callback LEASH_OK (a grant that came after its lease
+ *            ran out: released, LEASH_ECONN -> IDLE)
+ *   xheld    the count goes up, the deadline moves -> HELD, callback OK
+ *            (after the deadline: lost, callback LEASH_ECONN -> IDLE)
+ *   wait     try-once: LEASH_EBUSY -> IDLE; else queued on the channel:
+ *            PARKED when the attempt was covered by the subscription that
+ *            is confirmed now (a kept wake: again), a new attempt when
+ *            covered only now, else SUBSCRIBING
+ *   tout     LEASH_ETIMEDOUT -> IDLE
+ *   late     the copy came after its own not_after and did nothing: again
+ *            while the wait has time (try-once, or none left: LEASH_ECONN)
+ *   proto    LEASH_EPROTO -> IDLE (a new hold cannot be "gone")
+ *   fail     the acquire ends with the error -> IDLE (an answer that was
+ *            lost: the attempt may still run, its grant is released)
+ *   xlost    the hold is gone: lost EXPIRED, then the extra hold's
+ *            callback LEASH_EBUSY -> IDLE
+ *   xagain   the extra hold again -> EXTRA (XNOMEM without memory)
+ *   xfail    the extra hold's callback gets the error -> HELD
+ *   rel      the release's callback gets the answer; a last hold's release
+ *            wakes the local waiters; a release of one of several holds
+ *            that found the hold gone: lost EXPIRED first (HELD -> IDLE)
+ *   forced   the force release's callback gets the answer
+ *   go       the attempt goes now -> ATTEMPT (NOMEM), then as forced
+ *   renewed  the deadline moves, the next renewal is scheduled (an answer
+ *            after the deadline: lost)
+ *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD)
+ *            -> IDLE; the hold is released unless it expired; an extra
+ *            hold then ends LEASH_ECANCELED
+ *   retry    a renewal again soon
+ *   renew    the renewal joins the next batch
+ *   last     -> LAST (the answer on the wire decides)
+ *   again    an attempt -> ATTEMPT (NOMEM without memory)
+ *   later    the holder lives on: the TTL wake moves (capped: anyone may
+ *            publish)
+ *
+ * User callbacks come last in every handler, or are followed by a check of
+ * l->freed: a callback may free the handle or the client.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "hold/watchdog.h"
+#include "prim/lock.h"
+#include "prim/mutex.h"
+
+enum {
+    M_IDLE = LEASH__MUTEX_IDLE,
+    M_AFTER_FORCE = LEASH__MUTEX_AFTER_FORCE,
+    M_ATTEMPT = LEASH__MUTEX_ATTEMPT,
+    M_LAST = LEASH__MUTEX_LAST,
+    M_SUBSCRIBING = LEASH__MUTEX_SUBSCRIBING,
+    M_PARKED = LEASH__MUTEX_PARKED,
+    M_NOMEM = LEASH__MUTEX_NOMEM,
+    M_HELD = LEASH__MUTEX_HELD,
+    M_EXTRA = LEASH__MUTEX_EXTRA,
+    M_XNOMEM = LEASH__MUTEX_XNOMEM,
+    M_COUNT = LEASH__MUTEX_STATES
+};
+
+static const char *const state_names[M_COUNT] = {
+    "IDLE",   "AFTER_FORCE", "ATTEMPT", "LAST",  "SUBSCRIBING",
+    "PARKED", "NOMEM",       "HELD",    "EXTRA", "XNOMEM",
+};
+
+#define FOREVER INT64_MAX
+/* Longest a waiter sleeps on one TTL: numbers from the wire (a busy
+ * answer's PTTL, a "renewed" message) are clamped to it, so no sum can
+ * overflow and nothing sent by a stranger strands a waiter for long. */
+#define MAX_SLEEP_MS ((int64_t)86400000)
+/* How soon to build an attempt again after a failed allocation. */
+#define NOMEM_RETRY_MS 10
+/* Slack between "every late copy of an attempt is void" and the release
+ * that cleans up after them, for the clocks' drift meanwhile. */
+#define LATE_COPY_MARGIN_MS 5
+
+static int dispatch(leash_lock *l, const leash__event *e);
+
+static int acquiring(int state) {
+    return state >= M_AFTER_FORCE && state <= M_NOMEM;
+}
+
+static int holding(int state) {
+    return state >= M_HELD;
+}
+
+static const leash__logger *lg(const leash_lock *l) {
+    return &l->core->env.log;
+}
+
+static int64_t clamp_sleep(int64_t ms) {
+    return ms < 0 ? 0 : ms > MAX_SLEEP_MS ? MAX_SLEEP_MS : ms;
+}
+
+static int event(leash_lock *l, int type) {
+    leash__event e;
+    memset(&e, 0, sizeof(e));
+    e.type = type;
+    return dispatch(l, &e);
+}
+
+/* ---- completions, from the loop or now ---- */
+
+typedef struct later_cb {
+    leash__later item;
+    leash_lock *lock;
+    leash_acquire_cb *acq_cb; /* one of the two */
+    leash_release_cb *rel_cb;
+    void *arg;
+    int status;
+} later_cb;
+
+static void run_later_cb(leash__later *item) {
+    later_cb *d = (later_cb *)item;
+    leash_lock *l = d->lock;
+    leash_acquire_cb *acq = d->acq_cb;
+    leash_release_cb *rel = d->rel_cb;
+    void *arg = d->arg;
+    int status = d->status;
+
+    free(d);
+    if (acq != NULL)
+        acq(l, status, arg);
+    else if (rel != NULL)
+        rel(l, status, arg);
+}
+
+static later_cb *later_new(leash_lock *l) {
+    later_cb *d = calloc(1, sizeof(*d));
+    if (d != NULL) {
+        d->item.owner = l;
+        d->item.run = run_later_cb;
+        d->lock = l;
+    }
+    return d;
+}
+
+static void later_push(leash_lock *l, later_cb *d) {
+    leash__later_push(&l->core->later, &d->item);
+}
+
+/* Hands the pending acquire's callback to d (delivered from the loop). */
+static void defer_acquire(leash_lock *l, later_cb *d, int status) {
+    d->acq_cb = l->acq_cb;
+    d->arg = l->acq_arg;
+    d->status = status;
+    l->acq_cb = NULL;
+    l->acq_arg = NULL;
+    later_push(l, d);
+}
+
+static void finish_acquire(leash_lock *l, int status) {
+    leash_acquire_cb *cb = l->acq_cb;
+    void *arg = l->acq_arg;
+
+    l->acq_cb = NULL;
+    l->acq_arg = NULL;
+    if (cb != NULL)
+        cb(l, status, arg);
+}
+
+static void finish_release(leash_lock *l, int status) {
+    leash_release_cb *cb = l->rel_cb;
+    void *arg = l->rel_arg;
+    leash__core *core = l->core;
+    int close_waits = l->rel_close_wait;
+
+    l->rel = NULL;
+    l->rel_force = 0;
+    l->rel_close_wait = 0;
+    l->rel_cb = NULL;
+    l->rel_arg = NULL;
+    if (cb != NULL)
+        cb(l, status, arg);
+    if (close_waits)
+        leash__core_close_step(core, status);
+}
+
+/* ---- commands ---- */
+
+static void on_attempt(void *arg, const leash__answer *a, size_t n);
+static void on_release(void *arg, const leash__answer *a, size_t n);
+static void on_force(void *arg, const leash__answer *a, size_t n);
+
+static leash__req *send(leash_lock *l, const leash__opdef *op, leash__cmd *cmd, int64_t send_at,
+                        leash__done_fn *done, void *arg) {
+    leash__send s;
+
+    memset(&s, 0, sizeof(s));
+    s.slot = l->names.slot;
+    s.op = op;
+    s.cmd = cmd;
+    s.nanswers = 1;
+    s.send_at = send_at;
+    s.what = l->name;
+    s.done = done;
+    s.arg = arg;
+    return leash__route_send(l->core->route, &s);
+}
+
+/* A release nobody waits for (loss, free, abandoned grant), sent now or,
+ * with send_at != 0, not before then. */
+static void release_in_background(leash_lock *l, const char *token, int64_t send_at) {
+    leash__core *core = l->core;
+    int64_t from = send_at > 0 ? send_at : leash__now_ms();
+    leash__cmd *cmd = core->dialect->release_cmd(
+        &l->names, token, 0, 0, from + core->command_timeout_ms + l->hold.lease_ms);
+
+    if (cmd == NULL || send(l, core->dialect->release, cmd, send_at, NULL, NULL) == NULL)
+        leash__log(lg(l), LEASH_LOG_WARN,
+                   "lock %s: no memory to release it; it expires with its lease", l->name);
+}
+
+/* The attempt of l's token was written and will not be sent again: once
+ * every copy of it that may still sit somewhere (a frozen server's socket)
+ * is void, a release cleans up after any of them that ran. The connection
+ * stamps each copy "not after command_timeout_ms from its write", and none
+ * is written after now. */
+static void release_after_late_copies(leash_lock *l) {
+    int64_t v = l->core->command_timeout_ms;
+    release_in_background(l, l->hold.token, leash__now_ms() + v + LATE_COPY_MARGIN_MS + v / 500);
+}
+
+/* An attempt that was written and whose answer will not be read: a grant
+ * it got is released now (the release follows it on the connection), and
+ * again once its late copies are void. */
+static void forget_attempt(leash_lock *l) {
+    release_in_background(l, l->hold.token, 0);
+    release_after_late_copies(l);
+}
+
+/* Stops waiting for the attempt in flight; with release_grant, whatever it
+ * may have been granted is released. */
+static void abandon_attempt(leash_lock *l, int release_grant) {
+    leash__req *req = l->attempt;
+
+    if (req == NULL)
+        return;
+    l->attempt = NULL;
+    if (leash__req_cancel(req) && release_grant)
+        forget_attempt(l);
+}
+
+static leash__cmd *make_attempt(leash_lock *l) {
+    leash__core *core = l->core;
+    int64_t deadline;
+    int extra = holding(l->state);
+
+    if (extra)
+        deadline = l->hold.deadline;
+    else if (l->wait_once)
+        deadline = leash__now_ms() + core->command_timeout_ms;
+    else
+        deadline = l->wait_deadline;
+    return core->dialect->acquire_cmd(&l->names, l->hold.token, l->hold.lease_ms,
+                                      extra ? l->hold.count + 1 : 1, core->command_timeout_ms,
+                                      deadline);
+}
+
+/* Sends cmd as the attempt. 0, or -1 without memory (cmd freed). */
+static int put_attempt(leash_lock *l, leash__cmd *cmd) {
+    leash__req *req;
+
+    l->w.parked = 0;
+    l->attempt_sent = leash__now_ms();
+    l->attempt_epoch = leash__waitq_covered(&l->w);
+    req = send(l, l->core->dialect->acquire, cmd, 0, on_attempt, l);
+    if (req == NULL)
+        return -1;
+    l->attempt = req;
+    return 0;
+}
+
+/* ---- states ---- */
+
+static void arm(leash_lock *l);
+
+/* Every change of state goes through here: the work of leaving the old
+ * state, and of entering the new one. */
+static void set_state(leash_lock *l, int to) {
+    int from = l->state;
+
+    if (acquiring(from) && !acquiring(to) && to != M_HELD)
+        leash__waitq_leave(&l->w); /* hands an unused wake on */
+    if (holding(from) && !holding(to)) {
+        leash__watchdog_forget(&l->hold);
+        leash__waitq_hold_ended(&l->w);
+        l->hold.count = 0;
+    }
+    if (to == M_HELD && acquiring(from))
+        leash__waitq_granted(&l->w);
+    l->state = to;
+    arm(l);
+}
+
+/* One timer per handle; what it waits for depends on the state. */
+static void arm(leash_lock *l) {
+    int64_t due = FOREVER;
+    int keep_alive = 0;
+
+    switch (l->state) {
+    case M_AFTER_FORCE:
+    case M_ATTEMPT:
+    case M_SUBSCRIBING:
+    case M_PARKED:
+    case M_NOMEM:
+        keep_alive = 1;
+        if (l->wait_deadline != 0)
+            due = l->wait_deadline;
+        /* Subscribing too: a subscription that never comes must not keep
+         * a waiter past the holder's lease. */
+        if ((l->state == M_PARKED || l->state == M_SUBSCRIBING) && l->ttl_wake < due)
+            due = l->ttl_wake;
+        if (l->state == M_NOMEM && l->retry_at < due)
+            due = l->retry_at;
+        break;
+    case M_HELD:
+    case M_EXTRA:
+    case M_XNOMEM:
+        due = leash__hold_next_due(&l->hold);
+        if (l->state == M_XNOMEM && l->retry_at < due)
+            due = l->retry_at;
+        break;
+    default:
+        break;
+    }
+    if (due == FOREVER) {
+        leash__timer_stop(&l->timer);
+        return;
+    }
+    if (due != l->timer.due)
+        leash__timer_at(&l->timer, due, keep_alive);
+}
+
+/* What the timer found due, in order of precedence. */
+static void on_timer(void *arg) {
+    leash_lock *l = arg;
+    int64_t now = leash__now_ms();
+
+    switch (l->state) {
+    case M_AFTER_FORCE:
+    case M_ATTEMPT:
+    case M_SUBSCRIBING:
+    case M_PARKED:
+    case M_NOMEM:
+        if (l->wait_deadline != 0 && now >= l->wait_deadline)
+            event(l, LEASH__EV_WAIT_END);
+        else if ((l->state == M_PARKED || l->state == M_SUBSCRIBING) && now >= l->ttl_wake)
+            event(l, LEASH__EV_TTL);
+        else if (l->state == M_NOMEM && now >= l->retry_at)
+            event(l, LEASH__EV_RETRY);
+        else
+            arm(l);
+        break;
+    case M_HELD:
+    case M_EXTRA:
+    case M_XNOMEM:
+        if (leash__hold_max_reached(&l->hold, now))
+            event(l, LEASH__EV_MAX_HOLD);
+        else if (now >= l->hold.deadline)
+            event(l, LEASH__EV_DEADLINE);
+        else if (l->state == M_XNOMEM && now >= l->retry_at)
+            event(l, LEASH__EV_RETRY);
+        else if (l->hold.watchdog && l->hold.renew_state == LEASH__RENEW_IDLE &&
+                 now >= l->hold.renew_due)
+            event(l, LEASH__EV_RENEW_DUE);
+        else
+            arm(l);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- actions ---- */
+
+/* An attempt from the loop: without memory, tried again shortly. */
+static void again(leash_lock *l) {
+    leash__cmd *cmd = make_attempt(l);
+    int extra = holding(l->state);
+
+    if (cmd == NULL || put_attempt(l, cmd) != 0) {
+        l->retry_at = leash__now_ms() + NOMEM_RETRY_MS;
+        set_state(l, extra ? M_XNOMEM : M_NOMEM);
+        return;
+    }
+    set_state(l, extra ? M_EXTRA : M_ATTEMPT);
+}
+
+/* The acquire ends with status -> IDLE; the callback comes last. */
+static void acquire_ends(leash_lock *l, int status) {
+    abandon_attempt(l, 1);
+    set_state(l, M_IDLE);
+    finish_acquire(l, status);
+}
+
+static void lose(leash_lock *l, int reason) {
+    leash_lost_cb *cb = l->lost_cb;
+    int extra_pending = l->acq_cb != NULL;
+
+    leash__log(lg(l), LEASH_LOG_WARN, "lock %s lost (%s), fence %llu", l->name,
+               leash_lost_reason_name(reason), (unsigned long long)l->hold.fence);
+    abandon_attempt(l, 0);
+    set_state(l, M_IDLE);
+    if (reason != LEASH_LOST_EXPIRED)
+        release_in_background(l, l->hold.token, 0);
+    l->core->env.stats->losts++;
+    if (cb != NULL) {
+        cb(l, reason, l->lost_arg);
+        if (l->freed)
+            return;
+    }
+    if (extra_pending)
+        finish_acquire(l, LEASH_ECANCELED);
+}
+
+/* The lost callback, then the extra hold's callback with status. */
+static void lose_then(leash_lock *l, int reason, int status) {
+    leash_acquire_cb *cb = l->acq_cb;
+    void *arg = l->acq_arg;
+
+    l->acq_cb = NULL;
+    lose(l, reason);
+    if (!l->freed && cb != NULL)
+        cb(l, status, arg);
+}
+
+static int deadline_reason(const leash_lock *l) {
+    return l->hold.watchdog ? LEASH_LOST_UNREACHABLE : LEASH_LOST_FIXED_LEASE;
+}
+
+/* Busy: decide how to wait for the next try. */
+static void wait_for_release(leash_lock *l, int64_t pttl) {
+    int64_t now = leash__now_ms();
+    unsigned epoch;
+
+    /* A holder that crashed publishes nothing: its key expiring is the
+     * release. A key without expiry (pttl -1) gets looked at every lease. */
+    l->ttl_wake = now + (pttl >= 0 ? clamp_sleep(pttl) + 1 : l->hold.lease_ms);
+    if (clamp_sleep(pttl) > l->ttl_seen)
+        l->ttl_seen = clamp_sleep(pttl);
+    if (leash__waitq_join(&l->core->waitqs, &l->w, l->names.channel, l->names.channel_len,
+                          l->names.slot) != LEASH_OK) {
+        acquire_ends(l, LEASH_ENOMEM);
+        return;
+    }
+    /* Covered only by the very subscription that was confirmed when the
+     * attempt went out: one that dropped and came back meanwhile may have
+     * missed the release. */
+    epoch = leash__waitq_covered(&l->w);
+    if (l->attempt_epoch != 0 && epoch == l->attempt_epoch) {
+        if (leash__waitq_park(&l->w))
+            again(l); /* a wake was kept for us */
+        else
+            set_state(l, M_PARKED);
+    } else if (epoch != 0) {
+        again(l);
+    } else {
+        set_state(l, M_SUBSCRIBING);
+    }
+}
+
+static void granted(leash_lock *l, const leash__answer *a) {
+    int64_t sent = l->attempt_sent;
+
+    if (sent + l->hold.lease_ms - leash__drift_ms(l->hold.lease_ms) <= leash__now_ms()) {
+        /* The answer took longer than the lease: nothing left to trust. */
+        leash__log(lg(l), LEASH_LOG_WARN,
+                   "acquire %s: granted after its lease ran out; releasing it", l->name);
+        release_in_background(l, l->hold.token, 0);
+        acquire_ends(l, LEASH_ECONN);
+        return;
+    }
+    leash__hold_begin(&l->hold, sent, a->fence, (int)a->n);
+    set_state(l, M_HELD);
+    finish_acquire(l, LEASH_OK);
+}
+
+static void extra_granted(leash_lock *l, const leash__answer *a) {
+    if (leash__now_ms() >= l->hold.deadline) {
+        /* Too late: the hold ended at its deadline; so did this request. */
+        lose_then(l, deadline_reason(l), LEASH_ECONN);
+        return;
+    }
+    l->hold.count = (int)a->n;
+    leash__hold_extend(&l->hold, l->attempt_sent);
+    set_state(l, M_HELD);
+    finish_acquire(l, LEASH_OK);
+}
+
+static void renewed(leash_lock *l, const leash__event *e) {
+    int64_t now = leash__now_ms();
+
+    if (now >= l->hold.deadline) {
+        /* The answer came too late (a busy loop, a stopped process): the
+         * hold already ended at its deadline, whatever Redis says now. */
+        lose(l, deadline_reason(l));
+        return;
+    }
+    switch (e->type) {
+    case LEASH__EV_RENEWED:
+        leash__hold_extend(&l->hold, e->sent);
+        l->hold.renewals++;
+        l->core->env.stats->renewals++;
+        leash__hold_schedule_renewal(&l->hold, e->sent);
+        arm(l);
+        break;
+    case LEASH__EV_NOT_OURS:
+        lose(l, LEASH_LOST_EXPIRED);
+        break;
+    default:
+        leash__log(lg(l), LEASH_LOG_INFO, "renew %s failed (%s): trying again soon", l->name,
+                   leash_strerror(e->answer != NULL ? e->answer->status : LEASH_ECONN));
+        leash__hold_retry_renewal(&l->hold, now);
+        arm(l);
+        break;
+    }
+}
+
+/* The holder announced a renewal of lease_ms: nobody needs to look before
+ * that runs out. Anyone allowed to PUBLISH can send this: believe no more
+ * than our own lease or the longest TTL Redis itself showed us. */
+static void holder_alive(leash_lock *l, int64_t lease_ms) {
+    int64_t sleep = clamp_sleep(lease_ms),
+            cap = l->lease_ms > l->ttl_seen ? l->lease_ms : l->ttl_seen;
+
+    if (sleep > cap)
+        sleep = cap;
+    l->ttl_wake = leash__now_ms() + sleep + 1;
+    arm(l);
+}
+
+/* ---- calls ---- */
+
+static int start(leash_lock *l, const leash__event *e) {
+    leash__core *core = l->core;
+    leash__cmd *cmd = NULL;
+
+    if (leash__token_new(l->hold.token) != 0) {
+        leash__log(lg(l), LEASH_LOG_ERROR, "leash_acquire %s: no randomness for a token", l->name);
+        return LEASH_ENOMEM;
+    }
+    l->wait_once = e->wait_ms == 0;
+    l->wait_deadline = e->wait_ms > 0 ? leash__now_ms() + e->wait_ms : 0;
+    l->hold.lease_ms = l->lease_ms;
+    l->hold.renew_ms = l->renew_ms;
+    l->hold.watchdog = l->watchdog;
+    l->hold.max_ms = l->max_hold_ms;
+    l->ttl_seen = 0;
+    /* Built and sent before anything changes: without memory the call
+     * fails whole. */
+    if (l->rel_force == 0) {
+        if ((cmd = make_attempt(l)) == NULL || put_attempt(l, cmd) != 0)
+            return LEASH_ENOMEM;
+    }
+    l->acq_cb = e->acq_cb;
+    l->acq_arg = e->arg;
+    /* Already subscribed for this name (other waiters): joining now makes
+     * this very attempt one that cannot miss a release. */
+    if (e->wait_ms != 0 &&
+        leash__waitq_exists(&core->waitqs, l->names.channel, l->names.channel_len) &&
+        leash__waitq_join(&core->waitqs, &l->w, l->names.channel, l->names.channel_len,
+                          l->names.slot) == LEASH_OK &&
+        l->attempt != NULL)
+        l->attempt_epoch = leash__waitq_covered(&l->w);
+    set_state(l, cmd != NULL ? M_ATTEMPT : M_AFTER_FORCE);
+    return LEASH_OK;
+}
+
+static int extra(leash_lock *l, const leash__event *e) {
+    leash__cmd *cmd;
+
+    if (!l->reentrant) {
+        leash__log(lg(l), LEASH_LOG_ERROR, "leash_acquire %s: already held and not reentrant",
+                   l->name);
+        return LEASH_ESTATE;
+    }
+    if (l->rel != NULL) {
+        leash__log(lg(l), LEASH_LOG_ERROR,
+                   "leash_acquire %s: a release of this handle is in flight", l->name);
+        return LEASH_ESTATE;
+    }
+    if ((cmd = make_attempt(l)) == NULL || put_attempt(l, cmd) != 0)
+        return LEASH_ENOMEM;
+    l->acq_cb = e->acq_cb;
+    l->acq_arg = e->arg;
+    set_state(l, M_EXTRA);
+    return LEASH_OK;
+}
+
+/* The release asked for while acquiring: the acquire ends, and the release
+ * answers for whatever it was granted. With an attempt on the wire (or
+ * queued), the release goes behind it first: then nothing has changed if
+ * there is no memory for it. */
+static int undo(leash_lock *l, const leash__event *e) {
+    leash__core *core = l->core;
+    later_cb *dacq = later_new(l), *drel = NULL;
+    leash__cmd *cmd;
+    leash__req *req = NULL;
+
+    if (dacq == NULL)
+        return LEASH_ENOMEM;
+    if (l->attempt != NULL) {
+        cmd = core->dialect->release_cmd(
+            &l->names, l->hold.token, 0,
+            l->attempt_sent + l->hold.lease_ms - leash__drift_ms(l->hold.lease_ms),
+            leash__now_ms() + core->command_timeout_ms + l->hold.lease_ms);
+        req = cmd != NULL ? send(l, core->dialect->release, cmd, 0, on_release, l) : NULL;
+        if (req == NULL) {
+            free(dacq);
+            return LEASH_ENOMEM;
+        }
+    } else if ((drel = later_new(l)) == NULL) {
+        free(dacq);
+        return LEASH_ENOMEM;
+    }
+    defer_acquire(l, dacq, LEASH_ECANCELED);
+    if (req != NULL) {
+        /* An attempt that was written may also sit in a frozen server's
+         * socket: the release behind it cannot catch that copy. */
+        if (leash__req_cancel(l->attempt))
+            release_after_late_copies(l);
+        l->attempt = NULL;
+        l->rel = req;
+        l->rel_cb = e->rel_cb;
+        l->rel_arg = e->arg;
+        l->rel_final = 1;
+        memcpy(l->rel_token, l->hold.token, sizeof(l->rel_token));
+    } else {
+        drel->rel_cb = e->rel_cb;
+        drel->arg = e->arg;
+        drel->status = LEASH_ENOTHELD;
+        if (e->rel_cb != NULL)
+            later_push(l, drel);
+        else
+            free(drel);
+    }
+    set_state(l, M_IDLE);
+    return LEASH_OK;
+}
+
+static int give(leash_lock *l, const leash__event *e) {
+    leash__core *core = l->core;
+    int64_t deadline = l->hold.deadline, now = leash__now_ms();
+    int last = l->hold.count == 1;
+    leash__cmd *cmd;
+    leash__req *req;
+
+    if (deadline < now + core->command_timeout_ms)
+        deadline = now + core->command_timeout_ms;
+    cmd = core->dialect->release_cmd(&l->names, l->hold.token, l->hold.count - 1, l->hold.deadline,
+                                     deadline);
+    req = cmd != NULL ? send(l, core->dialect->release, cmd, 0, on_release, l) : NULL;
+    if (req == NULL)
+        return LEASH_ENOMEM;
+    l->rel = req;
+    l->rel_cb = e->rel_cb;
+    l->rel_arg = e->arg;
+    l->rel_final = last;
+    memcpy(l->rel_token, l->hold.token, sizeof(l->rel_token));
+    if (last)
+        set_state(l, M_IDLE); /* the watchdog stops now, whatever Redis answers */
+    else
+        l->hold.count--;
+    return LEASH_OK;
+}
+
+static int cancel(leash_lock *l) {
+    later_cb *d = later_new(l);
+
+    if (d == NULL)
+        return LEASH_ENOMEM;
+    defer_acquire(l, d, LEASH_ECANCELED);
+    if (holding(l->state)) {
+        /* An extra hold: the set-count scripts make a late grant harmless
+         * (the last release deletes whatever the count). */
+        abandon_attempt(l, 0);
+        set_state(l, M_HELD);
+    } else {
+        abandon_attempt(l, 1);
+        set_state(l, M_IDLE);
+    }
+    return LEASH_OK;
+}
+
+static int force(leash_lock *l, const leash__event *e) {
+    leash__core *core = l->core;
+    leash__cmd *cmd =
+        core->dialect->force_cmd(&l->names, leash__now_ms() + core->command_timeout_ms);
+    leash__req *req = cmd != NULL ? send(l, core->dialect->force, cmd, 0, on_force, l) : NULL;
+
+    if (req == NULL)
+        return LEASH_ENOMEM;
+    l->rel = req;
+    l->rel_cb = e->rel_cb;
+    l->rel_arg = e->arg;
+    l->rel_final = 0;
+    l->rel_force = 1;
+    return LEASH_OK;
+}
+
+/* The handle goes: everything pending ends ECANCELED inside this call. */
+static void free_handle(leash_lock *l) {
+    int held = holding(l->state);
+
+    l->freed = 1;
+    leash__later_run_owner(&l->core->later, l);
+    abandon_attempt(l, !held);
+    if (held)
+        release_in_background(l, l->hold.token, 0);
+    set_state(l, M_IDLE);
+    leash__timer_clear(&l->timer);
+    if (l->rel != NULL) {
+        leash__req_orphan(l->rel); /* it still goes out; nobody hears it */
+        l->rel = NULL;
+        finish_release(l, LEASH_ECANCELED);
+    }
+    finish_acquire(l, LEASH_ECANCELED);
+}
+
+static void on_close_release(void *arg, const leash__answer *a, size_t n) {
+    int status = a->status;
+
+    (void)n;
+    if (status == LEASH_OK && a->kind == LEASH__ANS_NOT_OURS)
+        status = LEASH_ENOTHELD;
+    else if (status == LEASH_OK && a->kind == LEASH__ANS_UNSURE)
+        status = LEASH_ECONN;
+    leash__core_close_step(arg, status);
+}
+
+/* leash_client_close: the acquire ends (its callback is owed until the
+ * client's free), a hold is released for real and waited for. */
+static void close_handle(leash_lock *l) {
+    leash__core *core = l->core;
+    leash__cmd *cmd;
+    int64_t deadline;
+
+    if (l->rel != NULL) {
+        l->rel_close_wait = 1;
+        leash__core_close_wait(core);
+    }
+    if (acquiring(l->state)) {
+        abandon_attempt(l, 1);
+        set_state(l, M_IDLE);
+        return;
+    }
+    if (!holding(l->state))
+        return;
+    abandon_attempt(l, 0); /* an extra hold: the release below takes all */
+    deadline = l->hold.deadline;
+    if (deadline < leash__now_ms() + core->command_timeout_ms)
+        deadline = leash__now_ms() + core->command_timeout_ms;
+    cmd = core->dialect->release_cmd(&l->names, l->hold.token, 0, l->hold.deadline, deadline);
+    set_state(l, M_IDLE);
+    if (cmd == NULL || send(l, core->dialect->release, cmd, 0, on_close_release, core) == NULL) {
+        leash__log(lg(l), LEASH_LOG_WARN,
+                   "lock %s: no memory to release it; it expires with its lease", l->name);
+        core->close_status = LEASH_ECONN;
+        return;
+    }
+    leash__core_close_wait(core);
+}
+
+/* ---- answers ---- */
+
+static void on_attempt(void *arg, const leash__answer *a, size_t n) {
+    leash_lock *l = arg;
+    leash__event e;
+    static const int kinds[] = {
+        [LEASH__ANS_GRANTED] = LEASH__EV_GRANTED,
+        [LEASH__ANS_BUSY] = LEASH__EV_BUSY,
+        [LEASH__ANS_LATE] = LEASH__EV_LATE,
+        [LEASH__ANS_GONE] = LEASH__EV_GONE,
+    };
+
+    (void)n;
+    l->attempt = NULL;
+    memset(&e, 0, sizeof(e));
+    e.answer = a;
+    if (a->status != LEASH_OK || a->kind > LEASH__ANS_GONE)
+        e.type = LEASH__EV_FAILED;
+    else
+        e.type = kinds[a->kind];
+    dispatch(l, &e);
+}
+
+static void on_release(void *arg, const leash__answer *a, size_t n) {
+    leash_lock *l = arg;
+    leash__event e;
+
+    (void)n;
+    l->rel = NULL;
+    memset(&e, 0, sizeof(e));
+    e.type = LEASH__EV_RELEASED;
+    e.answer = a;
+    dispatch(l, &e);
+}
+
+static void on_force(void *arg, const leash__answer *a, size_t n) {
+    leash_lock *l = arg;
+    leash__event e;
+
+    (void)n;
+    l->rel = NULL;
+    memset(&e, 0, sizeof(e));
+    e.type = LEASH__EV_FORCED;
+    e.answer = a;
+    dispatch(l, &e);
+}
+
+/* The release's answer, in any state. */
+static void release_answered(leash_lock *l, const leash__answer *a) {
+    int status = a->status;
+
+    if (status == LEASH_OK) {
+        switch (a->kind) {
+        case LEASH__ANS_RELEASED:
+        case LEASH__ANS_LEFT:
+            if (l->rel_final)
+                leash__waitqs_released(&l->core->waitqs, l->names.channel, l->names.channel_len,
+                                       l->rel_token, LEASH__TOKEN_LEN);
+            break;
+        case LEASH__ANS_UNSURE:
+            /* Resent after a lost answer, past the hold's deadline:
+             * released by the first copy or expired before it, the hold is
+             * over. */
+            leash__log(lg(l), LEASH_LOG_INFO,
+                       "release %s: answer lost, hold over (released or expired)", l->name);
+            status = LEASH_ECONN;
+            break;
+        default:
+            status = LEASH_ENOTHELD;
+            break;
+        }
+    }
+    if (status == LEASH_ENOTHELD && !l->rel_final && l->state == M_HELD &&
+        memcmp(l->rel_token, l->hold.token, LEASH__TOKEN_LEN) == 0) {
+        /* Giving back one of several holds found them all gone. */
+        leash_release_cb *cb = l->rel_cb;
+        void *rarg = l->rel_arg;
+        l->rel_cb = NULL;
+        finish_release(l, status); /* nothing to call: clears the slot */
+        lose(l, LEASH_LOST_EXPIRED);
+        if (!l->freed && cb != NULL)
+            cb(l, status, rarg);
+        return;
+    }
+    finish_release(l, status);
+}
+
+/* The force release's answer; our waiters hear of it from the script's
+ * PUBLISH, like everyone else's. */
+static void force_answered(leash_lock *l, const leash__answer *a) {
+    int status = a->status;
+
+    if (status == LEASH_OK)
+        status = a->kind == LEASH__ANS_REMOVED ? LEASH_OK : LEASH_ENOTHELD;
+    if (status == LEASH_OK)
+        leash__log(lg(l), LEASH_LOG_WARN, "lock %s: force-released (someone's hold removed)",
+                   l->name);
+    finish_release(l, status);
+}
+
+/* ---- the dispatcher ---- */
+
+static int refuse(leash_lock *l, const char *call, const char *why) {
+    leash__log(lg(l), LEASH_LOG_ERROR, "%s %s: %s", call, l->name, why);
+    return LEASH_ESTATE;
+}
+
+/* What every state does with the events that concern the release slot,
+ * the handle's end, and the client's close. Returns 1 if it took e. */
+static int common(leash_lock *l, const leash__event *e, int *rc) {
+    switch (e->type) {
+    case LEASH__EV_FREE:
+        free_handle(l);
+        return 1;
+    case LEASH__EV_CLOSE:
+        close_handle(l);
+        return 1;
+    case LEASH__EV_RELEASED:
+        release_answered(l, e->answer);
+        return 1;
+    case LEASH__EV_FORCED:
+        if (l->state == M_AFTER_FORCE) {
+            /* This handle's force release goes first: now its attempt. */
+            l->rel_force = 0;
+            again(l);
+            if (l->freed)
+                return 1;
+        }
+        force_answered(l, e->answer);
+        return 1;
+    case LEASH__EV_FORCE:
+        *rc = l->state != M_IDLE ? refuse(l, "leash_force_release",
+                                          holding(l->state) ? "this handle holds the lock; use "
+                                                              "leash_release"
+                                                            : "this handle is acquiring it; use "
+                                                              "leash_cancel")
+              : l->rel != NULL   ? refuse(l, "leash_force_release", "a release is in flight")
+                                 : force(l, e);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int in_idle(leash_lock *l, const leash__event *e) {
+    switch (e->type) {
+    case LEASH__EV_ACQUIRE:
+        return start(l, e);
+    case LEASH__EV_RELEASE:
+        return refuse(l, "leash_release", l->rel != NULL ? "a release is in flight" : "not held");
+    case LEASH__EV_CANCEL:
+        return refuse(l, "leash_cancel", "no acquire is pending");
+    default:
+        return 0;
+    }
+}
+
+/* AFTER_FORCE, SUBSCRIBING, PARKED, NOMEM: acquiring, nothing on the wire. */
+static int in_waiting(leash_lock *l, const leash__event *e) {
+    switch (e->type) {
+    case LEASH__EV_ACQUIRE:
+        return refuse(l, "leash_acquire", "already acquiring");
+    case LEASH__EV_RELEASE:
+        if (l->rel != NULL)
+            return refuse(l, "leash_release", "a release is in flight");
+        return undo(l, e);
+    case LEASH__EV_CANCEL:
+        return cancel(l);
+    case LEASH__EV_WAIT_END:
+        acquire_ends(l, LEASH_ETIMEDOUT);
+        return 0;
+    case LEASH__EV_TTL:
+    case LEASH__EV_COVERED:
+        if (l->state == M_SUBSCRIBING || l->state == M_PARKED)
+            again(l);
+        return 0;
+    case LEASH__EV_WAKE:
+        if (l->state == M_PARKED)
+            again(l);
+        return 0;
+    case LEASH__EV_RETRY:
+        if (l->state == M_NOMEM)
+            again(l);
+        return 0;
+    case LEASH__EV_ALIVE:
+        holder_alive(l, e->lease_ms);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* ATTEMPT, LAST: acquiring, an attempt on the wire. */
+static int in_attempt(leash_lock *l, const leash__event *e) {
+    int last = l->state == M_LAST;
+
+    switch (e->type) {
+    case LEASH__EV_ACQUIRE:
+        return refuse(l, "leash_acquire", "already acquiring");
+    case LEASH__EV_RELEASE:
+        if (l->rel != NULL)
+            return refuse(l, "leash_release", "a release is in flight");
+        return undo(l, e);
+    case LEASH__EV_CANCEL:
+        return cancel(l);
+    case LEASH__EV_GRANTED:
+        granted(l, e->answer);
+        return 0;
+    case LEASH__EV_BUSY:
+        if (l->wait_once)
+            acquire_ends(l, LEASH_EBUSY);
+        else if (last || (l->wait_deadline != 0 && leash__now_ms() >= l->wait_deadline))
+            acquire_ends(l, LEASH_ETIMEDOUT);
+        else
+            wait_for_release(l, e->answer->n);
+        return 0;
+    case LEASH__EV_LATE:
+        /* It arrived after its own not_after and did nothing: a slow pipe
+         * or a clock that moved. */
+        if (last)
+            acquire_ends(l, LEASH_ETIMEDOUT);
+        else if (l->wait_once || (l->wait_deadline != 0 && leash__now_ms() >= l->wait_deadline))
+            acquire_ends(l, LEASH_ECONN);
+        else
+            again(l);
+        return 0;
+    case LEASH__EV_GONE:
+        leash__log(lg(l), LEASH_LOG_ERROR, "acquire %s: the script answered an extra hold",
+                   l->name);
+        acquire_ends(l, LEASH_EPROTO);
+        return 0;
+    case LEASH__EV_FAILED:
+        /* Without an answer the attempt may still run (a frozen server
+         * keeps it in its socket): forget_attempt cleans up after it. */
+        if (e->answer->status == LEASH_ECONN)
+            forget_attempt(l);
+        acquire_ends(l, e->answer->status);
+        return 0;
+    case LEASH__EV_WAIT_END:
+        if (!last)
+            set_state(l, M_LAST); /* the answer in flight decides */
+        return 0;
+    case LEASH__EV_ALIVE:
+        /* A busy answer in flight sets the time again from the key's own
+         * TTL; until then, this one stands. */
+        holder_alive(l, e->lease_ms);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* HELD, EXTRA, XNOMEM. */
+static int in_held(leash_lock *l, const leash__event *e) {
+    int extra_pending = l->state != M_HELD;
+
+    switch (e->type) {
+    case LEASH__EV_ACQUIRE:
+        if (extra_pending)
+            return refuse(l, "leash_acquire", "already acquiring");
+        return extra(l, e);
+    case LEASH__EV_RELEASE:
+        if (extra_pending)
+            return refuse(l, "leash_release", "an extra hold is in flight; cancel it first");
+        if (l->rel != NULL)
+            return refuse(l, "leash_release", "a release is in flight");
+        return give(l, e);
+    case LEASH__EV_CANCEL:
+        if (!extra_pending)
+            return refuse(l, "leash_cancel", "no acquire is pending");
+        return cancel(l);
+    case LEASH__EV_GRANTED:
+        if (l->state == M_EXTRA)
+            extra_granted(l, e->answer);
+        return 0;
+    case LEASH__EV_BUSY:
+    case LEASH__EV_GONE:
+        /* Our hold is gone: the extra hold fails, and the hold is lost. */
+        if (l->state == M_EXTRA)
+            lose_then(l, LEASH_LOST_EXPIRED, LEASH_EBUSY);
+        return 0;
+    case LEASH__EV_LATE:
+    case LEASH__EV_RETRY:
+        if ((e->type == LEASH__EV_LATE && l->state == M_EXTRA) ||
+            (e->type == LEASH__EV_RETRY && l->state == M_XNOMEM))
+            again(l); /* it did nothing: ask again while the hold lasts */
+        return 0;
+    case LEASH__EV_FAILED:
+        if (l->state == M_EXTRA) {
+            set_state(l, M_HELD);
+            finish_acquire(l, e->answer->status);
+        }
+        return 0;
+    case LEASH__EV_RENEWED:
+    case LEASH__EV_NOT_OURS:
+    case LEASH__EV_RENEW_FAILED:
+        renewed(l, e);
+        return 0;
+    case LEASH__EV_DEADLINE:
+        lose(l, deadline_reason(l));
+        return 0;
+    case LEASH__EV_MAX_HOLD:
+        lose(l, LEASH_LOST_MAX_HOLD);
+        return 0;
+    case LEASH__EV_RENEW_DUE:
+        leash__watchdog_request(&l->core->dog, &l->hold);
+        arm(l);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int dispatch(leash_lock *l, const leash__event *e) {
+    int rc = 0;
+
+    if (common(l, e, &rc))
+        return rc;
+    switch (l->state) {
+    case M_IDLE:
+        return in_idle(l, e);
+    case M_AFTER_FORCE:
+    case M_SUBSCRIBING:
+    case M_PARKED:
+    case M_NOMEM:
+        return in_waiting(l, e);
+    case M_ATTEMPT:
+    case M_LAST:
+        return in_attempt(l, e);
+    default:
+        return in_held(l, e);
+    }
+}
+
+/* ---- hooks: the wait queue and the watchdog report here ---- */
+
+static leash_lock *of_waiter(leash__waiter *w) {
+    return LEASH__CONTAINER(w, leash_lock, w);
+}
+
+static void waiter_wake(leash__waiter *w) {
+    event(of_waiter(w), LEASH__EV_WAKE);
+}
+
+static void waiter_covered(leash__waiter *w) {
+    event(of_waiter(w), LEASH__EV_COVERED);
+}
+
+static void waiter_alive(leash__waiter *w, int64_t lease_ms) {
+    leash__event e;
+    memset(&e, 0, sizeof(e));
+    e.type = LEASH__EV_ALIVE;
+    e.lease_ms = lease_ms;
+    dispatch(of_waiter(w), &e);
+}
+
+static const leash__waiter_hooks waiter_hooks = {waiter_wake, waiter_covered, waiter_alive};
+
+static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
+    leash_lock *l = LEASH__CONTAINER(h, leash_lock, hold);
+    leash__event e;
+
+    memset(&e, 0, sizeof(e));
+    e.answer = a;
+    e.sent = sent;
+    if (a->status != LEASH_OK)
+        e.type = LEASH__EV_RENEW_FAILED;
+    else
+        e.type = a->kind == LEASH__ANS_RENEWED ? LEASH__EV_RENEWED : LEASH__EV_NOT_OURS;
+    dispatch(l, &e);
+}
+
+static void mutex_init(leash_lock *l) {
+    leash__timer_init(&l->timer, &l->core->env, on_timer, l);
+    leash__waiter_init(&l->w, &waiter_hooks);
+    leash__list_init(&l->hold.due_link);
+    l->hold.names = &l->names;
+    l->hold.renewed = hold_renewed;
+    l->state = M_IDLE;
+}
+
+static const char *mutex_state_name(int state) {
+    return state >= 0 && state < M_COUNT ? state_names[state] : "?";
+}
+
+const leash__prim leash__mutex = {"mutex", dispatch, mutex_state_name, mutex_init};

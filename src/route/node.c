@@ -1,0 +1,215 @@
+#include "route/node.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "wire/resp.h"
+
+enum {
+    SUB_NONE,    /* not subscribed (or the subscriber connection is down) */
+    SUB_PENDING, /* SUBSCRIBE sent, not confirmed */
+    SUB_ACTIVE,  /* confirmed: no message can be missed from here on */
+    SUB_LEAVING  /* UNSUBSCRIBE sent, not confirmed */
+};
+
+typedef struct node_sub {
+    leash__strmap_entry e; /* key: the channel, stored after the struct */
+    int state;
+    int wanted;
+} node_sub;
+
+static void on_sub_reply(redisAsyncContext *ac, void *r, void *privdata);
+
+static int send_sub(leash__node *n, const char *verb, const node_sub *s) {
+    const char *argv[2] = {verb, s->e.key};
+    size_t lens[2] = {strlen(verb), s->e.len}, len;
+    char *buf = leash__resp_format(&len, 2, argv, lens);
+    int rc;
+
+    if (buf == NULL)
+        return -1;
+    rc = leash__conn_send_raw(&n->sub, on_sub_reply, buf, len, 1);
+    free(buf);
+    return rc;
+}
+
+static void drop(leash__node *n, node_sub *s) {
+    leash__strmap_remove(&n->subs, &s->e);
+    free(s);
+}
+
+/* Moves s toward what is wanted; frees it once nothing is left to do. */
+static void sync_sub(leash__node *n, node_sub *s) {
+    if (s->wanted && s->state == SUB_NONE) {
+        /* With the subscriber connection down, its on_ready subscribes. */
+        if (send_sub(n, "SUBSCRIBE", s) == 0)
+            s->state = SUB_PENDING;
+    } else if (!s->wanted && s->state == SUB_ACTIVE) {
+        s->state = send_sub(n, "UNSUBSCRIBE", s) == 0 ? SUB_LEAVING : SUB_NONE;
+    }
+    /* PENDING and LEAVING settle when their confirmation arrives. */
+    if (!s->wanted && s->state == SUB_NONE)
+        drop(n, s);
+}
+
+int leash__node_want(leash__node *n, const char *chan, size_t len, int on) {
+    node_sub *s = (node_sub *)leash__strmap_find(&n->subs, chan, len);
+
+    if (s == NULL) {
+        if (!on)
+            return LEASH_OK;
+        s = calloc(1, sizeof(*s) + len + 1);
+        if (s == NULL)
+            return LEASH_ENOMEM;
+        memcpy(s + 1, chan, len);
+        s->e.key = (const char *)(s + 1);
+        s->e.len = len;
+        if (leash__strmap_insert(&n->subs, &s->e) != 0) {
+            free(s);
+            return LEASH_ENOMEM;
+        }
+    }
+    s->wanted = on;
+    sync_sub(n, s);
+    return LEASH_OK;
+}
+
+int leash__node_subscribed(const leash__node *n, const char *chan, size_t len) {
+    const node_sub *s = (const node_sub *)leash__strmap_find(&n->subs, chan, len);
+    return s != NULL && s->state == SUB_ACTIVE;
+}
+
+static void on_subscribe(leash__node *n, node_sub *s) {
+    if (s->state != SUB_PENDING)
+        return;
+    s->state = SUB_ACTIVE;
+    if (!s->wanted) {
+        sync_sub(n, s);
+        return;
+    }
+    n->hooks->confirmed(n->owner, n, s->e.key, s->e.len);
+}
+
+static void on_unsubscribe(leash__node *n, node_sub *s) {
+    if (s->state != SUB_LEAVING)
+        return;
+    s->state = SUB_NONE;
+    sync_sub(n, s);
+}
+
+static void on_sub_reply(redisAsyncContext *ac, void *r, void *privdata) {
+    leash__conn *conn = ac->data;
+    redisReply *reply = r, *kind, *chan;
+    leash__node *n;
+    node_sub *s;
+
+    (void)privdata;
+    if (conn == NULL || conn->ac != ac || reply == NULL)
+        return;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
+        reply->element[0]->type != REDIS_REPLY_STRING ||
+        reply->element[1]->type != REDIS_REPLY_STRING)
+        return;
+    kind = reply->element[0];
+    chan = reply->element[1];
+    n = conn->owner;
+    leash__env_enter(n->env);
+    if (strcasecmp(kind->str, "message") == 0) {
+        leash__conn_progress(conn, 0);
+        if (reply->element[2]->type == REDIS_REPLY_STRING)
+            n->hooks->message(n->owner, n, chan->str, chan->len, reply->element[2]->str,
+                              reply->element[2]->len);
+    } else {
+        leash__conn_progress(conn, 1);
+        s = (node_sub *)leash__strmap_find(&n->subs, chan->str, chan->len);
+        if (s != NULL) {
+            if (strcasecmp(kind->str, "subscribe") == 0)
+                on_subscribe(n, s);
+            else if (strcasecmp(kind->str, "unsubscribe") == 0)
+                on_unsubscribe(n, s);
+        }
+    }
+    leash__env_leave(n->env);
+}
+
+static void on_sub_ready(leash__conn *conn) {
+    leash__node *n = conn->owner;
+    leash__strmap_entry *e, *next;
+
+    for (e = leash__strmap_next(&n->subs, NULL); e != NULL; e = next) {
+        next = leash__strmap_next(&n->subs, e);
+        sync_sub(n, (node_sub *)e);
+    }
+}
+
+static void on_sub_down(leash__conn *conn) {
+    leash__node *n = conn->owner;
+    leash__strmap_entry *e, *next;
+
+    /* Every subscription died with the connection. */
+    for (e = leash__strmap_next(&n->subs, NULL); e != NULL; e = next) {
+        node_sub *s = (node_sub *)e;
+        int was_active = s->state == SUB_ACTIVE;
+        next = leash__strmap_next(&n->subs, e);
+        s->state = SUB_NONE;
+        if (!s->wanted) {
+            drop(n, s);
+            continue;
+        }
+        if (was_active) {
+            n->hooks->gone(n->owner, n, s->e.key, s->e.len);
+            if (n->env->freeing)
+                return;
+        }
+    }
+}
+
+void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg,
+                      const leash__node_hooks *hooks, void *owner) {
+    memset(n, 0, sizeof(*n));
+    n->env = env;
+    n->hooks = hooks;
+    n->owner = owner;
+    leash__conn_init(&n->cmd, env, cfg, LEASH__CONN_CMD);
+    leash__conn_init(&n->sub, env, cfg, LEASH__CONN_SUB);
+    n->cmd.owner = n;
+    n->sub.owner = n;
+    n->sub.on_ready = on_sub_ready;
+    n->sub.on_down = on_sub_down;
+}
+
+int leash__node_prepare(leash__node *n) {
+    if (leash__conn_prepare(&n->cmd) != LEASH_OK || leash__conn_prepare(&n->sub) != LEASH_OK)
+        return LEASH_ENOMEM;
+    return LEASH_OK;
+}
+
+void leash__node_unprepare(leash__node *n) {
+    leash__timer_clear(&n->cmd.timer);
+    leash__timer_clear(&n->sub.timer);
+}
+
+void leash__node_start(leash__node *n) {
+    leash__conn_start(&n->cmd);
+    leash__conn_start(&n->sub);
+}
+
+void leash__node_teardown(leash__node *n) {
+    leash__conn_teardown(&n->cmd);
+    leash__conn_teardown(&n->sub);
+}
+
+void leash__node_destroy(leash__node *n) {
+    leash__strmap_entry *e, *next;
+
+    for (e = leash__strmap_next(&n->subs, NULL); e != NULL; e = next) {
+        next = leash__strmap_next(&n->subs, e);
+        free(e);
+    }
+    leash__strmap_free(&n->subs);
+    leash__node_unprepare(n);
+}

@@ -1,0 +1,59 @@
+/*
+ * A node: one Redis server as the routes see it, with a command connection
+ * (pipelined scripts) and a subscriber connection, and the channels
+ * subscribed on it.
+ *
+ * Subscriptions: the owner says which channels it wants (leash__node_want);
+ * the node moves each channel's subscription toward that, one SUBSCRIBE or
+ * UNSUBSCRIBE at a time (hiredis keys its pub/sub callbacks by channel
+ * name, so a SUBSCRIBE never goes out while an UNSUBSCRIBE of the same
+ * channel is unconfirmed), subscribes everything again after a reconnect,
+ * and tells the owner: confirmed, gone, message.
+ */
+#ifndef LEASH_ROUTE_NODE_H
+#define LEASH_ROUTE_NODE_H
+
+#include <stddef.h>
+
+#include "base/env.h"
+#include "base/strmap.h"
+#include "wire/conn.h"
+
+typedef struct leash__node leash__node;
+
+/* gone runs in a walk over the subscriptions: it may give up the channel
+ * it is told about, no other. */
+typedef struct leash__node_hooks {
+    void (*confirmed)(void *owner, leash__node *n, const char *chan, size_t len);
+    void (*gone)(void *owner, leash__node *n, const char *chan, size_t len);
+    void (*message)(void *owner, leash__node *n, const char *chan, size_t len, const char *msg,
+                    size_t msg_len);
+} leash__node_hooks;
+
+struct leash__node {
+    leash__env *env;
+    leash__conn cmd, sub;
+    leash__strmap subs; /* channel -> its subscription on this node */
+    const leash__node_hooks *hooks;
+    void *owner;
+};
+
+void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg,
+                      const leash__node_hooks *hooks, void *owner);
+/* Makes its timers (the env is attached). LEASH_OK / LEASH_ENOMEM. */
+int leash__node_prepare(leash__node *n);
+/* Gives them back (a failed attach). */
+void leash__node_unprepare(leash__node *n);
+void leash__node_start(leash__node *n);
+/* At client free: connections torn down (see leash__conn_teardown). */
+void leash__node_teardown(leash__node *n);
+/* Frees what the node holds (after the teardown). */
+void leash__node_destroy(leash__node *n);
+
+/* Wants chan subscribed (on) or not. LEASH_OK, or LEASH_ENOMEM when a new
+ * subscription could not even be recorded. */
+int leash__node_want(leash__node *n, const char *chan, size_t len, int on);
+/* 1 while chan's subscription is confirmed on this node. */
+int leash__node_subscribed(const leash__node *n, const char *chan, size_t len);
+
+#endif

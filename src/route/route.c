@@ -1,0 +1,3 @@
+#include "route/route.h"
+
+leash__req leash__req_posted;

@@ -1,0 +1,148 @@
+/*
+ * The route: the one place that decides where a command goes. Every
+ * primitive sends through it, and subscribes through it:
+ *
+ *   send(key's slot, an operation of the dialect, its command, done)
+ *   want(channel, on/off)  ->  confirmed / gone / message, per channel
+ *
+ * Behind it: one server (route/single.c); later the master of the slot in
+ * a Redis Cluster, and every server of a Redlock quorum, whose answers the
+ * route combines by the operation's class (dialect.h) into one answer per
+ * lock. A primitive never learns which it talks to.
+ *
+ * Completions: done fires exactly once per request, from the loop, never
+ * inside leash__route_send, with n answers (a renew batch: one per lock).
+ * An answer's status is LEASH_OK when the server(s) answered (its kind says
+ * what), else why not (LEASH_ECONN, LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH,
+ * LEASH_ECANCELED at teardown).
+ */
+#ifndef LEASH_ROUTE_ROUTE_H
+#define LEASH_ROUTE_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/env.h"
+#include "dialect/dialect.h"
+#include "wire/conn.h"
+
+typedef struct leash__route leash__route;
+typedef struct leash__req leash__req;
+
+/* What every route's request starts with. */
+struct leash__req {
+    leash__route *route;
+};
+
+typedef void leash__done_fn(void *arg, const leash__answer *answers, size_t n);
+
+/* Events of the channels the owner wants. */
+typedef struct leash__sub_hooks {
+    /* The channel's subscription is (again) confirmed: from now on no
+     * message on it can be missed. */
+    void (*confirmed)(void *owner, const char *chan, size_t len);
+    /* It is gone (the subscriber connection dropped, the slot moved):
+     * messages may be missed until it is confirmed again. */
+    void (*gone)(void *owner, const char *chan, size_t len);
+    void (*message)(void *owner, const char *chan, size_t len, const char *msg, size_t msg_len);
+} leash__sub_hooks;
+
+/* One operation to send. */
+typedef struct leash__send {
+    unsigned slot;          /* of the key(s) it touches */
+    const leash__opdef *op; /* how to read (and combine) its answers */
+    leash__cmd *cmd;        /* built by the route's dialect; the route owns it now */
+    size_t nanswers;        /* 1, or the locks of a renew batch */
+    int64_t send_at;        /* 0 = now, else not before this monotonic time */
+    const char *what;       /* names the lock in log lines; alive until done */
+    leash__done_fn *done;   /* NULL: nobody waits (a release in the background) */
+    void *arg;
+} leash__send;
+
+typedef struct leash__route_ops {
+    leash__req *(*send)(leash__route *r, const leash__send *s);
+    int (*cancel)(leash__req *req);
+    void (*orphan)(leash__req *req);
+    unsigned (*batch_key)(const leash__route *r, unsigned slot);
+    int (*want)(leash__route *r, const char *chan, size_t len, unsigned slot, int on);
+    int (*covered)(const leash__route *r, const char *chan, size_t len, unsigned slot);
+    int (*connected)(const leash__route *r);
+    /* The node that serves slot (a quorum: its first), for tests and tools. */
+    struct leash__node *(*node)(leash__route *r, unsigned slot);
+    int (*prepare)(leash__route *r);    /* makes its timers: LEASH_OK / LEASH_ENOMEM */
+    void (*unprepare)(leash__route *r); /* gives them back (a failed attach) */
+    void (*start)(leash__route *r);
+    void (*teardown)(leash__route *r);
+    void (*destroy)(leash__route *r);
+} leash__route_ops;
+
+struct leash__route {
+    const leash__route_ops *ops;
+    leash__env *env;
+    const leash__dialect *dialect;
+    const leash__sub_hooks *hooks;
+    void *owner;
+};
+
+/* What a send with done NULL returns: there is nothing to cancel. */
+extern leash__req leash__req_posted;
+
+/*
+ * Sends s->cmd. Returns the request (for leash__req_cancel), or
+ * &leash__req_posted when done is NULL, or NULL without memory: then the
+ * command was freed and done never fires.
+ */
+static inline leash__req *leash__route_send(leash__route *r, const leash__send *s) {
+    return r->ops->send(r, s);
+}
+
+/* The owner stops waiting for req: done will not fire; an unsent command
+ * is dropped, a sent one finishes unheard. Returns 1 if some copy of the
+ * command was written (it may have run), else 0. */
+static inline int leash__req_cancel(leash__req *req) {
+    return req->route->ops->cancel(req);
+}
+
+/* The owner stops waiting for req, but its command still goes out (a
+ * release of a handle that is freed): done will not fire. */
+static inline void leash__req_orphan(leash__req *req) {
+    req->route->ops->orphan(req);
+}
+
+/* Renewals of locks whose keys give the same batch key may go in one
+ * script call (a cluster: only keys of one slot). */
+static inline unsigned leash__route_batch_key(const leash__route *r, unsigned slot) {
+    return r->ops->batch_key(r, slot);
+}
+
+/* The owner wants channel chan (of a key in slot) subscribed, or not.
+ * LEASH_OK, or LEASH_ENOMEM (a new subscription could not be recorded). */
+static inline int leash__route_want(leash__route *r, const char *chan, size_t len, unsigned slot,
+                                    int on) {
+    return r->ops->want(r, chan, len, slot, on);
+}
+
+/* 1 while chan's subscription is confirmed (a quorum: on a majority). */
+static inline int leash__route_covered(const leash__route *r, const char *chan, size_t len,
+                                       unsigned slot) {
+    return r->ops->covered(r, chan, len, slot);
+}
+
+/* 1 while commands go out at once (a connection is ready). */
+static inline int leash__route_connected(const leash__route *r) {
+    return r->ops->connected(r);
+}
+
+/* Installs the owner of the channel events (before anything is wanted). */
+static inline void leash__route_set_hooks(leash__route *r, const leash__sub_hooks *hooks,
+                                          void *owner) {
+    r->hooks = hooks;
+    r->owner = owner;
+}
+
+/* One server: the client's own host/port or unix socket. Owns copies of
+ * nothing: cfg must outlive the route. NULL without memory. */
+leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
+                                      const leash__conn_cfg *cfg);
+
+#endif

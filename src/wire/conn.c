@@ -1,0 +1,848 @@
+#include "wire/conn.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
+
+#include "base/clock.h"
+#include "base/token.h"
+#include "wire/guard.h"
+#include "wire/resp.h"
+#include "wire/script.h"
+
+/* Handshake replies carry which command they answer as their privdata. */
+enum {
+    HS_AUTH = 1,
+    HS_SELECT = 2,
+    HS_TIME = 3,
+    HS_SCRIPT = 16
+};
+
+/* Pauses before a command answered with a transient error goes again:
+ * 25 ms, doubling to TRANSIENT_MAX_MS. A connection whose handshake got such
+ * an answer reconnects no slower than that either. */
+#define TRANSIENT_FIRST_MS 25
+#define TRANSIENT_MAX_MS 400
+
+static void conn_arm(leash__conn *conn);
+static void conn_down(leash__conn *conn);
+
+static const char *role_name(const leash__conn *conn) {
+    return conn->role == LEASH__CONN_CMD ? "command" : "subscriber";
+}
+
+static const leash__logger *conn_log(const leash__conn *conn) {
+    return &conn->env->log;
+}
+
+/* ---- command lists ---- */
+
+static leash__cmd *cmd_of(leash__list *n) {
+    return LEASH__CONTAINER(n, leash__cmd, link);
+}
+
+/* Takes an unsent command off the list it waits in (queue or delayed). */
+static void queue_remove(leash__conn *conn, leash__cmd *cmd) {
+    cmd->flags &= ~(unsigned)LEASH__CMD_DELAYED;
+    if (conn->retry_tail == &cmd->link)
+        conn->retry_tail = cmd->link.prev;
+    leash__list_remove(&cmd->link);
+}
+
+int leash__reply_transient(const redisReply *r) {
+    static const char *const words[] = {"LOADING", "BUSY ", "TRYAGAIN", "CLUSTERDOWN",
+                                        "MASTERDOWN"};
+    size_t i;
+
+    if (r == NULL || r->type != REDIS_REPLY_ERROR || r->str == NULL)
+        return 0;
+    for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (strncmp(r->str, words[i], strlen(words[i])) == 0)
+            return 1;
+    return 0;
+}
+
+void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms) {
+    cmd->stamp = kind;
+    cmd->stamp_ms = stamp_ms;
+}
+
+void leash__conn_server_time(leash__conn *conn, int64_t server_ms) {
+    /* The server read its clock before this reply left: server_ms - now
+     * is at most the true offset, the side every use of it is safe on. */
+    conn->server_offset = server_ms - leash__now_ms();
+    conn->server_offset_known = 1;
+}
+
+/* Writes the stamp of cmd (see LEASH__STAMP_*) into its last argument. */
+static void stamp_cmd(const leash__conn *conn, leash__cmd *cmd) {
+    int64_t v = 0;
+    char *p;
+    int i;
+
+    if (cmd->stamp == LEASH__STAMP_NONE || cmd->len < LEASH__STAMP_DIGITS + 2)
+        return;
+    if (conn->server_offset_known) {
+        if (cmd->stamp == LEASH__STAMP_NOT_AFTER)
+            v = leash__now_ms() + cmd->stamp_ms + conn->server_offset;
+        else if (cmd->flags & LEASH__CMD_WRITTEN)
+            v = cmd->stamp_ms + conn->server_offset;
+    }
+    if (v < 0)
+        v = 0;
+    p = cmd->buf + cmd->len - 2 - LEASH__STAMP_DIGITS;
+    for (i = LEASH__STAMP_DIGITS - 1; i >= 0; i--) {
+        p[i] = (char)('0' + v % 10);
+        v /= 10;
+    }
+}
+
+leash__cmd *leash__cmd_new(char *buf, size_t len, const leash__script *script, unsigned flags,
+                           int64_t deadline, leash__reply_fn *fn, void *arg) {
+    leash__cmd *cmd = calloc(1, sizeof(*cmd));
+    if (cmd == NULL) {
+        free(buf);
+        return NULL;
+    }
+    leash__list_init(&cmd->link);
+    cmd->buf = buf;
+    cmd->len = len;
+    cmd->script = script;
+    cmd->flags = flags;
+    cmd->deadline = deadline;
+    cmd->fn = fn;
+    cmd->arg = arg;
+    return cmd;
+}
+
+static void cmd_free(leash__cmd *cmd) {
+    free(cmd->buf);
+    free(cmd);
+}
+
+void leash__cmd_free(leash__cmd *cmd) {
+    cmd_free(cmd);
+}
+
+/* Frees the command, then tells its owner (if it still has one). */
+static void cmd_complete(leash__cmd *cmd, redisReply *reply, int status) {
+    leash__reply_fn *fn = cmd->fn;
+    void *arg = cmd->arg;
+    int orphan = (cmd->flags & LEASH__CMD_ORPHAN) != 0;
+
+    cmd_free(cmd);
+    if (!orphan && fn != NULL)
+        fn(arg, reply, status);
+}
+
+void leash__cmd_cancel(leash__cmd *cmd) {
+    /* Sent (hiredis holds it), or being completed by fail_queue or
+     * expire_queue (conn already NULL): whoever holds it frees it. */
+    if ((cmd->flags & LEASH__CMD_SENT) || cmd->conn == NULL) {
+        cmd->flags |= LEASH__CMD_ORPHAN;
+        cmd->flags &= ~(unsigned)LEASH__CMD_RETRY;
+        return;
+    }
+    queue_remove(cmd->conn, cmd);
+    cmd_free(cmd);
+}
+
+void leash__cmd_orphan(leash__cmd *cmd) {
+    cmd->flags |= LEASH__CMD_ORPHAN;
+}
+
+/* Completes the commands of `doomed` with status, one by one (a callback
+ * may free the client: then the rest go with the teardown). */
+static void complete_all(leash__conn *conn, leash__list *doomed, int status) {
+    while (!leash__list_empty(doomed)) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(doomed));
+        leash__list_remove(&cmd->link);
+        cmd->conn = NULL;
+        cmd_complete(cmd, NULL, status);
+        if (conn->env->freeing)
+            return;
+    }
+}
+
+/* Completes every unsent command with status (orphans are dropped). */
+static void fail_queue(leash__conn *conn, int status) {
+    leash__list doomed;
+
+    leash__list_init(&doomed);
+    leash__list_splice_tail(&doomed, &conn->queue);
+    conn->retry_tail = &conn->queue;
+    leash__list_splice_tail(&doomed, &conn->delayed);
+    complete_all(conn, &doomed, status);
+}
+
+/* Moves the commands of `from` whose own deadline passed to `doomed`. */
+static void collect_expired(leash__conn *conn, leash__list *from, int64_t now,
+                            leash__list *doomed) {
+    leash__list *n, *next;
+
+    for (n = from->next; n != from; n = next) {
+        leash__cmd *cmd = cmd_of(n);
+        next = n->next;
+        if (cmd->deadline != 0 && now >= cmd->deadline) {
+            if (cmd->transient > 0)
+                leash__log(conn_log(conn), LEASH_LOG_WARN,
+                           "%s connection: Redis kept answering LOADING or BUSY until a "
+                           "command's deadline",
+                           role_name(conn));
+            queue_remove(conn, cmd);
+            leash__list_insert_tail(doomed, &cmd->link);
+        }
+    }
+}
+
+/* Commands whose own deadline passed while they waited for a connection,
+ * or for their turn after a transient answer. */
+static void expire_queue(leash__conn *conn, int64_t now) {
+    leash__list doomed;
+
+    leash__list_init(&doomed);
+    if (conn->state != LEASH__CONN_READY)
+        collect_expired(conn, &conn->queue, now, &doomed);
+    collect_expired(conn, &conn->delayed, now, &doomed);
+    complete_all(conn, &doomed, conn->auth_failed ? LEASH_EAUTH : LEASH_ECONN);
+}
+
+/* ---- sending ---- */
+
+static void on_cmd_reply(redisAsyncContext *ac, void *r, void *privdata);
+
+static void count_send(leash__conn *conn, unsigned replies) {
+    if (conn->inflight == 0) {
+        conn->last_progress = leash__now_ms();
+        conn->inflight += replies;
+        conn_arm(conn);
+    } else {
+        conn->inflight += replies;
+    }
+}
+
+static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
+    stamp_cmd(conn, cmd);
+    if (redisAsyncFormattedCommand(conn->ac, on_cmd_reply, cmd, cmd->buf, cmd->len) != REDIS_OK)
+        return -1;
+    cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
+    leash__list_insert_tail(&conn->sent, &cmd->link);
+    if (conn->role == LEASH__CONN_CMD)
+        conn->env->stats->commands_sent++;
+    count_send(conn, 1);
+    return 0;
+}
+
+static void enqueue(leash__conn *conn, leash__cmd *cmd) {
+    leash__list_insert_tail(&conn->queue, &cmd->link);
+    /* The timer must also watch this command's deadline. */
+    if (cmd->deadline != 0 && (conn->timer.due == 0 || cmd->deadline < conn->timer.due))
+        conn_arm(conn);
+}
+
+void leash__conn_send(leash__conn *conn, leash__cmd *cmd) {
+    cmd->conn = conn;
+    if (conn->state == LEASH__CONN_READY && conn->ac != NULL && write_cmd(conn, cmd) == 0)
+        return;
+    enqueue(conn, cmd);
+}
+
+void leash__conn_send_at(leash__conn *conn, leash__cmd *cmd, int64_t send_at) {
+    cmd->conn = conn;
+    cmd->send_at = send_at;
+    cmd->flags |= LEASH__CMD_DELAYED;
+    leash__list_insert_tail(&conn->delayed, &cmd->link);
+    if (conn->timer.due == 0 || send_at < conn->timer.due)
+        conn_arm(conn);
+}
+
+/* Delayed commands whose time came go out (or join the queue). */
+static void send_delayed(leash__conn *conn, int64_t now) {
+    leash__list due, *n, *next;
+
+    leash__list_init(&due);
+    for (n = conn->delayed.next; n != &conn->delayed; n = next) {
+        next = n->next;
+        if (now >= cmd_of(n)->send_at) {
+            queue_remove(conn, cmd_of(n));
+            leash__list_insert_tail(&due, n);
+        }
+    }
+    while (!leash__list_empty(&due)) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&due));
+        leash__list_remove(&cmd->link);
+        leash__conn_send(conn, cmd);
+    }
+}
+
+int leash__conn_send_raw(leash__conn *conn, void (*fn)(redisAsyncContext *, void *, void *),
+                         const char *buf, size_t len, unsigned replies) {
+    if (conn->state != LEASH__CONN_READY || conn->ac == NULL)
+        return -1;
+    if (redisAsyncFormattedCommand(conn->ac, fn, NULL, buf, len) != REDIS_OK)
+        return -1;
+    count_send(conn, replies);
+    return 0;
+}
+
+void leash__conn_progress(leash__conn *conn, unsigned replies) {
+    conn->inflight = replies > conn->inflight ? 0 : conn->inflight - replies;
+    conn->last_progress = leash__now_ms();
+}
+
+int leash__conn_ready(const leash__conn *conn) {
+    return conn->state == LEASH__CONN_READY;
+}
+
+/* ---- the connection's life ---- */
+
+static void become_ready(leash__conn *conn) {
+    leash__list pending;
+
+    conn->state = LEASH__CONN_READY;
+    conn->backoff_ms = conn->cfg->reconnect_min_ms;
+    conn->auth_failed = 0;
+    conn->handshake_busy = 0;
+    if (conn->role == LEASH__CONN_CMD)
+        conn->env->stats->connects++;
+    else
+        conn->env->stats->sub_connects++;
+    leash__log(conn_log(conn), conn->failures ? LEASH_LOG_WARN : LEASH_LOG_INFO,
+               "%s connection ready (after %u failed attempts)", role_name(conn), conn->failures);
+    conn->failures = 0;
+
+    leash__list_init(&pending);
+    leash__list_splice_tail(&pending, &conn->queue);
+    conn->retry_tail = &conn->queue;
+    while (!leash__list_empty(&pending)) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&pending));
+        leash__list_remove(&cmd->link);
+        if (conn->ac == NULL || write_cmd(conn, cmd) != 0)
+            leash__list_insert_tail(&conn->queue, &cmd->link);
+    }
+    if (conn->on_ready)
+        conn->on_ready(conn);
+}
+
+/* Drops the connection on our own decision (timeout, refused handshake).
+ * Sent commands come back through on_cmd_reply with no reply. */
+static void conn_break(leash__conn *conn) {
+    redisAsyncContext *ac = conn->ac;
+
+    if (ac == NULL)
+        return;
+    conn->ac = NULL;
+    ac->data = NULL;
+    ac->onDisconnect = NULL;
+    redisAsyncFree(ac);
+    conn_down(conn);
+}
+
+/* The first failure in a row is a warning; the retries that follow are
+ * debug lines, until the connection is ready again. */
+static int failure_level(leash__conn *conn) {
+    return conn->failures++ == 0 ? LEASH_LOG_WARN : LEASH_LOG_DEBUG;
+}
+
+static void schedule_reconnect(leash__conn *conn) {
+    const leash__conn_cfg *cfg = conn->cfg;
+    int64_t delay;
+
+    if (conn->auth_failed)
+        conn->backoff_ms = cfg->reconnect_max_ms;
+    /* A server that is loading or running a long script is back soon:
+     * look again often, whatever the backoff has grown to. */
+    if (conn->handshake_busy && conn->backoff_ms > TRANSIENT_MAX_MS)
+        conn->backoff_ms = TRANSIENT_MAX_MS;
+    /* Full backoff halved plus jitter over the other half: clients that
+     * lost the same server do not all come back in the same millisecond. */
+    delay = conn->backoff_ms / 2 + (int64_t)leash__random_below((uint64_t)conn->backoff_ms / 2 + 1);
+    conn->next_attempt = leash__now_ms() + delay;
+    conn->backoff_ms *= 2;
+    if (conn->backoff_ms > cfg->reconnect_max_ms)
+        conn->backoff_ms = cfg->reconnect_max_ms;
+}
+
+static void conn_down(leash__conn *conn) {
+    int was_ready = conn->state == LEASH__CONN_READY;
+
+    conn->state = LEASH__CONN_DOWN;
+    conn->inflight = 0;
+    conn->handshake_left = 0;
+    if (was_ready && conn->role == LEASH__CONN_CMD)
+        conn->env->stats->disconnects++;
+    schedule_reconnect(conn);
+    if (conn->auth_failed) {
+        fail_queue(conn, LEASH_EAUTH);
+        if (conn->env->freeing)
+            return;
+    }
+    if (conn->on_down)
+        conn->on_down(conn);
+    if (conn->env->freeing)
+        return;
+    conn_arm(conn);
+}
+
+static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata);
+
+static int handshake_cmd(leash__conn *conn, intptr_t tag, int argc, const char **argv) {
+    size_t lens[4], len;
+    char *buf;
+    int i, rc;
+
+    for (i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    buf = leash__resp_format(&len, argc, (const char *const *)argv, lens);
+    if (buf == NULL)
+        return -1;
+    rc = redisAsyncFormattedCommand(conn->ac, on_handshake_reply, (void *)tag, buf, len);
+    free(buf);
+    if (rc != REDIS_OK)
+        return -1;
+    conn->handshake_left++;
+    count_send(conn, 1);
+    return 0;
+}
+
+static void start_handshake(leash__conn *conn) {
+    const leash__conn_cfg *cfg = conn->cfg;
+    char db[16];
+    int i, failed = 0;
+
+    conn->state = LEASH__CONN_HANDSHAKE;
+    conn->handshake_left = 0;
+    if (cfg->password != NULL) {
+        const char *argv[3] = {"AUTH", cfg->username ? cfg->username : cfg->password,
+                               cfg->password};
+        failed |= handshake_cmd(conn, HS_AUTH, cfg->username ? 3 : 2, argv);
+    }
+    if (conn->role == LEASH__CONN_CMD) {
+        const char *time_argv[1] = {"TIME"};
+        failed |= handshake_cmd(conn, HS_TIME, 1, time_argv);
+        if (cfg->db != 0) {
+            const char *argv[2] = {"SELECT", db};
+            snprintf(db, sizeof(db), "%d", cfg->db);
+            failed |= handshake_cmd(conn, HS_SELECT, 2, argv);
+        }
+        for (i = 0; i < cfg->nscripts; i++) {
+            const char *argv[3] = {"SCRIPT", "LOAD", cfg->scripts[i]->src};
+            failed |= handshake_cmd(conn, HS_SCRIPT + i, 3, argv);
+        }
+    }
+    if (failed) {
+        /* We are inside hiredis's connect callback, where 0.14 frees a
+         * context at once (and then uses it): drop it from the timer. */
+        leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: could not send the handshake",
+                   role_name(conn));
+        conn->break_soon = 1;
+        conn_arm(conn);
+        return;
+    }
+    if (conn->handshake_left == 0)
+        become_ready(conn);
+}
+
+/* TIME answers [seconds, microseconds] as bulk strings. */
+static void note_server_time(leash__conn *conn, const redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
+        leash__log(conn_log(conn), LEASH_LOG_INFO,
+                   "%s connection: TIME not answered (%s): late copies of commands are then "
+                   "bounded by the first acquire's answer",
+                   role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        return;
+    }
+    leash__conn_server_time(conn, strtoll(r->element[0]->str, NULL, 10) * 1000 +
+                                      strtoll(r->element[1]->str, NULL, 10) / 1000);
+}
+
+static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
+    leash__conn *conn = ac->data;
+    redisReply *reply = r;
+    intptr_t tag = (intptr_t)privdata;
+    leash__env *env;
+
+    if (conn == NULL || conn->ac != ac || reply == NULL)
+        return; /* a connection we already dropped */
+    env = conn->env;
+    leash__env_enter(env);
+    leash__conn_progress(conn, 1);
+    /* NOAUTH on any handshake command: the server wants a password that
+     * we do not have. */
+    if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOAUTH", 6) == 0)
+        tag = HS_AUTH;
+    if (reply->type == REDIS_REPLY_ERROR && (tag == HS_AUTH || tag == HS_SELECT) &&
+        leash__reply_transient(reply)) {
+        /* Loading its data or running a long script: nothing was refused.
+         * Queued work waits for its own deadlines. */
+        leash__log(conn_log(conn), LEASH_LOG_INFO, "%s connection: %s answered %s: trying again",
+                   role_name(conn), tag == HS_AUTH ? "AUTH" : "SELECT", reply->str);
+        conn->handshake_busy = 1;
+        conn_break(conn);
+    } else if (reply->type == REDIS_REPLY_ERROR && (tag == HS_AUTH || tag == HS_SELECT)) {
+        if (tag == HS_AUTH)
+            leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: AUTH refused by Redis: %s",
+                       role_name(conn), reply->str);
+        else
+            leash__log(conn_log(conn), LEASH_LOG_ERROR,
+                       "%s connection: SELECT %d refused by Redis: %s", role_name(conn),
+                       conn->cfg->db, reply->str);
+        conn->auth_failed = 1;
+        conn_break(conn);
+    } else {
+        if (tag == HS_TIME)
+            note_server_time(conn, reply);
+        if (tag >= HS_SCRIPT) {
+            const leash__script *script = conn->cfg->scripts[tag - HS_SCRIPT];
+            if (reply->type != REDIS_REPLY_STRING)
+                /* ACL users may lack SCRIPT: EVALSHA's NOSCRIPT path loads it. */
+                leash__log(conn_log(conn), LEASH_LOG_INFO,
+                           "SCRIPT LOAD not accepted (%s): scripts load on first use",
+                           reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+            else if (reply->len != LEASH__SHA_LEN ||
+                     memcmp(reply->str, script->sha, LEASH__SHA_LEN) != 0)
+                leash__log(conn_log(conn), LEASH_LOG_WARN,
+                           "SCRIPT LOAD returned an unexpected SHA1 for script %d",
+                           (int)(tag - HS_SCRIPT));
+        }
+        if (--conn->handshake_left == 0 && conn->state == LEASH__CONN_HANDSHAKE)
+            become_ready(conn);
+    }
+    leash__env_leave(env);
+}
+
+static void on_connect(const redisAsyncContext *cac, int status) {
+    redisAsyncContext *ac = (redisAsyncContext *)cac;
+    leash__conn *conn = ac->data;
+    leash__env *env;
+
+    if (conn == NULL || conn->ac != ac)
+        return;
+    env = conn->env;
+    leash__env_enter(env);
+    if (status != REDIS_OK) {
+        leash__log(conn_log(conn), failure_level(conn), "%s connection: connect failed: %s",
+                   role_name(conn), ac->errstr ? ac->errstr : "unknown error");
+        conn->ac = NULL; /* hiredis frees it when we return */
+        ac->data = NULL;
+        conn_down(conn);
+    } else {
+        /* TCP keepalive finds peers that vanished without a FIN; it does
+         * not apply to unix sockets (and fails there). */
+        if (conn->cfg->unix_path == NULL)
+            redisEnableKeepAlive(&ac->c);
+        start_handshake(conn);
+    }
+    leash__env_leave(env);
+}
+
+static void on_disconnect(const redisAsyncContext *cac, int status) {
+    redisAsyncContext *ac = (redisAsyncContext *)cac;
+    leash__conn *conn = ac->data;
+    leash__env *env;
+
+    if (conn == NULL || conn->ac != ac)
+        return;
+    env = conn->env;
+    leash__env_enter(env);
+    leash__log(conn_log(conn), LEASH_LOG_WARN, "%s connection lost: %s", role_name(conn),
+               status == REDIS_OK ? "closed" : (ac->errstr ? ac->errstr : "error"));
+    conn->ac = NULL;
+    ac->data = NULL;
+    conn_down(conn);
+    leash__env_leave(env);
+}
+
+/* The connection of a sent command broke: resend it later, or give up. */
+static void cmd_lost(leash__conn *conn, leash__cmd *cmd) {
+    int64_t now = leash__now_ms();
+
+    if ((cmd->flags & LEASH__CMD_RETRY) && (cmd->deadline == 0 || now < cmd->deadline)) {
+        leash__list_insert_after(conn->retry_tail, &cmd->link);
+        conn->retry_tail = &cmd->link;
+        return;
+    }
+    cmd->conn = NULL;
+    cmd_complete(cmd, NULL, LEASH_ECONN);
+}
+
+/* A transient answer (LOADING, BUSY...): the command did not run. It goes
+ * again after a pause while its deadline allows (returns 1); at the
+ * deadline it completes LEASH_ECONN (returns 1 too). Returns 0 for a
+ * command nobody wants any more: it completes with the answer. */
+static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redisReply *reply) {
+    int64_t now = leash__now_ms(), pause;
+    unsigned shift = cmd->transient < 4 ? cmd->transient : 4;
+
+    if ((cmd->flags & LEASH__CMD_ORPHAN) && !(cmd->flags & LEASH__CMD_RETRY))
+        return 0; /* cancelled */
+    pause = (int64_t)TRANSIENT_FIRST_MS << shift;
+    if (pause > TRANSIENT_MAX_MS)
+        pause = TRANSIENT_MAX_MS;
+    if (cmd->transient++ == 0)
+        leash__log(conn_log(conn), LEASH_LOG_INFO,
+                   "%s connection: Redis answered %s: sending again", role_name(conn), reply->str);
+    if (cmd->deadline != 0 && now + pause >= cmd->deadline) {
+        leash__log(conn_log(conn), LEASH_LOG_WARN,
+                   "%s connection: Redis still answers %s at a command's deadline", role_name(conn),
+                   reply->str);
+        cmd->conn = NULL;
+        cmd_complete(cmd, NULL, LEASH_ECONN);
+        return 1;
+    }
+    leash__conn_send_at(conn, cmd, now + pause);
+    return 1;
+}
+
+static void on_cmd_reply(redisAsyncContext *ac, void *r, void *privdata) {
+    leash__cmd *cmd = privdata;
+    redisReply *reply = r;
+    leash__conn *conn = cmd->conn;
+    leash__env *env;
+
+    (void)ac;
+    if (conn == NULL) { /* its client is gone */
+        cmd_free(cmd);
+        return;
+    }
+    env = conn->env;
+    leash__env_enter(env);
+    leash__list_remove(&cmd->link);
+    cmd->flags &= ~(unsigned)LEASH__CMD_SENT;
+    if (reply == NULL) {
+        if (conn->inflight > 0)
+            conn->inflight--;
+        cmd_lost(conn, cmd);
+    } else {
+        leash__conn_progress(conn, 1);
+        if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply)) {
+            leash__env_leave(env);
+            return;
+        }
+        if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
+            strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+            size_t len;
+            char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len, cmd->script);
+            if (eval != NULL) {
+                env->stats->noscript_reloads++;
+                free(cmd->buf);
+                cmd->buf = eval;
+                cmd->len = len;
+                cmd->script = NULL;
+                leash__conn_send(conn, cmd);
+                leash__env_leave(env);
+                return;
+            }
+        }
+        cmd->conn = NULL;
+        cmd_complete(cmd, reply, LEASH_OK);
+    }
+    leash__env_leave(env);
+}
+
+static void conn_connect(leash__conn *conn) {
+    const leash__conn_cfg *cfg = conn->cfg;
+    redisAsyncContext *ac;
+
+    ac = cfg->unix_path ? redisAsyncConnectUnix(cfg->unix_path)
+                        : redisAsyncConnect(cfg->host, cfg->port);
+    if (ac == NULL || ac->err) {
+        leash__log(conn_log(conn), failure_level(conn), "%s connection: cannot connect: %s",
+                   role_name(conn), ac ? ac->errstr : "out of memory");
+        if (ac != NULL)
+            redisAsyncFree(ac);
+        schedule_reconnect(conn);
+        return;
+    }
+    if (conn->env->loop.attach(conn->env->loop.data, ac) != 0) {
+        leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: the loop adapter refused it",
+                   role_name(conn));
+        redisAsyncFree(ac);
+        schedule_reconnect(conn);
+        return;
+    }
+    ac->data = conn;
+    leash__guard_install(ac);
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    conn->ac = ac;
+    conn->state = LEASH__CONN_CONNECTING;
+    conn->next_attempt = leash__now_ms() + cfg->connect_timeout_ms;
+}
+
+/* One timer per connection; what it waits for depends on the state. */
+static void conn_arm(leash__conn *conn) {
+    int64_t due = 0;
+    leash__list *n;
+    int keep_alive = !leash__list_empty(&conn->queue) || !leash__list_empty(&conn->delayed) ||
+                     conn->inflight > 0;
+
+    if (conn->env->freeing)
+        return;
+    if (conn->break_soon) {
+        leash__timer_at(&conn->timer, leash__now_ms(), keep_alive);
+        return;
+    }
+    switch (conn->state) {
+    case LEASH__CONN_DOWN:
+    case LEASH__CONN_CONNECTING:
+        due = conn->next_attempt;
+        break;
+    default:
+        if (conn->inflight > 0)
+            due = conn->last_progress + conn->cfg->command_timeout_ms;
+        break;
+    }
+    if (conn->state != LEASH__CONN_READY) {
+        for (n = conn->queue.next; n != &conn->queue; n = n->next)
+            if (cmd_of(n)->deadline != 0 && (due == 0 || cmd_of(n)->deadline < due))
+                due = cmd_of(n)->deadline;
+    }
+    for (n = conn->delayed.next; n != &conn->delayed; n = n->next) {
+        leash__cmd *cmd = cmd_of(n);
+        if (due == 0 || cmd->send_at < due)
+            due = cmd->send_at;
+        if (cmd->deadline != 0 && cmd->deadline < due)
+            due = cmd->deadline;
+    }
+    if (due == 0)
+        leash__timer_stop(&conn->timer);
+    else
+        leash__timer_at(&conn->timer, due, keep_alive);
+}
+
+static void conn_timer_fired(void *arg) {
+    leash__conn *conn = arg;
+    leash__env *env = conn->env;
+    int64_t now = leash__now_ms();
+
+    if (conn->break_soon) {
+        conn->break_soon = 0;
+        conn_break(conn);
+        if (env->freeing)
+            return;
+    }
+    expire_queue(conn, now);
+    if (env->freeing)
+        return;
+    send_delayed(conn, now);
+    switch (conn->state) {
+    case LEASH__CONN_DOWN:
+        if (now >= conn->next_attempt)
+            conn_connect(conn);
+        break;
+    case LEASH__CONN_CONNECTING:
+        if (now >= conn->next_attempt) {
+            leash__log(conn_log(conn), failure_level(conn), "%s connection: connect timed out",
+                       role_name(conn));
+            conn_break(conn);
+            if (env->freeing)
+                return;
+        }
+        break;
+    default:
+        if (conn->inflight > 0 && now - conn->last_progress >= conn->cfg->command_timeout_ms) {
+            leash__log(conn_log(conn), LEASH_LOG_WARN,
+                       "%s connection: no reply for %lld ms with %u outstanding: reconnecting",
+                       role_name(conn), (long long)(now - conn->last_progress), conn->inflight);
+            conn_break(conn);
+            if (env->freeing)
+                return;
+        }
+        break;
+    }
+    conn_arm(conn);
+}
+
+void leash__conn_init(leash__conn *conn, leash__env *env, const leash__conn_cfg *cfg, int role) {
+    memset(conn, 0, sizeof(*conn));
+    conn->env = env;
+    conn->cfg = cfg;
+    conn->role = role;
+    conn->state = LEASH__CONN_DOWN;
+    conn->backoff_ms = cfg->reconnect_min_ms;
+    leash__list_init(&conn->queue);
+    leash__list_init(&conn->delayed);
+    leash__list_init(&conn->sent);
+    conn->retry_tail = &conn->queue;
+    leash__timer_init(&conn->timer, env, conn_timer_fired, conn);
+}
+
+int leash__conn_prepare(leash__conn *conn) {
+    return leash__timer_create(&conn->timer);
+}
+
+const char *leash__conn_role_name(const leash__conn *conn) {
+    return role_name(conn);
+}
+
+void leash__conn_start(leash__conn *conn) {
+    conn_connect(conn);
+    conn_arm(conn);
+}
+
+/* Writes what hiredis holds for the socket until it would block: at
+ * teardown there is no later write event to finish it. */
+static void write_until_blocked(redisAsyncContext *ac) {
+    int done = 0;
+    size_t before;
+
+    while (!done) {
+        before = sdslen(ac->c.obuf);
+        if (redisBufferWrite(&ac->c, &done) != REDIS_OK)
+            return;
+        if (!done && sdslen(ac->c.obuf) == before)
+            return;
+    }
+}
+
+/* Teardown of an unsent list: orphans (best-effort releases) go into the
+ * socket's buffer if it is ready, the others complete LEASH_ECANCELED. */
+static void teardown_list(leash__conn *conn, leash__list *list) {
+    redisAsyncContext *ac = conn->ac;
+
+    while (!leash__list_empty(list)) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(list));
+        queue_remove(conn, cmd);
+        if ((cmd->flags & LEASH__CMD_ORPHAN) && ac != NULL && conn->state == LEASH__CONN_READY) {
+            stamp_cmd(conn, cmd);
+            redisAsyncFormattedCommand(ac, NULL, NULL, cmd->buf, cmd->len);
+        }
+        cmd->conn = NULL;
+        cmd_complete(cmd, NULL, LEASH_ECANCELED);
+    }
+}
+
+void leash__conn_teardown(leash__conn *conn) {
+    redisAsyncContext *ac = conn->ac;
+
+    leash__timer_clear(&conn->timer);
+    teardown_list(conn, &conn->queue);
+    teardown_list(conn, &conn->delayed);
+    if (ac != NULL && conn->state == LEASH__CONN_READY)
+        write_until_blocked(ac);
+    /* Sent commands are freed by hiredis's last call to on_cmd_reply. */
+    while (!leash__list_empty(&conn->sent)) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->sent));
+        leash__reply_fn *fn = cmd->fn;
+        int orphan = (cmd->flags & LEASH__CMD_ORPHAN) != 0;
+        leash__list_remove(&cmd->link);
+        cmd->conn = NULL;
+        cmd->fn = NULL;
+        if (!orphan && fn != NULL)
+            fn(cmd->arg, NULL, LEASH_ECANCELED);
+    }
+    if (ac != NULL) {
+        conn->ac = NULL;
+        ac->data = NULL;
+        ac->onConnect = NULL;
+        ac->onDisconnect = NULL;
+        redisAsyncFree(ac);
+    }
+}

@@ -1,0 +1,185 @@
+/*
+ * One connection to one Redis server (a node's command connection or its
+ * subscriber connection): connecting, the handshake (AUTH, SELECT, TIME,
+ * SCRIPT LOAD), the silence timeout that hiredis 0.14 lacks, reconnecting
+ * with exponential backoff and jitter, and the queue of commands issued
+ * while it is not ready.
+ *
+ * A command (leash__cmd) given to leash__conn_send completes exactly once,
+ * never inside leash__conn_send: with the reply, or without one:
+ *   LEASH_ECONN      its deadline passed before it could be answered (Redis
+ *                    down, or still answering a transient error: LOADING,
+ *                    BUSY, ...), or the connection broke after it was sent
+ *                    and it is not LEASH__CMD_RETRY (or its deadline passed);
+ *   LEASH_EAUTH      the handshake was refused while it waited;
+ *   LEASH_ECANCELED  the connection is torn down (the client is freed).
+ * A LEASH__CMD_RETRY command whose connection broke is sent again once the
+ * connection is back (leash's scripts are idempotent per owner token). Any
+ * command answered with a transient error is sent again after a short pause
+ * while its deadline allows: such an answer means it did not run. NOSCRIPT
+ * turns an EVALSHA into the EVAL of the same script, sent again.
+ *
+ * The server's clock: the handshake asks for TIME, and the owner reports the
+ * server time it reads in replies (leash__conn_server_time). From them the
+ * connection keeps a lower bound of (server ms - monotonic ms), so that a
+ * command can carry a server-time stamp, written into it at every write: a
+ * copy of a command that sat in a frozen server's socket can then tell that
+ * it arrived too late.
+ */
+#ifndef LEASH_WIRE_CONN_H
+#define LEASH_WIRE_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/env.h"
+#include "base/list.h"
+#include "base/timer.h"
+#include "wire/script.h"
+
+struct redisAsyncContext;
+struct redisReply;
+typedef struct leash__conn leash__conn;
+typedef struct leash__cmd leash__cmd;
+
+/* reply is valid during the call only; NULL when status != LEASH_OK. */
+typedef void leash__reply_fn(void *arg, struct redisReply *reply, int status);
+
+enum {
+    LEASH__CMD_RETRY = 1,   /* resend after a reconnect while the deadline allows */
+    LEASH__CMD_SENT = 2,    /* written to hiredis; its callback is pending */
+    LEASH__CMD_ORPHAN = 4,  /* nobody waits for the answer any more */
+    LEASH__CMD_WRITTEN = 8, /* was written at least once: it may have run */
+    LEASH__CMD_DELAYED = 16 /* waits in the delayed list for its send_at */
+};
+
+/* A server-time stamp in a command's last argument, which must be
+ * LEASH__STAMP_DIGITS zeros when the command is built. */
+enum {
+    LEASH__STAMP_NONE,
+    /* write time + stamp_ms on the server's clock: "void after this" */
+    LEASH__STAMP_NOT_AFTER,
+    /* 0 on the first write; on a resend stamp_ms (a monotonic time) on the
+     * server's clock: "a resend; the hold was valid until then" */
+    LEASH__STAMP_RESEND_VALID_UNTIL
+};
+#define LEASH__STAMP_DIGITS 19
+
+struct leash__cmd {
+    leash__list link; /* in one of its connection's lists */
+    leash__conn *conn;
+    char *buf;
+    size_t len;
+    const leash__script *script; /* EVALSHA of this script (NOSCRIPT -> EVAL), or NULL */
+    unsigned flags;
+    int64_t deadline; /* monotonic ms; 0 = none */
+    int64_t send_at;  /* while delayed: when to write it */
+    int stamp;        /* LEASH__STAMP_* */
+    int64_t stamp_ms;
+    unsigned transient; /* transient answers so far */
+    leash__reply_fn *fn;
+    void *arg;
+};
+
+enum leash__conn_role {
+    LEASH__CONN_CMD,
+    LEASH__CONN_SUB
+};
+enum leash__conn_state {
+    LEASH__CONN_DOWN,       /* waiting for the next connect attempt */
+    LEASH__CONN_CONNECTING, /* TCP / unix connect in progress */
+    LEASH__CONN_HANDSHAKE,  /* AUTH / SELECT / TIME / SCRIPT LOAD sent */
+    LEASH__CONN_READY
+};
+
+/* Where and how to connect; owned by whoever made the connection, and
+ * alive as long as it. */
+typedef struct leash__conn_cfg {
+    const char *host; /* when unix_path is NULL */
+    int port;
+    const char *unix_path;
+    const char *username, *password;
+    int db;
+    int64_t connect_timeout_ms, command_timeout_ms;
+    int64_t reconnect_min_ms, reconnect_max_ms;
+    const leash__script *const *scripts; /* SCRIPT LOADed on a command connection */
+    int nscripts;
+} leash__conn_cfg;
+
+struct leash__conn {
+    leash__env *env;
+    const leash__conn_cfg *cfg;
+    int role;
+    int state;
+    struct redisAsyncContext *ac;
+    leash__timer timer; /* connect timeout, silence timeout, backoff, delayed sends */
+    int64_t next_attempt;
+    int64_t backoff_ms;
+    int64_t last_progress; /* last reply (or first send after idle) */
+    unsigned inflight;     /* replies still expected */
+    unsigned handshake_left;
+    int auth_failed;         /* the last handshake was refused */
+    int handshake_busy;      /* the last handshake got LOADING or BUSY */
+    int break_soon;          /* drop it from the timer: hiredis is in a callback */
+    unsigned failures;       /* connect attempts that failed since it was last ready */
+    leash__list queue;       /* not sent yet */
+    leash__list *retry_tail; /* last resent command at the queue's front (or &queue) */
+    leash__list delayed;     /* to be written at their send_at */
+    leash__list sent;        /* written, waiting for their reply */
+    int64_t server_offset;   /* lower bound of server ms - monotonic ms */
+    int server_offset_known;
+    /* The owner's hooks: the connection became ready / was lost. */
+    void (*on_ready)(leash__conn *conn);
+    void (*on_down)(leash__conn *conn);
+    void *owner;
+};
+
+void leash__conn_init(leash__conn *conn, leash__env *env, const leash__conn_cfg *cfg, int role);
+/* Makes the connection's timer (the env is attached). LEASH_OK / ENOMEM. */
+int leash__conn_prepare(leash__conn *conn);
+/* Starts the first connect. */
+void leash__conn_start(leash__conn *conn);
+/* Teardown at client free: queued orphans are written if possible (until
+ * the socket would block: nothing waits), every other command completes
+ * LEASH_ECANCELED, the socket closes. */
+void leash__conn_teardown(leash__conn *conn);
+
+/* A command in buf (malloc'ed, owned by the command from here on). NULL
+ * without memory (buf is then freed). */
+leash__cmd *leash__cmd_new(char *buf, size_t len, const leash__script *script, unsigned flags,
+                           int64_t deadline, leash__reply_fn *fn, void *arg);
+/* Marks cmd's last argument as a stamp of the given kind. */
+void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms);
+/* Frees a command that was never given to a connection. */
+void leash__cmd_free(leash__cmd *cmd);
+/* Queues or sends cmd (ownership passes to the connection). */
+void leash__conn_send(leash__conn *conn, leash__cmd *cmd);
+/* The same, not written before the monotonic time send_at. */
+void leash__conn_send_at(leash__conn *conn, leash__cmd *cmd, int64_t send_at);
+/* The owner stops waiting: an unsent command is dropped, a sent one is
+ * left to finish silently. */
+void leash__cmd_cancel(leash__cmd *cmd);
+/* The owner stops waiting, but the command still goes out (e.g. a release). */
+void leash__cmd_orphan(leash__cmd *cmd);
+
+/* The server's clock read `server_ms` (ms since the epoch) during a reply
+ * that just arrived: a lower bound of the clock offset. */
+void leash__conn_server_time(leash__conn *conn, int64_t server_ms);
+
+/* For the subscriber connection: a raw command whose replies are routed by
+ * hiredis's pub/sub machinery to fn; `replies` confirmations are expected.
+ * 0, or -1 when the connection is not ready or hiredis refused it. */
+int leash__conn_send_raw(leash__conn *conn, void (*fn)(struct redisAsyncContext *, void *, void *),
+                         const char *buf, size_t len, unsigned replies);
+/* Replies that were counted in `inflight` arrived (or other traffic did). */
+void leash__conn_progress(leash__conn *conn, unsigned replies);
+
+/* 1 for an error reply that means "not run now, try again soon": LOADING,
+ * BUSY (a script runs), TRYAGAIN, CLUSTERDOWN, MASTERDOWN. */
+int leash__reply_transient(const struct redisReply *reply);
+
+int leash__conn_ready(const leash__conn *conn);
+/* "command" or "subscriber", for log lines. */
+const char *leash__conn_role_name(const leash__conn *conn);
+
+#endif
