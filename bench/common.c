@@ -7,10 +7,14 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,12 +38,17 @@ void bench_sleep_ms(int ms) {
         ;
 }
 
-int64_t bench_cpu_ns(void) {
+/* User + system CPU time of RUSAGE_SELF or RUSAGE_CHILDREN, in ns. */
+static int64_t rusage_ns(int who) {
     struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
+    if (getrusage(who, &ru) != 0)
         return 0;
     return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
            ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+}
+
+int64_t bench_cpu_ns(void) {
+    return rusage_ns(RUSAGE_SELF);
 }
 
 int64_t bench_rss_bytes(void) {
@@ -276,16 +285,6 @@ long long bench_cmdstats_total(const bench_cmdstats *s) {
     return sum;
 }
 
-long long bench_cmdstats_script_inner(const bench_cmdstats *s) {
-    static const char *const inner[] = {"exists", "hget", "hset",    "pexpire", "get", "incr",
-                                        "hsetnx", "pttl", "hexists", "del",     "set", "publish"};
-    long long sum = 0;
-    size_t i;
-    for (i = 0; i < sizeof inner / sizeof inner[0]; i++)
-        sum += bench_cmdstats_calls(s, inner[i]);
-    return sum;
-}
-
 void bench_cmdstats_delta(const bench_cmdstats *before, const bench_cmdstats *after,
                           bench_cmdstats *out) {
     int i;
@@ -302,22 +301,60 @@ void bench_cmdstats_delta(const bench_cmdstats *before, const bench_cmdstats *af
     }
 }
 
+/* The number after "\n<name>" in an INFO text, or `absent`. */
+static double info_number(const char *text, const char *name, double absent) {
+    char needle[64];
+    const char *p;
+
+    snprintf(needle, sizeof needle, "\n%s", name);
+    p = strstr(text, needle);
+    return p != NULL ? strtod(p + strlen(needle), NULL) : absent;
+}
+
 double bench_server_cpu_s(redisContext *c) {
     redisReply *r = info(c, "cpu");
-    const char *sys, *user;
-    double v = -1.;
+    double sys, user;
 
     if (r == NULL)
         return -1.;
-    sys = strstr(r->str, "used_cpu_sys:");
-    user = strstr(r->str, "used_cpu_user:");
-    if (sys != NULL && user != NULL)
-        v = strtod(sys + 13, NULL) + strtod(user + 14, NULL);
+    sys = info_number(r->str, "used_cpu_sys:", -1.);
+    user = info_number(r->str, "used_cpu_user:", -1.);
+    freeReplyObject(r);
+    return sys >= 0. && user >= 0. ? sys + user : -1.;
+}
+
+long long bench_used_memory(redisContext *c) {
+    redisReply *r = info(c, "memory");
+    long long v;
+
+    if (r == NULL)
+        return -1;
+    v = (long long)info_number(r->str, "used_memory:", -1.);
     freeReplyObject(r);
     return v;
 }
 
-int bench_load_scripts(redisContext *c, char sha[BENCH_SCRIPT_COUNT][41]) {
+long long bench_db_keys(redisContext *c) {
+    redisReply *r = info(c, "keyspace");
+    long long v;
+
+    if (r == NULL)
+        return -1;
+    /* An empty db has no line at all. */
+    v = (long long)info_number(r->str, "db0:keys=", 0.);
+    freeReplyObject(r);
+    return v;
+}
+
+void bench_flushall(test_redis *r) {
+    redisReply *reply = test_redis_cmd(r, "FLUSHALL");
+    if (reply != NULL)
+        freeReplyObject(reply);
+}
+
+/* ---- leash's scripts ---- */
+
+int bench_load_scripts(redisContext *c, bench_scripts *s) {
     /* In the dialect's order: acquire, release, renew (then force). */
     static const int which[BENCH_SCRIPT_COUNT] = {0, 1, 2};
     int i;
@@ -328,7 +365,7 @@ int bench_load_scripts(redisContext *c, char sha[BENCH_SCRIPT_COUNT][41]) {
             redisCommand(c, "SCRIPT LOAD %s", leash__dialect_leash.scripts[which[i]]->src);
         int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
         if (ok)
-            memcpy(sha[i], r->str, 41);
+            memcpy(s->sha[i], r->str, 41);
         if (r != NULL)
             freeReplyObject(r);
         if (!ok)
@@ -338,13 +375,13 @@ int bench_load_scripts(redisContext *c, char sha[BENCH_SCRIPT_COUNT][41]) {
 }
 
 int bench_start_with_scripts(const char *prog, test_redis *r, int pin, bench_cpus *cpus,
-                             redisContext **admin, char sha[BENCH_SCRIPT_COUNT][41]) {
+                             redisContext **admin, bench_scripts *s) {
     if (bench_start_server(r, NULL, pin, cpus) != 0) {
         fprintf(stderr, "%s: could not start redis-server\n", prog);
         return -1;
     }
     *admin = bench_connect(r->port);
-    if (*admin == NULL || bench_load_scripts(*admin, sha) != 0) {
+    if (*admin == NULL || bench_load_scripts(*admin, s) != 0) {
         fprintf(stderr, "%s: could not load leash's scripts\n", prog);
         if (*admin != NULL)
             redisFree(*admin);
@@ -354,21 +391,102 @@ int bench_start_with_scripts(const char *prog, test_redis *r, int pin, bench_cpu
     return 0;
 }
 
-static const char populate_lua[] = "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) - 1 do\n"
-                                   "  local k = ARGV[1] .. string.format('%012d', i)\n"
-                                   "  redis.call('hset', k, ARGV[4], '1')\n"
-                                   "  redis.call('pexpire', k, ARGV[5])\n"
-                                   "end\n"
-                                   "return 1\n";
+/* The stamp argument the connection overwrites with a server time when it
+ * writes the command (conn.h, LEASH__STAMP_DIGITS): all zeros on a first
+ * send means "none", and the length is what leash sends. */
+#define STAMP_NONE "0000000000000000000"
+
+static void call_begin(bench_call *c, const bench_scripts *s, int script, int numkeys) {
+    c->argc = 0;
+    c->used = 0;
+    c->argv[c->argc++] = "EVALSHA";
+    c->argv[c->argc++] = s->sha[script];
+    snprintf(c->pool, sizeof c->pool, "%d", numkeys);
+    c->argv[c->argc++] = c->pool;
+    c->used = strlen(c->pool) + 1;
+    c->argv[c->argc] = NULL;
+}
+
+/* Appends a copy of a printf-formatted argument; -1 when it does not fit. */
+static int call_arg(bench_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int call_arg(bench_call *c, const char *fmt, ...) {
+    va_list ap;
+    int n;
+
+    if (c->argc + 1 >= (int)(sizeof c->argv / sizeof c->argv[0]))
+        return -1;
+    va_start(ap, fmt);
+    n = vsnprintf(c->pool + c->used, sizeof c->pool - c->used, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof c->pool - c->used)
+        return -1;
+    c->argv[c->argc++] = c->pool + c->used;
+    c->argv[c->argc] = NULL;
+    c->used += (size_t)n + 1;
+    return 0;
+}
+
+int bench_call_acquire(bench_call *c, const bench_scripts *s, const char *key, const char *token,
+                       long lease_ms) {
+    /* KEYS: lock; ARGV: token, lease_ms, count, not_after */
+    call_begin(c, s, BENCH_SCRIPT_ACQUIRE, 1);
+    return call_arg(c, "%s", key) || call_arg(c, "%s", token) || call_arg(c, "%ld", lease_ms) ||
+                   call_arg(c, "1") || call_arg(c, STAMP_NONE)
+               ? -1
+               : 0;
+}
+
+int bench_call_release(bench_call *c, const bench_scripts *s, const char *key, const char *token,
+                       const char *channel) {
+    /* KEYS: lock; ARGV: token, count_after, channel, valid_until */
+    call_begin(c, s, BENCH_SCRIPT_RELEASE, 1);
+    return call_arg(c, "%s", key) || call_arg(c, "%s", token) || call_arg(c, "0") ||
+                   call_arg(c, "%s", channel) || call_arg(c, STAMP_NONE)
+               ? -1
+               : 0;
+}
+
+int bench_call_renew(bench_call *c, const bench_scripts *s, const char *const *keys, int n,
+                     const char *token, long lease_ms, const char *channel) {
+    int i;
+
+    /* KEYS: lock1..lockN; ARGV: token, lease, channel per lock */
+    if (n < 1 || n > BENCH_RENEW_BATCH)
+        return -1;
+    call_begin(c, s, BENCH_SCRIPT_RENEW, n);
+    for (i = 0; i < n; i++)
+        if (call_arg(c, "%s", keys[i]) != 0)
+            return -1;
+    for (i = 0; i < n; i++)
+        if (call_arg(c, "%s", token) || call_arg(c, "%ld", lease_ms) || call_arg(c, "%s", channel))
+            return -1;
+    return 0;
+}
+
+/* A lock's value is "<token>:<w>:<count>:<fence>" with the lease as its
+ * TTL. The fence is this machine's clock in µs, as the server's TIME
+ * would give it: the script leaves TIME alone, which counts acquire runs. */
+static const char populate_lua[] =
+    "local v = ARGV[4] .. ':0:1:' .. ARGV[6]\n"
+    "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) - 1 do\n"
+    "  redis.call('set', ARGV[1] .. string.format('%012d', i), v, 'PX', ARGV[5])\n"
+    "end\n"
+    "return 1\n";
 
 int bench_populate_holds(redisContext *c, const char *prefix, long n, const char *token,
                          long ttl_ms) {
+    struct timespec now;
+    long long fence;
     long from;
 
+    if (strlen(token) != BENCH_TOKEN_LEN)
+        return -1;
+    clock_gettime(CLOCK_REALTIME, &now);
+    fence = (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000;
     for (from = 0; from < n; from += 50000) {
         long to = from + 50000 < n ? from + 50000 : n;
-        redisReply *r = redisCommand(c, "EVAL %s 0 %s %ld %ld %s %ld", populate_lua, prefix, from,
-                                     to, token, ttl_ms);
+        redisReply *r = redisCommand(c, "EVAL %s 0 %s %ld %ld %s %ld %lld", populate_lua, prefix,
+                                     from, to, token, ttl_ms, fence);
         int ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
         if (r != NULL)
             freeReplyObject(r);
@@ -378,15 +496,52 @@ int bench_populate_holds(redisContext *c, const char *prefix, long n, const char
     return 0;
 }
 
+/* Every command leash's scripts run inside the server (see
+ * bench_script_runs): a client of leash never sends these itself. */
+static const char *const inner_cmds[] = {"time", "set", "get", "del", "pexpire", "pttl", "publish"};
+
+void bench_script_runs_of(const bench_cmdstats *d, bench_script_runs *out) {
+    size_t i;
+
+    memset(out, 0, sizeof *out);
+    out->total = bench_cmdstats_total(d);
+    out->scripts = bench_cmdstats_calls(d, "evalsha") + bench_cmdstats_calls(d, "eval");
+    out->script_usec = bench_cmdstats_usec(d, "evalsha") + bench_cmdstats_usec(d, "eval");
+    for (i = 0; i < sizeof inner_cmds / sizeof inner_cmds[0]; i++)
+        out->inner += bench_cmdstats_calls(d, inner_cmds[i]);
+    out->sent = out->total - out->inner;
+    out->acquires = bench_cmdstats_calls(d, "time");
+    out->busy = bench_cmdstats_calls(d, "pttl");
+    out->grants = out->acquires - out->busy;
+    out->deletes = bench_cmdstats_calls(d, "del");
+    out->publishes = bench_cmdstats_calls(d, "publish");
+    out->renewed = bench_cmdstats_calls(d, "pexpire");
+    out->subscribes = bench_cmdstats_calls(d, "subscribe");
+    out->unsubscribes = bench_cmdstats_calls(d, "unsubscribe");
+}
+
+const char *bench_script_inner_names(void) {
+    static char names[128];
+    size_t i, len = 0, k;
+
+    if (names[0] == '\0')
+        for (i = 0; i < sizeof inner_cmds / sizeof inner_cmds[0]; i++) {
+            if (i > 0 && len + 2 < sizeof names) {
+                names[len++] = ',';
+                names[len++] = ' ';
+            }
+            for (k = 0; inner_cmds[i][k] != '\0' && len + 1 < sizeof names; k++)
+                names[len++] = (char)(inner_cmds[i][k] - 'a' + 'A');
+            names[len] = '\0';
+        }
+    return names;
+}
+
 /* ---- redis-benchmark ---- */
 
 /* CPU time of the reaped children (redis-benchmark runs one at a time). */
 static int64_t children_cpu_ns(void) {
-    struct rusage ru;
-    if (getrusage(RUSAGE_CHILDREN, &ru) != 0)
-        return 0;
-    return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
-           ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+    return rusage_ns(RUSAGE_CHILDREN);
 }
 
 int bench_have_redis_benchmark(void) {
@@ -533,6 +688,29 @@ int bench_redis_benchmark(int port, double timeout_s, const char *const *args, b
     return out->ok ? 0 : -1;
 }
 
+int bench_redis_benchmark_call(int port, double timeout_s, const char *const *opts,
+                               const bench_call *call, bench_rb *out) {
+    const char *args[64 + sizeof call->argv / sizeof call->argv[0]];
+    int n = 0, i;
+
+    while (*opts != NULL && n < 64)
+        args[n++] = *opts++;
+    for (i = 0; i < call->argc; i++)
+        args[n++] = call->argv[i];
+    args[n] = NULL;
+    return bench_redis_benchmark(port, timeout_s, args, out);
+}
+
+int bench_ping_rtt(int port, bench_rb *out) {
+    static const char *const args[] = {"-c",    "1",  "-P",         "1", "-n",
+                                       "20000", "-t", "ping_mbulk", NULL};
+
+    memset(out, 0, sizeof *out);
+    if (!bench_have_redis_benchmark())
+        return -1;
+    return bench_redis_benchmark(port, 60., args, out);
+}
+
 /* ---- leash ---- */
 
 void bench_log_stderr(int level, const char *msg, void *arg) {
@@ -575,7 +753,103 @@ int bench_wait_connected(struct ev_loop *loop, leash_client *const *clients, int
     return -1;
 }
 
-/* ---- statistics ---- */
+/* ---- handoff samples ---- */
+
+void bench_write_samples(const char *prog, const char *dir, const char *tag, const char *label,
+                         const int64_t *sorted, int64_t n) {
+    char path[512];
+    FILE *f;
+    int64_t i;
+
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/handoff-%s.txt", dir, tag);
+    if ((f = fopen(path, "w")) == NULL) {
+        fprintf(stderr, "%s: cannot write %s\n", prog, path);
+        return;
+    }
+    fprintf(f, "# handoff latency in microseconds, sorted; %s\n", label);
+    for (i = 0; i < n; i++)
+        fprintf(f, "%.1f\n", (double)sorted[i] / 1000.);
+    fclose(f);
+}
+
+/* ---- child processes ---- */
+
+pid_t bench_fork(void) {
+    pid_t parent = getpid(), pid;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* The parent may have died before the line above. */
+        if (getppid() != parent)
+            _exit(1);
+    }
+    return pid;
+}
+
+int bench_reap_exited(pid_t *pids, int n) {
+    int i, alive = 0;
+
+    for (i = 0; i < n; i++) {
+        if (pids[i] > 0 && waitpid(pids[i], NULL, WNOHANG) == pids[i])
+            pids[i] = 0;
+        if (pids[i] > 0)
+            alive++;
+    }
+    return alive;
+}
+
+int bench_reap(pid_t *pids, int n, int timeout_ms, const char *prog) {
+    int64_t deadline = bench_now_ns() + (int64_t)timeout_ms * 1000000;
+    int alive, i;
+
+    while ((alive = bench_reap_exited(pids, n)) > 0 && bench_now_ns() < deadline)
+        bench_sleep_ms(2);
+    if (alive == 0)
+        return 0;
+    fprintf(stderr, "%s: %d child process(es) did not stop; killing them\n", prog, alive);
+    for (i = 0; i < n; i++)
+        if (pids[i] > 0) {
+            kill(pids[i], SIGKILL);
+            waitpid(pids[i], NULL, 0);
+            pids[i] = 0;
+        }
+    return -1;
+}
+
+void *bench_shared_alloc(size_t size) {
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p; /* mmap gives zeroed pages */
+}
+
+void bench_shared_free(void *p, size_t size) {
+    if (p != NULL)
+        munmap(p, size);
+}
+
+/* ---- options and statistics ---- */
+
+int bench_parse_list(const char *s, int *out, int max, long lo, long hi) {
+    const char *p = s;
+    int n = 0;
+
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < lo || v > hi || (*end != ',' && *end != '\0') || n == max) {
+            fprintf(stderr, "bad list '%s' (at most %d numbers, each %ld..%ld)\n", s, max, lo, hi);
+            return -1;
+        }
+        out[n++] = (int)v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (n == 0)
+        fprintf(stderr, "empty list\n");
+    return n > 0 ? n : -1;
+}
 
 int bench_cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

@@ -1,8 +1,9 @@
 /*
  * What the benchmark programs share: time, CPU pinning and steal, the
- * redis-server they start, INFO commandstats and INFO cpu, redis-benchmark
- * runs, and leash's own Lua scripts (SCRIPT LOAD of the sources the library
- * itself loads, from src/scripts.c).
+ * redis-server they start, INFO commandstats, cpu and memory, redis-benchmark
+ * runs, child processes, and leash's own Lua scripts (SCRIPT LOAD of the
+ * sources the library itself loads, from src/scripts.c, and the one place
+ * that knows their arguments and what they write).
  *
  * Every program starts its own redis-server on a free loopback port with
  * bench_start_server(): the server is pinned to the first CPU this process
@@ -15,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <ev.h>
 #include <hiredis/hiredis.h>
@@ -72,12 +74,14 @@ redisContext *bench_connect(int port);
 #define BENCH_MAX_CMDSTATS 96
 
 /* INFO commandstats: calls and usec of every command that ran. */
+typedef struct bench_cmdstat {
+    char name[48];
+    long long calls, usec;
+} bench_cmdstat;
+
 typedef struct bench_cmdstats {
     int n;
-    struct {
-        char name[48];
-        long long calls, usec;
-    } cmd[BENCH_MAX_CMDSTATS];
+    bench_cmdstat cmd[BENCH_MAX_CMDSTATS];
 } bench_cmdstats;
 
 int bench_cmdstats_read(redisContext *c, bench_cmdstats *out);
@@ -86,10 +90,6 @@ long long bench_cmdstats_calls(const bench_cmdstats *s, const char *name);
 long long bench_cmdstats_usec(const bench_cmdstats *s, const char *name);
 /* Calls of every command but INFO (which the benchmark itself sends). */
 long long bench_cmdstats_total(const bench_cmdstats *s);
-/* Calls that leash's Lua scripts make inside the server (EXISTS, HGET,
- * HSET, PEXPIRE, GET, INCR, HSETNX, PTTL, HEXISTS, DEL, SET, PUBLISH):
- * leash never sends these itself, so total - inner = commands sent. */
-long long bench_cmdstats_script_inner(const bench_cmdstats *s);
 /* after - before, command by command. */
 void bench_cmdstats_delta(const bench_cmdstats *before, const bench_cmdstats *after,
                           bench_cmdstats *out);
@@ -97,29 +97,108 @@ void bench_cmdstats_delta(const bench_cmdstats *before, const bench_cmdstats *af
 /* CPU time the server process has used so far (INFO cpu, user + sys), in
  * seconds; -1 on failure. */
 double bench_server_cpu_s(redisContext *c);
+/* INFO memory used_memory, in bytes; -1 on failure. */
+long long bench_used_memory(redisContext *c);
+/* Keys in db 0 (INFO keyspace, which INFO commandstats does not count
+ * as a command of its own, unlike DBSIZE); -1 on failure. */
+long long bench_db_keys(redisContext *c);
 
-/* SCRIPT LOAD of leash's acquire, release and renew scripts (the text the
- * library loads, from src/scripts.c); sha[i] gets each SHA1. 0 or -1. */
+/* FLUSHALL on the test helper's connection, for a clean server. */
+void bench_flushall(test_redis *r);
+
+/* ---- leash's scripts: everything that knows their layout ----
+ *
+ * Only common.c knows leash's Lua scripts (src/scripts.h): the order of
+ * their KEYS and ARGV, what a lock's value looks like, and which commands
+ * each script runs inside the server, from which INFO commandstats tells
+ * the scripts' runs apart. A change of the scripts changes common.c alone.
+ */
+
 enum {
     BENCH_SCRIPT_ACQUIRE,
     BENCH_SCRIPT_RELEASE,
     BENCH_SCRIPT_RENEW,
     BENCH_SCRIPT_COUNT
 };
-int bench_load_scripts(redisContext *c, char sha[BENCH_SCRIPT_COUNT][41]);
+
+/* The SHA1 of each script as SCRIPT LOAD answered it. */
+typedef struct bench_scripts {
+    char sha[BENCH_SCRIPT_COUNT][41];
+} bench_scripts;
+
+/* SCRIPT LOAD of leash's acquire, release and renew scripts (the text the
+ * library loads, from src/scripts.c). 0 or -1. */
+int bench_load_scripts(redisContext *c, bench_scripts *s);
 
 /* bench_start_server (no config), a connection to it in *admin, and the
  * scripts loaded; on failure, says so on stderr as `prog`, stops the server
  * and returns -1. */
 int bench_start_with_scripts(const char *prog, test_redis *r, int pin, bench_cpus *cpus,
-                             redisContext **admin, char sha[BENCH_SCRIPT_COUNT][41]);
+                             redisContext **admin, bench_scripts *s);
 
-/* Makes n lock hashes "<prefix><i as 12 digits>" for i in [0, n), each held
- * by `token` (count 1) with a TTL of ttl_ms: what leash's acquire script
- * leaves behind, and the key names that redis-benchmark's __rand_int__
- * produces. Done inside the server, in chunks. 0 or -1. */
+/* Owner tokens are 32 hex digits, like leash's. */
+#define BENCH_TOKEN_LEN 32
+/* Locks one renew call renews at most (what the watchdog batches). */
+#define BENCH_RENEW_BATCH 100
+
+/* One call of a script as redis-benchmark arguments: "EVALSHA <sha>
+ * <numkeys> KEYS... ARGV...", NULL-terminated; the strings live in the
+ * struct. A key may hold redis-benchmark's __rand_int__. */
+typedef struct bench_call {
+    int argc;
+    const char *argv[8 + 4 * BENCH_RENEW_BATCH];
+    char pool[8192 + 64 * BENCH_RENEW_BATCH];
+    size_t used;
+} bench_call;
+
+/* A new hold of `key` by `token` for lease_ms, first send (no not_after):
+ * what leash_acquire() sends. 0, or -1 when it does not fit. */
+int bench_call_acquire(bench_call *c, const bench_scripts *s, const char *key, const char *token,
+                       long lease_ms);
+/* The release of a whole hold (count 1 -> 0), first send: what
+ * leash_release() sends. It publishes on `channel` only when someone found
+ * the lock busy. */
+int bench_call_release(bench_call *c, const bench_scripts *s, const char *key, const char *token,
+                       const char *channel);
+/* One renew call of keys[0..n) (n <= BENCH_RENEW_BATCH), all held by
+ * token: what the watchdog sends. */
+int bench_call_renew(bench_call *c, const bench_scripts *s, const char *const *keys, int n,
+                     const char *token, long lease_ms, const char *channel);
+
+/* Makes n locks "<prefix><i as 12 digits>" for i in [0, n), each held by
+ * `token` (count 1, nobody waiting) with a TTL of ttl_ms: what leash's
+ * acquire script leaves behind, and the key names that redis-benchmark's
+ * __rand_int__ produces. Done inside the server, in chunks. 0 or -1. */
 int bench_populate_holds(redisContext *c, const char *prefix, long n, const char *token,
                          long ttl_ms);
+
+/* What INFO commandstats deltas say about the runs of leash's scripts,
+ * from the commands each one runs inside the server:
+ *   acquire: TIME on every run, then SET NX (a new hold) or GET, and for a
+ *            busy answer PTTL;
+ *   release: GET, and DEL when it ends the hold (PUBLISH when someone
+ *            waits); TIME only when resent after a lost answer;
+ *   renew:   GET per lock, PEXPIRE per lock renewed (PUBLISH when someone
+ *            waits).
+ * A benchmark on loopback resends nothing, so TIME counts acquire runs. */
+typedef struct bench_script_runs {
+    long long total;    /* every command but INFO (which the benchmark sends) */
+    long long scripts;  /* EVALSHA + EVAL: runs of leash's scripts */
+    long long inner;    /* commands the scripts ran inside the server */
+    long long sent;     /* total - inner: the commands clients sent */
+    long long acquires; /* acquire-script runs */
+    long long busy;     /* acquire runs that found another holder */
+    long long grants;   /* acquire runs that granted (acquires - busy) */
+    long long deletes;  /* runs that deleted a lock: full releases */
+    long long publishes;
+    long long renewed; /* locks renewed by renew-script runs */
+    long long subscribes, unsubscribes;
+    long long script_usec; /* server time inside EVALSHA + EVAL */
+} bench_script_runs;
+void bench_script_runs_of(const bench_cmdstats *delta, bench_script_runs *out);
+/* The commands named above that the scripts run, for the notes:
+ * "TIME, SET, GET, DEL, PEXPIRE, PTTL, PUBLISH". */
+const char *bench_script_inner_names(void);
 
 /* ---- redis-benchmark ---- */
 
@@ -137,6 +216,13 @@ int bench_have_redis_benchmark(void);
  * (args NULL-terminated), killed after timeout_s, and reads its one result
  * row. 0 with *out filled, or -1. */
 int bench_redis_benchmark(int port, double timeout_s, const char *const *args, bench_rb *out);
+/* The same with redis-benchmark's options (NULL-terminated) followed by a
+ * script call. */
+int bench_redis_benchmark_call(int port, double timeout_s, const char *const *opts,
+                               const bench_call *call, bench_rb *out);
+/* One Redis round trip: redis-benchmark -c 1 -P 1 PING (20 000 requests).
+ * 0 with *out filled, or -1 (also when redis-benchmark is missing). */
+int bench_ping_rtt(int port, bench_rb *out);
 
 /* ---- leash ---- */
 
@@ -147,7 +233,39 @@ leash_client *bench_client_new(struct ev_loop *loop, int port);
 /* Runs loop until every client is connected; 0, or -1 after timeout_ms. */
 int bench_wait_connected(struct ev_loop *loop, leash_client *const *clients, int n, int timeout_ms);
 
-/* ---- statistics ---- */
+/* ---- handoff samples ---- */
+
+/* Writes sorted handoff latencies (ns) to dir/handoff-<tag>.txt, one µs
+ * value a line under a "# handoff latency in microseconds, sorted; <label>"
+ * line: what scripts/bench plots into bench/results/handoff.png. Creates
+ * dir; says so on stderr as `prog` when it cannot write. */
+void bench_write_samples(const char *prog, const char *dir, const char *tag, const char *label,
+                         const int64_t *sorted, int64_t n);
+
+/* ---- child processes ---- */
+
+/* fork() after flushing stdio; the child dies with this process
+ * (PR_SET_PDEATHSIG), so that a benchmark never leaves contenders behind.
+ * Returns as fork() does. */
+pid_t bench_fork(void);
+/* Reaps the children of pids[0..n) that exited (their pid becomes 0) and
+ * returns how many still run. */
+int bench_reap_exited(pid_t *pids, int n);
+/* Waits up to timeout_ms for the children of pids[0..n) to exit, then
+ * kills (SIGKILL) and reaps the rest, saying so on stderr as `prog`.
+ * Returns 0 when all exited on their own, -1 when some were killed. */
+int bench_reap(pid_t *pids, int n, int timeout_ms, const char *prog);
+
+/* Zeroed memory that forked children share with this process (mmap
+ * MAP_SHARED), or NULL; bench_shared_free with the same size. */
+void *bench_shared_alloc(size_t size);
+void bench_shared_free(void *p, size_t size);
+
+/* ---- options and statistics ---- */
+
+/* A comma-separated list of integers in [lo, hi] ("1,64,1024") into out
+ * (at most max). The count, or -1 (said on stderr) on a bad list. */
+int bench_parse_list(const char *s, int *out, int max, long lo, long hi);
 
 int bench_cmp_i64(const void *a, const void *b);
 /* Nearest-rank percentile p (0..1) of n sorted values. */

@@ -2,8 +2,8 @@
  * leash-bench-handoff: how fast the lock moves from one holder to the next.
  *
  * N contenders (default 2 and 16) share ONE lock name. Each is a leash
- * client of its own (but see -m client) and loops: acquire (LEASH_WAIT_FOREVER), hold for
- * --hold ms (an ev_timer), release. Modes:
+ * client of its own (but see -m client) and loops: acquire
+ * (LEASH_WAIT_FOREVER), hold for --hold ms (an ev_timer), release. Modes:
  *   loop    all contenders in this process, on one libev loop (default);
  *   procs   one forked process per contender, each with its own loop
  *           (default);
@@ -28,26 +28,22 @@
  * Redis commands are counted with INFO commandstats, snapshotted by the
  * holder of hold W (after a warm-up of W holds) and by the holder of hold
  * W + H (or at the time cap). Commands that Lua scripts run are counted too,
- * which separates the scripts: the acquire script runs exactly one HGET,
- * the release script none (HEXISTS instead), so HGET counts acquire-script
- * runs. The figure is checked against "lock script calls minus the releases
- * this program issued", and a note says so when they differ.
+ * which tells the scripts' runs apart (common.c knows which script runs
+ * what: the acquire script is the only one that calls TIME on every run).
+ * The acquire runs are checked against "lock script calls minus the
+ * releases this program issued", and a note says so when they differ.
  *
- * The redis-server is started by tests/support/redis_server.c (no
- * persistence) through bench_start_server() (common.h): pinned to the first
- * allowed CPU, the benchmark to the second; it is stopped by its pid.
- * References, on the same server and CPUs: one round trip with
- * redis-benchmark -c 1 (PING) when it is installed; an uncontended leash
- * acquire; and the floor, the same handoff done with bare hiredis (a script
- * that deletes and publishes, a subscriber that answers with a script that
- * takes the key), rounds a hold time apart.
+ * The redis-server is started by bench_start_server() (common.h): pinned to
+ * the first allowed CPU, the benchmark to the second. The reference, on the
+ * same server and CPUs, is one round trip (redis-benchmark -c 1 PING) when
+ * redis-benchmark is installed. The same handoff with bare hiredis is
+ * leash-bench-floor; one uncontended acquire+release is leash-bench-idle.
  *
  * Output: one markdown table on stdout, then notes. Exit 0 when every
  * configuration ran (even if a figure is bad), 1 on a set-up failure.
  */
 #define _GNU_SOURCE /* pipe2, getopt_long */
 
-#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
@@ -56,12 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <ev.h>
@@ -74,61 +65,6 @@
 
 #define MAX_CONTENDERS 64
 #define MAX_CONFIGS 16
-
-/* ---- INFO commandstats ---- */
-
-enum {
-    ST_EVALSHA,
-    ST_EVAL,
-    ST_SUBSCRIBE,
-    ST_UNSUBSCRIBE,
-    ST_HGET,    /* once per acquire-script run */
-    ST_PTTL,    /* once per busy answer of the acquire script */
-    ST_INCR,    /* once per new hold granted */
-    ST_HEXISTS, /* release script (and renew script) */
-    ST_PUBLISH, /* once per release that deleted the key */
-    ST_COUNT
-};
-
-static const char *const stat_names[ST_COUNT] = {
-    "evalsha", "eval", "subscribe", "unsubscribe", "hget", "pttl", "incr", "hexists", "publish"};
-
-typedef struct cmdstats {
-    long long calls[ST_COUNT];
-    long long evalsha_usec; /* server time spent in EVALSHA */
-} cmdstats;
-
-/* "cmdstat_<name>:calls=N,..." for each counter; 0 when absent. */
-static int parse_cmdstats(const char *info, cmdstats *out) {
-    char needle[64];
-    int i;
-
-    for (i = 0; i < ST_COUNT; i++) {
-        const char *p;
-        int n = snprintf(needle, sizeof needle, "cmdstat_%s:calls=", stat_names[i]);
-        p = strstr(info, needle);
-        out->calls[i] = p ? strtoll(p + n, NULL, 10) : 0;
-        if (i == ST_EVALSHA) {
-            const char *u = p ? strstr(p, ",usec=") : NULL;
-            out->evalsha_usec = u ? strtoll(u + 6, NULL, 10) : 0;
-        }
-    }
-    return 0;
-}
-
-static int read_cmdstats(redisContext *c, cmdstats *out) {
-    redisReply *r;
-    int rc = -1;
-
-    if (c == NULL)
-        return -1;
-    r = redisCommand(c, "INFO commandstats");
-    if (r != NULL && r->type == REDIS_REPLY_STRING)
-        rc = parse_cmdstats(r->str, out);
-    if (r != NULL)
-        freeReplyObject(r);
-    return rc;
-}
 
 /* ---- state shared by all contenders (MAP_SHARED in procs mode) ---- */
 
@@ -152,7 +88,7 @@ typedef struct shared {
     int snap_b_ok;       /* set by the stopper */
     int64_t snap_b_hold; /* holds started when snapshot B was taken */
     int time_capped;     /* the cap closed the window, not the count */
-    cmdstats snap_a, snap_b;
+    bench_cmdstats snap_a, snap_b;
     char first_error[160];
 
     int64_t *acq_ns; /* [k]: acquire callback of hold k */
@@ -161,16 +97,20 @@ typedef struct shared {
     int *holder;     /* [k]: contender id of hold k */
 } shared;
 
+static size_t shared_size(int64_t slots) {
+    return ((sizeof(shared) + 63) & ~(size_t)63) +
+           (size_t)slots * (3 * sizeof(int64_t) + sizeof(int));
+}
+
 static shared *shared_new(int64_t slots) {
     size_t head = (sizeof(shared) + 63) & ~(size_t)63;
-    size_t size = head + (size_t)slots * (3 * sizeof(int64_t) + sizeof(int));
-    char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    char *mem = bench_shared_alloc(shared_size(slots));
     shared *sh;
     int i;
 
-    if (mem == MAP_FAILED)
+    if (mem == NULL)
         return NULL;
-    sh = (shared *)mem; /* mmap gives zeroed pages */
+    sh = (shared *)mem;
     sh->slots = slots;
     sh->acq_ns = (int64_t *)(mem + head);
     sh->rel_ns = sh->acq_ns + slots;
@@ -183,8 +123,7 @@ static shared *shared_new(int64_t slots) {
 }
 
 static void shared_free(shared *sh) {
-    size_t head = (sizeof(shared) + 63) & ~(size_t)63;
-    munmap(sh, head + (size_t)sh->slots * (3 * sizeof(int64_t) + sizeof(int)));
+    bench_shared_free(sh, shared_size(sh->slots));
 }
 
 static void note_error(shared *sh, const char *what, int status) {
@@ -256,7 +195,7 @@ static void close_window(bench *b, redisContext *admin, int capped) {
     shared *sh = b->sh;
 
     sh->snap_b_hold = atomic_load(&sh->holds);
-    sh->snap_b_ok = read_cmdstats(admin, &sh->snap_b) == 0;
+    sh->snap_b_ok = bench_cmdstats_read(admin, &sh->snap_b) == 0;
     sh->time_capped = capped;
 }
 
@@ -300,7 +239,7 @@ static void on_acquired(leash_lock *l, int status, void *arg) {
         sh->holder[k] = ct->id;
     }
     if (k == sh->warmup)
-        sh->snap_a_ok = read_cmdstats(ct->admin, &sh->snap_a) == 0;
+        sh->snap_a_ok = bench_cmdstats_read(ct->admin, &sh->snap_a) == 0;
     if (k == sh->target) {
         int zero = 0;
         if (atomic_compare_exchange_strong(&sh->stop, &zero, 1)) {
@@ -383,8 +322,6 @@ static void contender_acquire(contender *ct) {
  * another contender's client. */
 static int contender_open(bench *b, contender *ct, int id, struct ev_loop *loop,
                           redisContext *admin, leash_client *share) {
-    leash_options o;
-
     memset(ct, 0, sizeof *ct);
     ct->id = id;
     ct->b = b;
@@ -397,17 +334,8 @@ static int contender_open(bench *b, contender *ct, int id, struct ev_loop *loop,
         return ct->lock != NULL ? 0 : -1;
     }
     ct->owns_client = 1;
-    leash_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = b->port;
-    o.log_cb = bench_log_stderr;
-    o.log_level = LEASH_LOG_WARN;
-    if (leash_client_new(&ct->client, &o) != LEASH_OK)
+    if ((ct->client = bench_client_new(loop, b->port)) == NULL)
         return -1;
-    if (leash_libev_attach(loop, ct->client) != LEASH_OK) {
-        leash_client_free(ct->client);
-        return -1;
-    }
     ct->lock = leash_lock_new(ct->client, b->lock_name);
     if (ct->lock == NULL) {
         leash_client_free(ct->client);
@@ -443,20 +371,13 @@ static void contender_close(contender *ct) {
 }
 
 /* Runs loop until every client of cs[from..to) is connected, 5 s at most. */
-static int wait_connected(struct ev_loop *loop, contender *cs, int from, int to) {
-    int64_t deadline = bench_now_ns() + 5000000000LL;
-    int i, all;
+static int wait_connected(struct ev_loop *loop, const contender *cs, int from, int to) {
+    leash_client *clients[MAX_CONTENDERS];
+    int i;
 
-    do {
-        ev_run(loop, EVRUN_NOWAIT);
-        all = 1;
-        for (i = from; i < to; i++)
-            all = all && leash_client_connected(cs[i].client);
-        if (all)
-            return 0;
-        bench_sleep_ms(1);
-    } while (bench_now_ns() < deadline);
-    return -1;
+    for (i = from; i < to; i++)
+        clients[i - from] = cs[i].client;
+    return bench_wait_connected(loop, clients, to - from, 5000);
 }
 
 /* ---- loop mode ---- */
@@ -497,13 +418,12 @@ static void on_cap_loop(struct ev_loop *loop, ev_timer *w, int revents) {
     }
 }
 
-static int run_loop_mode(bench *b) {
-    redisContext *admin = bench_connect(b->port);
+static int run_loop_mode(bench *b, redisContext *admin) {
     int i, opened = 0, rc = -1;
 
     b->loop = ev_loop_new(EVFLAG_AUTO);
-    if (admin == NULL || b->loop == NULL) {
-        fprintf(stderr, "handoff: no loop or no admin connection\n");
+    if (b->loop == NULL) {
+        fprintf(stderr, "handoff: no loop\n");
         goto out;
     }
     for (i = 0; i < b->n; i++, opened++)
@@ -531,8 +451,6 @@ out:
         ev_loop_destroy(b->loop);
         b->loop = NULL;
     }
-    if (admin != NULL)
-        redisFree(admin);
     return rc;
 }
 
@@ -582,11 +500,10 @@ static int child_main(bench *b, int id) {
     return 0;
 }
 
-static int run_procs_mode(bench *b, test_redis *r) {
+static int run_procs_mode(bench *b, redisContext *admin) {
     pid_t pids[MAX_CONTENDERS];
-    pid_t parent = getpid();
-    int i, started = 0, alive, rc = 0;
-    int64_t deadline, hard;
+    int i, started = 0, rc = 0, zero = 0;
+    int64_t deadline;
     shared *sh = b->sh;
 
     for (i = 0; i < b->n; i++) {
@@ -600,23 +517,15 @@ static int run_procs_mode(bench *b, test_redis *r) {
         b->kick_r[i] = fds[0];
         b->kick_w[i] = fds[1];
     }
-    fflush(stdout);
-    fflush(stderr);
     for (i = 0; i < b->n; i++) {
-        pid_t pid = fork();
+        pid_t pid = bench_fork();
         if (pid < 0) {
             perror("handoff: fork");
             break;
         }
-        if (pid == 0) {
-            /* A contender must not outlive the benchmark. */
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getppid() != parent)
-                _exit(1);
+        if (pid == 0)
             _exit(child_main(b, i));
-        }
-        pids[i] = pid;
-        started++;
+        pids[started++] = pid;
     }
     /* Everybody connected, then go. */
     deadline = bench_now_ns() + 10000000000LL;
@@ -632,48 +541,17 @@ static int run_procs_mode(bench *b, test_redis *r) {
         rc = -1;
         deadline = bench_now_ns();
     }
-    /* Wait for the window to close; at the cap, close it from here. */
-    hard = 0;
-    for (;;) {
-        alive = 0;
-        for (i = 0; i < started; i++) {
-            if (pids[i] > 0 && waitpid(pids[i], NULL, WNOHANG) == pids[i])
-                pids[i] = 0;
-            if (pids[i] > 0)
-                alive++;
-        }
-        if (alive == 0)
-            break;
-        if (hard == 0 && bench_now_ns() >= deadline) {
-            int zero = 0;
-            if (atomic_compare_exchange_strong(&sh->stop, &zero, 1)) {
-                redisReply *reply = test_redis_cmd(r, "INFO commandstats");
-                sh->snap_b_hold = atomic_load(&sh->holds);
-                sh->snap_b_ok = reply && reply->type == REDIS_REPLY_STRING &&
-                                parse_cmdstats(reply->str, &sh->snap_b) == 0;
-                sh->time_capped = 1;
-                if (reply)
-                    freeReplyObject(reply);
-            }
-            for (i = 0; i < b->n; i++)
-                kick(b, i);
-            hard = bench_now_ns() + 5000000000LL;
-        }
-        if (hard == 0 && atomic_load(&sh->stop))
-            hard = bench_now_ns() + 5000000000LL;
-        if (hard != 0 && bench_now_ns() >= hard) {
-            fprintf(stderr, "handoff: %d contender(s) did not stop; killing them\n", alive);
-            for (i = 0; i < started; i++)
-                if (pids[i] > 0) {
-                    kill(pids[i], SIGKILL);
-                    waitpid(pids[i], NULL, 0);
-                    pids[i] = 0;
-                }
-            rc = -1;
-            break;
-        }
+    /* The holder of the last hold closes the window; at the cap, this
+     * process does. */
+    while (!atomic_load(&sh->stop) && bench_now_ns() < deadline &&
+           bench_reap_exited(pids, started) > 0)
         bench_sleep_ms(2);
-    }
+    if (bench_now_ns() >= deadline && atomic_compare_exchange_strong(&sh->stop, &zero, 1))
+        close_window(b, admin, 1);
+    for (i = 0; i < b->n; i++)
+        kick(b, i);
+    if (bench_reap(pids, started, 5000, "handoff") != 0)
+        rc = -1;
 close_pipes:
     for (i = 0; i < b->n; i++) {
         close(b->kick_r[i]);
@@ -693,15 +571,14 @@ typedef struct result {
     double ask_p50_us, ask_p99_us; /* from the leash_release() call instead */
     int64_t acqs;                  /* acquisitions inside the command window */
     int counts_ok;                 /* both snapshots taken */
-    cmdstats delta;                /* window deltas */
+    bench_script_runs runs;        /* over the window */
     int64_t releases;
     int64_t self_handoffs, negatives;
     int overlaps, errors;
     int time_capped;
     uint64_t wakeups, commands_sent, renew_commands, noscript_reloads, disconnects;
-    int64_t total_holds;               /* over the whole run, warm-up included */
-    int64_t steal_server, steal_bench; /* ms of CPU steal during the run, -1 unknown */
-    double evalsha_us;                 /* server time per EVALSHA in the window */
+    int64_t total_holds; /* over the whole run, warm-up included */
+    bench_steal steal;
     double seconds;
     char first_error[160];
 } result;
@@ -712,28 +589,17 @@ static double pct_us(const int64_t *sorted, int64_t n, double p) {
 }
 
 static void write_samples(const char *dir, const result *res, const int64_t *s, int64_t n) {
-    char path[512];
-    FILE *f;
-    int64_t i;
+    char tag[64], label[96];
 
-    snprintf(path, sizeof path, "%s/handoff-%d-%s.txt", dir, res->n, mode_tag(res->mode));
-    f = fopen(path, "w");
-    if (f == NULL) {
-        fprintf(stderr, "handoff: cannot write %s\n", path);
-        return;
-    }
-    fprintf(f, "# handoff latency in microseconds, sorted; %d contenders, %s\n", res->n,
-            mode_name(res->mode));
-    for (i = 0; i < n; i++)
-        fprintf(f, "%.1f\n", (double)s[i] / 1000.);
-    fclose(f);
+    snprintf(tag, sizeof tag, "%d-%s", res->n, mode_tag(res->mode));
+    snprintf(label, sizeof label, "%d contenders, %s", res->n, mode_name(res->mode));
+    bench_write_samples("handoff", dir, tag, label, s, n);
 }
 
 static void collect(const bench *b, result *res, const char *samples_dir) {
     const shared *sh = b->sh;
     int64_t w = sh->warmup, last, k, n = 0;
     int64_t *s, *a, na = 0;
-    int i;
 
     res->overlaps = atomic_load(&sh->overlaps);
     res->errors = atomic_load(&sh->errors);
@@ -791,22 +657,20 @@ static void collect(const bench *b, result *res, const char *samples_dir) {
     free(a);
 
     if (sh->snap_a_ok && sh->snap_b_ok) {
+        bench_cmdstats d;
         res->counts_ok = 1;
         res->acqs = last - w;
         res->releases = last - w; /* releases of holds W .. last-1 */
-        for (i = 0; i < ST_COUNT; i++)
-            res->delta.calls[i] = sh->snap_b.calls[i] - sh->snap_a.calls[i];
-        if (res->delta.calls[ST_EVALSHA] > 0)
-            res->evalsha_us = (double)(sh->snap_b.evalsha_usec - sh->snap_a.evalsha_usec) /
-                              (double)res->delta.calls[ST_EVALSHA];
+        bench_cmdstats_delta(&sh->snap_a, &sh->snap_b, &d);
+        bench_script_runs_of(&d, &res->runs);
     }
 }
 
 static int run_config(int n, int mode, int64_t handoffs, double cap_s, int hold_ms, int barge,
-                      test_redis *r, const int cpus[2], result *res, const char *samples_dir) {
+                      test_redis *r, redisContext *admin, const bench_cpus *cpus, result *res,
+                      const char *samples_dir) {
     bench *b = calloc(1, sizeof(*b));
     int64_t warmup = 2 * n < 10 ? 10 : 2 * n;
-    redisReply *reply;
     int rc;
 
     memset(res, 0, sizeof *res);
@@ -830,17 +694,11 @@ static int run_config(int n, int mode, int64_t handoffs, double cap_s, int hold_
     b->sh->target = warmup + handoffs;
 
     /* A clean server for each configuration. */
-    reply = test_redis_cmd(r, "FLUSHALL");
-    if (reply)
-        freeReplyObject(reply);
+    bench_flushall(r);
 
-    res->steal_server = bench_steal_ms(cpus[0]);
-    res->steal_bench = bench_steal_ms(cpus[1]);
-    rc = mode == MODE_PROCS ? run_procs_mode(b, r) : run_loop_mode(b);
-    if (res->steal_server >= 0)
-        res->steal_server = bench_steal_ms(cpus[0]) - res->steal_server;
-    if (res->steal_bench >= 0)
-        res->steal_bench = bench_steal_ms(cpus[1]) - res->steal_bench;
+    bench_steal_begin(cpus, &res->steal);
+    rc = mode == MODE_PROCS ? run_procs_mode(b, admin) : run_loop_mode(b, admin);
+    bench_steal_end(cpus, &res->steal);
     if (rc == 0) {
         res->ok = 1;
         collect(b, res, samples_dir);
@@ -848,287 +706,6 @@ static int run_config(int n, int mode, int64_t handoffs, double cap_s, int hold_
     shared_free(b->sh);
     free(b);
     return rc;
-}
-
-/* ---- reference: one Redis round trip with redis-benchmark ---- */
-
-typedef struct reference {
-    int ok;
-    double p50_us, p99_us;
-    int idle_ok;
-    double idle_p50_us, idle_p99_us; /* uncontended leash_acquire -> callback */
-    int floor_ok;
-    double floor_p50_us, floor_p99_us; /* the same handoff with bare hiredis */
-} reference;
-
-/* One PING round trip, p50 and p99, with redis-benchmark. */
-static void measure_reference(int port, reference *ref) {
-    static const char *const args[] = {"-c",    "1",  "-P",         "1", "-n",
-                                       "20000", "-t", "ping_mbulk", NULL};
-    bench_rb rb;
-
-    memset(ref, 0, sizeof *ref);
-    if (!bench_have_redis_benchmark() || bench_redis_benchmark(port, 60., args, &rb) != 0)
-        return;
-    ref->ok = 1;
-    ref->p50_us = rb.p50_us;
-    ref->p99_us = rb.p99_us;
-}
-
-/* Uncontended acquires through leash, one at a time: the floor of a
- * handoff is one such acquire (the waiter's attempt after the message). */
-#define IDLE_ROUNDS 500
-
-typedef struct idle_run {
-    struct ev_loop *loop;
-    leash_lock *lock;
-    ev_timer gap; /* pause between rounds */
-    int gap_ms;
-    int64_t started;
-    int64_t lat[IDLE_ROUNDS];
-    int done, failed;
-} idle_run;
-
-static void idle_next(idle_run *ir);
-
-static void idle_released(leash_lock *l, int status, void *arg) {
-    idle_run *ir = arg;
-
-    (void)l;
-    if (status != LEASH_OK) {
-        ir->failed = 1;
-        ev_break(ir->loop, EVBREAK_ALL);
-        return;
-    }
-    if (ir->gap_ms == 0) {
-        idle_next(ir);
-        return;
-    }
-    ev_now_update(ir->loop);
-    ev_timer_set(&ir->gap, (double)ir->gap_ms / 1000., 0.);
-    ev_timer_start(ir->loop, &ir->gap);
-}
-
-static void idle_gap_over(struct ev_loop *loop, ev_timer *w, int revents) {
-    (void)loop;
-    (void)revents;
-    idle_next((idle_run *)((char *)w - offsetof(idle_run, gap)));
-}
-
-static void idle_acquired(leash_lock *l, int status, void *arg) {
-    idle_run *ir = arg;
-
-    ir->lat[ir->done] = bench_now_ns() - ir->started;
-    if (status != LEASH_OK || leash_release(l, idle_released, ir) != LEASH_OK) {
-        ir->failed = 1;
-        ev_break(ir->loop, EVBREAK_ALL);
-        return;
-    }
-    ir->done++;
-}
-
-static void idle_next(idle_run *ir) {
-    if (ir->done == IDLE_ROUNDS) {
-        ev_break(ir->loop, EVBREAK_ALL);
-        return;
-    }
-    ir->started = bench_now_ns();
-    if (leash_acquire(ir->lock, 0, idle_acquired, ir) != LEASH_OK) {
-        ir->failed = 1;
-        ev_break(ir->loop, EVBREAK_ALL);
-    }
-}
-
-static void measure_idle_acquire(int port, int gap_ms, reference *ref) {
-    idle_run *ir = calloc(1, sizeof(*ir));
-    bench *b = calloc(1, sizeof(*b));
-    contender *ct;
-
-    if (ir == NULL || b == NULL)
-        goto out;
-    b->port = port;
-    b->n = 1;
-    snprintf(b->lock_name, sizeof b->lock_name, "bench:idle");
-    b->sh = shared_new(1);
-    ir->loop = ev_loop_new(EVFLAG_AUTO);
-    ir->gap_ms = gap_ms;
-    ev_timer_init(&ir->gap, idle_gap_over, 0., 0.);
-    ct = &b->cs[0];
-    if (b->sh == NULL || ir->loop == NULL || contender_open(b, ct, 0, ir->loop, NULL, NULL) != 0)
-        goto out;
-    if (wait_connected(ir->loop, b->cs, 0, 1) == 0) {
-        ir->lock = ct->lock;
-        idle_next(ir);
-        ev_run(ir->loop, 0);
-        if (!ir->failed && ir->done == IDLE_ROUNDS) {
-            qsort(ir->lat, IDLE_ROUNDS, sizeof(ir->lat[0]), bench_cmp_i64);
-            ref->idle_ok = 1;
-            ref->idle_p50_us = pct_us(ir->lat, IDLE_ROUNDS, 0.50);
-            ref->idle_p99_us = pct_us(ir->lat, IDLE_ROUNDS, 0.99);
-        }
-    }
-    contender_close(ct);
-    ev_run(ir->loop, EVRUN_NOWAIT);
-out:
-    if (ir != NULL && ir->loop != NULL)
-        ev_loop_destroy(ir->loop);
-    if (b != NULL && b->sh != NULL)
-        shared_free(b->sh);
-    free(b);
-    free(ir);
-}
-
-/*
- * The floor: the same handoff with bare hiredis and no leash, on this loop
- * and these CPUs. A releaser connection runs a script that deletes a key
- * and publishes; a waiter subscribed to the channel answers each message
- * with a script that takes the key. Sample: the releaser's reply -> the
- * waiter's reply. Rounds are the hold time apart, as in the real runs,
- * because a CPU that has idled answers slower than a busy one.
- */
-#define FLOOR_ROUNDS 500
-
-static const char floor_release_lua[] = "redis.call('del', KEYS[1])\n"
-                                        "redis.call('publish', KEYS[2], 'x')\n"
-                                        "return 0\n";
-static const char floor_take_lua[] = "if redis.call('exists', KEYS[1]) == 1 then return 0 end\n"
-                                     "redis.call('hset', KEYS[1], 'owner', '1')\n"
-                                     "redis.call('pexpire', KEYS[1], 30000)\n"
-                                     "return 1\n";
-
-typedef struct floor_run {
-    struct ev_loop *loop;
-    redisAsyncContext *rel, *take, *sub;
-    ev_timer pause, guard;
-    int hold_ms, done, failed;
-    int64_t t_rel;
-    int64_t lat[FLOOR_ROUNDS];
-} floor_run;
-
-static void floor_pause(floor_run *fr) {
-    ev_now_update(fr->loop);
-    ev_timer_set(&fr->pause, (double)fr->hold_ms / 1000., 0.);
-    ev_timer_start(fr->loop, &fr->pause);
-}
-
-static void floor_fail(floor_run *fr) {
-    fr->failed = 1;
-    ev_break(fr->loop, EVBREAK_ALL);
-}
-
-static void floor_on_taken(redisAsyncContext *ac, void *reply, void *arg) {
-    floor_run *fr = arg;
-    redisReply *r = reply;
-
-    (void)ac;
-    if (r == NULL || r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
-        floor_fail(fr);
-        return;
-    }
-    fr->lat[fr->done++] = bench_now_ns() - fr->t_rel;
-    if (fr->done == FLOOR_ROUNDS)
-        ev_break(fr->loop, EVBREAK_ALL);
-    else
-        floor_pause(fr);
-}
-
-static void floor_on_released(redisAsyncContext *ac, void *reply, void *arg) {
-    floor_run *fr = arg;
-
-    (void)ac;
-    if (reply == NULL) {
-        floor_fail(fr);
-        return;
-    }
-    fr->t_rel = bench_now_ns();
-}
-
-static void floor_on_sub(redisAsyncContext *ac, void *reply, void *arg) {
-    floor_run *fr = arg;
-    redisReply *r = reply;
-
-    (void)ac;
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-        r->element[0]->type != REDIS_REPLY_STRING)
-        return;
-    if (strcmp(r->element[0]->str, "subscribe") == 0) {
-        floor_pause(fr); /* subscribed: the first round starts */
-    } else if (strcmp(r->element[0]->str, "message") == 0) {
-        if (redisAsyncCommand(fr->take, floor_on_taken, fr, "EVAL %s 1 %s", floor_take_lua,
-                              "bench:floor") != REDIS_OK)
-            floor_fail(fr);
-    }
-}
-
-static void floor_on_pause(struct ev_loop *loop, ev_timer *w, int revents) {
-    floor_run *fr = (floor_run *)((char *)w - offsetof(floor_run, pause));
-
-    (void)loop;
-    (void)revents;
-    if (redisAsyncCommand(fr->rel, floor_on_released, fr, "EVAL %s 2 %s %s", floor_release_lua,
-                          "bench:floor", "bench:floor:released") != REDIS_OK)
-        floor_fail(fr);
-}
-
-static void floor_on_guard(struct ev_loop *loop, ev_timer *w, int revents) {
-    (void)loop;
-    (void)revents;
-    floor_fail((floor_run *)((char *)w - offsetof(floor_run, guard)));
-}
-
-static redisAsyncContext *floor_connect(floor_run *fr, int port) {
-    redisAsyncContext *ac = redisAsyncConnect("127.0.0.1", port);
-
-    if (ac == NULL)
-        return NULL;
-    if (ac->err || redisLibevAttach(fr->loop, ac) != REDIS_OK) {
-        redisAsyncFree(ac);
-        return NULL;
-    }
-    return ac;
-}
-
-static void measure_floor(int port, int hold_ms, reference *ref) {
-    floor_run *fr = calloc(1, sizeof(*fr));
-
-    if (fr == NULL)
-        return;
-    fr->hold_ms = hold_ms;
-    fr->loop = ev_loop_new(EVFLAG_AUTO);
-    if (fr->loop == NULL) {
-        free(fr);
-        return;
-    }
-    ev_timer_init(&fr->pause, floor_on_pause, 0., 0.);
-    ev_timer_init(&fr->guard, floor_on_guard,
-                  10. + (double)FLOOR_ROUNDS * (double)(hold_ms + 5) / 1000., 0.);
-    ev_timer_start(fr->loop, &fr->guard);
-    fr->rel = floor_connect(fr, port);
-    fr->take = floor_connect(fr, port);
-    fr->sub = floor_connect(fr, port);
-    if (fr->rel && fr->take && fr->sub &&
-        redisAsyncCommand(fr->sub, floor_on_sub, fr, "SUBSCRIBE %s", "bench:floor:released") ==
-            REDIS_OK)
-        ev_run(fr->loop, 0);
-    else
-        fr->failed = 1;
-    ev_timer_stop(fr->loop, &fr->pause);
-    ev_timer_stop(fr->loop, &fr->guard);
-    if (!fr->failed && fr->done == FLOOR_ROUNDS) {
-        qsort(fr->lat, FLOOR_ROUNDS, sizeof(fr->lat[0]), bench_cmp_i64);
-        ref->floor_ok = 1;
-        ref->floor_p50_us = pct_us(fr->lat, FLOOR_ROUNDS, 0.50);
-        ref->floor_p99_us = pct_us(fr->lat, FLOOR_ROUNDS, 0.99);
-    }
-    /* The callbacks see NULL replies from here on. */
-    if (fr->rel)
-        redisAsyncFree(fr->rel);
-    if (fr->take)
-        redisAsyncFree(fr->take);
-    if (fr->sub)
-        redisAsyncFree(fr->sub);
-    ev_loop_destroy(fr->loop);
-    free(fr);
 }
 
 /* ---- output ---- */
@@ -1145,7 +722,7 @@ static void print_table(const result *res, int count) {
     printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (i = 0; i < count; i++) {
         const result *x = &res[i];
-        const cmdstats *d = &x->delta;
+        const bench_script_runs *d = &x->runs;
         printf("| %d | %s | ", x->n, mode_name(x->mode));
         if (!x->ok || x->count == 0) {
             printf("failed | | | | | | |\n");
@@ -1157,17 +734,13 @@ static void print_table(const result *res, int count) {
             printf("n/a | n/a | n/a |\n");
             continue;
         }
-        printf("%.2f | %.2f | %.2f (%.2f+%.2f) |\n",
-               per_acq(d->calls[ST_EVALSHA] + d->calls[ST_EVAL], x->acqs),
-               per_acq(d->calls[ST_HGET], x->acqs),
-               per_acq(d->calls[ST_SUBSCRIBE] + d->calls[ST_UNSUBSCRIBE], x->acqs),
-               per_acq(d->calls[ST_SUBSCRIBE], x->acqs),
-               per_acq(d->calls[ST_UNSUBSCRIBE], x->acqs));
+        printf("%.2f | %.2f | %.2f (%.2f+%.2f) |\n", per_acq(d->scripts, x->acqs),
+               per_acq(d->acquires, x->acqs), per_acq(d->subscribes + d->unsubscribes, x->acqs),
+               per_acq(d->subscribes, x->acqs), per_acq(d->unsubscribes, x->acqs));
     }
 }
 
-static void print_notes(const result *res, int count, const reference *ref, int hold_ms,
-                        int barge) {
+static void print_notes(const result *res, int count, const bench_rb *rtt, int hold_ms, int barge) {
     int i, any_time_cap = 0;
 
     printf("\nEach contender: acquire (LEASH_WAIT_FOREVER), hold %d ms, release; %s.\n", hold_ms,
@@ -1175,65 +748,55 @@ static void print_notes(const result *res, int count, const reference *ref, int 
                  : "after its release it asks again once the next holder has the lock");
     printf("Handoff = release completion callback -> next holder's acquire callback. "
            "Commands are INFO commandstats deltas over the measured window, per acquisition; "
-           "acquire attempts = acquire-script runs (their HGET inside Lua); "
-           "sub+unsub = SUBSCRIBE + UNSUBSCRIBE.\n");
-    if (ref->ok)
+           "acquire attempts = acquire-script runs (the TIME each one runs inside Lua); "
+           "sub+unsub = SUBSCRIBE + UNSUBSCRIBE. The same handoff with bare hiredis, the "
+           "floor, is leash-bench-floor (its p50 in round trips compares with the one "
+           "below); one uncontended cycle is leash-bench-idle.\n");
+    if (rtt->ok)
         printf("Reference round trip (redis-benchmark -c 1 -P 1 PING, same server and CPUs): "
                "p50 %.0f µs, p99 %.0f µs.\n",
-               ref->p50_us, ref->p99_us);
+               rtt->p50_us, rtt->p99_us);
     else
         printf("Reference round trip: redis-benchmark not run or not available.\n");
-    if (ref->idle_ok)
-        printf("Reference uncontended acquire (leash_acquire try-once -> callback, back to back, "
-               "one client): p50 %.0f µs, p99 %.0f µs.\n",
-               ref->idle_p50_us, ref->idle_p99_us);
-    if (ref->floor_ok)
-        printf("Floor: the same handoff with bare hiredis (release script that publishes -> "
-               "subscriber -> take script), rounds %d ms apart, one loop: p50 %.0f µs, "
-               "p99 %.0f µs.\n",
-               hold_ms, ref->floor_p50_us, ref->floor_p99_us);
     printf("\nPer configuration:\n");
     for (i = 0; i < count; i++) {
         const result *x = &res[i];
-        const cmdstats *d = &x->delta;
+        const bench_script_runs *d = &x->runs;
         if (!x->ok) {
             printf("- %d, %s: did not run\n", x->n, mode_name(x->mode));
             continue;
         }
         any_time_cap |= x->time_capped;
         printf("- %d, %s: %.1f s", x->n, mode_name(x->mode), x->seconds);
-        if (ref->ok && ref->p50_us > 0 && x->count > 0)
-            printf("; p50 = %.1f round trips", x->p50_us / ref->p50_us);
-        if (ref->floor_ok && ref->floor_p50_us > 0 && x->count > 0)
-            printf("; p50 = %.2f x the floor", x->p50_us / ref->floor_p50_us);
+        if (rtt->ok && rtt->p50_us > 0 && x->count > 0)
+            printf("; p50 = %.1f round trips", x->p50_us / rtt->p50_us);
         if (x->count > 0)
             printf("; min %.0f µs; from the leash_release() call instead of its callback: "
                    "p50 %.0f µs, p99 %.0f µs",
                    x->min_us, x->ask_p50_us, x->ask_p99_us);
         if (x->counts_ok) {
-            double by_sub =
-                per_acq(d->calls[ST_EVALSHA] + d->calls[ST_EVAL] - x->releases, x->acqs);
-            double by_lua = per_acq(d->calls[ST_HGET], x->acqs);
+            double by_sub = per_acq(d->scripts - x->releases, x->acqs);
+            double by_lua = per_acq(d->acquires, x->acqs);
             printf("; per acquisition: busy answers %.2f, grants %.2f, releases %.2f, "
-                   "publishes %.2f",
-                   per_acq(d->calls[ST_PTTL], x->acqs), per_acq(d->calls[ST_INCR], x->acqs),
-                   per_acq(x->releases, x->acqs), per_acq(d->calls[ST_PUBLISH], x->acqs));
+                   "publishes %.2f, Redis calls %.2f",
+                   per_acq(d->busy, x->acqs), per_acq(d->grants, x->acqs),
+                   per_acq(x->releases, x->acqs), per_acq(d->publishes, x->acqs),
+                   per_acq(d->total, x->acqs));
             if (by_sub - by_lua > 0.05 || by_lua - by_sub > 0.05)
                 printf("; NOTE acquire attempts by subtraction (lock cmds - releases issued) "
                        "= %.2f, not %.2f",
                        by_sub, by_lua);
         }
-        if (x->counts_ok)
-            printf("; server time per EVALSHA %.1f µs", x->evalsha_us);
+        if (x->counts_ok && d->scripts > 0)
+            printf("; server time per EVALSHA %.1f µs",
+                   (double)d->script_usec / (double)d->scripts);
         printf("; leash wakeups per hold %.2f", per_acq((long long)x->wakeups, x->total_holds));
         if (x->self_handoffs)
             printf("; %lld handoffs back to the releaser", (long long)x->self_handoffs);
         if (x->negatives)
             printf("; %lld negative samples (grant seen before the release answer)",
                    (long long)x->negatives);
-        if (x->steal_server > 0 || x->steal_bench > 0)
-            printf("; CPU steal %lld ms (server CPU) + %lld ms (benchmark CPU)",
-                   (long long)x->steal_server, (long long)x->steal_bench);
+        bench_print_steal(&x->steal);
         if (x->renew_commands)
             printf("; %llu renew commands", (unsigned long long)x->renew_commands);
         if (x->noscript_reloads)
@@ -1287,32 +850,17 @@ int main(int argc, char **argv) {
     const char *samples_dir = NULL;
     result results[MAX_CONFIGS * 2];
     int nres = 0, i, m, opt, failed = 0;
-    int cpus[2];
-    bench_cpus bcpus;
-    reference ref;
+    bench_cpus cpus;
+    redisContext *admin;
+    bench_rb rtt;
     test_redis r;
 
     while ((opt = getopt_long(argc, argv, "c:m:H:T:", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'c': {
-            char *s = optarg, *end;
-            nn = 0;
-            while (*s && nn < MAX_CONFIGS) {
-                long v = strtol(s, &end, 10);
-                if (end == s || v < 1 || v > MAX_CONTENDERS) {
-                    fprintf(stderr, "bad contender count in '%s' (1..%d)\n", optarg,
-                            MAX_CONTENDERS);
-                    return 2;
-                }
-                ns[nn++] = (int)v;
-                s = *end == ',' ? end + 1 : end;
-                if (*end != ',' && *end != '\0') {
-                    fprintf(stderr, "bad list '%s'\n", optarg);
-                    return 2;
-                }
-            }
+        case 'c':
+            if ((nn = bench_parse_list(optarg, ns, MAX_CONFIGS, 1, MAX_CONTENDERS)) < 0)
+                return 2;
             break;
-        }
         case 'm':
             if (strcmp(optarg, "loop") == 0)
                 modes = 1;
@@ -1371,22 +919,20 @@ int main(int argc, char **argv) {
         ns[nn++] = 2;
         ns[nn++] = 16;
     }
-    if (samples_dir != NULL)
-        mkdir(samples_dir, 0755);
     signal(SIGPIPE, SIG_IGN);
 
-    if (bench_start_server(&r, NULL, pin, &bcpus) != 0) {
+    if (bench_start_server(&r, NULL, pin, &cpus) != 0) {
         fprintf(stderr, "handoff: could not start redis-server\n");
         return 1;
     }
-    cpus[0] = bcpus.server;
-    cpus[1] = bcpus.client;
-
-    memset(&ref, 0, sizeof ref);
+    if ((admin = bench_connect(r.port)) == NULL) {
+        fprintf(stderr, "handoff: no admin connection\n");
+        test_redis_stop(&r);
+        return 1;
+    }
+    memset(&rtt, 0, sizeof rtt);
     if (want_ref)
-        measure_reference(r.port, &ref);
-    measure_idle_acquire(r.port, 0, &ref);
-    measure_floor(r.port, hold_ms, &ref);
+        bench_ping_rtt(r.port, &rtt);
 
     for (i = 0; i < nn; i++) {
         for (m = 0; m < 3; m++) {
@@ -1395,18 +941,19 @@ int main(int argc, char **argv) {
                 continue;
             fprintf(stderr, "handoff: %d contenders, %s, %lld handoffs...\n", ns[i], mode_name(m),
                     (long long)h);
-            if (run_config(ns[i], m, h, cap_s, hold_ms, barge, &r, cpus, &results[nres],
+            if (run_config(ns[i], m, h, cap_s, hold_ms, barge, &r, admin, &cpus, &results[nres],
                            samples_dir) != 0)
                 failed = 1;
             nres++;
         }
     }
+    redisFree(admin);
     test_redis_stop(&r);
 
     printf("### Lock handoff (leash-bench-handoff)\n\n");
     print_table(results, nres);
-    print_notes(results, nres, &ref, hold_ms, barge);
+    print_notes(results, nres, &rtt, hold_ms, barge);
     printf("\n");
-    bench_print_cpus(&bcpus);
+    bench_print_cpus(&cpus);
     return failed ? 1 : 0;
 }

@@ -31,10 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ev.h>
@@ -78,11 +75,9 @@ static hold_times *shared_holds(shared *sh) {
 }
 
 static shared *shared_new(int64_t h) {
-    shared *sh =
-        mmap(NULL, shared_size(h), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (sh == MAP_FAILED)
-        return NULL;
-    sh->h = h; /* the rest is zero */
+    shared *sh = bench_shared_alloc(shared_size(h));
+    if (sh != NULL)
+        sh->h = h; /* the rest is zero */
     return sh;
 }
 
@@ -278,14 +273,14 @@ static int gate_wait(gate *g) {
 static int run_config(test_redis *r, redisContext *admin, const bench_cpus *cpus, int nprocs,
                       int waiters, int64_t h, int hold_ms, double cap_s, result *res) {
     shared *sh = shared_new(h);
-    pid_t pids[MAX_PROCS], parent = getpid();
+    pid_t pids[MAX_PROCS];
     leash_client *gc = NULL;
     leash_lock *gl = NULL;
     gate g;
     bench_cmdstats a, b, d, setup0;
     int i, started = 0, rc = -1;
     int64_t deadline, t0;
-    redisReply *reply;
+    bench_script_runs runs;
 
     memset(res, 0, sizeof *res);
     memset(&g, 0, sizeof g);
@@ -293,9 +288,7 @@ static int run_config(test_redis *r, redisContext *admin, const bench_cpus *cpus
     res->waiters = waiters;
     if (sh == NULL)
         return -1;
-    reply = test_redis_cmd(r, "FLUSHALL");
-    if (reply)
-        freeReplyObject(reply);
+    bench_flushall(r);
 
     /* The gate takes the lock first. */
     g.loop = ev_loop_new(EVFLAG_AUTO);
@@ -308,21 +301,15 @@ static int run_config(test_redis *r, redisContext *admin, const bench_cpus *cpus
     }
     bench_cmdstats_read(admin, &setup0);
 
-    fflush(stdout);
-    fflush(stderr);
     for (i = 0; i < nprocs; i++) {
         int n = waiters / nprocs + (i < waiters % nprocs ? 1 : 0);
-        pid_t pid = fork();
+        pid_t pid = bench_fork();
         if (pid < 0) {
             perror("herd: fork");
             break;
         }
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getppid() != parent)
-                _exit(1);
+        if (pid == 0)
             _exit(proc_main(sh, i, n, hold_ms, r->port));
-        }
         pids[started++] = pid;
     }
     deadline = bench_now_ns() + 20000000000LL;
@@ -338,7 +325,8 @@ static int run_config(test_redis *r, redisContext *admin, const bench_cpus *cpus
         goto stop;
     }
     bench_cmdstats_delta(&setup0, &a, &d);
-    res->setup_lock_cmds = bench_cmdstats_calls(&d, "evalsha") + bench_cmdstats_calls(&d, "eval");
+    bench_script_runs_of(&d, &runs);
+    res->setup_lock_cmds = runs.scripts;
     bench_steal_begin(cpus, &res->steal);
     t0 = bench_now_ns();
     g.done = 0;
@@ -362,20 +350,17 @@ static int run_config(test_redis *r, redisContext *admin, const bench_cpus *cpus
     }
     bench_steal_end(cpus, &res->steal);
     bench_cmdstats_delta(&a, &b, &d);
+    bench_script_runs_of(&d, &runs);
     {
         hold_times *ht = shared_holds(sh);
         int64_t *gaps = calloc((size_t)h, sizeof(*gaps)), k, longest = 0;
-        long long lock = bench_cmdstats_calls(&d, "evalsha") + bench_cmdstats_calls(&d, "eval");
 
         res->handoffs = h;
-        res->total_per = (double)bench_cmdstats_total(&d) / (double)h;
-        res->sent_per =
-            (double)(bench_cmdstats_total(&d) - bench_cmdstats_script_inner(&d)) / (double)h;
-        res->lock_per = (double)lock / (double)h;
-        res->attempts_per = (double)bench_cmdstats_calls(&d, "hget") / (double)h;
-        res->subs_per = (double)(bench_cmdstats_calls(&d, "subscribe") +
-                                 bench_cmdstats_calls(&d, "unsubscribe")) /
-                        (double)h;
+        res->total_per = (double)runs.total / (double)h;
+        res->sent_per = (double)runs.sent / (double)h;
+        res->lock_per = (double)runs.scripts / (double)h;
+        res->attempts_per = (double)runs.acquires / (double)h;
+        res->subs_per = (double)(runs.subscribes + runs.unsubscribes) / (double)h;
         res->per_proc = res->lock_per / (double)nprocs;
         for (k = 0; k < h; k++) {
             int64_t prev = k == 0 ? sh->gate_released : ht[k - 1].rel_ns;
@@ -398,20 +383,8 @@ static int run_config(test_redis *r, redisContext *admin, const bench_cpus *cpus
     rc = 0;
 stop:
     atomic_store(&sh->finish, 1);
-    deadline = bench_now_ns() + 10000000000LL;
-    for (i = 0; i < started; i++) {
-        int status;
-        while (waitpid(pids[i], &status, WNOHANG) == 0) {
-            if (bench_now_ns() > deadline) {
-                fprintf(stderr, "herd: waiter process %d did not stop; killing it\n", i);
-                kill(pids[i], SIGKILL);
-                waitpid(pids[i], &status, 0);
-                rc = -1;
-                break;
-            }
-            bench_sleep_ms(5);
-        }
-    }
+    if (bench_reap(pids, started, 10000, "herd") != 0)
+        rc = -1;
     res->errors = atomic_load(&sh->errors);
     res->wakeups = atomic_load(&sh->wakeups);
 out:
@@ -421,7 +394,7 @@ out:
         ev_run(g.loop, EVRUN_NOWAIT);
         ev_loop_destroy(g.loop);
     }
-    munmap(sh, shared_size(h));
+    bench_shared_free(sh, shared_size(h));
     return rc;
 }
 
@@ -520,11 +493,9 @@ int main(int argc, char **argv) {
         test_redis_stop(&r);
         return 1;
     }
-    if (bench_have_redis_benchmark()) {
-        static const char *const ping[] = {"-c",    "1",  "-P",         "1", "-n",
-                                           "20000", "-t", "ping_mbulk", NULL};
+    {
         bench_rb rb;
-        if (bench_redis_benchmark(r.port, 60., ping, &rb) == 0)
+        if (bench_ping_rtt(r.port, &rb) == 0)
             rtt_us = rb.p50_us;
     }
     for (i = 0; i < nc; i++) {
@@ -557,12 +528,12 @@ int main(int argc, char **argv) {
            "the lock holds it %d ms, releases, and leaves. Commands: INFO commandstats over "
            "the %lld handoffs, after every waiter made its first attempts and slept; sent = "
            "every command a client sent (EVALSHA, SUBSCRIBE, ...), incl. inside scripts adds "
-           "the calls leash's Lua scripts make in the server; lock-script cmds = EVALSHA/EVAL "
-           "(acquire attempts + releases), attempts = acquire-script runs. Longest wait: from "
-           "the first release (or the leash_acquire() call, if later) to the acquire callback, "
-           "among the waiters that got the lock. Handoff: release callback -> next acquire "
-           "callback.\n",
-           hold_ms, (long long)h);
+           "the calls leash's Lua scripts make in the server (%s); lock-script cmds = "
+           "EVALSHA/EVAL (acquire attempts + releases), attempts = acquire-script runs (the "
+           "TIME each one runs). Longest wait: from the first release (or the leash_acquire() "
+           "call, if later) to the acquire callback, among the waiters that got the lock. "
+           "Handoff: release callback -> next acquire callback.\n",
+           hold_ms, (long long)h, bench_script_inner_names());
     if (rtt_us > 0.)
         printf("Reference round trip (redis-benchmark -c 1 -P 1 PING, same run): p50 %.0f µs.\n",
                rtt_us);

@@ -9,10 +9,11 @@
  * The reference is two sequential Redis round trips of the same work:
  * redis-benchmark -c 1 -P 1 calling leash's own acquire script by EVALSHA on
  * fresh keys (the grant path) and its release script on keys that hold a
- * lock of the token (the full release path; the keys are made beforehand,
- * and INFO commandstats says how many calls took that path). Its mean
- * latency per call, acquire + release, is what a cycle would cost with no
- * library at all.
+ * lock of the token (the full release path, GET and DEL; the keys are made
+ * beforehand, and INFO commandstats says how many calls took that path),
+ * with the arguments common.c writes as leash does. Its mean latency per
+ * call, acquire + release, is what a cycle would cost with no library at
+ * all.
  *
  * The machine is shared and its speed drifts, so the measurement runs in
  * --rounds rounds, each one reference and one leash run back to back; the
@@ -54,67 +55,41 @@ typedef struct round_result {
 
 /* ---- reference ---- */
 
-static int run_reference(test_redis *r, redisContext *admin, char sha[][41], long requests,
+static int run_reference(test_redis *r, redisContext *admin, const bench_scripts *sc, long requests,
                          int round, round_result *res) {
-    char n[24], ks[24], prefix[48], key[64], akey[64], atomb[96], rtomb[96];
+    char n[24], ks[24], prefix[48], key[64], akey[64];
     long keyspace = requests * 50;
     bench_cmdstats s0, s1, s2, d;
-    long long calls;
-    const char *acq[] = {"-c",
-                         "1",
-                         "-P",
-                         "1",
-                         "-n",
-                         n,
-                         "-r",
-                         "2000000000",
-                         "EVALSHA",
-                         sha[BENCH_SCRIPT_ACQUIRE],
-                         "3",
-                         akey,
-                         "{bench:rb}:fence",
-                         atomb,
-                         RB_TOKEN,
-                         "30000",
-                         "1",
-                         NULL};
-    const char *rel[] = {"-c",      "1",
-                         "-P",      "1",
-                         "-n",      n,
-                         "-r",      ks,
-                         "EVALSHA", sha[BENCH_SCRIPT_RELEASE],
-                         "2",       key,
-                         rtomb,     RB_TOKEN,
-                         "0",       "{bench:rb}:released",
-                         "70000",   NULL};
+    bench_script_runs runs;
+    const char *acq_opts[] = {"-c", "1", "-P", "1", "-n", n, "-r", "2000000000", NULL};
+    const char *rel_opts[] = {"-c", "1", "-P", "1", "-n", n, "-r", ks, NULL};
+    bench_call acq, rel;
 
-    (void)r;
     snprintf(n, sizeof n, "%ld", requests);
     snprintf(ks, sizeof ks, "%ld", keyspace);
     /* Fresh key names per round: the last round's releases emptied its
      * keyspace, and redis-benchmark's random seed (time and pid) can repeat
      * an earlier round's keys. */
     snprintf(akey, sizeof akey, "bench:rb:acq%d:__rand_int__", round);
-    snprintf(atomb, sizeof atomb, "{bench:rb}:rel:acq%d:0123456789abcdef__rand_int__", round);
-    snprintf(rtomb, sizeof rtomb, "{bench:rb}:rel:rel%d:0123456789abcdef__rand_int__", round);
     snprintf(prefix, sizeof prefix, "bench:rb:rel%d:", round);
     snprintf(key, sizeof key, "%s__rand_int__", prefix);
+    if (bench_call_acquire(&acq, sc, akey, RB_TOKEN, 30000) != 0 ||
+        bench_call_release(&rel, sc, key, RB_TOKEN, "bench:rb:released") != 0)
+        return -1;
     if (bench_populate_holds(admin, prefix, keyspace, RB_TOKEN, 600000) != 0)
         return -1;
     if (bench_cmdstats_read(admin, &s0) != 0 ||
-        bench_redis_benchmark(r->port, 60., acq, &res->acq) != 0 ||
+        bench_redis_benchmark_call(r->port, 60., acq_opts, &acq, &res->acq) != 0 ||
         bench_cmdstats_read(admin, &s1) != 0 ||
-        bench_redis_benchmark(r->port, 60., rel, &res->rel) != 0 ||
+        bench_redis_benchmark_call(r->port, 60., rel_opts, &rel, &res->rel) != 0 ||
         bench_cmdstats_read(admin, &s2) != 0)
         return -1;
     bench_cmdstats_delta(&s0, &s1, &d);
-    calls = bench_cmdstats_calls(&d, "evalsha");
-    res->grants = calls > 0 ? (double)bench_cmdstats_calls(&d, "incr") / (double)calls : 0.;
-
+    bench_script_runs_of(&d, &runs);
+    res->grants = runs.scripts > 0 ? (double)runs.grants / (double)runs.scripts : 0.;
     bench_cmdstats_delta(&s1, &s2, &d);
-    calls = bench_cmdstats_calls(&d, "evalsha");
-    res->full_releases =
-        calls > 0 ? (double)bench_cmdstats_calls(&d, "publish") / (double)calls : 0.;
+    bench_script_runs_of(&d, &runs);
+    res->full_releases = runs.scripts > 0 ? (double)runs.deletes / (double)runs.scripts : 0.;
     res->ref_ok = 1;
     return 0;
 }
@@ -280,7 +255,7 @@ int main(int argc, char **argv) {
     int rounds = 15, pin = 1, want_rb = 1, opt, i, failed = 0, nratios = 0, have_rb;
     long cycles = 1000, rb_requests = 1000;
     double ratios[MAX_ROUNDS], ratios50[MAX_ROUNDS];
-    char sha[BENCH_SCRIPT_COUNT][41];
+    bench_scripts sc;
     round_result res[MAX_ROUNDS];
     bench_cpus cpus;
     redisContext *admin;
@@ -314,14 +289,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
-    if (bench_start_with_scripts("idle", &r, pin, &cpus, &admin, sha) != 0)
+    if (bench_start_with_scripts("idle", &r, pin, &cpus, &admin, &sc) != 0)
         return 1;
     have_rb = want_rb && bench_have_redis_benchmark();
     for (i = 0; i < rounds; i++) {
         memset(&res[i], 0, sizeof res[i]);
         fprintf(stderr, "idle: round %d of %d...\n", i + 1, rounds);
         bench_steal_begin(&cpus, &res[i].steal);
-        if (have_rb && run_reference(&r, admin, sha, rb_requests, i, &res[i]) != 0)
+        if (have_rb && run_reference(&r, admin, &sc, rb_requests, i, &res[i]) != 0)
             fprintf(stderr, "idle: the reference run of round %d failed\n", i + 1);
         if (run_leash(r.port, cycles, &res[i]) != 0)
             failed = 1;

@@ -43,7 +43,6 @@
 #include "redis_server.h"
 
 #define RB_TOKEN "7e7e0123456789abcdef0123456789ab"
-#define RB_BATCH 100
 
 /* ---- the reference: redis-benchmark on the renew script ---- */
 
@@ -55,50 +54,38 @@ typedef struct reference {
     double exec_us;  /* commandstats usec per EVALSHA */
 } reference;
 
-static int run_reference(test_redis *r, redisContext *admin, const char *sha, long lease_ms,
+static int run_reference(test_redis *r, redisContext *admin, const bench_scripts *sc, long lease_ms,
                          long requests, reference *ref) {
-    const char *args[16 + 4 * RB_BATCH];
-    char keys[RB_BATCH][40], lease[24], nk[16], n[24];
+    char keys[BENCH_RENEW_BATCH][40], n[24];
+    const char *key_ptrs[BENCH_RENEW_BATCH];
+    const char *opts[] = {"-c", "50", "-P", "32", "-n", n, NULL};
     bench_cmdstats s0, s1, d;
-    long long calls;
-    int a = 0, i;
+    bench_script_runs runs;
+    bench_call call;
+    int i;
 
     memset(ref, 0, sizeof *ref);
-    snprintf(lease, sizeof lease, "%ld", lease_ms);
-    snprintf(nk, sizeof nk, "%d", RB_BATCH);
     snprintf(n, sizeof n, "%ld", requests);
-    if (bench_populate_holds(admin, "bench:rb:renew:", RB_BATCH, RB_TOKEN, 600000) != 0)
+    if (bench_populate_holds(admin, "bench:rb:renew:", BENCH_RENEW_BATCH, RB_TOKEN, 600000) != 0)
         return -1;
-    args[a++] = "-c";
-    args[a++] = "50";
-    args[a++] = "-P";
-    args[a++] = "32";
-    args[a++] = "-n";
-    args[a++] = n;
-    args[a++] = "EVALSHA";
-    args[a++] = sha;
-    args[a++] = nk;
-    for (i = 0; i < RB_BATCH; i++) {
+    for (i = 0; i < BENCH_RENEW_BATCH; i++) {
         snprintf(keys[i], sizeof keys[i], "bench:rb:renew:%012d", i);
-        args[a++] = keys[i];
+        key_ptrs[i] = keys[i];
     }
-    for (i = 0; i < RB_BATCH; i++) {
-        args[a++] = RB_TOKEN;
-        args[a++] = lease;
-        args[a++] = "{bench:rb}:released";
-    }
-    args[a] = NULL;
+    if (bench_call_renew(&call, sc, key_ptrs, BENCH_RENEW_BATCH, RB_TOKEN, lease_ms,
+                         "bench:rb:released") != 0)
+        return -1;
     if (bench_cmdstats_read(admin, &s0) != 0 ||
-        bench_redis_benchmark(r->port, 120., args, &ref->rb) != 0 ||
+        bench_redis_benchmark_call(r->port, 120., opts, &call, &ref->rb) != 0 ||
         bench_cmdstats_read(admin, &s1) != 0)
         return -1;
     bench_cmdstats_delta(&s0, &s1, &d);
-    calls = bench_cmdstats_calls(&d, "evalsha");
-    if (calls > 0) {
-        ref->renewed = (double)bench_cmdstats_calls(&d, "pexpire") / (double)(calls * RB_BATCH);
-        ref->exec_us = (double)bench_cmdstats_usec(&d, "evalsha") / (double)calls;
+    bench_script_runs_of(&d, &runs);
+    if (runs.scripts > 0) {
+        ref->renewed = (double)runs.renewed / (double)(runs.scripts * BENCH_RENEW_BATCH);
+        ref->exec_us = (double)runs.script_usec / (double)runs.scripts;
     }
-    ref->capacity = ref->rb.rps * RB_BATCH;
+    ref->capacity = ref->rb.rps * BENCH_RENEW_BATCH;
     ref->ok = ref->capacity > 0.;
     return ref->ok ? 0 : -1;
 }
@@ -188,6 +175,7 @@ static int run_leash(int port, redisContext *admin, const bench_cpus *cpus, long
     run r;
     leash_stats st0, st1;
     bench_cmdstats c0, c1, d;
+    bench_script_runs runs;
     int64_t rss0, rss1, heap0, heap1, t0, t1, cpu0, cpu1;
     double scpu0, scpu1;
     long i;
@@ -258,10 +246,9 @@ static int run_leash(int port, redisContext *admin, const bench_cpus *cpus, long
     if (scpu0 >= 0. && scpu1 >= 0.)
         res->server_cpu_pct = (scpu1 - scpu0) / res->window_s * 100.;
     bench_cmdstats_delta(&c0, &c1, &d);
-    res->evalsha_per_s =
-        (double)(bench_cmdstats_calls(&d, "evalsha") + bench_cmdstats_calls(&d, "eval")) /
-        res->window_s;
-    res->inner_per_s = (double)bench_cmdstats_script_inner(&d) / res->window_s;
+    bench_script_runs_of(&d, &runs);
+    res->evalsha_per_s = (double)runs.scripts / res->window_s;
+    res->inner_per_s = (double)runs.inner / res->window_s;
     res->renewals_per_s = (double)(st1.renewals - st0.renewals) / res->window_s;
     res->renewals_per_lock = (double)(st1.renewals - st0.renewals) / (double)n;
     res->renew_commands_per_s = (double)(st1.renew_commands - st0.renew_commands) / res->window_s;
@@ -305,7 +292,7 @@ int main(int argc, char **argv) {
     long n = 100000, lease_ms = 30000, rb_requests = 5000;
     double window_s = 0.;
     int pin = 1, opt, failed = 0;
-    char sha[BENCH_SCRIPT_COUNT][41];
+    bench_scripts sc;
     reference ref;
     result res;
     bench_cpus cpus;
@@ -341,12 +328,12 @@ int main(int argc, char **argv) {
     if (window_s == 0.)
         window_s = 2. * (double)(lease_ms / 3) / 1000.;
     signal(SIGPIPE, SIG_IGN);
-    if (bench_start_with_scripts("renewal", &r, pin, &cpus, &admin, sha) != 0)
+    if (bench_start_with_scripts("renewal", &r, pin, &cpus, &admin, &sc) != 0)
         return 1;
     memset(&ref, 0, sizeof ref);
     if (bench_have_redis_benchmark()) {
         fprintf(stderr, "renewal: reference (redis-benchmark)...\n");
-        if (run_reference(&r, admin, sha[BENCH_SCRIPT_RENEW], lease_ms, rb_requests, &ref) != 0)
+        if (run_reference(&r, admin, &sc, lease_ms, rb_requests, &ref) != 0)
             fprintf(stderr, "renewal: the reference run failed\n");
     }
     fprintf(stderr, "renewal: %ld locks, lease %ld ms, window %.1f s...\n", n, lease_ms, window_s);
@@ -376,7 +363,8 @@ int main(int argc, char **argv) {
            "held and lasts two renew intervals, so every lock renews about twice in it. "
            "Client CPU: getrusage of this process over the window. Commands: INFO "
            "commandstats over the window (the renew script renews up to 100 locks per "
-           "EVALSHA; inside it, HEXISTS and PEXPIRE per lock). Memory: RSS and malloc heap "
+           "EVALSHA; inside it, GET and PEXPIRE per lock, and PUBLISH only for a lock someone "
+           "waits for). Memory: RSS and malloc heap "
            "growth from before the first handle to all locks held, per lock; a held lock is "
            "its handle (sizeof(struct leash_lock) = %zu B), one allocation for its key names "
            "and a libev timer of the adapter (%zu B), plus malloc's overhead and libev's "
@@ -386,7 +374,8 @@ int main(int argc, char **argv) {
         printf("Reference: redis-benchmark -c 50 -P 32 calling the renew script with %d held "
                "locks per call: %.0f calls/s = %.0f lock renewals/s (%.0f%% found held; %.1f µs "
                "of server time per call); redis-benchmark CPU %.1f µs per call.\n",
-               RB_BATCH, ref.rb.rps, ref.capacity, 100. * ref.renewed, ref.exec_us, ref.rb.cpu_us);
+               BENCH_RENEW_BATCH, ref.rb.rps, ref.capacity, 100. * ref.renewed, ref.exec_us,
+               ref.rb.cpu_us);
     printf("- %ld locks acquired in %.1f s; renewals per lock in the window %.2f; renew "
            "commands sent %.1f/s; locks still held at the end %ld of %ld; lost %llu",
            n, res.acquire_s, res.renewals_per_lock, res.renew_commands_per_s, res.held_end, n,

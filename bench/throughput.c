@@ -1,6 +1,7 @@
 /*
  * leash-bench-throughput: acquire+release cycles per second on distinct keys,
- * one client, with 1, 64 and 1024 operations in flight.
+ * one client, with 1, 64 and 1024 operations in flight; the Redis calls a
+ * cycle costs; and Redis memory under a long run.
  *
  * Each of W lock handles (W = operations in flight, each its own key) loops:
  * leash_acquire(try once) -> callback -> leash_release() -> callback -> again.
@@ -9,17 +10,27 @@
  * The reference, on the same server and CPUs in the same run, is the
  * server's limit for leash's own scripts: redis-benchmark -P 32 calling the
  * acquire script by EVALSHA on fresh keys (the grant path), then the release
- * script on keys that hold a lock of the token (the release path: delete,
- * tombstone, publish). The SHAs come from SCRIPT LOAD of the sources that
- * the library itself loads (src/scripts.c). A cycle costs the server one of
- * each, so the limit in cycles/s is 1 / (1/acquires per s + 1/releases per s).
- * redis-benchmark draws its keys at random (__rand_int__), so the release
- * keyspace is filled beforehand with --rb-keyspace holds and a few draws hit
- * a key twice (a cheaper "already released" path); INFO commandstats says
- * how many releases took the full path, and the notes give it. The
- * reference runs before and after the leash runs; the limit is their mean.
+ * script on keys that hold a lock of the token (the release path: GET and
+ * DEL). The SHAs come from SCRIPT LOAD of the sources that the library
+ * itself loads (src/scripts.c), the arguments from common.c. A cycle costs
+ * the server one of each, so the limit in cycles/s is
+ * 1 / (1/acquires per s + 1/releases per s). redis-benchmark draws its keys
+ * at random (__rand_int__), so the release keyspace is filled beforehand
+ * with --rb-keyspace holds and a few draws hit a key twice (a cheaper
+ * "not ours" path); INFO commandstats says how many releases deleted a
+ * lock, and the notes give it. The reference runs before and after the
+ * leash runs; the limit is their mean.
  *
- * Output: one markdown table and notes. Exit 0 when everything ran.
+ * Redis calls per cycle: every command INFO commandstats counted over the
+ * window (EVALSHA and the calls its Lua makes: TIME, SET, GET, DEL, ...;
+ * not the benchmark's own INFO), divided by the cycles.
+ *
+ * Memory: one more run at 1024 in flight for --memory-seconds with the
+ * client's default lease (30 s), so that anything a cycle left behind would
+ * have expired twice over; INFO memory used_memory before the first acquire,
+ * every few seconds, and at the end.
+ *
+ * Output: markdown tables and notes. Exit 0 when everything ran.
  */
 #define _GNU_SOURCE
 
@@ -38,8 +49,11 @@
 #include "redis_server.h"
 
 #define MAX_CONFIGS 8
-/* 32 hex digits, like leash's owner tokens. */
+#define MAX_MEM_SAMPLES 256
 #define RB_TOKEN "5eed0123456789abcdef0123456789ab"
+#define RB_CHANNEL "bench:rb:released"
+/* The figures the issue gives for the engine before the one-key layout. */
+#define OLD_ENGINE_CALLS "12 calls today (redis-py's lock: 4, node-redlock: 6)"
 
 /* ---- the reference: redis-benchmark on leash's scripts ---- */
 
@@ -47,87 +61,60 @@ typedef struct reference {
     int ok;
     bench_rb acq, rel;
     double limit;         /* cycles per second */
-    double full_releases; /* fraction of release calls that took the full path */
+    double full_releases; /* fraction of release calls that deleted a lock */
     double grants;        /* fraction of acquire calls that granted */
+    double calls_per_cycle;
     double server_cpu_per_cycle_us;
     double acq_exec_us, rel_exec_us; /* commandstats usec per EVALSHA of each run */
 } reference;
 
-static int run_reference(test_redis *r, redisContext *admin, char sha[][41], int clients,
+static double per(long long v, long long n) {
+    return n > 0 ? (double)v / (double)n : 0.;
+}
+
+static int run_reference(test_redis *r, redisContext *admin, const bench_scripts *sc, int clients,
                          long requests, long keyspace, reference *ref) {
     char n[24], c[16], ks[24];
     bench_cmdstats s0, s1, s2, d;
+    bench_script_runs acq_runs, rel_runs;
     double cpu0, cpu1, cpu2;
-    long long calls;
-    const char *acq[] = {"-c",
-                         c,
-                         "-P",
-                         "32",
-                         "-n",
-                         n,
-                         "-r",
-                         "2000000000",
-                         "EVALSHA",
-                         sha[BENCH_SCRIPT_ACQUIRE],
-                         "3",
-                         "bench:rb:acq:__rand_int__",
-                         "{bench:rb}:fence",
-                         "{bench:rb}:rel:0123456789abcdef0123__rand_int__",
-                         RB_TOKEN,
-                         "30000",
-                         "1",
-                         NULL};
-    const char *rel[] = {"-c",
-                         c,
-                         "-P",
-                         "32",
-                         "-n",
-                         n,
-                         "-r",
-                         ks,
-                         "EVALSHA",
-                         sha[BENCH_SCRIPT_RELEASE],
-                         "2",
-                         "bench:rb:rel:__rand_int__",
-                         "{bench:rb}:rel:0123456789abcdef0123__rand_int__",
-                         RB_TOKEN,
-                         "0",
-                         "{bench:rb}:released",
-                         "70000",
-                         NULL};
-    redisReply *reply;
+    const char *acq_opts[] = {"-c", c, "-P", "32", "-n", n, "-r", "2000000000", NULL};
+    const char *rel_opts[] = {"-c", c, "-P", "32", "-n", n, "-r", ks, NULL};
+    bench_call acq, rel;
 
     memset(ref, 0, sizeof *ref);
     snprintf(n, sizeof n, "%ld", requests);
     snprintf(c, sizeof c, "%d", clients);
     snprintf(ks, sizeof ks, "%ld", keyspace);
-    reply = test_redis_cmd(r, "FLUSHALL");
-    if (reply)
-        freeReplyObject(reply);
+    if (bench_call_acquire(&acq, sc, "bench:rb:acq:__rand_int__", RB_TOKEN, 30000) != 0 ||
+        bench_call_release(&rel, sc, "bench:rb:rel:__rand_int__", RB_TOKEN, RB_CHANNEL) != 0)
+        return -1;
+    bench_flushall(r);
     if (bench_populate_holds(admin, "bench:rb:rel:", keyspace, RB_TOKEN, 600000) != 0) {
         fprintf(stderr, "throughput: could not fill the release keyspace\n");
         return -1;
     }
     cpu0 = bench_server_cpu_s(admin);
     if (bench_cmdstats_read(admin, &s0) != 0 ||
-        bench_redis_benchmark(r->port, 120., acq, &ref->acq) != 0)
+        bench_redis_benchmark_call(r->port, 120., acq_opts, &acq, &ref->acq) != 0)
         return -1;
     cpu1 = bench_server_cpu_s(admin);
     if (bench_cmdstats_read(admin, &s1) != 0 ||
-        bench_redis_benchmark(r->port, 120., rel, &ref->rel) != 0)
+        bench_redis_benchmark_call(r->port, 120., rel_opts, &rel, &ref->rel) != 0)
         return -1;
     cpu2 = bench_server_cpu_s(admin);
     if (bench_cmdstats_read(admin, &s2) != 0)
         return -1;
     bench_cmdstats_delta(&s0, &s1, &d);
-    calls = bench_cmdstats_calls(&d, "evalsha");
-    ref->grants = calls > 0 ? (double)bench_cmdstats_calls(&d, "incr") / (double)calls : 0.;
-    ref->acq_exec_us = calls > 0 ? (double)bench_cmdstats_usec(&d, "evalsha") / (double)calls : 0.;
+    bench_script_runs_of(&d, &acq_runs);
     bench_cmdstats_delta(&s1, &s2, &d);
-    calls = bench_cmdstats_calls(&d, "evalsha");
-    ref->full_releases =
-        calls > 0 ? (double)bench_cmdstats_calls(&d, "publish") / (double)calls : 0.;
-    ref->rel_exec_us = calls > 0 ? (double)bench_cmdstats_usec(&d, "evalsha") / (double)calls : 0.;
+    bench_script_runs_of(&d, &rel_runs);
+    ref->grants = per(acq_runs.grants, acq_runs.scripts);
+    ref->acq_exec_us = per(acq_runs.script_usec, acq_runs.scripts);
+    ref->full_releases = per(rel_runs.deletes, rel_runs.scripts);
+    ref->rel_exec_us = per(rel_runs.script_usec, rel_runs.scripts);
+    /* One acquire and one release request make a cycle. */
+    ref->calls_per_cycle = per(acq_runs.total + rel_runs.total, requests);
     if (!(ref->acq.rps > 0.) || !(ref->rel.rps > 0.))
         return -1;
     ref->limit = 1. / (1. / ref->acq.rps + 1. / ref->rel.rps);
@@ -136,9 +123,7 @@ static int run_reference(test_redis *r, redisContext *admin, char sha[][41], int
         ref->server_cpu_per_cycle_us =
             ((cpu1 - cpu0) / (double)requests + (cpu2 - cpu1) / (double)requests) * 1e6;
     ref->ok = 1;
-    reply = test_redis_cmd(r, "FLUSHALL");
-    if (reply)
-        freeReplyObject(reply);
+    bench_flushall(r);
     return 0;
 }
 
@@ -156,6 +141,12 @@ enum {
     PH_WINDOW,
     PH_DRAIN
 };
+
+/* used_memory and keys at one moment of the memory run. */
+typedef struct mem_sample {
+    double at_s; /* since the first acquire */
+    long long used, keys;
+} mem_sample;
 
 struct run {
     struct ev_loop *loop;
@@ -175,11 +166,28 @@ struct run {
     int errors;
     char first_error[128];
     int timed_out;
+    /* memory run: interval 0 = no samples */
+    double mem_interval_s;
+    ev_timer mem_timer;
+    int64_t started;
+    mem_sample mem[MAX_MEM_SAMPLES];
+    int nmem;
 };
 
 static void note_error(run *r, const char *what, int status) {
     if (r->errors++ == 0)
         snprintf(r->first_error, sizeof r->first_error, "%s: %s", what, leash_status_name(status));
+}
+
+static void sample_memory(run *r) {
+    mem_sample *m;
+
+    if (r->nmem == MAX_MEM_SAMPLES)
+        return;
+    m = &r->mem[r->nmem++];
+    m->at_s = (double)(bench_now_ns() - r->started) / 1e9;
+    m->used = bench_used_memory(r->admin);
+    m->keys = bench_db_keys(r->admin);
 }
 
 static void on_acquired(leash_lock *l, int status, void *arg);
@@ -234,6 +242,18 @@ static void on_acquired(leash_lock *l, int status, void *arg) {
     }
 }
 
+static void on_mem_timer(struct ev_loop *loop, ev_timer *w, int revents) {
+    run *r = (run *)((char *)w - offsetof(run, mem_timer));
+
+    (void)loop;
+    (void)revents;
+    /* The window's end takes its own sample; one just before it would
+     * only repeat it. */
+    if (r->phase == PH_WINDOW &&
+        (double)(bench_now_ns() - r->t0) / 1e9 < r->window_s - r->mem_interval_s / 2.)
+        sample_memory(r);
+}
+
 static void on_phase(struct ev_loop *loop, ev_timer *w, int revents) {
     run *r = (run *)((char *)w - offsetof(run, phase_timer));
 
@@ -248,6 +268,10 @@ static void on_phase(struct ev_loop *loop, ev_timer *w, int revents) {
         r->t0 = bench_now_ns();
         ev_timer_set(w, r->window_s, 0.);
         ev_timer_start(loop, w);
+        if (r->mem_interval_s > 0.) {
+            ev_timer_set(&r->mem_timer, r->mem_interval_s, r->mem_interval_s);
+            ev_timer_start(loop, &r->mem_timer);
+        }
         return;
     }
     r->t1 = bench_now_ns();
@@ -256,6 +280,10 @@ static void on_phase(struct ev_loop *loop, ev_timer *w, int revents) {
     r->scpu1 = bench_server_cpu_s(r->admin);
     bench_cmdstats_read(r->admin, &r->cs1);
     bench_steal_end(r->cpus, &r->steal);
+    if (r->mem_interval_s > 0.) {
+        ev_timer_stop(loop, &r->mem_timer);
+        sample_memory(r);
+    }
     r->phase = PH_DRAIN;
 }
 
@@ -271,15 +299,18 @@ typedef struct result {
     int n, ok;
     int64_t cycles;
     double seconds, rate;
-    double client_cpu_us, server_cpu_us, evalsha_per_cycle;
-    double exec_us; /* commandstats usec per EVALSHA */
+    double client_cpu_us, server_cpu_us, evalsha_per_cycle, calls_per_cycle;
+    double exec_us;      /* commandstats usec per EVALSHA */
+    bench_cmdstats cmds; /* the window's deltas */
+    mem_sample *mem;     /* the memory run's samples (malloc'ed), or NULL */
+    int nmem;
     bench_steal steal;
     int errors;
     char first_error[128];
 } result;
 
-static int run_config(int port, int n, double warmup_s, double window_s, const bench_cpus *cpus,
-                      redisContext *admin, result *res) {
+static int run_config(int port, int n, double warmup_s, double window_s, double mem_interval_s,
+                      const bench_cpus *cpus, redisContext *admin, result *res) {
     run *r = calloc(1, sizeof(*r));
     int i, rc = -1;
 
@@ -294,6 +325,7 @@ static int run_config(int port, int n, double warmup_s, double window_s, const b
     r->n = n;
     r->warmup_s = warmup_s;
     r->window_s = window_s;
+    r->mem_interval_s = mem_interval_s;
     if (r->loop == NULL || r->slots == NULL ||
         (r->client = bench_client_new(r->loop, port)) == NULL) {
         fprintf(stderr, "throughput: could not set up a client\n");
@@ -315,6 +347,10 @@ static int run_config(int port, int n, double warmup_s, double window_s, const b
     ev_timer_start(r->loop, &r->phase_timer);
     ev_timer_init(&r->guard, on_guard, warmup_s + window_s + 15., 0.);
     ev_timer_start(r->loop, &r->guard);
+    ev_timer_init(&r->mem_timer, on_mem_timer, 0., 0.);
+    r->started = bench_now_ns();
+    if (mem_interval_s > 0.)
+        sample_memory(r); /* the start: nothing held yet */
     r->active = n;
     for (i = 0; i < n; i++)
         slot_acquire(&r->slots[i]);
@@ -322,6 +358,7 @@ static int run_config(int port, int n, double warmup_s, double window_s, const b
         ev_run(r->loop, 0);
     ev_timer_stop(r->loop, &r->phase_timer);
     ev_timer_stop(r->loop, &r->guard);
+    ev_timer_stop(r->loop, &r->mem_timer);
     if (r->t1 == 0 || r->timed_out) {
         fprintf(stderr, "throughput: %d in flight did not finish its window\n", n);
         goto out;
@@ -330,17 +367,19 @@ static int run_config(int port, int n, double warmup_s, double window_s, const b
     res->seconds = (double)(r->t1 - r->t0) / 1e9;
     res->rate = (double)res->cycles / res->seconds;
     if (res->cycles > 0) {
-        bench_cmdstats d;
-        bench_cmdstats_delta(&r->cs0, &r->cs1, &d);
+        bench_script_runs runs;
+        bench_cmdstats_delta(&r->cs0, &r->cs1, &res->cmds);
+        bench_script_runs_of(&res->cmds, &runs);
         res->client_cpu_us = (double)(r->cpu1 - r->cpu0) / 1e3 / (double)res->cycles;
         if (r->scpu0 >= 0. && r->scpu1 >= 0.)
             res->server_cpu_us = (r->scpu1 - r->scpu0) * 1e6 / (double)res->cycles;
-        res->evalsha_per_cycle =
-            (double)(bench_cmdstats_calls(&d, "evalsha") + bench_cmdstats_calls(&d, "eval")) /
-            (double)res->cycles;
-        if (bench_cmdstats_calls(&d, "evalsha") > 0)
-            res->exec_us = (double)bench_cmdstats_usec(&d, "evalsha") /
-                           (double)bench_cmdstats_calls(&d, "evalsha");
+        res->evalsha_per_cycle = per(runs.scripts, res->cycles);
+        res->calls_per_cycle = per(runs.total, res->cycles);
+        res->exec_us = per(runs.script_usec, runs.scripts);
+    }
+    if (r->nmem > 0 && (res->mem = malloc(sizeof(*res->mem) * (size_t)r->nmem)) != NULL) {
+        memcpy(res->mem, r->mem, sizeof(*res->mem) * (size_t)r->nmem);
+        res->nmem = r->nmem;
     }
     res->steal = r->steal;
     res->ok = 1;
@@ -366,12 +405,13 @@ static void print_table(const result *res, int count, const reference *before,
     int i;
 
     printf("| operations in flight | cycles/s | x redis-benchmark limit | cycles measured "
-           "| client CPU µs/cycle | server CPU µs/cycle | server CPU busy | EVALSHA/cycle |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+           "| client CPU µs/cycle | server CPU µs/cycle | server CPU busy | EVALSHA/cycle "
+           "| Redis calls/cycle |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (i = 0; i < count; i++) {
         const result *x = &res[i];
         if (!x->ok) {
-            printf("| %d | failed | | | | | | |\n", x->n);
+            printf("| %d | failed | | | | | | | |\n", x->n);
             continue;
         }
         printf("| %d | %.0f | ", x->n, x->rate);
@@ -379,23 +419,64 @@ static void print_table(const result *res, int count, const reference *before,
             printf("%.2f", x->rate / limit);
         else
             printf("n/a");
-        printf(" | %lld | %.1f | %.1f | %.0f%% | %.2f |\n", (long long)x->cycles, x->client_cpu_us,
-               x->server_cpu_us, x->rate * x->server_cpu_us / 1e4, x->evalsha_per_cycle);
+        printf(" | %lld | %.1f | %.1f | %.0f%% | %.2f | **%.2f** |\n", (long long)x->cycles,
+               x->client_cpu_us, x->server_cpu_us, x->rate * x->server_cpu_us / 1e4,
+               x->evalsha_per_cycle, x->calls_per_cycle);
     }
     if (limit > 0.) {
-        double cpu = 0.;
+        double cpu = 0., calls = 0.;
         int k = 0;
         if (before->ok) {
             cpu += before->server_cpu_per_cycle_us;
+            calls += before->calls_per_cycle;
             k++;
         }
         if (after->ok) {
             cpu += after->server_cpu_per_cycle_us;
+            calls += after->calls_per_cycle;
             k++;
         }
-        printf("| redis-benchmark -P 32 (limit) | %.0f | 1.00 | | | %.1f | %.0f%% | 2.00 |\n",
-               limit, k ? cpu / k : 0., k ? limit * cpu / k / 1e4 : 0.);
+        printf("| redis-benchmark -P 32 (limit) | %.0f | 1.00 | | | %.1f | %.0f%% | 2.00 | %.2f "
+               "|\n",
+               limit, k ? cpu / k : 0., k ? limit * cpu / k / 1e4 : 0., k ? calls / k : 0.);
     }
+}
+
+static void print_memory(const result *x, double lease_s) {
+    long long max = 0, kmax = 0, peak_in = -1, peak_after = -1;
+    const mem_sample *first = &x->mem[0], *last = &x->mem[x->nmem - 1];
+    int i;
+
+    for (i = 0; i < x->nmem; i++) {
+        const mem_sample *m = &x->mem[i];
+        long long *peak = m->at_s < lease_s ? &peak_in : &peak_after;
+        if (m->used > max)
+            max = m->used;
+        if (m->keys > kmax)
+            kmax = m->keys;
+        if (m->used > *peak)
+            *peak = m->used;
+    }
+    printf("\n| Redis used_memory, %d in flight for %.0f s | start | max | end "
+           "| growth (end - start) | peak after the first lease - peak during it "
+           "| keys start / max / end |\n",
+           x->n, x->seconds);
+    printf("|---|---:|---:|---:|---:|---:|---:|\n");
+    printf("| leash (target: under 64 MiB, and flat once the TTLs turn over) | %.2f MiB "
+           "| **%.2f MiB** | %.2f MiB | **%+.1f KiB** | ",
+           (double)first->used / 1048576., (double)max / 1048576., (double)last->used / 1048576.,
+           (double)(last->used - first->used) / 1024.);
+    /* Single samples swing with the keys in flight at that instant (0 to
+     * W of them); the peaks of the two halves do not, so they show a trend. */
+    if (peak_in >= 0 && peak_after >= 0)
+        printf("**%+.1f KiB**", (double)(peak_after - peak_in) / 1024.);
+    else
+        printf("n/a (the run is shorter than a lease)");
+    printf(" | %lld / %lld / %lld |\n", first->keys, kmax, last->keys);
+    printf("\nSamples (s: used_memory in bytes, keys):");
+    for (i = 0; i < x->nmem; i++)
+        printf("%s %.0f: %lld, %lld", i ? ";" : "", x->mem[i].at_s, x->mem[i].used, x->mem[i].keys);
+    printf(".\n");
 }
 
 static void print_reference(const char *when, const reference *ref, int clients) {
@@ -404,11 +485,60 @@ static void print_reference(const char *when, const reference *ref, int clients)
         return;
     }
     printf("- reference %s (redis-benchmark -c %d -P 32): acquire script %.0f/s "
-           "(%.1f%% grants), release script %.0f/s (%.1f%% full releases: delete, tombstone, "
-           "publish) -> %.0f cycles/s; server time inside EVALSHA (commandstats) %.1f µs per "
-           "acquire, %.1f µs per release\n",
+           "(%.1f%% grants), release script %.0f/s (%.1f%% full releases: GET, DEL) -> %.0f "
+           "cycles/s; %.2f Redis calls per acquire + release; server time inside EVALSHA "
+           "(commandstats) %.1f µs per acquire, %.1f µs per release\n",
            when, clients, ref->acq.rps, 100. * ref->grants, ref->rel.rps, 100. * ref->full_releases,
-           ref->limit, ref->acq_exec_us, ref->rel_exec_us);
+           ref->limit, ref->calls_per_cycle, ref->acq_exec_us, ref->rel_exec_us);
+}
+
+static int cmp_calls_desc(const void *a, const void *b) {
+    const bench_cmdstat *x = a, *y = b;
+    if (x->calls != y->calls)
+        return (x->calls < y->calls) - (x->calls > y->calls);
+    return strcmp(x->name, y->name);
+}
+
+/* "evalsha 2.00, del 1.00, ..." for every command of the window, the most
+ * called first. */
+static void print_calls(const result *x) {
+    bench_cmdstats sorted = x->cmds;
+    int i, any = 0;
+
+    qsort(sorted.cmd, (size_t)sorted.n, sizeof sorted.cmd[0], cmp_calls_desc);
+    for (i = 0; i < sorted.n; i++) {
+        double v = per(sorted.cmd[i].calls, x->cycles);
+        if (strcmp(sorted.cmd[i].name, "info") == 0 || sorted.cmd[i].calls <= 0)
+            continue;
+        printf("%s%s %.*f", any++ ? ", " : "; Redis calls per cycle: ", sorted.cmd[i].name,
+               v < 0.01 ? 4 : 2, v);
+    }
+}
+
+static void print_run_notes(const char *what, const result *x) {
+    printf("- %s: %.2f s", what, x->seconds);
+    if (!x->ok) {
+        printf("; failed");
+    } else {
+        printf(", %lld cycles (%.0f/s)", (long long)x->cycles, x->rate);
+        print_calls(x);
+        printf("; server time inside EVALSHA (commandstats) %.1f µs per call", x->exec_us);
+        bench_print_steal(&x->steal);
+        if (x->steal.wall_ns > 0 && x->steal.server_busy_ms >= 0 && x->steal.client_busy_ms >= 0) {
+            /* CPU busy minus what this benchmark and its server used. */
+            double wall_ms = (double)x->steal.wall_ns / 1e6;
+            double srv =
+                100. * (double)x->steal.server_busy_ms / wall_ms - x->rate * x->server_cpu_us / 1e4;
+            double cli =
+                100. * (double)x->steal.client_busy_ms / wall_ms - x->rate * x->client_cpu_us / 1e4;
+            printf("; other processes used about %.0f%% of the server's CPU and %.0f%% of the "
+                   "benchmark's",
+                   srv > 0. ? srv : 0., cli > 0. ? cli : 0.);
+        }
+    }
+    if (x->errors)
+        printf("; **%d errors** (first: %s)", x->errors, x->first_error);
+    printf("\n");
 }
 
 static void usage(const char *argv0) {
@@ -418,6 +548,7 @@ static void usage(const char *argv0) {
         "  -i, --inflight LIST    operations in flight, comma-separated (default 1,64,1024)\n"
         "  -s, --seconds S        measured window per configuration (default 3)\n"
         "      --warmup S         warm-up before each window (default 0.5)\n"
+        "      --memory-seconds S the memory run at 1024 in flight (default 60; 0: none)\n"
         "      --rb-requests N    requests per redis-benchmark run (default 100000)\n"
         "      --rb-clients N     redis-benchmark connections (default 50, as redis-benchmark)\n"
         "      --rb-keyspace N    holds made for the release run (default 1000000)\n"
@@ -429,6 +560,7 @@ int main(int argc, char **argv) {
     static const struct option longopts[] = {{"inflight", required_argument, NULL, 'i'},
                                              {"seconds", required_argument, NULL, 's'},
                                              {"warmup", required_argument, NULL, 'w'},
+                                             {"memory-seconds", required_argument, NULL, 'M'},
                                              {"rb-requests", required_argument, NULL, 'n'},
                                              {"rb-clients", required_argument, NULL, 'c'},
                                              {"rb-keyspace", required_argument, NULL, 'k'},
@@ -437,35 +569,31 @@ int main(int argc, char **argv) {
                                              {NULL, 0, NULL, 0}};
     int ns[MAX_CONFIGS], nn = 0, pin = 1, rb_clients = 50, i, opt, failed = 0;
     long rb_requests = 100000, rb_keyspace = 1000000;
-    double window_s = 3., warmup_s = 0.5, limit = 0.;
-    char sha[BENCH_SCRIPT_COUNT][41];
-    result results[MAX_CONFIGS];
+    double window_s = 3., warmup_s = 0.5, mem_s = 60., mem_interval_s, lease_s, limit = 0.;
+    double edge = 0.; /* the largest edge effect on calls per cycle, and its W */
+    int edge_n = 0;
+    bench_scripts sc;
+    result results[MAX_CONFIGS], mem;
     reference before, after;
+    leash_options defaults;
     bench_cpus cpus;
     redisContext *admin;
     test_redis r;
 
     while ((opt = getopt_long(argc, argv, "i:s:", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'i': {
-            char *p = optarg, *end;
-            nn = 0;
-            while (*p && nn < MAX_CONFIGS) {
-                long v = strtol(p, &end, 10);
-                if (end == p || v < 1 || v > 100000 || (*end != ',' && *end != '\0')) {
-                    fprintf(stderr, "bad list '%s'\n", optarg);
-                    return 2;
-                }
-                ns[nn++] = (int)v;
-                p = *end == ',' ? end + 1 : end;
-            }
+        case 'i':
+            if ((nn = bench_parse_list(optarg, ns, MAX_CONFIGS, 1, 100000)) < 0)
+                return 2;
             break;
-        }
         case 's':
             window_s = strtod(optarg, NULL);
             break;
         case 'w':
             warmup_s = strtod(optarg, NULL);
+            break;
+        case 'M':
+            mem_s = strtod(optarg, NULL);
             break;
         case 'n':
             rb_requests = strtol(optarg, NULL, 10);
@@ -484,8 +612,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!(window_s > 0.) || warmup_s < 0. || rb_requests < 1000 || rb_clients < 1 ||
-        rb_keyspace < 1000) {
+    if (!(window_s > 0.) || warmup_s < 0. || !(mem_s >= 0.) || mem_s > 3600. ||
+        rb_requests < 1000 || rb_clients < 1 || rb_keyspace < 1000) {
         usage(argv[0]);
         return 2;
     }
@@ -494,26 +622,41 @@ int main(int argc, char **argv) {
         ns[nn++] = 64;
         ns[nn++] = 1024;
     }
+    /* Every 5 s, more often in a short run, and never more samples than
+     * the run keeps. */
+    mem_interval_s = mem_s >= 20. ? 5. : mem_s / 4.;
+    if (mem_s / mem_interval_s > MAX_MEM_SAMPLES - 4)
+        mem_interval_s = mem_s / (MAX_MEM_SAMPLES - 4);
+    leash_options_init(&defaults);
+    lease_s = (double)defaults.lease_ms / 1000.;
     signal(SIGPIPE, SIG_IGN);
 
-    if (bench_start_with_scripts("throughput", &r, pin, &cpus, &admin, sha) != 0)
+    if (bench_start_with_scripts("throughput", &r, pin, &cpus, &admin, &sc) != 0)
         return 1;
 
     memset(&before, 0, sizeof before);
     memset(&after, 0, sizeof after);
+    memset(&mem, 0, sizeof mem);
     if (bench_have_redis_benchmark()) {
         fprintf(stderr, "throughput: reference (redis-benchmark)...\n");
-        if (run_reference(&r, admin, sha, rb_clients, rb_requests, rb_keyspace, &before) != 0)
+        if (run_reference(&r, admin, &sc, rb_clients, rb_requests, rb_keyspace, &before) != 0)
             fprintf(stderr, "throughput: the reference run failed\n");
     }
     for (i = 0; i < nn; i++) {
         fprintf(stderr, "throughput: %d in flight...\n", ns[i]);
-        if (run_config(r.port, ns[i], warmup_s, window_s, &cpus, admin, &results[i]) != 0)
+        if (run_config(r.port, ns[i], warmup_s, window_s, 0., &cpus, admin, &results[i]) != 0)
+            failed = 1;
+    }
+    if (mem_s > 0.) {
+        fprintf(stderr, "throughput: memory, 1024 in flight for %.0f s...\n", mem_s);
+        bench_flushall(&r);
+        if (run_config(r.port, 1024, 0., mem_s, mem_interval_s, &cpus, admin, &mem) != 0 ||
+            mem.nmem < 2)
             failed = 1;
     }
     if (bench_have_redis_benchmark()) {
         fprintf(stderr, "throughput: reference again (redis-benchmark)...\n");
-        if (run_reference(&r, admin, sha, rb_clients, rb_requests, rb_keyspace, &after) != 0)
+        if (run_reference(&r, admin, &sc, rb_clients, rb_requests, rb_keyspace, &after) != 0)
             fprintf(stderr, "throughput: the second reference run failed\n");
     }
     if (before.ok && after.ok)
@@ -527,6 +670,8 @@ int main(int argc, char **argv) {
 
     printf("### Throughput (leash-bench-throughput)\n\n");
     print_table(results, nn, &before, &after, limit);
+    if (mem.ok && mem.nmem >= 2)
+        print_memory(&mem, lease_s);
     printf("\nOne client, W lock handles on W distinct keys, each looping try-once acquire -> "
            "release (W operations in flight); cycles counted over %.1f s after %.1f s of "
            "warm-up. Limit = 1 / (1/acquire rate + 1/release rate) of redis-benchmark -P 32 "
@@ -537,30 +682,44 @@ int main(int argc, char **argv) {
            "random keys (a keyspace of %ld holds for the release run) cost the server more per "
            "script than leash's few hot keys, which is why leash can exceed the limit.\n",
            window_s, warmup_s, rb_keyspace);
+    for (i = 0; i < nn; i++)
+        if (results[i].ok && results[i].cycles > 0 &&
+            6. * results[i].n / (double)results[i].cycles > edge) {
+            edge = 6. * results[i].n / (double)results[i].cycles;
+            edge_n = results[i].n;
+        }
+    printf("Redis calls per cycle: every command of INFO commandstats over the window but "
+           "the benchmark's own INFO, i.e. EVALSHA and the calls its Lua makes (%s), divided "
+           "by the cycles; target: at most 6 per uncontended acquire+release. The W cycles "
+           "in flight at either edge of the window have run some commands on one side of the "
+           "snapshot and end on the other, so a figure can be off by about 6 W / cycles "
+           "measured (%.2f at %d in flight). The engine "
+           "before the one-key layout, as the issue gives it (not measured here): "
+           "\"" OLD_ENGINE_CALLS "\".\n",
+           bench_script_inner_names(), edge, edge_n);
+    if (mem.ok && mem.nmem >= 2)
+        printf("Memory: a separate run of 1024 handles cycling as above for %.0f s with the "
+               "client's default lease (%.0f s), started on an empty server; INFO memory "
+               "used_memory (and INFO keyspace) before the first acquire, every %.0f s, and at "
+               "the end of the window (before the last releases drained). A released lock "
+               "leaves no key, and one that outlived its holder expires with its lease, so "
+               "the keys stay at most the operations in flight; a sample moves with the keys "
+               "in flight at its instant, so flatness compares the peak of the samples after "
+               "the first %.0f s lease with the peak of those during it.\n",
+               mem.seconds, lease_s, mem_interval_s, lease_s);
     print_reference("before", &before, rb_clients);
     print_reference("after", &after, rb_clients);
     for (i = 0; i < nn; i++) {
-        const result *x = &results[i];
-        printf("- %d in flight: %.2f s; server time inside EVALSHA (commandstats) %.1f µs per call",
-               x->n, x->seconds, x->exec_us);
-        bench_print_steal(&x->steal);
-        if (x->ok && x->steal.wall_ns > 0 && x->steal.server_busy_ms >= 0 &&
-            x->steal.client_busy_ms >= 0) {
-            /* CPU busy minus what this benchmark and its server used. */
-            double wall_ms = (double)x->steal.wall_ns / 1e6;
-            double srv =
-                100. * (double)x->steal.server_busy_ms / wall_ms - x->rate * x->server_cpu_us / 1e4;
-            double cli =
-                100. * (double)x->steal.client_busy_ms / wall_ms - x->rate * x->client_cpu_us / 1e4;
-            printf("; other processes used about %.0f%% of the server's CPU and %.0f%% of the "
-                   "benchmark's",
-                   srv > 0. ? srv : 0., cli > 0. ? cli : 0.);
-        }
-        if (x->errors)
-            printf("; **%d errors** (first: %s)", x->errors, x->first_error);
-        printf("\n");
+        char what[64];
+        snprintf(what, sizeof what, "%d in flight", results[i].n);
+        print_run_notes(what, &results[i]);
     }
+    if (mem_s > 0.)
+        print_run_notes("memory run, 1024 in flight", &mem);
     printf("\n");
     bench_print_cpus(&cpus);
+    free(mem.mem);
+    for (i = 0; i < nn; i++)
+        free(results[i].mem);
     return failed ? 1 : 0;
 }
