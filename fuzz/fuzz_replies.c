@@ -5,7 +5,7 @@
  *
  * The client runs on a loop made here (leash/loop.h): timers live in a
  * table and fire when the input moves the virtual clock (this file defines
- * leash__now_ms, in place of src/clock.c); each hiredis context leash
+ * leash__now_ms, in place of src/base/clock.c); each hiredis context leash
  * connects gets one end of a socketpair dup2()'ed over its socket, and the
  * input writes the server's bytes into the other end.
  *
@@ -56,13 +56,14 @@
 #include <leash/leash.h>
 #include <leash/loop.h>
 
-#include "client.h"
-#include "scripts.h"
+#include "dialect/dialect.h"
+#include "prim/core.h"
+#include "route/node.h"
 
 #define MAX_ARRAY 65536
 #define HANDLES 4
 
-/* ---- the virtual clock (replaces src/clock.c) ---- */
+/* ---- the virtual clock (replaces src/base/clock.c) ---- */
 
 static int64_t vnow = 1000000;
 
@@ -340,10 +341,19 @@ static void on_lost(leash_lock *l, int reason, void *arg) {
         abort();
 }
 
+/* The command and subscriber connections of the client's one node. */
+static void client_conns(leash__conn *conns[2]) {
+    leash__route *route = leash__client_core(client)->route;
+    leash__node *n = route->ops->node(route, 0);
+    conns[0] = &n->cmd;
+    conns[1] = &n->sub;
+}
+
 /* Forgets contexts that hiredis freed (leash dropped its pointer). */
 static void refresh(void) {
-    leash__conn *conns[2] = {&client->cmd, &client->sub};
+    leash__conn *conns[2];
     int i;
+    client_conns(conns);
     for (i = 0; i < 2; i++)
         if (sides[i].ac != NULL && conns[i]->ac != sides[i].ac)
             side_close(&sides[i]);
@@ -355,21 +365,24 @@ static void debug_log(int level, const char *msg, void *arg) {
 }
 
 static void handshake(side *s) {
-    static leash__scripts sc;
+    const leash__dialect *d = &leash__dialect_leash;
     char buf[64];
     int i;
-    leash__scripts_init(&sc);
-    for (i = 0; i < LEASH__SCRIPT_COUNT; i++) {
-        snprintf(buf, sizeof buf, "$40\r\n%s\r\n", sc.sha[i]);
+    /* TIME first (its answer here: an error, which leash takes in its
+     * stride), then one SHA1 per SCRIPT LOAD. */
+    server_sends(s, "-ERR no clock here\r\n", 20);
+    for (i = 0; i < d->nscripts; i++) {
+        snprintf(buf, sizeof buf, "$40\r\n%s\r\n", d->scripts[i]->sha);
         server_sends(s, buf, strlen(buf));
     }
 }
 
 /* New contexts (first connects, reconnects) get their socketpair. */
 static void track(void) {
-    leash__conn *conns[2] = {&client->cmd, &client->sub};
+    leash__conn *conns[2];
     int i;
     refresh();
+    client_conns(conns);
     for (i = 0; i < 2; i++) {
         redisAsyncContext *ac = conns[i]->ac;
         if (ac == NULL || ac == sides[i].ac)

@@ -17,7 +17,11 @@
  *   EXTRA        held: an extra (reentrant) hold is on the wire
  *   XNOMEM       held: no memory for the extra hold; again shortly
  * A release or force release in flight is not a state: it lives beside
- * it, and its answer may come in any state.
+ * it. A release's answer can come while a new acquire runs (it was sent
+ * first; answers overtake each other only when Redis answered the release
+ * LOADING or BUSY and it went again after a pause); not while an extra
+ * hold is pending (each refuses the other). A force release is sent only
+ * from IDLE, and the acquire that follows it waits in AFTER_FORCE.
  *
  *               IDLE    AFTER_F ATTEMPT LAST    SUBSCR  PARKED  NOMEM   HELD    EXTRA   XNOMEM
  * acquire       start   ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  extra   ESTATE  ESTATE
@@ -31,8 +35,8 @@
  * late          -       -       late    tout    -       -       -       -       xagain  -
  * gone          -       -       proto   proto   -       -       -       -       xlost   -
  * failed        -       -       fail    fail    -       -       -       -       xfail   -
- * released      rel     rel     rel     rel     rel     rel     rel     rel     rel     rel
- * forced        forced  go      forced  forced  forced  forced  forced  forced  forced  forced
+ * released      rel     -       rel     rel     rel     rel     rel     rel     -       -
+ * forced        forced  go      -       -       -       -       -       -       -       -
  * renewed       -       -       -       -       -       -       -       renewed renewed renewed
  * not-ours      -       -       -       -       -       -       -       lost    lost    lost
  * renew-failed  -       -       -       -       -       -       -       retry   retry   retry

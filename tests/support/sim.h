@@ -30,7 +30,7 @@
  * fire on the virtual clock.
  *
  * Linking: sim.c defines leash__now_ms(), the virtual clock, in place of
- * the library's src/clock.c; it must be an object of the program (CMake:
+ * the library's src/base/clock.c; it must be an object of the program (CMake:
  * link with leash_test_sim), not in an archive after libleash.a.
  *
  * Rules:
