@@ -955,9 +955,13 @@ static int common(leash_lock *l, const leash__event *e, int *rc) {
         close_handle(l);
         return 1;
     case LEASH__EV_RELEASED:
-        release_answered(l, e->answer);
+        /* The slot holds one request: this answer is for a release. */
+        if (!l->rel_force)
+            release_answered(l, e->answer);
         return 1;
     case LEASH__EV_FORCED:
+        if (!l->rel_force)
+            return 1;
         if (l->state == M_AFTER_FORCE) {
             /* This handle's force release goes first: now its attempt. */
             l->rel_force = 0;

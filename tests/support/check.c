@@ -34,6 +34,12 @@ int64_t test_now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static const test_case *current_case;
+
+const test_case *test_current(void) {
+    return current_case;
+}
+
 const char *test_tmpdir(void) {
     const char *t;
 
@@ -124,6 +130,7 @@ static TEST_NORETURN_ void run_child(const test_case *tc, int wfd, pid_t runner)
     if (getppid() != runner)
         _exit(1);
     fail_fd = wfd;
+    current_case = tc;
     tc->fn();
     fflush(stdout);
     exit(0);
@@ -291,7 +298,9 @@ int test_main(int argc, char **argv, const test_case *cases) {
             continue;
         if (no_fork) {
             int64_t start = test_now_ms();
+            current_case = tc;
             tc->fn();
+            current_case = NULL;
             printf("PASS %s (%lld ms)\n", tc->name, (long long)(test_now_ms() - start));
             passed++;
         } else if (run_case(tc)) {

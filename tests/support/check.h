@@ -65,6 +65,10 @@ int test_main(int argc, char **argv, const test_case *cases);
 /* Milliseconds of CLOCK_MONOTONIC. */
 int64_t test_now_ms(void);
 
+/* The case that runs now (inside its function), for a table of cases that
+ * share one function; NULL outside a case. */
+const test_case *test_current(void);
+
 /* A folder for the files of the running case: a folder that test_main
  * made for this run and removes at the end, else $TMPDIR, else /tmp. */
 const char *test_tmpdir(void);

@@ -1,0 +1,555 @@
+/*
+ * The mutex's state machine, cell by cell: for every (state, event) of the
+ * table at the top of src/prim/mutex.c, a handle is brought into the state
+ * on the simulated Redis of support/sim.h (virtual clock, every reply
+ * written here), the event is delivered, and what follows is checked: the
+ * state after, the return of a call, and which callbacks fired with what.
+ *
+ * How events arrive:
+ * - calls through the public API;
+ * - answers from the simulated server when the request they answer is on
+ *   the wire (an attempt, a release, a force release); when none is, the
+ *   table says the event cannot come, and it is delivered straight to the
+ *   dispatcher (leash__lock_dispatch) to show that it changes nothing;
+ * - timer events, wait-queue events and renewal answers straight to the
+ *   dispatcher, as the timer, the wait queue and the watchdog deliver them
+ *   (their own timing is what the integration tests check).
+ * Each case is its own process; a case's name is "<event> in <state>".
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <leash/leash.h>
+
+#include "check.h"
+#include "failalloc.h"
+#include "leashscripts.h"
+#include "prim/lock.h"
+#include "prim/mutex.h"
+#include "sim.h"
+
+/* ---- the expected outcome of every cell ----
+ * "<state after>" ("=" unchanged, "freed"), then any of: rc=<status of the
+ * call>, acq=<acquire callback's status>, rel=<release callback's status>,
+ * lost=<lost reason>. A callback not named must not have fired. */
+static const char *const table[LEASH__EV_COUNT][LEASH__MUTEX_STATES] = {
+    /*                      IDLE                AFTER_FORCE        ATTEMPT
+     *                      LAST                SUBSCRIBING        PARKED
+     *                      NOMEM               HELD               EXTRA    XNOMEM */
+    [LEASH__EV_ACQUIRE] = {"ATTEMPT rc=OK", "= rc=ESTATE", "= rc=ESTATE", "= rc=ESTATE",
+                           "= rc=ESTATE", "= rc=ESTATE", "= rc=ESTATE", "EXTRA rc=OK",
+                           "= rc=ESTATE", "= rc=ESTATE"},
+    [LEASH__EV_RELEASE] = {"= rc=ESTATE", "= rc=ESTATE", "IDLE rc=OK acq=ECANCELED",
+                           "IDLE rc=OK acq=ECANCELED", "IDLE rc=OK acq=ECANCELED rel=ENOTHELD",
+                           "IDLE rc=OK acq=ECANCELED rel=ENOTHELD",
+                           "IDLE rc=OK acq=ECANCELED rel=ENOTHELD", "IDLE rc=OK", "= rc=ESTATE",
+                           "= rc=ESTATE"},
+    [LEASH__EV_CANCEL] = {"= rc=ESTATE", "IDLE rc=OK acq=ECANCELED", "IDLE rc=OK acq=ECANCELED",
+                          "IDLE rc=OK acq=ECANCELED", "IDLE rc=OK acq=ECANCELED",
+                          "IDLE rc=OK acq=ECANCELED", "IDLE rc=OK acq=ECANCELED", "= rc=ESTATE",
+                          "HELD rc=OK acq=ECANCELED", "HELD rc=OK acq=ECANCELED"},
+    [LEASH__EV_FORCE] = {"= rc=OK", "= rc=ESTATE", "= rc=ESTATE", "= rc=ESTATE", "= rc=ESTATE",
+                         "= rc=ESTATE", "= rc=ESTATE", "= rc=ESTATE", "= rc=ESTATE", "= rc=ESTATE"},
+    [LEASH__EV_FREE] = {"freed", "freed acq=ECANCELED rel=ECANCELED", "freed acq=ECANCELED",
+                        "freed acq=ECANCELED", "freed acq=ECANCELED", "freed acq=ECANCELED",
+                        "freed acq=ECANCELED", "freed", "freed acq=ECANCELED",
+                        "freed acq=ECANCELED"},
+    [LEASH__EV_CLOSE] = {"IDLE rc=OK", "IDLE rc=OK", "IDLE rc=OK", "IDLE rc=OK", "IDLE rc=OK",
+                         "IDLE rc=OK", "IDLE rc=OK", "IDLE rc=OK", "IDLE rc=OK", "IDLE rc=OK"},
+    [LEASH__EV_GRANTED] = {"=", "=", "HELD acq=OK", "HELD acq=OK", "=", "=", "=", "=",
+                           "HELD acq=OK", "="},
+    [LEASH__EV_BUSY] = {"=", "=", "SUBSCRIBING", "IDLE acq=ETIMEDOUT", "=", "=", "=", "=",
+                        "IDLE lost=EXPIRED acq=EBUSY", "="},
+    [LEASH__EV_LATE] = {"=", "=", "ATTEMPT", "IDLE acq=ETIMEDOUT", "=", "=", "=", "=", "EXTRA",
+                        "="},
+    [LEASH__EV_GONE] = {"=", "=", "IDLE acq=EPROTO", "IDLE acq=EPROTO", "=", "=", "=", "=",
+                        "IDLE lost=EXPIRED acq=EBUSY", "="},
+    [LEASH__EV_FAILED] = {"=", "=", "IDLE acq=EREDIS", "IDLE acq=EREDIS", "=", "=", "=", "=",
+                          "HELD acq=EREDIS", "="},
+    [LEASH__EV_RELEASED] = {"= rel=OK", "=", "= rel=OK", "=", "=", "=", "=", "= rel=OK", "=", "="},
+    [LEASH__EV_FORCED] = {"= rel=OK", "ATTEMPT rel=OK", "=", "=", "=", "=", "=", "=", "=", "="},
+    [LEASH__EV_RENEWED] = {"=", "=", "=", "=", "=", "=", "=", "= renewed", "= renewed",
+                           "= renewed"},
+    [LEASH__EV_NOT_OURS] = {"=", "=", "=", "=", "=", "=", "=", "IDLE lost=EXPIRED",
+                            "IDLE lost=EXPIRED acq=ECANCELED", "IDLE lost=EXPIRED acq=ECANCELED"},
+    [LEASH__EV_RENEW_FAILED] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
+    [LEASH__EV_WAIT_END] = {"=", "IDLE acq=ETIMEDOUT", "LAST", "=", "IDLE acq=ETIMEDOUT",
+                            "IDLE acq=ETIMEDOUT", "IDLE acq=ETIMEDOUT", "=", "=", "="},
+    [LEASH__EV_TTL] = {"=", "=", "=", "=", "ATTEMPT", "ATTEMPT", "=", "=", "=", "="},
+    [LEASH__EV_RETRY] = {"=", "=", "=", "=", "=", "=", "ATTEMPT", "=", "=", "EXTRA"},
+    [LEASH__EV_DEADLINE] = {"=", "=", "=", "=", "=", "=", "=", "IDLE lost=UNREACHABLE",
+                            "IDLE lost=UNREACHABLE acq=ECANCELED",
+                            "IDLE lost=UNREACHABLE acq=ECANCELED"},
+    [LEASH__EV_MAX_HOLD] = {"=", "=", "=", "=", "=", "=", "=", "IDLE lost=MAX_HOLD",
+                            "IDLE lost=MAX_HOLD acq=ECANCELED", "IDLE lost=MAX_HOLD acq=ECANCELED"},
+    [LEASH__EV_RENEW_DUE] = {"=", "=", "=", "=", "=", "=", "=", "= renewing", "= renewing",
+                             "= renewing"},
+    [LEASH__EV_WAKE] = {"=", "=", "=", "=", "=", "ATTEMPT", "=", "=", "=", "="},
+    [LEASH__EV_COVERED] = {"=", "=", "=", "=", "ATTEMPT", "ATTEMPT", "=", "=", "=", "="},
+    [LEASH__EV_ALIVE] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
+};
+
+static const char *const event_names[LEASH__EV_COUNT] = {
+    "acquire",   "release",      "cancel",   "force",  "free",     "close",    "granted",
+    "busy",      "late",         "gone",     "failed", "released", "forced",   "renewed",
+    "not-ours",  "renew-failed", "wait-end", "ttl",    "retry",    "deadline", "max-hold",
+    "renew-due", "wake",         "covered",  "alive",
+};
+
+/* ---- the world of one case ---- */
+
+typedef struct rec {
+    int calls, status;
+} rec;
+
+static sim *S;
+static leash_client *C;
+static leash_lock *L;
+static rec acq, rel, lost, closed;
+static int in_call;
+
+static void on_acq(leash_lock *l, int status, void *arg) {
+    rec *r = arg;
+    (void)l;
+    CHECK_MSG(!in_call, "acquire callback inside the call");
+    r->calls++;
+    r->status = status;
+}
+
+static void on_rel(leash_lock *l, int status, void *arg) {
+    rec *r = arg;
+    (void)l;
+    CHECK_MSG(!in_call, "release callback inside the call");
+    r->calls++;
+    r->status = status;
+}
+
+static void on_lost(leash_lock *l, int reason, void *arg) {
+    rec *r = arg;
+    (void)l;
+    r->calls++;
+    r->status = reason;
+}
+
+static void on_closed(int status, void *arg) {
+    rec *r = arg;
+    r->calls++;
+    r->status = status;
+}
+
+static long long server_ms(void) {
+    return SIM_WALL_S * 1000 + sim_now();
+}
+
+/* The oldest pending command of `script` on the command connection. */
+static sim_cmd *pending(int script) {
+    sim_conn *c = sim_cmd_conn(S);
+    sim_cmd *cmd;
+    int i;
+    for (i = 0; c != NULL && (cmd = sim_conn_cmd(c, i)) != NULL; i++)
+        if (leash_script_of(cmd->argc, (const char *const *)cmd->argv, cmd->argvlen) == script)
+            return cmd;
+    return NULL;
+}
+
+/* Answers the oldest pending command, which must run `script`. */
+static void answer(int script, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void answer(int script, const char *fmt, ...) {
+    sim_conn *c = sim_cmd_conn(S);
+    sim_cmd *cmd = c ? sim_conn_cmd(c, 0) : NULL;
+    char buf[256];
+    va_list ap;
+
+    CHECK_MSG(cmd != NULL && leash_script_of(cmd->argc, (const char *const *)cmd->argv,
+                                             cmd->argvlen) == script,
+              "the oldest pending command is not the expected script %d", script);
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    CHECK_EQ_INT(sim_reply(c, buf), 0);
+    sim_run(S);
+}
+
+static void grant(void) {
+    sim_cmd *cmd = pending(LS_ACQUIRE);
+    CHECK(cmd != NULL);
+    answer(LS_ACQUIRE, "*4\r\n:1\r\n:77\r\n:%s\r\n:%lld\r\n", cmd->argv[6], server_ms());
+}
+
+static void busy(void) {
+    answer(LS_ACQUIRE, "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", server_ms());
+}
+
+static const char *state(void) {
+    return leash__lock_state_name(L);
+}
+
+static void run_call(int (*fn)(void), int *rc) {
+    in_call = 1;
+    *rc = fn();
+    in_call = 0;
+    sim_run(S);
+}
+
+static int acquire_wait(void) {
+    return leash_acquire(L, 5000, on_acq, &acq);
+}
+
+static int acquire_once(void) {
+    return leash_acquire(L, 0, on_acq, &acq);
+}
+
+static int release(void) {
+    return leash_release(L, on_rel, &rel);
+}
+
+static int force(void) {
+    return leash_force_release(L, on_rel, &rel);
+}
+
+/* ---- bringing the handle into a state ---- */
+
+static void up(void) {
+    leash_options o;
+
+    S = sim_new();
+    sim_options(S, &o);
+    o.lease_ms = 3000;
+    o.command_timeout_ms = 5000; /* no silence breaks while replies wait */
+    o.sub_linger_ms = 0;
+    CHECK_EQ_INT(leash_client_new(&C, &o), LEASH_OK);
+    CHECK_EQ_INT(sim_attach(S, C), LEASH_OK);
+    sim_run(S);
+    /* Confirmations come when a case asks: each event is one event. */
+    sim_set_auto(S, SIM_AUTO_SUBSCRIBE, 0);
+    L = leash_lock_new(C, "x");
+    CHECK(L != NULL);
+    leash_on_lost(L, on_lost, &lost);
+    memset(&acq, 0, sizeof(acq));
+    memset(&rel, 0, sizeof(rel));
+    memset(&lost, 0, sizeof(lost));
+    memset(&closed, 0, sizeof(closed));
+}
+
+static void held(void) {
+    int rc;
+    run_call(acquire_once, &rc);
+    CHECK_EQ_INT(rc, LEASH_OK);
+    grant();
+    CHECK_STR_EQ(state(), "HELD");
+}
+
+static void parked(void) {
+    int rc;
+    run_call(acquire_wait, &rc);
+    busy(); /* subscribes, then tries again once confirmed */
+    CHECK_EQ_INT(sim_reply_auto(sim_sub_conn(S)), 0);
+    sim_run(S);
+    busy();
+    CHECK_STR_EQ(state(), "PARKED");
+}
+
+/* A release message on the lock's channel, from elsewhere. */
+static void publish_release(void) {
+    sim_conn *sub = sim_sub_conn(S);
+    const char *chan;
+    size_t len;
+    CHECK(sub != NULL);
+    chan = sim_conn_subscription(sub, 0, &len, NULL);
+    CHECK(chan != NULL);
+    CHECK_EQ_INT(sim_publish(S, chan, len, "0123456789abcdef0123456789abcdef", 32), 1);
+    sim_run(S);
+}
+
+/* with_release: a release (or force release) of an earlier hold is in
+ * flight too, where the state allows one and the event is its answer. */
+static void into(int st, int with_release) {
+    int rc;
+
+    switch (st) {
+    case LEASH__MUTEX_IDLE:
+        if (with_release == 1) {
+            held();
+            run_call(release, &rc);
+        } else if (with_release == 2) {
+            run_call(force, &rc);
+        }
+        break;
+    case LEASH__MUTEX_AFTER_FORCE:
+        run_call(force, &rc);
+        run_call(acquire_wait, &rc);
+        break;
+    case LEASH__MUTEX_ATTEMPT:
+        if (with_release == 1) {
+            held();
+            run_call(release, &rc);
+        }
+        run_call(acquire_wait, &rc);
+        break;
+    case LEASH__MUTEX_LAST:
+        in_call = 1;
+        rc = leash_acquire(L, 300, on_acq, &acq);
+        in_call = 0;
+        sim_run(S);
+        sim_advance(S, 300);
+        break;
+    case LEASH__MUTEX_SUBSCRIBING:
+        sim_set_auto(S, SIM_AUTO_SUBSCRIBE, 0);
+        run_call(acquire_wait, &rc);
+        busy();
+        break;
+    case LEASH__MUTEX_PARKED:
+        parked();
+        break;
+    case LEASH__MUTEX_NOMEM:
+        parked();
+        failalloc_arm(1); /* the wake's attempt finds no memory */
+        publish_release();
+        failalloc_disarm();
+        break;
+    case LEASH__MUTEX_HELD:
+        held();
+        if (with_release == 1) {
+            run_call(acquire_once, &rc);
+            grant();
+            run_call(release, &rc); /* one of two holds */
+        }
+        break;
+    case LEASH__MUTEX_EXTRA:
+        held();
+        run_call(acquire_once, &rc);
+        break;
+    case LEASH__MUTEX_XNOMEM:
+        held();
+        run_call(acquire_once, &rc);
+        failalloc_arm(1); /* the extra hold's next attempt finds no memory */
+        answer(LS_ACQUIRE, "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", server_ms());
+        failalloc_disarm();
+        break;
+    }
+    CHECK_MSG(leash__lock_state(L) == st, "could not reach state %d (at %s)", st, state());
+    /* Only the callbacks of the event count. */
+    memset(&acq, 0, sizeof(acq));
+    memset(&rel, 0, sizeof(rel));
+    memset(&lost, 0, sizeof(lost));
+}
+
+/* ---- delivering an event ---- */
+
+static void synthetic(int type, const leash__answer *a) {
+    leash__event e;
+    memset(&e, 0, sizeof(e));
+    e.type = type;
+    e.answer = a;
+    e.sent = sim_now();
+    e.lease_ms = 3000;
+    leash__lock_dispatch(L, &e);
+    sim_run(S);
+}
+
+static void answer_or_synthetic(int script, int type, int kind, int status, const char *reply) {
+    leash__answer a;
+
+    if (pending(script) != NULL && sim_conn_cmd(sim_cmd_conn(S), 0) == pending(script)) {
+        answer(script, "%s", reply);
+        return;
+    }
+    memset(&a, 0, sizeof(a));
+    a.status = status;
+    a.kind = kind;
+    a.n = kind == LEASH__ANS_BUSY ? 2000 : 1;
+    a.fence = 77;
+    synthetic(type, &a);
+}
+
+static int freed;
+
+/* Delivers event ev; returns a call's status (0 for other events). */
+static int deliver(int ev) {
+    int rc = 0;
+    char reply[128];
+
+    switch (ev) {
+    case LEASH__EV_ACQUIRE:
+        run_call(acquire_wait, &rc);
+        break;
+    case LEASH__EV_RELEASE:
+        run_call(release, &rc);
+        break;
+    case LEASH__EV_CANCEL:
+        in_call = 1;
+        rc = leash_cancel(L);
+        in_call = 0;
+        sim_run(S);
+        break;
+    case LEASH__EV_FORCE:
+        run_call(force, &rc);
+        break;
+    case LEASH__EV_FREE:
+        leash_lock_free(L); /* callbacks come inside: allowed */
+        freed = 1;
+        sim_run(S);
+        break;
+    case LEASH__EV_CLOSE:
+        rc = leash_client_close(C, on_closed, &closed);
+        break;
+    case LEASH__EV_GRANTED:
+        snprintf(reply, sizeof(reply), "*4\r\n:1\r\n:77\r\n:%d\r\n:%lld\r\n",
+                 leash__lock_state(L) == LEASH__MUTEX_EXTRA ? 2 : 1, server_ms());
+        answer_or_synthetic(LS_ACQUIRE, ev, LEASH__ANS_GRANTED, LEASH_OK, reply);
+        break;
+    case LEASH__EV_BUSY:
+        snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", server_ms());
+        answer_or_synthetic(LS_ACQUIRE, ev, LEASH__ANS_BUSY, LEASH_OK, reply);
+        break;
+    case LEASH__EV_LATE:
+        snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", server_ms());
+        answer_or_synthetic(LS_ACQUIRE, ev, LEASH__ANS_LATE, LEASH_OK, reply);
+        break;
+    case LEASH__EV_GONE:
+        snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:-4\r\n:0\r\n:%lld\r\n", server_ms());
+        answer_or_synthetic(LS_ACQUIRE, ev, LEASH__ANS_GONE, LEASH_OK, reply);
+        break;
+    case LEASH__EV_FAILED:
+        answer_or_synthetic(LS_ACQUIRE, ev, 0, LEASH_EREDIS, "-ERR no\r\n");
+        break;
+    case LEASH__EV_RELEASED:
+        answer_or_synthetic(LS_RELEASE, ev, LEASH__ANS_RELEASED, LEASH_OK,
+                            leash__lock_state(L) == LEASH__MUTEX_HELD ? ":1\r\n" : ":0\r\n");
+        break;
+    case LEASH__EV_FORCED:
+        answer_or_synthetic(LS_FORCE, ev, LEASH__ANS_REMOVED, LEASH_OK, ":1\r\n");
+        break;
+    case LEASH__EV_RENEWED: {
+        leash__answer a = {LEASH_OK, LEASH__ANS_RENEWED, 0, 0, 0};
+        synthetic(ev, &a);
+        break;
+    }
+    case LEASH__EV_NOT_OURS: {
+        leash__answer a = {LEASH_OK, LEASH__ANS_NOT_OURS, 0, 0, 0};
+        synthetic(ev, &a);
+        break;
+    }
+    case LEASH__EV_RENEW_FAILED: {
+        leash__answer a = {LEASH_ECONN, 0, 0, 0, 0};
+        synthetic(ev, &a);
+        break;
+    }
+    default:
+        synthetic(ev, NULL);
+        break;
+    }
+    return rc;
+}
+
+/* ---- checking ---- */
+
+static int status_named(const char *name) {
+    static const struct {
+        const char *name;
+        int value;
+    } names[] = {
+        {"OK", LEASH_OK},
+        {"ESTATE", LEASH_ESTATE},
+        {"ECANCELED", LEASH_ECANCELED},
+        {"ETIMEDOUT", LEASH_ETIMEDOUT},
+        {"EBUSY", LEASH_EBUSY},
+        {"EPROTO", LEASH_EPROTO},
+        {"EREDIS", LEASH_EREDIS},
+        {"ENOTHELD", LEASH_ENOTHELD},
+        {"EXPIRED", LEASH_LOST_EXPIRED},
+        {"UNREACHABLE", LEASH_LOST_UNREACHABLE},
+        {"MAX_HOLD", LEASH_LOST_MAX_HOLD},
+    };
+    size_t i;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(names[i].name, name) == 0)
+            return names[i].value;
+    test_failf_(__FILE__, __LINE__, "status_named", "unknown name %s in the table", name);
+}
+
+static void check_cb(const char *what, const rec *r, const char *spec, const char *key) {
+    const char *p = strstr(spec, key);
+    char name[32];
+
+    if (p == NULL) {
+        CHECK_MSG(r->calls == 0, "%s: %s callback fired (%d) and the table says it does not", what,
+                  key, r->status);
+        return;
+    }
+    sscanf(p + strlen(key), "%31[A-Z_]", name);
+    CHECK_MSG(r->calls == 1, "%s: %s callback fired %d times, the table says once (%s)", what, key,
+              r->calls, name);
+    CHECK_MSG(r->status == status_named(name), "%s: %s callback said %d, the table says %s", what,
+              key, r->status, name);
+}
+
+static void cell(int st, int ev) {
+    const char *spec = table[ev][st];
+    char want[32], what[96];
+    int rc, with_release = 0;
+    uint64_t renewals;
+
+    snprintf(what, sizeof(what), "%s in %s", event_names[ev], leash__mutex.state_name(st));
+    up();
+    if (ev == LEASH__EV_RELEASED)
+        with_release = 1;
+    if (ev == LEASH__EV_FORCED)
+        with_release = 2;
+    into(st, with_release);
+    renewals = leash_renewals(L);
+    rc = deliver(ev);
+    sscanf(spec, "%31s", want);
+    if (strcmp(want, "freed") == 0)
+        CHECK(freed);
+    else if (strcmp(want, "=") == 0)
+        CHECK_MSG(leash__lock_state(L) == st, "%s: state %s, the table says unchanged", what,
+                  state());
+    else
+        CHECK_MSG(strcmp(state(), want) == 0, "%s: state %s, the table says %s", what, state(),
+                  want);
+    if (strstr(spec, "rc=") != NULL) {
+        sscanf(strstr(spec, "rc=") + 3, "%31[A-Z]", want);
+        CHECK_MSG(rc == status_named(want), "%s: returned %s, the table says %s", what,
+                  leash_status_name(rc), want);
+    }
+    check_cb(what, &acq, spec, "acq=");
+    check_cb(what, &rel, spec, "rel=");
+    check_cb(what, &lost, spec, "lost=");
+    if (strstr(spec, "renewed") != NULL)
+        CHECK_MSG(leash_renewals(L) == renewals + 1, "%s: the renewal was not counted", what);
+    if (strstr(spec, "renewing") != NULL) {
+        sim_advance(S, 1); /* the watchdog flushes from the loop */
+        CHECK_MSG(pending(LS_RENEW) != NULL, "%s: no renewal went out", what);
+    }
+    if (ev != LEASH__EV_CLOSE || closed.calls == 0)
+        leash_client_free(C);
+    CHECK_EQ_INT(sim_timers_alive(S), 0);
+    sim_free(S);
+}
+
+/* One case per cell, named "<event>:<state>" (select some on the command
+ * line); each runs in its own process (test_main forks). */
+#define CELLS (LEASH__EV_COUNT * LEASH__MUTEX_STATES)
+static test_case cases[CELLS + 1];
+
+static void run_current(void) {
+    int i = (int)(test_current() - cases);
+    cell(i % LEASH__MUTEX_STATES, i / LEASH__MUTEX_STATES);
+}
+
+int main(int argc, char **argv) {
+    static char names[CELLS][64];
+    int i;
+
+    for (i = 0; i < CELLS; i++) {
+        snprintf(names[i], sizeof(names[i]), "%s:%s", event_names[i / LEASH__MUTEX_STATES],
+                 leash__mutex.state_name(i % LEASH__MUTEX_STATES));
+        cases[i].name = names[i];
+        cases[i].fn = run_current;
+        cases[i].timeout_s = 20;
+    }
+    return test_main(argc, argv, cases);
+}
