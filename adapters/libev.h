@@ -134,6 +134,7 @@ static inline int leash_libev_attach(EV_P_ leash_client *c) {
 #else
     a->loop = NULL;
 #endif
+    leash_loop_init(&hooks);
     hooks.data = a;
     hooks.attach = leash_libev_attach_context_;
     hooks.timer_new = leash_libev_timer_new_;

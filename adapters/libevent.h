@@ -142,6 +142,7 @@ static inline int leash_libevent_attach(struct event_base *base, leash_client *c
     if (a == NULL)
         return LEASH_ENOMEM;
     a->base = base;
+    leash_loop_init(&hooks);
     hooks.data = a;
     hooks.attach = leash_libevent_attach_context_;
     hooks.timer_new = leash_libevent_timer_new_;

@@ -145,6 +145,7 @@ static inline int leash_libuv_attach(uv_loop_t *loop, leash_client *c) {
     if (a == NULL)
         return LEASH_ENOMEM;
     a->loop = loop;
+    leash_loop_init(&hooks);
     hooks.data = a;
     hooks.attach = leash_libuv_attach_context_;
     hooks.timer_new = leash_libuv_timer_new_;

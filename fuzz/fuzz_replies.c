@@ -471,7 +471,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (leash_client_new(&client, &o) != LEASH_OK)
         abort();
-    memset(&hooks, 0, sizeof hooks);
+    leash_loop_init(&hooks);
     hooks.attach = loop_attach;
     hooks.timer_new = timer_new;
     hooks.timer_start = timer_start;

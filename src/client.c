@@ -156,12 +156,37 @@ static void clear_timers(leash_client *c) {
         leash__timer_clear(&LEASH__CONTAINER(n, leash_lock, link)->timer);
 }
 
+/* leash_loop as the 0.2 header lays it out: the smallest an adapter has. */
+#define LOOP_SIZE_0_2 sizeof(leash_loop)
+_Static_assert(sizeof(leash_loop) == LOOP_SIZE_0_2,
+               "leash_loop grew: define LOOP_SIZE_0_2 as offsetof the first new hook");
+
+/* Whether the adapter's struct is one this version can read: made by
+ * leash_loop_init, and every hook past the ones known here NULL. */
+static int loop_size_known(const leash_loop *loop) {
+    const unsigned char *bytes = (const unsigned char *)loop;
+
+    if (loop->struct_size < LOOP_SIZE_0_2)
+        return 0;
+    for (size_t i = sizeof(*loop); i < loop->struct_size; i++)
+        if (bytes[i] != 0)
+            return 0;
+    return 1;
+}
+
 int leash_client_attach_loop(leash_client *c, const leash_loop *loop) {
     leash__core *core;
 
     if (c == NULL || c->magic != LEASH__CLIENT_MAGIC)
         return LEASH_EINVAL; /* no client: nowhere to log */
     core = &c->core;
+    if (loop != NULL && !loop_size_known(loop)) {
+        leash__log(&core->env.log, LEASH_LOG_ERROR,
+                   "leash_client_attach_loop: the hooks were not made by leash_loop_init, "
+                   "or set one this library (%s) does not know",
+                   leash_version());
+        return LEASH_EINVAL;
+    }
     if (loop == NULL || loop->attach == NULL || loop->timer_new == NULL ||
         loop->timer_start == NULL || loop->timer_stop == NULL || loop->timer_free == NULL ||
         loop->cleanup == NULL) {
@@ -175,7 +200,10 @@ int leash_client_attach_loop(leash_client *c, const leash_loop *loop) {
                    "leash_client_attach_loop: the client is already attached");
         return LEASH_ESTATE;
     }
-    core->env.loop = *loop;
+    memset(&core->env.loop, 0, sizeof(core->env.loop));
+    memcpy(&core->env.loop, loop,
+           loop->struct_size < sizeof(*loop) ? loop->struct_size : sizeof(*loop));
+    core->env.loop.struct_size = sizeof(core->env.loop);
     /* Every timer exists before anything runs: arming one later never
      * allocates, so no event can be lost for want of a timer. */
     if (create_timers(c) != LEASH_OK) {
@@ -307,12 +335,20 @@ int leash_client_connected(const leash_client *c) {
     return c != NULL && c->magic == LEASH__CLIENT_MAGIC && leash__route_connected(c->core.route);
 }
 
-void leash_client_stats(const leash_client *c, leash_stats *out) {
+/* leash_stats as the 0.2 header lays it out: what the plain function fills
+ * (programs that call it by name know no more). */
+#define STATS_SIZE_0_2 (9 * sizeof(uint64_t))
+_Static_assert(sizeof(leash_stats) == STATS_SIZE_0_2,
+               "leash_stats grew: keep STATS_SIZE_0_2 at the size of the 0.2 layout");
+
+void leash_client_stats_sized(const leash_client *c, leash_stats *out, size_t size) {
     if (out == NULL)
         return;
-    if (c == NULL) {
-        memset(out, 0, sizeof(*out));
-        return;
-    }
-    *out = c->stats;
+    memset(out, 0, size);
+    if (c != NULL)
+        memcpy(out, &c->stats, size < sizeof(c->stats) ? size : sizeof(c->stats));
+}
+
+void(leash_client_stats)(const leash_client *c, leash_stats *out) {
+    leash_client_stats_sized(c, out, STATS_SIZE_0_2);
 }

@@ -5,10 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-void leash_options_init(leash_options *o) {
-    if (o == NULL)
-        return;
+/* leash_options as the 0.2 header lays it out: the smallest struct_size
+ * leash_client_new takes, and what the plain leash_options_init fills. */
+#define OPTIONS_SIZE_0_2 sizeof(leash_options)
+_Static_assert(sizeof(leash_options) == OPTIONS_SIZE_0_2,
+               "leash_options grew: define OPTIONS_SIZE_0_2 as offsetof the first new field");
+
+static void defaults(leash_options *o) {
     memset(o, 0, sizeof(*o));
+    o->struct_size = sizeof(*o);
     o->host = "127.0.0.1";
     o->port = 6379;
     o->key_prefix = "leash:";
@@ -21,6 +26,45 @@ void leash_options_init(leash_options *o) {
     o->reconnect_max_ms = 2000;
     o->log_level = LEASH_LOG_WARN;
     o->sub_linger_ms = 1000;
+    /* A field added later defaults to zero (see "Structs that grow" in
+     * leash.h): a program that does not know it leaves it zero. */
+}
+
+void leash_options_init_sized(leash_options *o, size_t struct_size) {
+    leash_options d;
+
+    if (o == NULL || struct_size < sizeof(o->struct_size))
+        return;
+    defaults(&d);
+    memset(o, 0, struct_size);
+    memcpy(o, &d, struct_size < sizeof(d) ? struct_size : sizeof(d));
+    o->struct_size = struct_size;
+}
+
+void(leash_options_init)(leash_options *o) {
+    leash_options_init_sized(o, OPTIONS_SIZE_0_2);
+}
+
+/* The caller's options as this version lays them out: fields the caller's
+ * header did not have take their defaults; fields this version does not
+ * know must be zero. o->struct_size is at least OPTIONS_SIZE_0_2. */
+static int widen(const leash__logger *lg, leash_options *out, const leash_options *o) {
+    const unsigned char *bytes = (const unsigned char *)o;
+    size_t n = o->struct_size;
+
+    for (size_t i = sizeof(*out); i < n; i++) {
+        if (bytes[i] != 0) {
+            leash__log(lg, LEASH_LOG_ERROR,
+                       "leash_client_new: an option this library (%s) does not know is set "
+                       "(byte %zu of %zu)",
+                       leash_version(), i, n);
+            return LEASH_EINVAL;
+        }
+    }
+    defaults(out);
+    memcpy(out, o, n < sizeof(*out) ? n : sizeof(*out));
+    out->struct_size = sizeof(*out);
+    return LEASH_OK;
 }
 
 /* A duration option: min..LEASH_DURATION_MAX_MS. */
@@ -109,15 +153,20 @@ void leash__config_clear(leash__config *cfg) {
     memset(cfg, 0, sizeof(*cfg));
 }
 
-int leash__config_from_options(leash__config *cfg, const leash_options *o) {
+int leash__config_from_options(leash__config *cfg, const leash_options *given) {
+    leash_options opts, *o = &opts;
     leash__config c;
     leash__logger lg;
     int rc;
 
-    lg.cb = o->log_cb;
-    lg.arg = o->log_arg;
-    lg.level = o->log_level < LEASH_LOG_ERROR ? LEASH_LOG_ERROR : o->log_level;
-    if ((rc = validate(&lg, o)) != LEASH_OK)
+    /* Without a struct_size from leash_options_init, not even the log
+     * callback can be trusted: refuse silently. */
+    if (given->struct_size < OPTIONS_SIZE_0_2)
+        return LEASH_EINVAL;
+    lg.cb = given->log_cb;
+    lg.arg = given->log_arg;
+    lg.level = given->log_level < LEASH_LOG_ERROR ? LEASH_LOG_ERROR : given->log_level;
+    if ((rc = widen(&lg, o, given)) != LEASH_OK || (rc = validate(&lg, o)) != LEASH_OK)
         return rc;
 
     memset(&c, 0, sizeof(c));

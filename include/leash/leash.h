@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define LEASH_VERSION_MAJOR 0
-#define LEASH_VERSION_MINOR 1
+#define LEASH_VERSION_MINOR 2
 #define LEASH_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time comparisons. */
 #define LEASH_VERSION_NUMBER \
@@ -57,23 +57,24 @@ LEASH_EXPORT const char *leash_version(void);
 
 /*
  * Status codes. 0 is success, errors are negative. The numbers never change
- * and new codes are only appended (the version that added each is noted).
+ * and new codes are only appended; the comment at the end of each line is
+ * the version that added it.
  * X(NAME, number, message)
  */
-#define LEASH_STATUS_MAP(X)                                    \
-    X(OK, 0, "success")                                        \
-    X(EINVAL, -1, "invalid argument")                          \
-    X(ENOMEM, -2, "out of memory")                             \
-    X(EBUSY, -3, "lock is held by another owner")              \
-    X(ETIMEDOUT, -4, "wait for the lock timed out")            \
-    X(ECANCELED, -5, "operation canceled")                     \
-    X(ENOTHELD, -6, "lock is not held by this owner")          \
-    X(ECONN, -7, "Redis not reachable in time")                \
-    X(EREDIS, -8, "Redis answered with an error")              \
-    X(EPROTO, -9, "unexpected reply from Redis")               \
-    X(ESTATE, -10, "call not valid in the current state")      \
-    X(EAUTH, -11, "Redis refused the credentials or database") \
-    X(ELOOP, -12, "client is not attached to an event loop")
+#define LEASH_STATUS_MAP(X)                                              \
+    X(OK, 0, "success")                                        /* 0.1 */ \
+    X(EINVAL, -1, "invalid argument")                          /* 0.1 */ \
+    X(ENOMEM, -2, "out of memory")                             /* 0.1 */ \
+    X(EBUSY, -3, "lock is held by another owner")              /* 0.1 */ \
+    X(ETIMEDOUT, -4, "wait for the lock timed out")            /* 0.1 */ \
+    X(ECANCELED, -5, "operation canceled")                     /* 0.1 */ \
+    X(ENOTHELD, -6, "lock is not held by this owner")          /* 0.1 */ \
+    X(ECONN, -7, "Redis not reachable in time")                /* 0.1 */ \
+    X(EREDIS, -8, "Redis answered with an error")              /* 0.1 */ \
+    X(EPROTO, -9, "unexpected reply from Redis")               /* 0.1 */ \
+    X(ESTATE, -10, "call not valid in the current state")      /* 0.1 */ \
+    X(EAUTH, -11, "Redis refused the credentials or database") /* 0.1 */ \
+    X(ELOOP, -12, "client is not attached to an event loop")   /* 0.1 */
 
 enum leash_status {
 #define LEASH_STATUS_ENUM_(name, num, msg) LEASH_##name = (num),
@@ -122,12 +123,29 @@ typedef struct leash_client leash_client;
 typedef struct leash_lock leash_lock;
 
 /*
+ * Structs that grow (the ABI rule). leash_options, leash_loop (leash/loop.h)
+ * and leash_stats gain fields in later versions, only ever at their end, and
+ * a field added later means "as before it existed" when it is zero. The
+ * program tells the library how large its copy of the struct is:
+ * leash_options_init() and leash_loop_init() record sizeof in struct_size,
+ * leash_client_stats() passes it. So a program built against an older
+ * header runs on a newer library unchanged (fields it does not know take
+ * their defaults), and a program built against a newer header runs on an
+ * older library as long as it leaves the fields that library does not know
+ * at zero (leash_client_new() otherwise answers LEASH_EINVAL and logs it).
+ * 0.2 is the first version under this rule (built against 0.1: rebuild);
+ * the soname, libleash.so.0, changes only for a break this rule cannot
+ * absorb.
+ */
+
+/*
  * Client options. Always start from leash_options_init(), which fills every
- * field; fields may be added at the end in later versions. Strings are copied
- * by leash_client_new(); the struct can be discarded afterwards. Every
- * duration is in ms and at most LEASH_DURATION_MAX_MS.
+ * field. Strings are copied by leash_client_new(); the struct can be
+ * discarded afterwards. Every duration is in ms and at most
+ * LEASH_DURATION_MAX_MS.
  */
 typedef struct leash_options {
+    size_t struct_size;         /* set by leash_options_init(); leave it alone */
     const char *host;           /* default "127.0.0.1"; ignored when unix_path is set */
     int port;                   /* default 6379, 1..65535 */
     const char *unix_path;      /* default NULL; a unix socket path instead of TCP */
@@ -151,15 +169,26 @@ typedef struct leash_options {
     int64_t sub_linger_ms;
 } leash_options;
 
-/* Fills every field of *o with its default. */
-LEASH_EXPORT void leash_options_init(leash_options *o);
+/* Fills every field of *o with its default: leash_options_init(&opts).
+ * A macro, so that the size of the program's struct reaches the library. */
+#define leash_options_init(o) leash_options_init_sized((o), sizeof(leash_options))
+/* What the macro calls: fills the first struct_size bytes of *o (struct_size
+ * included) and nothing past them. For bindings that cannot use the macro:
+ * pass the size of the struct as the binding lays it out. */
+LEASH_EXPORT void leash_options_init_sized(leash_options *o, size_t struct_size);
+/* The same as a function, for code that takes its address; it fills the
+ * struct as laid out by the 0.2 header. */
+LEASH_EXPORT void(leash_options_init)(leash_options *o);
 
 /*
  * Creates a client. Nothing connects until the client is attached to a loop
  * (leash_libev_attach()). On success *out is set and LEASH_OK returned; on
  * failure *out is left alone.
- * Errors: LEASH_EINVAL (NULL argument, or an option out of range: the log
- * callback of opts, if any, receives a line naming it), LEASH_ENOMEM.
+ * Errors: LEASH_EINVAL: a NULL argument, or opts not filled by
+ * leash_options_init (silently: nothing in them can be trusted, the log
+ * callback included); an option out of range, or one this version of the
+ * library does not know that is set (the log callback of opts, if any,
+ * receives a line naming it). LEASH_ENOMEM.
  */
 LEASH_EXPORT int leash_client_new(leash_client **out, const leash_options *opts);
 
@@ -210,7 +239,8 @@ LEASH_EXPORT void *leash_client_get_data(const leash_client *c);
 LEASH_EXPORT int leash_client_connected(const leash_client *c);
 
 /*
- * Per-client counters, for monitoring and tests. Read at any time.
+ * Per-client counters, for monitoring and tests. Read at any time:
+ * leash_client_stats(c, &st) copies them into the caller's struct.
  */
 typedef struct leash_stats {
     uint64_t connects;         /* command connections that became ready */
@@ -223,7 +253,11 @@ typedef struct leash_stats {
     uint64_t wakeups;          /* waiters woken by a release (message or local) */
     uint64_t losts;            /* lost callbacks fired */
 } leash_stats;
-LEASH_EXPORT void leash_client_stats(const leash_client *c, leash_stats *out);
+#define leash_client_stats(c, out) leash_client_stats_sized((c), (out), sizeof(leash_stats))
+/* What the macro calls: fills the first size bytes of *out (zeros for a NULL
+ * client). The function of the same name fills the 0.2 layout. */
+LEASH_EXPORT void leash_client_stats_sized(const leash_client *c, leash_stats *out, size_t size);
+LEASH_EXPORT void(leash_client_stats)(const leash_client *c, leash_stats *out);
 
 /*
  * A lock handle for `name` (1..LEASH_NAME_MAX bytes; copied). The Redis key is

@@ -2,8 +2,8 @@
  * leash/loop.h — what an event-loop adapter implements.
  *
  * The core of leash never includes an event library. An adapter (see
- * leash/adapters/libev.h) fills in a leash_loop with its hooks and hands it
- * to leash_client_attach_loop(). The core then asks the loop for exactly two
+ * leash/adapters/libev.h) starts from leash_loop_init(), fills in its hooks
+ * and hands the struct to leash_client_attach_loop(). The core then asks the loop for exactly two
  * things: watching a hiredis redisAsyncContext (the adapter calls hiredis's
  * own adapter for its loop), and one-shot timers.
  *
@@ -23,7 +23,9 @@
 #ifndef LEASH_LOOP_H
 #define LEASH_LOOP_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <leash/leash.h>
 
@@ -36,7 +38,8 @@ struct redisAsyncContext;
 typedef void leash_timer_fn(void *arg);
 
 typedef struct leash_loop {
-    void *data; /* the adapter's state; first argument of every hook */
+    size_t struct_size; /* set by leash_loop_init(); leave it alone */
+    void *data;         /* the adapter's state; first argument of every hook */
 
     /* Attach a connecting hiredis context to the loop; 0 on success, -1 on
      * failure (the core then frees the context). */
@@ -53,11 +56,22 @@ typedef struct leash_loop {
     void (*cleanup)(void *data);
 } leash_loop;
 
+/* Zeroes *loop and records the size of the struct this adapter was compiled
+ * with (hooks are added at the end in later versions; see "Structs that
+ * grow" in leash/leash.h): an adapter built against this header keeps
+ * working with a newer library, which sees which hooks it has. */
+static inline void leash_loop_init(leash_loop *loop) {
+    memset(loop, 0, sizeof(*loop));
+    loop->struct_size = sizeof(*loop);
+}
+
 /*
  * Binds a client to a loop and starts connecting. The hooks are copied.
  * Every timer the client will ever arm is made here (timer_new), and each
  * lock handle's when it is made, so that arming one never allocates.
- * Errors: LEASH_EINVAL (NULL argument or a missing hook), LEASH_ESTATE (the
+ * Errors: LEASH_EINVAL (NULL argument, a struct not made by
+ * leash_loop_init, a missing hook, or a hook this version does not know
+ * set), LEASH_ESTATE (the
  * client is already attached, or being freed), LEASH_ENOMEM (a timer_new
  * answered NULL). On an error the timers made were freed again
  * (timer_free), nothing else was called, and the adapter keeps ownership

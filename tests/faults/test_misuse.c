@@ -13,17 +13,17 @@
 
 #include <leash/loop.h>
 
+#include "fixture.h"
 #include "prim/lock.h"
 #include "redis_server.h"
-#include "util.h"
 
 /* ---- options (no server needed) ---- */
 
 static int new_client(leash_options *o) {
     leash_client *c = NULL;
     int rc;
-    o->log_cb = ft_log_cb;
-    ft_log_clear();
+    o->log_cb = fx_log_cb;
+    fx_log_clear();
     rc = leash_client_new(&c, o);
     if (rc == LEASH_OK)
         leash_client_free(c);
@@ -112,7 +112,7 @@ TEST(more_nonsense_options_are_refused_with_a_log_line) {
             break;
         }
         CHECK_MSG(new_client(&o) == LEASH_EINVAL, "case %zu accepted", i);
-        CHECK_MSG(ft_log_contains(cases[i].says), "case %zu: no log line saying '%s'", i,
+        CHECK_MSG(fx_log_contains(cases[i].says), "case %zu: no log line saying '%s'", i,
                   cases[i].says);
     }
 }
@@ -123,22 +123,22 @@ TEST(attaching_with_missing_hooks_is_refused) {
     leash_loop hooks;
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     leash_lock *l;
-    ft_result res = {0};
+    fx_result res = {0};
 
     leash_options_init(&o);
-    o.log_cb = ft_log_cb;
-    ft_log_clear();
+    o.log_cb = fx_log_cb;
+    fx_log_clear();
     CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
-    memset(&hooks, 0, sizeof hooks);
+    leash_loop_init(&hooks);
     CHECK_EQ_INT(leash_client_attach_loop(c, NULL), LEASH_EINVAL);
-    CHECK(ft_log_contains("leaves a hook NULL"));
+    CHECK(fx_log_contains("leaves a hook NULL"));
     CHECK_EQ_INT(leash_client_attach_loop(NULL, &hooks), LEASH_EINVAL);
-    ft_log_clear();
+    fx_log_clear();
     CHECK_EQ_INT(leash_client_attach_loop(c, &hooks), LEASH_EINVAL);
-    CHECK(ft_log_contains("leaves a hook NULL"));
+    CHECK(fx_log_contains("leaves a hook NULL"));
     /* Still unattached, still usable once attached properly. */
     l = leash_lock_new(c, "x");
-    CHECK_EQ_INT(leash_acquire(l, 0, ft_acquire_cb, &res), LEASH_ELOOP);
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &res), LEASH_ELOOP);
     CHECK_EQ_INT(leash_libev_attach(loop, c), LEASH_OK);
     leash_client_free(c);
     CHECK_EQ_INT(res.calls, 0);
@@ -173,10 +173,10 @@ TEST(a_handle_that_is_not_a_handle_is_refused) {
     /* Debug builds check a magic number: memory that is not a live handle
      * (zeroed, or a handle whose magic was wiped by its free) is refused. */
     leash_lock *fake = calloc(1, sizeof(leash_lock));
-    ft_result res = {0};
+    fx_result res = {0};
     CHECK(fake != NULL);
-    CHECK_EQ_INT(leash_acquire(fake, 0, ft_acquire_cb, &res), LEASH_ESTATE);
-    CHECK_EQ_INT(leash_release(fake, ft_release_cb, &res), LEASH_ESTATE);
+    CHECK_EQ_INT(leash_acquire(fake, 0, fx_acquire_cb, &res), LEASH_ESTATE);
+    CHECK_EQ_INT(leash_release(fake, fx_release_cb, &res), LEASH_ESTATE);
     CHECK_EQ_INT(leash_cancel(fake), LEASH_ESTATE);
     CHECK_EQ_INT(leash_held(fake), 0);
     leash_lock_free(fake); /* ignored */
@@ -195,9 +195,9 @@ typedef struct mworld {
 static void m_up(mworld *w) {
     CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
     w->loop = ev_loop_new(EVFLAG_AUTO);
-    w->c = ft_client(w->loop, w->r.port, 1000);
-    ft_wait_connected(w->loop, w->c, 3000);
-    ft_log_clear();
+    w->c = fx_fault_client(w->loop, w->r.port, 1000);
+    fx_wait_connected(w->loop, w->c, 3000);
+    fx_log_clear();
 }
 
 static void m_down(mworld *w) {
@@ -209,63 +209,63 @@ static void m_down(mworld *w) {
 TEST(second_acquire_while_acquiring_is_refused_and_the_first_goes_on) {
     mworld w;
     leash_lock *l;
-    ft_result first = {0}, second = {0};
+    fx_result first = {0}, second = {0};
 
     m_up(&w);
     l = leash_lock_new(w.c, "twice");
-    CHECK_EQ_INT(leash_acquire(l, 1000, ft_acquire_cb, &first), LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(l, 1000, ft_acquire_cb, &second), LEASH_ESTATE);
-    CHECK_EQ_INT(leash_acquire(l, 0, ft_acquire_cb, &second), LEASH_ESTATE);
-    CHECK(ft_log_contains("already acquiring"));
-    ft_run_until(w.loop, &first, 3000);
+    CHECK_EQ_INT(leash_acquire(l, 1000, fx_acquire_cb, &first), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 1000, fx_acquire_cb, &second), LEASH_ESTATE);
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &second), LEASH_ESTATE);
+    CHECK(fx_log_contains("already acquiring"));
+    fx_run_until(w.loop, &first, 3000);
     test_run_for(w.loop, 20);
     CHECK_EQ_INT(first.calls, 1);
     CHECK_EQ_INT(first.status, LEASH_OK);
     CHECK_EQ_INT(second.calls, 0);
     CHECK(leash_held(l));
-    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     m_down(&w);
 }
 
 TEST(second_release_while_one_is_in_flight_is_refused) {
     mworld w;
     leash_lock *l;
-    ft_result first = {0}, second = {0};
+    fx_result first = {0}, second = {0};
 
     m_up(&w);
     l = leash_lock_new(w.c, "rel-twice");
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
-    CHECK_EQ_INT(leash_release(l, ft_release_cb, &first), LEASH_OK);
-    CHECK_EQ_INT(leash_release(l, ft_release_cb, &second), LEASH_ESTATE);
-    CHECK(ft_log_contains("a release is in flight"));
-    ft_run_until(w.loop, &first, 3000);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_release(l, fx_release_cb, &first), LEASH_OK);
+    CHECK_EQ_INT(leash_release(l, fx_release_cb, &second), LEASH_ESTATE);
+    CHECK(fx_log_contains("a release is in flight"));
+    fx_run_until(w.loop, &first, 3000);
     test_run_for(w.loop, 20);
     CHECK_EQ_INT(first.calls, 1);
     CHECK_EQ_INT(first.status, LEASH_OK);
     CHECK_EQ_INT(second.calls, 0);
     /* Released: a third one is refused as "not held". */
-    ft_log_clear();
-    CHECK_EQ_INT(leash_release(l, ft_release_cb, &second), LEASH_ESTATE);
-    CHECK(ft_log_contains("not held"));
+    fx_log_clear();
+    CHECK_EQ_INT(leash_release(l, fx_release_cb, &second), LEASH_ESTATE);
+    CHECK(fx_log_contains("not held"));
     m_down(&w);
 }
 
 TEST(release_while_an_extra_hold_is_in_flight_is_refused) {
     mworld w;
     leash_lock *l;
-    ft_result extra = {0}, rel = {0};
+    fx_result extra = {0}, rel = {0};
 
     m_up(&w);
     l = leash_lock_new(w.c, "extra");
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(l, 0, ft_acquire_cb, &extra), LEASH_OK);
-    CHECK_EQ_INT(leash_release(l, ft_release_cb, &rel), LEASH_ESTATE);
-    CHECK(ft_log_contains("an extra hold is in flight"));
-    ft_run_until(w.loop, &extra, 3000);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &extra), LEASH_OK);
+    CHECK_EQ_INT(leash_release(l, fx_release_cb, &rel), LEASH_ESTATE);
+    CHECK(fx_log_contains("an extra hold is in flight"));
+    fx_run_until(w.loop, &extra, 3000);
     CHECK_EQ_INT(extra.status, LEASH_OK);
     CHECK_EQ_INT(leash_hold_count(l), 2);
-    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
-    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     CHECK_EQ_INT(rel.calls, 0);
     CHECK(!leash_held(l));
     m_down(&w);
@@ -274,15 +274,15 @@ TEST(release_while_an_extra_hold_is_in_flight_is_refused) {
 TEST(settings_while_acquiring_or_held_are_refused_and_change_nothing) {
     mworld w;
     leash_lock *l;
-    ft_result res = {0};
+    fx_result res = {0};
     int64_t lease;
 
     m_up(&w);
     l = leash_lock_new(w.c, "settings");
-    CHECK_EQ_INT(leash_acquire(l, 1000, ft_acquire_cb, &res), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 1000, fx_acquire_cb, &res), LEASH_OK);
     CHECK_EQ_INT(leash_lock_set_watchdog(l, 5000, 0), LEASH_ESTATE);
-    CHECK(ft_log_contains("is acquiring or held"));
-    ft_run_until(w.loop, &res, 3000);
+    CHECK(fx_log_contains("is acquiring or held"));
+    fx_run_until(w.loop, &res, 3000);
     CHECK_EQ_INT(res.status, LEASH_OK);
     lease = l->hold.lease_ms;
     CHECK_EQ_INT(leash_lock_set_watchdog(l, 5000, 0), LEASH_ESTATE);
@@ -296,7 +296,7 @@ TEST(settings_while_acquiring_or_held_are_refused_and_change_nothing) {
     CHECK(leash_valid_ms(l) <= 1000);
     test_run_for(w.loop, 100); /* no max hold of 50 ms crept in */
     CHECK(leash_held(l));
-    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     m_down(&w);
 }
 
@@ -306,11 +306,11 @@ TEST(cancel_of_a_held_handle_is_refused) {
 
     m_up(&w);
     l = leash_lock_new(w.c, "cancel-held");
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
     CHECK_EQ_INT(leash_cancel(l), LEASH_ESTATE);
-    CHECK(ft_log_contains("no acquire is pending"));
+    CHECK(fx_log_contains("no acquire is pending"));
     CHECK(leash_held(l));
-    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     m_down(&w);
 }
 
@@ -320,11 +320,11 @@ static leash_client *dying;
 static int refused_new, refused_acquire, refused_release;
 
 static void during_free(leash_lock *l, int status, void *arg) {
-    ft_result *r = arg;
+    fx_result *r = arg;
     r->calls++;
     r->status = status;
     refused_new = leash_lock_new(dying, "late") == NULL;
-    refused_acquire = leash_acquire(l, 0, ft_acquire_cb, r) == LEASH_ESTATE;
+    refused_acquire = leash_acquire(l, 0, fx_acquire_cb, r) == LEASH_ESTATE;
     refused_release = leash_release(l, NULL, NULL) == LEASH_ESTATE;
     leash_client_free(dying); /* again: a no-op */
 }
@@ -332,13 +332,13 @@ static void during_free(leash_lock *l, int status, void *arg) {
 TEST(calls_while_the_client_is_being_freed_are_refused) {
     mworld w;
     leash_lock *a, *b;
-    ft_result res = {0};
+    fx_result res = {0};
 
     m_up(&w);
     dying = w.c;
     a = leash_lock_new(w.c, "dying");
     b = leash_lock_new(w.c, "dying");
-    CHECK_EQ_INT(ft_acquire(w.loop, a, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 3000), LEASH_OK);
     CHECK_EQ_INT(leash_acquire(b, 5000, during_free, &res), LEASH_OK);
     test_run_for(w.loop, 50);
     leash_client_free(w.c);

@@ -598,7 +598,7 @@ int sim_attach(sim *s, leash_client *c) {
     /* Listed first: attaching connects at once, through our hooks. */
     sc->next = s->clients;
     s->clients = sc;
-    memset(&hooks, 0, sizeof hooks);
+    leash_loop_init(&hooks);
     hooks.data = sc;
     hooks.attach = hook_attach;
     hooks.timer_new = hook_timer_new;

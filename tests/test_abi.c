@@ -1,0 +1,184 @@
+/* Structs that grow (leash.h): a program built against another header than
+ * the library's. An older header's struct is shorter than the library's, a
+ * newer one's longer; struct_size (or the size argument) says which. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <leash/adapters/libev.h>
+
+#include "check.h"
+#include "fixture.h"
+
+/* The options as a newer header might lay them out: a field appended. */
+typedef struct {
+    leash_options o;
+    int64_t future_option;
+} newer_options;
+
+/* The hooks as a newer header might lay them out: a hook appended. */
+typedef struct {
+    leash_loop l;
+    void (*future_hook)(void *data);
+} newer_loop;
+
+static int new_client(const leash_options *o) {
+    leash_client *c = NULL;
+    int rc = leash_client_new(&c, o);
+
+    if (rc == LEASH_OK)
+        leash_client_free(c);
+    else
+        CHECK(c == NULL);
+    return rc;
+}
+
+TEST(init_writes_nothing_past_the_programs_struct) {
+    unsigned char buf[sizeof(leash_options) + 16];
+
+    memset(buf, 0xAB, sizeof buf);
+    leash_options_init_sized((leash_options *)buf, sizeof(leash_options));
+    for (size_t i = sizeof(leash_options); i < sizeof buf; i++)
+        CHECK_EQ_INT(buf[i], 0xAB);
+    CHECK_EQ_INT(((leash_options *)buf)->struct_size, sizeof(leash_options));
+    CHECK_EQ_INT(((leash_options *)buf)->port, 6379);
+}
+
+TEST(the_plain_init_function_fills_what_the_macro_fills) {
+    leash_options by_macro, by_function;
+    void (*init)(leash_options *) = leash_options_init;
+
+    memset(&by_macro, 0x5A, sizeof by_macro);
+    memset(&by_function, 0xA5, sizeof by_function);
+    leash_options_init(&by_macro);
+    init(&by_function);
+    CHECK_EQ_INT(by_function.struct_size, by_macro.struct_size);
+    CHECK_STR_EQ(by_function.host, by_macro.host);
+    CHECK_STR_EQ(by_function.key_prefix, by_macro.key_prefix);
+    CHECK_EQ_INT(by_function.lease_ms, by_macro.lease_ms);
+    CHECK_EQ_INT(by_function.sub_linger_ms, by_macro.sub_linger_ms);
+    CHECK_EQ_INT(by_function.log_level, by_macro.log_level);
+    CHECK(by_function.log_cb == NULL && by_function.password == NULL);
+    CHECK_EQ_INT(new_client(&by_function), LEASH_OK);
+}
+
+TEST(a_newer_headers_options_left_at_their_defaults_are_taken) {
+    newer_options n;
+
+    leash_options_init_sized(&n.o, sizeof n);
+    CHECK_EQ_INT(n.o.struct_size, sizeof n);
+    CHECK_EQ_INT(n.future_option, 0); /* zeroed by an older library */
+    CHECK_EQ_INT(n.o.lease_ms, 30000);
+    CHECK_EQ_INT(new_client(&n.o), LEASH_OK);
+}
+
+TEST(a_newer_headers_option_set_is_refused_with_a_log_line) {
+    newer_options n;
+
+    leash_options_init_sized(&n.o, sizeof n);
+    n.o.log_cb = fx_log_cb;
+    n.future_option = 7;
+    fx_log_clear();
+    CHECK_EQ_INT(new_client(&n.o), LEASH_EINVAL);
+    CHECK(fx_log_contains("does not know"));
+}
+
+TEST(options_not_filled_by_init_are_refused) {
+    leash_options o;
+
+    leash_options_init(&o);
+    o.struct_size = 0;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    o.struct_size = sizeof(o) - 1;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+}
+
+/* The libev adapter's hooks, in a struct the caller sized. */
+static void libev_hooks(leash_loop *l, struct ev_loop *loop) {
+    leash_libev *a = (leash_libev *)calloc(1, sizeof(*a));
+
+    CHECK(a != NULL);
+    a->loop = loop;
+    l->data = a;
+    l->attach = leash_libev_attach_context_;
+    l->timer_new = leash_libev_timer_new_;
+    l->timer_start = leash_libev_timer_start_;
+    l->timer_stop = leash_libev_timer_stop_;
+    l->timer_free = leash_libev_timer_free_;
+    l->cleanup = leash_libev_cleanup_;
+}
+
+static leash_client *unattached_client(void) {
+    leash_options o;
+    leash_client *c = NULL;
+
+    leash_options_init(&o);
+    o.log_cb = fx_log_cb;
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
+    return c;
+}
+
+TEST(hooks_not_made_by_loop_init_are_refused) {
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    leash_client *c = unattached_client();
+    leash_loop hooks;
+
+    memset(&hooks, 0, sizeof hooks);
+    libev_hooks(&hooks, loop);
+    fx_log_clear();
+    CHECK_EQ_INT(leash_client_attach_loop(c, &hooks), LEASH_EINVAL);
+    CHECK(fx_log_contains("leash_loop_init"));
+    free(hooks.data);
+    leash_client_free(c);
+    ev_loop_destroy(loop);
+}
+
+TEST(a_newer_adapters_hooks_are_taken_unless_it_sets_one_unknown) {
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    leash_client *c = unattached_client();
+    newer_loop n;
+
+    memset(&n, 0, sizeof n);
+    n.l.struct_size = sizeof n;
+    libev_hooks(&n.l, loop);
+    n.future_hook = leash_libev_cleanup_;
+    fx_log_clear();
+    CHECK_EQ_INT(leash_client_attach_loop(c, &n.l), LEASH_EINVAL);
+    CHECK(fx_log_contains("does not know"));
+    n.future_hook = NULL;
+    CHECK_EQ_INT(leash_client_attach_loop(c, &n.l), LEASH_OK);
+    CHECK(leash_client_connected(c) == 0);
+    leash_client_free(c); /* frees n.l.data through cleanup */
+    ev_loop_destroy(loop);
+}
+
+TEST(stats_fill_only_the_programs_struct) {
+    leash_client *c = unattached_client();
+    unsigned char buf[sizeof(leash_stats) + 16];
+    leash_stats whole;
+
+    memset(buf, 0xAB, sizeof buf);
+    leash_client_stats_sized(c, (leash_stats *)buf, 2 * sizeof(uint64_t));
+    for (size_t i = 0; i < 2 * sizeof(uint64_t); i++)
+        CHECK_EQ_INT(buf[i], 0);
+    for (size_t i = 2 * sizeof(uint64_t); i < sizeof buf; i++)
+        CHECK_EQ_INT(buf[i], 0xAB);
+    memset(&whole, 0xAB, sizeof whole);
+    (leash_client_stats)(c, &whole);
+    CHECK_EQ_INT(whole.losts, 0);
+    leash_client_free(c);
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(init_writes_nothing_past_the_programs_struct),
+        TEST_CASE(the_plain_init_function_fills_what_the_macro_fills),
+        TEST_CASE(a_newer_headers_options_left_at_their_defaults_are_taken),
+        TEST_CASE(a_newer_headers_option_set_is_refused_with_a_log_line),
+        TEST_CASE(options_not_filled_by_init_are_refused),
+        TEST_CASE(hooks_not_made_by_loop_init_are_refused),
+        TEST_CASE(a_newer_adapters_hooks_are_taken_unless_it_sets_one_unknown),
+        TEST_CASE(stats_fill_only_the_programs_struct),
+        {0},
+    };
+    return test_main(argc, argv, cases);
+}
