@@ -186,7 +186,7 @@ void fx_run_for(fx_loop *loop, int64_t ms) {
 
 /* ---- clients and callbacks ---- */
 
-static char log_buf[1 << 16];
+static char log_buf[1 << 18];
 static size_t log_len;
 
 void fx_log_cb(int level, const char *msg, void *arg) {
@@ -231,8 +231,21 @@ void fx_lost_cb(leash_lock *l, int reason, void *arg) {
     record(arg, l, reason);
 }
 
-void fx_options(leash_options *o, const test_redis *r, int64_t lease_ms) {
+/* Options with the log captured and the given timings. */
+static void options_timed(leash_options *o, int64_t lease_ms, int64_t timeout_ms,
+                          int64_t backoff_min_ms, int64_t backoff_max_ms) {
     leash_options_init(o);
+    o->lease_ms = lease_ms;
+    o->command_timeout_ms = timeout_ms;
+    o->connect_timeout_ms = timeout_ms;
+    o->reconnect_min_ms = backoff_min_ms;
+    o->reconnect_max_ms = backoff_max_ms;
+    o->log_cb = fx_log_cb;
+    o->log_level = LEASH_LOG_DEBUG;
+}
+
+void fx_options(leash_options *o, const test_redis *r, int64_t lease_ms) {
+    options_timed(o, lease_ms, 1000, 20, 200);
     if (r->unix_path[0] != '\0') {
         o->unix_path = r->unix_path;
     } else {
@@ -240,13 +253,12 @@ void fx_options(leash_options *o, const test_redis *r, int64_t lease_ms) {
         o->port = r->port;
     }
     o->password = r->cfg.requirepass;
-    o->lease_ms = lease_ms;
-    o->command_timeout_ms = 1000;
-    o->connect_timeout_ms = 1000;
-    o->reconnect_min_ms = 20;
-    o->reconnect_max_ms = 200;
-    o->log_cb = fx_log_cb;
-    o->log_level = LEASH_LOG_DEBUG;
+}
+
+void fx_fault_options(leash_options *o, int port, int64_t lease_ms) {
+    options_timed(o, lease_ms, 300, 10, 100);
+    o->host = "127.0.0.1";
+    o->port = port;
 }
 
 leash_client *fx_client_opts(fx_loop *loop, const leash_options *o) {
@@ -259,6 +271,12 @@ leash_client *fx_client_opts(fx_loop *loop, const leash_options *o) {
 leash_client *fx_client(fx_loop *loop, const test_redis *r, int64_t lease_ms) {
     leash_options o;
     fx_options(&o, r, lease_ms);
+    return fx_client_opts(loop, &o);
+}
+
+leash_client *fx_fault_client(fx_loop *loop, int port, int64_t lease_ms) {
+    leash_options o;
+    fx_fault_options(&o, port, lease_ms);
     return fx_client_opts(loop, &o);
 }
 
@@ -299,6 +317,7 @@ void fx_run_until(fx_loop *loop, fx_result *r, int64_t timeout_ms) {
 static int completion(fx_loop *loop, fx_result *r, int64_t timeout_ms) {
     CHECK_EQ_INT(r->calls, 0); /* never inside the call */
     fx_run_until(loop, r, timeout_ms);
+    fx_run_for(loop, 1); /* a second call would show now */
     CHECK_EQ_INT(r->calls, 1);
     return r->status;
 }

@@ -1,6 +1,7 @@
 /*
- * What the leash integration tests share: a client on a real event loop
- * against a test_redis, callback recorders, and a log capture.
+ * What the leash integration and fault tests share: a client on a real
+ * event loop against a test_redis (or a proxy or fake server in front of
+ * one), callback recorders, and a log capture.
  *
  * One test source, three loops. The loop is chosen when the test is
  * compiled: -DLEASH_TEST_LOOP_LIBEV (the default), -DLEASH_TEST_LOOP_LIBEVENT
@@ -82,9 +83,14 @@ void fx_lost_cb(leash_lock *l, int reason, void *arg);
 
 /* Options pointing at r, with the log captured and the given lease. */
 void fx_options(leash_options *o, const test_redis *r, int64_t lease_ms);
+/* Options for 127.0.0.1:port, usually a fault proxy or a fake server, with
+ * timeouts short enough that a fault shows within a test: command and
+ * connect 300 ms, reconnect backoff 10..100 ms; the log captured. */
+void fx_fault_options(leash_options *o, int port, int64_t lease_ms);
 /* A client attached to loop; fails the test on error. */
 leash_client *fx_client_opts(fx_loop *loop, const leash_options *o);
 leash_client *fx_client(fx_loop *loop, const test_redis *r, int64_t lease_ms);
+leash_client *fx_fault_client(fx_loop *loop, int port, int64_t lease_ms);
 /* Runs the loop until the client's command connection is ready. */
 void fx_wait_connected(fx_loop *loop, leash_client *c, int64_t timeout_ms);
 
@@ -99,7 +105,8 @@ typedef struct fx_world {
 void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms);
 void fx_world_down(fx_world *w);
 
-/* Acquire and wait: the status, with the callback checked to fire once. */
+/* Acquire and wait: the status, with the callback checked to fire once
+ * (never inside the call, and no second time during one more turn). */
 int fx_acquire_sync(fx_loop *loop, leash_lock *l, int64_t wait_ms, int64_t timeout_ms);
 int fx_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms);
 int fx_force_release_sync(fx_loop *loop, leash_lock *l, int64_t timeout_ms);

@@ -42,11 +42,11 @@ void hw_up(hworld *w, int64_t lease_ms) {
     CHECK(w->f != NULL);
     w->h.script = FR_NOT_A_SCRIPT;
     fr_set_hook(w->f, hook, &w->h);
-    ft_options(&o, fr_port(w->f), lease_ms);
+    fx_fault_options(&o, fr_port(w->f), lease_ms);
     o.command_timeout_ms = hw_command_timeout_ms;
-    w->c = ft_client_opts(w->loop, &o);
-    ft_wait_connected(w->loop, w->c, 3000);
-    ft_log_clear();
+    w->c = fx_client_opts(w->loop, &o);
+    fx_wait_connected(w->loop, w->c, 3000);
+    fx_log_clear();
 }
 
 void hw_down(hworld *w) {

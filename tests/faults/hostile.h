@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "fake_redis.h"
-#include "util.h"
+#include "fixture.h"
 
 enum {
     HOSTILE_REPLY,      /* send `reply` instead of the real answer */

@@ -63,18 +63,18 @@ TEST(renewal_answered_after_the_deadline_does_not_revive_the_hold) {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     leash_client *c;
     leash_lock *l;
-    ft_result lost = {0};
+    fx_result lost = {0};
     leash_stats st;
     uint64_t renews;
     int64_t end;
 
     CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
     CHECK_EQ_INT(fp_start(&p, r.port), 0);
-    c = ft_client(loop, p.port, 300); /* renewals every 100 ms */
-    ft_wait_connected(loop, c, 3000);
+    c = fx_fault_client(loop, p.port, 300); /* renewals every 100 ms */
+    fx_wait_connected(loop, c, 3000);
     l = leash_lock_new(c, "revive");
-    leash_on_lost(l, ft_lost_cb, &lost);
-    CHECK_EQ_INT(ft_acquire(loop, l, 0, 3000), LEASH_OK);
+    leash_on_lost(l, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 3000), LEASH_OK);
     /* Replies take 50 ms from now on: a renewal's answer is on its way
      * for a while after it was sent. */
     CHECK_EQ_INT(fp_delay(&p, FP_ALL, FP_DOWN, 50), 0);
@@ -125,20 +125,20 @@ TEST(renewed_message_with_a_huge_lease_is_not_undefined_behaviour) {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     leash_client *c;
     leash_lock *a, *b;
-    ft_result res = {0};
+    fx_result res = {0};
 
     CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
-    c = ft_client(loop, r.port, 300);
-    ft_wait_connected(loop, c, 3000);
+    c = fx_fault_client(loop, r.port, 300);
+    fx_wait_connected(loop, c, 3000);
     a = leash_lock_new(c, "forged");
     b = leash_lock_new(c, "forged");
-    CHECK_EQ_INT(ft_acquire(loop, a, 0, 3000), LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(b, 3000, ft_acquire_cb, &res), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(loop, a, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 3000, fx_acquire_cb, &res), LEASH_OK);
     test_run_for(loop, 100); /* subscribed and parked */
     CHECK_EQ_INT(publish_on(&r, "forged", "renewed:9223372036854775807"), 1);
     test_run_for(loop, 100);
-    CHECK_EQ_INT(ft_release(loop, a, 3000), LEASH_OK);
-    ft_run_until(loop, &res, 3000);
+    CHECK_EQ_INT(fx_release_sync(loop, a, 3000), LEASH_OK);
+    fx_run_until(loop, &res, 3000);
     CHECK_EQ_INT(res.status, LEASH_OK);
     leash_client_free(c);
     test_redis_stop(&r);
@@ -159,13 +159,13 @@ TEST(forged_renewed_message_does_not_strand_a_waiter) {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     leash_client *c;
     leash_lock *b;
-    ft_result res = {0};
+    fx_result res = {0};
     redisReply *rep;
     int64_t t0;
 
     CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
-    c = ft_client(loop, r.port, 300);
-    ft_wait_connected(loop, c, 3000);
+    c = fx_fault_client(loop, r.port, 300);
+    fx_wait_connected(loop, c, 3000);
     /* A holder that will vanish: a key with another owner and 300 ms left. */
     rep = test_redis_cmd(&r, "SET leash:stranded %s:0:1:1 PX 300",
                          "0123456789abcdef0123456789abcdef");
@@ -173,11 +173,11 @@ TEST(forged_renewed_message_does_not_strand_a_waiter) {
     freeReplyObject(rep);
     b = leash_lock_new(c, "stranded");
     t0 = test_now_ms();
-    CHECK_EQ_INT(leash_acquire(b, 5000, ft_acquire_cb, &res), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 5000, fx_acquire_cb, &res), LEASH_OK);
     test_run_for(loop, 100);
     CHECK_EQ_INT(res.calls, 0);
     publish_on(&r, "stranded", "renewed:86400000");
-    ft_run_until(loop, &res, 6000);
+    fx_run_until(loop, &res, 6000);
     CHECK_MSG(res.status == LEASH_OK && res.at_ms - t0 < 1000,
               "the waiter got %s after %lld ms; the key expired after 300 ms",
               leash_status_name(res.status), (long long)(res.at_ms - t0));
@@ -193,14 +193,14 @@ TEST(forged_renewed_message_does_not_strand_a_waiter) {
 TEST(busy_answer_with_a_huge_ttl_is_not_undefined_behaviour) {
     hworld w;
     leash_lock *l;
-    ft_result res = {0};
+    fx_result res = {0};
 
     hw_up(&w, 2000);
     l = leash_lock_new(w.c, "ttl");
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY, "*4\r\n:0\r\n:9223372036854775807\r\n:0\r\n:1\r\n",
            1);
-    CHECK_EQ_INT(leash_acquire(l, 500, ft_acquire_cb, &res), LEASH_OK);
-    ft_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(leash_acquire(l, 500, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
     CHECK(res.status == LEASH_OK || res.status == LEASH_ETIMEDOUT);
     hw_down(&w);
 }
@@ -219,10 +219,10 @@ TEST(busy_answer_with_a_huge_ttl_is_not_undefined_behaviour) {
  * (found by fuzz/fuzz_replies).
  */
 static leash_lock *other;
-static ft_result first, second;
+static fx_result first, second;
 
 static void cancel_the_other(leash_lock *l, int status, void *arg) {
-    ft_acquire_cb(l, status, arg);
+    fx_acquire_cb(l, status, arg);
     CHECK_EQ_INT(leash_cancel(other), LEASH_OK);
 }
 
@@ -239,13 +239,13 @@ TEST(callback_canceling_another_acquire_that_expires_with_it) {
         port = r.port;
         test_redis_stop(&r);
     }
-    c = ft_client(loop, port, 1000);
+    c = fx_fault_client(loop, port, 1000);
     test_run_for(loop, 50);
     CHECK(!leash_client_connected(c));
     a = leash_lock_new(c, "first");
     other = leash_lock_new(c, "second");
     CHECK_EQ_INT(leash_acquire(a, 0, cancel_the_other, &first), LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(other, 0, ft_acquire_cb, &second), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(other, 0, fx_acquire_cb, &second), LEASH_OK);
     /* Both try-once deadlines (command timeout, 300 ms) pass before the
      * loop runs again: one expire_queue() completes them both. */
     block_ms(400);

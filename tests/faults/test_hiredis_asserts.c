@@ -30,8 +30,8 @@
 static void still_works(hworld *w) {
     leash_lock *l = leash_lock_new(w->c, "after");
     hw_behave(w);
-    CHECK_EQ_INT(ft_acquire(w->loop, l, 3000, 5000), LEASH_OK);
-    CHECK_EQ_INT(ft_release(w->loop, l, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w->loop, l, 3000, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w->loop, l, 5000), LEASH_OK);
     leash_lock_free(l);
 }
 
@@ -53,7 +53,7 @@ TEST(command_connection_two_replies_to_one_command) {
     l = leash_lock_new(w.c, "twice");
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_AND_REPLY_2, "*4\r\n:1\r\n:1\r\n:1\r\n:1\r\n", 1);
     w.h.reply2 = ":1\r\n";
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
     test_run_for(w.loop, 100);
     still_works(&w);
     hw_down(&w);
@@ -77,17 +77,17 @@ TEST(subscriber_connection_message_before_any_subscribe) {
 static void subscribe_answered(const char *reply) {
     hworld w;
     leash_lock *a, *b;
-    ft_result res = {0};
+    fx_result res = {0};
 
     hw_up(&w, 5000);
     a = leash_lock_new(w.c, "sub");
     b = leash_lock_new(w.c, "sub");
-    CHECK_EQ_INT(ft_acquire(w.loop, a, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 3000), LEASH_OK);
     hw_set(&w, FR_NOT_A_SCRIPT, "SUBSCRIBE", HOSTILE_REPLY, reply, 1);
-    CHECK_EQ_INT(leash_acquire(b, 1000, ft_acquire_cb, &res), LEASH_OK);
-    ft_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(leash_acquire(b, 1000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
     CHECK_EQ_INT(res.status, LEASH_ETIMEDOUT);
-    CHECK_EQ_INT(ft_release(w.loop, a, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 3000), LEASH_OK);
     still_works(&w);
     hw_down(&w);
 }
@@ -108,21 +108,21 @@ TEST(subscribe_answered_with_a_channel_that_is_not_a_string) {
 static void subscribed_then_pushed(const char *push) {
     hworld w;
     leash_lock *a, *b;
-    ft_result res = {0};
+    fx_result res = {0};
 
     hw_up(&w, 5000);
     a = leash_lock_new(w.c, "sub");
     b = leash_lock_new(w.c, "sub");
-    CHECK_EQ_INT(ft_acquire(w.loop, a, 0, 3000), LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(b, 3000, ft_acquire_cb, &res), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 3000, fx_acquire_cb, &res), LEASH_OK);
     test_run_for(w.loop, 100);
     CHECK(fr_is_subscriber(hw_sub_conn(&w)));
     fr_send_str(hw_sub_conn(&w), push);
     test_run_for(w.loop, 100);
-    CHECK_EQ_INT(ft_release(w.loop, a, 3000), LEASH_OK);
-    ft_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 3000), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
     CHECK_EQ_INT(res.status, LEASH_OK);
-    CHECK_EQ_INT(ft_release(w.loop, b, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, b, 3000), LEASH_OK);
     still_works(&w);
     hw_down(&w);
 }

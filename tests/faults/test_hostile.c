@@ -22,9 +22,9 @@
 static void works_again(hworld *w, leash_lock *l) {
     hw_behave(w);
     fr_reset_locks(w->f);
-    CHECK_EQ_INT(ft_acquire(w->loop, l, 2000, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w->loop, l, 2000, 5000), LEASH_OK);
     CHECK(leash_held(l));
-    CHECK_EQ_INT(ft_release(w->loop, l, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w->loop, l, 5000), LEASH_OK);
 }
 
 TEST(acquire_replies_of_the_wrong_shape_are_eproto) {
@@ -57,11 +57,11 @@ TEST(acquire_replies_of_the_wrong_shape_are_eproto) {
     l = leash_lock_new(w.c, "shapes");
     for (i = 0; i < sizeof replies / sizeof replies[0]; i++) {
         hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY, replies[i], 1);
-        ft_log_clear();
-        CHECK_MSG(ft_acquire(w.loop, l, i % 2 ? 0 : 1000, 3000) == LEASH_EPROTO, "reply %zu: %s", i,
-                  replies[i]);
+        fx_log_clear();
+        CHECK_MSG(fx_acquire_sync(w.loop, l, i % 2 ? 0 : 1000, 3000) == LEASH_EPROTO,
+                  "reply %zu: %s", i, replies[i]);
         CHECK(!leash_held(l));
-        CHECK(ft_log_contains("unexpected shape"));
+        CHECK(fx_log_contains("unexpected shape"));
         CHECK(leash_client_connected(w.c));
     }
     works_again(&w, l);
@@ -86,10 +86,11 @@ TEST(acquire_error_replies_are_eredis_with_the_message_logged) {
     l = leash_lock_new(w.c, "errors");
     for (i = 0; i < sizeof replies / sizeof replies[0]; i++) {
         hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY, replies[i], 1);
-        ft_log_clear();
-        CHECK_MSG(ft_acquire(w.loop, l, i % 2 ? 0 : 1000, 3000) == LEASH_EREDIS, "reply %zu", i);
+        fx_log_clear();
+        CHECK_MSG(fx_acquire_sync(w.loop, l, i % 2 ? 0 : 1000, 3000) == LEASH_EREDIS, "reply %zu",
+                  i);
         sscanf(replies[i] + 1, "%31s", word);
-        CHECK_MSG(replies[i][1] == '\r' || ft_log_contains(word), "log does not name %s", word);
+        CHECK_MSG(replies[i][1] == '\r' || fx_log_contains(word), "log does not name %s", word);
         CHECK(leash_client_connected(w.c));
     }
     works_again(&w, l);
@@ -103,7 +104,7 @@ TEST(noscript_for_ever_is_eredis_not_a_loop) {
     hw_up(&w, 2000);
     l = leash_lock_new(w.c, "noscript");
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY, "-NOSCRIPT No matching script.\r\n", -1);
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_EREDIS);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_EREDIS);
     /* EVALSHA, then its EVAL: one resend, no more. */
     CHECK_EQ_INT(w.h.hits, 2);
     works_again(&w, l);
@@ -129,9 +130,9 @@ TEST(release_replies_wrong_or_error) {
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         hw_behave(&w);
         fr_reset_locks(w.f);
-        CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
         hw_set(&w, FR_RELEASE, NULL, HOSTILE_REPLY, cases[i].reply, 1);
-        CHECK_MSG(ft_release(w.loop, l, 3000) == cases[i].status, "case %zu", i);
+        CHECK_MSG(fx_release_sync(w.loop, l, 3000) == cases[i].status, "case %zu", i);
         /* Whatever Redis said, the hold is over here and the watchdog stopped. */
         CHECK(!leash_held(l));
         leash_client_stats(w.c, &before);
@@ -148,16 +149,16 @@ TEST(release_replies_wrong_or_error) {
 static int renew_answered(const char *reply) {
     hworld w;
     leash_lock *l;
-    ft_result lost = {0};
+    fx_result lost = {0};
     int64_t deadline;
 
     hw_up(&w, 300);
     l = leash_lock_new(w.c, "renew");
-    leash_on_lost(l, ft_lost_cb, &lost);
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
+    leash_on_lost(l, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
     hw_set(&w, FR_RENEW, NULL, HOSTILE_REPLY, reply, -1);
     deadline = l->hold.deadline;
-    ft_run_until(w.loop, &lost, 3000);
+    fx_run_until(w.loop, &lost, 3000);
     test_run_for(w.loop, 50);
     CHECK_EQ_INT(lost.calls, 1);
     CHECK(!leash_held(l));
@@ -178,37 +179,35 @@ TEST(renew_replies_of_the_wrong_shape_end_unreachable_by_the_deadline) {
     CHECK_EQ_INT(renew_answered("*1\r\n$1\r\n1\r\n"), LEASH_LOST_UNREACHABLE);
     CHECK_EQ_INT(renew_answered("*1\r\n:7\r\n"), LEASH_LOST_UNREACHABLE);
     CHECK_EQ_INT(renew_answered("*1\r\n*0\r\n"), LEASH_LOST_UNREACHABLE);
-    CHECK(ft_log_contains("neither 0 nor 1"));
+    CHECK(fx_log_contains("neither 0 nor 1"));
     /* An answer "not ours" ends the hold at once. */
     CHECK_EQ_INT(renew_answered("*1\r\n:0\r\n"), LEASH_LOST_EXPIRED);
 }
 
 static int force_answered(hworld *w, leash_lock *l, int action, const char *reply) {
-    ft_result r = {0};
+    fx_result r = {0};
 
     hw_set(w, FR_FORCE, NULL, action, reply, 1);
-    ft_in_call = 1;
-    CHECK_EQ_INT(leash_force_release(l, ft_release_cb, &r), LEASH_OK);
-    ft_in_call = 0;
-    ft_run_until(w->loop, &r, 3000);
+    CHECK_EQ_INT(leash_force_release(l, fx_release_cb, &r), LEASH_OK);
+    CHECK_EQ_INT(r.calls, 0); /* never inside the call */
+    fx_run_until(w->loop, &r, 3000);
     CHECK_EQ_INT(r.calls, 1);
-    CHECK(!r.inside);
     return r.status;
 }
 
 TEST(force_release_answers_and_a_lost_answer_is_never_resent) {
     hworld w;
     leash_lock *admin, *holder;
-    ft_result got = {0};
+    fx_result got = {0};
 
     hw_up(&w, 2000);
     admin = leash_lock_new(w.c, "forced");
     holder = leash_lock_new(w.c, "forced");
     CHECK_EQ_INT(force_answered(&w, admin, HOSTILE_REPLY, "-ERR boom\r\n"), LEASH_EREDIS);
-    CHECK(ft_log_contains("boom"));
+    CHECK(fx_log_contains("boom"));
     CHECK_EQ_INT(force_answered(&w, admin, HOSTILE_REPLY, ":2\r\n"), LEASH_EPROTO);
     CHECK_EQ_INT(force_answered(&w, admin, HOSTILE_REPLY, "$1\r\n1\r\n"), LEASH_EPROTO);
-    CHECK(ft_log_contains("unexpected shape"));
+    CHECK(fx_log_contains("unexpected shape"));
     hw_behave(&w);
     CHECK_EQ_INT(force_answered(&w, admin, HOSTILE_REPLY, ":0\r\n"), LEASH_ENOTHELD);
 
@@ -216,15 +215,15 @@ TEST(force_release_answers_and_a_lost_answer_is_never_resent) {
      * holder's acquire goes out behind it. Resending the force release
      * after the reconnect would remove that new hold. */
     hw_set(&w, FR_FORCE, NULL, HOSTILE_CLOSE, "", 1);
-    CHECK_EQ_INT(leash_force_release(admin, ft_release_cb, &got), LEASH_OK);
-    CHECK_EQ_INT(ft_acquire(w.loop, holder, 2000, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_force_release(admin, fx_release_cb, &got), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 2000, 5000), LEASH_OK);
     if (got.calls == 0)
-        ft_run_until(w.loop, &got, 3000);
+        fx_run_until(w.loop, &got, 3000);
     CHECK_EQ_INT(got.status, LEASH_ECONN);
     CHECK_EQ_INT(w.h.hits, 1);
     test_run_for(w.loop, 300);
     CHECK(leash_held(holder));
-    CHECK_EQ_INT(ft_release(w.loop, holder, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 3000), LEASH_OK);
     works_again(&w, admin);
     hw_down(&w);
 }
@@ -250,7 +249,7 @@ TEST(truncated_frames_give_econn_then_recovery) {
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         hw_set(&w, FR_ACQUIRE, NULL, cases[i].action, cases[i].reply, -1);
         t0 = test_now_ms();
-        CHECK_MSG(ft_acquire(w.loop, l, 0, 3000) == LEASH_ECONN, "case %zu", i);
+        CHECK_MSG(fx_acquire_sync(w.loop, l, 0, 3000) == LEASH_ECONN, "case %zu", i);
         took = test_now_ms() - t0;
         /* try-once: its deadline is the command timeout (300 ms) */
         CHECK_MSG(took <= 300 + 200, "case %zu: ECONN after %lld ms", i, (long long)took);
@@ -278,7 +277,8 @@ TEST(protocol_garbage_gives_econn_then_recovery) {
     l = leash_lock_new(w.c, "garbage");
     for (i = 0; i < sizeof replies / sizeof replies[0]; i++) {
         hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY, replies[i], -1);
-        CHECK_MSG(ft_acquire(w.loop, l, 0, 3000) == LEASH_ECONN, "reply %zu: %s", i, replies[i]);
+        CHECK_MSG(fx_acquire_sync(w.loop, l, 0, 3000) == LEASH_ECONN, "reply %zu: %s", i,
+                  replies[i]);
         CHECK(w.h.hits >= 1);
         works_again(&w, l);
     }
@@ -304,7 +304,7 @@ TEST(huge_bulk_string_is_eproto_and_freed) {
     l = leash_lock_new(w.c, "huge");
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY, reply, 1);
     w.h.reply_len = head + n + 2;
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 10000, 20000), LEASH_EPROTO);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 10000, 20000), LEASH_EPROTO);
     free(reply);
     works_again(&w, l);
     hw_down(&w);
@@ -317,7 +317,7 @@ TEST(huge_bulk_announced_and_never_sent_is_econn) {
     hw_up(&w, 2000);
     l = leash_lock_new(w.c, "announced");
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_SILENT, "$1000000000\r\nxxxx", -1);
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_ECONN);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_ECONN);
     works_again(&w, l);
     hw_down(&w);
 }
@@ -335,9 +335,9 @@ TEST(big_array_announced_is_refused_and_the_attempt_retried) {
      * server behaves. */
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_SILENT, "*100000000\r\n", 1);
     t0 = test_now_ms();
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
     CHECK(test_now_ms() - t0 < 2000);
-    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     works_again(&w, l);
     hw_down(&w);
 }
@@ -352,18 +352,18 @@ TEST(loading_is_waited_out_by_a_waiting_acquire) {
      * ask again", for a try-once acquire within its deadline... */
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY,
            "-LOADING Redis is loading the dataset in memory\r\n", 1);
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
-    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     /* ...which it reports ECONN when the server is still loading then... */
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY,
            "-LOADING Redis is loading the dataset in memory\r\n", -1);
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_ECONN);
-    CHECK(ft_log_contains("still answers LOADING"));
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_ECONN);
+    CHECK(fx_log_contains("still answers LOADING"));
     /* ...and a waiting acquire tries again until the server is ready. */
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY,
            "-LOADING Redis is loading the dataset in memory\r\n", 3);
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 2000, 3000), LEASH_OK);
-    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 2000, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     hw_down(&w);
 }
 
@@ -377,16 +377,16 @@ TEST(silence_gives_econn_on_time) {
     l = leash_lock_new(w.c, "silence");
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_SILENT, NULL, -1);
     t0 = test_now_ms();
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_ECONN);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_ECONN);
     took = test_now_ms() - t0;
     CHECK_MSG(took >= 250 && took <= 500, "try-once ECONN after %lld ms", (long long)took);
     t0 = test_now_ms();
-    st = ft_acquire(w.loop, l, 1000, 3000);
+    st = fx_acquire_sync(w.loop, l, 1000, 3000);
     took = test_now_ms() - t0;
     CHECK_MSG(st == LEASH_ECONN || st == LEASH_ETIMEDOUT, "status %s", leash_status_name(st));
     CHECK_MSG(took >= 950 && took <= 1000 + 300 + 200, "1 s wait ended after %lld ms",
               (long long)took);
-    CHECK(ft_log_contains("no reply for"));
+    CHECK(fx_log_contains("no reply for"));
     works_again(&w, l);
     hw_down(&w);
 }
@@ -407,34 +407,34 @@ TEST(unsolicited_error_reply_drops_the_connection_and_it_comes_back) {
 }
 
 /* a holds "sub"; b waits for it. */
-static void holder_and_waiter(hworld *w, leash_lock **a, leash_lock **b, ft_result *res,
+static void holder_and_waiter(hworld *w, leash_lock **a, leash_lock **b, fx_result *res,
                               int64_t wait) {
     *a = leash_lock_new(w->c, "sub");
     *b = leash_lock_new(w->c, "sub");
-    CHECK_EQ_INT(ft_acquire(w->loop, *a, 0, 3000), LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(*b, wait, ft_acquire_cb, res), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w->loop, *a, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(*b, wait, fx_acquire_cb, res), LEASH_OK);
 }
 
 TEST(subscribe_refused_waiter_still_ends_on_time) {
     hworld w;
     leash_lock *a, *b;
-    ft_result res = {0};
+    fx_result res = {0};
     int64_t t0 = test_now_ms();
 
     hw_up(&w, 5000);
     hw_set(&w, FR_NOT_A_SCRIPT, "SUBSCRIBE", HOSTILE_REPLY, "-ERR no pub/sub for you\r\n", -1);
     holder_and_waiter(&w, &a, &b, &res, 800);
-    ft_run_until(w.loop, &res, 3000);
+    fx_run_until(w.loop, &res, 3000);
     CHECK_EQ_INT(res.status, LEASH_ETIMEDOUT);
     CHECK_MSG(res.at_ms - t0 <= 800 + 300 + 200, "ETIMEDOUT after %lld ms",
               (long long)(res.at_ms - t0));
     CHECK(w.h.hits >= 1);
     hw_behave(&w);
     memset(&res, 0, sizeof res);
-    CHECK_EQ_INT(leash_acquire(b, 3000, ft_acquire_cb, &res), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 3000, fx_acquire_cb, &res), LEASH_OK);
     test_run_for(w.loop, 100);
-    CHECK_EQ_INT(ft_release(w.loop, a, 3000), LEASH_OK);
-    ft_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 3000), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
     CHECK_EQ_INT(res.status, LEASH_OK);
     hw_down(&w);
 }
@@ -461,7 +461,7 @@ TEST(pubsub_messages_of_odd_shapes_are_ignored) {
     };
     hworld w;
     leash_lock *a, *b;
-    ft_result res = {0};
+    fx_result res = {0};
     size_t i;
 
     hw_up(&w, 5000);
@@ -473,22 +473,22 @@ TEST(pubsub_messages_of_odd_shapes_are_ignored) {
         test_run_for(w.loop, 20);
         CHECK_MSG(res.calls == 0, "push %zu ended the wait: %s", i, leash_status_name(res.status));
     }
-    CHECK_EQ_INT(ft_release(w.loop, a, 3000), LEASH_OK);
-    ft_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 3000), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
     CHECK_EQ_INT(res.status, LEASH_OK);
-    CHECK_EQ_INT(ft_release(w.loop, b, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, b, 3000), LEASH_OK);
     hw_down(&w);
 }
 
 TEST(client_free_with_a_huge_reply_half_read) {
     hworld w;
     leash_lock *l;
-    ft_result res = {0};
+    fx_result res = {0};
 
     hw_up(&w, 2000);
     l = leash_lock_new(w.c, "half");
     hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_SILENT, "$100000\r\nxxxxxxxxxx", -1);
-    CHECK_EQ_INT(leash_acquire(l, 5000, ft_acquire_cb, &res), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
     test_run_for(w.loop, 50);
     leash_client_free(w.c);
     CHECK_EQ_INT(res.calls, 1);

@@ -14,11 +14,11 @@
 #include <hiredis/hiredis.h>
 
 #include "base/token.h"
+#include "fixture.h"
 #include "lockdata.h"
 #include "prim/lock.h"
 #include "prim/mutex.h"
 #include "redis_server.h"
-#include "util.h"
 
 /* What leash runs: its scripts call these on the lock's key, and the
  * handshake asks for TIME. */
@@ -37,7 +37,7 @@ static void s_up(sworld *w, const char *acl_user, const char *requirepass) {
     cfg.requirepass = requirepass;
     CHECK_EQ_INT(test_redis_start(&w->r, &cfg), 0);
     w->loop = ev_loop_new(EVFLAG_AUTO);
-    ft_log_clear();
+    fx_log_clear();
 }
 
 static void s_down(sworld *w) {
@@ -47,18 +47,18 @@ static void s_down(sworld *w) {
 
 static leash_client *client_as(sworld *w, const char *user, const char *pw, int64_t lease) {
     leash_options o;
-    ft_options(&o, w->r.port, lease);
+    fx_fault_options(&o, w->r.port, lease);
     o.username = user;
     o.password = pw;
     o.command_timeout_ms = 1000;
-    return ft_client_opts(w->loop, &o);
+    return fx_client_opts(w->loop, &o);
 }
 
 TEST(acl_user_with_only_the_lock_keys_and_script_rights_works) {
     sworld w;
     leash_client *c;
     leash_lock *a, *b;
-    ft_result res = {0};
+    fx_result res = {0};
 
     s_up(&w,
          "locker on >locker-pw " LOCK_KEYS " -@all +evalsha +eval +subscribe +unsubscribe "
@@ -67,21 +67,21 @@ TEST(acl_user_with_only_the_lock_keys_and_script_rights_works) {
     c = client_as(&w, "locker", "locker-pw", 500);
     a = leash_lock_new(c, "acl");
     b = leash_lock_new(c, "acl");
-    CHECK_EQ_INT(ft_acquire(w.loop, a, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 3000), LEASH_OK);
     /* waiting (SUBSCRIBE), renewing (the watchdog) and releasing (PUBLISH) */
-    CHECK_EQ_INT(leash_acquire(b, 5000, ft_acquire_cb, &res), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 5000, fx_acquire_cb, &res), LEASH_OK);
     test_run_for(w.loop, 700);
     CHECK(leash_held(a));
     CHECK(leash_renewals(a) >= 2);
     CHECK_EQ_INT(res.calls, 0);
-    CHECK_EQ_INT(ft_release(w.loop, a, 3000), LEASH_OK);
-    ft_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 3000), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
     CHECK_EQ_INT(res.status, LEASH_OK);
-    CHECK_EQ_INT(ft_release(w.loop, b, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, b, 3000), LEASH_OK);
     /* SCRIPT LOAD is not among the rights: scripts came in through EVAL. */
-    CHECK(ft_log_contains("SCRIPT LOAD not accepted"));
+    CHECK(fx_log_contains("SCRIPT LOAD not accepted"));
     leash_client_free(c);
-    CHECK(!ft_log_contains("locker-pw"));
+    CHECK(!fx_log_contains("locker-pw"));
     s_down(&w);
 }
 
@@ -89,9 +89,9 @@ TEST(acl_user_with_only_the_lock_keys_and_script_rights_works) {
 static void refused(sworld *w, leash_client *c, int64_t wait, const char *says) {
     leash_lock *l = leash_lock_new(c, "denied");
     int64_t t0 = test_now_ms();
-    CHECK_EQ_INT(ft_acquire(w->loop, l, wait, 5000), LEASH_EREDIS);
+    CHECK_EQ_INT(fx_acquire_sync(w->loop, l, wait, 5000), LEASH_EREDIS);
     CHECK_MSG(test_now_ms() - t0 < 1000, "EREDIS after %lld ms", (long long)(test_now_ms() - t0));
-    CHECK_MSG(ft_log_contains(says), "no log line saying '%s'", says);
+    CHECK_MSG(fx_log_contains(says), "no log line saying '%s'", says);
     leash_lock_free(l);
 }
 
@@ -101,7 +101,7 @@ TEST(user_without_eval_rights_gets_a_clear_error_not_a_hang) {
 
     s_up(&w, "noeval on >noeval-pw ~* &* +@all -eval -evalsha", NULL);
     c = client_as(&w, "noeval", "noeval-pw", 1000);
-    ft_wait_connected(w.loop, c, 3000);
+    fx_wait_connected(w.loop, c, 3000);
     refused(&w, c, 0, "NOPERM");
     refused(&w, c, 3000, "NOPERM"); /* a wait does not turn it into a timeout */
     leash_client_free(c);
@@ -118,7 +118,7 @@ TEST(user_whose_scripts_may_not_touch_the_keys_gets_a_clear_error) {
          "+publish",
          NULL);
     c = client_as(&w, "scriptonly", "so-pw", 1000);
-    ft_wait_connected(w.loop, c, 3000);
+    fx_wait_connected(w.loop, c, 3000);
     refused(&w, c, 0, "can't run this command");
     leash_client_free(c);
     s_down(&w);
@@ -128,20 +128,20 @@ TEST(user_without_subscribe_rights_waits_out_its_wait_and_says_why) {
     sworld w;
     leash_client *c;
     leash_lock *a, *b;
-    ft_result res = {0};
+    fx_result res = {0};
     int64_t t0;
 
     s_up(&w, "nosub on >nosub-pw ~* &* +@all -subscribe", NULL);
     c = client_as(&w, "nosub", "nosub-pw", 5000);
     a = leash_lock_new(c, "nosub");
     b = leash_lock_new(c, "nosub");
-    CHECK_EQ_INT(ft_acquire(w.loop, a, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 3000), LEASH_OK);
     t0 = test_now_ms();
-    CHECK_EQ_INT(leash_acquire(b, 800, ft_acquire_cb, &res), LEASH_OK);
-    ft_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(leash_acquire(b, 800, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
     CHECK_EQ_INT(res.status, LEASH_ETIMEDOUT);
     CHECK(res.at_ms - t0 < 800 + 1000 + 300);
-    CHECK(ft_log_contains("NOPERM"));
+    CHECK(fx_log_contains("NOPERM"));
     leash_client_free(c);
     s_down(&w);
 }
@@ -160,27 +160,27 @@ TEST(password_never_appears_in_the_log) {
     /* Connect, work, reconnect (both connections killed), fail. */
     c = client_as(&w, "user1", PW, 500);
     l = leash_lock_new(c, "pw");
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
     test_redis_int(&w.r, "CLIENT KILL USER user1");
     test_run_for(w.loop, 200);
-    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     leash_client_free(c);
     /* Refused logins: a wrong password, and the right one for another user. */
-    ft_options(&o, w.r.port, 500);
+    fx_fault_options(&o, w.r.port, 500);
     o.username = "user1";
     o.password = PW "-wrong";
-    c = ft_client_opts(w.loop, &o);
+    c = fx_client_opts(w.loop, &o);
     l = leash_lock_new(c, "pw");
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_EAUTH);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_EAUTH);
     leash_client_free(c);
     o.username = NULL;
     o.password = PW;
-    c = ft_client_opts(w.loop, &o);
+    c = fx_client_opts(w.loop, &o);
     l = leash_lock_new(c, "pw");
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
     leash_client_free(c);
-    CHECK(ft_log_contains("AUTH refused"));
-    CHECK(!ft_log_contains("S3cr3t"));
+    CHECK(fx_log_contains("AUTH refused"));
+    CHECK(!fx_log_contains("S3cr3t"));
     s_down(&w);
 }
 
@@ -193,15 +193,15 @@ TEST(owner_tokens_are_never_shared) {
     redisReply *r;
 
     s_up(&w, NULL, NULL);
-    c1 = ft_client(w.loop, w.r.port, 2000);
-    c2 = ft_client(w.loop, w.r.port, 2000);
+    c1 = fx_fault_client(w.loop, w.r.port, 2000);
+    c2 = fx_fault_client(w.loop, w.r.port, 2000);
     l[0] = leash_lock_new(c1, "tok");
     l[1] = leash_lock_new(c2, "tok");
     l[2] = leash_lock_new(c1, "tok2");
     l[3] = leash_lock_new(c2, "tok2");
     for (i = 0; i < 200; i++) {
         for (j = 0; j < 4; j++) {
-            CHECK_EQ_INT(ft_acquire(w.loop, l[j], 1000, 3000), LEASH_OK);
+            CHECK_EQ_INT(fx_acquire_sync(w.loop, l[j], 1000, 3000), LEASH_OK);
             /* The token Redis holds is the handle's, 128 random bits. */
             r = test_redis_cmd(&w.r, "GET %s", j < 2 ? "leash:tok" : "leash:tok2");
             CHECK(r != NULL && r->type == REDIS_REPLY_STRING && r->len > 33);
@@ -212,7 +212,7 @@ TEST(owner_tokens_are_never_shared) {
                 CHECK_MSG(strcmp(seen[k], r->str) != 0, "token %s used twice", seen[k]);
             snprintf(seen[n++], sizeof seen[0], "%s", r->str);
             freeReplyObject(r);
-            CHECK_EQ_INT(ft_release(w.loop, l[j], 3000), LEASH_OK);
+            CHECK_EQ_INT(fx_release_sync(w.loop, l[j], 3000), LEASH_OK);
         }
     }
     leash_client_free(c1);
@@ -235,19 +235,19 @@ TEST(forged_or_stale_tokens_never_release_someone_elses_hold) {
     sworld w;
     leash_client *c;
     leash_lock *old, *holder;
-    ft_result lost = {0};
+    fx_result lost = {0};
     char stale[LEASH__TOKEN_LEN + 1], forged[LEASH__TOKEN_LEN + 1];
 
     s_up(&w, NULL, NULL);
-    c = ft_client(w.loop, w.r.port, 300);
+    c = fx_fault_client(w.loop, w.r.port, 300);
     old = leash_lock_new(c, "victim");
     holder = leash_lock_new(c, "victim");
-    leash_on_lost(holder, ft_lost_cb, &lost);
+    leash_on_lost(holder, fx_lost_cb, &lost);
     /* A stale token: a hold that was released before the current one. */
-    CHECK_EQ_INT(ft_acquire(w.loop, old, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, old, 0, 3000), LEASH_OK);
     memcpy(stale, old->hold.token, sizeof stale);
-    CHECK_EQ_INT(ft_release(w.loop, old, 3000), LEASH_OK);
-    CHECK_EQ_INT(ft_acquire(w.loop, holder, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, old, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 3000), LEASH_OK);
     CHECK_EQ_INT(leash__token_new(forged), 0);
 
     /* By hand: "not ours" (-1) for the stale, the forged and the empty
@@ -263,21 +263,21 @@ TEST(forged_or_stale_tokens_never_release_someone_elses_hold) {
     old->hold.count = 1;
     old->hold.lease_ms = 300;
     old->hold.deadline = test_now_ms() + 300;
-    CHECK_EQ_INT(ft_release(w.loop, old, 3000), LEASH_ENOTHELD);
+    CHECK_EQ_INT(fx_release_sync(w.loop, old, 3000), LEASH_ENOTHELD);
     /* and one with the stale token: not ours either, and still nothing of
      * the holder's is touched */
     memcpy(old->hold.token, stale, sizeof stale);
     old->state = LEASH__MUTEX_HELD;
     old->hold.count = 1;
     old->hold.deadline = test_now_ms() + 300;
-    CHECK_EQ_INT(ft_release(w.loop, old, 3000), LEASH_ENOTHELD);
+    CHECK_EQ_INT(fx_release_sync(w.loop, old, 3000), LEASH_ENOTHELD);
 
     /* The holder renews on, untouched, for several leases. */
     test_run_for(w.loop, 900);
     CHECK_EQ_INT(lost.calls, 0);
     CHECK(leash_held(holder));
     CHECK(holds_with(&w.r, holder->hold.token));
-    CHECK_EQ_INT(ft_release(w.loop, holder, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 3000), LEASH_OK);
     leash_client_free(c);
     s_down(&w);
 }
@@ -293,15 +293,15 @@ TEST(lock_names_cannot_inject_commands) {
     r = test_redis_cmd(&w.r, "SET canary alive");
     CHECK(r != NULL);
     freeReplyObject(r);
-    c = ft_client(w.loop, w.r.port, 1000);
+    c = fx_fault_client(w.loop, w.r.port, 1000);
     l = leash_lock_new(c, name);
     CHECK(l != NULL);
-    CHECK_EQ_INT(ft_acquire(w.loop, l, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
     CHECK_EQ_INT(test_redis_int(&w.r, "EXISTS %b", "leash:x\r\n*1\r\n$8\r\nFLUSHALL\r\n ",
                                 sizeof name - 1 + 6),
                  1);
     CHECK_EQ_INT(test_redis_int(&w.r, "EXISTS canary"), 1);
-    CHECK_EQ_INT(ft_release(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     leash_client_free(c);
     s_down(&w);
 }
