@@ -34,6 +34,12 @@ int64_t test_now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void test_sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 static const test_case *current_case;
 
 const test_case *test_current(void) {
@@ -104,7 +110,7 @@ static int rm_entry(const char *path, const struct stat *st, int type, struct FT
     return 0;
 }
 
-static void remove_tree(const char *path) {
+void test_remove_tree(const char *path) {
     nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -312,7 +318,7 @@ int test_main(int argc, char **argv, const test_case *cases) {
     }
 
     if (run_dir[0]) {
-        remove_tree(run_dir);
+        test_remove_tree(run_dir);
         run_dir[0] = '\0';
     }
     printf("%d passed, %d failed\n", passed, failed);

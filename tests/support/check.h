@@ -73,6 +73,13 @@ const test_case *test_current(void);
  * made for this run and removes at the end, else $TMPDIR, else /tmp. */
 const char *test_tmpdir(void);
 
+/* Sleeps ms milliseconds, on through interrupting signals. */
+void test_sleep_ms(int ms);
+
+/* Removes path and, for a folder, everything below it, without following
+ * links; what cannot be removed stays, silently. */
+void test_remove_tree(const char *path);
+
 #if defined(__GNUC__) || defined(__clang__)
 #define TEST_NORETURN_ __attribute__((noreturn))
 #define TEST_PRINTF_(f, a) __attribute__((format(printf, f, a)))

@@ -6,19 +6,12 @@
 
 #include "check.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
-#include <unistd.h>
 
 #define DEFAULT_MASTERS 3
 #define DEFAULT_NODE_TIMEOUT_MS 500
@@ -26,9 +19,8 @@
 #define POLL_MS 20
 #define BUS_PORT_ATTEMPTS 3
 #define ADMIN_CONNECT_TIMEOUT_MS 1000
-#define ADMIN_COMMAND_TIMEOUT_MS 3000
-/* Below ADMIN_COMMAND_TIMEOUT_MS, so that a slow MIGRATE fails as such
- * rather than as a timed-out connection. */
+/* Below the 3 s command timeout of test_redis_connect_admin, so that a
+ * slow MIGRATE fails as such rather than as a timed-out connection. */
 #define MIGRATE_TIMEOUT_MS 2000
 #define MIGRATE_BATCH 100
 
@@ -45,37 +37,6 @@ static void say(const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stderr);
     fflush(stderr);
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static struct timeval ms_to_tv(int ms) {
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    return tv;
-}
-
-/* Free now, not reserved: a start that loses the port to someone else
- * fails and is tried again with another. */
-static int free_port(void) {
-    struct sockaddr_in sa;
-    socklen_t len = sizeof sa;
-    int fd, port = -1;
-
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
 }
 
 static int valid_node(const test_cluster *c, int node) {
@@ -169,104 +130,17 @@ int test_cluster_key_in_slot(int slot, const char *prefix, char *out, size_t cap
 
 /* ---- admin connections ---- */
 
-static void drop_admin(test_cluster_node *n) {
-    if (n->admin_) {
-        redisFree(n->admin_);
-        n->admin_ = NULL;
-    }
-}
-
-static redisContext *admin_connect(const test_cluster *c, const test_cluster_node *n) {
-    redisContext *ctx =
-        redisConnectWithTimeout("127.0.0.1", n->server.port, ms_to_tv(ADMIN_CONNECT_TIMEOUT_MS));
-    redisReply *reply;
-
-    if (!ctx)
+/* A command on the node's own cached admin connection (not the one of
+ * test_redis_cmd on its server). */
+static redisReply *node_request(test_cluster *c, int node, const test_redis_request *rq) {
+    if (!valid_node(c, node))
         return NULL;
-    if (ctx->err) {
-        redisFree(ctx);
-        return NULL;
-    }
-    redisSetTimeout(ctx, ms_to_tv(ADMIN_COMMAND_TIMEOUT_MS));
-    if (c->cfg.requirepass) {
-        reply = redisCommand(ctx, "AUTH %s", c->cfg.requirepass);
-        if (!reply || reply->type == REDIS_REPLY_ERROR) {
-            if (reply)
-                freeReplyObject(reply);
-            redisFree(ctx);
-            return NULL;
-        }
-        freeReplyObject(reply);
-    }
-    return ctx;
-}
-
-/* A command as a hiredis format or as an argument vector. */
-typedef struct request {
-    const char *fmt;
-    va_list *ap; /* the address of a va_list object, never of a parameter */
-    int argc;
-    const char **argv;
-    const size_t *lens;
-} request;
-
-static redisReply *send_request(redisContext *ctx, const request *rq) {
-    redisReply *reply;
-    va_list ap;
-
-    if (!rq->fmt)
-        return redisCommandArgv(ctx, rq->argc, rq->argv, rq->lens);
-    va_copy(ap, *rq->ap);
-    reply = redisvCommand(ctx, rq->fmt, ap);
-    va_end(ap);
-    return reply;
-}
-
-/* A timeout is not a broken connection: sending again would only wait
- * again. */
-static int connection_broke(const redisContext *ctx, int err_no) {
-    if (ctx->err == REDIS_ERR_EOF)
-        return 1;
-    return ctx->err == REDIS_ERR_IO && err_no != EAGAIN && err_no != EWOULDBLOCK;
-}
-
-static redisReply *node_request(test_cluster *c, int node, const request *rq) {
-    test_cluster_node *n;
-    redisReply *reply;
-    int retry, err_no;
-
-    if (!test_cluster_alive(c, node))
-        return NULL;
-    n = &c->node[node];
-    if (n->admin_ && n->admin_->err)
-        drop_admin(n);
-    /* Only a cached connection may be stale (the node was restarted); a
-     * fresh one that fails is not retried. */
-    retry = n->admin_ != NULL;
-    if (!n->admin_)
-        n->admin_ = admin_connect(c, n);
-    if (!n->admin_)
-        return NULL;
-    errno = 0;
-    reply = send_request(n->admin_, rq);
-    err_no = errno;
-    if (!reply) {
-        retry = retry && connection_broke(n->admin_, err_no);
-        drop_admin(n);
-        if (retry) {
-            n->admin_ = admin_connect(c, n);
-            if (n->admin_) {
-                reply = send_request(n->admin_, rq);
-                if (!reply)
-                    drop_admin(n);
-            }
-        }
-    }
-    return reply;
+    return test_redis_send(&c->node[node].server, &c->node[node].admin_, ADMIN_CONNECT_TIMEOUT_MS,
+                           rq);
 }
 
 redisReply *test_cluster_cmd(test_cluster *c, int node, const char *fmt, ...) {
-    request rq = {fmt, NULL, 0, NULL, NULL};
+    test_redis_request rq = {fmt, NULL, 0, NULL, NULL};
     redisReply *reply;
     va_list ap;
 
@@ -278,20 +152,15 @@ redisReply *test_cluster_cmd(test_cluster *c, int node, const char *fmt, ...) {
 }
 
 long long test_cluster_int(test_cluster *c, int node, const char *fmt, ...) {
-    request rq = {fmt, NULL, 0, NULL, NULL};
+    test_redis_request rq = {fmt, NULL, 0, NULL, NULL};
     redisReply *reply;
-    long long v = -1;
     va_list ap;
 
     va_start(ap, fmt);
     rq.ap = &ap;
     reply = node_request(c, node, &rq);
     va_end(ap);
-    if (reply && reply->type == REDIS_REPLY_INTEGER)
-        v = reply->integer;
-    if (reply)
-        freeReplyObject(reply);
-    return v;
+    return test_redis_int_reply(reply);
 }
 
 /* 0 when the reply is +OK; else -1, with the error said. The reply is
@@ -583,7 +452,7 @@ static int wait_for(test_cluster *c, int want, settled_fn more, void *arg, const
         }
         if (test_now_ms() >= deadline)
             break;
-        sleep_ms(POLL_MS);
+        test_sleep_ms(POLL_MS);
     }
     say("%s: gave up after %lld ms: %s", what, (long long)(test_now_ms() - start), why);
     free(views);
@@ -599,16 +468,6 @@ int test_cluster_wait_down(test_cluster *c) {
 }
 
 /* ---- starting nodes ---- */
-
-static void put_quoted(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
 
 /* The cluster part of a node's config, for test_redis_config.extra. */
 static char *node_config(const test_cluster *c, int bus_port) {
@@ -636,11 +495,8 @@ static char *node_config(const test_cluster *c, int bus_port) {
     /* A master stopped with SIGTERM would wait up to 10 s for lagging
      * replicas. */
     fputs("shutdown-on-sigterm now\n", f);
-    if (c->cfg.requirepass) {
-        fputs("masterauth ", f);
-        put_quoted(f, c->cfg.requirepass);
-        fputc('\n', f);
-    }
+    if (c->cfg.requirepass)
+        test_redis_put_config(f, "masterauth", c->cfg.requirepass);
     if (c->cfg.extra)
         fprintf(f, "%s\n", c->cfg.extra);
     if (fclose(f) != 0) {
@@ -677,7 +533,7 @@ static int start_node(test_cluster *c) {
      * the same config: a bus port taken meanwhile needs a new config. */
     for (attempt = 0; attempt < BUS_PORT_ATTEMPTS; attempt++) {
         test_redis_config rc;
-        int bus = free_port();
+        int bus = test_redis_free_port();
         char *extra = bus > 0 ? node_config(c, bus) : NULL;
         int rc_start;
 
@@ -828,7 +684,7 @@ void test_cluster_stop(test_cluster *c) {
         }
     }
     for (i = 0; i < TEST_CLUSTER_MAX_NODES; i++) {
-        drop_admin(&c->node[i]);
+        test_redis_close_admin(&c->node[i].admin_);
         test_redis_stop(&c->node[i].server);
     }
     for (s = 0; s < sizeof c->strings_ / sizeof c->strings_[0]; s++)
@@ -909,7 +765,7 @@ int test_cluster_kill_nodes(test_cluster *c, const int *nodes, int n) {
         }
     }
     for (i = 0; i < n; i++) {
-        drop_admin(&c->node[nodes[i]]);
+        test_redis_close_admin(&c->node[nodes[i]].admin_);
         test_redis_kill(&c->node[nodes[i]].server);
     }
     return wait_for(c, W_DEAD, NULL, NULL, "kill");
@@ -930,7 +786,7 @@ int test_cluster_restart_nodes(test_cluster *c, const int *nodes, int n) {
         }
     }
     for (i = 0; i < n; i++) {
-        drop_admin(&c->node[nodes[i]]);
+        test_redis_close_admin(&c->node[nodes[i]].admin_);
         if (test_redis_restart(&c->node[nodes[i]].server) != 0) {
             say("restart: node %d did not come up again", nodes[i]);
             return -1;
@@ -1066,7 +922,7 @@ static int migrate_keys(test_cluster *c, int from, int to, const redisReply *key
     size_t *lens;
     char port[16], timeout[16];
     redisReply *reply;
-    request rq;
+    test_redis_request rq;
     int rc;
 
     /* MIGRATE host port "" 0 timeout REPLACE AUTH password KEYS: 10. */

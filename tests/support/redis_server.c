@@ -1,5 +1,5 @@
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* prctl, mkdtemp, nftw, syscall */
+#define _GNU_SOURCE /* prctl, mkdtemp, syscall */
 #endif
 
 #include "redis_server.h"
@@ -10,7 +10,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -32,12 +31,6 @@
 #define START_ATTEMPTS 5
 #define ADMIN_CONNECT_TIMEOUT_MS 2000
 #define ADMIN_COMMAND_TIMEOUT_MS 3000
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
 
 static struct timeval ms_to_tv(int ms) {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
@@ -67,7 +60,7 @@ static const char *redis_binary(void) {
 
 /* The port is free now; nothing keeps it free until Redis binds it, which
  * is why a start that fails is tried again on another port. */
-static int free_port(void) {
+int test_redis_free_port(void) {
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
     int fd, port = -1;
@@ -86,32 +79,20 @@ static int free_port(void) {
     return port;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st;
-    (void)type;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-static void remove_tree(const char *path) {
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static void path_in_dir(const test_redis *r, const char *name, char *out, size_t cap) {
     snprintf(out, cap, "%s/%s", r->dir, name);
 }
 
 /* Redis reads a config argument in double quotes with C-like escapes, so
  * paths and passwords survive spaces and quotes. */
-static void put_quoted(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
+void test_redis_put_config(FILE *f, const char *name, const char *value) {
+    fprintf(f, "%s \"", name);
+    for (; *value; value++) {
+        if (*value == '"' || *value == '\\')
             fputc('\\', f);
-        fputc(*s, f);
+        fputc(*value, f);
     }
-    fputc('"', f);
+    fputs("\"\n", f);
 }
 
 static int write_config(const test_redis *r) {
@@ -126,21 +107,14 @@ static int write_config(const test_redis *r) {
         return -1;
     fprintf(f, "port %d\nbind 127.0.0.1\n", r->port);
     if (r->unix_path[0]) {
-        fputs("unixsocket ", f);
-        put_quoted(f, r->unix_path);
-        fputs("\nunixsocketperm 700\n", f);
+        test_redis_put_config(f, "unixsocket", r->unix_path);
+        fputs("unixsocketperm 700\n", f);
     }
     fputs("save \"\"\nappendonly no\ndaemonize no\nprotected-mode no\n", f);
-    fputs("dir ", f);
-    put_quoted(f, r->dir);
-    fputs("\nlogfile ", f);
-    put_quoted(f, log);
-    fputc('\n', f);
-    if (r->cfg.requirepass) {
-        fputs("requirepass ", f);
-        put_quoted(f, r->cfg.requirepass);
-        fputc('\n', f);
-    }
+    test_redis_put_config(f, "dir", r->dir);
+    test_redis_put_config(f, "logfile", log);
+    if (r->cfg.requirepass)
+        test_redis_put_config(f, "requirepass", r->cfg.requirepass);
     if (r->cfg.acl_user)
         fprintf(f, "user %s\n", r->cfg.acl_user);
     if (r->cfg.extra)
@@ -253,11 +227,11 @@ static redisContext *connect_raw(const test_redis *r, int timeout_ms) {
     return c;
 }
 
-/* A connection for test_redis_cmd: authenticated when the server has a
- * password, and with a command timeout so that a frozen server fails the
- * command instead of hanging the test. */
-static redisContext *connect_admin(const test_redis *r) {
-    redisContext *c = connect_raw(r, ADMIN_CONNECT_TIMEOUT_MS);
+/* Authenticated when the server has a password, and with a command
+ * timeout so that a frozen server fails the command instead of hanging the
+ * test. */
+redisContext *test_redis_connect_admin(const test_redis *r, int connect_timeout_ms) {
+    redisContext *c = connect_raw(r, connect_timeout_ms);
     redisReply *reply;
 
     if (!c)
@@ -305,14 +279,14 @@ static int wait_ready(test_redis *r) {
         }
         if (test_now_ms() >= deadline)
             return -1;
-        sleep_ms(5);
+        test_sleep_ms(5);
     }
 }
 
-static void drop_admin(test_redis *r) {
-    if (r->admin_) {
-        redisFree(r->admin_);
-        r->admin_ = NULL;
+void test_redis_close_admin(redisContext **admin) {
+    if (*admin) {
+        redisFree(*admin);
+        *admin = NULL;
     }
 }
 
@@ -406,7 +380,7 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
 
     for (attempt = 0; attempt < START_ATTEMPTS; attempt++) {
         if (!cfg->unix_socket) {
-            r->port = free_port();
+            r->port = test_redis_free_port();
             if (r->port <= 0) {
                 fprintf(stderr, "test_redis_start: no free port: %s\n", strerror(errno));
                 break;
@@ -434,7 +408,7 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
 void test_redis_stop(test_redis *r) {
     size_t i;
 
-    drop_admin(r);
+    test_redis_close_admin(&r->admin_);
     if (r->pid > 0) {
         int64_t deadline = test_now_ms() + STOP_TIMEOUT_MS;
         pid_t w;
@@ -443,21 +417,21 @@ void test_redis_stop(test_redis *r) {
         /* A frozen server would sit on the SIGTERM. */
         kill(r->pid, SIGCONT);
         while ((w = waitpid(r->pid, NULL, WNOHANG)) == 0 && test_now_ms() < deadline)
-            sleep_ms(5);
+            test_sleep_ms(5);
         if (w == 0) {
             kill(r->pid, SIGKILL);
             reap(r->pid);
         }
     }
     if (r->dir[0])
-        remove_tree(r->dir);
+        test_remove_tree(r->dir);
     for (i = 0; i < sizeof r->strings_ / sizeof r->strings_[0]; i++)
         free(r->strings_[i]);
     memset(r, 0, sizeof *r);
 }
 
 int test_redis_kill(test_redis *r) {
-    drop_admin(r);
+    test_redis_close_admin(&r->admin_);
     if (r->pid <= 0)
         return -1;
     kill(r->pid, SIGKILL);
@@ -474,12 +448,12 @@ int test_redis_restart(test_redis *r) {
         return -1;
     if (r->pid > 0)
         test_redis_kill(r);
-    drop_admin(r);
+    test_redis_close_admin(&r->admin_);
     /* An empty start also when the test's config turned persistence on. */
     path_in_dir(r, "dump.rdb", path, sizeof path);
     unlink(path);
     path_in_dir(r, "appendonlydir", path, sizeof path);
-    remove_tree(path);
+    test_remove_tree(path);
     if (r->unix_path[0])
         unlink(r->unix_path);
 
@@ -490,7 +464,7 @@ int test_redis_restart(test_redis *r) {
             return 0;
         if (!exited)
             break;
-        sleep_ms(100);
+        test_sleep_ms(100);
     }
     fprintf(stderr, "test_redis_restart: %s did not come up again\n", redis_binary());
     print_log_tail(r);
@@ -526,7 +500,7 @@ void test_redis_freeze(test_redis *r) {
     /* The stop is asynchronous; the test's next step assumes it took. */
     deadline = test_now_ms() + 1000;
     while (proc_state(r->pid) != 'T' && test_now_ms() < deadline)
-        sleep_ms(1);
+        test_sleep_ms(1);
 }
 
 void test_redis_thaw(test_redis *r) {
@@ -542,66 +516,85 @@ static int connection_broke(const redisContext *c, int err_no) {
     return c->err == REDIS_ERR_IO && err_no != EAGAIN && err_no != EWOULDBLOCK;
 }
 
-static redisReply *vcmd(test_redis *r, const char *fmt, va_list ap) {
+static redisReply *send_request(redisContext *c, const test_redis_request *rq) {
     redisReply *reply;
-    va_list again;
+    va_list ap;
+
+    if (!rq->fmt)
+        return redisCommandArgv(c, rq->argc, rq->argv, rq->lens);
+    va_copy(ap, *rq->ap);
+    reply = redisvCommand(c, rq->fmt, ap);
+    va_end(ap);
+    return reply;
+}
+
+redisReply *test_redis_send(test_redis *r, redisContext **admin, int connect_timeout_ms,
+                            const test_redis_request *rq) {
+    redisReply *reply;
     int err_no, retry;
 
     if (r->pid <= 0)
         return NULL;
-    if (r->admin_ && r->admin_->err)
-        drop_admin(r);
-    retry = r->admin_ != NULL; /* a fresh connection is not retried */
-    if (!r->admin_)
-        r->admin_ = connect_admin(r);
-    if (!r->admin_)
+    if (*admin && (*admin)->err)
+        test_redis_close_admin(admin);
+    retry = *admin != NULL; /* a fresh connection is not retried */
+    if (!*admin)
+        *admin = test_redis_connect_admin(r, connect_timeout_ms);
+    if (!*admin)
         return NULL;
 
-    va_copy(again, ap);
     errno = 0;
-    reply = redisvCommand(r->admin_, fmt, ap);
+    reply = send_request(*admin, rq);
     err_no = errno;
     if (!reply) {
         /* The cached connection may be to a server since killed or
          * restarted; only a reply on a new one tells. */
-        retry = retry && connection_broke(r->admin_, err_no);
-        drop_admin(r);
+        retry = retry && connection_broke(*admin, err_no);
+        test_redis_close_admin(admin);
         if (retry) {
-            r->admin_ = connect_admin(r);
-            if (r->admin_) {
-                reply = redisvCommand(r->admin_, fmt, again);
+            *admin = test_redis_connect_admin(r, connect_timeout_ms);
+            if (*admin) {
+                reply = send_request(*admin, rq);
                 if (!reply)
-                    drop_admin(r);
+                    test_redis_close_admin(admin);
             }
         }
     }
-    va_end(again);
     return reply;
 }
 
-redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...) {
-    redisReply *reply;
-    va_list ap;
-
-    va_start(ap, fmt);
-    reply = vcmd(r, fmt, ap);
-    va_end(ap);
-    return reply;
-}
-
-long long test_redis_int(test_redis *r, const char *fmt, ...) {
-    redisReply *reply;
+long long test_redis_int_reply(redisReply *reply) {
     long long v = -1;
-    va_list ap;
 
-    va_start(ap, fmt);
-    reply = vcmd(r, fmt, ap);
-    va_end(ap);
     if (reply && reply->type == REDIS_REPLY_INTEGER)
         v = reply->integer;
     if (reply)
         freeReplyObject(reply);
     return v;
+}
+
+redisReply *test_redis_cmd(test_redis *r, const char *fmt, ...) {
+    test_redis_request rq = {fmt, NULL, 0, NULL, NULL};
+    redisReply *reply;
+    va_list ap;
+
+    va_start(ap, fmt);
+    rq.ap = &ap;
+    reply = test_redis_send(r, &r->admin_, ADMIN_CONNECT_TIMEOUT_MS, &rq);
+    va_end(ap);
+    return reply;
+}
+
+long long test_redis_int(test_redis *r, const char *fmt, ...) {
+    test_redis_request rq = {fmt, NULL, 0, NULL, NULL};
+    redisReply *reply;
+    va_list ap;
+
+    va_start(ap, fmt);
+    rq.ap = &ap;
+    reply = test_redis_send(r, &r->admin_, ADMIN_CONNECT_TIMEOUT_MS, &rq);
+    va_end(ap);
+    return test_redis_int_reply(reply);
 }
 
 long long test_redis_calls(test_redis *r, const char *command) {

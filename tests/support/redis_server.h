@@ -19,6 +19,8 @@
 #ifndef LEASH_TESTS_REDIS_SERVER_H
 #define LEASH_TESTS_REDIS_SERVER_H
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <hiredis/hiredis.h>
@@ -90,6 +92,49 @@ long long test_redis_int(test_redis *r, const char *fmt, ...);
  * "client|setname" for a subcommand), 0 if it has none, -1 on failure.
  * CONFIG RESETSTAT sets them all back to 0. */
 long long test_redis_calls(test_redis *r, const char *command);
+
+/* ---- pieces for harnesses built on these servers (redis_cluster.c) ---- */
+
+/* A free TCP port of 127.0.0.1, or -1. Free now, not reserved: until the
+ * server binds it another process may take it, so a start that fails is
+ * worth another try with another port. */
+int test_redis_free_port(void);
+
+/* Writes the config line `name "value"`: the value in double quotes with
+ * '"' and '\\' escaped (Redis reads C-like escapes there), so that paths
+ * and passwords survive spaces and quotes. */
+void test_redis_put_config(FILE *f, const char *name, const char *value);
+
+/* A command as a hiredis format with its arguments, or, with fmt NULL, as
+ * an argument vector (redisCommandArgv). */
+typedef struct test_redis_request {
+    const char *fmt;
+    va_list *ap; /* the address of a va_list object, never of a parameter */
+    int argc;
+    const char **argv;
+    const size_t *lens;
+} test_redis_request;
+
+/* A blocking connection to r for the harness' own commands: connected
+ * within connect_timeout_ms, commands time out after 3 s (a frozen server
+ * fails the command instead of hanging the test), authenticated with
+ * r's requirepass when set. NULL on failure. */
+redisContext *test_redis_connect_admin(const test_redis *r, int connect_timeout_ms);
+
+/* rq on the connection cached in *admin, which is opened with
+ * test_redis_connect_admin(r, connect_timeout_ms) when there is none. A
+ * cached connection that broke (not one that timed out) is replaced and
+ * rq sent once more; a failed connection is freed and *admin set to NULL.
+ * NULL when r is not running or on failure; the caller frees the reply.
+ * test_redis_cmd is this on r's own connection. */
+redisReply *test_redis_send(test_redis *r, redisContext **admin, int connect_timeout_ms,
+                            const test_redis_request *rq);
+
+/* Frees the connection cached in *admin, if any, and sets it to NULL. */
+void test_redis_close_admin(redisContext **admin);
+
+/* The integer of reply, -1 for any other reply or NULL; frees reply. */
+long long test_redis_int_reply(redisReply *reply);
 
 #ifdef __cplusplus
 }
