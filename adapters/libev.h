@@ -9,10 +9,10 @@
  *     ev_run(loop, 0);
  *
  * Header-only, so it compiles with your own libev settings (EV_MULTIPLICITY).
- * The Redis sockets are watched by hiredis's own libev adapter. leash's
- * timers do not keep the loop alive by themselves (ev_unref) except while a
- * waiting acquire needs them; the hiredis connections do, as with any
- * hiredis client: free the client (or ev_break) to leave ev_run.
+ * The Redis sockets are ev_io watchers, leash's timers ev_timer watchers of
+ * the same loop. The timers do not keep the loop alive by themselves
+ * (ev_unref) except while a waiting acquire needs them; the sockets do, as
+ * with any network client: free the client (or ev_break) to leave ev_run.
  */
 #ifndef LEASH_ADAPTERS_LIBEV_H
 #define LEASH_ADAPTERS_LIBEV_H
@@ -20,9 +20,6 @@
 #include <stdlib.h>
 
 #include <ev.h>
-#include <hiredis/adapters/libev.h>
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
 
 #include <leash/leash.h>
 #include <leash/loop.h>
@@ -35,19 +32,16 @@ typedef struct leash_libev_timer {
     int unref; /* 1 while started with keep_alive = 0 */
 } leash_libev_timer;
 
+typedef struct leash_libev_io {
+    ev_io watcher; /* first member: the callback casts back */
+    struct ev_loop *loop;
+    leash_io_fn *fn;
+    void *arg;
+} leash_libev_io;
+
 typedef struct leash_libev {
     struct ev_loop *loop;
 } leash_libev;
-
-static inline int leash_libev_attach_context_(void *data, struct redisAsyncContext *ac) {
-    leash_libev *a = (leash_libev *)data;
-#if EV_MULTIPLICITY
-    return redisLibevAttach(a->loop, ac) == REDIS_OK ? 0 : -1;
-#else
-    (void)a;
-    return redisLibevAttach(ac) == REDIS_OK ? 0 : -1;
-#endif
-}
 
 static inline void leash_libev_timer_fired_(EV_P_ ev_timer *w, int revents) {
     leash_libev_timer *t = (leash_libev_timer *)w;
@@ -110,6 +104,47 @@ static inline void leash_libev_cleanup_(void *data) {
     free(data);
 }
 
+static inline void leash_libev_io_fired_(EV_P_ ev_io *w, int revents) {
+    leash_libev_io *io = (leash_libev_io *)w;
+#if EV_MULTIPLICITY
+    (void)loop;
+#endif
+    io->fn(io->arg,
+           ((revents & EV_READ) ? LEASH_IO_READ : 0) | ((revents & EV_WRITE) ? LEASH_IO_WRITE : 0));
+}
+
+static inline void *leash_libev_io_new_(void *data, int fd, leash_io_fn *fn, void *arg) {
+    leash_libev *a = (leash_libev *)data;
+    leash_libev_io *io = (leash_libev_io *)calloc(1, sizeof(*io));
+    if (io == NULL)
+        return NULL;
+    ev_io_init(&io->watcher, leash_libev_io_fired_, fd, 0);
+    io->loop = a->loop;
+    io->fn = fn;
+    io->arg = arg;
+    return io;
+}
+
+static inline void leash_libev_io_set_(void *data, void *watcher, int events) {
+    leash_libev_io *io = (leash_libev_io *)watcher;
+#if EV_MULTIPLICITY
+    struct ev_loop *loop = io->loop;
+#endif
+    (void)data;
+    ev_io_stop(EV_A_ & io->watcher);
+    if (events == 0)
+        return;
+    ev_io_set(&io->watcher, io->watcher.fd,
+              ((events & LEASH_IO_READ) ? EV_READ : 0) |
+                  ((events & LEASH_IO_WRITE) ? EV_WRITE : 0));
+    ev_io_start(EV_A_ & io->watcher);
+}
+
+static inline void leash_libev_io_free_(void *data, void *watcher) {
+    leash_libev_io_set_(data, watcher, 0);
+    free(watcher);
+}
+
 /*
  * Binds client c to a libev loop and starts connecting.
  * Returns LEASH_OK, LEASH_EINVAL (NULL loop or client), LEASH_ESTATE (already
@@ -136,12 +171,14 @@ static inline int leash_libev_attach(EV_P_ leash_client *c) {
 #endif
     leash_loop_init(&hooks);
     hooks.data = a;
-    hooks.attach = leash_libev_attach_context_;
     hooks.timer_new = leash_libev_timer_new_;
     hooks.timer_start = leash_libev_timer_start_;
     hooks.timer_stop = leash_libev_timer_stop_;
     hooks.timer_free = leash_libev_timer_free_;
     hooks.cleanup = leash_libev_cleanup_;
+    hooks.io_new = leash_libev_io_new_;
+    hooks.io_set = leash_libev_io_set_;
+    hooks.io_free = leash_libev_io_free_;
     rc = leash_client_attach_loop(c, &hooks);
     if (rc != LEASH_OK)
         free(a);

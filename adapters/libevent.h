@@ -10,8 +10,8 @@
  *
  * Header-only, like hiredis's adapters: it compiles against the libevent
  * headers of your program and links nothing into libleash. The Redis sockets
- * are watched by hiredis's own libevent adapter (redisLibeventAttach); leash's
- * timers are one-shot evtimer events on the same base. Every hook runs on the
+ * are persistent read/write events, leash's timers one-shot evtimer events,
+ * on the same base. Every hook runs on the
  * thread that runs the base.
  *
  * Keeping the loop alive. libevent has no ev_unref or uv_unref: a pending
@@ -20,7 +20,7 @@
  * a leash timer that is armed (a renewal, a reconnect back-off, a lingering
  * subscription) keeps event_base_dispatch() running like any other event.
  * In practice this changes little: as long as a connection to Redis is up,
- * hiredis keeps a read event pending on it, which holds every loop (libev and
+ * leash keeps a read event pending on it, which holds every loop (libev and
  * libuv too) until the client is freed. The difference shows while Redis is
  * unreachable: with libev or libuv an otherwise idle program returns from its
  * loop during the outage, with libevent it keeps running and reconnects. To
@@ -50,9 +50,6 @@
 #include <stdlib.h>
 
 #include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
 
 #include <leash/leash.h>
 #include <leash/loop.h>
@@ -63,14 +60,17 @@ typedef struct leash_libevent_timer {
     void *arg;
 } leash_libevent_timer;
 
+typedef struct leash_libevent_io {
+    struct event *event; /* persistent; re-assigned when its events change */
+    struct event_base *base;
+    evutil_socket_t fd;
+    leash_io_fn *fn;
+    void *arg;
+} leash_libevent_io;
+
 typedef struct leash_libevent {
     struct event_base *base;
 } leash_libevent;
-
-static inline int leash_libevent_attach_context_(void *data, struct redisAsyncContext *ac) {
-    leash_libevent *a = (leash_libevent *)data;
-    return redisLibeventAttach(ac, a->base) == REDIS_OK ? 0 : -1;
-}
 
 static inline void leash_libevent_timer_fired_(evutil_socket_t fd, short what, void *arg) {
     leash_libevent_timer *t = (leash_libevent_timer *)arg;
@@ -125,6 +125,51 @@ static inline void leash_libevent_cleanup_(void *data) {
     free(data);
 }
 
+static inline void leash_libevent_io_fired_(evutil_socket_t fd, short what, void *arg) {
+    leash_libevent_io *io = (leash_libevent_io *)arg;
+    (void)fd;
+    io->fn(io->arg,
+           ((what & EV_READ) ? LEASH_IO_READ : 0) | ((what & EV_WRITE) ? LEASH_IO_WRITE : 0));
+}
+
+static inline void *leash_libevent_io_new_(void *data, int fd, leash_io_fn *fn, void *arg) {
+    leash_libevent *a = (leash_libevent *)data;
+    leash_libevent_io *io = (leash_libevent_io *)calloc(1, sizeof(*io));
+    if (io == NULL)
+        return NULL;
+    io->event = event_new(a->base, fd, EV_PERSIST, leash_libevent_io_fired_, io);
+    if (io->event == NULL) {
+        free(io);
+        return NULL;
+    }
+    io->base = a->base;
+    io->fd = fd;
+    io->fn = fn;
+    io->arg = arg;
+    return io;
+}
+
+static inline void leash_libevent_io_set_(void *data, void *watcher, int events) {
+    leash_libevent_io *io = (leash_libevent_io *)watcher;
+    short what = (short)(((events & LEASH_IO_READ) ? EV_READ : 0) |
+                         ((events & LEASH_IO_WRITE) ? EV_WRITE : 0));
+    (void)data;
+    event_del(io->event);
+    if (what == 0)
+        return;
+    /* A non-pending event may be assigned new events. */
+    event_assign(io->event, io->base, io->fd, (short)(what | EV_PERSIST), leash_libevent_io_fired_,
+                 io);
+    event_add(io->event, NULL);
+}
+
+static inline void leash_libevent_io_free_(void *data, void *watcher) {
+    leash_libevent_io *io = (leash_libevent_io *)watcher;
+    (void)data;
+    event_free(io->event); /* deletes it first if pending */
+    free(io);
+}
+
 /*
  * Binds client c to a libevent event_base and starts connecting.
  * Returns LEASH_OK, LEASH_EINVAL (NULL base or client), LEASH_ESTATE
@@ -144,12 +189,14 @@ static inline int leash_libevent_attach(struct event_base *base, leash_client *c
     a->base = base;
     leash_loop_init(&hooks);
     hooks.data = a;
-    hooks.attach = leash_libevent_attach_context_;
     hooks.timer_new = leash_libevent_timer_new_;
     hooks.timer_start = leash_libevent_timer_start_;
     hooks.timer_stop = leash_libevent_timer_stop_;
     hooks.timer_free = leash_libevent_timer_free_;
     hooks.cleanup = leash_libevent_cleanup_;
+    hooks.io_new = leash_libevent_io_new_;
+    hooks.io_set = leash_libevent_io_set_;
+    hooks.io_free = leash_libevent_io_free_;
     rc = leash_client_attach_loop(c, &hooks);
     if (rc != LEASH_OK)
         free(a);

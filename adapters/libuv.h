@@ -10,16 +10,16 @@
  *
  * Header-only, like hiredis's adapters: it compiles against the libuv headers
  * of your program and links nothing into libleash. The Redis sockets are
- * watched by hiredis's own libuv adapter (redisLibuvAttach, a uv_poll_t per
- * connection); leash's timers are uv_timer_t handles of the same loop. Every
+ * watched by uv_poll_t handles, leash's timers are uv_timer_t handles, of
+ * the same loop. Every
  * hook runs on the loop's thread.
  *
  * Keeping the loop alive. A leash timer is uv_unref'ed while the core says
  * that nothing of the user waits on it (a renewal, a reconnect back-off, a
  * lingering subscription) and uv_ref'ed while one does (a waiting acquire, a
  * command in flight), so leash's timers alone never keep uv_run() going. The
- * hiredis poll handles do, as with any hiredis client, as long as a
- * connection is open: free the client (or uv_stop) to leave uv_run().
+ * poll handles do, as with any network client, as long as a connection is
+ * open: free the client (or uv_stop) to leave uv_run().
  *
  * Closing. libuv closes a handle in two steps, uv_close() and then its close
  * callback on a later turn of the loop. A timer that the core frees is
@@ -27,7 +27,7 @@
  * close callback. The timers point to nothing of the adapter's state, which
  * is why leash_client_free() may release that state at once, from anywhere,
  * inside a leash callback included, while the handles are still closing.
- * hiredis closes its poll handles the same way. So after leash_client_free(),
+ * The poll handles close the same way. So after leash_client_free(),
  * let the loop turn once more (uv_run, which returns once they are closed, if
  * nothing else of yours is active) before uv_loop_close(), which otherwise
  * answers UV_EBUSY:
@@ -42,9 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/adapters/libuv.h>
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
 #include <uv.h>
 
 #include <leash/leash.h>
@@ -56,21 +53,15 @@ typedef struct leash_libuv_timer {
     void *arg;
 } leash_libuv_timer;
 
+typedef struct leash_libuv_io {
+    uv_poll_t handle; /* first member; handle.data points back here */
+    leash_io_fn *fn;
+    void *arg;
+} leash_libuv_io;
+
 typedef struct leash_libuv {
     uv_loop_t *loop;
 } leash_libuv;
-
-static inline int leash_libuv_attach_context_(void *data, struct redisAsyncContext *ac) {
-    leash_libuv *a = (leash_libuv *)data;
-    if (redisLibuvAttach(ac, a->loop) == REDIS_OK)
-        return 0;
-    /* Some hiredis versions set the hooks before they fail to allocate or to
-     * init the poll handle; the core's redisAsyncFree() would then call the
-     * cleanup hook on a NULL state. No state means nothing was attached. */
-    if (ac->ev.data == NULL)
-        memset(&ac->ev, 0, sizeof(ac->ev));
-    return -1;
-}
 
 static inline void leash_libuv_timer_fired_(uv_timer_t *handle) {
     leash_libuv_timer *t = (leash_libuv_timer *)handle->data;
@@ -79,7 +70,7 @@ static inline void leash_libuv_timer_fired_(uv_timer_t *handle) {
     t->fn(t->arg);
 }
 
-static inline void leash_libuv_timer_closed_(uv_handle_t *handle) {
+static inline void leash_libuv_handle_closed_(uv_handle_t *handle) {
     free(handle->data);
 }
 
@@ -120,7 +111,51 @@ static inline void leash_libuv_timer_free_(void *data, void *timer) {
     leash_libuv_timer *t = (leash_libuv_timer *)timer;
     (void)data;
     /* Stops it now; the memory goes in the close callback. */
-    uv_close((uv_handle_t *)&t->handle, leash_libuv_timer_closed_);
+    uv_close((uv_handle_t *)&t->handle, leash_libuv_handle_closed_);
+}
+
+static inline void leash_libuv_io_fired_(uv_poll_t *handle, int status, int events) {
+    leash_libuv_io *io = (leash_libuv_io *)handle->data;
+    /* An error (status < 0): let the core read and write, and so meet it. */
+    if (status < 0)
+        events = UV_READABLE | UV_WRITABLE;
+    io->fn(io->arg, ((events & UV_READABLE) ? LEASH_IO_READ : 0) |
+                        ((events & UV_WRITABLE) ? LEASH_IO_WRITE : 0));
+}
+
+static inline void *leash_libuv_io_new_(void *data, int fd, leash_io_fn *fn, void *arg) {
+    leash_libuv *a = (leash_libuv *)data;
+    leash_libuv_io *io = (leash_libuv_io *)calloc(1, sizeof(*io));
+    if (io == NULL)
+        return NULL;
+    if (uv_poll_init(a->loop, &io->handle, fd) != 0) {
+        free(io); /* a handle whose init failed is not in the loop */
+        return NULL;
+    }
+    io->handle.data = io;
+    io->fn = fn;
+    io->arg = arg;
+    return io;
+}
+
+static inline void leash_libuv_io_set_(void *data, void *watcher, int events) {
+    leash_libuv_io *io = (leash_libuv_io *)watcher;
+    (void)data;
+    if (events == 0)
+        uv_poll_stop(&io->handle);
+    else
+        uv_poll_start(&io->handle,
+                      ((events & LEASH_IO_READ) ? UV_READABLE : 0) |
+                          ((events & LEASH_IO_WRITE) ? UV_WRITABLE : 0),
+                      leash_libuv_io_fired_);
+}
+
+static inline void leash_libuv_io_free_(void *data, void *watcher) {
+    leash_libuv_io *io = (leash_libuv_io *)watcher;
+    (void)data;
+    /* Stops it now (before the core closes the fd); the memory goes in the
+     * close callback. */
+    uv_close((uv_handle_t *)&io->handle, leash_libuv_handle_closed_);
 }
 
 static inline void leash_libuv_cleanup_(void *data) {
@@ -147,12 +182,14 @@ static inline int leash_libuv_attach(uv_loop_t *loop, leash_client *c) {
     a->loop = loop;
     leash_loop_init(&hooks);
     hooks.data = a;
-    hooks.attach = leash_libuv_attach_context_;
     hooks.timer_new = leash_libuv_timer_new_;
     hooks.timer_start = leash_libuv_timer_start_;
     hooks.timer_stop = leash_libuv_timer_stop_;
     hooks.timer_free = leash_libuv_timer_free_;
     hooks.cleanup = leash_libuv_cleanup_;
+    hooks.io_new = leash_libuv_io_new_;
+    hooks.io_set = leash_libuv_io_set_;
+    hooks.io_free = leash_libuv_io_free_;
     rc = leash_client_attach_loop(c, &hooks);
     if (rc != LEASH_OK)
         free(a);

@@ -187,12 +187,12 @@ int leash_client_attach_loop(leash_client *c, const leash_loop *loop) {
                    leash_version());
         return LEASH_EINVAL;
     }
-    if (loop == NULL || loop->attach == NULL || loop->timer_new == NULL ||
-        loop->timer_start == NULL || loop->timer_stop == NULL || loop->timer_free == NULL ||
-        loop->cleanup == NULL) {
+    if (loop == NULL || loop->timer_new == NULL || loop->timer_start == NULL ||
+        loop->timer_stop == NULL || loop->timer_free == NULL || loop->cleanup == NULL ||
+        loop->io_new == NULL || loop->io_set == NULL || loop->io_free == NULL) {
         leash__log(&core->env.log, LEASH_LOG_ERROR,
                    "leash_client_attach_loop: the adapter leaves a hook NULL "
-                   "(attach, timer_new/start/stop/free and cleanup are all required)");
+                   "(timer_new/start/stop/free, cleanup and io_new/set/free are all required)");
         return LEASH_EINVAL;
     }
     if (core->env.freeing || core->env.attached || core->closing) {

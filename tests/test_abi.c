@@ -99,12 +99,14 @@ static void libev_hooks(leash_loop *l, struct ev_loop *loop) {
     CHECK(a != NULL);
     a->loop = loop;
     l->data = a;
-    l->attach = leash_libev_attach_context_;
     l->timer_new = leash_libev_timer_new_;
     l->timer_start = leash_libev_timer_start_;
     l->timer_stop = leash_libev_timer_stop_;
     l->timer_free = leash_libev_timer_free_;
     l->cleanup = leash_libev_cleanup_;
+    l->io_new = leash_libev_io_new_;
+    l->io_set = leash_libev_io_set_;
+    l->io_free = leash_libev_io_free_;
 }
 
 static leash_client *unattached_client(void) {

@@ -7,7 +7,10 @@
 
 #include <stdint.h>
 
-#include <leash/adapters/libev.h> /* <ev.h>, <leash/leash.h>, hiredis's libev adapter */
+#include <hiredis/adapters/libev.h> /* the workers' own Redis connection */
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <leash/adapters/libev.h> /* <ev.h>, <leash/leash.h> */
 
 typedef struct server_config {
     const char *redis_host;

@@ -4,7 +4,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include "wire/resp.h"
@@ -22,8 +21,6 @@ typedef struct node_sub {
     int wanted;
 } node_sub;
 
-static void on_sub_reply(redisAsyncContext *ac, void *r, void *privdata);
-
 static int send_sub(leash__node *n, const char *verb, const node_sub *s) {
     const char *argv[2] = {verb, s->e.key};
     size_t lens[2] = {strlen(verb), s->e.len}, len;
@@ -32,7 +29,7 @@ static int send_sub(leash__node *n, const char *verb, const node_sub *s) {
 
     if (buf == NULL)
         return -1;
-    rc = leash__conn_send_raw(&n->sub, on_sub_reply, buf, len, 1);
+    rc = leash__conn_send_raw(&n->sub, buf, len, 1);
     free(buf);
     return rc;
 }
@@ -101,39 +98,34 @@ static void on_unsubscribe(leash__node *n, node_sub *s) {
     sync_sub(n, s);
 }
 
-static void on_sub_reply(redisAsyncContext *ac, void *r, void *privdata) {
-    leash__conn *conn = ac->data;
-    redisReply *reply = r, *kind, *chan;
-    leash__node *n;
+/* A frame on the subscriber connection: [kind, channel, payload]. Anything
+ * else a server sends there is ignored. */
+static void on_sub_frame(leash__conn *conn, redisReply *reply) {
+    leash__node *n = conn->owner;
+    redisReply *kind, *chan;
     node_sub *s;
 
-    (void)privdata;
-    if (conn == NULL || conn->ac != ac || reply == NULL)
-        return;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
         reply->element[0]->type != REDIS_REPLY_STRING ||
         reply->element[1]->type != REDIS_REPLY_STRING)
         return;
     kind = reply->element[0];
     chan = reply->element[1];
-    n = conn->owner;
-    leash__env_enter(n->env);
     if (strcasecmp(kind->str, "message") == 0) {
         leash__conn_progress(conn, 0);
         if (reply->element[2]->type == REDIS_REPLY_STRING)
             n->hooks->message(n->owner, n, chan->str, chan->len, reply->element[2]->str,
                               reply->element[2]->len);
-    } else {
-        leash__conn_progress(conn, 1);
-        s = (node_sub *)leash__strmap_find(&n->subs, chan->str, chan->len);
-        if (s != NULL) {
-            if (strcasecmp(kind->str, "subscribe") == 0)
-                on_subscribe(n, s);
-            else if (strcasecmp(kind->str, "unsubscribe") == 0)
-                on_unsubscribe(n, s);
-        }
+        return;
     }
-    leash__env_leave(n->env);
+    leash__conn_progress(conn, 1);
+    s = (node_sub *)leash__strmap_find(&n->subs, chan->str, chan->len);
+    if (s == NULL)
+        return;
+    if (strcasecmp(kind->str, "subscribe") == 0)
+        on_subscribe(n, s);
+    else if (strcasecmp(kind->str, "unsubscribe") == 0)
+        on_unsubscribe(n, s);
 }
 
 static void on_sub_ready(leash__conn *conn) {
@@ -180,6 +172,7 @@ void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cf
     n->sub.owner = n;
     n->sub.on_ready = on_sub_ready;
     n->sub.on_down = on_sub_down;
+    n->sub.on_frame = on_sub_frame;
 }
 
 int leash__node_prepare(leash__node *n) {

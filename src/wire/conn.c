@@ -5,17 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <hiredis/sds.h>
 
 #include "base/clock.h"
 #include "base/token.h"
-#include "wire/guard.h"
 #include "wire/resp.h"
 #include "wire/script.h"
+#include "wire/sock.h"
 
-/* Handshake replies carry which command they answer as their privdata. */
+/* What each handshake reply answers, in the order they come. */
 enum {
     HS_AUTH = 1,
     HS_SELECT = 2,
@@ -30,7 +28,7 @@ enum {
 #define TRANSIENT_MAX_MS 400
 
 static void conn_arm(leash__conn *conn);
-static void conn_down(leash__conn *conn);
+static void conn_gone(leash__conn *conn);
 
 static const char *role_name(const leash__conn *conn) {
     return conn->role == LEASH__CONN_CMD ? "command" : "subscriber";
@@ -214,8 +212,6 @@ static void expire_queue(leash__conn *conn, int64_t now) {
 
 /* ---- sending ---- */
 
-static void on_cmd_reply(redisAsyncContext *ac, void *r, void *privdata);
-
 static void count_send(leash__conn *conn, unsigned replies) {
     if (conn->inflight == 0) {
         conn->last_progress = leash__now_ms();
@@ -228,7 +224,7 @@ static void count_send(leash__conn *conn, unsigned replies) {
 
 static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     stamp_cmd(conn, cmd);
-    if (redisAsyncFormattedCommand(conn->ac, on_cmd_reply, cmd, cmd->buf, cmd->len) != REDIS_OK)
+    if (leash__sock_write(conn->sock, cmd->buf, cmd->len) != 0)
         return -1;
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
     leash__list_insert_tail(&conn->sent, &cmd->link);
@@ -247,7 +243,7 @@ static void enqueue(leash__conn *conn, leash__cmd *cmd) {
 
 void leash__conn_send(leash__conn *conn, leash__cmd *cmd) {
     cmd->conn = conn;
-    if (conn->state == LEASH__CONN_READY && conn->ac != NULL && write_cmd(conn, cmd) == 0)
+    if (conn->state == LEASH__CONN_READY && conn->sock != NULL && write_cmd(conn, cmd) == 0)
         return;
     enqueue(conn, cmd);
 }
@@ -280,11 +276,10 @@ static void send_delayed(leash__conn *conn, int64_t now) {
     }
 }
 
-int leash__conn_send_raw(leash__conn *conn, void (*fn)(redisAsyncContext *, void *, void *),
-                         const char *buf, size_t len, unsigned replies) {
-    if (conn->state != LEASH__CONN_READY || conn->ac == NULL)
+int leash__conn_send_raw(leash__conn *conn, const char *buf, size_t len, unsigned replies) {
+    if (conn->state != LEASH__CONN_READY || conn->sock == NULL)
         return -1;
-    if (redisAsyncFormattedCommand(conn->ac, fn, NULL, buf, len) != REDIS_OK)
+    if (leash__sock_write(conn->sock, buf, len) != 0)
         return -1;
     count_send(conn, replies);
     return 0;
@@ -322,25 +317,43 @@ static void become_ready(leash__conn *conn) {
     while (!leash__list_empty(&pending)) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&pending));
         leash__list_remove(&cmd->link);
-        if (conn->ac == NULL || write_cmd(conn, cmd) != 0)
+        if (conn->sock == NULL || write_cmd(conn, cmd) != 0)
             leash__list_insert_tail(&conn->queue, &cmd->link);
     }
     if (conn->on_ready)
         conn->on_ready(conn);
 }
 
-/* Drops the connection on our own decision (timeout, refused handshake).
- * Sent commands come back through on_cmd_reply with no reply. */
-static void conn_break(leash__conn *conn) {
-    redisAsyncContext *ac = conn->ac;
+static void cmd_lost(leash__conn *conn, leash__cmd *cmd);
 
-    if (ac == NULL)
+/* The connection is gone with commands written on it: each is resent
+ * after the reconnect (LEASH__CMD_RETRY, in its order) or fails. */
+static void lose_sent(leash__conn *conn) {
+    leash__list lost;
+
+    leash__list_init(&lost);
+    leash__list_splice_tail(&lost, &conn->sent);
+    while (!leash__list_empty(&lost)) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&lost));
+        leash__list_remove(&cmd->link);
+        cmd->flags &= ~(unsigned)LEASH__CMD_SENT;
+        cmd_lost(conn, cmd);
+        if (conn->env->freeing) {
+            /* The teardown that follows cancels the rest. */
+            leash__list_splice_tail(&conn->sent, &lost);
+            return;
+        }
+    }
+}
+
+/* Drops the connection on our own decision (timeout, refused handshake,
+ * a reply to no command). */
+static void conn_break(leash__conn *conn) {
+    if (conn->sock == NULL)
         return;
-    conn->ac = NULL;
-    ac->data = NULL;
-    ac->onDisconnect = NULL;
-    redisAsyncFree(ac);
-    conn_down(conn);
+    leash__sock_close(conn->sock);
+    conn->sock = NULL;
+    conn_gone(conn);
 }
 
 /* The first failure in a row is a warning; the retries that follow are
@@ -389,23 +402,23 @@ static void conn_down(leash__conn *conn) {
     conn_arm(conn);
 }
 
-static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata);
-
-static int handshake_cmd(leash__conn *conn, intptr_t tag, int argc, const char **argv) {
+static int handshake_cmd(leash__conn *conn, int tag, int argc, const char **argv) {
     size_t lens[4], len;
     char *buf;
     int i, rc;
 
+    if (conn->handshake_left == LEASH__HANDSHAKE_MAX)
+        return -1;
     for (i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
     buf = leash__resp_format(&len, argc, (const char *const *)argv, lens);
     if (buf == NULL)
         return -1;
-    rc = redisAsyncFormattedCommand(conn->ac, on_handshake_reply, (void *)tag, buf, len);
+    rc = leash__sock_write(conn->sock, buf, len);
     free(buf);
-    if (rc != REDIS_OK)
+    if (rc != 0)
         return -1;
-    conn->handshake_left++;
+    conn->handshake_tags[conn->handshake_left++] = tag;
     count_send(conn, 1);
     return 0;
 }
@@ -417,6 +430,7 @@ static void start_handshake(leash__conn *conn) {
 
     conn->state = LEASH__CONN_HANDSHAKE;
     conn->handshake_left = 0;
+    conn->handshake_next = 0;
     if (cfg->password != NULL) {
         const char *argv[3] = {"AUTH", cfg->username ? cfg->username : cfg->password,
                                cfg->password};
@@ -436,12 +450,9 @@ static void start_handshake(leash__conn *conn) {
         }
     }
     if (failed) {
-        /* We are inside hiredis's connect callback, where 0.14 frees a
-         * context at once (and then uses it): drop it from the timer. */
         leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: could not send the handshake",
                    role_name(conn));
-        conn->break_soon = 1;
-        conn_arm(conn);
+        conn_break(conn);
         return;
     }
     if (conn->handshake_left == 0)
@@ -462,16 +473,16 @@ static void note_server_time(leash__conn *conn, const redisReply *r) {
                                       strtoll(r->element[1]->str, NULL, 10) / 1000);
 }
 
-static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
-    leash__conn *conn = ac->data;
-    redisReply *reply = r;
-    intptr_t tag = (intptr_t)privdata;
-    leash__env *env;
+/* The socket is gone: what was written on it is lost, then the
+ * connection is down. */
+static void conn_gone(leash__conn *conn) {
+    lose_sent(conn);
+    if (conn->env->freeing)
+        return;
+    conn_down(conn);
+}
 
-    if (conn == NULL || conn->ac != ac || reply == NULL)
-        return; /* a connection we already dropped */
-    env = conn->env;
-    leash__env_enter(env);
+static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int tag) {
     leash__conn_progress(conn, 1);
     /* NOAUTH on any handshake command: the server wants a password that
      * we do not have. */
@@ -511,52 +522,24 @@ static void on_handshake_reply(redisAsyncContext *ac, void *r, void *privdata) {
                            "SCRIPT LOAD returned an unexpected SHA1 for script %d",
                            (int)(tag - HS_SCRIPT));
         }
-        if (--conn->handshake_left == 0 && conn->state == LEASH__CONN_HANDSHAKE)
+        if (conn->handshake_next == conn->handshake_left)
             become_ready(conn);
     }
-    leash__env_leave(env);
 }
 
-static void on_connect(const redisAsyncContext *cac, int status) {
-    redisAsyncContext *ac = (redisAsyncContext *)cac;
-    leash__conn *conn = ac->data;
-    leash__env *env;
-
-    if (conn == NULL || conn->ac != ac)
-        return;
-    env = conn->env;
-    leash__env_enter(env);
-    if (status != REDIS_OK) {
-        leash__log(conn_log(conn), failure_level(conn), "%s connection: connect failed: %s",
-                   role_name(conn), ac->errstr ? ac->errstr : "unknown error");
-        conn->ac = NULL; /* hiredis frees it when we return */
-        ac->data = NULL;
-        conn_down(conn);
-    } else {
-        /* TCP keepalive finds peers that vanished without a FIN; it does
-         * not apply to unix sockets (and fails there). */
-        if (conn->cfg->unix_path == NULL)
-            redisEnableKeepAlive(&ac->c);
-        start_handshake(conn);
-    }
-    leash__env_leave(env);
+static void on_sock_connected(void *owner) {
+    start_handshake(owner);
 }
 
-static void on_disconnect(const redisAsyncContext *cac, int status) {
-    redisAsyncContext *ac = (redisAsyncContext *)cac;
-    leash__conn *conn = ac->data;
-    leash__env *env;
+static void on_sock_closed(void *owner, const char *why) {
+    leash__conn *conn = owner;
 
-    if (conn == NULL || conn->ac != ac)
-        return;
-    env = conn->env;
-    leash__env_enter(env);
-    leash__log(conn_log(conn), LEASH_LOG_WARN, "%s connection lost: %s", role_name(conn),
-               status == REDIS_OK ? "closed" : (ac->errstr ? ac->errstr : "error"));
-    conn->ac = NULL;
-    ac->data = NULL;
-    conn_down(conn);
-    leash__env_leave(env);
+    if (conn->state == LEASH__CONN_CONNECTING)
+        leash__log(conn_log(conn), failure_level(conn), "%s connection: %s", role_name(conn), why);
+    else
+        leash__log(conn_log(conn), LEASH_LOG_WARN, "%s connection lost: %s", role_name(conn), why);
+    conn->sock = NULL;
+    conn_gone(conn);
 }
 
 /* The connection of a sent command broke: resend it later, or give up. */
@@ -600,78 +583,84 @@ static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redis
     return 1;
 }
 
-static void on_cmd_reply(redisAsyncContext *ac, void *r, void *privdata) {
-    leash__cmd *cmd = privdata;
-    redisReply *reply = r;
-    leash__conn *conn = cmd->conn;
-    leash__env *env;
-
-    (void)ac;
-    if (conn == NULL) { /* its client is gone */
-        cmd_free(cmd);
-        return;
-    }
-    env = conn->env;
-    leash__env_enter(env);
+static void on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
     leash__list_remove(&cmd->link);
     cmd->flags &= ~(unsigned)LEASH__CMD_SENT;
-    if (reply == NULL) {
-        if (conn->inflight > 0)
-            conn->inflight--;
-        cmd_lost(conn, cmd);
-    } else {
-        leash__conn_progress(conn, 1);
-        if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply)) {
-            leash__env_leave(env);
+    leash__conn_progress(conn, 1);
+    if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply))
+        return;
+    if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
+        strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        size_t len;
+        char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len, cmd->script);
+        if (eval != NULL) {
+            conn->env->stats->noscript_reloads++;
+            free(cmd->buf);
+            cmd->buf = eval;
+            cmd->len = len;
+            cmd->script = NULL;
+            leash__conn_send(conn, cmd);
             return;
         }
-        if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
-            strncmp(reply->str, "NOSCRIPT", 8) == 0) {
-            size_t len;
-            char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len, cmd->script);
-            if (eval != NULL) {
-                env->stats->noscript_reloads++;
-                free(cmd->buf);
-                cmd->buf = eval;
-                cmd->len = len;
-                cmd->script = NULL;
-                leash__conn_send(conn, cmd);
-                leash__env_leave(env);
-                return;
-            }
-        }
-        cmd->conn = NULL;
-        cmd_complete(cmd, reply, LEASH_OK);
     }
-    leash__env_leave(env);
+    cmd->conn = NULL;
+    cmd_complete(cmd, reply, LEASH_OK);
 }
+
+/* Every reply, in order: the handshake's first, then each answers the
+ * oldest command written (a subscriber connection hands its frames to its
+ * owner instead). */
+static void on_sock_reply(void *owner, redisReply *reply) {
+    leash__conn *conn = owner;
+
+    if (conn->state == LEASH__CONN_HANDSHAKE && conn->handshake_next < conn->handshake_left) {
+        int tag = conn->handshake_tags[conn->handshake_next++];
+        on_handshake_reply(conn, reply, tag);
+        return;
+    }
+    if (conn->state != LEASH__CONN_READY) {
+        conn_break(conn);
+        return;
+    }
+    if (conn->role == LEASH__CONN_SUB) {
+        if (reply->type == REDIS_REPLY_ERROR) {
+            /* Which (un)subscribe it refused is not said: start over, the
+             * reconnect subscribes everything again (NOPERM stays a line
+             * in the log per attempt). */
+            leash__log(conn_log(conn), LEASH_LOG_ERROR,
+                       "%s connection: Redis refused a command: %s: reconnecting", role_name(conn),
+                       reply->str);
+            conn_break(conn);
+            return;
+        }
+        conn->on_frame(conn, reply);
+        return;
+    }
+    if (leash__list_empty(&conn->sent)) {
+        leash__log(conn_log(conn), LEASH_LOG_ERROR,
+                   "%s connection: protocol violation by the server (a reply to no command): "
+                   "reconnecting",
+                   role_name(conn));
+        conn_break(conn);
+        return;
+    }
+    on_cmd_reply(conn, cmd_of(LEASH__LIST_FIRST(&conn->sent)), reply);
+}
+
+static const leash__sock_hooks sock_hooks = {on_sock_connected, on_sock_reply, on_sock_closed};
 
 static void conn_connect(leash__conn *conn) {
     const leash__conn_cfg *cfg = conn->cfg;
-    redisAsyncContext *ac;
+    leash__sock_addr addr = {cfg->host, cfg->port, cfg->unix_path};
+    char err[160];
 
-    ac = cfg->unix_path ? redisAsyncConnectUnix(cfg->unix_path)
-                        : redisAsyncConnect(cfg->host, cfg->port);
-    if (ac == NULL || ac->err) {
+    conn->sock = leash__sock_open(conn->env, &addr, &sock_hooks, conn, err, sizeof(err));
+    if (conn->sock == NULL) {
         leash__log(conn_log(conn), failure_level(conn), "%s connection: cannot connect: %s",
-                   role_name(conn), ac ? ac->errstr : "out of memory");
-        if (ac != NULL)
-            redisAsyncFree(ac);
+                   role_name(conn), err);
         schedule_reconnect(conn);
         return;
     }
-    if (conn->env->loop.attach(conn->env->loop.data, ac) != 0) {
-        leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: the loop adapter refused it",
-                   role_name(conn));
-        redisAsyncFree(ac);
-        schedule_reconnect(conn);
-        return;
-    }
-    ac->data = conn;
-    leash__guard_install(ac);
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    conn->ac = ac;
     conn->state = LEASH__CONN_CONNECTING;
     conn->next_attempt = leash__now_ms() + cfg->connect_timeout_ms;
 }
@@ -685,10 +674,6 @@ static void conn_arm(leash__conn *conn) {
 
     if (conn->env->freeing)
         return;
-    if (conn->break_soon) {
-        leash__timer_at(&conn->timer, leash__now_ms(), keep_alive);
-        return;
-    }
     switch (conn->state) {
     case LEASH__CONN_DOWN:
     case LEASH__CONN_CONNECTING:
@@ -722,12 +707,6 @@ static void conn_timer_fired(void *arg) {
     leash__env *env = conn->env;
     int64_t now = leash__now_ms();
 
-    if (conn->break_soon) {
-        conn->break_soon = 0;
-        conn_break(conn);
-        if (env->freeing)
-            return;
-    }
     expire_queue(conn, now);
     if (env->freeing)
         return;
@@ -787,32 +766,16 @@ void leash__conn_start(leash__conn *conn) {
     conn_arm(conn);
 }
 
-/* Writes what hiredis holds for the socket until it would block: at
- * teardown there is no later write event to finish it. */
-static void write_until_blocked(redisAsyncContext *ac) {
-    int done = 0;
-    size_t before;
-
-    while (!done) {
-        before = sdslen(ac->c.obuf);
-        if (redisBufferWrite(&ac->c, &done) != REDIS_OK)
-            return;
-        if (!done && sdslen(ac->c.obuf) == before)
-            return;
-    }
-}
-
 /* Teardown of an unsent list: orphans (best-effort releases) go into the
  * socket's buffer if it is ready, the others complete LEASH_ECANCELED. */
 static void teardown_list(leash__conn *conn, leash__list *list) {
-    redisAsyncContext *ac = conn->ac;
-
     while (!leash__list_empty(list)) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(list));
         queue_remove(conn, cmd);
-        if ((cmd->flags & LEASH__CMD_ORPHAN) && ac != NULL && conn->state == LEASH__CONN_READY) {
+        if ((cmd->flags & LEASH__CMD_ORPHAN) && conn->sock != NULL &&
+            conn->state == LEASH__CONN_READY) {
             stamp_cmd(conn, cmd);
-            redisAsyncFormattedCommand(ac, NULL, NULL, cmd->buf, cmd->len);
+            (void)leash__sock_write(conn->sock, cmd->buf, cmd->len);
         }
         cmd->conn = NULL;
         cmd_complete(cmd, NULL, LEASH_ECANCELED);
@@ -820,29 +783,20 @@ static void teardown_list(leash__conn *conn, leash__list *list) {
 }
 
 void leash__conn_teardown(leash__conn *conn) {
-    redisAsyncContext *ac = conn->ac;
-
     leash__timer_clear(&conn->timer);
     teardown_list(conn, &conn->queue);
     teardown_list(conn, &conn->delayed);
-    if (ac != NULL && conn->state == LEASH__CONN_READY)
-        write_until_blocked(ac);
-    /* Sent commands are freed by hiredis's last call to on_cmd_reply. */
+    /* There is no later write event: the socket takes what it takes now. */
+    if (conn->sock != NULL && conn->state == LEASH__CONN_READY)
+        leash__sock_flush_now(conn->sock);
     while (!leash__list_empty(&conn->sent)) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->sent));
-        leash__reply_fn *fn = cmd->fn;
-        int orphan = (cmd->flags & LEASH__CMD_ORPHAN) != 0;
         leash__list_remove(&cmd->link);
         cmd->conn = NULL;
-        cmd->fn = NULL;
-        if (!orphan && fn != NULL)
-            fn(cmd->arg, NULL, LEASH_ECANCELED);
+        cmd_complete(cmd, NULL, LEASH_ECANCELED);
     }
-    if (ac != NULL) {
-        conn->ac = NULL;
-        ac->data = NULL;
-        ac->onConnect = NULL;
-        ac->onDisconnect = NULL;
-        redisAsyncFree(ac);
+    if (conn->sock != NULL) {
+        leash__sock_close(conn->sock);
+        conn->sock = NULL;
     }
 }

@@ -36,8 +36,8 @@
 #include "base/list.h"
 #include "base/timer.h"
 #include "wire/script.h"
+#include "wire/sock.h"
 
-struct redisAsyncContext;
 struct redisReply;
 typedef struct leash__conn leash__conn;
 typedef struct leash__cmd leash__cmd;
@@ -106,21 +106,25 @@ typedef struct leash__conn_cfg {
     int nscripts;
 } leash__conn_cfg;
 
+/* AUTH, TIME, SELECT and SCRIPT LOADs. */
+#define LEASH__HANDSHAKE_MAX 16
+
 struct leash__conn {
     leash__env *env;
     const leash__conn_cfg *cfg;
     int role;
     int state;
-    struct redisAsyncContext *ac;
+    leash__sock *sock;  /* NULL while down */
     leash__timer timer; /* connect timeout, silence timeout, backoff, delayed sends */
     int64_t next_attempt;
     int64_t backoff_ms;
-    int64_t last_progress; /* last reply (or first send after idle) */
-    unsigned inflight;     /* replies still expected */
-    unsigned handshake_left;
+    int64_t last_progress;   /* last reply (or first send after idle) */
+    unsigned inflight;       /* replies still expected */
+    unsigned handshake_left; /* handshake commands written */
+    unsigned handshake_next; /* ... and answered */
+    int handshake_tags[LEASH__HANDSHAKE_MAX];
     int auth_failed;         /* the last handshake was refused */
     int handshake_busy;      /* the last handshake got LOADING or BUSY */
-    int break_soon;          /* drop it from the timer: hiredis is in a callback */
     unsigned failures;       /* connect attempts that failed since it was last ready */
     leash__list queue;       /* not sent yet */
     leash__list *retry_tail; /* last resent command at the queue's front (or &queue) */
@@ -128,9 +132,11 @@ struct leash__conn {
     leash__list sent;        /* written, waiting for their reply */
     int64_t server_offset;   /* lower bound of server ms - monotonic ms */
     int server_offset_known;
-    /* The owner's hooks: the connection became ready / was lost. */
+    /* The owner's hooks: the connection became ready / was lost; a frame
+     * on a subscriber connection (valid during the call). */
     void (*on_ready)(leash__conn *conn);
     void (*on_down)(leash__conn *conn);
+    void (*on_frame)(leash__conn *conn, struct redisReply *frame);
     void *owner;
 };
 
@@ -166,11 +172,10 @@ void leash__cmd_orphan(leash__cmd *cmd);
  * that just arrived: a lower bound of the clock offset. */
 void leash__conn_server_time(leash__conn *conn, int64_t server_ms);
 
-/* For the subscriber connection: a raw command whose replies are routed by
- * hiredis's pub/sub machinery to fn; `replies` confirmations are expected.
- * 0, or -1 when the connection is not ready or hiredis refused it. */
-int leash__conn_send_raw(leash__conn *conn, void (*fn)(struct redisAsyncContext *, void *, void *),
-                         const char *buf, size_t len, unsigned replies);
+/* For the subscriber connection: a raw command (buf is copied) whose
+ * answers come as frames (on_frame); `replies` confirmations are expected.
+ * 0, or -1 when the connection is not ready or without memory. */
+int leash__conn_send_raw(leash__conn *conn, const char *buf, size_t len, unsigned replies);
 /* Replies that were counted in `inflight` arrived (or other traffic did). */
 void leash__conn_progress(leash__conn *conn, unsigned replies);
 

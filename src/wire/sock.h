@@ -1,0 +1,67 @@
+/*
+ * A nonblocking socket to one Redis server: the connect, an output buffer
+ * that goes out as the socket takes it, and the input cut into replies by
+ * hiredis's reply parser (redisReader; no hiredis connection is involved,
+ * so no frame a server sends can trip hiredis's own asserts). The loop
+ * watches the fd through the io hooks of leash/loop.h.
+ *
+ * Hooks fire from the loop only, never inside a leash__sock_* call, and
+ * never after leash__sock_close. A hook may close the socket (or free the
+ * whole client): the memory goes once the event that called it returns.
+ */
+#ifndef LEASH_WIRE_SOCK_H
+#define LEASH_WIRE_SOCK_H
+
+#include <stddef.h>
+
+#include "base/env.h"
+
+struct redisReply;
+typedef struct leash__sock leash__sock;
+
+typedef struct leash__sock_hooks {
+    /* The connect completed: writes go out from now on. */
+    void (*connected)(void *owner);
+    /* One reply, in the order they came; it is freed when the hook returns. */
+    void (*reply)(void *owner, struct redisReply *reply);
+    /* The connect failed, or the peer closed, or a read, a write or the
+     * parser failed (why says which). The socket is closed and freed when
+     * the hook returns: forget it. */
+    void (*closed)(void *owner, const char *why);
+} leash__sock_hooks;
+
+/* Where to connect: a unix socket path, or a host (an IP address; a name
+ * is resolved by the system, which may block) and port. */
+typedef struct leash__sock_addr {
+    const char *host;
+    int port;
+    const char *unix_path;
+} leash__sock_addr;
+
+/*
+ * Starts connecting; `connected` or `closed` follows from the loop. NULL
+ * when it failed at once (no memory, no watcher, a bad address, a refused
+ * unix socket): `err` then says why.
+ */
+leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
+                              const leash__sock_hooks *hooks, void *owner, char *err,
+                              size_t errlen);
+
+/* Appends buf to what goes out. 0, or -1 without memory (nothing of buf
+ * was taken). Before the connect completes, it waits for it. */
+int leash__sock_write(leash__sock *s, const char *buf, size_t len);
+
+/* Writes what the socket takes now, without waiting (a teardown: there is
+ * no later write event). */
+void leash__sock_flush_now(leash__sock *s);
+
+/* Bytes taken by leash__sock_write that the socket did not take yet. */
+size_t leash__sock_unsent(const leash__sock *s);
+
+/* The fd, for tests that drive the loop by hand; -1 once closed. */
+int leash__sock_fd(const leash__sock *s);
+
+/* Closes the socket; no hook fires any more. */
+void leash__sock_close(leash__sock *s);
+
+#endif
