@@ -9,6 +9,7 @@
  * go to the graveyard, and a client freed inside is only marked: settle()
  * frees them when the outermost leave returns.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@ struct leash_client {
     leash__core core;
     leash__config cfg;
     leash__conn_cfg conn_cfg;
+    leash__route_cfg route_cfg;
     leash_stats stats;
     void *data;
     leash_close_cb *close_cb;
@@ -113,7 +115,13 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     c->conn_cfg.reconnect_max_ms = c->cfg.reconnect_max_ms;
     c->conn_cfg.scripts = core->dialect->scripts;
     c->conn_cfg.nscripts = core->dialect->nscripts;
-    core->route = leash__route_single_new(&core->env, core->dialect, &c->conn_cfg);
+    c->route_cfg.conn = &c->conn_cfg;
+    c->route_cfg.seeds = c->cfg.nodes;
+    c->route_cfg.nseeds = c->cfg.nnodes;
+    c->route_cfg.sharded = c->cfg.sharded;
+    c->route_cfg.wait_replicas = c->cfg.wait_replicas;
+    c->route_cfg.wait_timeout_ms = c->cfg.wait_timeout_ms;
+    core->route = leash__route_single_new(&core->env, core->dialect, &c->route_cfg);
     if (core->route == NULL) {
         leash__config_clear(&c->cfg);
         free(c);
@@ -156,17 +164,18 @@ static void clear_timers(leash_client *c) {
         leash__timer_clear(&LEASH__CONTAINER(n, leash_lock, link)->timer);
 }
 
-/* leash_loop as the 0.2 header lays it out: the smallest an adapter has. */
-#define LOOP_SIZE_0_2 sizeof(leash_loop)
+/* leash_loop as the 0.2 header lays it out (up to io_free): the smallest
+ * an adapter has. */
+#define LOOP_SIZE_0_2 (offsetof(leash_loop, io_free) + sizeof(((leash_loop *)0)->io_free))
 _Static_assert(sizeof(leash_loop) == LOOP_SIZE_0_2,
-               "leash_loop grew: define LOOP_SIZE_0_2 as offsetof the first new hook");
+               "leash_loop grew: keep LOOP_SIZE_0_2 at the end of the 0.2 hooks");
 
 /* Whether the adapter's struct is one this version can read: made by
  * leash_loop_init, and every hook past the ones known here NULL. */
 static int loop_size_known(const leash_loop *loop) {
     const unsigned char *bytes = (const unsigned char *)loop;
 
-    if (loop->struct_size < LOOP_SIZE_0_2)
+    if (loop->struct_size < LOOP_SIZE_0_2 || loop->struct_size > LEASH__STRUCT_SIZE_MAX)
         return 0;
     for (size_t i = sizeof(*loop); i < loop->struct_size; i++)
         if (bytes[i] != 0)

@@ -2,14 +2,18 @@
 
 #include "hold/hold.h"
 
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* leash_options as the 0.2 header lays it out: the smallest struct_size
- * leash_client_new takes, and what the plain leash_options_init fills. */
-#define OPTIONS_SIZE_0_2 sizeof(leash_options)
+/* leash_options as the 0.2 header lays it out (up to its last field,
+ * wait_timeout_ms): the smallest struct_size leash_client_new takes, and
+ * what the plain leash_options_init fills. */
+#define OPTIONS_SIZE_0_2 \
+    (offsetof(leash_options, wait_timeout_ms) + sizeof(((leash_options *)0)->wait_timeout_ms))
 _Static_assert(sizeof(leash_options) == OPTIONS_SIZE_0_2,
-               "leash_options grew: define OPTIONS_SIZE_0_2 as offsetof the first new field");
+               "leash_options grew: keep OPTIONS_SIZE_0_2 at the end of the 0.2 fields");
 
 static void defaults(leash_options *o) {
     memset(o, 0, sizeof(*o));
@@ -26,6 +30,9 @@ static void defaults(leash_options *o) {
     o->reconnect_max_ms = 2000;
     o->log_level = LEASH_LOG_WARN;
     o->sub_linger_ms = 1000;
+    o->topology = LEASH_TOPOLOGY_SINGLE;
+    o->pubsub = LEASH_PUBSUB_AUTO;
+    o->wait_timeout_ms = 100;
     /* A field added later defaults to zero (see "Structs that grow" in
      * leash.h): a program that does not know it leaves it zero. */
 }
@@ -78,6 +85,105 @@ static int check_duration(const leash__logger *lg, const char *name, int64_t v, 
     return LEASH_OK;
 }
 
+/* "host:port", "[v6]:port" or "/unix/path" into *out (strings point into
+ * buf, which holds a copy). 0, or -1 when it is none of them. */
+static int parse_node(const char *node, char *buf, size_t cap, leash__sock_addr *out) {
+    char *colon, *host, *end;
+    long port;
+    size_t len = strlen(node);
+
+    if (len == 0 || len >= cap)
+        return -1;
+    memcpy(buf, node, len + 1);
+    memset(out, 0, sizeof(*out));
+    if (buf[0] == '/') {
+        if (len >= 108)
+            return -1;
+        out->unix_path = buf;
+        return 0;
+    }
+    colon = strrchr(buf, ':');
+    if (colon == NULL || colon == buf)
+        return -1;
+    *colon = '\0';
+    host = buf;
+    if (host[0] == '[') {
+        size_t hl = strlen(host);
+        if (hl < 3 || host[hl - 1] != ']')
+            return -1;
+        host[hl - 1] = '\0';
+        host++;
+    } else if (strchr(host, ':') != NULL) {
+        return -1; /* an IPv6 address needs its brackets */
+    }
+    port = strtol(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || port < 1 || port > 65535 || host[0] == '\0')
+        return -1;
+    out->host = host;
+    out->port = (int)port;
+    return 0;
+}
+
+static int validate_topology(const leash__logger *lg, const leash_options *o) {
+    char buf[LEASH_NODE_MAX + 1];
+    leash__sock_addr addr;
+    int i;
+
+    switch (o->topology) {
+    case LEASH_TOPOLOGY_SINGLE:
+        if (o->nodes_count != 0 || o->nodes != NULL) {
+            leash__log(lg, LEASH_LOG_ERROR,
+                       "leash_client_new: nodes are for a cluster: one server takes host and port "
+                       "(or unix_path)");
+            return LEASH_EINVAL;
+        }
+        break;
+    case LEASH_TOPOLOGY_CLUSTER:
+        if (o->nodes == NULL || o->nodes_count < 1 || o->nodes_count > LEASH_NODES_MAX) {
+            leash__log(lg, LEASH_LOG_ERROR,
+                       "leash_client_new: a cluster needs 1..%d seed nodes (nodes, nodes_count)",
+                       LEASH_NODES_MAX);
+            return LEASH_EINVAL;
+        }
+        for (i = 0; i < o->nodes_count; i++) {
+            if (o->nodes[i] == NULL || parse_node(o->nodes[i], buf, sizeof(buf), &addr) != 0) {
+                leash__log(lg, LEASH_LOG_ERROR,
+                           "leash_client_new: nodes[%d] is not \"host:port\", \"[v6]:port\" or "
+                           "a unix socket path (at most %d bytes)",
+                           i, LEASH_NODE_MAX);
+                return LEASH_EINVAL;
+            }
+        }
+        if (o->db != 0) {
+            leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: a cluster has only db 0 (got %d)",
+                       o->db);
+            return LEASH_EINVAL;
+        }
+        break;
+    default:
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: topology %d is unknown", o->topology);
+        return LEASH_EINVAL;
+    }
+    if (o->pubsub < LEASH_PUBSUB_AUTO || o->pubsub > LEASH_PUBSUB_SHARDED) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: pubsub %d is unknown", o->pubsub);
+        return LEASH_EINVAL;
+    }
+    if (o->wait_replicas < 0 || o->wait_replicas > LEASH_WAIT_REPLICAS_MAX) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: wait_replicas must be 0..%d (got %d)",
+                   LEASH_WAIT_REPLICAS_MAX, o->wait_replicas);
+        return LEASH_EINVAL;
+    }
+    if (o->wait_replicas > 0 &&
+        (o->wait_timeout_ms < 1 || o->wait_timeout_ms >= o->command_timeout_ms)) {
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_client_new: wait_timeout_ms must be 1..command_timeout_ms - 1 (got "
+                   "%lld)",
+                   (long long)o->wait_timeout_ms);
+        return LEASH_EINVAL;
+    }
+    return LEASH_OK;
+}
+
 static int validate(const leash__logger *lg, const leash_options *o) {
     int rc;
 
@@ -124,6 +230,8 @@ static int validate(const leash__logger *lg, const leash_options *o) {
                    (long long)o->reconnect_max_ms, (long long)o->reconnect_min_ms);
         return LEASH_EINVAL;
     }
+    if ((rc = validate_topology(lg, o)) != LEASH_OK)
+        return rc;
     if (o->log_level < LEASH_LOG_ERROR || o->log_level > LEASH_LOG_DEBUG) {
         leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: log_level %d is out of range",
                    o->log_level);
@@ -141,6 +249,27 @@ static int copy_string(char **dst, const char *src) {
     return *dst == NULL ? -1 : 0;
 }
 
+/* The nodes, each parsed into an address over its own copy. */
+static int copy_nodes(leash__config *c, const leash_options *o) {
+    int i;
+
+    if (o->nodes_count == 0)
+        return 0;
+    c->nodes = calloc((size_t)o->nodes_count, sizeof(*c->nodes));
+    c->node_text = calloc((size_t)o->nodes_count, sizeof(*c->node_text));
+    if (c->nodes == NULL || c->node_text == NULL)
+        return -1;
+    for (i = 0; i < o->nodes_count; i++) {
+        size_t cap = strlen(o->nodes[i]) + 1;
+        c->node_text[i] = malloc(cap);
+        if (c->node_text[i] == NULL)
+            return -1;
+        c->nnodes = i + 1;
+        (void)parse_node(o->nodes[i], c->node_text[i], cap, &c->nodes[i]); /* validated */
+    }
+    return 0;
+}
+
 void leash__config_clear(leash__config *cfg) {
     free(cfg->host);
     free(cfg->unix_path);
@@ -150,6 +279,10 @@ void leash__config_clear(leash__config *cfg) {
         free(cfg->password);
     }
     free(cfg->key_prefix);
+    for (int i = 0; i < cfg->nnodes; i++)
+        free(cfg->node_text[i]);
+    free(cfg->node_text);
+    free(cfg->nodes);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -161,7 +294,7 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
 
     /* Without a struct_size from leash_options_init, not even the log
      * callback can be trusted: refuse silently. */
-    if (given->struct_size < OPTIONS_SIZE_0_2)
+    if (given->struct_size < OPTIONS_SIZE_0_2 || given->struct_size > LEASH__STRUCT_SIZE_MAX)
         return LEASH_EINVAL;
     lg.cb = given->log_cb;
     lg.arg = given->log_arg;
@@ -192,6 +325,15 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
     c.reconnect_min_ms = o->reconnect_min_ms;
     c.reconnect_max_ms = o->reconnect_max_ms;
     c.sub_linger_ms = o->sub_linger_ms;
+    c.topology = o->topology;
+    c.sharded = o->pubsub == LEASH_PUBSUB_SHARDED ||
+                (o->pubsub == LEASH_PUBSUB_AUTO && o->topology == LEASH_TOPOLOGY_CLUSTER);
+    c.wait_replicas = o->wait_replicas;
+    c.wait_timeout_ms = o->wait_timeout_ms;
+    if (copy_nodes(&c, o) != 0) {
+        leash__config_clear(&c);
+        return LEASH_ENOMEM;
+    }
     c.log = lg;
     *cfg = c;
     return LEASH_OK;

@@ -5,6 +5,11 @@
 #include <leash/leash.h>
 
 #include "base/log.h"
+#include "wire/sock.h"
+
+/* The largest struct_size taken (leash_options, leash_loop): a bigger one
+ * is garbage, not a struct of a later version. */
+#define LEASH__STRUCT_SIZE_MAX 4096
 
 typedef struct leash__config {
     char *host;
@@ -22,6 +27,13 @@ typedef struct leash__config {
     int64_t reconnect_min_ms;
     int64_t reconnect_max_ms;
     int64_t sub_linger_ms;
+    int topology;
+    int sharded; /* SSUBSCRIBE/SPUBLISH */
+    int wait_replicas;
+    int64_t wait_timeout_ms;
+    leash__sock_addr *nodes; /* nnodes, pointing into node_text */
+    char **node_text;
+    int nnodes;
     leash__logger log;
 } leash__config;
 

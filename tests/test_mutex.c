@@ -68,6 +68,8 @@ static const char *const table[LEASH__EV_COUNT][LEASH__MUTEX_STATES] = {
                         "IDLE lost=EXPIRED acq=EBUSY", "="},
     [LEASH__EV_FAILED] = {"=", "=", "IDLE acq=EREDIS", "IDLE acq=EREDIS", "=", "=", "=", "=",
                           "HELD acq=EREDIS", "="},
+    [LEASH__EV_UNREPLICATED] = {"=", "=", "IDLE acq=EREPLICAS", "IDLE acq=EREPLICAS", "=", "=", "=",
+                                "=", "HELD acq=EREPLICAS", "="},
     [LEASH__EV_RELEASED] = {"= rel=OK", "=", "= rel=OK", "=", "=", "=", "=", "= rel=OK", "=", "="},
     [LEASH__EV_FORCED] = {"= rel=OK", "ATTEMPT rel=OK", "=", "=", "=", "=", "=", "=", "=", "="},
     [LEASH__EV_RENEWED] = {"=", "=", "=", "=", "=", "=", "=", "= renewed", "= renewed",
@@ -75,6 +77,9 @@ static const char *const table[LEASH__EV_COUNT][LEASH__MUTEX_STATES] = {
     [LEASH__EV_NOT_OURS] = {"=", "=", "=", "=", "=", "=", "=", "IDLE lost=EXPIRED",
                             "IDLE lost=EXPIRED acq=ECANCELED", "IDLE lost=EXPIRED acq=ECANCELED"},
     [LEASH__EV_RENEW_FAILED] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
+    [LEASH__EV_RENEW_UNREPLICATED] = {"=", "=", "=", "=", "=", "=", "=", "IDLE lost=REPLICAS",
+                                      "IDLE lost=REPLICAS acq=ECANCELED",
+                                      "IDLE lost=REPLICAS acq=ECANCELED"},
     [LEASH__EV_WAIT_END] = {"=", "IDLE acq=ETIMEDOUT", "LAST", "=", "IDLE acq=ETIMEDOUT",
                             "IDLE acq=ETIMEDOUT", "IDLE acq=ETIMEDOUT", "=", "=", "="},
     [LEASH__EV_TTL] = {"=", "=", "=", "=", "ATTEMPT", "ATTEMPT", "=", "=", "=", "="},
@@ -92,10 +97,11 @@ static const char *const table[LEASH__EV_COUNT][LEASH__MUTEX_STATES] = {
 };
 
 static const char *const event_names[LEASH__EV_COUNT] = {
-    "acquire",   "release",      "cancel",   "force",  "free",     "close",    "granted",
-    "busy",      "late",         "gone",     "failed", "released", "forced",   "renewed",
-    "not-ours",  "renew-failed", "wait-end", "ttl",    "retry",    "deadline", "max-hold",
-    "renew-due", "wake",         "covered",  "alive",
+    "acquire",  "release", "cancel",  "force",    "free",         "close",
+    "granted",  "busy",    "late",    "gone",     "failed",       "unreplicated",
+    "released", "forced",  "renewed", "not-ours", "renew-failed", "renew-unreplicated",
+    "wait-end", "ttl",     "retry",   "deadline", "max-hold",     "renew-due",
+    "wake",     "covered", "alive",
 };
 
 /* ---- the world of one case ---- */
@@ -423,17 +429,28 @@ static int deliver(int ev) {
         answer_or_synthetic(LS_FORCE, ev, LEASH__ANS_REMOVED, LEASH_OK, ":1\r\n");
         break;
     case LEASH__EV_RENEWED: {
-        leash__answer a = {LEASH_OK, LEASH__ANS_RENEWED, 0, 0, 0};
+        leash__answer a = {LEASH_OK, LEASH__ANS_RENEWED, 0, 0, 0, 0};
         synthetic(ev, &a);
         break;
     }
     case LEASH__EV_NOT_OURS: {
-        leash__answer a = {LEASH_OK, LEASH__ANS_NOT_OURS, 0, 0, 0};
+        leash__answer a = {LEASH_OK, LEASH__ANS_NOT_OURS, 0, 0, 0, 0};
         synthetic(ev, &a);
         break;
     }
     case LEASH__EV_RENEW_FAILED: {
-        leash__answer a = {LEASH_ECONN, 0, 0, 0, 0};
+        leash__answer a = {LEASH_ECONN, 0, 0, 0, 0, 0};
+        synthetic(ev, &a);
+        break;
+    }
+    case LEASH__EV_UNREPLICATED: {
+        /* WAIT's answer is the route's; the handle sees the marked grant. */
+        leash__answer a = {LEASH_OK, LEASH__ANS_GRANTED, 77, 1, 0, 1};
+        synthetic(ev, &a);
+        break;
+    }
+    case LEASH__EV_RENEW_UNREPLICATED: {
+        leash__answer a = {LEASH_OK, LEASH__ANS_RENEWED, 0, 0, 0, 1};
         synthetic(ev, &a);
         break;
     }
@@ -462,6 +479,8 @@ static int status_named(const char *name) {
         {"EXPIRED", LEASH_LOST_EXPIRED},
         {"UNREACHABLE", LEASH_LOST_UNREACHABLE},
         {"MAX_HOLD", LEASH_LOST_MAX_HOLD},
+        {"EREPLICAS", LEASH_EREPLICAS},
+        {"REPLICAS", LEASH_LOST_REPLICAS},
     };
     size_t i;
     for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)

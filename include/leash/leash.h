@@ -74,7 +74,8 @@ LEASH_EXPORT const char *leash_version(void);
     X(EPROTO, -9, "unexpected reply from Redis")               /* 0.1 */ \
     X(ESTATE, -10, "call not valid in the current state")      /* 0.1 */ \
     X(EAUTH, -11, "Redis refused the credentials or database") /* 0.1 */ \
-    X(ELOOP, -12, "client is not attached to an event loop")   /* 0.1 */
+    X(ELOOP, -12, "client is not attached to an event loop")   /* 0.1 */ \
+    X(EREPLICAS, -13, "too few replicas acknowledged in time") /* 0.2 */
 
 enum leash_status {
 #define LEASH_STATUS_ENUM_(name, num, msg) LEASH_##name = (num),
@@ -92,7 +93,8 @@ enum leash_lost_reason {
     LEASH_LOST_EXPIRED = 1,     /* renewal found the hold gone or owned by another */
     LEASH_LOST_UNREACHABLE = 2, /* no renewal succeeded before the local deadline */
     LEASH_LOST_MAX_HOLD = 3,    /* the lock's maximum hold time was reached */
-    LEASH_LOST_FIXED_LEASE = 4  /* a fixed lease (no watchdog) ran out */
+    LEASH_LOST_FIXED_LEASE = 4, /* a fixed lease (no watchdog) ran out */
+    LEASH_LOST_REPLICAS = 5     /* a renewal was acknowledged by too few replicas (0.2) */
 };
 LEASH_EXPORT const char *leash_lost_reason_name(int reason);
 
@@ -108,6 +110,25 @@ LEASH_EXPORT const char *leash_lost_reason_name(int reason);
 /* Limits on names: a lock name is 1..LEASH_NAME_MAX bytes, any bytes but NUL. */
 #define LEASH_NAME_MAX 512
 #define LEASH_PREFIX_MAX 128
+
+/* Where the locks live (leash_options.topology). */
+enum leash_topology {
+    LEASH_TOPOLOGY_SINGLE = 0, /* one server: host and port, or unix_path */
+    LEASH_TOPOLOGY_CLUSTER = 1 /* a Redis Cluster: nodes are seed nodes */
+};
+
+/* How releases wake waiters (leash_options.pubsub). */
+enum leash_pubsub {
+    LEASH_PUBSUB_AUTO = 0,    /* sharded in a cluster, classic elsewhere */
+    LEASH_PUBSUB_CLASSIC = 1, /* SUBSCRIBE/PUBLISH (a cluster broadcasts every message) */
+    LEASH_PUBSUB_SHARDED = 2  /* SSUBSCRIBE/SPUBLISH: Redis 7 */
+};
+
+/* The most entries of leash_options.nodes, and the longest entry. */
+#define LEASH_NODES_MAX 64
+#define LEASH_NODE_MAX 300
+/* The most replicas leash_options.wait_replicas may ask for. */
+#define LEASH_WAIT_REPLICAS_MAX 64
 
 /* Log levels, most severe first. */
 enum leash_log_level {
@@ -133,9 +154,9 @@ typedef struct leash_lock leash_lock;
  * their defaults), and a program built against a newer header runs on an
  * older library as long as it leaves the fields that library does not know
  * at zero (leash_client_new() otherwise answers LEASH_EINVAL and logs it).
- * 0.2 is the first version under this rule (built against 0.1: rebuild);
- * the soname, libleash.so.0, changes only for a break this rule cannot
- * absorb.
+ * Before 1.0 every minor version may still change the ABI, and says so
+ * in the soname (libleash.so.0.2): a program built against 0.1 does not
+ * load 0.2 by mistake. From 1.0 on the soname follows the major version.
  */
 
 /*
@@ -167,6 +188,28 @@ typedef struct leash_options {
      * last local waiter (and its last local holder that had waited), so a
      * handle that contends again is covered at once; 0 = unsubscribe then. */
     int64_t sub_linger_ms;
+
+    /* Where the locks live: LEASH_TOPOLOGY_SINGLE (default) or
+     * LEASH_TOPOLOGY_CLUSTER (README "Redis Cluster"). */
+    int topology;
+    /* A cluster's seed nodes, nodes_count (1..LEASH_NODES_MAX) of them, each
+     * "host:port" ("[v6addr]:port") or a unix socket path (starting with
+     * '/'), at most LEASH_NODE_MAX bytes; copied. The cluster tells the
+     * rest. Not used with LEASH_TOPOLOGY_SINGLE (default NULL, 0). */
+    const char *const *nodes;
+    int nodes_count;
+    /* LEASH_PUBSUB_AUTO (default), _CLASSIC or _SHARDED. */
+    int pubsub;
+    /* 0 (default) = off. Else a grant, and every renewal, counts only
+     * once this many replicas (0..LEASH_WAIT_REPLICAS_MAX) acknowledged
+     * it within wait_timeout_ms (Redis WAIT, sent with the script): a
+     * failover to one of them keeps the hold. Too few: the acquire fails
+     * LEASH_EREPLICAS and is given back; a held lock is lost
+     * LEASH_LOST_REPLICAS. */
+    int wait_replicas;
+    /* default 100; how long WAIT waits, 1..command_timeout_ms - 1 (WAIT
+     * holds up the commands behind it on the connection). */
+    int64_t wait_timeout_ms;
 } leash_options;
 
 /* Fills every field of *o with its default: leash_options_init(&opts).

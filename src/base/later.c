@@ -6,19 +6,19 @@ static void run_one(leash__later *item) {
 }
 
 /* Only what was queued before this run: items queued meanwhile wait for
- * the next one, so a callback that queues again cannot starve the loop. */
+ * the next one, so a callback that queues again cannot starve the loop.
+ * Each is taken from the shared queue as it runs: a callback that frees
+ * the client finds the rest there (the free runs them). */
 static void on_timer(void *arg) {
     leash__laterq *q = arg;
     leash__env *env = q->timer.env;
-    leash__list batch;
+    size_t n = 0;
+    leash__list *it;
 
-    leash__list_init(&batch);
-    leash__list_splice_tail(&batch, &q->items);
-    while (!env->freeing && !leash__list_empty(&batch))
-        run_one(LEASH__CONTAINER(LEASH__LIST_FIRST(&batch), leash__later, link));
-    /* What the free interrupted goes back to the queue: the free runs it. */
-    leash__list_splice_tail(&batch, &q->items);
-    leash__list_splice_tail(&q->items, &batch);
+    for (it = q->items.next; it != &q->items; it = it->next)
+        n++;
+    while (n-- > 0 && !env->freeing && !leash__list_empty(&q->items))
+        run_one(LEASH__CONTAINER(LEASH__LIST_FIRST(&q->items), leash__later, link));
     if (!env->freeing && !leash__list_empty(&q->items))
         leash__timer_at(&q->timer, 0, 1);
 }

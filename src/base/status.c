@@ -41,6 +41,8 @@ const char *leash_lost_reason_name(int reason) {
         return "max-hold";
     case LEASH_LOST_FIXED_LEASE:
         return "fixed-lease";
+    case LEASH_LOST_REPLICAS:
+        return "replicas";
     }
     return "unknown";
 }

@@ -53,6 +53,9 @@ typedef struct leash__answer {
     uint64_t fence;    /* GRANTED */
     int64_t n;         /* GRANTED: count; BUSY: pttl; LEFT: count left */
     int64_t server_ms; /* the server's clock in the answer (ms since the epoch), 0 unknown */
+    /* GRANTED, RENEWED: fewer replicas acknowledged it than the client
+     * asks for (leash_options.wait_replicas): it does not count. */
+    int replicas_short;
 } leash__answer;
 
 /* How the answers of several servers combine (route/quorum). */

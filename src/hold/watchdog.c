@@ -111,31 +111,55 @@ static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigne
     return 0;
 }
 
-static unsigned batch_key(const leash__watchdog *w, const leash__hold *h) {
-    return leash__route_batch_key(w->route, h->names->slot);
+/* A due hold and where it stands, for the sort by batch key. */
+typedef struct due_entry {
+    unsigned key;
+    size_t order;
+    leash__hold *h;
+} due_entry;
+
+static int by_key_then_order(const void *a, const void *b) {
+    const due_entry *x = a, *y = b;
+
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
 }
 
+/* Sends the due holds, grouped by batch key (a sort: a cluster's holds
+ * spread over many slots), each group in commands of up to
+ * LEASH__RENEW_BATCH, oldest first within a group. */
 static void flush(void *arg) {
     leash__watchdog *w = arg;
     leash__hold *batch[LEASH__RENEW_BATCH];
+    due_entry *all;
+    leash__list *n;
+    size_t count = 0, i, j;
 
-    while (!leash__list_empty(&w->due)) {
-        leash__list *n = LEASH__LIST_FIRST(&w->due);
-        leash__hold *first = LEASH__CONTAINER(n, leash__hold, due_link);
-        unsigned key = batch_key(w, first);
-        size_t count = 0;
-
-        /* The holds of the first one's batch key, in list order. With one
-         * server every key is the same and this takes the first ones. */
-        for (; n != &w->due && count < LEASH__RENEW_BATCH; n = n->next) {
-            leash__hold *h = LEASH__CONTAINER(n, leash__hold, due_link);
-            if (batch_key(w, h) == key)
-                batch[count++] = h;
-        }
-        if (send_batch(w, batch, count, first->names->slot) != 0) {
-            /* No memory now: the holds stay due; try again shortly. */
+    for (n = w->due.next; n != &w->due; n = n->next)
+        count++;
+    if (count == 0)
+        return;
+    all = malloc(count * sizeof(*all));
+    if (all == NULL) {
+        /* No memory now: the holds stay due; try again shortly. */
+        leash__timer_at(&w->flush_timer, leash__now_ms() + 10, 0);
+        return;
+    }
+    for (i = 0, n = w->due.next; n != &w->due; n = n->next, i++) {
+        all[i].h = LEASH__CONTAINER(n, leash__hold, due_link);
+        all[i].key = leash__route_batch_key(w->route, all[i].h->names->slot);
+        all[i].order = i;
+    }
+    qsort(all, count, sizeof(*all), by_key_then_order);
+    for (i = 0; i < count; i = j) {
+        size_t k = 0;
+        for (j = i; j < count && all[j].key == all[i].key && k < LEASH__RENEW_BATCH; j++)
+            batch[k++] = all[j].h;
+        if (send_batch(w, batch, k, batch[0]->names->slot) != 0) {
             leash__timer_at(&w->flush_timer, leash__now_ms() + 10, 0);
-            return;
+            break;
         }
     }
+    free(all);
 }

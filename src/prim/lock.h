@@ -36,12 +36,14 @@ enum leash__event_type {
     LEASH__EV_LATE,
     LEASH__EV_GONE,
     LEASH__EV_FAILED,
+    LEASH__EV_UNREPLICATED, /* granted, but too few replicas acknowledged it */
     /* other answers */
     LEASH__EV_RELEASED, /* the release's (any status) */
     LEASH__EV_FORCED,   /* the force release's (any status) */
     LEASH__EV_RENEWED,
     LEASH__EV_NOT_OURS,
     LEASH__EV_RENEW_FAILED,
+    LEASH__EV_RENEW_UNREPLICATED, /* renewed, but too few replicas acknowledged it */
     /* timers */
     LEASH__EV_WAIT_END,
     LEASH__EV_TTL,
@@ -117,6 +119,7 @@ struct leash_lock {
     int rel_final;      /* it gives the last hold back */
     int rel_force;      /* it is a force release */
     int rel_close_wait; /* leash_client_close waits for it */
+    int rel_owed;       /* answered, its callback comes after a lost callback */
     char rel_token[LEASH__TOKEN_LEN + 1];
 
     leash_lost_cb *lost_cb;

@@ -35,23 +35,27 @@
  * late          -       -       late    tout    -       -       -       -       xagain  -
  * gone          -       -       proto   proto   -       -       -       -       xlost   -
  * failed        -       -       fail    fail    -       -       -       -       xfail   -
+ * unreplicated  -       -       unrepl  unrepl  -       -       -       -       xunrepl -
  * released      rel     -       rel     rel     rel     rel     rel     rel     -       -
  * forced        forced  go      -       -       -       -       -       -       -       -
  * renewed       -       -       -       -       -       -       -       renewed renewed renewed
  * not-ours      -       -       -       -       -       -       -       lost    lost    lost
  * renew-failed  -       -       -       -       -       -       -       retry   retry   retry
+ * renew-unrepl  -       -       -       -       -       -       -       lost    lost    lost
  * wait-end      -       tout    last    -       tout    tout    tout    -       -       -
  * ttl           -       -       -       -       again   again   -       -       -       -
  * retry         -       -       -       -       -       -       again   -       -       xagain
  * deadline      -       -       -       -       -       -       -       lost    lost    lost
  * max-hold      -       -       -       -       -       -       -       lost    lost    lost
  * renew-due     -       -       -       -       -       -       -       renew   renew   renew
- * wake          -       -       -       -       -       again   -       -       -       -
- * covered       -       -       -       -       again   again   -       -       -       -
- * alive         -       -       later   later   later   later   later   -       -       -
+ * wake          -       -       -       -       -       again   ign     -       -       -
+ * covered       -       ign     ign     ign     again   again   ign     -       -       -
+ * alive         -       later   later   later   later   later   later   -       -       -
  *
  *   -        cannot come in this state (nothing of that kind is pending):
  *            ignored
+ *   ign      may come (the wait queue tells every waiter of the channel):
+ *            nothing to do
  *   ESTATE   refused, LEASH_ESTATE; nothing changes
  *   start    a new token, an attempt -> ATTEMPT (AFTER_FORCE while this
  *            handle's force release is on the wire); no memory: refused
@@ -83,7 +87,8 @@
  *            covered only now, else SUBSCRIBING
  *   tout     LEASH_ETIMEDOUT -> IDLE
  *   late     the copy came after its own not_after and did nothing: again
- *            while the wait has time (try-once, or none left: LEASH_ECONN)
+ *            while the wait has time (try-once, or none left: LEASH_ECONN;
+ *            a grant an earlier copy got is released)
  *   proto    LEASH_EPROTO -> IDLE (a new hold cannot be "gone")
  *   fail     the acquire ends with the error -> IDLE (an answer that was
  *            lost: the attempt may still run, its grant is released)
@@ -91,6 +96,10 @@
  *            callback LEASH_EBUSY -> IDLE
  *   xagain   the extra hold again -> EXTRA (XNOMEM without memory)
  *   xfail    the extra hold's callback gets the error -> HELD
+ *   unrepl   granted where too few replicas acknowledged it (wait_replicas):
+ *            the grant is released, LEASH_EREPLICAS -> IDLE
+ *   xunrepl  the extra hold's callback gets LEASH_EREPLICAS -> HELD (the
+ *            count Redis raised goes with the last release)
  *   rel      the release's callback gets the answer; a last hold's release
  *            wakes the local waiters; a release of one of several holds
  *            that found the hold gone: lost EXPIRED first (HELD -> IDLE)
@@ -98,8 +107,8 @@
  *   go       the attempt goes now -> ATTEMPT (NOMEM), then as forced
  *   renewed  the deadline moves, the next renewal is scheduled (an answer
  *            after the deadline: lost)
- *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD)
- *            -> IDLE; the hold is released unless it expired; an extra
+ *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD,
+ *            REPLICAS) -> IDLE; the hold is released unless it expired; an extra
  *            hold then ends LEASH_ECANCELED
  *   retry    a renewal again soon
  *   renew    the renewal joins the next batch
@@ -157,6 +166,12 @@ static int acquiring(int state) {
 
 static int holding(int state) {
     return state >= M_HELD;
+}
+
+/* The release slot is taken: a release on the wire, or its callback still
+ * owed (it comes after a lost callback that runs first). */
+static int release_busy(const leash_lock *l) {
+    return l->rel != NULL || l->rel_owed;
 }
 
 static const leash__logger *lg(const leash_lock *l) {
@@ -243,6 +258,7 @@ static void finish_release(leash_lock *l, int status) {
     l->rel = NULL;
     l->rel_force = 0;
     l->rel_close_wait = 0;
+    l->rel_owed = 0;
     l->rel_cb = NULL;
     l->rel_arg = NULL;
     if (cb != NULL)
@@ -469,9 +485,12 @@ static void acquire_ends(leash_lock *l, int status) {
     finish_acquire(l, status);
 }
 
-static void lose(leash_lock *l, int reason) {
+/* The hold is lost: the lost callback, then an extra hold's callback
+ * (still owed through the lost callback, so that a free inside it ends
+ * with LEASH_ECANCELED and a new acquire is refused) gets `owed`. */
+static void lose_then(leash_lock *l, int reason, int owed) {
     leash_lost_cb *cb = l->lost_cb;
-    int extra_pending = l->acq_cb != NULL;
+    int extra_owed = l->acq_cb != NULL;
 
     leash__log(lg(l), LEASH_LOG_WARN, "lock %s lost (%s), fence %llu", l->name,
                leash_lost_reason_name(reason), (unsigned long long)l->hold.fence);
@@ -485,19 +504,14 @@ static void lose(leash_lock *l, int reason) {
         if (l->freed)
             return;
     }
-    if (extra_pending)
-        finish_acquire(l, LEASH_ECANCELED);
+    /* Only the extra hold's: without one, the lost callback may have
+     * started a new acquire. */
+    if (extra_owed)
+        finish_acquire(l, owed);
 }
 
-/* The lost callback, then the extra hold's callback with status. */
-static void lose_then(leash_lock *l, int reason, int status) {
-    leash_acquire_cb *cb = l->acq_cb;
-    void *arg = l->acq_arg;
-
-    l->acq_cb = NULL;
-    lose(l, reason);
-    if (!l->freed && cb != NULL)
-        cb(l, status, arg);
+static void lose(leash_lock *l, int reason) {
+    lose_then(l, reason, LEASH_ECANCELED);
 }
 
 static int deadline_reason(const leash_lock *l) {
@@ -583,6 +597,9 @@ static void renewed(leash_lock *l, const leash__event *e) {
     case LEASH__EV_NOT_OURS:
         lose(l, LEASH_LOST_EXPIRED);
         break;
+    case LEASH__EV_RENEW_UNREPLICATED:
+        lose(l, LEASH_LOST_REPLICAS);
+        break;
     default:
         leash__log(lg(l), LEASH_LOG_INFO, "renew %s failed (%s): trying again soon", l->name,
                    leash_strerror(e->answer != NULL ? e->answer->status : LEASH_ECONN));
@@ -650,7 +667,7 @@ static int extra(leash_lock *l, const leash__event *e) {
                    l->name);
         return LEASH_ESTATE;
     }
-    if (l->rel != NULL) {
+    if (release_busy(l)) {
         leash__log(lg(l), LEASH_LOG_ERROR,
                    "leash_acquire %s: a release of this handle is in flight", l->name);
         return LEASH_ESTATE;
@@ -776,10 +793,14 @@ static int force(leash_lock *l, const leash__event *e) {
 
 /* The handle goes: everything pending ends ECANCELED inside this call. */
 static void free_handle(leash_lock *l) {
-    int held = holding(l->state);
+    int held = holding(l->state), tearing_down = l->core->env.freeing;
 
     l->freed = 1;
     leash__later_run_owner(&l->core->later, l);
+    /* One of those callbacks freed the client: its teardown has ended this
+     * handle already. */
+    if (!tearing_down && l->core->env.freeing)
+        return;
     abandon_attempt(l, !held);
     if (held)
         release_in_background(l, l->hold.token, 0);
@@ -788,8 +809,9 @@ static void free_handle(leash_lock *l) {
     if (l->rel != NULL) {
         leash__req_orphan(l->rel); /* it still goes out; nobody hears it */
         l->rel = NULL;
-        finish_release(l, LEASH_ECANCELED);
     }
+    if (l->rel_owed || l->rel_close_wait || l->rel_cb != NULL)
+        finish_release(l, LEASH_ECANCELED);
     finish_acquire(l, LEASH_ECANCELED);
 }
 
@@ -855,6 +877,8 @@ static void on_attempt(void *arg, const leash__answer *a, size_t n) {
     e.answer = a;
     if (a->status != LEASH_OK || a->kind > LEASH__ANS_GONE)
         e.type = LEASH__EV_FAILED;
+    else if (a->kind == LEASH__ANS_GRANTED && a->replicas_short)
+        e.type = LEASH__EV_UNREPLICATED;
     else
         e.type = kinds[a->kind];
     dispatch(l, &e);
@@ -911,14 +935,13 @@ static void release_answered(leash_lock *l, const leash__answer *a) {
     }
     if (status == LEASH_ENOTHELD && !l->rel_final && l->state == M_HELD &&
         memcmp(l->rel_token, l->hold.token, LEASH__TOKEN_LEN) == 0) {
-        /* Giving back one of several holds found them all gone. */
-        leash_release_cb *cb = l->rel_cb;
-        void *rarg = l->rel_arg;
-        l->rel_cb = NULL;
-        finish_release(l, status); /* nothing to call: clears the slot */
+        /* Giving back one of several holds found them all gone. The
+         * release's callback stays owed through the lost callback (a free
+         * inside it ends it LEASH_ECANCELED). */
+        l->rel_owed = 1;
         lose(l, LEASH_LOST_EXPIRED);
-        if (!l->freed && cb != NULL)
-            cb(l, status, rarg);
+        if (!l->freed)
+            finish_release(l, status);
         return;
     }
     finish_release(l, status);
@@ -977,7 +1000,7 @@ static int common(leash_lock *l, const leash__event *e, int *rc) {
                                                               "leash_release"
                                                             : "this handle is acquiring it; use "
                                                               "leash_cancel")
-              : l->rel != NULL   ? refuse(l, "leash_force_release", "a release is in flight")
+              : release_busy(l)  ? refuse(l, "leash_force_release", "a release is in flight")
                                  : force(l, e);
         return 1;
     default:
@@ -988,9 +1011,12 @@ static int common(leash_lock *l, const leash__event *e, int *rc) {
 static int in_idle(leash_lock *l, const leash__event *e) {
     switch (e->type) {
     case LEASH__EV_ACQUIRE:
+        if (l->acq_cb != NULL)
+            return refuse(l, "leash_acquire",
+                          "the extra hold's callback is owed (it comes after the lost callback)");
         return start(l, e);
     case LEASH__EV_RELEASE:
-        return refuse(l, "leash_release", l->rel != NULL ? "a release is in flight" : "not held");
+        return refuse(l, "leash_release", release_busy(l) ? "a release is in flight" : "not held");
     case LEASH__EV_CANCEL:
         return refuse(l, "leash_cancel", "no acquire is pending");
     default:
@@ -1004,7 +1030,7 @@ static int in_waiting(leash_lock *l, const leash__event *e) {
     case LEASH__EV_ACQUIRE:
         return refuse(l, "leash_acquire", "already acquiring");
     case LEASH__EV_RELEASE:
-        if (l->rel != NULL)
+        if (release_busy(l))
             return refuse(l, "leash_release", "a release is in flight");
         return undo(l, e);
     case LEASH__EV_CANCEL:
@@ -1041,7 +1067,7 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
     case LEASH__EV_ACQUIRE:
         return refuse(l, "leash_acquire", "already acquiring");
     case LEASH__EV_RELEASE:
-        if (l->rel != NULL)
+        if (release_busy(l))
             return refuse(l, "leash_release", "a release is in flight");
         return undo(l, e);
     case LEASH__EV_CANCEL:
@@ -1058,14 +1084,17 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
             wait_for_release(l, e->answer->n);
         return 0;
     case LEASH__EV_LATE:
-        /* It arrived after its own not_after and did nothing: a slow pipe
-         * or a clock that moved. */
-        if (last)
-            acquire_ends(l, LEASH_ETIMEDOUT);
-        else if (l->wait_once || (l->wait_deadline != 0 && leash__now_ms() >= l->wait_deadline))
-            acquire_ends(l, LEASH_ECONN);
-        else
+        /* This copy arrived after its own not_after and did nothing (a
+         * slow pipe, a clock that moved); an earlier copy, written before
+         * a reconnect, may have run. Asking again with the same token finds
+         * such a grant; ending now, it is released. */
+        if (last || l->wait_once ||
+            (l->wait_deadline != 0 && leash__now_ms() >= l->wait_deadline)) {
+            forget_attempt(l);
+            acquire_ends(l, last ? LEASH_ETIMEDOUT : LEASH_ECONN);
+        } else {
             again(l);
+        }
         return 0;
     case LEASH__EV_GONE:
         leash__log(lg(l), LEASH_LOG_ERROR, "acquire %s: the script answered an extra hold",
@@ -1078,6 +1107,10 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
         if (e->answer->status == LEASH_ECONN)
             forget_attempt(l);
         acquire_ends(l, e->answer->status);
+        return 0;
+    case LEASH__EV_UNREPLICATED:
+        release_in_background(l, l->hold.token, 0);
+        acquire_ends(l, LEASH_EREPLICAS);
         return 0;
     case LEASH__EV_WAIT_END:
         if (!last)
@@ -1105,7 +1138,7 @@ static int in_held(leash_lock *l, const leash__event *e) {
     case LEASH__EV_RELEASE:
         if (extra_pending)
             return refuse(l, "leash_release", "an extra hold is in flight; cancel it first");
-        if (l->rel != NULL)
+        if (release_busy(l))
             return refuse(l, "leash_release", "a release is in flight");
         return give(l, e);
     case LEASH__EV_CANCEL:
@@ -1129,14 +1162,16 @@ static int in_held(leash_lock *l, const leash__event *e) {
             again(l); /* it did nothing: ask again while the hold lasts */
         return 0;
     case LEASH__EV_FAILED:
+    case LEASH__EV_UNREPLICATED:
         if (l->state == M_EXTRA) {
             set_state(l, M_HELD);
-            finish_acquire(l, e->answer->status);
+            finish_acquire(l, e->type == LEASH__EV_FAILED ? e->answer->status : LEASH_EREPLICAS);
         }
         return 0;
     case LEASH__EV_RENEWED:
     case LEASH__EV_NOT_OURS:
     case LEASH__EV_RENEW_FAILED:
+    case LEASH__EV_RENEW_UNREPLICATED:
         renewed(l, e);
         return 0;
     case LEASH__EV_DEADLINE:
@@ -1208,8 +1243,10 @@ static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
     e.sent = sent;
     if (a->status != LEASH_OK)
         e.type = LEASH__EV_RENEW_FAILED;
+    else if (a->kind != LEASH__ANS_RENEWED)
+        e.type = LEASH__EV_NOT_OURS;
     else
-        e.type = a->kind == LEASH__ANS_RENEWED ? LEASH__EV_RENEWED : LEASH__EV_NOT_OURS;
+        e.type = a->replicas_short ? LEASH__EV_RENEW_UNREPLICATED : LEASH__EV_RENEWED;
     dispatch(l, &e);
 }
 

@@ -10,18 +10,25 @@
 
 enum {
     SUB_NONE,    /* not subscribed (or the subscriber connection is down) */
-    SUB_PENDING, /* SUBSCRIBE sent, not confirmed */
+    SUB_PENDING, /* (S)SUBSCRIBE sent, not confirmed */
     SUB_ACTIVE,  /* confirmed: no message can be missed from here on */
-    SUB_LEAVING  /* UNSUBSCRIBE sent, not confirmed */
+    SUB_LEAVING  /* (S)UNSUBSCRIBE sent, not confirmed */
 };
 
 typedef struct node_sub {
     leash__strmap_entry e; /* key: the channel, stored after the struct */
+    leash__list pending;   /* in the node's pending list while PENDING or LEAVING */
     int state;
     int wanted;
 } node_sub;
 
-static int send_sub(leash__node *n, const char *verb, const node_sub *s) {
+static node_sub *sub_of_pending(leash__list *link) {
+    return LEASH__CONTAINER(link, node_sub, pending);
+}
+
+static int send_sub(leash__node *n, int on, node_sub *s) {
+    const char *verb =
+        n->sharded ? (on ? "SSUBSCRIBE" : "SUNSUBSCRIBE") : (on ? "SUBSCRIBE" : "UNSUBSCRIBE");
     const char *argv[2] = {verb, s->e.key};
     size_t lens[2] = {strlen(verb), s->e.len}, len;
     char *buf = leash__resp_format(&len, 2, argv, lens);
@@ -31,10 +38,13 @@ static int send_sub(leash__node *n, const char *verb, const node_sub *s) {
         return -1;
     rc = leash__conn_send_raw(&n->sub, buf, len, 1);
     free(buf);
+    if (rc == 0)
+        leash__list_insert_tail(&n->pending, &s->pending);
     return rc;
 }
 
 static void drop(leash__node *n, node_sub *s) {
+    leash__list_remove(&s->pending);
     leash__strmap_remove(&n->subs, &s->e);
     free(s);
 }
@@ -43,10 +53,10 @@ static void drop(leash__node *n, node_sub *s) {
 static void sync_sub(leash__node *n, node_sub *s) {
     if (s->wanted && s->state == SUB_NONE) {
         /* With the subscriber connection down, its on_ready subscribes. */
-        if (send_sub(n, "SUBSCRIBE", s) == 0)
+        if (send_sub(n, 1, s) == 0)
             s->state = SUB_PENDING;
     } else if (!s->wanted && s->state == SUB_ACTIVE) {
-        s->state = send_sub(n, "UNSUBSCRIBE", s) == 0 ? SUB_LEAVING : SUB_NONE;
+        s->state = send_sub(n, 0, s) == 0 ? SUB_LEAVING : SUB_NONE;
     }
     /* PENDING and LEAVING settle when their confirmation arrives. */
     if (!s->wanted && s->state == SUB_NONE)
@@ -65,6 +75,7 @@ int leash__node_want(leash__node *n, const char *chan, size_t len, int on) {
         memcpy(s + 1, chan, len);
         s->e.key = (const char *)(s + 1);
         s->e.len = len;
+        leash__list_init(&s->pending);
         if (leash__strmap_insert(&n->subs, &s->e) != 0) {
             free(s);
             return LEASH_ENOMEM;
@@ -80,9 +91,16 @@ int leash__node_subscribed(const leash__node *n, const char *chan, size_t len) {
     return s != NULL && s->state == SUB_ACTIVE;
 }
 
+/* The confirmation of s's operation came. */
+static void settled(leash__node *n, node_sub *s) {
+    leash__list_remove(&s->pending);
+    leash__conn_progress(&n->sub, 1);
+}
+
 static void on_subscribe(leash__node *n, node_sub *s) {
     if (s->state != SUB_PENDING)
         return;
+    settled(n, s);
     s->state = SUB_ACTIVE;
     if (!s->wanted) {
         sync_sub(n, s);
@@ -92,39 +110,91 @@ static void on_subscribe(leash__node *n, node_sub *s) {
 }
 
 static void on_unsubscribe(leash__node *n, node_sub *s) {
-    if (s->state != SUB_LEAVING)
-        return;
-    s->state = SUB_NONE;
-    sync_sub(n, s);
+    if (s->state == SUB_LEAVING) {
+        settled(n, s);
+        s->state = SUB_NONE;
+        sync_sub(n, s);
+    } else if (s->state == SUB_ACTIVE) {
+        /* Unasked: the server dropped it (a sharded channel whose slot
+         * moved away). Whoever wants it learns it is gone and may take it
+         * elsewhere; still wanted here, it is asked for again. */
+        s->state = SUB_NONE;
+        n->hooks->gone(n->owner, n, s->e.key, s->e.len);
+        if (n->env->freeing)
+            return;
+        s = (node_sub *)leash__strmap_find(&n->subs, s->e.key, s->e.len);
+        if (s != NULL)
+            sync_sub(n, s);
+    }
 }
 
-/* A frame on the subscriber connection: [kind, channel, payload]. Anything
- * else a server sends there is ignored. */
+/* An error answers the oldest (un)subscribe still unconfirmed. MOVED or
+ * ASK: the channel's slot lives elsewhere (the owner takes it there); any
+ * other error (NOPERM...) starts the connection over, which subscribes
+ * everything again after its backoff. */
+static void on_sub_error(leash__node *n, const redisReply *err) {
+    node_sub *s;
+
+    if (leash__list_empty(&n->pending)) {
+        leash__log(&n->env->log, LEASH_LOG_ERROR,
+                   "subscriber connection: an error nobody asked for: %s: reconnecting", err->str);
+        leash__conn_reset(&n->sub);
+        return;
+    }
+    s = sub_of_pending(LEASH__LIST_FIRST(&n->pending));
+    settled(n, s);
+    if (strncmp(err->str, "MOVED ", 6) != 0 && strncmp(err->str, "ASK ", 4) != 0) {
+        leash__log(&n->env->log, LEASH_LOG_ERROR,
+                   "subscriber connection: Redis refused a subscription: %s: reconnecting",
+                   err->str);
+        leash__conn_reset(&n->sub);
+        return;
+    }
+    if (s->state == SUB_LEAVING) {
+        s->state = SUB_NONE;
+        sync_sub(n, s);
+        return;
+    }
+    s->state = SUB_NONE;
+    n->hooks->moved(n->owner, n, s->e.key, s->e.len);
+}
+
+static int is_kind(const redisReply *kind, const char *classic) {
+    /* Sharded frames are the classic ones with an "s" in front. */
+    return strcasecmp(kind->str, classic) == 0 || ((kind->str[0] == 's' || kind->str[0] == 'S') &&
+                                                   strcasecmp(kind->str + 1, classic) == 0);
+}
+
+/* A frame on the subscriber connection: [kind, channel, payload] or an
+ * error. Anything else a server sends there is ignored. */
 static void on_sub_frame(leash__conn *conn, redisReply *reply) {
     leash__node *n = conn->owner;
     redisReply *kind, *chan;
     node_sub *s;
 
+    if (reply->type == REDIS_REPLY_ERROR) {
+        on_sub_error(n, reply);
+        return;
+    }
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
         reply->element[0]->type != REDIS_REPLY_STRING ||
         reply->element[1]->type != REDIS_REPLY_STRING)
         return;
     kind = reply->element[0];
     chan = reply->element[1];
-    if (strcasecmp(kind->str, "message") == 0) {
+    if (is_kind(kind, "message")) {
         leash__conn_progress(conn, 0);
         if (reply->element[2]->type == REDIS_REPLY_STRING)
             n->hooks->message(n->owner, n, chan->str, chan->len, reply->element[2]->str,
                               reply->element[2]->len);
         return;
     }
-    leash__conn_progress(conn, 1);
     s = (node_sub *)leash__strmap_find(&n->subs, chan->str, chan->len);
     if (s == NULL)
         return;
-    if (strcasecmp(kind->str, "subscribe") == 0)
+    if (is_kind(kind, "subscribe"))
         on_subscribe(n, s);
-    else if (strcasecmp(kind->str, "unsubscribe") == 0)
+    else if (is_kind(kind, "unsubscribe"))
         on_unsubscribe(n, s);
 }
 
@@ -147,6 +217,7 @@ static void on_sub_down(leash__conn *conn) {
         node_sub *s = (node_sub *)e;
         int was_active = s->state == SUB_ACTIVE;
         next = leash__strmap_next(&n->subs, e);
+        leash__list_remove(&s->pending);
         s->state = SUB_NONE;
         if (!s->wanted) {
             drop(n, s);
@@ -160,10 +231,12 @@ static void on_sub_down(leash__conn *conn) {
     }
 }
 
-void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg,
+void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg, int sharded,
                       const leash__node_hooks *hooks, void *owner) {
     memset(n, 0, sizeof(*n));
     n->env = env;
+    n->sharded = sharded;
+    leash__list_init(&n->pending);
     n->hooks = hooks;
     n->owner = owner;
     leash__conn_init(&n->cmd, env, cfg, LEASH__CONN_CMD);

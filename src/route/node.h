@@ -5,10 +5,11 @@
  *
  * Subscriptions: the owner says which channels it wants (leash__node_want);
  * the node moves each channel's subscription toward that, one SUBSCRIBE or
- * UNSUBSCRIBE at a time (hiredis keys its pub/sub callbacks by channel
- * name, so a SUBSCRIBE never goes out while an UNSUBSCRIBE of the same
- * channel is unconfirmed), subscribes everything again after a reconnect,
- * and tells the owner: confirmed, gone, message.
+ * UNSUBSCRIBE at a time (SSUBSCRIBE/SUNSUBSCRIBE for sharded pub/sub; a
+ * subscribe never goes out while an unsubscribe of the same channel is
+ * unconfirmed, so every confirmation names its request), subscribes
+ * everything again after a reconnect, and tells the owner: confirmed, gone,
+ * moved, message.
  */
 #ifndef LEASH_ROUTE_NODE_H
 #define LEASH_ROUTE_NODE_H
@@ -16,16 +17,20 @@
 #include <stddef.h>
 
 #include "base/env.h"
+#include "base/list.h"
 #include "base/strmap.h"
 #include "wire/conn.h"
 
 typedef struct leash__node leash__node;
 
 /* gone runs in a walk over the subscriptions: it may give up the channel
- * it is told about, no other. */
+ * it is told about, no other. moved: the node refused to subscribe chan
+ * (MOVED, ASK: its slot lives elsewhere); it is no longer subscribed here,
+ * though still wanted. */
 typedef struct leash__node_hooks {
     void (*confirmed)(void *owner, leash__node *n, const char *chan, size_t len);
     void (*gone)(void *owner, leash__node *n, const char *chan, size_t len);
+    void (*moved)(void *owner, leash__node *n, const char *chan, size_t len);
     void (*message)(void *owner, leash__node *n, const char *chan, size_t len, const char *msg,
                     size_t msg_len);
 } leash__node_hooks;
@@ -33,12 +38,14 @@ typedef struct leash__node_hooks {
 struct leash__node {
     leash__env *env;
     leash__conn cmd, sub;
-    leash__strmap subs; /* channel -> its subscription on this node */
+    leash__strmap subs;  /* channel -> its subscription on this node */
+    leash__list pending; /* subscriptions whose (un)subscribe is unconfirmed, in order */
+    int sharded;         /* SSUBSCRIBE/SUNSUBSCRIBE */
     const leash__node_hooks *hooks;
     void *owner;
 };
 
-void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg,
+void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg, int sharded,
                       const leash__node_hooks *hooks, void *owner);
 /* Makes its timers (the env is attached). LEASH_OK / LEASH_ENOMEM. */
 int leash__node_prepare(leash__node *n);

@@ -25,6 +25,7 @@
 #include "base/env.h"
 #include "dialect/dialect.h"
 #include "wire/conn.h"
+#include "wire/sock.h"
 
 typedef struct leash__route leash__route;
 typedef struct leash__req leash__req;
@@ -76,10 +77,26 @@ typedef struct leash__route_ops {
     void (*destroy)(leash__route *r);
 } leash__route_ops;
 
+/* How the client wants its commands sent; alive as long as the route. */
+typedef struct leash__route_cfg {
+    /* Connections: credentials, timeouts, scripts; host/port/unix_path
+     * name the one server of a single route. */
+    const leash__conn_cfg *conn;
+    /* A cluster's seed nodes. */
+    const leash__sock_addr *seeds;
+    int nseeds;
+    int sharded; /* SSUBSCRIBE/SPUBLISH */
+    /* A grant and a renewal count once this many replicas acknowledged
+     * them (WAIT after the script); 0 = off. */
+    int wait_replicas;
+    int64_t wait_timeout_ms;
+} leash__route_cfg;
+
 struct leash__route {
     const leash__route_ops *ops;
     leash__env *env;
     const leash__dialect *dialect;
+    const leash__route_cfg *cfg;
     const leash__sub_hooks *hooks;
     void *owner;
 };
@@ -140,9 +157,19 @@ static inline void leash__route_set_hooks(leash__route *r, const leash__sub_hook
     r->owner = owner;
 }
 
+/* For the routes: a command of op goes out with WAIT behind it when the
+ * client asks for replicas and op is a grant or a renewal. */
+void leash__route_prepare_cmd(const leash__route *r, const leash__opdef *op, leash__cmd *cmd);
+
+/* For the routes: the answers of one server to a command of op: its reply
+ * parsed (status LEASH_OK), or status in every answer; a grant or renewal
+ * that too few replicas acknowledged (acked) is marked replicas_short. */
+void leash__route_read(const leash__route *r, const leash__opdef *op, struct redisReply *reply,
+                       int status, long long acked, leash__answer *out, size_t n, const char *what);
+
 /* One server: the client's own host/port or unix socket. Owns copies of
  * nothing: cfg must outlive the route. NULL without memory. */
 leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
-                                      const leash__conn_cfg *cfg);
+                                      const leash__route_cfg *cfg);
 
 #endif

@@ -26,22 +26,14 @@ typedef struct single_req {
     leash__answer answers[]; /* n of them */
 } single_req;
 
-static void on_reply(void *arg, redisReply *reply, int status) {
+static void on_reply(void *arg, redisReply *reply, int status, long long acked) {
     single_req *q = arg;
     single *s = (single *)q->base.route;
-    size_t i;
 
     q->cmd = NULL;
-    if (status == LEASH_OK) {
-        q->op->parse(reply, q->answers, q->n, &s->base.env->log, q->what);
-        if (q->answers[0].status == LEASH_OK && q->answers[0].server_ms > 0)
-            leash__conn_server_time(&s->node.cmd, q->answers[0].server_ms);
-    } else {
-        for (i = 0; i < q->n; i++) {
-            memset(&q->answers[i], 0, sizeof(q->answers[i]));
-            q->answers[i].status = status;
-        }
-    }
+    leash__route_read(&s->base, q->op, reply, status, acked, q->answers, q->n, q->what);
+    if (q->answers[0].status == LEASH_OK && q->answers[0].server_ms > 0)
+        leash__conn_server_time(&s->node.cmd, q->answers[0].server_ms);
     q->done(q->arg, q->answers, q->n);
     free(q);
 }
@@ -50,6 +42,7 @@ static leash__req *single_send(leash__route *r, const leash__send *snd) {
     single *s = (single *)r;
     single_req *q;
 
+    leash__route_prepare_cmd(r, snd->op, snd->cmd);
     if (snd->done == NULL) {
         leash__cmd_orphan(snd->cmd);
         if (snd->send_at != 0)
@@ -170,10 +163,21 @@ static void node_message(void *owner, leash__node *n, const char *chan, size_t l
     r->hooks->message(r->owner, chan, len, msg, msg_len);
 }
 
-static const leash__node_hooks node_hooks = {node_confirmed, node_gone, node_message};
+/* One server: nowhere else to go; it stays wanted and is asked for again
+ * after a reconnect. */
+static void node_moved(void *owner, leash__node *n, const char *chan, size_t len) {
+    leash__route *r = owner;
+    (void)n;
+    leash__log(&r->env->log, LEASH_LOG_WARN,
+               "a subscription was refused with MOVED: is the server part of a cluster? (set "
+               "topology to LEASH_TOPOLOGY_CLUSTER)");
+    (void)chan, (void)len;
+}
+
+static const leash__node_hooks node_hooks = {node_confirmed, node_gone, node_moved, node_message};
 
 leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
-                                      const leash__conn_cfg *cfg) {
+                                      const leash__route_cfg *cfg) {
     single *s = calloc(1, sizeof(*s));
 
     if (s == NULL)
@@ -181,6 +185,7 @@ leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
     s->base.ops = &single_ops;
     s->base.env = env;
     s->base.dialect = d;
-    leash__node_init(&s->node, env, cfg, &node_hooks, s);
+    s->base.cfg = cfg;
+    leash__node_init(&s->node, env, cfg->conn, cfg->sharded, &node_hooks, s);
     return &s->base;
 }

@@ -118,7 +118,16 @@ leash__cmd *leash__cmd_new(char *buf, size_t len, const leash__script *script, u
     return cmd;
 }
 
+/* A command's own reply kept while WAIT's is still to come. */
+static void drop_first(leash__cmd *cmd) {
+    if (cmd->first != NULL) {
+        freeReplyObject(cmd->first);
+        cmd->first = NULL;
+    }
+}
+
 static void cmd_free(leash__cmd *cmd) {
+    drop_first(cmd);
     free(cmd->buf);
     free(cmd);
 }
@@ -127,15 +136,22 @@ void leash__cmd_free(leash__cmd *cmd) {
     cmd_free(cmd);
 }
 
-/* Frees the command, then tells its owner (if it still has one). */
-static void cmd_complete(leash__cmd *cmd, redisReply *reply, int status) {
+void leash__cmd_wait(leash__cmd *cmd, int n, int64_t timeout_ms) {
+    cmd->wait_replicas = n;
+    cmd->wait_timeout_ms = timeout_ms;
+}
+
+/* Tells the owner (if it still has one); the command is freed first
+ * unless its owner keeps it (LEASH__CMD_KEEP): fn may free the client. */
+static void cmd_complete(leash__cmd *cmd, redisReply *reply, int status, long long acked) {
     leash__reply_fn *fn = cmd->fn;
     void *arg = cmd->arg;
-    int orphan = (cmd->flags & LEASH__CMD_ORPHAN) != 0;
+    int orphan = (cmd->flags & LEASH__CMD_ORPHAN) != 0 || fn == NULL;
 
-    cmd_free(cmd);
-    if (!orphan && fn != NULL)
-        fn(arg, reply, status);
+    if (orphan || !(cmd->flags & LEASH__CMD_KEEP))
+        cmd_free(cmd);
+    if (!orphan)
+        fn(arg, reply, status, acked);
 }
 
 void leash__cmd_cancel(leash__cmd *cmd) {
@@ -154,17 +170,43 @@ void leash__cmd_orphan(leash__cmd *cmd) {
     cmd->flags |= LEASH__CMD_ORPHAN;
 }
 
-/* Completes the commands of `doomed` with status, one by one (a callback
- * may free the client: then the rest go with the teardown). */
-static void complete_all(leash__conn *conn, leash__list *doomed, int status) {
-    while (!leash__list_empty(doomed)) {
-        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(doomed));
+int leash__cmd_take(leash__cmd *cmd) {
+    if ((cmd->flags & LEASH__CMD_SENT) || cmd->conn == NULL)
+        return -1;
+    queue_remove(cmd->conn, cmd);
+    cmd->conn = NULL;
+    return 0;
+}
+
+static void cmd_lost(leash__conn *conn, leash__cmd *cmd);
+
+/* Settles the commands in limbo one by one, each as its fate says: lost
+ * with the connection (LEASH_OK: resent after the reconnect or failed),
+ * else completed with that status. A callback may free the client: the
+ * teardown then finds the rest in limbo. */
+static void drain_limbo(leash__conn *conn) {
+    while (!leash__list_empty(&conn->limbo) && !conn->env->freeing) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->limbo));
         leash__list_remove(&cmd->link);
-        cmd->conn = NULL;
-        cmd_complete(cmd, NULL, status);
-        if (conn->env->freeing)
-            return;
+        if (cmd->fate == LEASH_OK) {
+            cmd_lost(conn, cmd);
+        } else {
+            cmd->conn = NULL;
+            cmd_complete(cmd, NULL, cmd->fate, -1);
+        }
     }
+}
+
+/* Completes the commands of `doomed` with status. */
+static void complete_all(leash__conn *conn, leash__list *doomed, int status) {
+    leash__list *n;
+
+    for (n = doomed->next; n != doomed; n = n->next) {
+        cmd_of(n)->fate = status;
+        cmd_of(n)->flags &= ~(unsigned)LEASH__CMD_DELAYED;
+    }
+    leash__list_splice_tail(&conn->limbo, doomed);
+    drain_limbo(conn);
 }
 
 /* Completes every unsent command with status (orphans are dropped). */
@@ -222,15 +264,41 @@ static void count_send(leash__conn *conn, unsigned replies) {
     }
 }
 
+/* WAIT n timeout behind a command. */
+static int write_wait(leash__conn *conn, const leash__cmd *cmd) {
+    char n[24], t[24], *buf;
+    const char *argv[3] = {"WAIT", n, t};
+    size_t lens[3], len;
+    int rc;
+
+    lens[0] = 4;
+    lens[1] = (size_t)snprintf(n, sizeof(n), "%d", cmd->wait_replicas);
+    lens[2] = (size_t)snprintf(t, sizeof(t), "%lld", (long long)cmd->wait_timeout_ms);
+    buf = leash__resp_format(&len, 3, argv, lens);
+    if (buf == NULL)
+        return -1;
+    rc = leash__sock_write(conn->sock, buf, len);
+    free(buf);
+    return rc;
+}
+
 static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
+    size_t before = leash__sock_unsent(conn->sock);
+
     stamp_cmd(conn, cmd);
     if (leash__sock_write(conn->sock, cmd->buf, cmd->len) != 0)
         return -1;
+    if (cmd->wait_replicas > 0 && write_wait(conn, cmd) != 0) {
+        /* Half a pair must not go out: the socket took nothing of it yet. */
+        leash__sock_unwrite(conn->sock, leash__sock_unsent(conn->sock) - before);
+        return -1;
+    }
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
+    cmd->replies_left = cmd->wait_replicas > 0 ? 2 : 1;
     leash__list_insert_tail(&conn->sent, &cmd->link);
     if (conn->role == LEASH__CONN_CMD)
         conn->env->stats->commands_sent++;
-    count_send(conn, 1);
+    count_send(conn, cmd->replies_left);
     return 0;
 }
 
@@ -324,26 +392,19 @@ static void become_ready(leash__conn *conn) {
         conn->on_ready(conn);
 }
 
-static void cmd_lost(leash__conn *conn, leash__cmd *cmd);
-
 /* The connection is gone with commands written on it: each is resent
  * after the reconnect (LEASH__CMD_RETRY, in its order) or fails. */
 static void lose_sent(leash__conn *conn) {
-    leash__list lost;
+    leash__list *n;
 
-    leash__list_init(&lost);
-    leash__list_splice_tail(&lost, &conn->sent);
-    while (!leash__list_empty(&lost)) {
-        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&lost));
-        leash__list_remove(&cmd->link);
+    for (n = conn->sent.next; n != &conn->sent; n = n->next) {
+        leash__cmd *cmd = cmd_of(n);
         cmd->flags &= ~(unsigned)LEASH__CMD_SENT;
-        cmd_lost(conn, cmd);
-        if (conn->env->freeing) {
-            /* The teardown that follows cancels the rest. */
-            leash__list_splice_tail(&conn->sent, &lost);
-            return;
-        }
+        drop_first(cmd);
+        cmd->fate = LEASH_OK;
     }
+    leash__list_splice_tail(&conn->limbo, &conn->sent);
+    drain_limbo(conn);
 }
 
 /* Drops the connection on our own decision (timeout, refused handshake,
@@ -354,6 +415,10 @@ static void conn_break(leash__conn *conn) {
     leash__sock_close(conn->sock);
     conn->sock = NULL;
     conn_gone(conn);
+}
+
+void leash__conn_reset(leash__conn *conn) {
+    conn_break(conn);
 }
 
 /* The first failure in a row is a warning; the retries that follow are
@@ -552,7 +617,7 @@ static void cmd_lost(leash__conn *conn, leash__cmd *cmd) {
         return;
     }
     cmd->conn = NULL;
-    cmd_complete(cmd, NULL, LEASH_ECONN);
+    cmd_complete(cmd, NULL, LEASH_ECONN, -1);
 }
 
 /* A transient answer (LOADING, BUSY...): the command did not run. It goes
@@ -576,19 +641,36 @@ static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redis
                    "%s connection: Redis still answers %s at a command's deadline", role_name(conn),
                    reply->str);
         cmd->conn = NULL;
-        cmd_complete(cmd, NULL, LEASH_ECONN);
+        cmd_complete(cmd, NULL, LEASH_ECONN, -1);
         return 1;
     }
     leash__conn_send_at(conn, cmd, now + pause);
     return 1;
 }
 
-static void on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
+/* The answer of the command at the head of the sent list; with WAIT
+ * behind it, its own reply is kept until WAIT's comes. Returns 1 when
+ * reply was kept. */
+static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
+    redisReply *kept = NULL;
+    long long acked = -1;
+
+    leash__conn_progress(conn, 1);
+    if (cmd->replies_left == 2) {
+        cmd->first = reply;
+        cmd->replies_left = 1;
+        return 1;
+    }
     leash__list_remove(&cmd->link);
     cmd->flags &= ~(unsigned)LEASH__CMD_SENT;
-    leash__conn_progress(conn, 1);
+    if (cmd->first != NULL) {
+        if (reply->type == REDIS_REPLY_INTEGER)
+            acked = reply->integer;
+        kept = reply = cmd->first;
+        cmd->first = NULL;
+    }
     if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply))
-        return;
+        goto out;
     if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
         strncmp(reply->str, "NOSCRIPT", 8) == 0) {
         size_t len;
@@ -600,41 +682,35 @@ static void on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) 
             cmd->len = len;
             cmd->script = NULL;
             leash__conn_send(conn, cmd);
-            return;
+            goto out;
         }
     }
     cmd->conn = NULL;
-    cmd_complete(cmd, reply, LEASH_OK);
+    cmd_complete(cmd, reply, LEASH_OK, acked);
+out:
+    if (kept != NULL)
+        freeReplyObject(kept);
+    return 0;
 }
 
 /* Every reply, in order: the handshake's first, then each answers the
  * oldest command written (a subscriber connection hands its frames to its
  * owner instead). */
-static void on_sock_reply(void *owner, redisReply *reply) {
+static int on_sock_reply(void *owner, redisReply *reply) {
     leash__conn *conn = owner;
 
     if (conn->state == LEASH__CONN_HANDSHAKE && conn->handshake_next < conn->handshake_left) {
         int tag = conn->handshake_tags[conn->handshake_next++];
         on_handshake_reply(conn, reply, tag);
-        return;
+        return 0;
     }
     if (conn->state != LEASH__CONN_READY) {
         conn_break(conn);
-        return;
+        return 0;
     }
     if (conn->role == LEASH__CONN_SUB) {
-        if (reply->type == REDIS_REPLY_ERROR) {
-            /* Which (un)subscribe it refused is not said: start over, the
-             * reconnect subscribes everything again (NOPERM stays a line
-             * in the log per attempt). */
-            leash__log(conn_log(conn), LEASH_LOG_ERROR,
-                       "%s connection: Redis refused a command: %s: reconnecting", role_name(conn),
-                       reply->str);
-            conn_break(conn);
-            return;
-        }
         conn->on_frame(conn, reply);
-        return;
+        return 0;
     }
     if (leash__list_empty(&conn->sent)) {
         leash__log(conn_log(conn), LEASH_LOG_ERROR,
@@ -642,9 +718,9 @@ static void on_sock_reply(void *owner, redisReply *reply) {
                    "reconnecting",
                    role_name(conn));
         conn_break(conn);
-        return;
+        return 0;
     }
-    on_cmd_reply(conn, cmd_of(LEASH__LIST_FIRST(&conn->sent)), reply);
+    return on_cmd_reply(conn, cmd_of(LEASH__LIST_FIRST(&conn->sent)), reply);
 }
 
 static const leash__sock_hooks sock_hooks = {on_sock_connected, on_sock_reply, on_sock_closed};
@@ -749,6 +825,7 @@ void leash__conn_init(leash__conn *conn, leash__env *env, const leash__conn_cfg 
     leash__list_init(&conn->queue);
     leash__list_init(&conn->delayed);
     leash__list_init(&conn->sent);
+    leash__list_init(&conn->limbo);
     conn->retry_tail = &conn->queue;
     leash__timer_init(&conn->timer, env, conn_timer_fired, conn);
 }
@@ -772,13 +849,13 @@ static void teardown_list(leash__conn *conn, leash__list *list) {
     while (!leash__list_empty(list)) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(list));
         queue_remove(conn, cmd);
-        if ((cmd->flags & LEASH__CMD_ORPHAN) && conn->sock != NULL &&
+        if ((cmd->flags & (LEASH__CMD_ORPHAN | LEASH__CMD_BACKGROUND)) && conn->sock != NULL &&
             conn->state == LEASH__CONN_READY) {
             stamp_cmd(conn, cmd);
             (void)leash__sock_write(conn->sock, cmd->buf, cmd->len);
         }
         cmd->conn = NULL;
-        cmd_complete(cmd, NULL, LEASH_ECANCELED);
+        cmd_complete(cmd, NULL, LEASH_ECANCELED, -1);
     }
 }
 
@@ -786,6 +863,7 @@ void leash__conn_teardown(leash__conn *conn) {
     leash__timer_clear(&conn->timer);
     teardown_list(conn, &conn->queue);
     teardown_list(conn, &conn->delayed);
+    teardown_list(conn, &conn->limbo);
     /* There is no later write event: the socket takes what it takes now. */
     if (conn->sock != NULL && conn->state == LEASH__CONN_READY)
         leash__sock_flush_now(conn->sock);
@@ -793,7 +871,8 @@ void leash__conn_teardown(leash__conn *conn) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->sent));
         leash__list_remove(&cmd->link);
         cmd->conn = NULL;
-        cmd_complete(cmd, NULL, LEASH_ECANCELED);
+        drop_first(cmd);
+        cmd_complete(cmd, NULL, LEASH_ECANCELED, -1);
     }
     if (conn->sock != NULL) {
         leash__sock_close(conn->sock);

@@ -42,15 +42,19 @@ struct redisReply;
 typedef struct leash__conn leash__conn;
 typedef struct leash__cmd leash__cmd;
 
-/* reply is valid during the call only; NULL when status != LEASH_OK. */
-typedef void leash__reply_fn(void *arg, struct redisReply *reply, int status);
+/* reply is valid during the call only; NULL when status != LEASH_OK.
+ * acked: for a command sent with WAIT, how many replicas acknowledged it
+ * (-1 when WAIT failed or was not asked for). */
+typedef void leash__reply_fn(void *arg, struct redisReply *reply, int status, long long acked);
 
 enum {
-    LEASH__CMD_RETRY = 1,   /* resend after a reconnect while the deadline allows */
-    LEASH__CMD_SENT = 2,    /* written to hiredis; its callback is pending */
-    LEASH__CMD_ORPHAN = 4,  /* nobody waits for the answer any more */
-    LEASH__CMD_WRITTEN = 8, /* was written at least once: it may have run */
-    LEASH__CMD_DELAYED = 16 /* waits in the delayed list for its send_at */
+    LEASH__CMD_RETRY = 1,      /* resend after a reconnect while the deadline allows */
+    LEASH__CMD_SENT = 2,       /* written to hiredis; its callback is pending */
+    LEASH__CMD_ORPHAN = 4,     /* nobody waits for the answer any more */
+    LEASH__CMD_WRITTEN = 8,    /* was written at least once: it may have run */
+    LEASH__CMD_DELAYED = 16,   /* waits in the delayed list for its send_at */
+    LEASH__CMD_KEEP = 32,      /* its owner frees it (or sends it again) after fn */
+    LEASH__CMD_BACKGROUND = 64 /* written at teardown like an orphan (its owner still listens) */
 };
 
 /* A server-time stamp in a command's last argument, which must be
@@ -77,6 +81,12 @@ struct leash__cmd {
     int stamp;        /* LEASH__STAMP_* */
     int64_t stamp_ms;
     unsigned transient; /* transient answers so far */
+    /* WAIT wait_replicas wait_timeout_ms follows it on the wire (0: no). */
+    int wait_replicas;
+    int64_t wait_timeout_ms;
+    unsigned replies_left;    /* while written: its replies still to come */
+    struct redisReply *first; /* with WAIT: the command's own reply, until WAIT's comes */
+    int fate;                 /* in limbo: LEASH_OK lost with its connection, else the status */
     leash__reply_fn *fn;
     void *arg;
 };
@@ -130,6 +140,7 @@ struct leash__conn {
     leash__list *retry_tail; /* last resent command at the queue's front (or &queue) */
     leash__list delayed;     /* to be written at their send_at */
     leash__list sent;        /* written, waiting for their reply */
+    leash__list limbo;       /* being settled one by one (failed, expired, lost) */
     int64_t server_offset;   /* lower bound of server ms - monotonic ms */
     int server_offset_known;
     /* The owner's hooks: the connection became ready / was lost; a frame
@@ -156,8 +167,15 @@ leash__cmd *leash__cmd_new(char *buf, size_t len, const leash__script *script, u
                            int64_t deadline, leash__reply_fn *fn, void *arg);
 /* Marks cmd's last argument as a stamp of the given kind. */
 void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms);
-/* Frees a command that was never given to a connection. */
+/* Frees a command that no connection holds (never given to one, or a
+ * LEASH__CMD_KEEP command after its completion). */
 void leash__cmd_free(leash__cmd *cmd);
+/* Sends WAIT n timeout_ms right behind cmd, on every write of it. */
+void leash__cmd_wait(leash__cmd *cmd, int n, int64_t timeout_ms);
+/* Takes cmd back from its connection while it is not written (queued,
+ * delayed, or waiting to be resent after a reconnect): 0, and the caller
+ * owns it; -1 when it is written and its answer is still to come. */
+int leash__cmd_take(leash__cmd *cmd);
 /* Queues or sends cmd (ownership passes to the connection). */
 void leash__conn_send(leash__conn *conn, leash__cmd *cmd);
 /* The same, not written before the monotonic time send_at. */
@@ -184,6 +202,9 @@ void leash__conn_progress(leash__conn *conn, unsigned replies);
 int leash__reply_transient(const struct redisReply *reply);
 
 int leash__conn_ready(const leash__conn *conn);
+/* Drops the connection now (the owner saw the server misbehave): what was
+ * written is lost as on any break; it reconnects after its backoff. */
+void leash__conn_reset(leash__conn *conn);
 /* "command" or "subscriber", for log lines. */
 const char *leash__conn_role_name(const leash__conn *conn);
 

@@ -194,8 +194,8 @@ static int deliver(leash__sock *s) {
         }
         if (reply == NULL)
             return 1;
-        s->hooks->reply(s->owner, reply);
-        freeReplyObject(reply);
+        if (!s->hooks->reply(s->owner, reply))
+            freeReplyObject(reply);
         if (s->dead)
             return 0;
     }
@@ -396,6 +396,10 @@ int leash__sock_write(leash__sock *s, const char *buf, size_t len) {
     if (!s->connecting)
         set_events(s, LEASH_IO_READ | LEASH_IO_WRITE);
     return 0;
+}
+
+void leash__sock_unwrite(leash__sock *s, size_t n) {
+    s->olen -= n;
 }
 
 void leash__sock_flush_now(leash__sock *s) {

@@ -22,8 +22,9 @@ typedef struct leash__sock leash__sock;
 typedef struct leash__sock_hooks {
     /* The connect completed: writes go out from now on. */
     void (*connected)(void *owner);
-    /* One reply, in the order they came; it is freed when the hook returns. */
-    void (*reply)(void *owner, struct redisReply *reply);
+    /* One reply, in the order they came. Returns 0 (the socket frees it
+     * when the hook returns) or 1 (the owner took it: freeReplyObject). */
+    int (*reply)(void *owner, struct redisReply *reply);
     /* The connect failed, or the peer closed, or a read, a write or the
      * parser failed (why says which). The socket is closed and freed when
      * the hook returns: forget it. */
@@ -50,6 +51,9 @@ leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
 /* Appends buf to what goes out. 0, or -1 without memory (nothing of buf
  * was taken). Before the connect completes, it waits for it. */
 int leash__sock_write(leash__sock *s, const char *buf, size_t len);
+
+/* Takes back the last n bytes written (n at most leash__sock_unsent). */
+void leash__sock_unwrite(leash__sock *s, size_t n);
 
 /* Writes what the socket takes now, without waiting (a teardown: there is
  * no later write event). */

@@ -55,7 +55,10 @@ version_part() {
     sed -n "s/^#define LEASH_VERSION_$1 \\([0-9][0-9]*\\)\$/\\1/p" "$src/include/leash/leash.h"
 }
 major=$(version_part MAJOR)
-version=$major.$(version_part MINOR).$(version_part PATCH)
+minor=$(version_part MINOR)
+version=$major.$minor.$(version_part PATCH)
+# The soname: MAJOR.MINOR before 1.0 (every minor may change the ABI), MAJOR after.
+if [[ $major == 0 ]]; then soversion=$major.$minor; else soversion=$major; fi
 [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "no version in include/leash/leash.h"
 
 # Flags for the consumers: warnings as errors (the installed headers must be
@@ -88,7 +91,7 @@ for f in \
     include/leash/loop.h \
     include/leash/adapters/libev.h \
     lib/libleash.a \
-    "lib/libleash.so.$major" \
+    "lib/libleash.so.$soversion" \
     lib/cmake/leash/leash-config.cmake \
     lib/cmake/leash/leash-config-version.cmake \
     lib/cmake/leash/leash-targets.cmake \
@@ -98,8 +101,8 @@ done
 [[ -L $prefix/lib/libleash.so ]] || fail "missing the link lib/libleash.so"
 soname=$(objdump -p "$prefix/lib/libleash.so" 2>/dev/null | awk '$1 == "SONAME" { print $2 }') ||
     true
-if [[ -n $soname && $soname != "libleash.so.$major" ]]; then
-    fail "SONAME is $soname, expected libleash.so.$major"
+if [[ -n $soname && $soname != "libleash.so.$soversion" ]]; then
+    fail "SONAME is $soname, expected libleash.so.$soversion"
 fi
 # Nothing installed may point back at the build, the sources or the prefix
 # that was configured but not used.
@@ -151,8 +154,8 @@ for bin in "$tmp/consumer-cmake/consumer" "$tmp/consumer-pc/consumer"; do
     # Not "ldd | grep -q": under pipefail, grep leaving early makes ldd die
     # of SIGPIPE and the pipeline fail at random.
     libs=$(ldd "$bin")
-    [[ $libs == *"$prefix/lib/libleash.so.$major"* ]] ||
-        fail "${bin#"$tmp"/} does not load $prefix/lib/libleash.so.$major"
+    [[ $libs == *"$prefix/lib/libleash.so.$soversion"* ]] ||
+        fail "${bin#"$tmp"/} does not load $prefix/lib/libleash.so.$soversion"
 done
 echo
 echo "install test passed: find_package and pkg-config consumers of leash $version"
