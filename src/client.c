@@ -96,6 +96,7 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     core->dialect = &leash__dialect_leash;
     core->key_prefix = c->cfg.key_prefix;
     core->db = c->cfg.db;
+    core->sharded = c->cfg.sharded;
     core->lease_ms = c->cfg.lease_ms;
     core->renew_ms = c->cfg.renew_interval_ms;
     core->max_hold_ms = c->cfg.max_hold_ms;

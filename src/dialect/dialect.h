@@ -29,6 +29,7 @@ typedef struct leash__names {
     char *channel; /* where releases are announced */
     size_t channel_len;
     unsigned slot; /* the key's cluster hash slot (every name of a lock shares it) */
+    int sharded;   /* set by the owner: messages go out with SPUBLISH, not PUBLISH */
     char *mem;     /* one allocation behind all of the above */
 } leash__names;
 

@@ -64,19 +64,23 @@
  *             (expired, force-released, server restarted): it must not come
  *             back as a new hold with a fence its holder never saw
  *          now: the server's clock in ms, for the connection's offset.
- * release  KEYS: lock  ARGV: token, count_after, channel, valid_until
- *          -> count left (> 0), 0 released (key deleted; PUBLISH of the
- *             token on the channel when marked "w"), -1 not ours.
+ * Messages go out with the command named by an argument: PUBLISH, or
+ * SPUBLISH for sharded pub/sub (a cluster delivers it on the channel's
+ * shard only; the channel shares the key's slot, as a script needs).
+ *
+ * release  KEYS: lock  ARGV: token, count_after, channel, publish, valid_until
+ *          -> count left (> 0), 0 released (key deleted; the token
+ *             published on the channel when marked "w"), -1 not ours.
  *          valid_until is 0 on the first write; on a resend after a lost
  *          answer it is the hold's local deadline on the server's clock:
  *          before it the hold cannot have expired, so "not ours" means this
  *          release already ran (0); after it the script cannot tell (-2).
- * renew    KEYS: lock1..lockN  ARGV: token1, lease1, channel1, ...
+ * renew    KEYS: lock1..lockN  ARGV: token1, lease1, channel1, ..., publish
  *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken or wrong type);
  *             a renewed lock marked "w" publishes "renewed:<lease>", so
  *             waiters sleep through a live holder's renewals without
  *             sending anything, and wake on their own only when it stops
- * force    KEYS: lock  ARGV: channel
+ * force    KEYS: lock  ARGV: channel, publish
  *          -> 1 a hold was removed (key deleted, PUBLISH "forced" on channel),
  *             0 nobody held it, a WRONGTYPE error when the key is not a lock
  *             (it is left alone). Whoever held it finds out at its next
@@ -124,12 +128,12 @@ static const char release_lua[] =
     "    return tonumber(ARGV[2])\n"
     "  end\n"
     "  redis.call('del', KEYS[1])\n"
-    "  if string.byte(v, 34) == 49 then redis.call('publish', ARGV[3], ARGV[1]) end\n"
+    "  if string.byte(v, 34) == 49 then redis.call(ARGV[4], ARGV[3], ARGV[1]) end\n"
     "  return 0\n"
     "end\n"
-    "if ARGV[4] + 0 == 0 then return -1 end\n"
+    "if ARGV[5] + 0 == 0 then return -1 end\n"
     "local t = redis.call('time')\n"
-    "if t[1] * 1000 + math.floor(t[2] / 1000) < ARGV[4] + 0 then return 0 end\n"
+    "if t[1] * 1000 + math.floor(t[2] / 1000) < ARGV[5] + 0 then return 0 end\n"
     "return -2\n";
 
 static const char renew_lua[] =
@@ -139,7 +143,7 @@ static const char renew_lua[] =
     "  if type(v) == 'string' and string.sub(v, 1, 33) == ARGV[3 * i - 2] .. ':' then\n"
     "    redis.call('pexpire', KEYS[i], ARGV[3 * i - 1])\n"
     "    if string.byte(v, 34) == 49 then\n"
-    "      redis.call('publish', ARGV[3 * i], 'renewed:' .. ARGV[3 * i - 1])\n"
+    "      redis.call(ARGV[#ARGV], ARGV[3 * i], 'renewed:' .. ARGV[3 * i - 1])\n"
     "    end\n"
     "    r[i] = 1\n"
     "  else\n"
@@ -156,7 +160,7 @@ static const char force_lua[] =
     "  return redis.error_reply('WRONGTYPE the key holds a value that is not a lock')\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', ARGV[1], 'forced')\n"
+    "redis.call(ARGV[2], ARGV[1], 'forced')\n"
     "return 1\n";
 
 static leash__script acquire_script, release_script, renew_script, force_script;
@@ -301,10 +305,15 @@ static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t
     return cmd;
 }
 
+static const char *publish_verb(const leash__names *n, size_t *len) {
+    *len = n->sharded ? 8 : 7;
+    return n->sharded ? "spublish" : "publish";
+}
+
 static leash__cmd *release_cmd(const leash__names *n, const char *token, int count_after,
                                int64_t valid_until, int64_t deadline) {
-    const char *argv[3 + 5];
-    size_t lens[3 + 5];
+    const char *argv[3 + 6];
+    size_t lens[3 + 6];
     char cnt[21];
     leash__cmd *cmd;
 
@@ -316,17 +325,18 @@ static leash__cmd *release_cmd(const leash__names *n, const char *token, int cou
     lens[5] = leash__resp_int(cnt, count_after);
     argv[6] = n->channel;
     lens[6] = n->channel_len;
-    argv[7] = stamp_zeros;
-    lens[7] = LEASH__STAMP_DIGITS;
-    cmd = script_cmd(&release_script, 1, 8, argv, lens, LEASH__CMD_RETRY, deadline);
+    argv[7] = publish_verb(n, &lens[7]);
+    argv[8] = stamp_zeros;
+    lens[8] = LEASH__STAMP_DIGITS;
+    cmd = script_cmd(&release_script, 1, 9, argv, lens, LEASH__CMD_RETRY, deadline);
     if (cmd != NULL && valid_until != 0)
         leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
     return cmd;
 }
 
 static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t deadline) {
-    const char *argv[3 + 4 * LEASH__RENEW_BATCH];
-    size_t lens[3 + 4 * LEASH__RENEW_BATCH], i;
+    const char *argv[3 + 4 * LEASH__RENEW_BATCH + 1];
+    size_t lens[3 + 4 * LEASH__RENEW_BATCH + 1], i;
     char leases[LEASH__RENEW_BATCH][21];
 
     if (n == 0 || n > LEASH__RENEW_BATCH)
@@ -343,21 +353,23 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t d
         a[2] = items[i].names->channel;
         al[2] = items[i].names->channel_len;
     }
-    return script_cmd(&renew_script, (int)n, (int)(3 + 4 * n), argv, lens, 0, deadline);
+    argv[3 + 4 * n] = publish_verb(items[0].names, &lens[3 + 4 * n]);
+    return script_cmd(&renew_script, (int)n, (int)(3 + 4 * n + 1), argv, lens, 0, deadline);
 }
 
 static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
-    const char *argv[3 + 2];
-    size_t lens[3 + 2], len;
+    const char *argv[3 + 3];
+    size_t lens[3 + 3], len;
     char *buf;
 
     argv[3] = n->key;
     lens[3] = n->key_len;
     argv[4] = n->channel;
     lens[4] = n->channel_len;
+    argv[5] = publish_verb(n, &lens[5]);
     /* EVAL, never resent after a lost answer nor after NOSCRIPT: a second
      * run behind commands issued later would remove the hold they made. */
-    buf = leash__script_eval_call(&len, &force_script, 1, 5, argv, lens);
+    buf = leash__script_eval_call(&len, &force_script, 1, 6, argv, lens);
     return buf ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;
 }
 

@@ -36,6 +36,7 @@ typedef struct leash__core {
     /* Defaults of a new handle, and what every command needs. */
     const char *key_prefix;
     int db;
+    int sharded; /* SSUBSCRIBE/SPUBLISH */
     int64_t lease_ms, renew_ms, max_hold_ms, command_timeout_ms;
     /* leash_client_close: closing, and the releases it still waits for. */
     int closing;

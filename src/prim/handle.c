@@ -44,6 +44,7 @@ leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const c
         free(l);
         return NULL;
     }
+    l->names.sharded = core->sharded;
     l->magic = LEASH__LOCK_MAGIC;
     l->prim = prim;
     l->core = core;

@@ -297,11 +297,11 @@ static void run_acquire(fake_redis *f, fr_conn *c, const char **keys, const char
              (long long)server_ms);
 }
 
-/* KEYS lock; ARGV token, count_after, channel, valid_until. */
+/* KEYS lock; ARGV token, count_after, channel, publish, valid_until. */
 static void run_release(fake_redis *f, fr_conn *c, const char **keys, const char **args,
                         const size_t *lens) {
     fr_lock *k = find_lock(f, keys[0], 0);
-    long long left = atoll(args[1]), valid_until = atoll(args[3]);
+    long long left = atoll(args[1]), valid_until = atoll(args[4]);
 
     if (k == NULL || k->expires <= mono_ms() || strcmp(k->owner, args[0]) != 0) {
         if (valid_until == 0)
@@ -322,7 +322,7 @@ static void run_release(fake_redis *f, fr_conn *c, const char **keys, const char
     fr_send_str(c, ":0\r\n");
 }
 
-/* KEYS lock1..N; ARGV token, lease, channel per lock. */
+/* KEYS lock1..N; ARGV token, lease, channel per lock, then publish. */
 static void run_renew(fake_redis *f, fr_conn *c, int nkeys, const char **keys, const char **args,
                       const size_t *lens) {
     int64_t now = mono_ms();
@@ -344,7 +344,7 @@ static void run_renew(fake_redis *f, fr_conn *c, int nkeys, const char **keys, c
     }
 }
 
-/* KEYS lock; ARGV channel. */
+/* KEYS lock; ARGV channel, publish. */
 static void run_force(fake_redis *f, fr_conn *c, const char **keys, const char **args,
                       const size_t *lens) {
     fr_lock *k = find_lock(f, keys[0], 0);
@@ -372,11 +372,11 @@ static void run_script(fake_redis *f, fr_conn *c, int script, int argc, const ch
     }
     if (script == FR_ACQUIRE && nkeys == 1 && nargs == 4)
         run_acquire(f, c, keys, args);
-    else if (script == FR_RELEASE && nkeys == 1 && nargs == 4)
+    else if (script == FR_RELEASE && nkeys == 1 && nargs == 5)
         run_release(f, c, keys, args, arg_lens);
-    else if (script == FR_RENEW && nargs == 3 * nkeys)
+    else if (script == FR_RENEW && nargs == 3 * nkeys + 1)
         run_renew(f, c, nkeys, keys, args, arg_lens);
-    else if (script == FR_FORCE && nkeys == 1 && nargs == 1)
+    else if (script == FR_FORCE && nkeys == 1 && nargs == 2)
         run_force(f, c, keys, args, arg_lens);
     else
         fr_send_str(c, "-ERR fake redis: bad script call\r\n");
