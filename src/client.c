@@ -122,7 +122,9 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     c->route_cfg.sharded = c->cfg.sharded;
     c->route_cfg.wait_replicas = c->cfg.wait_replicas;
     c->route_cfg.wait_timeout_ms = c->cfg.wait_timeout_ms;
-    core->route = leash__route_single_new(&core->env, core->dialect, &c->route_cfg);
+    core->route = c->cfg.topology == LEASH_TOPOLOGY_CLUSTER
+                      ? leash__route_cluster_new(&core->env, core->dialect, &c->route_cfg)
+                      : leash__route_single_new(&core->env, core->dialect, &c->route_cfg);
     if (core->route == NULL) {
         leash__config_clear(&c->cfg);
         free(c);

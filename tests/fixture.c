@@ -290,14 +290,131 @@ void fx_wait_connected(fx_loop *loop, leash_client *c, int64_t timeout_ms) {
               (long long)timeout_ms);
 }
 
+#ifdef LEASH_TEST_TOPOLOGY_CLUSTER
+
+/* The program's cluster: started by fx_main before the first case, shared
+ * by every case (each its own process), emptied by each world. */
+static test_cluster suite_cluster;
+
+static int is_master(test_cluster *c, int i) {
+    return test_cluster_alive(c, i) && test_cluster_role(c, i) == TEST_CLUSTER_MASTER;
+}
+
+void fx_world_options(fx_world *w, leash_options *o, int64_t lease_ms) {
+    int i, n = 0;
+
+    options_timed(o, lease_ms, 1000, 20, 200);
+    if (w->command_timeout_ms > 0)
+        o->command_timeout_ms = w->command_timeout_ms;
+    for (i = 0; i < w->cl->count && n < TEST_CLUSTER_MAX_NODES; i++) {
+        if (!test_cluster_alive(w->cl, i))
+            continue;
+        snprintf(w->seed_text[n], sizeof(w->seed_text[n]), "127.0.0.1:%d",
+                 test_cluster_port(w->cl, i));
+        w->seeds[n] = w->seed_text[n];
+        n++;
+    }
+    o->topology = LEASH_TOPOLOGY_CLUSTER;
+    o->nodes = w->seeds;
+    o->nodes_count = n;
+    o->password = w->cl->cfg.requirepass;
+}
+
 void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms) {
     leash_options o;
 
+    memset(w, 0, sizeof(*w));
+    w->cl = &suite_cluster;
+    w->command_timeout_ms = command_timeout_ms;
+    fx_all(w, "FLUSHALL");
+    w->loop = fx_loop_new();
+    fx_world_options(w, &o, lease_ms);
+    w->c = fx_client_opts(w->loop, &o);
+    fx_wait_connected(w->loop, w->c, 5000);
+}
+
+void fx_world_down(fx_world *w) {
+    leash_client_free(w->c);
+    fx_loop_free(w->loop);
+}
+
+test_redis *fx_redis_of(fx_world *w, const char *key) {
+    int m = test_cluster_master_of_slot(w->cl, test_cluster_slot_of_key(key));
+
+    CHECK_MSG(m >= 0, "no master for the slot of %s", key);
+    return &w->cl->node[m].server;
+}
+
+long long fx_dbsize(fx_world *w) {
+    long long n = 0;
+    int i;
+
+    for (i = 0; i < w->cl->count; i++)
+        if (is_master(w->cl, i))
+            n += test_cluster_int(w->cl, i, "DBSIZE");
+    return n;
+}
+
+void fx_all(fx_world *w, const char *cmd) {
+    int i;
+
+    for (i = 0; i < w->cl->count; i++) {
+        redisReply *rep;
+        if (!is_master(w->cl, i))
+            continue;
+        rep = test_cluster_cmd(w->cl, i, cmd);
+        CHECK_MSG(rep != NULL && rep->type != REDIS_REPLY_ERROR, "%s on node %d: %s", cmd, i,
+                  rep ? rep->str : "no reply");
+        freeReplyObject(rep);
+    }
+}
+
+long long fx_subscribers(fx_world *w, const char *chan, size_t len) {
+    int m = test_cluster_master_of_slot(w->cl, test_cluster_slot_of(chan, len));
+    redisReply *rep;
+    long long n = -1;
+
+    CHECK(m >= 0);
+    rep = test_cluster_cmd(w->cl, m, "PUBSUB SHARDNUMSUB %b", chan, len);
+    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[1]->type == REDIS_REPLY_INTEGER)
+        n = rep->element[1]->integer;
+    if (rep != NULL)
+        freeReplyObject(rep);
+    return n;
+}
+
+int fx_main(int argc, char **argv, const test_case *cases) {
+    int rc, i;
+
+    for (i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--list") == 0)
+            return test_main(argc, argv, cases);
+    if (test_cluster_start(&suite_cluster, NULL) != 0) {
+        printf("FAIL the cluster for the cases did not start\n");
+        return 1;
+    }
+    rc = test_main(argc, argv, cases);
+    test_cluster_stop(&suite_cluster);
+    return rc;
+}
+
+#else /* one server */
+
+void fx_world_options(fx_world *w, leash_options *o, int64_t lease_ms) {
+    fx_options(o, &w->r, lease_ms);
+    if (w->command_timeout_ms > 0)
+        o->command_timeout_ms = w->command_timeout_ms;
+}
+
+void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms) {
+    leash_options o;
+
+    memset(w, 0, sizeof(*w));
+    w->command_timeout_ms = command_timeout_ms;
     CHECK_EQ_INT(test_redis_start(&w->r, NULL), 0);
     w->loop = fx_loop_new();
-    fx_options(&o, &w->r, lease_ms);
-    if (command_timeout_ms > 0)
-        o.command_timeout_ms = command_timeout_ms;
+    fx_world_options(w, &o, lease_ms);
     w->c = fx_client_opts(w->loop, &o);
     fx_wait_connected(w->loop, w->c, 5000);
 }
@@ -306,6 +423,48 @@ void fx_world_down(fx_world *w) {
     leash_client_free(w->c);
     test_redis_stop(&w->r);
     fx_loop_free(w->loop);
+}
+
+test_redis *fx_redis_of(fx_world *w, const char *key) {
+    (void)key;
+    return &w->r;
+}
+
+long long fx_dbsize(fx_world *w) {
+    return test_redis_int(&w->r, "DBSIZE");
+}
+
+void fx_all(fx_world *w, const char *cmd) {
+    redisReply *rep = test_redis_cmd(&w->r, cmd);
+
+    CHECK_MSG(rep != NULL && rep->type != REDIS_REPLY_ERROR, "%s: %s", cmd,
+              rep ? rep->str : "no reply");
+    freeReplyObject(rep);
+}
+
+long long fx_subscribers(fx_world *w, const char *chan, size_t len) {
+    redisReply *rep = test_redis_cmd(&w->r, "PUBSUB NUMSUB %b", chan, len);
+    long long n = -1;
+
+    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[1]->type == REDIS_REPLY_INTEGER)
+        n = rep->element[1]->integer;
+    if (rep != NULL)
+        freeReplyObject(rep);
+    return n;
+}
+
+int fx_main(int argc, char **argv, const test_case *cases) {
+    return test_main(argc, argv, cases);
+}
+
+#endif
+
+leash_client *fx_world_client(fx_world *w, int64_t lease_ms) {
+    leash_options o;
+
+    fx_world_options(w, &o, lease_ms);
+    return fx_client_opts(w->loop, &o);
 }
 
 void fx_run_until(fx_loop *loop, fx_result *r, int64_t timeout_ms) {

@@ -10,6 +10,15 @@
  * ev_loop, struct event_base, uv_loop_t), so a libev-only test may still
  * pass a struct ev_loop * where an fx_loop * is asked for. A test that is
  * built for every loop uses only the fx_ calls below to drive it.
+ *
+ * One test source, two topologies. Built with -DLEASH_TEST_TOPOLOGY_CLUSTER
+ * (leash_cluster_test in tests/CMakeLists.txt), a world's Redis is a real
+ * Redis Cluster (support/redis_cluster.h: 3 masters, 3 replicas) that
+ * fx_main starts once for the whole program and empties before each case;
+ * clients use LEASH_TOPOLOGY_CLUSTER with every master as a seed. A test
+ * that reaches into Redis asks fx_redis_of(w, key) for the server holding
+ * a key, and the fx_ calls below for the rest; cases that need one server
+ * (restarting it, say) are left out of the cluster build.
  */
 #ifndef LEASH_TESTS_FIXTURE_H
 #define LEASH_TESTS_FIXTURE_H
@@ -43,6 +52,9 @@ typedef struct ev_loop fx_loop;
 #include "check.h"
 #include "lockdata.h"
 #include "redis_server.h"
+#ifdef LEASH_TEST_TOPOLOGY_CLUSTER
+#include "redis_cluster.h"
+#endif
 
 /* ---- the loop ---- */
 
@@ -94,16 +106,40 @@ leash_client *fx_fault_client(fx_loop *loop, int port, int64_t lease_ms);
 /* Runs the loop until the client's command connection is ready. */
 void fx_wait_connected(fx_loop *loop, leash_client *c, int64_t timeout_ms);
 
-/* One test's world: its own redis-server, a loop, and a client of that
- * server, connected. */
+/* One test's world: its own redis-server (or the program's cluster), a
+ * loop, and a client of it, connected. */
 typedef struct fx_world {
-    test_redis r;
+    test_redis r; /* one server; unused in the cluster build */
     fx_loop *loop;
     leash_client *c;
+    int64_t command_timeout_ms; /* 0: fx_options' */
+#ifdef LEASH_TEST_TOPOLOGY_CLUSTER
+    test_cluster *cl;
+    const char *seeds[TEST_CLUSTER_MAX_NODES];
+    char seed_text[TEST_CLUSTER_MAX_NODES][32];
+#endif
 } fx_world;
 /* Starts it all; command_timeout_ms 0 keeps fx_options' value. */
 void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms);
 void fx_world_down(fx_world *w);
+/* Options for another client of the world's Redis (as w->c's), and such a
+ * client, attached to w->loop (connecting). */
+void fx_world_options(fx_world *w, leash_options *o, int64_t lease_ms);
+leash_client *fx_world_client(fx_world *w, int64_t lease_ms);
+/* The server that holds key (one server: w->r; a cluster: the master of
+ * the key's slot). */
+test_redis *fx_redis_of(fx_world *w, const char *key);
+/* Keys in the world's Redis (every master of a cluster). */
+long long fx_dbsize(fx_world *w);
+/* A command without a key, on every master (one server: on it); fails the
+ * test on an error reply. */
+void fx_all(fx_world *w, const char *cmd);
+/* Subscribers of a lock's channel (of fx_channel) where its releases are
+ * published: PUBSUB NUMSUB, or SHARDNUMSUB in a cluster. */
+long long fx_subscribers(fx_world *w, const char *chan, size_t len);
+/* The program's main: test_main, with the cluster of the cluster build
+ * started first and stopped last. */
+int fx_main(int argc, char **argv, const test_case *cases);
 
 /* Acquire and wait: the status, with the callback checked to fire once
  * (never inside the call, and no second time during one more turn). */

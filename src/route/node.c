@@ -86,11 +86,6 @@ int leash__node_want(leash__node *n, const char *chan, size_t len, int on) {
     return LEASH_OK;
 }
 
-int leash__node_subscribed(const leash__node *n, const char *chan, size_t len) {
-    const node_sub *s = (const node_sub *)leash__strmap_find(&n->subs, chan, len);
-    return s != NULL && s->state == SUB_ACTIVE;
-}
-
 /* The confirmation of s's operation came. */
 static void settled(leash__node *n, node_sub *s) {
     leash__list_remove(&s->pending);

@@ -60,7 +60,5 @@ void leash__node_destroy(leash__node *n);
 /* Wants chan subscribed (on) or not. LEASH_OK, or LEASH_ENOMEM when a new
  * subscription could not even be recorded. */
 int leash__node_want(leash__node *n, const char *chan, size_t len, int on);
-/* 1 while chan's subscription is confirmed on this node. */
-int leash__node_subscribed(const leash__node *n, const char *chan, size_t len);
 
 #endif

@@ -5,10 +5,10 @@
  *   send(key's slot, an operation of the dialect, its command, done)
  *   want(channel, on/off)  ->  confirmed / gone / message, per channel
  *
- * Behind it: one server (route/single.c); later the master of the slot in
- * a Redis Cluster, and every server of a Redlock quorum, whose answers the
- * route combines by the operation's class (dialect.h) into one answer per
- * lock. A primitive never learns which it talks to.
+ * Behind it: one server (route/single.c), the master of the slot in a
+ * Redis Cluster (route/cluster.c); later every server of a Redlock quorum,
+ * whose answers the route combines by the operation's class (dialect.h)
+ * into one answer per lock. A primitive never learns which it talks to.
  *
  * Completions: done fires exactly once per request, from the loop, never
  * inside leash__route_send, with n answers (a renew batch: one per lock).
@@ -66,7 +66,6 @@ typedef struct leash__route_ops {
     void (*orphan)(leash__req *req);
     unsigned (*batch_key)(const leash__route *r, unsigned slot);
     int (*want)(leash__route *r, const char *chan, size_t len, unsigned slot, int on);
-    int (*covered)(const leash__route *r, const char *chan, size_t len, unsigned slot);
     int (*connected)(const leash__route *r);
     /* The node that serves slot (a quorum: its first), for tests and tools. */
     struct leash__node *(*node)(leash__route *r, unsigned slot);
@@ -139,12 +138,6 @@ static inline int leash__route_want(leash__route *r, const char *chan, size_t le
     return r->ops->want(r, chan, len, slot, on);
 }
 
-/* 1 while chan's subscription is confirmed (a quorum: on a majority). */
-static inline int leash__route_covered(const leash__route *r, const char *chan, size_t len,
-                                       unsigned slot) {
-    return r->ops->covered(r, chan, len, slot);
-}
-
 /* 1 while commands go out at once (a connection is ready). */
 static inline int leash__route_connected(const leash__route *r) {
     return r->ops->connected(r);
@@ -171,5 +164,9 @@ void leash__route_read(const leash__route *r, const leash__opdef *op, struct red
  * nothing: cfg must outlive the route. NULL without memory. */
 leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
                                       const leash__route_cfg *cfg);
+/* A Redis Cluster found from cfg->seeds (route/cluster.c). NULL without
+ * memory. */
+leash__route *leash__route_cluster_new(leash__env *env, const leash__dialect *d,
+                                       const leash__route_cfg *cfg);
 
 #endif

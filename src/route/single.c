@@ -102,11 +102,6 @@ static int single_want(leash__route *r, const char *chan, size_t len, unsigned s
     return leash__node_want(&((single *)r)->node, chan, len, on);
 }
 
-static int single_covered(const leash__route *r, const char *chan, size_t len, unsigned slot) {
-    (void)slot;
-    return leash__node_subscribed(&((const single *)r)->node, chan, len);
-}
-
 static int single_connected(const leash__route *r) {
     return leash__conn_ready(&((const single *)r)->node.cmd);
 }
@@ -138,9 +133,9 @@ static void single_destroy(leash__route *r) {
 }
 
 static const leash__route_ops single_ops = {
-    single_send,    single_cancel,    single_orphan,  single_batch_key, single_want,
-    single_covered, single_connected, single_node,    single_prepare,   single_unprepare,
-    single_start,   single_teardown,  single_destroy,
+    single_send,      single_cancel,    single_orphan,   single_batch_key,
+    single_want,      single_connected, single_node,     single_prepare,
+    single_unprepare, single_start,     single_teardown, single_destroy,
 };
 
 /* Node events pass through to the owner of the channel events. */
