@@ -5,13 +5,20 @@
  *
  * The client runs on a loop made here (leash/loop.h): timers live in a
  * table and fire when the input moves the virtual clock (this file defines
- * leash__now_ms, in place of src/base/clock.c); each hiredis context leash
- * connects gets one end of a socketpair dup2()'ed over its socket, and the
- * input writes the server's bytes into the other end.
+ * leash__now_ms, in place of src/base/clock.c). leash opens its sockets
+ * itself, to a unix socket that listens here and is never served, and asks
+ * the loop to watch each: io_new is where the loop learns of a connection,
+ * and dup3()s one end of a socketpair over the client's fd (the first
+ * write event completes the connect: SO_ERROR reads 0 on the pair); the
+ * input writes the server's bytes into the other end. The watcher is
+ * called back with what it waits for (io_set) and is ready (poll), as a
+ * loop would; io_free is where the client drops a connection. Which of the
+ * node's connections a watcher serves is read from the node
+ * (leash__sock_fd).
  *
- * Input: byte 0 holds flags (bit 0: answer SCRIPT LOAD on every new command
- * connection, which brings the client to "ready" at once), then records of
- * an opcode byte and an argument byte:
+ * Input: byte 0 holds flags (bit 0: answer TIME and SCRIPT LOAD on every
+ * new command connection, which brings the client to "ready" at once),
+ * then records of an opcode byte and an argument byte:
  *   0 n bytes...  n bytes from the server on the command connection
  *   1 n bytes...  the same on the subscriber connection
  *   2 t           the clock moves t * 4 ms; due timers fire
@@ -21,17 +28,23 @@
  *                 connection
  *   5 x           the client writes what it has queued (read and dropped)
  * At the end the client is freed; every acquire and release callback must
- * have fired exactly once, never inside the call that started it (else
- * abort(), which libFuzzer reports).
+ * have fired exactly once, never inside the call that started it, and no
+ * timer or fd watcher may outlive the client (else abort(), which
+ * libFuzzer reports). So must the loop rules of leash/loop.h hold: one
+ * watcher per fd, no io_set or io_free on a freed watcher, none alive at
+ * cleanup.
  *
- * hiredis 0.14 asserts on some inputs (see tests/faults/
- * test_hiredis_asserts.c: a reply nobody asked for on a connection not in
- * pub/sub mode; pub/sub arrays of the wrong shape). The core's reply guard
- * (src/guard.c) refuses those while they are parsed, so they are fuzzed
- * like any other input: an abort here is a bug in the guard. Arrays are
- * still
- * capped at 65536 elements for the same reason (hiredis allocates the
- * announced count up front).
+ * The client cuts replies with hiredis's reply parser (src/wire/sock.c,
+ * arrays capped at 4096 elements); no hiredis async context is involved,
+ * so no input can trip hiredis's asserts. On the subscriber connection
+ * every frame goes to the node (src/route/node.c, on_sub_frame), and an
+ * error reply breaks the connection (src/wire/conn.c, on_sock_reply).
+ * Bytes go to the client one complete reply per read event. The driver's
+ * own parser, which finds where replies end, caps arrays at 65536 (hiredis
+ * allocates the announced count up front).
+ *
+ * FUZZ_DEBUG set in the environment prints leash's log, what the client
+ * writes on each connection (a NUL as \0) and the client's stats.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -39,6 +52,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,7 +64,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>
 #include <leash/leash.h>
@@ -59,9 +72,11 @@
 #include "dialect/dialect.h"
 #include "prim/core.h"
 #include "route/node.h"
+#include "wire/sock.h"
 
 #define MAX_ARRAY 65536
 #define HANDLES 4
+#define IOS 8
 
 /* ---- the virtual clock (replaces src/base/clock.c) ---- */
 
@@ -72,7 +87,7 @@ int64_t leash__now_ms(void) {
     return vnow;
 }
 
-/* ---- the loop ---- */
+/* ---- the loop: timers ---- */
 
 typedef struct ftimer {
     leash_timer_fn *fn;
@@ -83,11 +98,6 @@ typedef struct ftimer {
 
 static ftimer *timers[256];
 static int ntimers;
-
-static int loop_attach(void *data, struct redisAsyncContext *ac) {
-    (void)data, (void)ac;
-    return 0; /* no watchers: the driver reads and writes by hand */
-}
 
 static void *timer_new(void *data, leash_timer_fn *fn, void *arg) {
     ftimer *t;
@@ -126,10 +136,6 @@ static void timer_free(void *data, void *timer) {
     free(timer);
 }
 
-static void loop_cleanup(void *data) {
-    (void)data;
-}
-
 /* Fires due timers, earliest first, until none is due. */
 static void fire_due(void) {
     for (;;) {
@@ -146,23 +152,140 @@ static void fire_due(void) {
     }
 }
 
-/* ---- the server's side of a connection ---- */
+/* ---- the loop: fd watchers ---- */
 
+/* A watcher lives in a static slot: the driver may still look at one the
+ * client freed from inside its callback. */
+typedef struct fio {
+    int used; /* between io_new and io_free */
+    int fd;   /* the client's socket; -1 once freed */
+    leash_io_fn *fn;
+    void *arg;
+    int events; /* what the client waits for */
+    int peer;   /* our end of the socketpair, until a side takes it */
+} fio;
+
+static fio ios[IOS];
+
+/* The server's side of the command (0) and subscriber (1) connection. */
 typedef struct side {
-    redisAsyncContext *ac; /* the context this side belongs to */
-    int peer;              /* our end of the socketpair */
-    redisReader *shadow;   /* finds where replies end, and their shapes */
-    int dead;              /* bytes held back for good */
-    char held[8192];       /* bytes since the last complete reply */
+    fio *io;             /* the watcher of the client's socket; NULL: none */
+    int peer;            /* our end of the socketpair */
+    redisReader *shadow; /* finds where replies end */
+    int dead;            /* bytes held back for good */
+    int unread;          /* bytes or the EOF sent, no read event since */
+    char held[8192];     /* bytes since the last complete reply */
     size_t nheld;
 } side;
 
 static side sides[2];
-static redisReplyObjectFunctions capped;
-static void *(*orig_array)(const redisReadTask *, int);
+static int debug; /* FUZZ_DEBUG is set */
 
-static void *capped_array(const redisReadTask *task, int elements) {
-    if (elements > MAX_ARRAY)
+static int claimed(const fio *io) {
+    return sides[0].io == io || sides[1].io == io;
+}
+
+/* leash connects to a unix socket that listens here and is never
+ * served: the connect succeeds at once, and the socket is then replaced.
+ * (A unix path also spares the kernel's TCP ports: thousands of
+ * connections a second would use them up.) */
+static char listen_path[108];
+static int listen_fd = -1;
+
+static void *io_new(void *data, int fd, leash_io_fn *fn, void *arg) {
+    fio *io = NULL;
+    int i, sv[2];
+
+    (void)data;
+    for (i = 0; i < IOS; i++) {
+        if (ios[i].used && ios[i].fd == fd)
+            abort(); /* two watchers for one fd */
+        if (io == NULL && !ios[i].used && !claimed(&ios[i]))
+            io = &ios[i];
+    }
+    if (io == NULL || fn == NULL)
+        return NULL;
+    /* Our socketpair takes the place of the client's socket: it keeps its
+     * fd number, the connection behind it becomes ours. */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
+        abort();
+    if (dup3(sv[0], fd, O_CLOEXEC) < 0)
+        abort();
+    close(sv[0]);
+    io->used = 1;
+    io->fd = fd;
+    io->fn = fn;
+    io->arg = arg;
+    io->events = 0;
+    io->peer = sv[1];
+    return io;
+}
+
+static void io_set(void *data, void *watcher, int events) {
+    fio *io = watcher;
+    (void)data;
+    if (!io->used || (events & ~(LEASH_IO_READ | LEASH_IO_WRITE)) != 0)
+        abort();
+    io->events = events;
+}
+
+/* The client drops the connection (and closes the fd right after). */
+static void io_free(void *data, void *watcher) {
+    fio *io = watcher;
+    (void)data;
+    if (!io->used)
+        abort();
+    io->used = 0;
+    io->fd = -1;
+    io->events = 0;
+    if (io->peer >= 0) { /* no side took it */
+        close(io->peer);
+        io->peer = -1;
+    }
+}
+
+static void loop_cleanup(void *data) {
+    int i;
+    (void)data;
+    for (i = 0; i < IOS; i++)
+        if (ios[i].used)
+            abort(); /* a watcher outlived its client */
+}
+
+/* Of `wanted`, what the watcher waits for and is ready now, as a loop would
+ * see it. */
+static int ready(const fio *io, int wanted) {
+    struct pollfd p = {io->fd, 0, 0};
+    int events = 0;
+
+    wanted &= io->events;
+    if (!io->used || wanted == 0)
+        return 0;
+    if (wanted & LEASH_IO_READ)
+        p.events |= POLLIN;
+    if (wanted & LEASH_IO_WRITE)
+        p.events |= POLLOUT;
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    if ((wanted & LEASH_IO_READ) && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+        events |= LEASH_IO_READ;
+    if ((wanted & LEASH_IO_WRITE) && (p.revents & (POLLOUT | POLLHUP | POLLERR)))
+        events |= LEASH_IO_WRITE;
+    return events;
+}
+
+/* ---- the server's side of a connection ---- */
+
+static redisReplyObjectFunctions capped;
+#if HIREDIS_MAJOR >= 1
+typedef size_t array_count;
+#else
+typedef int array_count;
+#endif
+static void *(*orig_array)(const redisReadTask *, array_count);
+
+static void *capped_array(const redisReadTask *task, array_count elements) {
+    if ((long long)elements > MAX_ARRAY)
         return NULL; /* the reader reports "out of memory" */
     return orig_array(task, elements);
 }
@@ -174,17 +297,16 @@ static void side_close(side *s) {
         redisReaderFree(s->shadow);
     s->peer = -1;
     s->shadow = NULL;
-    s->ac = NULL;
+    s->io = NULL;
     s->dead = 0;
+    s->unread = 0;
     s->nheld = 0;
 }
 
-/* leash connects to a unix socket that listens here and is never
- * served: the connect succeeds at once, and the socket is then replaced.
- * (A unix path also spares the kernel's TCP ports: thousands of
- * connections a second would use them up.) */
-static char listen_path[108];
-static int listen_fd = -1;
+/* 1 while the client watches this side's socket. */
+static int side_live(const side *s) {
+    return s->io != NULL && s->io->used;
+}
 
 static void unlink_listen_path(void) {
     unlink(listen_path);
@@ -213,18 +335,15 @@ static void reap_backlog(void) {
         close(fd);
 }
 
-/* A new context: our socketpair takes the place of its socket. */
-static void side_attach(side *s, redisAsyncContext *ac) {
-    int sv[2];
+/* A new watcher of the client: side s serves it from now on. */
+static void side_attach(side *s, fio *io) {
     side_close(s);
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
-        abort();
-    if (dup2(sv[0], ac->c.fd) < 0)
-        abort();
-    close(sv[0]);
-    s->ac = ac;
-    s->peer = sv[1];
+    s->io = io;
+    s->peer = io->peer;
+    io->peer = -1;
     s->shadow = redisReaderCreate();
+    if (s->shadow == NULL)
+        abort();
     if (capped.createArray == NULL) {
         capped = *s->shadow->fn;
         orig_array = capped.createArray;
@@ -235,43 +354,70 @@ static void side_attach(side *s, redisAsyncContext *ac) {
 
 static void refresh(void);
 
-static void drain(side *s) {
-    char buf[65536];
-    if (s->ac == NULL)
+/* The client hears of what is ready on its socket. Only this driver sends
+ * it bytes (or the EOF): nothing can be readable unless it did. */
+static void pump(side *s) {
+    int events;
+    if (!side_live(s) ||
+        (events = ready(s->io, LEASH_IO_WRITE | (s->unread ? LEASH_IO_READ : 0))) == 0)
         return;
-    redisAsyncHandleWrite(s->ac); /* may end in a disconnect */
+    if (events & LEASH_IO_READ)
+        s->unread = 0;             /* the client reads until the socket is empty */
+    s->io->fn(s->io->arg, events); /* may free the watcher, or the client */
     refresh();
-    while (s->peer >= 0 && read(s->peer, buf, sizeof buf) > 0)
-        ;
 }
 
-/* Hands one complete reply (or bytes that will never make one) to hiredis. */
-static void deliver(side *s, const char *bytes, size_t len) {
-    if (s->ac == NULL || len == 0)
-        return;
-    int fd = s->ac->c.fd, avail = 0, tries;
+/* The client writes what it has queued; the server drops it unread. */
+static void drain(side *s) {
+    char buf[65536];
+    ssize_t n;
+    pump(s);
+    while (s->peer >= 0 && (n = read(s->peer, buf, sizeof buf)) > 0) {
+        ssize_t i;
+        if (!debug)
+            continue;
+        fprintf(stderr, "client -> %s: ", s == &sides[0] ? "cmd" : "sub");
+        for (i = 0; i < n; i++) {
+            if (buf[i] == '\0')
+                fputs("\\0", stderr); /* channel names hold one */
+            else
+                fputc(buf[i], stderr);
+        }
+        fputc('\n', stderr);
+    }
+}
 
-    if (s->peer < 0 || write(s->peer, bytes, len) != (ssize_t)len)
+/* Hands one complete reply (or bytes that will never make one) to the
+ * client, in one read event. */
+static void deliver(side *s, const char *bytes, size_t len) {
+    int avail = 0, tries;
+    ssize_t n;
+
+    if (!side_live(s) || len == 0 || s->peer < 0)
         return;
-    /* Loopback TCP usually delivers at once, but not always: hiredis must
-     * see exactly this reply, all of it, and nothing after it. */
+    n = write(s->peer, bytes, len);
+    if (n > 0)
+        s->unread = 1;
+    if (n != (ssize_t)len)
+        return;
+    /* A socketpair delivers at once; the client must see exactly this
+     * reply, all of it, and nothing after it. */
     for (tries = 0; tries < 1000; tries++) {
-        if (ioctl(fd, FIONREAD, &avail) != 0 || (size_t)avail >= len)
+        if (ioctl(s->io->fd, FIONREAD, &avail) != 0 || (size_t)avail >= len)
             break;
-        struct pollfd p = {fd, POLLIN, 0};
+        struct pollfd p = {s->io->fd, POLLIN, 0};
         poll(&p, 1, 1);
     }
-    redisAsyncHandleRead(s->ac);
-    refresh(); /* hiredis may have freed the context */
+    pump(s);
 }
 
 /* The server sends bytes on side s: one reply at a time. */
 static void server_sends(side *s, const char *bytes, size_t len) {
     size_t i;
     void *reply;
-    redisAsyncContext *ac;
+    fio *io;
 
-    if (s->ac == NULL || s->dead)
+    if (!side_live(s) || s->dead)
         return;
     for (i = 0; i < len; i++) {
         if (s->nheld == sizeof s->held) {
@@ -286,8 +432,8 @@ static void server_sends(side *s, const char *bytes, size_t len) {
                 s->dead = 1; /* a huge array: hold it back for good */
                 return;
             }
-            /* A protocol error: hiredis sees the same bytes, fails at the
-             * same place, and drops the connection. */
+            /* A protocol error: the client's parser sees the same bytes,
+             * fails at the same place, and drops the connection. */
             s->dead = 1;
             deliver(s, s->held, s->nheld);
             return;
@@ -295,14 +441,14 @@ static void server_sends(side *s, const char *bytes, size_t len) {
         if (reply == NULL)
             continue;
         freeReplyObject(reply);
-        ac = s->ac;
+        io = s->io;
         deliver(s, s->held, s->nheld);
         s->nheld = 0;
-        if (s->ac != ac || s->dead)
+        if (s->io != io || !side_live(s) || s->dead)
             return;
         fire_due();
         refresh();
-        if (s->ac != ac)
+        if (s->io != io || !side_live(s))
             return;
     }
 }
@@ -349,13 +495,12 @@ static void client_conns(leash__conn *conns[2]) {
     conns[1] = &n->sub;
 }
 
-/* Forgets contexts that hiredis freed (leash dropped its pointer). */
+/* Forgets the sides whose watcher the client freed (it dropped the
+ * connection). */
 static void refresh(void) {
-    leash__conn *conns[2];
     int i;
-    client_conns(conns);
     for (i = 0; i < 2; i++)
-        if (sides[i].ac != NULL && conns[i]->ac != sides[i].ac)
+        if (sides[i].io != NULL && !sides[i].io->used)
             side_close(&sides[i]);
 }
 
@@ -377,19 +522,27 @@ static void handshake(side *s) {
     }
 }
 
-/* New contexts (first connects, reconnects) get their socketpair. */
+/* New watchers (first connects, reconnects) get their side: which of the
+ * node's connections a watcher serves is read from the node. */
 static void track(void) {
     leash__conn *conns[2];
-    int i;
+    int i, j, fd;
     refresh();
     client_conns(conns);
     for (i = 0; i < 2; i++) {
-        redisAsyncContext *ac = conns[i]->ac;
-        if (ac == NULL || ac == sides[i].ac)
+        fio *io = NULL;
+        if (conns[i]->sock == NULL || (fd = leash__sock_fd(conns[i]->sock)) < 0)
             continue;
-        side_attach(&sides[i], ac);
-        drain(&sides[i]); /* the first write completes the connect */
-        if (i == 0 && auto_handshake && sides[i].ac == ac)
+        for (j = 0; j < IOS; j++)
+            if (ios[j].used && ios[j].fd == fd)
+                io = &ios[j];
+        if (io == NULL)
+            abort(); /* a socket nobody watches */
+        if (io == sides[i].io)
+            continue;
+        side_attach(&sides[i], io);
+        pump(&sides[i]); /* the first write event completes the connect */
+        if (i == 0 && auto_handshake && sides[i].io == io && side_live(&sides[i]))
             handshake(&sides[i]);
     }
 }
@@ -456,6 +609,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     auto_handshake = data[0] & 1;
     sides[0].peer = sides[1].peer = -1;
+    for (i = 0; i < IOS; i++)
+        ios[i].peer = ios[i].fd = -1;
     listen_once();
     leash_options_init(&o);
     /* The socket is replaced before it is used. */
@@ -465,19 +620,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     o.connect_timeout_ms = 200;
     o.reconnect_min_ms = 10;
     o.reconnect_max_ms = 40;
-    if (getenv("FUZZ_DEBUG")) {
+    debug = getenv("FUZZ_DEBUG") != NULL;
+    if (debug) {
         o.log_cb = debug_log;
         o.log_level = LEASH_LOG_DEBUG;
     }
     if (leash_client_new(&client, &o) != LEASH_OK)
         abort();
     leash_loop_init(&hooks);
-    hooks.attach = loop_attach;
     hooks.timer_new = timer_new;
     hooks.timer_start = timer_start;
     hooks.timer_stop = timer_stop;
     hooks.timer_free = timer_free;
     hooks.cleanup = loop_cleanup;
+    hooks.io_new = io_new;
+    hooks.io_set = io_set;
+    hooks.io_free = io_free;
     if (leash_client_attach_loop(client, &hooks) != LEASH_OK)
         abort();
     for (i = 0; i < HANDLES; i++) {
@@ -516,10 +674,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (sides[arg & 1].peer >= 0) {
                 close(sides[arg & 1].peer);
                 sides[arg & 1].peer = -1;
-                if (sides[arg & 1].ac) {
-                    redisAsyncHandleRead(sides[arg & 1].ac); /* EOF */
-                    refresh();
-                }
+                sides[arg & 1].unread = 1;
+                pump(&sides[arg & 1]); /* the EOF */
             }
             break;
         default:
@@ -529,7 +685,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         settle();
     }
 
-    if (getenv("FUZZ_DEBUG")) {
+    if (debug) {
         leash_stats st;
         leash_client_stats(client, &st);
         fprintf(stderr,
@@ -551,5 +707,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reap_backlog();
     if (ntimers != 0)
         abort(); /* a timer outlived its client */
+    for (i = 0; i < IOS; i++)
+        if (ios[i].used || ios[i].peer >= 0)
+            abort(); /* a watcher outlived its client */
     return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * The simulated Redis of sim.h. Grown out of fuzz/fuzz_replies.c, without
- * its knowledge of leash's structs: contexts are found through the loop's
- * attach hook and hiredis's event hooks, roles through the commands sent.
+ * its knowledge of leash's structs: connections are found through the
+ * loop's fd watchers (io_new) or, for a bare hiredis context, hiredis's
+ * event hooks; roles through the commands sent.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4, SOCK_NONBLOCK, MSG_NOSIGNAL */
@@ -10,6 +11,8 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -172,13 +175,27 @@ typedef struct sub {
     int pattern;
 } sub;
 
+/*
+ * The client's end of a connection is one of two kinds:
+ * - a leash client's socket: the sim_conn is the fd watcher that io_new
+ *   answered (watched from io_new to io_free, fd the client's);
+ * - a bare hiredis context (sim_attach_context): ac, until hiredis cleans
+ *   it up.
+ * Either way `reading` and `writing` say what the client waits for.
+ */
 struct sim_conn {
     sim *s;
     int index;
     const leash_client *owner;
+    sim_client *sc;     /* the loop whose io_new made it; NULL for a context,
+                           or once that loop's cleanup ran */
+    int watched;        /* between io_new and io_free */
+    int fd;             /* the client's fd while watched, else -1 */
+    leash_io_fn *io_fn; /* the watcher's callback */
+    void *io_arg;
     redisAsyncContext *ac; /* NULL once hiredis cleaned it up */
     int peer;              /* the server's end; -1 once closed */
-    int reading, writing;  /* what hiredis asked the loop to watch */
+    int reading, writing;  /* what the client waits for */
     int role;
     int closing;  /* sim_close: EOF once the queue is delivered */
     int eof_seen; /* the client was given the EOF */
@@ -345,9 +362,12 @@ void sim_free(sim *s) {
         SIM_FAIL("sim_free called from inside a callback of sim_run");
     if (s->clients != NULL)
         SIM_FAIL("sim_free: a client attached to the sim was not freed");
-    for (i = 0; i < s->nconns; i++)
+    for (i = 0; i < s->nconns; i++) {
         if (s->conns[i]->ac != NULL)
             SIM_FAIL("sim_free: the hiredis context of conn %d was not freed", (int)i);
+        if (s->conns[i]->watched)
+            SIM_FAIL("sim_free: the fd watcher of conn %d was not freed", (int)i);
+    }
     for (i = 0; i < s->nconns; i++)
         conn_free(s->conns[i]);
     xfree(s->conns);
@@ -405,31 +425,7 @@ int sim_timer_new_failed(const sim *s) {
     return s->timer_new_failed;
 }
 
-/* ---- the loop: hiredis's event hooks ---- */
-
-static void ev_add_read(void *data) {
-    ((sim_conn *)data)->reading = 1;
-}
-
-static void ev_del_read(void *data) {
-    ((sim_conn *)data)->reading = 0;
-}
-
-static void ev_add_write(void *data) {
-    ((sim_conn *)data)->writing = 1;
-}
-
-static void ev_del_write(void *data) {
-    ((sim_conn *)data)->writing = 0;
-}
-
-/* hiredis is freeing the context: from here on it must not be touched.
- * (0.14 calls this once; later versions may call it twice.) */
-static void ev_cleanup(void *data) {
-    sim_conn *c = data;
-    c->ac = NULL;
-    c->reading = c->writing = 0;
-}
+/* ---- connections: the client's end ---- */
 
 /* The capped constructors of the shadow readers. */
 static redisReplyObjectFunctions capped_fns;
@@ -461,44 +457,169 @@ static redisReader *reader_new(int capped) {
     return r;
 }
 
-static int conn_attach(sim *s, const leash_client *owner, redisAsyncContext *ac) {
-    sim_conn *c;
+/* fd is a socket the client just connected to the sim's listening socket
+ * (a unix socket connects at once, or not at all). A socketpair takes its
+ * place: the client keeps its fd number, the connection behind it becomes
+ * the sim's, and the sim's end is returned. The pair is nonblocking like
+ * the socket it replaces, and close-on-exec (dup3) as leash makes it. */
+static int take_over(sim *s, int fd) {
+    struct sockaddr_un sa;
+    socklen_t len = sizeof sa;
     int sv[2];
 
-    if (ac->ev.data != NULL)
-        return -1; /* attached elsewhere already */
+    memset(&sa, 0, sizeof sa);
+    if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0 || sa.sun_family != AF_UNIX ||
+        strncmp(sa.sun_path, s->path, sizeof sa.sun_path) != 0)
+        SIM_FAIL("fd %d is not connected to the sim's socket %s: a client on the sim's loop "
+                 "must use sim_options' unix_path",
+                 fd, s->path);
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
         SIM_FAIL("socketpair: %s", strerror(errno));
-    /* hiredis keeps its fd number; the connection behind it becomes ours. */
-    if (dup2(sv[0], ac->c.fd) < 0)
-        SIM_FAIL("dup2: %s", strerror(errno));
+    if (dup3(sv[0], fd, O_CLOEXEC) < 0)
+        SIM_FAIL("dup3: %s", strerror(errno));
     close(sv[0]);
+    return sv[1];
+}
 
-    c = xcalloc(1, sizeof(*c));
+/* A new connection on the client's socket fd. */
+static sim_conn *conn_new(sim *s, const leash_client *owner, int fd) {
+    sim_conn *c = xcalloc(1, sizeof(*c));
+
     c->s = s;
     c->owner = owner;
-    c->ac = ac;
-    c->peer = sv[1];
+    c->fd = -1;
+    c->peer = take_over(s, fd);
     c->in = reader_new(0);
     c->shadow = reader_new(1);
     s->conns = grow(s->conns, &s->conns_cap, s->nconns + 1, sizeof(*s->conns));
     c->index = (int)s->nconns;
     s->conns[s->nconns++] = c;
-
-    ac->ev.addRead = ev_add_read;
-    ac->ev.delRead = ev_del_read;
-    ac->ev.addWrite = ev_add_write;
-    ac->ev.delWrite = ev_del_write;
-    ac->ev.cleanup = ev_cleanup;
-    ac->ev.data = c;
     if (s->debug)
-        fprintf(stderr, "sim [+%lld ms] conn %d attached\n", rel_ms(), c->index);
-    return 0;
+        fprintf(stderr, "sim [+%lld ms] conn %d opened (fd %d)\n", rel_ms(), c->index, fd);
+    return c;
 }
 
-static int hook_attach(void *data, struct redisAsyncContext *ac) {
+/* 1 while the client's end exists: its watcher, or its hiredis context. */
+static int client_open(const sim_conn *c) {
+    return c->watched || c->ac != NULL;
+}
+
+static int client_fd(const sim_conn *c) {
+    if (c->watched)
+        return c->fd;
+    return c->ac != NULL ? c->ac->c.fd : -1;
+}
+
+/* The client's socket would take bytes now (or would fail at once: a
+ * write event tells it so, as a loop's would). */
+static int client_writable(const sim_conn *c) {
+    struct pollfd p = {client_fd(c), POLLOUT, 0};
+
+    if (poll(&p, 1, 0) < 0)
+        SIM_FAIL("poll: %s", strerror(errno));
+    return (p.revents & (POLLOUT | POLLERR | POLLHUP)) != 0;
+}
+
+/* Tells the client that what it waits for is ready (LEASH_IO_READ or
+ * LEASH_IO_WRITE). It may free its watcher or context, or the whole
+ * client, meanwhile: c itself lives on until sim_free. */
+static void client_event(sim_conn *c, int events) {
+    if (c->watched) {
+        c->io_fn(c->io_arg, events);
+    } else if (c->ac != NULL) {
+        if (events & LEASH_IO_WRITE)
+            redisAsyncHandleWrite(c->ac); /* the first one completes the connect */
+        else
+            redisAsyncHandleRead(c->ac);
+    }
+}
+
+/* ---- the loop: fd watchers ---- */
+
+/* The watcher io, made by the loop `data`; the test fails if it is not a
+ * live one. */
+static sim_conn *watcher_of(const sim_client *sc, void *io, const char *hook) {
+    size_t i;
+
+    for (i = 0; i < sc->s->nconns; i++) {
+        sim_conn *c = sc->s->conns[i];
+        if (c != io)
+            continue;
+        if (c->sc != sc)
+            SIM_FAIL("%s: conn %d is not a watcher of this loop", hook, c->index);
+        if (!c->watched)
+            SIM_FAIL("%s: the watcher of conn %d was freed already", hook, c->index);
+        return c;
+    }
+    SIM_FAIL("%s: %p is not a watcher io_new made", hook, io);
+}
+
+/* The client connected fd to the sim's socket (connect() has been called;
+ * its end is reported by the first write event, as for a TCP connect). */
+static void *hook_io_new(void *data, int fd, leash_io_fn *fn, void *arg) {
     sim_client *sc = data;
-    return conn_attach(sc->s, sc->client, ac);
+    sim *s = sc->s;
+    sim_conn *c;
+    size_t i;
+
+    if (fn == NULL)
+        SIM_FAIL("io_new without a callback");
+    for (i = 0; i < s->nconns; i++)
+        if (s->conns[i]->watched && s->conns[i]->fd == fd)
+            SIM_FAIL("io_new: fd %d is watched already (conn %d)", fd, (int)i);
+    c = conn_new(s, sc->client, fd);
+    c->sc = sc;
+    c->watched = 1;
+    c->fd = fd;
+    c->io_fn = fn;
+    c->io_arg = arg;
+    return c;
+}
+
+static void hook_io_set(void *data, void *io, int events) {
+    sim_conn *c = watcher_of(data, io, "io_set");
+
+    if (events & ~(LEASH_IO_READ | LEASH_IO_WRITE))
+        SIM_FAIL("io_set: unknown events %#x on conn %d", (unsigned)events, c->index);
+    c->reading = (events & LEASH_IO_READ) != 0;
+    c->writing = (events & LEASH_IO_WRITE) != 0;
+}
+
+/* The client drops the connection; it closes the fd right after. */
+static void hook_io_free(void *data, void *io) {
+    sim_conn *c = watcher_of(data, io, "io_free");
+
+    c->watched = 0;
+    c->fd = -1;
+    c->reading = c->writing = 0;
+    if (c->s->debug)
+        fprintf(stderr, "sim [+%lld ms] conn %d dropped by the client\n", rel_ms(), c->index);
+}
+
+/* ---- bare hiredis contexts: hiredis's event hooks ---- */
+
+static void ev_add_read(void *data) {
+    ((sim_conn *)data)->reading = 1;
+}
+
+static void ev_del_read(void *data) {
+    ((sim_conn *)data)->reading = 0;
+}
+
+static void ev_add_write(void *data) {
+    ((sim_conn *)data)->writing = 1;
+}
+
+static void ev_del_write(void *data) {
+    ((sim_conn *)data)->writing = 0;
+}
+
+/* hiredis is freeing the context: from here on it must not be touched.
+ * (0.14 calls this once; later versions may call it twice.) */
+static void ev_cleanup(void *data) {
+    sim_conn *c = data;
+    c->ac = NULL;
+    c->reading = c->writing = 0;
 }
 
 const char *sim_unix_path(const sim *s) {
@@ -507,9 +628,21 @@ const char *sim_unix_path(const sim *s) {
 }
 
 int sim_attach_context(sim *s, struct redisAsyncContext *ac) {
+    sim_conn *c;
+
     need(s, "sim");
     need(ac, "context");
-    return conn_attach(s, NULL, ac);
+    if (ac->ev.data != NULL)
+        return -1; /* attached elsewhere already */
+    c = conn_new(s, NULL, ac->c.fd);
+    c->ac = ac;
+    ac->ev.addRead = ev_add_read;
+    ac->ev.delRead = ev_del_read;
+    ac->ev.addWrite = ev_add_write;
+    ac->ev.delWrite = ev_del_write;
+    ac->ev.cleanup = ev_cleanup;
+    ac->ev.data = c;
+    return 0;
 }
 
 /* ---- the loop: timers ---- */
@@ -568,11 +701,23 @@ static void hook_timer_free(void *data, void *timer) {
 }
 
 /* The client is gone: every timer should be too. One that is not stays in
- * the table (sim_timers_alive counts it) with no owner. */
+ * the table (sim_timers_alive counts it) with no owner. Every fd watcher
+ * must have been freed before (leash/loop.h): the test fails otherwise. */
 static void hook_cleanup(void *data) {
     sim_client *sc = data, **pp;
     sim *s = sc->s;
     size_t i;
+
+    for (i = 0; i < s->nconns; i++) {
+        sim_conn *c = s->conns[i];
+        if (c->sc != sc)
+            continue;
+        if (c->watched)
+            SIM_FAIL("cleanup: the client's loop is released while the fd watcher of conn %d "
+                     "lives",
+                     c->index);
+        c->sc = NULL;
+    }
 
     for (pp = &s->clients; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == sc) {
@@ -600,12 +745,14 @@ int sim_attach(sim *s, leash_client *c) {
     s->clients = sc;
     leash_loop_init(&hooks);
     hooks.data = sc;
-    hooks.attach = hook_attach;
     hooks.timer_new = hook_timer_new;
     hooks.timer_start = hook_timer_start;
     hooks.timer_stop = hook_timer_stop;
     hooks.timer_free = hook_timer_free;
     hooks.cleanup = hook_cleanup;
+    hooks.io_new = hook_io_new;
+    hooks.io_set = hook_io_set;
+    hooks.io_free = hook_io_free;
     rc = leash_client_attach_loop(c, &hooks);
     if (rc != LEASH_OK) {
         for (pp = &s->clients; *pp != NULL; pp = &(*pp)->next) {
@@ -755,8 +902,9 @@ static void queue_bytes(sim_conn *c, const char *bytes, size_t len) {
         size_t end;
 
         if (redisReaderGetReply(r, &reply) != REDIS_OK) {
-            /* Not RESP (or an absurd array): hiredis fails on these bytes
-             * too, so it gets all of them, and all that follow, as is. */
+            /* Not RESP (or an absurd array): the client's parser (hiredis's
+             * reader) fails on these bytes too, so it gets all of them, and
+             * all that follow, as is. */
             c->raw = 1;
             push_chunk(c, c->partial, c->npartial);
             c->npartial = 0;
@@ -774,36 +922,46 @@ static void queue_bytes(sim_conn *c, const char *bytes, size_t len) {
     }
 }
 
-/* Lets hiredis read while bytes wait on its socket. */
+/* Bytes waiting on the client's socket. */
+static int client_avail(const sim_conn *c) {
+    int avail = 0;
+
+    if (ioctl(client_fd(c), FIONREAD, &avail) != 0)
+        return 0;
+    return avail;
+}
+
+/* Read events while bytes wait on the client's socket and it waits for
+ * them. A read event must take some of them (else it would never end). */
 static void client_reads(sim_conn *c) {
     int avail;
 
-    while (c->ac != NULL && c->reading) {
-        if (ioctl(c->ac->c.fd, FIONREAD, &avail) != 0 || avail <= 0)
-            return;
-        redisAsyncHandleRead(c->ac); /* may free the context, or the client */
+    while (client_open(c) && c->reading && (avail = client_avail(c)) > 0) {
+        client_event(c, LEASH_IO_READ); /* may free the watcher, or the client */
+        if (client_open(c) && c->reading && client_avail(c) >= avail)
+            SIM_FAIL("conn %d: a read event took none of the %d bytes waiting", c->index, avail);
     }
 }
 
-/* One read event's worth: the oldest queued chunk, when hiredis reads. */
+/* One read event's worth: the oldest queued chunk, when the client reads. */
 static int deliver(sim_conn *c) {
     chunk *k = c->out_head;
     size_t off = 0;
 
-    if (k == NULL || c->ac == NULL || !c->reading || c->peer < 0)
+    if (k == NULL || !client_open(c) || !c->reading || c->peer < 0)
         return 0;
     c->out_head = k->next;
     if (c->out_head == NULL)
         c->out_tail = NULL;
     if (c->s->debug)
         trace_bytes(c, "->", k->bytes, k->len);
-    while (off < k->len && c->ac != NULL && c->reading) {
+    while (off < k->len && client_open(c) && c->reading) {
         ssize_t n = send(c->peer, k->bytes + off, k->len - off, MSG_NOSIGNAL);
         if (n > 0)
             off += (size_t)n;
         else if (n < 0 && errno != EAGAIN && errno != EINTR)
             break; /* the client end is gone */
-        /* A reply larger than the socket buffer goes in parts: hiredis
+        /* A reply larger than the socket buffer goes in parts: the client
          * reads what is there, which makes room for the rest. */
         client_reads(c);
     }
@@ -818,18 +976,18 @@ static int conn_read(sim_conn *c);
 static int deliver_eof(sim_conn *c) {
     int progress = 0;
 
-    if (c->closing && c->peer >= 0 && (c->out_head == NULL || c->ac == NULL)) {
+    if (c->closing && c->peer >= 0 && (c->out_head == NULL || !client_open(c))) {
         /* What the client wrote up to the close still arrived. */
         conn_read(c);
     }
-    if (c->closing && c->peer >= 0 && (c->out_head == NULL || c->ac == NULL)) {
+    if (c->closing && c->peer >= 0 && (c->out_head == NULL || !client_open(c))) {
         close(c->peer);
         c->peer = -1;
         progress = 1;
     }
-    if (c->peer < 0 && c->ac != NULL && c->reading && !c->eof_seen) {
+    if (c->peer < 0 && client_open(c) && c->reading && !c->eof_seen) {
         c->eof_seen = 1;
-        redisAsyncHandleRead(c->ac);
+        client_event(c, LEASH_IO_READ); /* reads the EOF */
         progress = 1;
     }
     return progress;
@@ -914,8 +1072,11 @@ static int conn_read(sim_conn *c) {
         if (n < 0 && errno == EAGAIN)
             break;
         if (n <= 0) {
-            /* The client closed its end (its context is freed): nothing
-             * more will be read or delivered here. */
+            /* The client closed its end (after freeing its watcher or
+             * context): nothing more will be read or delivered here. */
+            if (n == 0 && c->watched)
+                SIM_FAIL("conn %d: the client closed fd %d before freeing its watcher", c->index,
+                         c->fd);
             close(c->peer);
             c->peer = -1;
             progress = 1;
@@ -1099,8 +1260,8 @@ static int one_round(sim *s) {
     /* By index: callbacks may attach new connections meanwhile. */
     for (i = 0; i < s->nconns; i++) {
         sim_conn *c = s->conns[i];
-        if (c->ac != NULL && c->writing) {
-            redisAsyncHandleWrite(c->ac); /* the first one completes the connect */
+        if (client_open(c) && c->writing && client_writable(c)) {
+            client_event(c, LEASH_IO_WRITE); /* the first one completes the connect */
             progress = 1;
         }
         progress |= conn_read(c);
@@ -1156,7 +1317,7 @@ sim_conn *sim_conn_at(const sim *s, int i) {
 
 int sim_conn_live(const sim_conn *c) {
     need(c, "connection");
-    return c->ac != NULL && c->peer >= 0 && !c->closing;
+    return client_open(c) && c->peer >= 0 && !c->closing;
 }
 
 sim_conn *sim_conn_find(const sim *s, const leash_client *client, int role) {

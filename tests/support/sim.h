@@ -22,12 +22,19 @@
  *     CHECK(sim_timers_alive(s) == 0);
  *     sim_free(s);
  *
- * How it works: each hiredis context leash connects (through a unix socket
- * that the sim listens on and never serves) gets one end of a socketpair
- * dup2()'ed over its socket; the sim holds the other end. The attach hook
- * fills in hiredis's event hooks, so the sim knows when hiredis wants to
- * read or write and when it frees a context. Timers live in a table and
- * fire on the virtual clock.
+ * How it works: leash connects its sockets itself (nonblocking, to a unix
+ * socket that the sim listens on and never serves) and asks the loop to
+ * watch each one (leash/loop.h's io hooks). io_new(fd) is where the sim
+ * learns of a new connection: it dup3()s one end of a socketpair over the
+ * client's fd (leash keeps its fd number; the first write event completes
+ * its connect, whose SO_ERROR reads 0 on the pair) and holds the other
+ * end. io_set says what the client waits for; the sim calls the watcher
+ * back (LEASH_IO_WRITE while the client's end takes bytes, LEASH_IO_READ
+ * while bytes or the EOF wait on it) instead of a real loop; io_free is
+ * where the client drops the connection (it closes the fd right after).
+ * A bare hiredis context (sim_attach_context) is driven the same way
+ * through hiredis's own event hooks and redisAsyncHandleRead/Write. Timers
+ * live in a table and fire on the virtual clock.
  *
  * Linking: sim.c defines leash__now_ms(), the virtual clock, in place of
  * the library's src/base/clock.c; it must be an object of the program (CMake:
@@ -45,7 +52,12 @@
  *   connection the sim closed must get EPIPE, as in production.
  * - The sim fails the running test case (tests/support/check.h) when it
  *   cannot go on: out of memory, a socket call failing, a client writing
- *   something that is not a command, NULL passed for a sim or connection.
+ *   something that is not a command, NULL passed for a sim or connection;
+ *   and when a client breaks a rule of leash/loop.h's fd watchers: a
+ *   socket not connected to the sim's, two watchers for one fd, io_set or
+ *   io_free on a watcher already freed (or another loop's), unknown
+ *   events, an fd closed before its watcher was freed, a watcher still
+ *   alive when the loop's cleanup runs.
  * - One thread. Several sims may exist at once but they share one clock;
  *   one sim (with any number of clients) per case is the intended use.
  */
@@ -135,7 +147,8 @@ sim *sim_new(void);
 
 /* Closes every connection, frees every command and the sim. Fails the test
  * if a client attached through it, or a context of sim_attach_context, has
- * not been freed (its timers and contexts would point into freed memory).
+ * not been freed (its timers, fd watchers and contexts would point into
+ * freed memory).
  * NULL is a no-op. */
 void sim_free(sim *s);
 
@@ -151,7 +164,8 @@ int64_t sim_now(void);
 void sim_options(const sim *s, leash_options *o);
 
 /* Attaches client c to the sim's loop (leash_client_attach_loop): c starts
- * connecting; nothing happens on the wire until sim_run. Returns what
+ * connecting (its sockets become connections of the sim at once, see
+ * sim_conn_at); nothing happens on the wire until sim_run. Returns what
  * leash_client_attach_loop returns (LEASH_OK, LEASH_ESTATE, ...), or
  * LEASH_ENOMEM. */
 int sim_attach(sim *s, leash_client *c);
@@ -160,18 +174,20 @@ int sim_attach(sim *s, leash_client *c);
 const char *sim_unix_path(const sim *s);
 
 /* Attaches a bare hiredis context, made with redisAsyncConnectUnix(
- * sim_unix_path(s)), like a leash client's: for tests of hiredis itself
- * or of the sim. Its connection has no client (sim_conn_client is NULL).
+ * sim_unix_path(s)): for tests of hiredis itself or of the sim, which
+ * serves it as it serves a leash client's sockets. Its connection has no
+ * client (sim_conn_client is NULL).
  * Returns 0, or -1 if the context is attached to a loop already. The
  * caller frees the context (redisAsyncFree), before sim_free. */
 int sim_attach_context(sim *s, struct redisAsyncContext *ac);
 
 /* Runs until nothing changes, without moving the clock: fires due timers
- * (earliest first), lets hiredis write (which completes a connect), reads
- * and parses what clients wrote, auto-answers, and delivers queued server
- * bytes one complete reply per read event, so hiredis sees exactly the
- * bytes of that reply. Fails the test if the client never settles (a
- * timer re-armed at 0 ms forever, say). */
+ * (earliest first), gives a write event to each client that waits for one
+ * (the first completes a connect), reads and parses what clients wrote,
+ * auto-answers, and delivers queued server bytes one complete reply per
+ * read event, so the client reads exactly the bytes of that reply. Fails
+ * the test if the client never settles (a timer re-armed at 0 ms forever,
+ * say), or a read event leaves every waiting byte unread. */
 void sim_run(sim *s);
 
 /* Moves the clock forward by ms (>= 0): to each timer due on the way, in
@@ -218,7 +234,8 @@ int sim_conn_index(const sim_conn *c);
 int sim_conn_role(const sim_conn *c);
 /* The client that made it (compare only: it may have been freed). */
 const leash_client *sim_conn_client(const sim_conn *c);
-/* 1 while the client's context exists and the sim has not closed it. */
+/* 1 while the client's end exists (its fd watcher, or a bare hiredis
+ * context) and the sim has not closed it. */
 int sim_conn_live(const sim_conn *c);
 /* Commands received on it so far (answered or not). */
 uint64_t sim_conn_received(const sim_conn *c);
