@@ -626,8 +626,102 @@ TEST(extra_hold_without_memory_is_refused_and_changes_nothing) {
     sim_free(s);
 }
 
+/* ---- WAIT for replicas ---- */
+
+static leash_client *client_waiting_for_replicas(sim *s) {
+    leash_options o;
+    leash_client *c = NULL;
+    sim_options(s, &o);
+    o.lease_ms = 3000;
+    o.wait_replicas = 1;
+    o.wait_timeout_ms = 50;
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
+    CHECK_EQ_INT(sim_attach(s, c), LEASH_OK);
+    sim_run(s);
+    return c;
+}
+
+/* The command after cmd on its connection: WAIT 1 50. */
+static sim_cmd *wait_behind(sim_cmd *cmd) {
+    sim_cmd *w = sim_conn_cmd(cmd->conn, 1);
+    CHECK(w != NULL);
+    CHECK_STR_EQ(sim_cmd_arg(w, 0), "WAIT");
+    CHECK_STR_EQ(sim_cmd_arg(w, 1), "1");
+    CHECK_STR_EQ(sim_cmd_arg(w, 2), "50");
+    return w;
+}
+
+/* A grant that no replica acknowledged does not count: the acquire fails
+ * LEASH_EREPLICAS and the grant is given back. */
+TEST(a_grant_too_few_replicas_acknowledged_is_given_back) {
+    sim *s = sim_new();
+    leash_client *c = client_waiting_for_replicas(s);
+    leash_lock *l = leash_lock_new(c, "x");
+    rec r = {0, 0};
+    sim_cmd *cmd;
+    char token[64];
+
+    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    cmd = wait_attempt(s);
+    snprintf(token, sizeof(token), "%s", sim_cmd_arg(cmd, 4));
+    wait_behind(cmd);
+    grant(cmd);
+    sim_reply(cmd->conn, ":0\r\n"); /* WAIT: no replica */
+    sim_run(s);
+    CHECK_EQ_INT(r.calls, 1);
+    CHECK_EQ_INT(r.status, LEASH_EREPLICAS);
+    CHECK(!leash_held(l));
+    cmd = pending(s, LS_RELEASE);
+    CHECK(cmd != NULL);
+    CHECK_STR_EQ(sim_cmd_arg(cmd, 4), token);
+    leash_client_free(c);
+    sim_free(s);
+}
+
+/* Enough acknowledgements: granted as usual; a renewal that too few
+ * acknowledged loses the hold, LEASH_LOST_REPLICAS. */
+static rec lost_rec;
+static void on_lost(leash_lock *l, int reason, void *arg) {
+    (void)l, (void)arg;
+    lost_rec.calls++;
+    lost_rec.status = reason;
+}
+
+TEST(a_renewal_too_few_replicas_acknowledged_loses_the_hold) {
+    sim *s = sim_new();
+    leash_client *c = client_waiting_for_replicas(s);
+    leash_lock *l = leash_lock_new(c, "x");
+    rec r = {0, 0};
+    sim_cmd *cmd;
+
+    memset(&lost_rec, 0, sizeof(lost_rec));
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    cmd = wait_attempt(s);
+    wait_behind(cmd);
+    grant(cmd);
+    sim_reply(cmd->conn, ":1\r\n");
+    sim_run(s);
+    CHECK_EQ_INT(r.status, LEASH_OK);
+    CHECK(leash_held(l));
+    sim_advance(s, 1000); /* the renewal falls due */
+    cmd = pending(s, LS_RENEW);
+    CHECK(cmd != NULL);
+    wait_behind(cmd);
+    sim_reply(cmd->conn, "*1\r\n:1\r\n");
+    sim_reply(cmd->conn, ":0\r\n");
+    sim_run(s);
+    CHECK_EQ_INT(lost_rec.calls, 1);
+    CHECK_EQ_INT(lost_rec.status, LEASH_LOST_REPLICAS);
+    CHECK(!leash_held(l));
+    leash_client_free(c);
+    sim_free(s);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
+        TEST_CASE(a_grant_too_few_replicas_acknowledged_is_given_back),
+        TEST_CASE(a_renewal_too_few_replicas_acknowledged_loses_the_hold),
         TEST_CASE(busy_answer_after_a_resubscription_tries_again),
         TEST_CASE(woken_waiter_cancelled_hands_the_wake_on),
         TEST_CASE(woken_waiter_whose_attempt_fails_hands_the_wake_on),

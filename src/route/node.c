@@ -131,8 +131,8 @@ static void on_sub_error(leash__node *n, const redisReply *err) {
     node_sub *s;
 
     if (leash__list_empty(&n->pending)) {
-        leash__log(&n->env->log, LEASH_LOG_ERROR,
-                   "subscriber connection: an error nobody asked for: %s: reconnecting", err->str);
+        leash__log(&n->env->log, LEASH_LOG_ERROR, "%s: an error nobody asked for: %s: reconnecting",
+                   leash__conn_role_name(&n->sub), err->str);
         leash__conn_reset(&n->sub);
         return;
     }
@@ -140,8 +140,8 @@ static void on_sub_error(leash__node *n, const redisReply *err) {
     settled(n, s);
     if (strncmp(err->str, "MOVED ", 6) != 0 && strncmp(err->str, "ASK ", 4) != 0) {
         leash__log(&n->env->log, LEASH_LOG_ERROR,
-                   "subscriber connection: Redis refused a subscription: %s: reconnecting",
-                   err->str);
+                   "%s: Redis refused a subscription: %s: reconnecting",
+                   leash__conn_role_name(&n->sub), err->str);
         leash__conn_reset(&n->sub);
         return;
     }

@@ -30,8 +30,9 @@ enum {
 static void conn_arm(leash__conn *conn);
 static void conn_gone(leash__conn *conn);
 
+/* "command connection to HOST:PORT", for log lines. */
 static const char *role_name(const leash__conn *conn) {
-    return conn->role == LEASH__CONN_CMD ? "command" : "subscriber";
+    return conn->label;
 }
 
 static const leash__logger *conn_log(const leash__conn *conn) {
@@ -231,7 +232,7 @@ static void collect_expired(leash__conn *conn, leash__list *from, int64_t now,
         if (cmd->deadline != 0 && now >= cmd->deadline) {
             if (cmd->transient > 0)
                 leash__log(conn_log(conn), LEASH_LOG_WARN,
-                           "%s connection: Redis kept answering LOADING or BUSY until a "
+                           "%s: Redis kept answering LOADING or BUSY until a "
                            "command's deadline",
                            role_name(conn));
             queue_remove(conn, cmd);
@@ -376,7 +377,7 @@ static void become_ready(leash__conn *conn) {
     else
         conn->env->stats->sub_connects++;
     leash__log(conn_log(conn), conn->failures ? LEASH_LOG_WARN : LEASH_LOG_INFO,
-               "%s connection ready (after %u failed attempts)", role_name(conn), conn->failures);
+               "%s ready (after %u failed attempts)", role_name(conn), conn->failures);
     conn->failures = 0;
 
     leash__list_init(&pending);
@@ -418,6 +419,8 @@ static void conn_break(leash__conn *conn) {
 }
 
 void leash__conn_reset(leash__conn *conn) {
+    /* What the server refused, it refuses again: not at once. */
+    conn->backoff_ms = conn->cfg->reconnect_max_ms;
     conn_break(conn);
 }
 
@@ -515,7 +518,7 @@ static void start_handshake(leash__conn *conn) {
         }
     }
     if (failed) {
-        leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: could not send the handshake",
+        leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: could not send the handshake",
                    role_name(conn));
         conn_break(conn);
         return;
@@ -529,7 +532,7 @@ static void note_server_time(leash__conn *conn, const redisReply *r) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
         leash__log(conn_log(conn), LEASH_LOG_INFO,
-                   "%s connection: TIME not answered (%s): late copies of commands are then "
+                   "%s: TIME not answered (%s): late copies of commands are then "
                    "bounded by the first acquire's answer",
                    role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
         return;
@@ -557,18 +560,17 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
         leash__reply_transient(reply)) {
         /* Loading its data or running a long script: nothing was refused.
          * Queued work waits for its own deadlines. */
-        leash__log(conn_log(conn), LEASH_LOG_INFO, "%s connection: %s answered %s: trying again",
+        leash__log(conn_log(conn), LEASH_LOG_INFO, "%s: %s answered %s: trying again",
                    role_name(conn), tag == HS_AUTH ? "AUTH" : "SELECT", reply->str);
         conn->handshake_busy = 1;
         conn_break(conn);
     } else if (reply->type == REDIS_REPLY_ERROR && (tag == HS_AUTH || tag == HS_SELECT)) {
         if (tag == HS_AUTH)
-            leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s connection: AUTH refused by Redis: %s",
+            leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: AUTH refused by Redis: %s",
                        role_name(conn), reply->str);
         else
-            leash__log(conn_log(conn), LEASH_LOG_ERROR,
-                       "%s connection: SELECT %d refused by Redis: %s", role_name(conn),
-                       conn->cfg->db, reply->str);
+            leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: SELECT %d refused by Redis: %s",
+                       role_name(conn), conn->cfg->db, reply->str);
         conn->auth_failed = 1;
         conn_break(conn);
     } else {
@@ -600,9 +602,9 @@ static void on_sock_closed(void *owner, const char *why) {
     leash__conn *conn = owner;
 
     if (conn->state == LEASH__CONN_CONNECTING)
-        leash__log(conn_log(conn), failure_level(conn), "%s connection: %s", role_name(conn), why);
+        leash__log(conn_log(conn), failure_level(conn), "%s: %s", role_name(conn), why);
     else
-        leash__log(conn_log(conn), LEASH_LOG_WARN, "%s connection lost: %s", role_name(conn), why);
+        leash__log(conn_log(conn), LEASH_LOG_WARN, "%s lost: %s", role_name(conn), why);
     conn->sock = NULL;
     conn_gone(conn);
 }
@@ -634,11 +636,11 @@ static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redis
     if (pause > TRANSIENT_MAX_MS)
         pause = TRANSIENT_MAX_MS;
     if (cmd->transient++ == 0)
-        leash__log(conn_log(conn), LEASH_LOG_INFO,
-                   "%s connection: Redis answered %s: sending again", role_name(conn), reply->str);
+        leash__log(conn_log(conn), LEASH_LOG_INFO, "%s: Redis answered %s: sending again",
+                   role_name(conn), reply->str);
     if (cmd->deadline != 0 && now + pause >= cmd->deadline) {
         leash__log(conn_log(conn), LEASH_LOG_WARN,
-                   "%s connection: Redis still answers %s at a command's deadline", role_name(conn),
+                   "%s: Redis still answers %s at a command's deadline", role_name(conn),
                    reply->str);
         cmd->conn = NULL;
         cmd_complete(cmd, NULL, LEASH_ECONN, -1);
@@ -714,7 +716,7 @@ static int on_sock_reply(void *owner, redisReply *reply) {
     }
     if (leash__list_empty(&conn->sent)) {
         leash__log(conn_log(conn), LEASH_LOG_ERROR,
-                   "%s connection: protocol violation by the server (a reply to no command): "
+                   "%s: protocol violation by the server (a reply to no command): "
                    "reconnecting",
                    role_name(conn));
         conn_break(conn);
@@ -732,8 +734,8 @@ static void conn_connect(leash__conn *conn) {
 
     conn->sock = leash__sock_open(conn->env, &addr, &sock_hooks, conn, err, sizeof(err));
     if (conn->sock == NULL) {
-        leash__log(conn_log(conn), failure_level(conn), "%s connection: cannot connect: %s",
-                   role_name(conn), err);
+        leash__log(conn_log(conn), failure_level(conn), "%s: cannot connect: %s", role_name(conn),
+                   err);
         schedule_reconnect(conn);
         return;
     }
@@ -794,7 +796,7 @@ static void conn_timer_fired(void *arg) {
         break;
     case LEASH__CONN_CONNECTING:
         if (now >= conn->next_attempt) {
-            leash__log(conn_log(conn), failure_level(conn), "%s connection: connect timed out",
+            leash__log(conn_log(conn), failure_level(conn), "%s: connect timed out",
                        role_name(conn));
             conn_break(conn);
             if (env->freeing)
@@ -804,7 +806,7 @@ static void conn_timer_fired(void *arg) {
     default:
         if (conn->inflight > 0 && now - conn->last_progress >= conn->cfg->command_timeout_ms) {
             leash__log(conn_log(conn), LEASH_LOG_WARN,
-                       "%s connection: no reply for %lld ms with %u outstanding: reconnecting",
+                       "%s: no reply for %lld ms with %u outstanding: reconnecting",
                        role_name(conn), (long long)(now - conn->last_progress), conn->inflight);
             conn_break(conn);
             if (env->freeing)
@@ -817,6 +819,12 @@ static void conn_timer_fired(void *arg) {
 
 void leash__conn_init(leash__conn *conn, leash__env *env, const leash__conn_cfg *cfg, int role) {
     memset(conn, 0, sizeof(*conn));
+    if (cfg->unix_path != NULL)
+        snprintf(conn->label, sizeof(conn->label), "%s connection to %s",
+                 role == LEASH__CONN_CMD ? "command" : "subscriber", cfg->unix_path);
+    else
+        snprintf(conn->label, sizeof(conn->label), "%s connection to %s:%d",
+                 role == LEASH__CONN_CMD ? "command" : "subscriber", cfg->host, cfg->port);
     conn->env = env;
     conn->cfg = cfg;
     conn->role = role;

@@ -121,6 +121,7 @@ typedef struct leash__conn_cfg {
 
 struct leash__conn {
     leash__env *env;
+    char label[160]; /* "command connection to HOST:PORT", for log lines */
     const leash__conn_cfg *cfg;
     int role;
     int state;
@@ -202,10 +203,11 @@ void leash__conn_progress(leash__conn *conn, unsigned replies);
 int leash__reply_transient(const struct redisReply *reply);
 
 int leash__conn_ready(const leash__conn *conn);
-/* Drops the connection now (the owner saw the server misbehave): what was
- * written is lost as on any break; it reconnects after its backoff. */
+/* Drops the connection now (the owner saw the server misbehave or refuse
+ * something): what was written is lost as on any break; it reconnects
+ * after the longest backoff (reconnect_max_ms). */
 void leash__conn_reset(leash__conn *conn);
-/* "command" or "subscriber", for log lines. */
+/* "command connection to HOST:PORT" (or the socket path), for log lines. */
 const char *leash__conn_role_name(const leash__conn *conn);
 
 #endif

@@ -1,0 +1,386 @@
+/*
+ * Callbacks that act on what called them, on the simulated Redis of
+ * support/sim.h: a lost callback that acquires again or frees its handle
+ * while another callback of the handle is still owed, a callback that
+ * frees the whole client while others are queued behind it, and the grant
+ * an earlier copy of an attempt may have left behind. Every callback must
+ * fire exactly once, nothing may leak (failalloc counts the blocks), and a
+ * hold the caller was told it does not have must not live on.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <leash/leash.h>
+
+#include "check.h"
+#include "failalloc.h"
+#include "leashscripts.h"
+#include "sim.h"
+
+typedef struct rec {
+    int calls, status;
+} rec;
+
+static sim *S;
+static leash_client *C;
+static leash_lock *L;
+static rec acq, acq2, rel, lost;
+static int reacquire_rc;
+
+static void on_rec(leash_lock *l, int status, void *arg) {
+    rec *r = arg;
+    (void)l;
+    r->calls++;
+    r->status = status;
+}
+
+static long long server_ms(void) {
+    return SIM_WALL_S * 1000 + sim_now();
+}
+
+static int script_of(const sim_cmd *cmd) {
+    return leash_script_of(cmd->argc, (const char *const *)cmd->argv, cmd->argvlen);
+}
+
+static sim_cmd *pending(int script) {
+    sim_conn *c = sim_cmd_conn(S);
+    sim_cmd *cmd;
+    int i;
+
+    for (i = 0; c != NULL && (cmd = sim_conn_cmd(c, i)) != NULL; i++)
+        if (script_of(cmd) == script)
+            return cmd;
+    return NULL;
+}
+
+/* Answers the oldest pending command, which must run `script`. */
+static void answer(int script, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void answer(int script, const char *fmt, ...) {
+    sim_conn *c = sim_cmd_conn(S);
+    sim_cmd *cmd = c ? sim_conn_cmd(c, 0) : NULL;
+    char buf[256];
+    va_list ap;
+
+    CHECK_MSG(cmd != NULL && script_of(cmd) == script, "the oldest command does not run script %d",
+              script);
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    CHECK_EQ_INT(sim_reply(c, buf), 0);
+    sim_run(S);
+}
+
+/* Grants the oldest pending command, an acquire (its ARGV[3] is the count). */
+static void grant(void) {
+    sim_cmd *cmd = sim_conn_cmd(sim_cmd_conn(S), 0);
+    CHECK(cmd != NULL);
+    answer(LS_ACQUIRE, "*4\r\n:1\r\n:77\r\n:%s\r\n:%lld\r\n", cmd->argv[6], server_ms());
+}
+
+static void up(int64_t lease_ms, int64_t command_timeout_ms) {
+    leash_options o;
+
+    failalloc_reset();
+    S = sim_new();
+    sim_options(S, &o);
+    o.lease_ms = lease_ms;
+    o.command_timeout_ms = command_timeout_ms;
+    o.sub_linger_ms = 0;
+    CHECK_EQ_INT(leash_client_new(&C, &o), LEASH_OK);
+    CHECK_EQ_INT(sim_attach(S, C), LEASH_OK);
+    sim_run(S);
+    L = leash_lock_new(C, "x");
+    CHECK(L != NULL);
+    memset(&acq, 0, sizeof(acq));
+    memset(&acq2, 0, sizeof(acq2));
+    memset(&rel, 0, sizeof(rel));
+    memset(&lost, 0, sizeof(lost));
+    reacquire_rc = 1;
+}
+
+static void down(void) {
+    sim_run(S);
+    if (C != NULL)
+        leash_client_free(C);
+    CHECK_EQ_INT(sim_timers_alive(S), 0);
+    sim_free(S);
+    CHECK_MSG(failalloc_outstanding() == 0, "%ld blocks leaked", failalloc_outstanding());
+}
+
+/* A held handle with an extra (reentrant) hold on the wire. */
+static void held_with_extra_pending(void) {
+    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq), LEASH_OK);
+    sim_run(S);
+    grant();
+    CHECK_EQ_INT(acq.status, LEASH_OK);
+    memset(&acq, 0, sizeof(acq));
+    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq), LEASH_OK);
+    sim_run(S);
+}
+
+static void lost_acquires_again(leash_lock *l, int reason, void *arg) {
+    (void)arg;
+    lost.calls++;
+    lost.status = reason;
+    reacquire_rc = leash_acquire(l, 0, on_rec, &acq2);
+}
+
+/* The extra hold's callback is owed until the lost callback returned: an
+ * acquire from inside the lost callback is refused (it would take the
+ * owed callback's place), and the owed one fires once, ECANCELED. */
+TEST(a_lost_callback_cannot_acquire_while_an_extra_holds_callback_is_owed) {
+    up(3000, 5000);
+    leash_lock_set_fixed_lease(L, 3000); /* no renewals in the way */
+    leash_on_lost(L, lost_acquires_again, NULL);
+    held_with_extra_pending();
+    sim_advance(S, 3000); /* the deadline: lost FIXED_LEASE */
+    CHECK_EQ_INT(lost.calls, 1);
+    CHECK_EQ_INT(lost.status, LEASH_LOST_FIXED_LEASE);
+    CHECK_EQ_INT(reacquire_rc, LEASH_ESTATE);
+    CHECK_EQ_INT(acq.calls, 1);
+    CHECK_EQ_INT(acq.status, LEASH_ECANCELED);
+    CHECK_EQ_INT(acq2.calls, 0);
+    /* Once the lost callback returned, the handle takes a new acquire. */
+    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq2), LEASH_OK);
+    down();
+}
+
+/* Without an extra hold, the lost callback may acquire again, and that
+ * acquire's callback is its own (not an ECANCELED meant for another). */
+TEST(a_lost_callback_may_acquire_again_and_gets_its_own_answer) {
+    up(3000, 5000);
+    leash_lock_set_fixed_lease(L, 3000);
+    leash_on_lost(L, lost_acquires_again, NULL);
+    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq), LEASH_OK);
+    sim_run(S);
+    grant();
+    sim_advance(S, 3000);
+    CHECK_EQ_INT(lost.calls, 1);
+    CHECK_EQ_INT(reacquire_rc, LEASH_OK);
+    CHECK_EQ_INT(acq2.calls, 0);
+    answer(LS_RELEASE, ":-1\r\n"); /* the lost hold's release goes first */
+    CHECK(pending(LS_ACQUIRE) != NULL);
+    grant();
+    CHECK_EQ_INT(acq2.calls, 1);
+    CHECK_EQ_INT(acq2.status, LEASH_OK);
+    CHECK(leash_held(L));
+    down();
+}
+
+static void lost_frees_handle(leash_lock *l, int reason, void *arg) {
+    (void)arg;
+    lost.calls++;
+    lost.status = reason;
+    leash_lock_free(l);
+}
+
+/* An extra hold finds the hold taken: lost; the lost callback frees the
+ * handle: the extra hold's callback still fires, once, inside the free. */
+TEST(an_extra_holds_callback_fires_when_the_lost_callback_frees_the_handle) {
+    up(3000, 5000);
+    leash_on_lost(L, lost_frees_handle, NULL);
+    held_with_extra_pending();
+    answer(LS_ACQUIRE, "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", server_ms());
+    CHECK_EQ_INT(lost.calls, 1);
+    CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
+    CHECK_EQ_INT(acq.calls, 1);
+    CHECK_EQ_INT(acq.status, LEASH_ECANCELED);
+    down();
+}
+
+/* Giving back one of two holds finds them gone: lost; the lost callback
+ * frees the handle: the release's callback still fires, once. */
+TEST(a_releases_callback_fires_when_the_lost_callback_frees_the_handle) {
+    up(3000, 5000);
+    leash_on_lost(L, lost_frees_handle, NULL);
+    held_with_extra_pending();
+    grant(); /* two holds */
+    CHECK_EQ_INT(leash_hold_count(L), 2);
+    CHECK_EQ_INT(leash_release(L, on_rec, &rel), LEASH_OK);
+    sim_run(S);
+    answer(LS_RELEASE, ":-1\r\n"); /* not ours: gone */
+    CHECK_EQ_INT(lost.calls, 1);
+    CHECK_EQ_INT(rel.calls, 1);
+    CHECK_EQ_INT(rel.status, LEASH_ECANCELED);
+    down();
+}
+
+/* The same with a lost callback that does not free: the release's callback
+ * comes after it, with the release's own answer. */
+TEST(a_partial_release_that_finds_the_hold_gone_answers_after_the_lost_callback) {
+    up(3000, 5000);
+    leash_on_lost(L, lost_acquires_again, NULL);
+    held_with_extra_pending();
+    grant();
+    CHECK_EQ_INT(leash_release(L, on_rec, &rel), LEASH_OK);
+    sim_run(S);
+    answer(LS_RELEASE, ":-1\r\n");
+    CHECK_EQ_INT(lost.calls, 1);
+    CHECK_EQ_INT(reacquire_rc, LEASH_OK);
+    CHECK_EQ_INT(rel.calls, 1);
+    CHECK_EQ_INT(rel.status, LEASH_ENOTHELD);
+    down();
+}
+
+static rec forced;
+static int force_rc;
+
+static void lost_forces(leash_lock *l, int reason, void *arg) {
+    (void)arg;
+    lost.calls++;
+    lost.status = reason;
+    force_rc = leash_force_release(l, on_rec, &forced);
+}
+
+/* While a release's callback is owed (it comes after the lost callback),
+ * the release slot is taken: a force release from the lost callback is
+ * refused and cannot take the owed callback's answer. */
+TEST(a_lost_callback_cannot_force_release_while_a_releases_callback_is_owed) {
+    up(3000, 5000);
+    leash_on_lost(L, lost_forces, NULL);
+    memset(&forced, 0, sizeof(forced));
+    force_rc = 1;
+    held_with_extra_pending();
+    grant();
+    CHECK_EQ_INT(leash_release(L, NULL, NULL), LEASH_OK); /* nobody listens to this one */
+    sim_run(S);
+    answer(LS_RELEASE, ":-1\r\n");
+    CHECK_EQ_INT(lost.calls, 1);
+    CHECK_EQ_INT(force_rc, LEASH_ESTATE);
+    CHECK_EQ_INT(forced.calls, 0);
+    /* Afterwards the slot is free again. */
+    CHECK_EQ_INT(leash_force_release(L, on_rec, &forced), LEASH_OK);
+    sim_run(S);
+    answer(LS_FORCE, ":0\r\n");
+    CHECK_EQ_INT(forced.calls, 1);
+    CHECK_EQ_INT(forced.status, LEASH_ENOTHELD);
+    down();
+}
+
+static void acquired_frees_client(leash_lock *l, int status, void *arg) {
+    on_rec(l, status, arg);
+    leash_client_free(C);
+    C = NULL;
+}
+
+/* leash_lock_free of a held handle runs its queued ECANCELED, whose
+ * callback frees the client: the hold is released once, nothing leaks. */
+TEST(a_callback_run_by_a_lock_free_may_free_the_client) {
+    int i, releases = 0;
+
+    up(3000, 5000);
+    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq), LEASH_OK);
+    sim_run(S);
+    grant();
+    CHECK_EQ_INT(leash_acquire(L, 0, acquired_frees_client, &acq2), LEASH_OK);
+    sim_run(S);
+    CHECK_EQ_INT(leash_cancel(L), LEASH_OK); /* ECANCELED, queued for the loop */
+    leash_lock_free(L);                      /* ... delivered here */
+    CHECK_EQ_INT(acq2.calls, 1);
+    CHECK_EQ_INT(acq2.status, LEASH_ECANCELED);
+    CHECK(C == NULL);
+    sim_run(S);
+    for (i = 0; i < sim_conn_count(S); i++) {
+        sim_conn *c = sim_conn_at(S, i);
+        sim_cmd *cmd;
+        int j;
+        for (j = 0; (cmd = sim_conn_cmd(c, j)) != NULL; j++)
+            releases += script_of(cmd) == LS_RELEASE;
+    }
+    CHECK_EQ_INT(releases, 1);
+    down();
+}
+
+/* Two completions due in one turn of the loop; the first one's callback
+ * frees the client: the second still fires, once. */
+TEST(completions_queued_behind_a_callback_that_frees_the_client_still_fire) {
+    leash_lock *b;
+
+    up(3000, 5000);
+    b = leash_lock_new(C, "y");
+    CHECK_EQ_INT(leash_acquire(L, 5000, acquired_frees_client, &acq), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 5000, on_rec, &acq2), LEASH_OK);
+    sim_run(S);
+    CHECK_EQ_INT(leash_cancel(L), LEASH_OK);
+    CHECK_EQ_INT(leash_cancel(b), LEASH_OK);
+    sim_run(S);
+    CHECK(C == NULL);
+    CHECK_EQ_INT(acq.calls, 1);
+    CHECK_EQ_INT(acq2.calls, 1);
+    CHECK_EQ_INT(acq2.status, LEASH_ECANCELED);
+    down();
+}
+
+/* Two commands expire in one tick while the connection is down; the first
+ * one's callback frees the client: the other completes too, nothing leaks. */
+TEST(commands_expiring_behind_a_callback_that_frees_the_client_are_settled) {
+    leash_lock *f;
+
+    up(3000, 200);
+    f = leash_lock_new(C, "f");
+    sim_set_auto(S, SIM_AUTO_TIME, 0); /* handshakes never finish */
+    sim_close(sim_cmd_conn(S));
+    sim_run(S);
+    CHECK(!leash_client_connected(C));
+    CHECK_EQ_INT(leash_acquire(L, 0, acquired_frees_client, &acq), LEASH_OK);
+    CHECK_EQ_INT(leash_force_release(f, on_rec, &rel), LEASH_OK);
+    sim_advance(S, 250);
+    CHECK(C == NULL);
+    CHECK_EQ_INT(acq.calls, 1);
+    CHECK_EQ_INT(acq.status, LEASH_ECONN);
+    CHECK_EQ_INT(rel.calls, 1);
+    CHECK_EQ_INT(rel.status, LEASH_ECANCELED);
+    down();
+}
+
+/* A try-once attempt ran (its answer lost with the connection); its resend
+ * comes back "too late": the acquire ends, and the grant the first copy
+ * may have made is released. */
+TEST(a_late_resend_that_ends_the_acquire_releases_an_earlier_copys_grant) {
+    sim_cmd *cmd;
+    char token[64];
+    int i, releases = 0;
+
+    up(3000, 200);
+    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq), LEASH_OK);
+    sim_run(S);
+    cmd = pending(LS_ACQUIRE);
+    CHECK(cmd != NULL);
+    snprintf(token, sizeof(token), "%s", sim_cmd_arg(cmd, 4));
+    sim_close(sim_cmd_conn(S)); /* copy 1 ran; its answer is lost */
+    sim_run(S);
+    cmd = sim_wait_cmd(S, SIM_ROLE_CMD, "EVALSHA"); /* copy 2, on the new connection */
+    CHECK_STR_EQ(sim_cmd_arg(cmd, 4), token);
+    answer(LS_ACQUIRE, "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", server_ms());
+    CHECK_EQ_INT(acq.calls, 1);
+    CHECK_EQ_INT(acq.status, LEASH_ECONN);
+    sim_advance(S, 1000);
+    for (i = 0; i < sim_conn_count(S); i++) {
+        sim_conn *c = sim_conn_at(S, i);
+        int j;
+        for (j = 0; (cmd = sim_conn_cmd(c, j)) != NULL; j++)
+            if (script_of(cmd) == LS_RELEASE && strcmp(sim_cmd_arg(cmd, 4), token) == 0)
+                releases++;
+    }
+    CHECK_MSG(releases > 0, "the grant copy 1 may have made is never released");
+    down();
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(a_lost_callback_cannot_acquire_while_an_extra_holds_callback_is_owed),
+        TEST_CASE(a_lost_callback_may_acquire_again_and_gets_its_own_answer),
+        TEST_CASE(an_extra_holds_callback_fires_when_the_lost_callback_frees_the_handle),
+        TEST_CASE(a_releases_callback_fires_when_the_lost_callback_frees_the_handle),
+        TEST_CASE(a_partial_release_that_finds_the_hold_gone_answers_after_the_lost_callback),
+        TEST_CASE(a_lost_callback_cannot_force_release_while_a_releases_callback_is_owed),
+        TEST_CASE(a_callback_run_by_a_lock_free_may_free_the_client),
+        TEST_CASE(completions_queued_behind_a_callback_that_frees_the_client_still_fire),
+        TEST_CASE(commands_expiring_behind_a_callback_that_frees_the_client_are_settled),
+        TEST_CASE(a_late_resend_that_ends_the_acquire_releases_an_earlier_copys_grant),
+        {0},
+    };
+    return test_main(argc, argv, cases);
+}
