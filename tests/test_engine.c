@@ -252,6 +252,46 @@ TEST(woken_waiter_whose_attempt_fails_hands_the_wake_on) {
     sim_free(s);
 }
 
+/* The bench found it: a client freed while its woken head waiter's attempt
+ * is on the wire must not hand the wake down its queue of handles (each
+ * next head would send an attempt, be freed, and release it: hundreds of
+ * commands, the last of which the closing socket may not take). */
+TEST(freeing_a_client_with_a_woken_queue_sends_no_new_attempts) {
+    enum {
+        WAITERS = 50
+    };
+    sim *s = sim_new();
+    leash_client *c;
+    leash_lock *w1, *w2, *more[WAITERS];
+    rec g1 = {0, 0}, g2 = {0, 0}, gm[WAITERS];
+    int i, attempts = 0;
+
+    c = client_on(s);
+    two_parked_waiters(s, c, &w1, &w2, &g1, &g2);
+    memset(gm, 0, sizeof(gm));
+    for (i = 0; i < WAITERS; i++) {
+        more[i] = leash_lock_new(c, "x");
+        CHECK_EQ_INT(leash_acquire(more[i], LEASH_WAIT_FOREVER, on_acquired, &gm[i]), LEASH_OK);
+        busy(wait_attempt(s), 5000);
+    }
+    sim_run(s);
+    holder_releases(s);
+    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 1); /* w1's */
+    leash_client_free(c);
+    sim_run(s); /* what the client wrote before it went */
+    for (i = 0; i < sim_conn_count(s); i++) {
+        sim_conn *conn = sim_conn_at(s, i);
+        sim_cmd *cmd;
+        int j;
+        for (j = 0; (cmd = sim_conn_cmd(conn, j)) != NULL; j++)
+            attempts += script_of(cmd) == LS_ACQUIRE;
+    }
+    CHECK_EQ_INT(attempts, 1);
+    CHECK_EQ_INT(g2.calls, 1);
+    CHECK_EQ_INT(g2.status, LEASH_ECANCELED);
+    sim_free(s);
+}
+
 /* ---- 4. Allocation failures in every public call, and on the loop ---- */
 
 /*
@@ -720,6 +760,7 @@ TEST(a_renewal_too_few_replicas_acknowledged_loses_the_hold) {
 
 int main(int argc, char **argv) {
     static const test_case cases[] = {
+        TEST_CASE(freeing_a_client_with_a_woken_queue_sends_no_new_attempts),
         TEST_CASE(a_grant_too_few_replicas_acknowledged_is_given_back),
         TEST_CASE(a_renewal_too_few_replicas_acknowledged_loses_the_hold),
         TEST_CASE(busy_answer_after_a_resubscription_tries_again),

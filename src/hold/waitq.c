@@ -132,9 +132,12 @@ void leash__waitq_leave(leash__waiter *w) {
             idle(q);
         return;
     }
-    /* The new head may be parked with a wake waiting for it. */
+    /* The new head may be parked with a wake waiting for it; not while the
+     * client goes away: each woken head would send an attempt only to be
+     * freed and release it (hundreds of commands, the last of which the
+     * closing socket may not take). */
     head = head_of(q);
-    if (q->kept > 0 && head != NULL && head->parked) {
+    if (q->kept > 0 && head != NULL && head->parked && !q->qs->env->freeing) {
         q->kept--;
         wake(q, head);
     }
