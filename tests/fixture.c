@@ -384,6 +384,34 @@ long long fx_subscribers(fx_world *w, const char *chan, size_t len) {
     return n;
 }
 
+/* The length of an array reply, -1 for anything else. */
+static long long array_len(redisReply *rep) {
+    long long n = -1;
+
+    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY)
+        n = (long long)rep->elements;
+    if (rep != NULL)
+        freeReplyObject(rep);
+    return n;
+}
+
+long long fx_channels(fx_world *w) {
+    long long n = 0, k;
+    int i, j;
+    static const char *const cmds[] = {"PUBSUB CHANNELS *", "PUBSUB SHARDCHANNELS *"};
+
+    for (i = 0; i < w->cl->count; i++) {
+        if (!is_master(w->cl, i))
+            continue;
+        for (j = 0; j < 2; j++) {
+            k = array_len(test_cluster_cmd(w->cl, i, cmds[j]));
+            CHECK_MSG(k >= 0, "%s on node %d: no array", cmds[j], i);
+            n += k;
+        }
+    }
+    return n;
+}
+
 int fx_main(int argc, char **argv, const test_case *cases) {
     int rc, i;
 
@@ -451,6 +479,16 @@ long long fx_subscribers(fx_world *w, const char *chan, size_t len) {
         n = rep->element[1]->integer;
     if (rep != NULL)
         freeReplyObject(rep);
+    return n;
+}
+
+long long fx_channels(fx_world *w) {
+    redisReply *rep = test_redis_cmd(&w->r, "PUBSUB CHANNELS *");
+    long long n;
+
+    CHECK_MSG(rep != NULL && rep->type == REDIS_REPLY_ARRAY, "PUBSUB CHANNELS: no array");
+    n = (long long)rep->elements;
+    freeReplyObject(rep);
     return n;
 }
 

@@ -137,6 +137,9 @@ void fx_all(fx_world *w, const char *cmd);
 /* Subscribers of a lock's channel (of fx_channel) where its releases are
  * published: PUBSUB NUMSUB, or SHARDNUMSUB in a cluster. */
 long long fx_subscribers(fx_world *w, const char *chan, size_t len);
+/* Channels with a subscriber in the world's Redis: PUBSUB CHANNELS, plus
+ * PUBSUB SHARDCHANNELS on every master of a cluster. */
+long long fx_channels(fx_world *w);
 /* The program's main: test_main, with the cluster of the cluster build
  * started first and stopped last. */
 int fx_main(int argc, char **argv, const test_case *cases);

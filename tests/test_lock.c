@@ -1,5 +1,6 @@
-/* The lock engine on a real loop against a real redis-server: exclusion,
- * try-once, fences, reentrancy, FIFO, timeouts, cancel, bad keys, scale. */
+/* The lock engine on a real loop against a real Redis (one server, or a
+ * cluster: fixture.h): exclusion, try-once, fences, reentrancy, FIFO,
+ * timeouts, cancel, bad keys, scale. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@ TEST(exclusion_between_two_clients) {
     fx_result rb = {0};
 
     fx_world_up(&w, 5000, 0);
-    c2 = fx_client(w.loop, &w.r, 5000);
+    c2 = fx_world_client(&w, 5000);
     a = leash_lock_new(w.c, "job");
     b = leash_lock_new(c2, "job");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
@@ -71,7 +72,7 @@ TEST(fence_grows_across_holds) {
         CHECK_EQ_INT(fx_release_sync(w.loop, l, 5000), LEASH_OK);
         CHECK_EQ_INT((long long)leash_fence(l), (long long)last); /* kept after release */
     }
-    CHECK_EQ_INT(test_redis_int(&w.r, "DBSIZE"), 0); /* nothing stays behind */
+    CHECK_EQ_INT(fx_dbsize(&w), 0); /* nothing stays behind */
     fx_world_down(&w);
 }
 
@@ -85,14 +86,14 @@ TEST(reentrant_holds_are_counted) {
     CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(leash_hold_count(a), 2);
-    CHECK_EQ_INT(test_lock_value(&w.r, "leash:again", NULL, NULL), 2);
+    CHECK_EQ_INT(test_lock_value(fx_redis_of(&w, "leash:again"), "leash:again", NULL, NULL), 2);
     CHECK_EQ_INT(fx_release_sync(w.loop, a, 5000), LEASH_OK);
     CHECK(leash_held(a));
     CHECK_EQ_INT(leash_hold_count(a), 1);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_EBUSY);
     CHECK_EQ_INT(fx_release_sync(w.loop, a, 5000), LEASH_OK);
     CHECK(!leash_held(a));
-    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:again"), 0);
+    CHECK_EQ_INT(fx_redis_exists(fx_redis_of(&w, "leash:again"), "leash:again"), 0);
     CHECK_EQ_INT(leash_release(a, NULL, NULL), LEASH_ESTATE); /* no hold left */
     fx_world_down(&w);
 }
@@ -108,7 +109,7 @@ TEST(extra_hold_of_a_vanished_hold_is_lost_not_recreated) {
     uint64_t fence;
 
     fx_world_up(&w, 5000, 0); /* renewals every 1.7 s: none in this test */
-    admin_client = fx_client(w.loop, &w.r, 5000);
+    admin_client = fx_world_client(&w, 5000);
     a = leash_lock_new(w.c, "vanished");
     leash_on_lost(a, fx_lost_cb, &lost);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
@@ -121,7 +122,7 @@ TEST(extra_hold_of_a_vanished_hold_is_lost_not_recreated) {
     CHECK_EQ_INT(lost.calls, 1);
     CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
     CHECK(!leash_held(a));
-    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:vanished"), 0);
+    CHECK_EQ_INT(fx_redis_exists(fx_redis_of(&w, "leash:vanished"), "leash:vanished"), 0);
     /* A new hold is a new hold: with a new fence. */
     CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
     CHECK(leash_fence(a) > fence);
@@ -223,7 +224,7 @@ TEST(cancel_completes_from_the_loop) {
     fx_run_for(w.loop, 100);
     CHECK_EQ_INT(r.calls, 1);
     CHECK(!leash_held(x));
-    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:cancel"), 0);
+    CHECK_EQ_INT(fx_redis_exists(fx_redis_of(&w, "leash:cancel"), "leash:cancel"), 0);
     /* The handle is usable again. */
     CHECK_EQ_INT(fx_acquire_sync(w.loop, x, 0, 5000), LEASH_OK);
     fx_world_down(&w);
@@ -238,7 +239,7 @@ TEST(cancel_racing_a_grant_releases_it) {
     int i;
 
     fx_world_up(&w, 5000, 0);
-    c2 = fx_client(w.loop, &w.r, 5000);
+    c2 = fx_world_client(&w, 5000);
     y = leash_lock_new(c2, "race");
     for (i = 0; i < 20; i++) {
         memset(&r, 0, sizeof(r));
@@ -283,7 +284,7 @@ TEST(release_while_acquiring_leaves_no_hold_and_no_watchdog) {
     fx_run_for(w.loop, 400); /* more than a renew interval */
     leash_client_stats(w.c, &after);
     CHECK_EQ_INT((long long)(after.renew_commands - before.renew_commands), 0);
-    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:zombie"), 0);
+    CHECK_EQ_INT(fx_redis_exists(fx_redis_of(&w, "leash:zombie"), "leash:zombie"), 0);
     fx_world_down(&w);
 }
 
@@ -293,7 +294,7 @@ TEST(wrongtype_key_gives_eredis_and_client_stays_usable) {
     redisReply *rep;
 
     fx_world_up(&w, 5000, 0);
-    rep = test_redis_cmd(&w.r, "SET leash:plain-string hello");
+    rep = test_redis_cmd(fx_redis_of(&w, "leash:plain-string"), "SET leash:plain-string hello");
     CHECK(rep != NULL);
     freeReplyObject(rep);
     x = leash_lock_new(w.c, "plain-string");
@@ -347,8 +348,7 @@ TEST(twenty_thousand_locks_on_one_client) {
     CHECK_EQ_INT(many_failed, 0);
     CHECK_EQ_INT(many_acquired, MANY);
     CHECK_EQ_INT(many_released, MANY);
-    CHECK_EQ_INT(test_redis_int(&w.r, "EVAL %s 0", "return #redis.call('keys', 'leash:many:*')"),
-                 0);
+    CHECK_EQ_INT(fx_dbsize(&w), 0); /* no leash:many:* key left (nor any other) */
     for (i = 0; i < MANY; i++)
         leash_lock_free(locks[i]);
     fx_world_down(&w);
@@ -363,8 +363,8 @@ TEST(force_release_wakes_the_waiters_of_every_client) {
     fx_result got = {0}, forced = {0};
 
     fx_world_up(&w, 5000, 0);
-    holder_client = fx_client(w.loop, &w.r, 5000);
-    admin_client = fx_client(w.loop, &w.r, 5000);
+    holder_client = fx_world_client(&w, 5000);
+    admin_client = fx_world_client(&w, 5000);
     holder = leash_lock_new(holder_client, "stuck");
     /* A fixed lease of 10 s: only the force release can end it sooner. */
     CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
@@ -397,7 +397,7 @@ TEST(force_release_wakes_the_waiters_of_every_client) {
     CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_ENOTHELD);
     CHECK(leash_held(admin));
     CHECK_EQ_INT(fx_release_sync(w.loop, admin, 5000), LEASH_OK);
-    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:stuck"), 0);
+    CHECK_EQ_INT(fx_redis_exists(fx_redis_of(&w, "leash:stuck"), "leash:stuck"), 0);
     leash_client_free(admin_client);
     leash_client_free(holder_client);
     fx_world_down(&w);
@@ -410,7 +410,7 @@ TEST(force_released_holder_is_lost_at_its_next_renewal) {
     fx_result lost = {0}, forced = {0};
 
     fx_world_up(&w, 300, 0); /* renewed every 100 ms */
-    admin_client = fx_client(w.loop, &w.r, 5000);
+    admin_client = fx_world_client(&w, 5000);
     holder = leash_lock_new(w.c, "job");
     leash_on_lost(holder, fx_lost_cb, &lost);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
@@ -442,17 +442,14 @@ TEST(force_release_runs_before_what_follows_it_after_a_script_flush) {
     leash_client *holder_client;
     leash_lock *holder, *admin, *taker;
     fx_result forced = {0}, got = {0};
-    redisReply *rep;
 
     fx_world_up(&w, 5000, 0);
-    holder_client = fx_client(w.loop, &w.r, 5000);
+    holder_client = fx_world_client(&w, 5000);
     holder = leash_lock_new(holder_client, "flushed");
     admin = leash_lock_new(w.c, "flushed");
     taker = leash_lock_new(w.c, "flushed");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
-    rep = test_redis_cmd(&w.r, "SCRIPT FLUSH");
-    CHECK(rep && rep->type == REDIS_REPLY_STATUS);
-    freeReplyObject(rep);
+    fx_all(&w, "SCRIPT FLUSH");
     /* The acquire script is cached again; the force script is not. */
     CHECK_EQ_INT(fx_acquire_sync(w.loop, taker, 0, 5000), LEASH_EBUSY);
     CHECK_EQ_INT(leash_force_release(admin, fx_release_cb, &forced), LEASH_OK);
@@ -463,7 +460,7 @@ TEST(force_release_runs_before_what_follows_it_after_a_script_flush) {
     CHECK_EQ_INT(got.status, LEASH_OK);
     fx_run_for(w.loop, 50);
     CHECK(leash_held(taker));
-    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:flushed"), 1);
+    CHECK_EQ_INT(fx_redis_exists(fx_redis_of(&w, "leash:flushed"), "leash:flushed"), 1);
     CHECK_EQ_INT(fx_release_sync(w.loop, taker, 5000), LEASH_OK);
     leash_client_free(holder_client);
     fx_world_down(&w);
@@ -475,14 +472,14 @@ TEST(force_release_leaves_a_key_that_is_not_a_lock_alone) {
     redisReply *rep;
 
     fx_world_up(&w, 5000, 0);
-    rep = test_redis_cmd(&w.r, "SET leash:app-data precious");
+    rep = test_redis_cmd(fx_redis_of(&w, "leash:app-data"), "SET leash:app-data precious");
     CHECK(rep && rep->type == REDIS_REPLY_STATUS);
     freeReplyObject(rep);
     admin = leash_lock_new(w.c, "app-data");
     fx_log_clear();
     CHECK_EQ_INT(fx_force_release_sync(w.loop, admin, 5000), LEASH_EREDIS);
     CHECK(fx_log_contains("WRONGTYPE"));
-    CHECK_EQ_INT(fx_redis_exists(&w.r, "leash:app-data"), 1);
+    CHECK_EQ_INT(fx_redis_exists(fx_redis_of(&w, "leash:app-data"), "leash:app-data"), 1);
     fx_world_down(&w);
 }
 
@@ -543,5 +540,5 @@ int main(int argc, char **argv) {
         TEST_CASE_T(twenty_thousand_locks_on_one_client, 90),
         {0},
     };
-    return test_main(argc, argv, cases);
+    return fx_main(argc, argv, cases);
 }

@@ -19,6 +19,25 @@ static void run_until_parked(fx_world *w, leash_lock *l) {
               leash__lock_state_name(l));
 }
 
+/* What the server of a lock's key (and channel: they share a slot) was
+ * asked: scripts, and subscriptions (SSUBSCRIBE, sharded, in a cluster).
+ * Counted since it started; a cluster's nodes serve every case of the
+ * program, so only differences say something. */
+static long long script_calls(fx_world *w, const char *key) {
+    test_redis *r = fx_redis_of(w, key);
+    return test_redis_calls(r, "evalsha") + test_redis_calls(r, "eval");
+}
+
+static long long sub_calls(fx_world *w, const char *key) {
+    test_redis *r = fx_redis_of(w, key);
+    return test_redis_calls(r, "subscribe") + test_redis_calls(r, "ssubscribe");
+}
+
+static long long unsub_calls(fx_world *w, const char *key) {
+    test_redis *r = fx_redis_of(w, key);
+    return test_redis_calls(r, "unsubscribe") + test_redis_calls(r, "sunsubscribe");
+}
+
 static int64_t release_done_at;
 static void note_release(leash_lock *l, int status, void *arg) {
     (void)l;
@@ -36,7 +55,7 @@ TEST(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep) {
     fx_result rel = {0};
 
     fx_world_up(&w, 5000, 0);
-    holder_client = fx_client(w.loop, &w.r, 5000);
+    holder_client = fx_world_client(&w, 5000);
     holder = leash_lock_new(holder_client, "wake");
     /* A fixed lease: the holder sends nothing either while it holds. */
     CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
@@ -44,9 +63,9 @@ TEST(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep) {
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(leash_acquire(waiter, 20000, fx_acquire_cb, &got), LEASH_OK);
     run_until_parked(&w, waiter);
-    calls_before = test_redis_calls(&w.r, "evalsha") + test_redis_calls(&w.r, "eval");
+    calls_before = script_calls(&w, "leash:wake");
     fx_run_for(w.loop, 1000);
-    calls_after = test_redis_calls(&w.r, "evalsha") + test_redis_calls(&w.r, "eval");
+    calls_after = script_calls(&w, "leash:wake");
     CHECK_EQ_INT(calls_after - calls_before, 0);
     CHECK_EQ_INT(got.calls, 0);
 
@@ -57,7 +76,7 @@ TEST(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep) {
               "woken %lld ms after the release completed",
               (long long)(got.at_ms - release_done_at));
     /* One wake, one attempt: the release and the grant, nothing else. */
-    calls_after = test_redis_calls(&w.r, "evalsha") + test_redis_calls(&w.r, "eval");
+    calls_after = script_calls(&w, "leash:wake");
     CHECK_EQ_INT(calls_after - calls_before, 2);
     leash_client_free(holder_client);
     fx_world_down(&w);
@@ -71,7 +90,7 @@ TEST(waiter_sleeps_through_a_renewing_holder_without_a_command) {
     leash_stats before, after;
 
     fx_world_up(&w, 300, 0);
-    holder_client = fx_client(w.loop, &w.r, 300); /* watchdog: renewed every 100 ms */
+    holder_client = fx_world_client(&w, 300); /* watchdog: renewed every 100 ms */
     holder = leash_lock_new(holder_client, "renewing");
     waiter = leash_lock_new(w.c, "renewing");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
@@ -103,7 +122,7 @@ TEST(contending_again_within_the_linger_costs_two_attempts) {
     long long subs;
 
     fx_world_up(&w, 5000, 0);
-    other_client = fx_client(w.loop, &w.r, 5000);
+    other_client = fx_world_client(&w, 5000);
     other = leash_lock_new(other_client, "again-and-again");
     mine = leash_lock_new(w.c, "again-and-again");
     /* First contention: try, subscribe, try again, sleep, get it. */
@@ -117,7 +136,7 @@ TEST(contending_again_within_the_linger_costs_two_attempts) {
     CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_OK);
 
     /* Again, within the linger: the first try is already covered. */
-    subs = test_redis_calls(&w.r, "subscribe");
+    subs = sub_calls(&w, "leash:again-and-again");
     memset(&got, 0, sizeof(got));
     leash_client_stats(w.c, &before);
     CHECK_EQ_INT(leash_acquire(mine, 5000, fx_acquire_cb, &got), LEASH_OK);
@@ -127,7 +146,7 @@ TEST(contending_again_within_the_linger_costs_two_attempts) {
     CHECK_EQ_INT(got.status, LEASH_OK);
     leash_client_stats(w.c, &after);
     CHECK_EQ_INT((long long)(after.commands_sent - before.commands_sent), 2);
-    CHECK_EQ_INT(test_redis_calls(&w.r, "subscribe"), subs);
+    CHECK_EQ_INT(sub_calls(&w, "leash:again-and-again"), subs);
     leash_client_free(other_client);
     fx_world_down(&w);
 }
@@ -142,7 +161,7 @@ TEST(holder_that_vanished_hands_over_when_its_key_expires) {
     fx_world_up(&w, 5000, 0);
     /* A holder that crashed: its lock is there, with 400 ms left, and it
      * will never publish a release. */
-    rep = test_redis_cmd(&w.r, "SET leash:crashed %s:0:1:1 PX 400",
+    rep = test_redis_cmd(fx_redis_of(&w, "leash:crashed"), "SET leash:crashed %s:0:1:1 PX 400",
                          "dead0000000000000000000000000000");
     CHECK(rep != NULL && rep->type == REDIS_REPLY_STATUS);
     freeReplyObject(rep);
@@ -165,7 +184,7 @@ TEST(release_seen_between_attempt_and_sleep_is_not_lost) {
     int64_t t0;
 
     fx_world_up(&w, 5000, 0);
-    holder_client = fx_client(w.loop, &w.r, 5000);
+    holder_client = fx_world_client(&w, 5000);
     holder = leash_lock_new(holder_client, "kept");
     CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
     waiter = leash_lock_new(w.c, "kept");
@@ -186,7 +205,8 @@ TEST(release_seen_between_attempt_and_sleep_is_not_lost) {
     CHECK_STR_EQ(leash__lock_state_name(waiter), "ATTEMPT");
     fx_run_nowait(w.loop); /* writes the attempt */
     usleep(50 * 1000);     /* Redis answers "busy"; we don't read it yet */
-    CHECK_EQ_INT(test_redis_int(&w.r, "DEL leash:kept"), 1); /* gone, no message */
+    CHECK_EQ_INT(test_redis_int(fx_redis_of(&w, "leash:kept"), "DEL leash:kept"),
+                 1); /* gone, no message */
     t0 = test_now_ms();
     leash__waitqs_released(&waiter->core->waitqs, waiter->names.channel, waiter->names.channel_len,
                            token, LEASH__TOKEN_LEN);
@@ -209,7 +229,7 @@ TEST(waiters_survive_the_subscriber_connection_being_killed) {
     long long killed;
 
     fx_world_up(&w, 5000, 0);
-    holder_client = fx_client(w.loop, &w.r, 5000);
+    holder_client = fx_world_client(&w, 5000);
     holder = leash_lock_new(holder_client, "pubsub-kill");
     CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
     w1 = leash_lock_new(w.c, "pubsub-kill");
@@ -219,7 +239,9 @@ TEST(waiters_survive_the_subscriber_connection_being_killed) {
     CHECK_EQ_INT(leash_acquire(w2, 8000, fx_acquire_cb, &g2), LEASH_OK);
     run_until_parked(&w, w1);
     run_until_parked(&w, w2);
-    killed = test_redis_int(&w.r, "CLIENT KILL TYPE pubsub");
+    /* w.c's subscriber connection: at the channel's server (in a cluster,
+     * the master of its slot, where the subscription is sharded). */
+    killed = test_redis_int(fx_redis_of(&w, "leash:pubsub-kill"), "CLIENT KILL TYPE pubsub");
     CHECK_EQ_INT(killed, 1);
     fx_run_for(w.loop, 300); /* reconnect, resubscribe, try once more */
     leash_client_stats(w.c, &s);
@@ -240,10 +262,13 @@ TEST(one_subscription_per_name_shared_by_local_waiters) {
     fx_world w;
     leash_lock *holder, *ws[5];
     fx_result g[5];
+    long long subs, unsubs;
     int i;
 
     memset(g, 0, sizeof(g));
     fx_world_up(&w, 5000, 0);
+    subs = sub_calls(&w, "leash:shared-sub");
+    unsubs = unsub_calls(&w, "leash:shared-sub");
     holder = leash_lock_new(w.c, "shared-sub");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
     for (i = 0; i < 5; i++) {
@@ -252,14 +277,11 @@ TEST(one_subscription_per_name_shared_by_local_waiters) {
     }
     for (i = 0; i < 5; i++)
         run_until_parked(&w, ws[i]);
-    CHECK_EQ_INT(test_redis_calls(&w.r, "subscribe"), 1);
+    CHECK_EQ_INT(sub_calls(&w, "leash:shared-sub") - subs, 1);
     {
         char ch[FX_CHANNEL_MAX];
         size_t n = fx_channel("shared-sub", 0, ch);
-        redisReply *rep = test_redis_cmd(&w.r, "PUBSUB NUMSUB %b", ch, n);
-        CHECK(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
-        CHECK_EQ_INT(rep->element[1]->integer, 1);
-        freeReplyObject(rep);
+        CHECK_EQ_INT(fx_subscribers(&w, ch, n), 1);
     }
     for (i = 0; i < 5; i++) {
         leash_lock *next = i == 0 ? holder : ws[i - 1];
@@ -271,9 +293,9 @@ TEST(one_subscription_per_name_shared_by_local_waiters) {
     fx_run_for(w.loop, 100);
     /* The last holder left: the subscription lingers (sub_linger_ms, 1 s by
      * default) in case the name is contended again, then goes. */
-    CHECK_EQ_INT(test_redis_calls(&w.r, "unsubscribe"), 0);
+    CHECK_EQ_INT(unsub_calls(&w, "leash:shared-sub") - unsubs, 0);
     fx_run_for(w.loop, 1100);
-    CHECK_EQ_INT(test_redis_calls(&w.r, "unsubscribe"), 1);
+    CHECK_EQ_INT(unsub_calls(&w, "leash:shared-sub") - unsubs, 1);
     CHECK(
         !leash__waitq_exists(&ws[0]->core->waitqs, ws[0]->names.channel, ws[0]->names.channel_len));
     fx_world_down(&w);
@@ -290,5 +312,5 @@ int main(int argc, char **argv) {
         TEST_CASE(one_subscription_per_name_shared_by_local_waiters),
         {0},
     };
-    return test_main(argc, argv, cases);
+    return fx_main(argc, argv, cases);
 }
