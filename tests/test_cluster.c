@@ -12,8 +12,8 @@
 #include "redis_cluster.h"
 
 /* Options for a client of c: every master is a seed. */
-static void cluster_options(leash_options *o, test_cluster *c, const char **seeds,
-                            char bufs[][32], int64_t lease_ms) {
+static void cluster_options(leash_options *o, test_cluster *c, const char **seeds, char bufs[][32],
+                            int64_t lease_ms) {
     int i, n = 0;
 
     fx_fault_options(o, test_cluster_port(c, 0), lease_ms);
@@ -66,7 +66,9 @@ static void cw_down(cworld *w) {
  * released, then b's. */
 TEST(locks_over_every_master_exclude_each_other) {
     cworld w;
-    enum { N = 300 };
+    enum {
+        N = 300
+    };
     leash_lock *la[N], *lb[N];
     char name[32];
     int i;
@@ -125,10 +127,370 @@ TEST(a_waiter_wakes_on_the_release_through_sharded_pubsub) {
     cw_down(&w);
 }
 
+/* ---- events ---- */
+
+typedef struct rec_lost_t {
+    int calls, reason;
+    int64_t at;
+} rec_lost_t;
+
+/* The slot, master and a replica of lock name "leash:<name>". */
+static int slot_of_lock(const char *name) {
+    char key[128];
+    snprintf(key, sizeof key, "leash:%s", name);
+    return test_cluster_slot_of_key(key);
+}
+
+/* Another live master than m. */
+static int other_master(test_cluster *c, int m) {
+    int i;
+    for (i = 0; i < c->count; i++)
+        if (i != m && test_cluster_alive(c, i) && test_cluster_role(c, i) == TEST_CLUSTER_MASTER)
+            return i;
+    return -1;
+}
+
+static void run_while(fx_loop *loop, int64_t ms) {
+    fx_run_for(loop, ms);
+}
+
+static rec_lost_t holder_lost;
+static void on_holder_lost(leash_lock *l, int reason, void *arg) {
+    (void)l, (void)arg;
+    holder_lost.calls++;
+    holder_lost.reason = reason;
+    holder_lost.at = test_now_ms();
+}
+
+enum {
+    WAITERS = 3
+};
+
+/* A held lock with sleeping waiters moves to another master the way a
+ * resharding moves it: the slot is marked, the key migrated (requests to
+ * the old owner get ASK), the slot handed over (MOVED). The watchdog keeps
+ * the hold throughout, a new lock of the slot can be taken meanwhile, and
+ * the release at the new owner wakes the waiters. */
+TEST(resharding_a_held_lock_with_sleeping_waiters) {
+    cworld w;
+    leash_lock *holder, *fresh, *waiter[WAITERS];
+    fx_result res[WAITERS];
+    char fresh_name[64];
+    int slot, from, to, i, granted = 0;
+    uint64_t renewals;
+
+    /* Renewals every 600 ms; each step of the harness blocks the loop for
+     * a while (it waits for the cluster to settle). */
+    cw_up(&w, 1800);
+    memset(&holder_lost, 0, sizeof holder_lost);
+    memset(res, 0, sizeof res);
+    holder = leash_lock_new(w.a, "moving");
+    leash_on_lost(holder, on_holder_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 3000), LEASH_OK);
+    for (i = 0; i < WAITERS; i++) {
+        waiter[i] = leash_lock_new(w.b, "moving");
+        CHECK_EQ_INT(leash_acquire(waiter[i], LEASH_WAIT_FOREVER, fx_acquire_cb, &res[i]),
+                     LEASH_OK);
+    }
+    run_while(w.loop, 300);
+    slot = slot_of_lock("moving");
+    from = test_cluster_master_of_slot(&w.c, slot);
+    to = other_master(&w.c, from);
+    CHECK(from >= 0 && to >= 0);
+
+    CHECK_EQ_INT(test_cluster_migrate_begin(&w.c, slot, to), 0);
+    run_while(w.loop, 700);
+    CHECK_EQ_INT(test_cluster_migrate_move_keys(&w.c, slot, to, 0), 1);
+    /* The key is at the target; the slot still the old owner's: ASK. */
+    renewals = leash_renewals(holder);
+    run_while(w.loop, 1300);
+    CHECK_MSG(leash_renewals(holder) > renewals, "no renewal while the slot migrates");
+    CHECK(leash_held(holder));
+    /* A lock of the same slot that does not exist yet is made at the target. */
+    CHECK_EQ_INT(test_cluster_key_in_slot(slot, "new", fresh_name, sizeof fresh_name), 0);
+    fresh = leash_lock_new(w.a, fresh_name);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, fresh, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, fresh, 3000), LEASH_OK);
+
+    CHECK_EQ_INT(test_cluster_migrate_finish(&w.c, slot, to), 0);
+    renewals = leash_renewals(holder);
+    run_while(w.loop, 1300);
+    CHECK_MSG(leash_renewals(holder) > renewals, "no renewal after the slot moved");
+    CHECK(leash_held(holder));
+    CHECK_EQ_INT(holder_lost.calls, 0);
+    for (i = 0; i < WAITERS; i++)
+        CHECK_EQ_INT(res[i].calls, 0);
+
+    /* The release at the new owner wakes a waiter, then the next... */
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 3000), LEASH_OK);
+    for (int round = 0; round < WAITERS; round++) {
+        int64_t end = test_now_ms() + 2000;
+        int got = -1;
+        while (got < 0 && test_now_ms() < end) {
+            fx_run_for(w.loop, 5);
+            for (i = 0; i < WAITERS; i++)
+                if (res[i].calls == 1 && res[i].status == LEASH_OK && leash_held(waiter[i]))
+                    got = i;
+        }
+        CHECK_MSG(got >= 0, "round %d: no waiter was woken within 2 s", round);
+        granted++;
+        CHECK_EQ_INT(fx_release_sync(w.loop, waiter[got], 3000), LEASH_OK);
+        res[got].status = -1000; /* done */
+    }
+    CHECK_EQ_INT(granted, WAITERS);
+    CHECK_EQ_INT(test_cluster_master_of_slot(&w.c, slot), to);
+    leash_lock_free(fresh);
+    leash_lock_free(holder);
+    for (i = 0; i < WAITERS; i++)
+        leash_lock_free(waiter[i]);
+    cw_down(&w);
+}
+
+/* A graceful CLUSTER FAILOVER of the lock's master keeps the hold: the
+ * renewals follow the slot to the promoted replica. */
+TEST(a_graceful_failover_keeps_the_hold) {
+    cworld w;
+    leash_lock *holder, *other;
+    int slot, master, replica;
+    uint64_t renewals;
+
+    cw_up(&w, 3000); /* the failover blocks the loop for a while */
+    memset(&holder_lost, 0, sizeof holder_lost);
+    holder = leash_lock_new(w.a, "failing-over");
+    other = leash_lock_new(w.b, "failing-over");
+    leash_on_lost(holder, on_holder_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 3000), LEASH_OK);
+    slot = slot_of_lock("failing-over");
+    master = test_cluster_master_of_slot(&w.c, slot);
+    replica = test_cluster_replica_of(&w.c, master);
+    CHECK(replica >= 0);
+    CHECK_EQ_INT(test_cluster_failover(&w.c, replica), 0);
+    CHECK_EQ_INT(test_cluster_master_of_slot(&w.c, slot), replica);
+    renewals = leash_renewals(holder);
+    run_while(w.loop, 1300);
+    CHECK_MSG(leash_renewals(holder) > renewals, "no renewal after the failover");
+    CHECK(leash_held(holder));
+    CHECK_EQ_INT(holder_lost.calls, 0);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 3000), LEASH_EBUSY);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 3000), LEASH_OK);
+    leash_lock_free(holder);
+    leash_lock_free(other);
+    cw_down(&w);
+}
+
+/* Valid intervals of two contenders, from their callbacks and deadlines. */
+typedef struct contender {
+    leash_lock *l;
+    fx_result res;
+    int64_t since, until; /* the current hold: granted at, valid until */
+    int holds;
+} contender;
+
+/* The master of a held lock is killed (SIGKILL) and its replica promoted,
+ * while a second client keeps trying: the first either keeps its hold or
+ * learns it lost it, and the second's grants never start before the
+ * first's validity (its local deadline, or its lost callback) ended. */
+static void killed_master(int wait_replicas, int replicas) {
+    cworld w;
+    test_cluster_config cfg;
+    leash_options o;
+    leash_client *a;
+    contender first = {0}, second = {0};
+    int slot, master, promoted;
+    int64_t end, first_valid_until = 0, second_first_grant = 0;
+
+    memset(&w, 0, sizeof w);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.replicas = replicas;
+    CHECK_EQ_INT(test_cluster_start(&w.c, &cfg), 0);
+    w.loop = fx_loop_new();
+    cluster_options(&o, &w.c, w.seeds, w.bufs, 3000);
+    o.wait_replicas = wait_replicas;
+    o.wait_timeout_ms = 200;
+    a = fx_client_opts(w.loop, &o);
+    fx_wait_connected(w.loop, a, 5000);
+    w.a = a;
+    w.b = cw_client(&w, 3000);
+    memset(&holder_lost, 0, sizeof holder_lost);
+    first.l = leash_lock_new(w.a, "killed");
+    second.l = leash_lock_new(w.b, "killed");
+    leash_on_lost(first.l, on_holder_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, first.l, 0, 3000), LEASH_OK);
+    slot = slot_of_lock("killed");
+    master = test_cluster_master_of_slot(&w.c, slot);
+    run_while(w.loop, 100);
+    CHECK_EQ_INT(test_cluster_kill(&w.c, master), 0);
+    /* The second keeps trying, once at a time, while the first holds or
+     * learns it does not. */
+    end = test_now_ms() + 8000;
+    while (test_now_ms() < end) {
+        int rc;
+        if (leash_held(first.l))
+            first_valid_until = test_now_ms() + leash_valid_ms(first.l);
+        memset(&second.res, 0, sizeof second.res);
+        CHECK_EQ_INT(leash_acquire(second.l, 0, fx_acquire_cb, &second.res), LEASH_OK);
+        fx_run_until(w.loop, &second.res, 5000);
+        rc = second.res.status;
+        if (rc == LEASH_OK) {
+            second_first_grant = second.res.at_ms;
+            break;
+        }
+        fx_run_for(w.loop, 50);
+    }
+    promoted = test_cluster_wait_promoted(&w.c, master);
+    CHECK(promoted >= 0);
+    if (second_first_grant != 0)
+        printf("  the first lost it (%s), the second got it %lld ms after\n",
+               leash_lost_reason_name(holder_lost.reason),
+               (long long)(second_first_grant - holder_lost.at));
+    else
+        printf("  the first kept it across the failover\n");
+    if (second_first_grant != 0) {
+        /* The first must have lost it by then, locally. */
+        CHECK_MSG(holder_lost.calls == 1 && holder_lost.at <= second_first_grant,
+                  "the second was granted while the first still held (lost %d)", holder_lost.calls);
+        if (holder_lost.at < first_valid_until)
+            first_valid_until = holder_lost.at; /* validity ends with the loss */
+        CHECK_MSG(first_valid_until <= second_first_grant,
+                  "the first was valid until %lld, the second granted at %lld",
+                  (long long)first_valid_until, (long long)second_first_grant);
+        CHECK(wait_replicas == 0);
+        CHECK_EQ_INT(fx_release_sync(w.loop, second.l, 3000), LEASH_OK);
+    } else {
+        CHECK_MSG(leash_held(first.l), "nobody holds it and the second never got it");
+        CHECK_EQ_INT(holder_lost.calls, 0);
+        CHECK_EQ_INT(fx_release_sync(w.loop, first.l, 3000), LEASH_OK);
+    }
+    if (wait_replicas > 0) {
+        /* Granted only once a replica had it: the promoted one did. */
+        CHECK_EQ_INT(holder_lost.calls, 0);
+    }
+    leash_lock_free(first.l);
+    leash_lock_free(second.l);
+    cw_down(&w);
+}
+
+TEST(a_killed_master_never_leaves_two_valid_holders) {
+    killed_master(0, 0);
+}
+
+/* With WAIT 1 every grant and renewal reached a replica before it counted:
+ * the promoted one has the hold, and the master's second replica, which
+ * follows the promoted one, acknowledges the renewals after it. */
+TEST(with_wait_replicas_a_killed_master_keeps_the_hold) {
+    killed_master(1, 2);
+}
+
+/* Two masters of three killed: the cluster is down. Operations end at
+ * their deadlines (ECONN or ETIMEDOUT), holds are lost UNREACHABLE by
+ * theirs; once the masters are back, everything works again. */
+TEST(a_cluster_that_goes_down_and_comes_back) {
+    cworld w;
+    leash_lock *held, *waiting, *later;
+    fx_result res = {0};
+    int masters[2] = {0, 1}, i;
+    int64_t t0, deadline;
+    char name[32];
+
+    cw_up(&w, 1500);
+    memset(&holder_lost, 0, sizeof holder_lost);
+    /* A lock whose slot is on a master that will die. */
+    for (i = 0;; i++) {
+        snprintf(name, sizeof name, "down%d", i);
+        if (test_cluster_master_of_slot(&w.c, slot_of_lock(name)) == 0)
+            break;
+    }
+    held = leash_lock_new(w.a, name);
+    waiting = leash_lock_new(w.b, name);
+    leash_on_lost(held, on_holder_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, held, 0, 3000), LEASH_OK);
+    deadline = test_now_ms() + leash_valid_ms(held);
+    CHECK_EQ_INT(test_cluster_kill_nodes(&w.c, masters, 2), 0);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(waiting, 500, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 5000);
+    CHECK(res.status == LEASH_ETIMEDOUT || res.status == LEASH_ECONN);
+    /* At its deadline: the wait's end, or the command's (1000 ms). */
+    CHECK(res.at_ms - t0 >= 500);
+    CHECK(res.at_ms - t0 <= 500 + 1000 + TEST_SLACK_MS);
+    /* The hold: lost UNREACHABLE, not after its deadline. */
+    while (holder_lost.calls == 0 && test_now_ms() < deadline + 1000)
+        fx_run_for(w.loop, 10);
+    CHECK_EQ_INT(holder_lost.calls, 1);
+    CHECK_EQ_INT(holder_lost.reason, LEASH_LOST_UNREACHABLE);
+    CHECK(holder_lost.at <= deadline + TEST_SLACK_MS);
+    CHECK(!leash_held(held));
+
+    CHECK_EQ_INT(test_cluster_restart_nodes(&w.c, masters, 2), 0);
+    later = leash_lock_new(w.b, name);
+    memset(&res, 0, sizeof res);
+    /* The restarted masters came back empty or as replicas: the lock is
+     * free once its key is gone (or expired). */
+    CHECK_EQ_INT(leash_acquire(later, 10000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 12000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, held, 0, 3000), LEASH_EBUSY);
+    CHECK_EQ_INT(fx_release_sync(w.loop, later, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, held, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, held, 3000), LEASH_OK);
+    leash_lock_free(held);
+    leash_lock_free(waiting);
+    leash_lock_free(later);
+    cw_down(&w);
+}
+
+/* A new master joins and takes the slots of a held lock and of one that is
+ * waited for: the holds stay, the waiters are woken by releases at the new
+ * master. */
+TEST(a_node_added_and_slots_rebalanced_onto_it) {
+    cworld w;
+    leash_lock *holder, *waiter;
+    fx_result res = {0};
+    int added, slot;
+    uint64_t renewals;
+
+    /* The harness blocks the loop while the node joins (about 2 s): a
+     * lease longer than that. */
+    cw_up(&w, 6000);
+    memset(&holder_lost, 0, sizeof holder_lost);
+    holder = leash_lock_new(w.a, "rebalanced");
+    waiter = leash_lock_new(w.b, "rebalanced");
+    leash_on_lost(holder, on_holder_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, LEASH_WAIT_FOREVER, fx_acquire_cb, &res), LEASH_OK);
+    run_while(w.loop, 200);
+    added = test_cluster_add_node(&w.c);
+    CHECK(added >= 0);
+    slot = slot_of_lock("rebalanced");
+    CHECK_EQ_INT(test_cluster_migrate_slot(&w.c, slot, added), 0);
+    renewals = leash_renewals(holder);
+    run_while(w.loop, 2200); /* renewals every 2 s */
+    CHECK_MSG(leash_renewals(holder) > renewals, "no renewal at the new master");
+    CHECK(leash_held(holder));
+    CHECK_EQ_INT(holder_lost.calls, 0);
+    CHECK_EQ_INT(res.calls, 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 3000), LEASH_OK);
+    fx_run_until(w.loop, &res, 2000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_EQ_INT(test_cluster_master_of_slot(&w.c, slot), added);
+    CHECK_EQ_INT(fx_release_sync(w.loop, waiter, 3000), LEASH_OK);
+    leash_lock_free(holder);
+    leash_lock_free(waiter);
+    cw_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(locks_over_every_master_exclude_each_other),
         TEST_CASE(a_waiter_wakes_on_the_release_through_sharded_pubsub),
+        TEST_CASE(resharding_a_held_lock_with_sleeping_waiters),
+        TEST_CASE(a_graceful_failover_keeps_the_hold),
+        TEST_CASE(a_killed_master_never_leaves_two_valid_holders),
+        TEST_CASE(with_wait_replicas_a_killed_master_keeps_the_hold),
+        TEST_CASE(a_cluster_that_goes_down_and_comes_back),
+        TEST_CASE(a_node_added_and_slots_rebalanced_onto_it),
         {0},
     };
     return test_main(argc, argv, cases);
