@@ -699,14 +699,16 @@ TEST(a_grant_too_few_replicas_acknowledged_is_given_back) {
     leash_lock *l = leash_lock_new(c, "x");
     rec r = {0, 0};
     sim_cmd *cmd;
+    sim_conn *conn;
     char token[64];
 
     CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
     cmd = wait_attempt(s);
     snprintf(token, sizeof(token), "%s", sim_cmd_arg(cmd, 4));
     wait_behind(cmd);
+    conn = cmd->conn;
     grant(cmd);
-    sim_reply(cmd->conn, ":0\r\n"); /* WAIT: no replica */
+    sim_reply(conn, ":0\r\n"); /* WAIT: no replica */
     sim_run(s);
     CHECK_EQ_INT(r.calls, 1);
     CHECK_EQ_INT(r.status, LEASH_EREPLICAS);
@@ -733,14 +735,16 @@ TEST(a_renewal_too_few_replicas_acknowledged_loses_the_hold) {
     leash_lock *l = leash_lock_new(c, "x");
     rec r = {0, 0};
     sim_cmd *cmd;
+    sim_conn *conn;
 
     memset(&lost_rec, 0, sizeof(lost_rec));
     leash_on_lost(l, on_lost, NULL);
     CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
     cmd = wait_attempt(s);
     wait_behind(cmd);
+    conn = cmd->conn;
     grant(cmd);
-    sim_reply(cmd->conn, ":1\r\n");
+    sim_reply(conn, ":1\r\n");
     sim_run(s);
     CHECK_EQ_INT(r.status, LEASH_OK);
     CHECK(leash_held(l));
@@ -748,8 +752,9 @@ TEST(a_renewal_too_few_replicas_acknowledged_loses_the_hold) {
     cmd = pending(s, LS_RENEW);
     CHECK(cmd != NULL);
     wait_behind(cmd);
-    sim_reply(cmd->conn, "*1\r\n:1\r\n");
-    sim_reply(cmd->conn, ":0\r\n");
+    conn = cmd->conn;
+    sim_reply(conn, "*1\r\n:1\r\n");
+    sim_reply(conn, ":0\r\n");
     sim_run(s);
     CHECK_EQ_INT(lost_rec.calls, 1);
     CHECK_EQ_INT(lost_rec.status, LEASH_LOST_REPLICAS);
