@@ -97,6 +97,7 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     core->key_prefix = c->cfg.key_prefix;
     core->db = c->cfg.db;
     core->sharded = c->cfg.sharded;
+    core->fenced = c->cfg.topology == LEASH_TOPOLOGY_REDLOCK;
     core->lease_ms = c->cfg.lease_ms;
     core->renew_ms = c->cfg.renew_interval_ms;
     core->max_hold_ms = c->cfg.max_hold_ms;
@@ -122,9 +123,17 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     c->route_cfg.sharded = c->cfg.sharded;
     c->route_cfg.wait_replicas = c->cfg.wait_replicas;
     c->route_cfg.wait_timeout_ms = c->cfg.wait_timeout_ms;
-    core->route = c->cfg.topology == LEASH_TOPOLOGY_CLUSTER
-                      ? leash__route_cluster_new(&core->env, core->dialect, &c->route_cfg)
-                      : leash__route_single_new(&core->env, core->dialect, &c->route_cfg);
+    switch (c->cfg.topology) {
+    case LEASH_TOPOLOGY_CLUSTER:
+        core->route = leash__route_cluster_new(&core->env, core->dialect, &c->route_cfg);
+        break;
+    case LEASH_TOPOLOGY_REDLOCK:
+        core->route = leash__route_quorum_new(&core->env, core->dialect, &c->route_cfg);
+        break;
+    default:
+        core->route = leash__route_single_new(&core->env, core->dialect, &c->route_cfg);
+        break;
+    }
     if (core->route == NULL) {
         leash__config_clear(&c->cfg);
         free(c);

@@ -139,10 +139,11 @@ static int validate_topology(const leash__logger *lg, const leash_options *o) {
         }
         break;
     case LEASH_TOPOLOGY_CLUSTER:
+    case LEASH_TOPOLOGY_REDLOCK:
         if (o->nodes == NULL || o->nodes_count < 1 || o->nodes_count > LEASH_NODES_MAX) {
-            leash__log(lg, LEASH_LOG_ERROR,
-                       "leash_client_new: a cluster needs 1..%d seed nodes (nodes, nodes_count)",
-                       LEASH_NODES_MAX);
+            leash__log(
+                lg, LEASH_LOG_ERROR, "leash_client_new: %s needs 1..%d nodes (nodes, nodes_count)",
+                o->topology == LEASH_TOPOLOGY_CLUSTER ? "a cluster" : "Redlock", LEASH_NODES_MAX);
             return LEASH_EINVAL;
         }
         for (i = 0; i < o->nodes_count; i++) {
@@ -154,7 +155,7 @@ static int validate_topology(const leash__logger *lg, const leash_options *o) {
                 return LEASH_EINVAL;
             }
         }
-        if (o->db != 0) {
+        if (o->topology == LEASH_TOPOLOGY_CLUSTER && o->db != 0) {
             leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: a cluster has only db 0 (got %d)",
                        o->db);
             return LEASH_EINVAL;

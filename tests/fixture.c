@@ -2,6 +2,7 @@
 
 #include "dialect/dialect.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -427,6 +428,114 @@ int fx_main(int argc, char **argv, const test_case *cases) {
     return rc;
 }
 
+#elif defined(LEASH_TEST_TOPOLOGY_REDLOCK)
+
+/* The program's servers: started by fx_main, shared by every case, emptied
+ * by each world. */
+static test_redis suite_servers[FX_REDLOCK_N];
+
+void fx_world_options(fx_world *w, leash_options *o, int64_t lease_ms) {
+    int i;
+
+    options_timed(o, lease_ms, 1000, 20, 200);
+    if (w->command_timeout_ms > 0)
+        o->command_timeout_ms = w->command_timeout_ms;
+    for (i = 0; i < FX_REDLOCK_N; i++) {
+        snprintf(w->seed_text[i], sizeof(w->seed_text[i]), "127.0.0.1:%d", suite_servers[i].port);
+        w->seeds[i] = w->seed_text[i];
+    }
+    o->topology = LEASH_TOPOLOGY_REDLOCK;
+    o->nodes = w->seeds;
+    o->nodes_count = FX_REDLOCK_N;
+}
+
+void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms) {
+    leash_options o;
+
+    memset(w, 0, sizeof(*w));
+    w->servers = suite_servers;
+    w->command_timeout_ms = command_timeout_ms;
+    fx_all(w, "FLUSHALL");
+    w->loop = fx_loop_new();
+    fx_world_options(w, &o, lease_ms);
+    w->c = fx_client_opts(w->loop, &o);
+    fx_wait_connected(w->loop, w->c, 5000);
+}
+
+void fx_world_down(fx_world *w) {
+    leash_client_free(w->c);
+    fx_loop_free(w->loop);
+}
+
+test_redis *fx_redis_of(fx_world *w, const char *key) {
+    (void)key;
+    return &w->servers[0];
+}
+
+long long fx_dbsize(fx_world *w) {
+    /* Lock names hold no NUL; fence floors (companions) do. */
+    return test_redis_int(&w->servers[0], "EVAL %s 0",
+                          "local n = 0 for _, k in ipairs(redis.call('keys', '*')) do "
+                          "if not string.find(k, '\\0', 1, true) then n = n + 1 end end "
+                          "return n");
+}
+
+void fx_all(fx_world *w, const char *cmd) {
+    int i;
+
+    for (i = 0; i < FX_REDLOCK_N; i++) {
+        redisReply *rep = test_redis_cmd(&w->servers[i], cmd);
+        CHECK_MSG(rep != NULL && rep->type != REDIS_REPLY_ERROR, "%s on server %d: %s", cmd, i,
+                  rep ? rep->str : "no reply");
+        freeReplyObject(rep);
+    }
+}
+
+long long fx_subscribers(fx_world *w, const char *chan, size_t len) {
+    redisReply *rep = test_redis_cmd(&w->servers[0], "PUBSUB NUMSUB %b", chan, len);
+    long long n = -1;
+
+    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[1]->type == REDIS_REPLY_INTEGER)
+        n = rep->element[1]->integer;
+    if (rep != NULL)
+        freeReplyObject(rep);
+    return n;
+}
+
+long long fx_channels(fx_world *w) {
+    long long n = 0;
+    int i;
+
+    for (i = 0; i < FX_REDLOCK_N; i++) {
+        redisReply *rep = test_redis_cmd(&w->servers[i], "PUBSUB CHANNELS *");
+        CHECK_MSG(rep != NULL && rep->type == REDIS_REPLY_ARRAY, "PUBSUB CHANNELS: no array");
+        n += (long long)rep->elements;
+        freeReplyObject(rep);
+    }
+    return n;
+}
+
+int fx_main(int argc, char **argv, const test_case *cases) {
+    int rc, i;
+
+    for (i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--list") == 0)
+            return test_main(argc, argv, cases);
+    for (i = 0; i < FX_REDLOCK_N; i++) {
+        if (test_redis_start(&suite_servers[i], NULL) != 0) {
+            printf("FAIL the Redlock servers for the cases did not start\n");
+            while (i-- > 0)
+                test_redis_stop(&suite_servers[i]);
+            return 1;
+        }
+    }
+    rc = test_main(argc, argv, cases);
+    for (i = 0; i < FX_REDLOCK_N; i++)
+        test_redis_stop(&suite_servers[i]);
+    return rc;
+}
+
 #else /* one server */
 
 void fx_world_options(fx_world *w, leash_options *o, int64_t lease_ms) {
@@ -497,6 +606,42 @@ int fx_main(int argc, char **argv, const test_case *cases) {
 }
 
 #endif
+
+/* What one server said to fx_key_cmd. */
+static long long key_reply(redisReply *rep) {
+    long long n = rep == NULL                        ? -1000
+                  : rep->type == REDIS_REPLY_INTEGER ? rep->integer
+                  : rep->type == REDIS_REPLY_STATUS  ? 1
+                                                     : -1000;
+    if (rep != NULL)
+        freeReplyObject(rep);
+    return n;
+}
+
+long long fx_key_cmd(fx_world *w, const char *key, const char *fmt, ...) {
+    long long sum = 0;
+    int i;
+
+    for (i = 0; i < FX_COPIES; i++) {
+        test_redis *r;
+        test_redis_request rq;
+        va_list ap;
+
+#ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+        r = &w->servers[i];
+#else
+        r = fx_redis_of(w, key);
+#endif
+        va_start(ap, fmt);
+        memset(&rq, 0, sizeof(rq));
+        rq.fmt = fmt;
+        rq.ap = &ap;
+        sum += key_reply(test_redis_send(r, &r->admin_, 2000, &rq));
+        va_end(ap);
+    }
+    (void)key;
+    return sum;
+}
 
 leash_client *fx_world_client(fx_world *w, int64_t lease_ms) {
     leash_options o;

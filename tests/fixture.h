@@ -11,14 +11,17 @@
  * pass a struct ev_loop * where an fx_loop * is asked for. A test that is
  * built for every loop uses only the fx_ calls below to drive it.
  *
- * One test source, two topologies. Built with -DLEASH_TEST_TOPOLOGY_CLUSTER
+ * One test source, three topologies. Built with -DLEASH_TEST_TOPOLOGY_CLUSTER
  * (leash_cluster_test in tests/CMakeLists.txt), a world's Redis is a real
  * Redis Cluster (support/redis_cluster.h: 3 masters, 3 replicas) that
  * fx_main starts once for the whole program and empties before each case;
- * clients use LEASH_TOPOLOGY_CLUSTER with every master as a seed. A test
- * that reaches into Redis asks fx_redis_of(w, key) for the server holding
- * a key, and the fx_ calls below for the rest; cases that need one server
- * (restarting it, say) are left out of the cluster build.
+ * clients use LEASH_TOPOLOGY_CLUSTER with every master as a seed. Built with
+ * -DLEASH_TEST_TOPOLOGY_REDLOCK (leash_redlock_test), it is FX_REDLOCK_N
+ * independent redis-servers, started and emptied the same way, and
+ * clients use LEASH_TOPOLOGY_REDLOCK. A test that reaches into Redis asks
+ * fx_redis_of(w, key) for a server holding a key, and the fx_ calls below
+ * for the rest; cases that need one server (restarting it, say) are built
+ * only where LEASH_TEST_ONE_SERVER is defined.
  */
 #ifndef LEASH_TESTS_FIXTURE_H
 #define LEASH_TESTS_FIXTURE_H
@@ -55,6 +58,11 @@ typedef struct ev_loop fx_loop;
 #ifdef LEASH_TEST_TOPOLOGY_CLUSTER
 #include "redis_cluster.h"
 #endif
+#if !defined(LEASH_TEST_TOPOLOGY_CLUSTER) && !defined(LEASH_TEST_TOPOLOGY_REDLOCK)
+#define LEASH_TEST_ONE_SERVER 1
+#endif
+/* The servers of the Redlock build. */
+#define FX_REDLOCK_N 5
 
 /* ---- the loop ---- */
 
@@ -118,6 +126,11 @@ typedef struct fx_world {
     const char *seeds[TEST_CLUSTER_MAX_NODES];
     char seed_text[TEST_CLUSTER_MAX_NODES][32];
 #endif
+#ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+    test_redis *servers; /* FX_REDLOCK_N of them */
+    const char *seeds[FX_REDLOCK_N];
+    char seed_text[FX_REDLOCK_N][32];
+#endif
 } fx_world;
 /* Starts it all; command_timeout_ms 0 keeps fx_options' value. */
 void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms);
@@ -127,9 +140,23 @@ void fx_world_down(fx_world *w);
 void fx_world_options(fx_world *w, leash_options *o, int64_t lease_ms);
 leash_client *fx_world_client(fx_world *w, int64_t lease_ms);
 /* The server that holds key (one server: w->r; a cluster: the master of
- * the key's slot). */
+ * the key's slot; Redlock: the first of the servers). */
 test_redis *fx_redis_of(fx_world *w, const char *key);
-/* Keys in the world's Redis (every master of a cluster). */
+/* The servers a lock's key lives on: 1, or FX_REDLOCK_N in the Redlock
+ * build (where a lock is on every server that granted it). */
+#ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+#define FX_COPIES FX_REDLOCK_N
+#else
+#define FX_COPIES 1
+#endif
+/* A command that changes a lock's key behind leash's back (SET, DEL,
+ * PEXPIRE...), on every server the key lives on (see FX_COPIES), hiredis
+ * format: the sum of the integer replies (a status reply counts 1, any
+ * other -1000). */
+long long fx_key_cmd(fx_world *w, const char *key, const char *fmt, ...);
+/* Lock keys in the world's Redis (every master of a cluster; Redlock: on
+ * the first server, fence floors not counted: they live a minute by
+ * design). */
 long long fx_dbsize(fx_world *w);
 /* A command without a key, on every master (one server: on it); fails the
  * test on an error reply. */
@@ -140,8 +167,8 @@ long long fx_subscribers(fx_world *w, const char *chan, size_t len);
 /* Channels with a subscriber in the world's Redis: PUBSUB CHANNELS, plus
  * PUBSUB SHARDCHANNELS on every master of a cluster. */
 long long fx_channels(fx_world *w);
-/* The program's main: test_main, with the cluster of the cluster build
- * started first and stopped last. */
+/* The program's main: test_main, with the cluster (or Redlock servers) of
+ * those builds started first and stopped last. */
 int fx_main(int argc, char **argv, const test_case *cases);
 
 /* Acquire and wait: the status, with the callback checked to fire once

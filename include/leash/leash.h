@@ -113,8 +113,9 @@ LEASH_EXPORT const char *leash_lost_reason_name(int reason);
 
 /* Where the locks live (leash_options.topology). */
 enum leash_topology {
-    LEASH_TOPOLOGY_SINGLE = 0, /* one server: host and port, or unix_path */
-    LEASH_TOPOLOGY_CLUSTER = 1 /* a Redis Cluster: nodes are seed nodes */
+    LEASH_TOPOLOGY_SINGLE = 0,  /* one server: host and port, or unix_path */
+    LEASH_TOPOLOGY_CLUSTER = 1, /* a Redis Cluster: nodes are seed nodes */
+    LEASH_TOPOLOGY_REDLOCK = 2  /* Redlock: nodes are N independent servers */
 };
 
 /* How releases wake waiters (leash_options.pubsub). */
@@ -189,13 +190,16 @@ typedef struct leash_options {
      * handle that contends again is covered at once; 0 = unsubscribe then. */
     int64_t sub_linger_ms;
 
-    /* Where the locks live: LEASH_TOPOLOGY_SINGLE (default) or
-     * LEASH_TOPOLOGY_CLUSTER (README "Redis Cluster"). */
+    /* Where the locks live: LEASH_TOPOLOGY_SINGLE (default),
+     * LEASH_TOPOLOGY_CLUSTER (README "Redis Cluster") or
+     * LEASH_TOPOLOGY_REDLOCK (README "Redlock"). */
     int topology;
-    /* A cluster's seed nodes, nodes_count (1..LEASH_NODES_MAX) of them, each
-     * "host:port" ("[v6addr]:port") or a unix socket path (starting with
-     * '/'), at most LEASH_NODE_MAX bytes; copied. The cluster tells the
-     * rest. Not used with LEASH_TOPOLOGY_SINGLE (default NULL, 0). */
+    /* A cluster's seed nodes (the cluster tells the rest), or the N
+     * independent servers of Redlock (an odd number, usually 3 or 5; a
+     * lock is held by a majority, N / 2 + 1); nodes_count
+     * (1..LEASH_NODES_MAX) of them, each "host:port" ("[v6addr]:port") or
+     * a unix socket path (starting with '/'), at most LEASH_NODE_MAX bytes;
+     * copied. Not used with LEASH_TOPOLOGY_SINGLE (default NULL, 0). */
     const char *const *nodes;
     int nodes_count;
     /* LEASH_PUBSUB_AUTO (default), _CLASSIC or _SHARDED. */

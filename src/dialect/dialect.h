@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <leash/leash.h>
+
 #include "base/log.h"
 #include "wire/conn.h"
 #include "wire/script.h"
@@ -30,6 +32,7 @@ typedef struct leash__names {
     size_t channel_len;
     unsigned slot; /* the key's cluster hash slot (every name of a lock shares it) */
     int sharded;   /* set by the owner: messages go out with SPUBLISH, not PUBLISH */
+    int fenced;    /* set by the owner: grants read the lock's fence floor (Redlock) */
     char *mem;     /* one allocation behind all of the above */
 } leash__names;
 
@@ -45,7 +48,8 @@ enum leash__answer_kind {
     LEASH__ANS_UNSURE,   /* release resent after the hold's deadline: over, either way */
     LEASH__ANS_RENEWED,  /* renew */
     LEASH__ANS_REMOVED,  /* force: a hold was removed */
-    LEASH__ANS_NOBODY    /* force: nobody held it */
+    LEASH__ANS_NOBODY,   /* force: nobody held it */
+    LEASH__ANS_RAISED    /* raise: the fence floor is at least the fence asked */
 };
 
 typedef struct leash__answer {
@@ -64,7 +68,8 @@ enum leash__op_class {
     LEASH__OP_GRANT,   /* granted by a majority within the validity, else given back */
     LEASH__OP_RELEASE, /* done when a majority released or had nothing */
     LEASH__OP_RENEW,   /* per lock: renewed by a majority */
-    LEASH__OP_FORCE    /* removed anywhere */
+    LEASH__OP_FORCE,   /* removed anywhere */
+    LEASH__OP_RAISE    /* the quorum's own step after a grant */
 };
 
 typedef struct leash__opdef {
@@ -77,6 +82,14 @@ typedef struct leash__opdef {
     void (*parse)(const struct redisReply *reply, leash__answer *out, size_t n,
                   const leash__logger *lg, const char *what);
 } leash__opdef;
+
+/* How long a fence floor (Redlock) is kept after its last raise: three
+ * leases, and at least a minute. Fences only grow while the servers'
+ * clocks differ by less than that. */
+#define LEASH__FENCE_FLOOR_MIN_MS 60000
+#define LEASH__FENCE_FLOOR_LEASES 3
+/* Room for the name of a fence floor: key \0 {key} "fence". */
+#define LEASH__FLOOR_MAX (2 * (LEASH_PREFIX_MAX + LEASH_NAME_MAX) + 16)
 
 /* The most locks one renew command carries (Redisson renews up to 100
  * locks per script call too). */
@@ -113,7 +126,7 @@ typedef struct leash__dialect {
     /* Scripts to load on every command connection. */
     const leash__script *const *scripts;
     int nscripts;
-    const leash__opdef *acquire, *release, *renew, *force;
+    const leash__opdef *acquire, *release, *renew, *force, *raise;
     /* Commands; NULL without memory. flags/deadline as wire/conn.h; the
      * dialect adds LEASH__CMD_RETRY to the ones that may run twice and
      * sets the stamps its scripts read. fn/arg are left to the route. */
@@ -125,6 +138,9 @@ typedef struct leash__dialect {
                                int64_t valid_until, int64_t deadline);
     leash__cmd *(*renew_cmd)(const leash__renew_item *items, size_t n, int64_t deadline);
     leash__cmd *(*force_cmd)(const leash__names *n, int64_t deadline);
+    /* Raises lock n's fence floor to at least fence (a Redlock grant). */
+    leash__cmd *(*raise_cmd)(const leash__names *n, uint64_t fence, int64_t ttl_ms,
+                             int64_t deadline);
     /* What a message on a lock's channel says. */
     void (*message)(const char *msg, size_t len, leash__msg *out);
 } leash__dialect;

@@ -49,7 +49,8 @@
  * back a script that fails half-way. A key of another type is WRONGTYPE
  * before anything is written; a string that is not a lock likewise.
  *
- * acquire  KEYS: lock  ARGV: token, lease_ms, count, not_after
+ * acquire  KEYS: lock [, fence floor]  ARGV: token, lease_ms, count, not_after
+ *          With a fence floor (Redlock), a new hold's fence is above it.
  *          not_after (a server time in ms, LEASH__STAMP_DIGITS digits; 0 =
  *          none) is written by the connection when it writes the command:
  *          a copy that runs later (it sat in a frozen server's socket after
@@ -80,6 +81,12 @@
  *             a renewed lock marked "w" publishes "renewed:<lease>", so
  *             waiters sleep through a live holder's renewals without
  *             sending anything, and wake on their own only when it stops
+ * raise    KEYS: fence floor  ARGV: fence, ttl_ms
+ *          -> 1; the floor is at least fence from now on (its TTL renewed).
+ *          Redlock (route/quorum.c): a grant's fence is the largest of the
+ *          granting servers', and every granting server's floor is raised
+ *          to it before the grant counts, so that the next majority, which
+ *          shares a server with this one, grants a larger fence.
  * force    KEYS: lock  ARGV: channel, publish
  *          -> 1 a hold was removed (key deleted, PUBLISH "forced" on channel),
  *             0 nobody held it, a WRONGTYPE error when the key is not a lock
@@ -97,7 +104,12 @@ static const char acquire_lua[] =
     "local k, tok, n = KEYS[1], ARGV[1], tonumber(ARGV[3])\n"
     "local v\n"
     "if n == 1 then\n"
-    "  local f = string.format('%.0f', t[1] * 1000000 + t[2])\n"
+    "  local f = t[1] * 1000000 + t[2]\n"
+    "  if KEYS[2] then\n"
+    "    local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"
+    "    if fl >= f then f = fl + 1 end\n"
+    "  end\n"
+    "  f = string.format('%.0f', f)\n"
     "  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
     "  if not v then return {1, tonumber(f), 1, now} end\n"
     "else\n"
@@ -163,9 +175,17 @@ static const char force_lua[] =
     "redis.call(ARGV[2], ARGV[1], 'forced')\n"
     "return 1\n";
 
-static leash__script acquire_script, release_script, renew_script, force_script;
+static const char raise_lua[] = "local cur = tonumber(redis.call('get', KEYS[1]) or 0) or 0\n"
+                                "if cur < tonumber(ARGV[1]) then\n"
+                                "  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+                                "else\n"
+                                "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+                                "end\n"
+                                "return 1\n";
+
+static leash__script acquire_script, release_script, renew_script, force_script, raise_script;
 static const leash__script *const scripts[] = {&acquire_script, &release_script, &renew_script,
-                                               &force_script};
+                                               &force_script, &raise_script};
 
 /* Once per process, whichever thread makes the first client: the others
  * wait the microseconds it takes. */
@@ -184,6 +204,7 @@ void leash__dialects_init(void) {
     leash__script_init(&release_script, release_lua);
     leash__script_init(&renew_script, renew_lua);
     leash__script_init(&force_script, force_lua);
+    leash__script_init(&raise_script, raise_lua);
     atomic_store(&state, 2);
 }
 
@@ -270,6 +291,14 @@ static int make_names(leash__names *n, const leash__logger *lg, const char *pref
     return LEASH_OK;
 }
 
+/* The fence floor of lock n (Redlock): the companion "fence" of its key,
+ * into buf (LEASH__FLOOR_MAX bytes). Its length. */
+static size_t floor_name(const leash__names *n, char *buf) {
+    size_t len = leash__companion_len(n->key, n->key_len, 5);
+    leash__companion(buf, n->key, n->key_len, "fence", 5);
+    return len;
+}
+
 /* ---- commands ---- */
 
 /* The zeros the connection overwrites with a server-time stamp. */
@@ -284,22 +313,27 @@ static leash__cmd *script_cmd(const leash__script *s, int numkeys, int argc, con
 
 static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
                                int count, int64_t validity_ms, int64_t deadline) {
-    const char *argv[3 + 5];
-    size_t lens[3 + 5];
-    char lease[21], cnt[21];
+    const char *argv[3 + 6];
+    size_t lens[3 + 6];
+    char lease[21], cnt[21], floor[LEASH__FLOOR_MAX];
+    int k = n->fenced ? 2 : 1;
     leash__cmd *cmd;
 
     argv[3] = n->key;
     lens[3] = n->key_len;
-    argv[4] = token;
-    lens[4] = LEASH__TOKEN_LEN;
-    argv[5] = lease;
-    lens[5] = leash__resp_int(lease, lease_ms);
-    argv[6] = cnt;
-    lens[6] = leash__resp_int(cnt, count);
-    argv[7] = stamp_zeros;
-    lens[7] = LEASH__STAMP_DIGITS;
-    cmd = script_cmd(&acquire_script, 1, 8, argv, lens, LEASH__CMD_RETRY, deadline);
+    if (n->fenced) {
+        argv[4] = floor;
+        lens[4] = floor_name(n, floor);
+    }
+    argv[3 + k] = token;
+    lens[3 + k] = LEASH__TOKEN_LEN;
+    argv[4 + k] = lease;
+    lens[4 + k] = leash__resp_int(lease, lease_ms);
+    argv[5 + k] = cnt;
+    lens[5 + k] = leash__resp_int(cnt, count);
+    argv[6 + k] = stamp_zeros;
+    lens[6 + k] = LEASH__STAMP_DIGITS;
+    cmd = script_cmd(&acquire_script, k, 7 + k, argv, lens, LEASH__CMD_RETRY, deadline);
     if (cmd != NULL)
         leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
     return cmd;
@@ -371,6 +405,22 @@ static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
      * run behind commands issued later would remove the hold they made. */
     buf = leash__script_eval_call(&len, &force_script, 1, 6, argv, lens);
     return buf ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;
+}
+
+static leash__cmd *raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_ms,
+                             int64_t deadline) {
+    const char *argv[3 + 3];
+    size_t lens[3 + 3];
+    char floor[LEASH__FLOOR_MAX], f[21], ttl[21];
+
+    argv[3] = floor;
+    lens[3] = floor_name(n, floor);
+    argv[4] = f;
+    lens[4] = leash__resp_int(f, (long long)fence);
+    argv[5] = ttl;
+    lens[5] = leash__resp_int(ttl, ttl_ms);
+    /* Raising twice is raising once. */
+    return script_cmd(&raise_script, 1, 6, argv, lens, LEASH__CMD_RETRY, deadline);
 }
 
 /* ---- answers ---- */
@@ -477,6 +527,20 @@ static const leash__opdef release_op = {"release", LEASH__OP_RELEASE, parse_rele
 static const leash__opdef renew_op = {"renew", LEASH__OP_RENEW, parse_renew};
 static const leash__opdef force_op = {"force release", LEASH__OP_FORCE, parse_force};
 
+/* 1; anything else is a protocol error. */
+static void parse_raise(const redisReply *r, leash__answer *a, size_t n, const leash__logger *lg,
+                        const char *what) {
+    (void)n;
+    memset(a, 0, sizeof(*a));
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+        a->kind = LEASH__ANS_RAISED;
+        return;
+    }
+    bad_reply(r, a, 1, lg, "fence raise", what);
+}
+
+static const leash__opdef raise_op = {"fence raise", LEASH__OP_RAISE, parse_raise};
+
 /* ---- messages ---- */
 
 /* "renewed:<lease ms>" from a holder's watchdog, "forced" from a force
@@ -498,6 +562,19 @@ static void message(const char *msg, size_t len, leash__msg *out) {
 }
 
 const leash__dialect leash__dialect_leash = {
-    "leash",   make_names,  scripts,     4,         &acquire_op, &release_op, &renew_op,
-    &force_op, acquire_cmd, release_cmd, renew_cmd, force_cmd,   message,
+    .name = "leash",
+    .names = make_names,
+    .scripts = scripts,
+    .nscripts = 5,
+    .acquire = &acquire_op,
+    .release = &release_op,
+    .renew = &renew_op,
+    .force = &force_op,
+    .raise = &raise_op,
+    .acquire_cmd = acquire_cmd,
+    .release_cmd = release_cmd,
+    .renew_cmd = renew_cmd,
+    .force_cmd = force_cmd,
+    .raise_cmd = raise_cmd,
+    .message = message,
 };

@@ -37,6 +37,7 @@ typedef struct leash__core {
     const char *key_prefix;
     int db;
     int sharded; /* SSUBSCRIBE/SPUBLISH */
+    int fenced;  /* grants read and raise a fence floor per lock (Redlock) */
     int64_t lease_ms, renew_ms, max_hold_ms, command_timeout_ms;
     /* leash_client_close: closing, and the releases it still waits for. */
     int closing;

@@ -45,6 +45,7 @@ leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const c
         return NULL;
     }
     l->names.sharded = core->sharded;
+    l->names.fenced = core->fenced;
     l->magic = LEASH__LOCK_MAGIC;
     l->prim = prim;
     l->core = core;

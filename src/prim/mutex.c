@@ -286,6 +286,9 @@ static leash__req *send(leash_lock *l, const leash__opdef *op, leash__cmd *cmd, 
     s.what = l->name;
     s.done = done;
     s.arg = arg;
+    s.names = &l->names;
+    s.token = l->hold.token;
+    s.lease_ms = l->hold.lease_ms;
     return leash__route_send(l->core->route, &s);
 }
 
@@ -467,8 +470,14 @@ static void on_timer(void *arg) {
 
 /* An attempt from the loop: without memory, tried again shortly. */
 static void again(leash_lock *l) {
-    leash__cmd *cmd = make_attempt(l);
     int extra = holding(l->state);
+    leash__cmd *cmd;
+
+    /* No randomness now: as without memory, again shortly. */
+    if (!extra && l->core->route->fresh_tokens && leash__token_new(l->hold.token) != 0)
+        cmd = NULL;
+    else
+        cmd = make_attempt(l);
 
     if (cmd == NULL || put_attempt(l, cmd) != 0) {
         l->retry_at = leash__now_ms() + NOMEM_RETRY_MS;

@@ -55,8 +55,13 @@ typedef struct leash__send {
     leash__cmd *cmd;        /* built by the route's dialect; the route owns it now */
     size_t nanswers;        /* 1, or the locks of a renew batch */
     int64_t send_at;        /* 0 = now, else not before this monotonic time */
-    const char *what;       /* names the lock in log lines; alive until done */
-    leash__done_fn *done;   /* NULL: nobody waits (a release in the background) */
+    /* The lock, and for an acquire its attempt's token: a quorum's own
+     * follow-ups (the fence raise, giving back a failed attempt). */
+    const leash__names *names;
+    const char *token;
+    int64_t lease_ms;
+    const char *what;     /* names the lock in log lines; alive until done */
+    leash__done_fn *done; /* NULL: nobody waits (a release in the background) */
     void *arg;
 } leash__send;
 
@@ -96,6 +101,10 @@ struct leash__route {
     leash__env *env;
     const leash__dialect *dialect;
     const leash__route_cfg *cfg;
+    /* Every attempt of an acquire needs a token of its own (a quorum
+     * gives a failed attempt back on every server, which must not meet a
+     * later attempt's grant). */
+    int fresh_tokens;
     const leash__sub_hooks *hooks;
     void *owner;
 };
@@ -163,6 +172,10 @@ void leash__route_read(const leash__route *r, const leash__opdef *op, struct red
 /* One server: the client's own host/port or unix socket. Owns copies of
  * nothing: cfg must outlive the route. NULL without memory. */
 leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
+                                      const leash__route_cfg *cfg);
+/* N independent servers, cfg->seeds (route/quorum.c: Redlock). NULL
+ * without memory. */
+leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
                                       const leash__route_cfg *cfg);
 /* A Redis Cluster found from cfg->seeds (route/cluster.c). NULL without
  * memory. */

@@ -137,6 +137,26 @@ void leash__cmd_free(leash__cmd *cmd) {
     cmd_free(cmd);
 }
 
+leash__cmd *leash__cmd_clone(const leash__cmd *cmd) {
+    char *buf = malloc(cmd->len);
+    leash__cmd *c;
+
+    if (buf == NULL)
+        return NULL;
+    memcpy(buf, cmd->buf, cmd->len);
+    c = leash__cmd_new(buf, cmd->len, cmd->script,
+                       cmd->flags & (LEASH__CMD_RETRY | LEASH__CMD_KEEP | LEASH__CMD_BACKGROUND),
+                       cmd->deadline, NULL, NULL);
+    if (c != NULL) {
+        c->stamp = cmd->stamp;
+        c->stamp_ms = cmd->stamp_ms;
+        c->send_at = cmd->send_at;
+        c->wait_replicas = cmd->wait_replicas;
+        c->wait_timeout_ms = cmd->wait_timeout_ms;
+    }
+    return c;
+}
+
 void leash__cmd_wait(leash__cmd *cmd, int n, int64_t timeout_ms) {
     cmd->wait_replicas = n;
     cmd->wait_timeout_ms = timeout_ms;

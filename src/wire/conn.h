@@ -171,6 +171,9 @@ void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms);
 /* Frees a command that no connection holds (never given to one, or a
  * LEASH__CMD_KEEP command after its completion). */
 void leash__cmd_free(leash__cmd *cmd);
+/* A copy of cmd (its bytes, script, flags, deadline, stamp and WAIT), not
+ * given to any connection, with no owner; NULL without memory. */
+leash__cmd *leash__cmd_clone(const leash__cmd *cmd);
 /* Sends WAIT n timeout_ms right behind cmd, on every write of it. */
 void leash__cmd_wait(leash__cmd *cmd, int n, int64_t timeout_ms);
 /* Takes cmd back from its connection while it is not written (queued,

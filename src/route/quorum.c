@@ -1,0 +1,806 @@
+/*
+ * The route to N independent servers (Redlock, DESIGN 9.2): every
+ * operation goes to all of them at once, and their answers combine into
+ * one per lock, by the operation's class, as soon as the outcome is
+ * decided (a server that is down does not hold everyone up until its
+ * deadline). M = N / 2 + 1 is a majority.
+ *
+ *   grant    A new hold: granted by M servers; then every granting
+ *            server's fence floor is raised to the largest fence any of
+ *            them returned, and the grant is reported once M confirmed the
+ *            raise (the fence is that largest one). An extra (reentrant)
+ *            hold: granted by M. Not granted: released on all N (the ones
+ *            that answered busy or nothing included), and reported busy,
+ *            with the time after which a majority could be free, or a short
+ *            random pause when nobody can hold a majority (a split vote);
+ *            late or failed otherwise.
+ *   release  released by M (or M holds left); not ours for M; else the
+ *            failure.
+ *   renew    per lock: renewed by M; not ours as soon as more than N - M
+ *            said so (no majority is possible); else the failure. Servers
+ *            that failed get the renewal again shortly, in the background,
+ *            so a hold does not run on a bare majority longer than needed.
+ *   force    removed by any; nobody held it on M; else the failure.
+ *
+ * Validity: the primitive measures a hold from the send of its attempt
+ * (lease - elapsed - drift), as for one server; the raise happens inside
+ * that time.
+ *
+ * Why fences only grow: a hold's fence F is at least every granting
+ * server's, and M granting servers' floors were raised to F while the hold
+ * stood. Any later majority shares a server with those M, whose next grant
+ * is above its floor, so the later fence is above F. This assumes what the
+ * Redlock algorithm itself assumes: a server that restarts without its data
+ * stays down for at least a lease (else a second majority can form while
+ * the first hold stands), and the servers' clocks differ by less than a
+ * floor lives (three leases, at least a minute: dialect.h).
+ *
+ * Attempts: each attempt of an acquire has a token of its own
+ * (fresh_tokens): a release of a failed attempt, sent to all N, can never
+ * remove a later attempt's grant.
+ *
+ * Channels are subscribed on every server and count as covered once M
+ * confirmed: the holder's majority shares a server with them, and every
+ * server of it publishes the release. A release announced by several
+ * servers (the same token on the same channel within DEDUP_MS) passes once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "base/clock.h"
+#include "base/strmap.h"
+#include "base/token.h"
+#include "route/node.h"
+#include "route/route.h"
+
+/* A repeated message within this is dropped. */
+#define DEDUP_MS 1000
+/* A split vote tries again after a pause of SPLIT_MIN_MS..SPLIT_MAX_MS. */
+#define SPLIT_MIN_MS 5
+#define SPLIT_MAX_MS 60
+/* Servers that failed a renewal get it again this much later. */
+#define RENEW_AGAIN_MS 50
+#define MSG_MAX 64
+
+typedef struct qnode {
+    leash__node node;
+    leash__conn_cfg cfg; /* the client's, with this server's address */
+    unsigned index;
+} qnode;
+
+typedef struct quorum {
+    leash__route base;
+    unsigned n, majority;
+    qnode *nodes;
+    leash__strmap chans; /* channel -> qchan */
+} quorum;
+
+typedef struct qchan {
+    leash__strmap_entry e; /* key: the channel, stored after the struct */
+    uint64_t confirmed;    /* nodes where it is confirmed */
+    int covered;           /* confirmed on a majority, as last said */
+    char last[MSG_MAX];    /* the last message passed up, for repeats */
+    size_t last_len;
+    int64_t last_at;
+} qchan;
+
+typedef struct qreq {
+    leash__req base;
+    quorum *qu;
+    const leash__opdef *op;
+    const char *what;
+    const leash__names *names; /* grant: for the raise, or the release after a failure */
+    char token[LEASH__TOKEN_LEN + 1];
+    leash__done_fn *done;
+    void *arg;
+    size_t n;                /* answers per server */
+    int raising;             /* the grant's second step */
+    uint64_t fence;          /* the largest fence granted */
+    uint64_t granted;        /* servers that granted (then: raised) */
+    int64_t deadline;        /* the operation's */
+    int64_t lease_ms;        /* grant: the hold's lease */
+    leash__cmd *again;       /* renew: a copy kept for servers that fail it */
+    leash__cmd **cmds;       /* per server, while its answer is to come */
+    leash__answer *got;      /* per server, n answers each */
+    char *answered;          /* per server: its answers are in got */
+    struct qslot *slots;     /* per server: what its copy answers to */
+    leash__answer answers[]; /* n combined */
+} qreq;
+
+/* What a server's copy of a command answers to. */
+typedef struct qslot {
+    qreq *q;
+    unsigned node;
+} qslot;
+
+static const leash__logger *log_of(const quorum *qu) {
+    return &qu->base.env->log;
+}
+
+/* ---- combining answers ---- */
+
+enum {
+    UNDECIDED = -1
+};
+
+static int ok_kind(const leash__answer *a, int kind) {
+    return a->status == LEASH_OK && a->kind == kind && !a->replicas_short;
+}
+
+/* The first failure among the answers of lock i, as the status to report
+ * (ECONN before others: a server that did not answer). */
+static int failure_of(const qreq *q, size_t i) {
+    int status = LEASH_ECONN, seen = 0;
+    unsigned s;
+
+    for (s = 0; s < q->qu->n; s++) {
+        const leash__answer *a = &q->got[s * q->n + i];
+        if (!q->answered[s] || a->status == LEASH_OK)
+            continue;
+        if (a->status == LEASH_ECONN)
+            return LEASH_ECONN;
+        if (!seen) {
+            status = a->status;
+            seen = 1;
+        }
+    }
+    return status;
+}
+
+static void set_failed(leash__answer *out, int status) {
+    memset(out, 0, sizeof(*out));
+    out->status = status;
+}
+
+/* Busy after a failed grant: when a majority could be free. The granting
+ * servers are released, so they count as free; busy ones free up as their
+ * keys expire. Nobody able to hold a majority: a short random pause. */
+static int64_t busy_wait(const qreq *q, unsigned busy, const int64_t *pttls) {
+    unsigned free_now = q->qu->n - busy, need;
+    int64_t sorted[64];
+    unsigned i, j;
+
+    if (busy < q->qu->majority)
+        return SPLIT_MIN_MS +
+               (int64_t)leash__random_below((uint64_t)(SPLIT_MAX_MS - SPLIT_MIN_MS + 1));
+    need = q->qu->majority > free_now ? q->qu->majority - free_now : 0;
+    memcpy(sorted, pttls, busy * sizeof(sorted[0]));
+    for (i = 1; i < busy; i++)
+        for (j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            int64_t t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    return need == 0 ? 0 : sorted[need - 1];
+}
+
+/* The grant's step 1. Returns the decision: 1 granted (go on), 0 not
+ * granted (out filled), UNDECIDED. */
+static int decide_grant(qreq *q, leash__answer *out) {
+    unsigned s, granted = 0, busy = 0, late = 0, gone = 0, answered = 0;
+    int64_t pttls[64];
+    const leash__answer *first = NULL;
+
+    q->granted = 0;
+    q->fence = 0;
+    for (s = 0; s < q->qu->n; s++) {
+        const leash__answer *a = &q->got[s];
+        if (!q->answered[s])
+            continue;
+        answered++;
+        if (ok_kind(a, LEASH__ANS_GRANTED)) {
+            granted++;
+            q->granted |= (uint64_t)1 << s;
+            if (a->fence > q->fence)
+                q->fence = a->fence;
+            first = first ? first : a;
+        } else if (ok_kind(a, LEASH__ANS_BUSY)) {
+            pttls[busy++] = a->n < 0 ? 0 : a->n;
+        } else if (ok_kind(a, LEASH__ANS_LATE)) {
+            late++;
+        } else if (ok_kind(a, LEASH__ANS_GONE)) {
+            gone++;
+        }
+    }
+    if (granted >= q->qu->majority) {
+        *out = *first;
+        out->fence = q->fence;
+        return 1;
+    }
+    /* Still possible while enough answers are to come. */
+    if (granted + (q->qu->n - answered) >= q->qu->majority)
+        return UNDECIDED;
+    memset(out, 0, sizeof(*out));
+    if (gone >= q->qu->majority) {
+        out->kind = LEASH__ANS_GONE;
+    } else if (busy > 0) {
+        out->kind = LEASH__ANS_BUSY;
+        out->n = busy_wait(q, busy, pttls);
+    } else if (late > 0) {
+        out->kind = LEASH__ANS_LATE;
+    } else {
+        out->status = failure_of(q, 0);
+    }
+    return 0;
+}
+
+/* The raise: 1 done (M raised), 0 failed, UNDECIDED. */
+static int decide_raise(qreq *q) {
+    unsigned s, raised = 0, failed = 0;
+
+    for (s = 0; s < q->qu->n; s++) {
+        if (!(q->granted & ((uint64_t)1 << s)) || !q->answered[s])
+            continue;
+        if (ok_kind(&q->got[s], LEASH__ANS_RAISED))
+            raised++;
+        else
+            failed++;
+    }
+    if (raised >= q->qu->majority)
+        return 1;
+    if ((unsigned)__builtin_popcountll(q->granted) - failed < q->qu->majority)
+        return 0;
+    return UNDECIDED;
+}
+
+/* One lock's answer of a release, renew or force. */
+static int decide_one(const qreq *q, size_t i, leash__answer *out) {
+    unsigned s, answered = 0, yes = 0, not_ours = 0, nobody = 0, unsure = 0, m = q->qu->majority;
+    const leash__answer *kept = NULL;
+    int cls = q->op->cls;
+
+    for (s = 0; s < q->qu->n; s++) {
+        const leash__answer *a = &q->got[s * q->n + i];
+        if (!q->answered[s])
+            continue;
+        answered++;
+        if (a->status != LEASH_OK)
+            continue;
+        switch (a->kind) {
+        case LEASH__ANS_RELEASED:
+        case LEASH__ANS_LEFT:
+        case LEASH__ANS_RENEWED:
+            if (!a->replicas_short) {
+                yes++;
+                kept = kept ? kept : a;
+            }
+            break;
+        case LEASH__ANS_REMOVED:
+            yes++;
+            kept = a;
+            break;
+        case LEASH__ANS_NOT_OURS:
+            not_ours++;
+            break;
+        case LEASH__ANS_NOBODY:
+            nobody++;
+            break;
+        case LEASH__ANS_UNSURE:
+            unsure++;
+            break;
+        default:
+            break;
+        }
+    }
+    memset(out, 0, sizeof(*out));
+    if (cls == LEASH__OP_FORCE) {
+        if (yes > 0) {
+            out->kind = LEASH__ANS_REMOVED;
+            return 1;
+        }
+        if (nobody >= m || answered == q->qu->n) {
+            if (nobody >= m)
+                out->kind = LEASH__ANS_NOBODY;
+            else
+                out->status = failure_of(q, i);
+            return answered == q->qu->n || nobody >= m;
+        }
+        return 0;
+    }
+    if (yes >= m) {
+        *out = *kept;
+        return 1;
+    }
+    if (not_ours > q->qu->n - m) { /* no majority is possible any more */
+        out->kind = LEASH__ANS_NOT_OURS;
+        return 1;
+    }
+    if (answered < q->qu->n && yes + (q->qu->n - answered) >= m)
+        return 0; /* still possible */
+    if (cls == LEASH__OP_RELEASE && unsure + yes + not_ours >= m && unsure > 0)
+        out->kind = LEASH__ANS_UNSURE;
+    else if (cls == LEASH__OP_RELEASE && not_ours + yes >= m)
+        out->kind = LEASH__ANS_NOT_OURS; /* mostly gone already: nothing held */
+    else
+        out->status = failure_of(q, i);
+    return 1;
+}
+
+/* ---- requests ---- */
+
+static int send_copies(qreq *q, uint64_t to, leash__cmd *tmpl);
+static void settle(qreq *q);
+
+/* The copies still out are not listened to any more: an unsent one is
+ * dropped, a written one finishes unheard and is not sent again. */
+static void drop_cmds(qreq *q) {
+    unsigned s;
+
+    for (s = 0; s < q->qu->n; s++) {
+        if (q->cmds[s] != NULL) {
+            leash__cmd_cancel(q->cmds[s]);
+            q->cmds[s] = NULL;
+        }
+    }
+}
+
+static void req_free(qreq *q) {
+    drop_cmds(q);
+    if (q->again != NULL)
+        leash__cmd_free(q->again);
+    free(q->cmds);
+    free(q->got);
+    free(q->answered);
+    free(q->slots);
+    free(q);
+}
+
+static void finish(qreq *q) {
+    leash__done_fn *done = q->done;
+    void *arg = q->arg;
+
+    drop_cmds(q);
+    if (done == NULL) {
+        req_free(q);
+        return;
+    }
+    q->done = NULL;
+    done(arg, q->answers, q->n);
+    req_free(q);
+}
+
+/* A release of the attempt's token on every server, nobody listening. */
+static void release_everywhere(qreq *q) {
+    const leash__dialect *d = q->qu->base.dialect;
+    leash__cmd *cmd = d->release_cmd(q->names, q->token, 0, 0,
+                                     leash__now_ms() + q->qu->base.cfg->conn->command_timeout_ms);
+    unsigned s;
+
+    if (cmd == NULL) {
+        leash__log(log_of(q->qu), LEASH_LOG_WARN,
+                   "acquire %s: no memory to give back a partial grant; it expires with its lease",
+                   q->what);
+        return;
+    }
+    for (s = 0; s < q->qu->n; s++) {
+        leash__cmd *c = s + 1 < q->qu->n ? leash__cmd_clone(cmd) : cmd;
+        if (c == NULL)
+            continue;
+        c->flags |= LEASH__CMD_ORPHAN;
+        leash__conn_send(&q->qu->nodes[s].node.cmd, c);
+    }
+}
+
+/* Renewals again, in the background, on the servers that failed them
+ * (or have not answered yet): the hold should not run on a bare majority
+ * for longer than it must. */
+static void renew_again(qreq *q) {
+    unsigned s;
+
+    for (s = 0; s < q->qu->n; s++) {
+        leash__cmd *c;
+        if (q->answered[s] && q->got[s * q->n].status == LEASH_OK)
+            continue;
+        c = leash__cmd_clone(q->again);
+        if (c == NULL)
+            return;
+        c->flags |= LEASH__CMD_ORPHAN;
+        leash__conn_send_at(&q->qu->nodes[s].node.cmd, c, leash__now_ms() + RENEW_AGAIN_MS);
+    }
+}
+
+static int start_raise(qreq *q) {
+    int64_t ttl = q->lease_ms * LEASH__FENCE_FLOOR_LEASES;
+    leash__cmd *cmd;
+    unsigned s;
+
+    if (ttl < LEASH__FENCE_FLOOR_MIN_MS)
+        ttl = LEASH__FENCE_FLOOR_MIN_MS;
+    cmd = q->qu->base.dialect->raise_cmd(q->names, q->fence, ttl, q->deadline);
+    if (cmd == NULL)
+        return -1;
+    drop_cmds(q);
+    q->raising = 1;
+    q->op = q->qu->base.dialect->raise;
+    for (s = 0; s < q->qu->n; s++)
+        q->answered[s] = 0;
+    if (send_copies(q, q->granted, cmd) != 0)
+        return -1;
+    return 0;
+}
+
+/* Looks whether q's outcome is decided now, and acts on it. */
+static void settle(qreq *q) {
+    size_t i;
+    int d;
+
+    if (q->op->cls == LEASH__OP_GRANT && !q->raising) {
+        d = decide_grant(q, &q->answers[0]);
+        if (d == UNDECIDED)
+            return;
+        if (d == 1 && q->answers[0].n == 1) {
+            /* A new hold: its fence goes onto M floors first. */
+            if (start_raise(q) != 0) {
+                release_everywhere(q);
+                set_failed(&q->answers[0], LEASH_ENOMEM);
+                finish(q);
+            }
+            return;
+        }
+        if (d == 0)
+            release_everywhere(q);
+        finish(q);
+        return;
+    }
+    if (q->raising) {
+        d = decide_raise(q);
+        if (d == UNDECIDED)
+            return;
+        if (d == 0) {
+            leash__log(log_of(q->qu), LEASH_LOG_WARN,
+                       "acquire %s: granted by a majority, but too few raised the fence: giving "
+                       "it back",
+                       q->what);
+            release_everywhere(q);
+            set_failed(&q->answers[0], LEASH_ECONN);
+        }
+        finish(q);
+        return;
+    }
+    for (i = 0; i < q->n; i++)
+        if (!decide_one(q, i, &q->answers[i]))
+            return;
+    if (q->again != NULL) {
+        unsigned s;
+        for (s = 0; s < q->qu->n; s++)
+            if (!q->answered[s] || q->got[s * q->n].status != LEASH_OK)
+                break;
+        if (s < q->qu->n)
+            renew_again(q);
+    }
+    finish(q);
+}
+
+static void on_reply(void *arg, redisReply *reply, int status, long long acked) {
+    qslot *slot = arg;
+    qreq *q = slot->q;
+    unsigned s = slot->node;
+
+    q->cmds[s] = NULL;
+    leash__route_read(&q->qu->base, q->op, reply, status, acked, &q->got[s * q->n], q->n, q->what);
+    if (q->got[s * q->n].status == LEASH_OK && q->got[s * q->n].server_ms > 0)
+        leash__conn_server_time(&q->qu->nodes[s].node.cmd, q->got[s * q->n].server_ms);
+    q->answered[s] = 1;
+    settle(q);
+}
+
+/* Sends a copy of tmpl to every server in `to`; tmpl itself goes too, or
+ * is freed. Every copy is made before any is sent: 0, or -1 without
+ * memory, and then nothing was sent. */
+static int send_copies(qreq *q, uint64_t to, leash__cmd *tmpl) {
+    leash__cmd *copies[64];
+    unsigned s, k = 0, used = 0;
+
+    for (s = 0; s < q->qu->n; s++) {
+        if (!(to & ((uint64_t)1 << s)))
+            continue;
+        copies[s] = used++ == 0 ? tmpl : leash__cmd_clone(tmpl);
+        if (copies[s] == NULL) {
+            for (k = 0; k < s; k++)
+                if ((to & ((uint64_t)1 << k)) && copies[k] != tmpl)
+                    leash__cmd_free(copies[k]);
+            leash__cmd_free(tmpl);
+            return -1;
+        }
+    }
+    if (used == 0) {
+        leash__cmd_free(tmpl);
+        return 0;
+    }
+    for (s = 0; s < q->qu->n; s++) {
+        leash__cmd *c;
+        if (!(to & ((uint64_t)1 << s)))
+            continue;
+        c = copies[s];
+        q->slots[s].q = q;
+        q->slots[s].node = s;
+        c->fn = on_reply;
+        c->arg = &q->slots[s];
+        q->cmds[s] = c;
+        if (c->send_at > leash__now_ms())
+            leash__conn_send_at(&q->qu->nodes[s].node.cmd, c, c->send_at);
+        else
+            leash__conn_send(&q->qu->nodes[s].node.cmd, c);
+    }
+    return 0;
+}
+
+static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
+    quorum *qu = (quorum *)r;
+    qreq *q = calloc(1, sizeof(*q) + snd->nanswers * sizeof(q->answers[0]));
+    uint64_t all = qu->n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << qu->n) - 1);
+
+    if (q != NULL) {
+        q->cmds = calloc(qu->n, sizeof(*q->cmds));
+        q->got = calloc(qu->n * snd->nanswers, sizeof(*q->got));
+        q->answered = calloc(qu->n, 1);
+        q->slots = calloc(qu->n, sizeof(*q->slots));
+        if (snd->op->cls == LEASH__OP_RENEW)
+            q->again = leash__cmd_clone(snd->cmd);
+    }
+    if (q == NULL || q->cmds == NULL || q->got == NULL || q->answered == NULL || q->slots == NULL ||
+        (snd->op->cls == LEASH__OP_RENEW && q->again == NULL)) {
+        if (q != NULL)
+            req_free(q);
+        leash__cmd_free(snd->cmd);
+        return NULL;
+    }
+    leash__route_prepare_cmd(r, snd->op, snd->cmd);
+    q->base.route = r;
+    q->qu = qu;
+    q->op = snd->op;
+    q->what = snd->what;
+    q->names = snd->names;
+    if (snd->token != NULL)
+        memcpy(q->token, snd->token, LEASH__TOKEN_LEN);
+    q->done = snd->done;
+    q->arg = snd->arg;
+    q->n = snd->nanswers;
+    q->deadline = snd->cmd->deadline;
+    q->lease_ms = snd->lease_ms;
+    snd->cmd->send_at = snd->send_at;
+    if (send_copies(q, all, snd->cmd) != 0) {
+        req_free(q);
+        return NULL;
+    }
+    return q->done ? &q->base : &leash__req_posted;
+}
+
+static int quorum_cancel(leash__req *req) {
+    qreq *q = (qreq *)req;
+    int written = 0;
+    unsigned s;
+
+    for (s = 0; s < q->qu->n; s++)
+        if (q->cmds[s] != NULL && (q->cmds[s]->flags & LEASH__CMD_WRITTEN))
+            written = 1;
+    /* A grant the raise was for: answered, so written. */
+    written |= q->raising;
+    q->done = NULL;
+    req_free(q);
+    return written;
+}
+
+static void quorum_orphan(leash__req *req) {
+    qreq *q = (qreq *)req;
+
+    /* Its copies go on; nobody hears the answers. */
+    q->done = NULL;
+}
+
+static unsigned quorum_batch_key(const leash__route *r, unsigned slot) {
+    (void)r, (void)slot;
+    return 0;
+}
+
+/* ---- channels ---- */
+
+static int quorum_want(leash__route *r, const char *chan, size_t len, unsigned slot, int on) {
+    quorum *qu = (quorum *)r;
+    qchan *ch = (qchan *)leash__strmap_find(&qu->chans, chan, len);
+    unsigned s;
+    int rc = LEASH_OK;
+
+    (void)slot;
+    if (!on) {
+        if (ch == NULL)
+            return LEASH_OK;
+        for (s = 0; s < qu->n; s++)
+            (void)leash__node_want(&qu->nodes[s].node, chan, len, 0);
+        leash__strmap_remove(&qu->chans, &ch->e);
+        free(ch);
+        return LEASH_OK;
+    }
+    if (ch == NULL) {
+        ch = calloc(1, sizeof(*ch) + len + 1);
+        if (ch == NULL)
+            return LEASH_ENOMEM;
+        memcpy(ch + 1, chan, len);
+        ch->e.key = (const char *)(ch + 1);
+        ch->e.len = len;
+        if (leash__strmap_insert(&qu->chans, &ch->e) != 0) {
+            free(ch);
+            return LEASH_ENOMEM;
+        }
+    }
+    for (s = 0; s < qu->n; s++)
+        if (leash__node_want(&qu->nodes[s].node, chan, len, 1) != LEASH_OK)
+            rc = LEASH_ENOMEM;
+    if (rc != LEASH_OK)
+        (void)quorum_want(r, chan, len, slot, 0);
+    return rc;
+}
+
+static qnode *qnode_of(leash__node *n) {
+    return LEASH__CONTAINER(n, qnode, node);
+}
+
+static void node_confirmed(void *owner, leash__node *n, const char *chan, size_t len) {
+    quorum *qu = owner;
+    qchan *ch = (qchan *)leash__strmap_find(&qu->chans, chan, len);
+
+    if (ch == NULL)
+        return;
+    ch->confirmed |= (uint64_t)1 << qnode_of(n)->index;
+    if (!ch->covered && (unsigned)__builtin_popcountll(ch->confirmed) >= qu->majority) {
+        ch->covered = 1;
+        qu->base.hooks->confirmed(qu->base.owner, chan, len);
+    }
+}
+
+static void node_gone(void *owner, leash__node *n, const char *chan, size_t len) {
+    quorum *qu = owner;
+    qchan *ch = (qchan *)leash__strmap_find(&qu->chans, chan, len);
+
+    if (ch == NULL)
+        return;
+    ch->confirmed &= ~((uint64_t)1 << qnode_of(n)->index);
+    if (ch->covered && (unsigned)__builtin_popcountll(ch->confirmed) < qu->majority) {
+        ch->covered = 0;
+        qu->base.hooks->gone(qu->base.owner, chan, len);
+    }
+}
+
+/* Independent servers are no cluster: a MOVED here is a misconfiguration;
+ * the channel stays wanted and is asked for again after a reconnect. */
+static void node_moved(void *owner, leash__node *n, const char *chan, size_t len) {
+    quorum *qu = owner;
+    (void)n, (void)chan, (void)len;
+    leash__log(log_of(qu), LEASH_LOG_WARN,
+               "a Redlock server refused a subscription with MOVED: is it part of a cluster?");
+}
+
+static void node_message(void *owner, leash__node *n, const char *chan, size_t len, const char *msg,
+                         size_t msg_len) {
+    quorum *qu = owner;
+    qchan *ch = (qchan *)leash__strmap_find(&qu->chans, chan, len);
+    int64_t now = leash__now_ms();
+
+    leash__msg m;
+
+    (void)n;
+    /* Only releases repeat: every server of the holder's majority announces
+     * the same one (the token says which). A renewal's announcement is news
+     * each time, whichever server says it. */
+    qu->base.dialect->message(msg, msg_len, &m);
+    if (ch != NULL && m.kind == LEASH__MSG_RELEASED && msg_len <= MSG_MAX) {
+        if (msg_len == ch->last_len && now - ch->last_at < DEDUP_MS &&
+            memcmp(msg, ch->last, msg_len) == 0)
+            return; /* the same release (or renewal) from another server */
+        memcpy(ch->last, msg, msg_len);
+        ch->last_len = msg_len;
+        ch->last_at = now;
+    }
+    qu->base.hooks->message(qu->base.owner, chan, len, msg, msg_len);
+}
+
+static const leash__node_hooks node_hooks = {node_confirmed, node_gone, node_moved, node_message};
+
+/* ---- life ---- */
+
+static int quorum_connected(const leash__route *r) {
+    const quorum *qu = (const quorum *)r;
+    unsigned s, ready = 0;
+
+    for (s = 0; s < qu->n; s++)
+        ready += leash__conn_ready(&qu->nodes[s].node.cmd) != 0;
+    return ready >= qu->majority;
+}
+
+static leash__node *quorum_node(leash__route *r, unsigned slot) {
+    (void)slot;
+    return &((quorum *)r)->nodes[0].node;
+}
+
+static int quorum_prepare(leash__route *r) {
+    quorum *qu = (quorum *)r;
+    unsigned s;
+
+    for (s = 0; s < qu->n; s++)
+        if (leash__node_prepare(&qu->nodes[s].node) != LEASH_OK)
+            return LEASH_ENOMEM;
+    return LEASH_OK;
+}
+
+static void quorum_unprepare(leash__route *r) {
+    quorum *qu = (quorum *)r;
+    unsigned s;
+
+    for (s = 0; s < qu->n; s++)
+        leash__node_unprepare(&qu->nodes[s].node);
+}
+
+static void quorum_start(leash__route *r) {
+    quorum *qu = (quorum *)r;
+    unsigned s;
+
+    for (s = 0; s < qu->n; s++)
+        leash__node_start(&qu->nodes[s].node);
+}
+
+static void quorum_teardown(leash__route *r) {
+    quorum *qu = (quorum *)r;
+    unsigned s;
+
+    for (s = 0; s < qu->n; s++)
+        leash__node_teardown(&qu->nodes[s].node);
+}
+
+static void quorum_destroy(leash__route *r) {
+    quorum *qu = (quorum *)r;
+    leash__strmap_entry *e, *next;
+    unsigned s;
+
+    for (e = leash__strmap_next(&qu->chans, NULL); e != NULL; e = next) {
+        next = leash__strmap_next(&qu->chans, e);
+        free(e);
+    }
+    leash__strmap_free(&qu->chans);
+    for (s = 0; s < qu->n; s++)
+        leash__node_destroy(&qu->nodes[s].node);
+    free(qu->nodes);
+    free(qu);
+}
+
+static const leash__route_ops quorum_ops = {
+    quorum_send,      quorum_cancel,    quorum_orphan,   quorum_batch_key,
+    quorum_want,      quorum_connected, quorum_node,     quorum_prepare,
+    quorum_unprepare, quorum_start,     quorum_teardown, quorum_destroy,
+};
+
+leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
+                                      const leash__route_cfg *cfg) {
+    quorum *qu = calloc(1, sizeof(*qu));
+    unsigned s;
+
+    if (qu == NULL || cfg->nseeds < 1 || cfg->nseeds > 64)
+        goto fail;
+    qu->nodes = calloc((size_t)cfg->nseeds, sizeof(*qu->nodes));
+    if (qu->nodes == NULL)
+        goto fail;
+    qu->base.ops = &quorum_ops;
+    qu->base.env = env;
+    qu->base.dialect = d;
+    qu->base.cfg = cfg;
+    qu->base.fresh_tokens = 1;
+    qu->n = (unsigned)cfg->nseeds;
+    qu->majority = qu->n / 2 + 1;
+    for (s = 0; s < qu->n; s++) {
+        qnode *qn = &qu->nodes[s];
+        qn->index = s;
+        qn->cfg = *cfg->conn;
+        qn->cfg.host = cfg->seeds[s].host;
+        qn->cfg.port = cfg->seeds[s].port;
+        qn->cfg.unix_path = cfg->seeds[s].unix_path;
+        leash__node_init(&qn->node, env, &qn->cfg, cfg->sharded, &node_hooks, qu);
+    }
+    return &qu->base;
+fail:
+    if (qu != NULL)
+        free(qu->nodes);
+    free(qu);
+    return NULL;
+}
