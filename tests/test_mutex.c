@@ -549,8 +549,7 @@ static void cell(int st, int ev) {
     CHECK_EQ_INT(sim_timers_alive(S), 0);
     sim_free(S);
     /* failalloc keeps every block reachable: leaks show here, not in LSan. */
-    CHECK_MSG(failalloc_outstanding() == 0, "%s: %ld blocks leaked", what,
-              failalloc_outstanding());
+    CHECK_MSG(failalloc_outstanding() == 0, "%s: %ld blocks leaked", what, failalloc_outstanding());
 }
 
 /* One case per cell, named "<event>:<state>" (select some on the command

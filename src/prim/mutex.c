@@ -113,7 +113,9 @@
  *   retry    a renewal again soon
  *   renew    the renewal joins the next batch
  *   last     -> LAST (the answer on the wire decides)
- *   again    an attempt -> ATTEMPT (NOMEM without memory)
+ *   again    an attempt -> ATTEMPT (NOMEM without memory); a wake, on a
+ *            route whose attempts must not go in step with other
+ *            clients' (Redlock), after a random pause
  *   later    the holder lives on: the TTL wake moves (capped: anyone may
  *            publish)
  *
@@ -527,6 +529,8 @@ static int deadline_reason(const leash_lock *l) {
     return l->hold.watchdog ? LEASH_LOST_UNREACHABLE : LEASH_LOST_FIXED_LEASE;
 }
 
+static void woken(leash_lock *l);
+
 /* Busy: decide how to wait for the next try. */
 static void wait_for_release(leash_lock *l, int64_t pttl) {
     int64_t now = leash__now_ms();
@@ -547,10 +551,10 @@ static void wait_for_release(leash_lock *l, int64_t pttl) {
      * missed the release. */
     epoch = leash__waitq_covered(&l->w);
     if (l->attempt_epoch != 0 && epoch == l->attempt_epoch) {
-        if (leash__waitq_park(&l->w))
-            again(l); /* a wake was kept for us */
-        else
-            set_state(l, M_PARKED);
+        int kept = leash__waitq_park(&l->w);
+        set_state(l, M_PARKED);
+        if (kept)
+            woken(l); /* a wake was kept for us */
     } else if (epoch != 0) {
         again(l);
     } else {
@@ -616,6 +620,21 @@ static void renewed(leash_lock *l, const leash__event *e) {
         arm(l);
         break;
     }
+}
+
+/* A release woke the parked handle: it tries now; where waiters of other
+ * clients, woken by the same release, would try in step and split a
+ * quorum's vote again and again, after a random pause (the timer's TTL
+ * wake then tries). */
+static void woken(leash_lock *l) {
+    int64_t jitter = l->core->route->wake_jitter_ms;
+
+    if (jitter <= 0) {
+        again(l);
+        return;
+    }
+    l->ttl_wake = leash__now_ms() + 1 + (int64_t)leash__random_below((uint64_t)jitter);
+    arm(l);
 }
 
 /* The holder announced a renewal of lease_ms: nobody needs to look before
@@ -1054,7 +1073,7 @@ static int in_waiting(leash_lock *l, const leash__event *e) {
         return 0;
     case LEASH__EV_WAKE:
         if (l->state == M_PARKED)
-            again(l);
+            woken(l);
         return 0;
     case LEASH__EV_RETRY:
         if (l->state == M_NOMEM)

@@ -786,6 +786,7 @@ leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
     qu->base.dialect = d;
     qu->base.cfg = cfg;
     qu->base.fresh_tokens = 1;
+    qu->base.wake_jitter_ms = SPLIT_MAX_MS;
     qu->n = (unsigned)cfg->nseeds;
     qu->majority = qu->n / 2 + 1;
     for (s = 0; s < qu->n; s++) {

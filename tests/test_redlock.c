@@ -1,0 +1,356 @@
+/*
+ * Redlock (LEASH_TOPOLOGY_REDLOCK) on 5 real redis-servers that each case
+ * starts: exclusion and fences, servers killed and frozen under a hold, a
+ * split vote, and fences across many handoffs while servers die and come
+ * back after the delayed restart the Redlock algorithm asks for.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fixture.h"
+#include "proxy.h"
+
+enum {
+    N = 5
+};
+
+typedef struct rworld {
+    test_redis s[N];
+    fx_loop *loop;
+    const char *seeds[N];
+    char text[N][32];
+} rworld;
+
+static void rw_up(rworld *w) {
+    int i;
+
+    memset(w, 0, sizeof(*w));
+    for (i = 0; i < N; i++)
+        CHECK_EQ_INT(test_redis_start(&w->s[i], NULL), 0);
+    w->loop = fx_loop_new();
+}
+
+static void rw_down(rworld *w) {
+    int i;
+
+    fx_loop_free(w->loop);
+    for (i = 0; i < N; i++)
+        test_redis_stop(&w->s[i]);
+}
+
+/* Options for a client of the N servers, through ports[] (the servers' own
+ * ports, or proxies in front of them). */
+static void redlock_options(rworld *w, leash_options *o, const int *ports, int64_t lease_ms) {
+    int i;
+
+    fx_fault_options(o, ports[0], lease_ms);
+    o->command_timeout_ms = 500;
+    o->connect_timeout_ms = 500;
+    for (i = 0; i < N; i++) {
+        snprintf(w->text[i], sizeof(w->text[i]), "127.0.0.1:%d", ports[i]);
+        w->seeds[i] = w->text[i];
+    }
+    o->topology = LEASH_TOPOLOGY_REDLOCK;
+    o->nodes = w->seeds;
+    o->nodes_count = N;
+}
+
+static leash_client *rw_client(rworld *w, int64_t lease_ms) {
+    leash_options o;
+    int ports[N], i;
+    leash_client *c;
+
+    for (i = 0; i < N; i++)
+        ports[i] = w->s[i].port;
+    redlock_options(w, &o, ports, lease_ms);
+    c = fx_client_opts(w->loop, &o);
+    fx_wait_connected(w->loop, c, 5000);
+    return c;
+}
+
+/* Servers whose lock key `key` holds a value. */
+static int holding_servers(rworld *w, const char *key) {
+    int i, n = 0;
+
+    for (i = 0; i < N; i++)
+        if (w->s[i].pid != 0 && test_redis_int(&w->s[i], "EXISTS %s", key) == 1)
+            n++;
+    return n;
+}
+
+/* A storage stand-in that refuses writes with a fence below the largest it
+ * has seen. */
+static uint64_t storage_fence;
+static int storage_write(uint64_t fence) {
+    if (fence < storage_fence)
+        return -1;
+    storage_fence = fence;
+    return 0;
+}
+
+TEST(two_clients_exclude_each_other_and_fences_grow) {
+    rworld w;
+    leash_client *a, *b;
+    leash_lock *la, *lb;
+    uint64_t last = 0;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 3000);
+    b = rw_client(&w, 3000);
+    la = leash_lock_new(a, "ex");
+    lb = leash_lock_new(b, "ex");
+    for (i = 0; i < 50; i++) {
+        leash_lock *mine = i % 2 ? lb : la, *theirs = i % 2 ? la : lb;
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, mine, 0, 3000), LEASH_OK);
+        CHECK_MSG(leash_fence(mine) > last, "fence %llu after %llu",
+                  (unsigned long long)leash_fence(mine), (unsigned long long)last);
+        last = leash_fence(mine);
+        CHECK(leash_valid_ms(mine) > 0 && leash_valid_ms(mine) <= 3000);
+        CHECK_EQ_INT(holding_servers(&w, "leash:ex"), N);
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, theirs, 0, 3000), LEASH_EBUSY);
+        CHECK_EQ_INT(fx_release_sync(w.loop, mine, 3000), LEASH_OK);
+    }
+    CHECK_EQ_INT(holding_servers(&w, "leash:ex"), 0);
+    leash_client_free(a);
+    leash_client_free(b);
+    rw_down(&w);
+}
+
+static int lost_calls, lost_reason;
+static int64_t lost_at;
+static void on_lost(leash_lock *l, int reason, void *arg) {
+    (void)l, (void)arg;
+    lost_calls++;
+    lost_reason = reason;
+    lost_at = test_now_ms();
+}
+
+/* Two of five killed while held: the hold is kept (a majority renews it)
+ * and new locks are still granted. A third killed: the holder is lost
+ * UNREACHABLE by its deadline, acquires end in time; all comes back. */
+TEST(two_servers_killed_keep_the_hold_a_third_loses_it) {
+    rworld w;
+    leash_client *a, *b;
+    leash_lock *held, *other, *late;
+    fx_result res = {0};
+    uint64_t renewals;
+    int64_t deadline, t0;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    b = rw_client(&w, 1500);
+    lost_calls = 0;
+    held = leash_lock_new(a, "killed");
+    leash_on_lost(held, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, held, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(test_redis_kill(&w.s[0]), 0);
+    CHECK_EQ_INT(test_redis_kill(&w.s[1]), 0);
+    renewals = leash_renewals(held);
+    fx_run_for(w.loop, 1200);
+    CHECK_MSG(leash_renewals(held) > renewals, "no renewal on the three left");
+    CHECK(leash_held(held));
+    CHECK_EQ_INT(lost_calls, 0);
+    other = leash_lock_new(b, "other");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 3000), LEASH_OK);
+
+    CHECK_EQ_INT(test_redis_kill(&w.s[2]), 0);
+    deadline = test_now_ms() + leash_valid_ms(held);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(other, 300, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
+    CHECK(res.status == LEASH_ETIMEDOUT || res.status == LEASH_ECONN);
+    CHECK(res.at_ms - t0 <= 300 + 500 + TEST_SLACK_MS);
+    while (lost_calls == 0 && test_now_ms() < deadline + 1000)
+        fx_run_for(w.loop, 10);
+    CHECK_EQ_INT(lost_calls, 1);
+    CHECK_EQ_INT(lost_reason, LEASH_LOST_UNREACHABLE);
+    CHECK(lost_at <= deadline + TEST_SLACK_MS);
+
+    /* The delayed restart: a server that lost its data stays down for a
+     * lease before it comes back (here it has been down longer). */
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_restart(&w.s[i]), 0);
+    late = leash_lock_new(b, "killed");
+    memset(&res, 0, sizeof(res));
+    CHECK_EQ_INT(leash_acquire(late, 5000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 6000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, late, 3000), LEASH_OK);
+    leash_client_free(a);
+    leash_client_free(b);
+    rw_down(&w);
+}
+
+/* One server frozen (SIGSTOP) under a hold: the others keep it. While it
+ * is frozen the lock changes hands twice; when it thaws, the commands that
+ * waited in its socket run, and none of them leaves a hold nobody owns. */
+TEST(a_frozen_server_creates_no_orphan_hold_when_it_thaws) {
+    rworld w;
+    leash_client *a, *b;
+    leash_lock *la, *lb;
+    uint64_t renewals;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500);
+    b = rw_client(&w, 1500);
+    lost_calls = 0;
+    la = leash_lock_new(a, "frozen");
+    lb = leash_lock_new(b, "frozen");
+    leash_on_lost(la, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+    test_redis_freeze(&w.s[0]);
+    renewals = leash_renewals(la);
+    fx_run_for(w.loop, 1200);
+    CHECK_MSG(leash_renewals(la) > renewals, "no renewal with one server frozen");
+    CHECK(leash_held(la));
+    CHECK_EQ_INT(lost_calls, 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, la, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, lb, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, lb, 3000), LEASH_OK);
+    /* Longer than every command's not-after: copies that sat in the frozen
+     * server's socket are void when it runs them. */
+    fx_run_for(w.loop, 700);
+    test_redis_thaw(&w.s[0]);
+    fx_run_for(w.loop, 500);
+    CHECK_MSG(test_redis_int(&w.s[0], "EXISTS leash:frozen") == 0,
+              "the thawed server holds a lock nobody owns");
+    CHECK_EQ_INT(holding_servers(&w, "leash:frozen"), 0);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(holding_servers(&w, "leash:frozen"), N);
+    CHECK_EQ_INT(fx_release_sync(w.loop, la, 3000), LEASH_OK);
+    leash_client_free(a);
+    leash_client_free(b);
+    rw_down(&w);
+}
+
+/* Three clients race for one lock, each closer to different servers (the
+ * fault proxy delays the others): votes split. At most one holds at any
+ * moment, the others try again, and each gets it in turn. */
+enum {
+    RACERS = 3
+};
+
+typedef struct racer {
+    leash_client *c;
+    leash_lock *l;
+    fx_result res;
+    int holds;
+    fault_proxy p[N];
+} racer;
+
+TEST(a_split_vote_resolves_with_at_most_one_holder) {
+    rworld w;
+    racer r[RACERS];
+    int i, s, rounds = 0, done = 0;
+    int64_t end;
+
+    rw_up(&w);
+    memset(r, 0, sizeof(r));
+    for (i = 0; i < RACERS; i++) {
+        leash_options o;
+        int ports[N];
+        for (s = 0; s < N; s++) {
+            CHECK_EQ_INT(fp_start(&r[i].p[s], w.s[s].port), 0);
+            /* Racer i is near servers i and i + 3 (mod 5), far from the rest. */
+            if (s != i && s != (i + 3) % N)
+                CHECK_EQ_INT(fp_delay(&r[i].p[s], FP_ALL, FP_UP, 15), 0);
+            ports[s] = r[i].p[s].port;
+        }
+        redlock_options(&w, &o, ports, 3000);
+        r[i].c = fx_client_opts(w.loop, &o);
+        fx_wait_connected(w.loop, r[i].c, 5000);
+        r[i].l = leash_lock_new(r[i].c, "split");
+    }
+    for (i = 0; i < RACERS; i++)
+        CHECK_EQ_INT(leash_acquire(r[i].l, 10000, fx_acquire_cb, &r[i].res), LEASH_OK);
+    end = test_now_ms() + 15000;
+    while (done < RACERS && test_now_ms() < end) {
+        int holders = 0;
+        fx_run_for(w.loop, 2);
+        for (i = 0; i < RACERS; i++)
+            holders += leash_held(r[i].l) != 0;
+        CHECK_MSG(holders <= 1, "%d holders at once", holders);
+        for (i = 0; i < RACERS; i++) {
+            if (r[i].res.calls == 1 && r[i].holds == 0) {
+                CHECK_EQ_INT(r[i].res.status, LEASH_OK);
+                r[i].holds = 1;
+                rounds++;
+                fx_run_for(w.loop, 20); /* the others stay out meanwhile */
+                for (s = 0; s < RACERS; s++)
+                    CHECK(s == i || !leash_held(r[s].l));
+                CHECK_EQ_INT(fx_release_sync(w.loop, r[i].l, 3000), LEASH_OK);
+                done++;
+            }
+        }
+    }
+    CHECK_EQ_INT(done, RACERS);
+    for (i = 0; i < RACERS; i++) {
+        leash_client_free(r[i].c);
+        for (s = 0; s < N; s++)
+            fp_stop(&r[i].p[s]);
+    }
+    rw_down(&w);
+}
+
+/* 1 000 handoffs between two clients while, now and then, a server is
+ * killed and brought back empty after a lease (the delayed restart): a
+ * storage that refuses smaller fences never refuses a holder's write. */
+TEST(fences_never_go_back_across_handoffs_while_servers_restart) {
+    rworld w;
+    leash_client *a, *b;
+    leash_lock *la, *lb;
+    int i, down = -1, busy = 0;
+    int64_t down_since = 0;
+    const int64_t lease = 400;
+
+    rw_up(&w);
+    a = rw_client(&w, lease);
+    b = rw_client(&w, lease);
+    la = leash_lock_new(a, "fenced");
+    lb = leash_lock_new(b, "fenced");
+    storage_fence = 0;
+    for (i = 0; i < 1000; i++) {
+        leash_lock *l = i % 2 ? lb : la;
+        int rc = fx_acquire_sync(w.loop, l, 2000, 5000);
+        if (rc != LEASH_OK) {
+            busy++;
+            continue;
+        }
+        CHECK_MSG(storage_write(leash_fence(l)) == 0,
+                  "handoff %d: fence %llu below %llu written before", i,
+                  (unsigned long long)leash_fence(l), (unsigned long long)storage_fence);
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+        if (down < 0 && i % 100 == 50) {
+            down = (i / 100) % N;
+            CHECK_EQ_INT(test_redis_kill(&w.s[down]), 0);
+            down_since = test_now_ms();
+        } else if (down >= 0 && test_now_ms() - down_since > lease + TEST_SLACK_MS) {
+            CHECK_EQ_INT(test_redis_restart(&w.s[down]), 0);
+            down = -1;
+        }
+    }
+    printf("  1000 handoffs, %d not granted in time, last fence %llu\n", busy,
+           (unsigned long long)storage_fence);
+    CHECK(busy < 50);
+    leash_client_free(a);
+    leash_client_free(b);
+    rw_down(&w);
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(two_clients_exclude_each_other_and_fences_grow),
+        TEST_CASE(two_servers_killed_keep_the_hold_a_third_loses_it),
+        TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
+        TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
+        TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),
+        {0},
+    };
+    return test_main(argc, argv, cases);
+}
