@@ -2,10 +2,11 @@
  * leash-demo: three worker processes take turns on one lock.
  *
  *     leash-demo REDIS_URL
+ *     leash-demo --cluster HOST:PORT[,HOST:PORT...] [--long-lease]
  *
  * REDIS_URL is redis://[[user]:password@]host[:port][/db] or unix:///path.
  * scripts/demo builds this program and runs it against a redis-server of its
- * own.
+ * own; scripts/demo --cluster against a Redis Cluster of its own.
  *
  * The parent forks three workers. Each runs its own libev loop with its own
  * leash client and goes round: wait for the lock "nightly-report", do a job of
@@ -26,6 +27,30 @@
  * a summary. Exit status: 0 when all went as it should, 1 when something did
  * not (each problem is printed with "!!") or Redis cannot be used, 2 for a bad
  * command line, 130 when interrupted (Ctrl-C stops the workers in order).
+ *
+ * With --cluster the workers use a Redis Cluster (LEASH_TOPOLOGY_CLUSTER; the
+ * nodes given are the seeds, no password) and a job is 14 writes. Instead
+ * of freezing the holder, the parent kills the master of the lock's slot
+ * 300 ms into the third hold's job: it finds that master (CLUSTER KEYSLOT and
+ * CLUSTER SLOTS on a blocking hiredis connection), reads its pid (INFO
+ * server), and sends SIGKILL only when that pid is one that scripts/demo
+ * started (LEASH_DEMO_CLUSTER_PIDS="PORT:PID,..."; otherwise it refuses and
+ * the run goes on without a failover). The cluster then promotes the master's
+ * replica, which the parent watches (CLUSTER NODES, CLUSTER INFO) and puts in
+ * the story. The workers send each renewal and the library's info lines too
+ * (printed from the kill on: connections lost and made, renewals that
+ * failed), so the story shows both sides: the holder's renewals failing, then
+ * either the hold kept (a renewal succeeds at the promoted replica) or its
+ * lost callback stopping the job before its next write; the waiters waiting
+ * on, and the next holder taking over at the new master with a higher fence.
+ * An acquire whose attempt waited out the failover can end LEASH_ECONN (its
+ * answer came after its lease ran out): the worker waits again. The lease is
+ * 600 ms, shorter than a failover (the node timeout is 500 ms, and a replica
+ * waits 500 to 1000 ms more before it asks to be elected): the holder loses
+ * the lock, and says so. --long-lease makes it 5000 ms, longer than a
+ * failover: the promoted replica has the key (replicated asynchronously: the
+ * usual case, not a promise), and the holder keeps it. The story tells which
+ * of the two happened.
  */
 #define _DEFAULT_SOURCE /* fork, kill, MAP_ANONYMOUS */
 
@@ -43,6 +68,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
 #include <leash/adapters/libev.h>
 #include <leash/leash.h>
 
@@ -62,12 +88,30 @@ enum {
     FREEZE_AFTER_MS = 700, /* ... this far into its job ... */
     FREEZE_MS = 1500,      /* ... for this long */
     LOST_WAIT_MS = 1000,   /* after SIGCONT, its lost callback must come within this */
-    GRACE_MS = 3000,       /* after the stop, workers must be gone within this */
-    REORDER_MS = 50,       /* events are printed this late, sorted by time */
-    PROGRESS_EVERY = 3,    /* a progress line every this many writes */
+    /* --cluster */
+    CLUSTER_STEPS = 14,           /* writes per job: room for the failover in one */
+    CLUSTER_JOBS_WANTED = 4,      /* completed jobs that end the run ... */
+    CLUSTER_RUN_LIMIT_MS = 25000, /* ... or this */
+    KILL_AFTER_MS = 300,          /* hold FREEZE_HOLD's master is killed this far into its job */
+    LONG_LEASE_MS = 5000,         /* --long-lease: longer than a failover */
+    WATCH_MS = 25,                /* after the kill, the parent looks at the replica this often */
+    PROMOTE_WAIT_MS = 10000,      /* ... and gives up on it after this */
+    ADMIN_TIMEOUT_MS = 500,       /* connect and reply timeout of the parent's connections */
+    GRACE_MS = 3000,              /* after the stop, workers must be gone within this */
+    REORDER_MS = 50,              /* events are printed this late, sorted by time */
+    PROGRESS_EVERY = 3,           /* a progress line every this many writes */
     MAX_HOLDS = 64,
     QUEUE_MAX = 256
 };
+
+/* The run, as the command line chose it (set before the workers fork). */
+static struct {
+    int cluster;      /* --cluster: a master is killed instead of a holder frozen */
+    int64_t lease_ms; /* LEASE_MS, or LONG_LEASE_MS with --long-lease */
+    int steps;        /* STEPS or CLUSTER_STEPS */
+    int jobs_wanted;
+    int run_limit_ms;
+} run = {0, LEASE_MS, STEPS, JOBS_WANTED, RUN_LIMIT_MS};
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -76,7 +120,7 @@ static int64_t now_ns(void) {
 }
 
 /* ------------------------------------------------------------------ */
-/* REDIS_URL                                                           */
+/* REDIS_URL, or a cluster's nodes                                      */
 /* ------------------------------------------------------------------ */
 
 struct target {
@@ -88,6 +132,11 @@ struct target {
     int has_user, has_password;
     int db;
     char shown[512]; /* the URL for messages, password masked */
+    /* --cluster: the seeds, "host:port" or "[v6addr]:port" each */
+    int cluster;
+    int nnodes;
+    const char *nodes[LEASH_NODES_MAX]; /* -> node_text */
+    char node_text[LEASH_NODES_MAX][LEASH_NODE_MAX + 1];
 };
 
 static int hex_digit(char c) {
@@ -242,10 +291,74 @@ static int parse_url(const char *url, struct target *t, const char **why) {
     return 0;
 }
 
+/* "host:port" or "[v6addr]:port" into host (cap bytes) and *port; -1 if it
+ * is neither. */
+static int split_endpoint(const char *s, char *host, size_t cap, int *port) {
+    const char *colon = strrchr(s, ':'), *h = s;
+    size_t hl;
+    long v;
+
+    if (colon == NULL)
+        return -1;
+    hl = (size_t)(colon - s);
+    if (hl >= 2 && s[0] == '[' && s[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    v = parse_number(colon + 1, strlen(colon + 1), 65535);
+    if (hl == 0 || hl >= cap || v < 1)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (int)v;
+    return 0;
+}
+
+/* Fills *t from a comma-separated list of cluster nodes; on error returns
+ * -1 and points *why at the reason. */
+static int parse_nodes(const char *list, struct target *t, const char **why) {
+    const char *p = list;
+
+    memset(t, 0, sizeof(*t));
+    t->cluster = 1;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        char host[256];
+        int port;
+
+        if (t->nnodes == LEASH_NODES_MAX) {
+            *why = "too many nodes";
+            return -1;
+        }
+        if (len == 0 || len > LEASH_NODE_MAX) {
+            *why = "a node is empty or too long";
+            return -1;
+        }
+        memcpy(t->node_text[t->nnodes], p, len);
+        t->node_text[t->nnodes][len] = '\0';
+        if (split_endpoint(t->node_text[t->nnodes], host, sizeof(host), &port) != 0) {
+            *why = "each node is host:port, or [v6addr]:port";
+            return -1;
+        }
+        t->nodes[t->nnodes] = t->node_text[t->nnodes];
+        t->nnodes++;
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
+    }
+    snprintf(t->shown, sizeof(t->shown), "a Redis Cluster (seeds %.400s%s)", list,
+             strlen(list) > 400 ? "..." : "");
+    return 0;
+}
+
 /* Client options for the target; strings point into *t. */
 static void target_options(const struct target *t, leash_options *o) {
     leash_options_init(o);
-    if (t->unix_path[0] != '\0') {
+    if (t->cluster) {
+        o->topology = LEASH_TOPOLOGY_CLUSTER;
+        o->nodes = t->nodes;
+        o->nodes_count = t->nnodes;
+    } else if (t->unix_path[0] != '\0') {
         o->unix_path = t->unix_path;
     } else {
         o->host = t->host;
@@ -301,9 +414,13 @@ enum event_kind {
     E_FAILED,   /* status = a leash error, text = what failed */
     E_LOG,      /* the log callback: status = level, text */
     E_EXIT,     /* status = the worker's exit code */
+    E_RENEWED,  /* --cluster: the watchdog renewed the hold (renewals, valid_ms) */
+    E_OVERDUE,  /* --cluster: no renewal for asked ns (valid_ms) */
+    E_RETRY,    /* --cluster: the acquire ended with status LEASH_ECONN; waits again */
     /* from the parent */
-    E_NOTE,   /* text */
-    E_PROBLEM /* text */
+    E_NOTE,    /* text */
+    E_PROBLEM, /* text */
+    E_PROMOTED /* text; the workers still waiting are named when it is printed */
 };
 
 struct event {
@@ -343,8 +460,12 @@ struct worker {
     struct ev_loop *loop;
     leash_client *client;
     leash_lock *lock;
-    ev_timer timer; /* the job's steps; the rest between jobs */
-    ev_io stop;     /* end of file: the parent ends the run */
+    ev_timer timer;       /* the job's steps; the rest between jobs */
+    ev_io stop;           /* end of file: the parent ends the run */
+    ev_check renew_watch; /* --cluster: after each loop iteration, did a renewal succeed? */
+    uint64_t renewals_seen;
+    int64_t renewed_at; /* the grant or the last renewal */
+    int overdue;        /* E_OVERDUE was sent since */
     int state;
     int step; /* writes done in this job */
     uint64_t fence;
@@ -397,6 +518,7 @@ static void worker_finish(struct worker *w, int code) {
         w->exit_code = code;
     ev_timer_stop(w->loop, &w->timer);
     ev_io_stop(w->loop, &w->stop);
+    ev_check_stop(w->loop, &w->renew_watch);
     leash_client_free(w->client); /* allowed inside the lock's own callbacks */
     w->client = NULL;
     w->lock = NULL;
@@ -446,6 +568,14 @@ static void on_acquired(leash_lock *l, int status, void *arg) {
         worker_finish(w, 0);
         return;
     }
+    if (status == LEASH_ECONN && run.cluster && !w->stopping) {
+        /* An attempt that waited out a failover for the new master can be
+         * answered after its lease ran out (the library gives that grant
+         * back): wait again, as an application would. */
+        report(w, E_RETRY, status, NULL);
+        rest(w);
+        return;
+    }
     if (status != LEASH_OK) {
         report(w, E_FAILED, status, "acquire");
         worker_finish(w, 1);
@@ -453,6 +583,9 @@ static void on_acquired(leash_lock *l, int status, void *arg) {
     }
     w->fence = leash_fence(l);
     w->step = 0;
+    w->renewals_seen = 0;
+    w->renewed_at = now_ns();
+    w->overdue = 0;
     w->state = W_WORKING;
     report(w, E_ACQUIRED, 0, NULL);
     ev_timer_set(&w->timer, STEP_MS / 1000., STEP_MS / 1000.);
@@ -478,11 +611,11 @@ static void do_step(struct worker *w) {
     e.status = storage_write(w->shm, w->fence);
     e.step = ++w->step;
     send_event(w->events_fd, &e);
-    if (w->step < STEPS)
+    if (w->step < run.steps)
         return;
 
     ev_timer_stop(w->loop, &w->timer);
-    if (atomic_fetch_add(&w->shm->jobs_done, 1) + 1 >= JOBS_WANTED) {
+    if (atomic_fetch_add(&w->shm->jobs_done, 1) + 1 >= run.jobs_wanted) {
         /* The run's last job: keep the lock (the watchdog still renews it)
          * until the parent says stop, so that nobody starts one more. */
         w->state = W_LAST;
@@ -526,6 +659,34 @@ static void on_lost(leash_lock *l, int reason, void *arg) {
         worker_finish(w, 0);
     else
         rest(w);
+}
+
+/* Runs after every loop iteration (--cluster): a renewal that succeeded in
+ * it is reported, stamped right after its answer was read; so is, once, a
+ * renewal half an interval late (seen at the next wake-up: a write, or a
+ * timer of the library's). */
+static void on_renew_watch(struct ev_loop *loop, ev_check *c, int revents) {
+    struct worker *w = c->data;
+    int64_t now = now_ns();
+    uint64_t n;
+    (void)loop, (void)revents;
+
+    if (w->lock == NULL || !leash_held(w->lock))
+        return;
+    n = leash_renewals(w->lock);
+    if (n != w->renewals_seen) {
+        w->renewals_seen = n;
+        w->renewed_at = now;
+        w->overdue = 0;
+        report(w, E_RENEWED, 0, NULL);
+    } else if (!w->overdue && now - w->renewed_at > (int64_t)RENEW_MS * 3 / 2 * 1000000) {
+        struct event e = worker_event(w, E_OVERDUE);
+        w->overdue = 1;
+        e.asked = now - w->renewed_at;
+        e.valid_ms = leash_valid_ms(w->lock);
+        e.renewals = n;
+        send_event(w->events_fd, &e);
+    }
 }
 
 /* The parent closed its end of our stop pipe: the run is over. */
@@ -575,7 +736,10 @@ static int worker_run(int id, const struct target *t, int events_fd, int stop_fd
     target_options(t, &opts);
     opts.log_cb = worker_log;
     opts.log_arg = &w;
-    opts.log_level = LEASH_LOG_WARN;
+    /* In a cluster the info lines tell the failover (a renewal that failed, a
+     * connection made to the promoted replica); the parent prints them from
+     * the kill on. */
+    opts.log_level = run.cluster ? LEASH_LOG_INFO : LEASH_LOG_WARN;
     rc = leash_client_new(&w.client, &opts);
     if (rc == LEASH_OK && (rc = leash_libev_attach(w.loop, w.client)) != LEASH_OK) {
         leash_client_free(w.client);
@@ -585,7 +749,7 @@ static int worker_run(int id, const struct target *t, int events_fd, int stop_fd
         rc = LEASH_ENOMEM;
     /* The watchdog with a short lease, so that a stall shows within a second. */
     if (rc == LEASH_OK)
-        rc = leash_lock_set_watchdog(w.lock, LEASE_MS, RENEW_MS);
+        rc = leash_lock_set_watchdog(w.lock, run.lease_ms, RENEW_MS);
     if (rc != LEASH_OK) {
         report(&w, E_FAILED, rc, "setting up the client");
         leash_client_free(w.client);
@@ -599,6 +763,10 @@ static int worker_run(int id, const struct target *t, int events_fd, int stop_fd
     ev_io_init(&w.stop, on_stop, stop_fd, EV_READ);
     w.stop.data = &w;
     ev_io_start(w.loop, &w.stop);
+    ev_check_init(&w.renew_watch, on_renew_watch);
+    w.renew_watch.data = &w;
+    if (run.cluster)
+        ev_check_start(w.loop, &w.renew_watch);
 
     start_waiting(&w);
     ev_run(w.loop, 0);
@@ -627,8 +795,33 @@ struct hold {
     int end; /* 0 while open, else E_RELEASED or E_LOST */
     int64_t ended;
     int reason; /* the lost reason */
+    int status; /* the release's status */
     int steps;  /* writes when it ended */
     uint64_t renewals;
+};
+
+/* A cluster node, as the parent sees it. */
+struct node_info {
+    char host[256];
+    int port;
+    char id[64]; /* its node id ("" when not known) */
+    long pid;    /* INFO server's process_id (0 when not known) */
+};
+
+/* --cluster: the master of the lock's slot killed, its replica promoted. */
+struct failover {
+    int allowed; /* LEASH_DEMO_CLUSTER_PIDS is set: a kill may happen */
+    int refused; /* the kill was due and did not happen (a problem said) */
+    int slot;
+    struct node_info master, replica;
+    redisContext *watch; /* to the replica, from the kill until it serves */
+    int hold;            /* index into holds of the hold whose master was killed */
+    int64_t killed_at;   /* 0 = no kill (yet) */
+    int64_t pfail_at, fail_at, down_at, promoted_at, up_at; /* as seen at the replica */
+    int64_t renewed_at; /* the killed hold's first renewal since, 0 = none */
+    int64_t next_grant; /* the first grant since, 0 = none */
+    uint64_t next_fence;
+    int next_worker;
 };
 
 struct parent {
@@ -641,6 +834,7 @@ struct parent {
     int events_fd;
     ev_io events;
     ev_timer flush, freeze, thaw, lost_check, limit, grace;
+    ev_timer watch, kill_check; /* --cluster */
     ev_signal sigint, sigterm;
 
     char inbuf[8 * sizeof(struct event)];
@@ -665,8 +859,13 @@ struct parent {
     int problems;
     int handoffs; /* grants to another worker than the one before */
     double wake_ms[MAX_HOLDS];
-    int nwake;     /* of which woken by a release (wake_ms: how long after it) */
-    int takeovers; /* of which taken over from a frozen holder */
+    int nwake;                /* of which woken by a release (wake_ms: how long after it) */
+    int takeovers;            /* of which taken over from a frozen holder */
+    int after_lost;           /* of which granted after the previous holder lost it */
+    int retries;              /* --cluster: acquires that ended LEASH_ECONN after the kill */
+    int waiting[WORKERS + 1]; /* as printed so far */
+    const struct target *target;
+    struct failover fo;
 };
 
 static void parent_note(struct parent *p, int kind, const char *fmt, ...)
@@ -771,6 +970,16 @@ static struct hold *frozen_hold(struct parent *p) {
     return p->frozen != 0 ? &p->holds[p->frozen_hold] : NULL;
 }
 
+/* --cluster: the hold whose master was killed, or NULL. */
+static struct hold *killed_hold(struct parent *p) {
+    return p->fo.killed_at != 0 ? &p->holds[p->fo.hold] : NULL;
+}
+
+/* Seconds from the kill to t. */
+static double since_kill(const struct parent *p, int64_t t) {
+    return (double)(t - p->fo.killed_at) / 1e9;
+}
+
 /* An event read but not printed yet (it happened less than REORDER_MS ago). */
 static const struct event *find_queued(const struct parent *p, int kind, int worker,
                                        uint64_t fence) {
@@ -784,6 +993,7 @@ static const struct event *find_queued(const struct parent *p, int kind, int wor
 static void on_granted(struct parent *p, const struct event *e) {
     struct hold *prev = p->nholds > 0 ? &p->holds[p->nholds - 1] : NULL;
     struct hold *h;
+    char where[96] = "";
 
     if (p->nholds == MAX_HOLDS)
         return;
@@ -794,18 +1004,28 @@ static void on_granted(struct parent *p, const struct event *e) {
     h->granted = e->t;
     if (prev != NULL && prev->worker != e->worker)
         p->handoffs++;
+    if (p->fo.killed_at != 0 && p->fo.next_grant == 0 && e->t > p->fo.killed_at) {
+        /* The old master is dead: only the promoted replica can grant. */
+        p->fo.next_grant = e->t;
+        p->fo.next_fence = e->fence;
+        p->fo.next_worker = e->worker;
+        snprintf(where, sizeof(where), ", from the promoted master %.2f s after the kill",
+                 since_kill(p, e->t));
+    }
 
     if (prev == NULL) {
-        say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64, e->fence);
+        say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 "%s", e->fence, where);
     } else if (prev->end == E_RELEASED) {
         double ms = (double)(e->t - prev->ended) / 1e6;
         if (prev->worker != e->worker)
             p->wake_ms[p->nwake++] = ms;
-        say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 ": woken %.2f ms after w%d released",
-            e->fence, ms, prev->worker);
+        say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 ": woken %.2f ms after w%d released%s",
+            e->fence, ms, prev->worker, where);
     } else if (prev->end == E_LOST) {
-        say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 ", after w%d lost it", e->fence,
-            prev->worker);
+        if (prev->worker != e->worker)
+            p->after_lost++;
+        say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 ", after w%d lost it%s", e->fence,
+            prev->worker, where);
     } else if (prev == frozen_hold(p)) {
         p->takeovers++;
         p->taken_over = 1;
@@ -822,11 +1042,11 @@ static void on_granted(struct parent *p, const struct event *e) {
             p->wake_ms[p->nwake++] = -ms;
             say(p, e->t, e->worker,
                 "ACQUIRED, fence %" PRIu64 ": woken by w%d's release, %.2f ms before w%d's "
-                "release callback ran",
-                e->fence, prev->worker, ms, prev->worker);
+                "release callback ran%s",
+                e->fence, prev->worker, ms, prev->worker, where);
         } else {
-            say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 ", handed over by w%d", e->fence,
-                prev->worker);
+            say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 ", handed over by w%d%s", e->fence,
+                prev->worker, where);
         }
     }
     if (prev != NULL && e->fence <= prev->fence) {
@@ -835,7 +1055,8 @@ static void on_granted(struct parent *p, const struct event *e) {
             e->fence, prev->fence);
     }
     if (p->nholds == p->freeze_hold && !p->stopping) {
-        double at = (double)(e->t + (int64_t)FREEZE_AFTER_MS * 1000000 - now_ns()) / 1e9;
+        int64_t after = run.cluster ? KILL_AFTER_MS : FREEZE_AFTER_MS;
+        double at = (double)(e->t + after * 1000000 - now_ns()) / 1e9;
         ev_timer_set(&p->freeze, at > 0 ? at : 0., 0.);
         ev_timer_start(p->loop, &p->freeze);
     }
@@ -854,11 +1075,19 @@ static void on_wrote(struct parent *p, const struct event *e) {
     if (!e->status) {
         say(p, e->t, e->worker,
             "!! the storage REFUSED write %d/%d: fence %" PRIu64 " is below the highest", e->step,
-            STEPS, e->fence);
+            run.steps, e->fence);
         return;
     }
-    if (e->step == STEPS) {
-        if (++p->jobs_done >= JOBS_WANTED) {
+    if (h == killed_hold(p) && e->t > p->fo.killed_at && e->step < run.steps) {
+        /* Every write of the hold under the failover: its validity runs down
+         * until a renewal gets through. */
+        say(p, e->t, e->worker, "wrote %d/%d with fence %" PRIu64 "; %s, valid %" PRId64 " ms",
+            e->step, run.steps, e->fence,
+            p->fo.renewed_at != 0 && p->fo.renewed_at < e->t ? "renewed since the kill"
+                                                             : "no renewal since the kill",
+            e->valid_ms);
+    } else if (e->step == run.steps) {
+        if (++p->jobs_done >= run.jobs_wanted) {
             char what[64];
             p->last_holder = e->worker;
             say(p, e->t, e->worker,
@@ -869,7 +1098,7 @@ static void on_wrote(struct parent *p, const struct event *e) {
     } else if (e->step % PROGRESS_EVERY == 0) {
         say(p, e->t, e->worker,
             "wrote %d/%d with fence %" PRIu64 "; lease renewed %" PRIu64 "x, valid %" PRId64 " ms",
-            e->step, STEPS, e->fence, e->renewals, e->valid_ms);
+            e->step, run.steps, e->fence, e->renewals, e->valid_ms);
     }
 }
 
@@ -887,10 +1116,15 @@ static void on_lost_event(struct parent *p, const struct event *e) {
         p->frozen_lost = 1;
         say(p, e->t, e->worker,
             "LOST (%s): the lost callback stops the job at %d/%d, before its next write",
-            leash_lost_reason_name(e->status), e->step, STEPS);
+            leash_lost_reason_name(e->status), e->step, run.steps);
+    } else if (h != NULL && h == killed_hold(p)) {
+        say(p, e->t, e->worker,
+            "LOST (%s), %.2f s after the kill: the lost callback stops the job at %d/%d, before "
+            "its next write",
+            leash_lost_reason_name(e->status), since_kill(p, e->t), e->step, run.steps);
     } else {
         say(p, e->t, e->worker, "LOST (%s): the lost callback stops the job at %d/%d",
-            leash_lost_reason_name(e->status), e->step, STEPS);
+            leash_lost_reason_name(e->status), e->step, run.steps);
     }
 }
 
@@ -900,6 +1134,7 @@ static void on_released_event(struct parent *p, const struct event *e) {
     if (h != NULL) {
         h->end = E_RELEASED;
         h->ended = e->t;
+        h->status = e->status;
         h->steps = e->step;
         h->renewals = e->renewals;
         /* leash_held() is 0 from the call of leash_release() on. */
@@ -910,16 +1145,24 @@ static void on_released_event(struct parent *p, const struct event *e) {
         /* Stopped right after the freeze, before its lost callback ran. */
         say(p, e->t, e->worker, "release: %s (its lease ran out while frozen)",
             leash_strerror(e->status));
+    } else if (h != NULL && h == killed_hold(p) && e->asked > p->fo.killed_at) {
+        /* Only the promoted replica could answer; what it said is the
+         * outcome (the summary tells it), not a fault of the demo. */
+        say(p, e->t, e->worker, "%s at %d/%d -> release: %s%s",
+            e->step == run.steps ? "job done" : "stopped", e->step, run.steps,
+            e->status == LEASH_OK ? "OK, the promoted master had the hold"
+                                  : leash_strerror(e->status),
+            e->status == LEASH_OK ? "" : " (after the kill of its master)");
     } else if (e->status != LEASH_OK) {
         p->problems++;
         say(p, e->t, e->worker, "!! release of fence %" PRIu64 " failed: %s", e->fence,
             leash_strerror(e->status));
-    } else if (e->step == STEPS && e->worker == p->last_holder) {
+    } else if (e->step == run.steps && e->worker == p->last_holder) {
         say(p, e->t, e->worker, "released (lease renewed %" PRIu64 "x)", e->renewals);
-    } else if (e->step == STEPS) {
+    } else if (e->step == run.steps) {
         say(p, e->t, e->worker, "job done -> released (lease renewed %" PRIu64 "x)", e->renewals);
     } else {
-        say(p, e->t, e->worker, "stopped at %d/%d -> released", e->step, STEPS);
+        say(p, e->t, e->worker, "stopped at %d/%d -> released", e->step, run.steps);
     }
 }
 
@@ -935,20 +1178,86 @@ static const char *level_name(int level) {
     return "debug";
 }
 
+/* --cluster: a renewal; the killed hold's first one since the kill is news. */
+static void on_renewed(struct parent *p, const struct event *e) {
+    struct hold *h = find_hold(p, e->worker, e->fence);
+
+    /* An answer the old master sent before it died is read within
+     * microseconds on loopback; one read 50 ms after the kill came from
+     * the promoted replica (a failover takes the 500 ms node timeout at
+     * least). */
+    if (h == NULL || h != killed_hold(p) || p->fo.renewed_at != 0 ||
+        e->t < p->fo.killed_at + 50 * 1000000)
+        return;
+    p->fo.renewed_at = e->t;
+    say(p, e->t, e->worker,
+        "RENEWED at the promoted master, %.2f s after the kill: it has the hold, valid %" PRId64
+        " ms",
+        since_kill(p, e->t), e->valid_ms);
+}
+
+/* The workers waiting now, as "w1 and w3", into buf. */
+static const char *waiting_list(const struct parent *p, char *buf, size_t cap) {
+    int i, n = 0, count = 0;
+    size_t used = 0;
+
+    for (i = 1; i <= WORKERS; i++)
+        count += p->waiting[i];
+    buf[0] = '\0';
+    for (i = 1; i <= WORKERS && used < cap; i++) {
+        if (!p->waiting[i])
+            continue;
+        n++;
+        used += (size_t)snprintf(buf + used, cap - used, "%sw%d",
+                                 n == 1       ? ""
+                                 : n == count ? " and "
+                                              : ", ",
+                                 i);
+    }
+    return buf;
+}
+
 static void handle(struct parent *p, const struct event *e) {
+    char list[64];
+
     switch (e->kind) {
     case E_WAITING:
+        if (e->worker >= 1 && e->worker <= WORKERS)
+            p->waiting[e->worker] = 1;
         say(p, e->t, e->worker, "waiting for the lock");
         break;
     case E_ACQUIRED:
+        if (e->worker >= 1 && e->worker <= WORKERS)
+            p->waiting[e->worker] = 0;
         on_granted(p, e);
         break;
     case E_WROTE:
         on_wrote(p, e);
         break;
     case E_SKIPPED:
-        say(p, e->t, e->worker, "resumes: leash_held() = 0, so write %d/%d is NOT done",
-            e->step + 1, STEPS);
+        say(p, e->t, e->worker, "%sleash_held() = 0, so write %d/%d is NOT done",
+            run.cluster ? "" : "resumes: ", e->step + 1, run.steps);
+        break;
+    case E_RENEWED:
+        on_renewed(p, e);
+        break;
+    case E_OVERDUE:
+        say(p, e->t, e->worker,
+            "renewals get no answer: none for %.0f ms (one is due every %d ms), valid %" PRId64
+            " ms",
+            (double)e->asked / 1e6, RENEW_MS, e->valid_ms);
+        break;
+    case E_RETRY:
+        if (e->worker >= 1 && e->worker <= WORKERS)
+            p->waiting[e->worker] = 0;
+        if (p->fo.killed_at != 0 && e->t > p->fo.killed_at) {
+            p->retries++;
+            say(p, e->t, e->worker, "acquire ended: %s (%s) -> waits again in %d ms",
+                leash_status_name(e->status), leash_strerror(e->status), REST_MS);
+        } else {
+            p->problems++;
+            say(p, e->t, e->worker, "!! acquire failed: %s", leash_strerror(e->status));
+        }
         break;
     case E_LOST:
         on_lost_event(p, e);
@@ -957,13 +1266,21 @@ static void handle(struct parent *p, const struct event *e) {
         on_released_event(p, e);
         break;
     case E_CANCELED:
+        if (e->worker >= 1 && e->worker <= WORKERS)
+            p->waiting[e->worker] = 0;
         say(p, e->t, e->worker, "stops waiting (acquire canceled)");
         break;
     case E_FAILED:
+        if (e->worker >= 1 && e->worker <= WORKERS)
+            p->waiting[e->worker] = 0;
         p->problems++;
         say(p, e->t, e->worker, "!! %s failed: %s", e->text, leash_strerror(e->status));
         break;
     case E_LOG:
+        /* Info lines (cluster only) tell the failover; before the kill they
+         * are the connections being made. */
+        if (e->status >= LEASH_LOG_INFO && (p->fo.killed_at == 0 || e->t < p->fo.killed_at))
+            break;
         say(p, e->t, e->worker, "leash %s: %s", level_name(e->status), e->text);
         break;
     case E_EXIT:
@@ -981,6 +1298,13 @@ static void handle(struct parent *p, const struct event *e) {
     case E_PROBLEM:
         p->problems++;
         say(p, e->t, 0, "!! %s", e->text);
+        break;
+    case E_PROMOTED:
+        waiting_list(p, list, sizeof(list));
+        say(p, e->t, 0, "%s%s%s%s", e->text, list[0] ? "; " : "", list,
+            list[0] == '\0'             ? ""
+            : strchr(list, ' ') == NULL ? " still waits"
+                                        : " still wait");
         break;
     }
 }
@@ -1039,6 +1363,12 @@ static void parent_done(struct parent *p) {
     ev_timer_stop(p->loop, &p->lost_check);
     ev_timer_stop(p->loop, &p->limit);
     ev_timer_stop(p->loop, &p->grace);
+    ev_timer_stop(p->loop, &p->watch);
+    ev_timer_stop(p->loop, &p->kill_check);
+    if (p->fo.watch != NULL) {
+        redisFree(p->fo.watch);
+        p->fo.watch = NULL;
+    }
     ev_signal_stop(p->loop, &p->sigint);
     ev_signal_stop(p->loop, &p->sigterm);
     ev_break(p->loop, EVBREAK_ALL);
@@ -1068,6 +1398,316 @@ static void on_events(struct ev_loop *loop, ev_io *io, int revents) {
     }
 }
 
+/* ---- --cluster: the master of the lock's slot is killed ---- */
+
+/* A blocking connection for the parent's look at the cluster, or NULL. */
+static redisContext *admin_connect(const char *host, int port) {
+    struct timeval tv;
+    redisContext *c;
+
+    tv.tv_sec = ADMIN_TIMEOUT_MS / 1000;
+    tv.tv_usec = (ADMIN_TIMEOUT_MS % 1000) * 1000;
+    c = redisConnectWithTimeout(host, port, tv);
+    if (c != NULL && c->err == 0 && redisSetTimeout(c, tv) == REDIS_OK)
+        return c;
+    redisFree(c);
+    return NULL;
+}
+
+/* The text of a bulk string reply (CLUSTER NODES, INFO), or NULL; the reply
+ * is the caller's to free either way. */
+static const char *reply_text(const redisReply *r) {
+    return r != NULL && r->type == REDIS_REPLY_STRING ? r->str : NULL;
+}
+
+/* The value of the line "name:value" of an INFO-style text into out;
+ * 0 when there is no such line. */
+static int info_value(const char *text, const char *name, char *out, size_t cap) {
+    size_t n = strlen(name);
+    const char *line = text;
+
+    while (line != NULL && *line != '\0') {
+        if (strncmp(line, name, n) == 0 && line[n] == ':') {
+            size_t len = strcspn(line + n + 1, "\r\n");
+            if (len >= cap)
+                len = cap - 1;
+            memcpy(out, line + n + 1, len);
+            out[len] = '\0';
+            return 1;
+        }
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+    return 0;
+}
+
+/* INFO server's process_id of the node at the other end of c; 0 if not said. */
+static long node_pid(redisContext *c) {
+    redisReply *r = redisCommand(c, "INFO server");
+    char value[32];
+    long pid = 0;
+
+    if (reply_text(r) != NULL && info_value(r->str, "process_id", value, sizeof(value)))
+        pid = strtol(value, NULL, 10);
+    freeReplyObject(r);
+    return pid;
+}
+
+/* One node of a CLUSTER SLOTS entry, [host, port, id, ...], into *n; an
+ * empty host is the node that was asked. 0, or -1 for another shape. */
+static int slots_node(const redisReply *r, const char *asked, struct node_info *n) {
+    memset(n, 0, sizeof(*n));
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_INTEGER)
+        return -1;
+    snprintf(n->host, sizeof(n->host), "%s",
+             r->element[0]->len > 0 && strcmp(r->element[0]->str, "?") != 0 ? r->element[0]->str
+                                                                            : asked);
+    n->port = (int)r->element[1]->integer;
+    if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING)
+        snprintf(n->id, sizeof(n->id), "%s", r->element[2]->str);
+    return 0;
+}
+
+/* Finds the lock's slot, its master and that master's first replica, asking
+ * the seeds in turn. 0, or -1 with the reason in why. */
+static int find_slot_master(const struct target *t, struct failover *fo, char *why, size_t cap) {
+    int i;
+
+    snprintf(why, cap, "no seed answered CLUSTER KEYSLOT and CLUSTER SLOTS");
+    for (i = 0; i < t->nnodes; i++) {
+        char host[256];
+        int port, found = 0;
+        size_t j;
+        redisContext *c;
+        redisReply *r;
+
+        if (split_endpoint(t->nodes[i], host, sizeof(host), &port) != 0 ||
+            (c = admin_connect(host, port)) == NULL)
+            continue;
+        r = redisCommand(c, "CLUSTER KEYSLOT %s", KEY_PREFIX LOCK_NAME);
+        if (r != NULL && r->type == REDIS_REPLY_INTEGER) {
+            fo->slot = (int)r->integer;
+            freeReplyObject(r);
+            r = redisCommand(c, "CLUSTER SLOTS");
+            for (j = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && j < r->elements; j++) {
+                const redisReply *range = r->element[j];
+                if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
+                    range->element[0]->type != REDIS_REPLY_INTEGER ||
+                    range->element[1]->type != REDIS_REPLY_INTEGER ||
+                    fo->slot < range->element[0]->integer || fo->slot > range->element[1]->integer)
+                    continue;
+                found = slots_node(range->element[2], host, &fo->master) == 0;
+                if (found && range->elements > 3)
+                    slots_node(range->element[3], host, &fo->replica);
+                break;
+            }
+        }
+        freeReplyObject(r);
+        redisFree(c);
+        if (found)
+            return 0;
+        snprintf(why, cap, "%s:%d does not say who serves slot %d", host, port, fo->slot);
+    }
+    return -1;
+}
+
+/* 1 when LEASH_DEMO_CLUSTER_PIDS ("PORT:PID,...") names pid at port. */
+static int started_by_script(int port, long pid) {
+    const char *s = getenv("LEASH_DEMO_CLUSTER_PIDS");
+
+    while (s != NULL && *s != '\0') {
+        char *end;
+        long a = strtol(s, &end, 10), b = 0;
+        if (*end == ':')
+            b = strtol(end + 1, &end, 10);
+        if (a == port && b == pid && pid > 0)
+            return 1;
+        s = strchr(end, ',');
+        if (s != NULL)
+            s++;
+    }
+    return 0;
+}
+
+/* During hold freeze_hold's job: finds the master of the lock's slot, checks
+ * that scripts/demo started it, and kills it. */
+static void kill_master(struct parent *p, struct hold *h) {
+    struct failover *fo = &p->fo;
+    redisContext *c;
+    char why[320];
+
+    fo->refused = 1; /* until the signal went */
+    if (find_slot_master(p->target, fo, why, sizeof(why)) != 0) {
+        parent_note(p, E_PROBLEM, "cannot find the master of the lock's slot: %s", why);
+        return;
+    }
+    if ((c = admin_connect(fo->master.host, fo->master.port)) != NULL) {
+        fo->master.pid = node_pid(c);
+        redisFree(c);
+    }
+    if (!started_by_script(fo->master.port, fo->master.pid)) {
+        parent_note(p, E_PROBLEM,
+                    "refusing to kill %s:%d (pid %ld), the master of slot %d: "
+                    "LEASH_DEMO_CLUSTER_PIDS does not name it as started by scripts/demo",
+                    fo->master.host, fo->master.port, fo->master.pid, fo->slot);
+        return;
+    }
+    if (fo->replica.port == 0) {
+        parent_note(p, E_PROBLEM, "%s:%d, the master of slot %d, has no replica: no kill",
+                    fo->master.host, fo->master.port, fo->slot);
+        return;
+    }
+    /* Watched from before the kill: the connection is ready when it counts. */
+    fo->watch = admin_connect(fo->replica.host, fo->replica.port);
+    if (fo->watch != NULL)
+        fo->replica.pid = node_pid(fo->watch);
+
+    /* The note first: its time stamp comes before anything the kill causes. */
+    parent_note(p, E_NOTE,
+                "SIGKILL %s:%d (pid %ld), the master of slot %d, where w%d holds fence %" PRIu64
+                "; its replica %s:%d (pid %ld) is to take over",
+                fo->master.host, fo->master.port, fo->master.pid, fo->slot, h->worker, h->fence,
+                fo->replica.host, fo->replica.port, fo->replica.pid);
+    fo->killed_at = now_ns();
+    fo->hold = (int)(h - p->holds);
+    if (kill((pid_t)fo->master.pid, SIGKILL) != 0) {
+        parent_note(p, E_PROBLEM, "SIGKILL pid %ld: %s", fo->master.pid, strerror(errno));
+        fo->killed_at = 0;
+        return;
+    }
+    fo->refused = 0;
+    ev_timer_start(p->loop, &p->watch);
+    ev_timer_set(&p->kill_check, (double)(run.lease_ms + LOST_WAIT_MS) / 1000., 0.);
+    ev_timer_start(p->loop, &p->kill_check);
+}
+
+/* 1 when the comma-separated flags of a CLUSTER NODES line hold flag. */
+static int has_flag(const char *flags, size_t len, const char *flag) {
+    size_t n = strlen(flag), i = 0;
+
+    while (i < len) {
+        size_t k = i;
+        while (k < len && flags[k] != ',')
+            k++;
+        if (k - i == n && memcmp(flags + i, flag, n) == 0)
+            return 1;
+        i = k + 1;
+    }
+    return 0;
+}
+
+/* Reads the replica's CLUSTER NODES: how it sees the dead master and itself. */
+static void watch_nodes(struct parent *p, const char *text) {
+    struct failover *fo = &p->fo;
+    const char *line = text;
+
+    while (line != NULL && *line != '\0') {
+        /* <id> <ip:port@cport> <flags> <master> ... */
+        const char *id = line, *addr, *flags;
+        size_t idlen = strcspn(id, " \n"), flen;
+
+        addr = id + idlen + (id[idlen] == ' ');
+        flags = addr + strcspn(addr, " \n");
+        flags += *flags == ' ';
+        flen = strcspn(flags, " \n");
+        if (fo->master.id[0] != '\0' && idlen == strlen(fo->master.id) &&
+            memcmp(id, fo->master.id, idlen) == 0) {
+            if (fo->pfail_at == 0 && fo->fail_at == 0 && has_flag(flags, flen, "fail?")) {
+                fo->pfail_at = now_ns();
+                parent_note(p, E_NOTE,
+                            "the replica has not heard from the master for the node timeout: "
+                            "PFAIL, %.2f s after the kill",
+                            since_kill(p, fo->pfail_at));
+            }
+            if (fo->fail_at == 0 && has_flag(flags, flen, "fail")) {
+                fo->fail_at = now_ns();
+                parent_note(p, E_NOTE,
+                            "the masters agree that %s:%d is down: FAIL, %.2f s after the kill",
+                            fo->master.host, fo->master.port, since_kill(p, fo->fail_at));
+            }
+        }
+        if (fo->promoted_at == 0 && has_flag(flags, flen, "myself") &&
+            has_flag(flags, flen, "master")) {
+            fo->promoted_at = now_ns();
+            parent_note(p, E_PROMOTED,
+                        "%s:%d (pid %ld) won the election: the master of slot %d, %.2f s after "
+                        "the kill",
+                        fo->replica.host, fo->replica.port, fo->replica.pid, fo->slot,
+                        since_kill(p, fo->promoted_at));
+        }
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+}
+
+/* After the kill, every WATCH_MS: the failover as the replica sees it. */
+static void on_watch(struct ev_loop *loop, ev_timer *t, int revents) {
+    struct parent *p = t->data;
+    struct failover *fo = &p->fo;
+    redisReply *r;
+    char state[16];
+    (void)loop, (void)revents;
+
+    if (fo->watch == NULL)
+        fo->watch = admin_connect(fo->replica.host, fo->replica.port);
+    if (fo->watch != NULL) {
+        r = redisCommand(fo->watch, "CLUSTER NODES");
+        if (reply_text(r) != NULL)
+            watch_nodes(p, r->str);
+        freeReplyObject(r);
+    }
+    if (fo->watch != NULL && fo->watch->err == 0) {
+        r = redisCommand(fo->watch, "CLUSTER INFO");
+        if (reply_text(r) != NULL && info_value(r->str, "cluster_state", state, sizeof(state))) {
+            if (fo->down_at == 0 && strcmp(state, "fail") == 0) {
+                fo->down_at = now_ns();
+                parent_note(p, E_NOTE,
+                            "cluster_state:fail at the replica: slot %d has no master that "
+                            "answers",
+                            fo->slot);
+            } else if (fo->promoted_at != 0 && fo->up_at == 0 && strcmp(state, "ok") == 0) {
+                fo->up_at = now_ns();
+                parent_note(p, E_NOTE, "cluster_state:ok at %s:%d, %.2f s after the kill",
+                            fo->replica.host, fo->replica.port, since_kill(p, fo->up_at));
+            }
+        }
+        freeReplyObject(r);
+    }
+    if (fo->watch != NULL && fo->watch->err != 0) { /* try again next time */
+        redisFree(fo->watch);
+        fo->watch = NULL;
+    }
+    if (fo->promoted_at != 0 && fo->up_at != 0) {
+        ev_timer_stop(p->loop, t);
+    } else if (now_ns() - fo->killed_at > (int64_t)PROMOTE_WAIT_MS * 1000000) {
+        parent_note(p, E_PROBLEM, "%s:%d was not seen serving slot %d %d ms after the kill",
+                    fo->replica.host, fo->replica.port, fo->slot, PROMOTE_WAIT_MS);
+        ev_timer_stop(p->loop, t);
+    }
+    if (!ev_is_active(t) && fo->watch != NULL) {
+        redisFree(fo->watch);
+        fo->watch = NULL;
+    }
+}
+
+/* The lease of the killed hold has run out since the kill: by now it was
+ * renewed at the promoted replica, or it ended (released, or lost). */
+static void on_kill_check(struct ev_loop *loop, ev_timer *t, int revents) {
+    struct parent *p = t->data;
+    struct hold *h = killed_hold(p);
+    (void)loop, (void)revents;
+
+    flush_queue(p, 0); /* what happened up to REORDER_MS ago decides */
+    if (h != NULL && h->end == 0 && p->fo.renewed_at == 0)
+        parent_note(p, E_PROBLEM,
+                    "w%d: no renewal since the kill %.1f s ago, longer than its %" PRId64
+                    " ms lease, and no lost callback",
+                    h->worker, since_kill(p, now_ns()), run.lease_ms);
+}
+
 static void on_freeze(struct ev_loop *loop, ev_timer *t, int revents) {
     struct parent *p = t->data;
     struct hold *h = &p->holds[p->freeze_hold - 1];
@@ -1077,6 +1717,11 @@ static void on_freeze(struct ev_loop *loop, ev_timer *t, int revents) {
         return;
     if (h->end != 0) { /* its job ended already: freeze the next holder */
         p->freeze_hold = p->nholds + 1;
+        return;
+    }
+    if (run.cluster) {
+        if (p->fo.allowed)
+            kill_master(p, h);
         return;
     }
     /* The note first: its time stamp comes before anything the signal causes. */
@@ -1229,7 +1874,10 @@ static int probe_redis(const struct target *t) {
     fprintf(stderr, "leash-demo: cannot use Redis at %s: %s\n", t->shown, leash_strerror(rc));
     if (pr.last_log[0] != '\0')
         fprintf(stderr, "  (last message from leash: %s)\n", pr.last_log);
-    if (rc == LEASH_ECONN)
+    if (rc == LEASH_ECONN && t->cluster)
+        fprintf(stderr, "  Is a Redis Cluster running there? scripts/demo --cluster starts one of "
+                        "its own.\n");
+    else if (rc == LEASH_ECONN)
         fprintf(stderr, "  Is a redis-server running there? Without REDIS_URL, scripts/demo "
                         "starts one of its own.\n");
     else if (rc == LEASH_EAUTH)
@@ -1246,6 +1894,91 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* --cluster: what the failover did, and what the holder whose master was
+ * killed saw; returns the number of problems found. */
+static int summarize_failover(struct parent *p) {
+    const struct failover *fo = &p->fo;
+    const struct hold *h = killed_hold(p);
+    int problems = 0;
+
+    if (!fo->allowed) {
+        printf("  %-15s none: without LEASH_DEMO_CLUSTER_PIDS no server is killed\n", "failover");
+        return 0;
+    }
+    if (h == NULL && fo->refused) {
+        printf("  %-15s none: the kill did not happen (above)\n", "failover");
+        return 0;
+    }
+    if (h == NULL) {
+        if (!p->interrupted) {
+            printf("  !! no master was killed: the run ended too early\n");
+            problems++;
+        }
+        return problems;
+    }
+    printf("  %-15s %s:%d (pid %ld) killed %.2f s into hold %d; ", "failover", fo->master.host,
+           fo->master.port, fo->master.pid, (double)(fo->killed_at - h->granted) / 1e9,
+           fo->hold + 1);
+    if (fo->promoted_at != 0) {
+        printf("%s:%d promoted %.2f s later", fo->replica.host, fo->replica.port,
+               since_kill(p, fo->promoted_at));
+        if (fo->fail_at != 0)
+            printf(" (FAIL after %.2f s)", since_kill(p, fo->fail_at));
+        printf("\n");
+    } else {
+        printf("its replica was not seen promoted\n");
+        if (!p->interrupted) {
+            printf("  !! %s:%d did not take over\n", fo->replica.host, fo->replica.port);
+            problems++;
+        }
+    }
+
+    printf("  %-15s w%d ", "the holder", h->worker);
+    if (h->end == E_LOST) {
+        printf("LOST the lock (%s) %.2f s after the kill, at write %d/%d",
+               leash_lost_reason_name(h->reason), since_kill(p, h->ended), h->steps, run.steps);
+        if (fo->renewed_at != 0)
+            printf(", though a renewal got through %.2f s after the kill",
+                   since_kill(p, fo->renewed_at));
+        printf("\n");
+    } else if (fo->renewed_at != 0 || (h->end == E_RELEASED && h->status == LEASH_OK)) {
+        printf("KEPT the lock across the failover: ");
+        if (fo->renewed_at != 0)
+            printf("renewed at the promoted master %.2f s after the kill",
+                   since_kill(p, fo->renewed_at));
+        else
+            printf("no renewal got through before its job ended");
+        if (h->end == E_RELEASED)
+            printf(", released there: %s",
+                   h->status == LEASH_OK ? "OK" : leash_status_name(h->status));
+        printf("\n");
+    } else if (h->end == E_RELEASED) {
+        printf("stopped at %d/%d, released: %s\n", h->steps, run.steps, leash_strerror(h->status));
+    } else {
+        printf("still held at the end, no renewal since the kill\n");
+        if (!p->interrupted) {
+            printf("  !! its hold neither renewed nor ended\n");
+            problems++;
+        }
+    }
+
+    if (p->retries > 0)
+        printf("  %-15s %d acquire%s ended LEASH_ECONN after the kill (granted only after their "
+               "lease ran out, and given back) and waited again\n",
+               "waits ended", p->retries, p->retries == 1 ? "" : "s");
+    if (fo->next_grant != 0) {
+        printf("  %-15s w%d, fence %" PRIu64 " %s w%d's %" PRIu64 ", from the promoted master "
+               "%.2f s after the kill\n",
+               "next holder", fo->next_worker, fo->next_fence,
+               fo->next_fence > h->fence ? ">" : "NOT above", h->worker, h->fence,
+               since_kill(p, fo->next_grant));
+    } else if (!p->interrupted) {
+        printf("  !! nobody got the lock after the kill\n");
+        problems++;
+    }
+    return problems;
+}
+
 /* Prints the summary; returns the number of problems found in it. */
 static int summarize(struct parent *p, int64_t end) {
     int i, j, done = 0, lost = 0, cut = 0, overlaps = 0, problems = 0;
@@ -1256,7 +1989,7 @@ static int summarize(struct parent *p, int64_t end) {
         renewals += h->renewals;
         if (h->end == E_LOST)
             lost++;
-        else if (h->steps == STEPS)
+        else if (h->steps == run.steps)
             done++;
         else
             cut++;
@@ -1270,15 +2003,19 @@ static int summarize(struct parent *p, int64_t end) {
         printf(", %d stopped by the end of the run", cut);
     printf("\n");
 
-    printf("  %-15s %d: %d woken by a release, %d takeover%s from the frozen holder\n", "handoffs",
-           p->handoffs, p->nwake, p->takeovers, p->takeovers == 1 ? "" : "s");
+    if (run.cluster)
+        printf("  %-15s %d: %d woken by a release, %d after a lost hold\n", "handoffs", p->handoffs,
+               p->nwake, p->after_lost);
+    else
+        printf("  %-15s %d: %d woken by a release, %d takeover%s from the frozen holder\n",
+               "handoffs", p->handoffs, p->nwake, p->takeovers, p->takeovers == 1 ? "" : "s");
     if (p->nwake > 0) {
         qsort(p->wake_ms, (size_t)p->nwake, sizeof(p->wake_ms[0]), cmp_double);
         printf("  %-15s %+.2f to %+.2f ms from the release callback to the waiter's grant\n",
                "wake latency", p->wake_ms[0], p->wake_ms[p->nwake - 1]);
     }
-    printf("  %-15s %" PRIu64 " (lease %d ms, renewed every %d ms)\n", "renewals", renewals,
-           LEASE_MS, RENEW_MS);
+    printf("  %-15s %" PRIu64 " (lease %" PRId64 " ms, renewed every %d ms)\n", "renewals",
+           renewals, run.lease_ms, RENEW_MS);
 
     printf("  %-15s %d", "losts", lost);
     for (i = 0, j = 0; i < p->nholds; i++) {
@@ -1289,6 +2026,8 @@ static int summarize(struct parent *p, int64_t end) {
                leash_lost_reason_name(h->reason), h->fence);
         if (p->frozen == h->worker && i == p->frozen_hold)
             printf(", after a %.2f s freeze", (double)(p->thawed_at - p->frozen_at) / 1e9);
+        if (h == killed_hold(p))
+            printf(", its master killed");
         printf(")");
     }
     printf("\n");
@@ -1322,7 +2061,9 @@ static int summarize(struct parent *p, int64_t end) {
            overlaps ? "FOUND (above)" : "none: no write while another holder's lease was valid");
     problems += overlaps;
 
-    if (!p->interrupted) {
+    if (run.cluster)
+        problems += summarize_failover(p);
+    else if (!p->interrupted) {
         if (p->frozen == 0) {
             printf("  !! no holder was frozen: the run ended too early\n");
             problems++;
@@ -1342,9 +2083,49 @@ static int summarize(struct parent *p, int64_t end) {
 static void usage(void) {
     fprintf(stderr,
             "usage: leash-demo REDIS_URL\n"
+            "       leash-demo --cluster HOST:PORT[,HOST:PORT...] [--long-lease]\n"
             "  REDIS_URL: redis://[[user]:password@]host[:port][/db] or unix:///path/to/socket\n"
             "  e.g. leash-demo redis://127.0.0.1:6379 (scripts/demo starts a server and runs "
-            "this)\n");
+            "this)\n"
+            "  --cluster: the seed nodes of a Redis Cluster (scripts/demo --cluster starts one and "
+            "runs this)\n"
+            "  --long-lease: a %d ms lease instead of %d ms, longer than a failover\n",
+            LONG_LEASE_MS, LEASE_MS);
+}
+
+/* The command line into *t and run; -1 (said) when it is not right. */
+static int parse_args(int argc, char **argv, struct target *t) {
+    const char *why = NULL;
+    int i;
+
+    if (argc == 2 && strcmp(argv[1], "--cluster") == 0) {
+        fprintf(stderr, "leash-demo: --cluster takes the nodes, HOST:PORT[,HOST:PORT...]\n");
+        return -1;
+    }
+    if (argc >= 3 && strcmp(argv[1], "--cluster") == 0) {
+        if (parse_nodes(argv[2], t, &why) != 0) {
+            fprintf(stderr, "leash-demo: bad node list '%s': %s\n", argv[2], why);
+            return -1;
+        }
+        run.cluster = 1;
+        run.steps = CLUSTER_STEPS;
+        run.jobs_wanted = CLUSTER_JOBS_WANTED;
+        run.run_limit_ms = CLUSTER_RUN_LIMIT_MS;
+        for (i = 3; i < argc; i++) {
+            if (strcmp(argv[i], "--long-lease") != 0) {
+                fprintf(stderr, "leash-demo: unknown argument '%s'\n", argv[i]);
+                return -1;
+            }
+            run.lease_ms = LONG_LEASE_MS;
+        }
+        return 0;
+    }
+    if (argc != 2 || parse_url(argv[1], t, &why) != 0) {
+        if (why != NULL)
+            fprintf(stderr, "leash-demo: bad REDIS_URL '%s': %s\n", argv[1], why);
+        return -1;
+    }
+    return 0;
 }
 
 static void parent_timer(struct parent *p, ev_timer *t,
@@ -1355,15 +2136,12 @@ static void parent_timer(struct parent *p, ev_timer *t,
 
 int main(int argc, char **argv) {
     static struct parent par; /* zeroed; large */
+    static struct target target;
     struct parent *p = &par;
-    struct target target;
-    const char *why = NULL;
     int events[2], stops[WORKERS + 1][2], i, forked, status, problems;
     int64_t end;
 
-    if (argc != 2 || parse_url(argv[1], &target, &why) != 0) {
-        if (why != NULL)
-            fprintf(stderr, "leash-demo: bad REDIS_URL '%s': %s\n", argv[1], why);
+    if (parse_args(argc, argv, &target) != 0) {
         usage();
         return 2;
     }
@@ -1390,14 +2168,25 @@ int main(int argc, char **argv) {
     }
     p->events_fd = events[0];
     p->freeze_hold = FREEZE_HOLD;
+    p->target = &target;
+    p->fo.allowed = getenv("LEASH_DEMO_CLUSTER_PIDS") != NULL;
 
-    printf("leash-demo: %d workers take turns on the lock \"%s\" at %s\n", WORKERS, LOCK_NAME,
-           target.shown);
-    printf("  a job is %d writes %d ms apart; the watchdog renews a %d ms lease every %d ms;\n",
-           STEPS, STEP_MS, LEASE_MS, RENEW_MS);
+    printf("leash-demo: %d workers take turns on the lock \"%s\" %s %s\n", WORKERS, LOCK_NAME,
+           run.cluster ? "on" : "at", target.shown);
+    printf("  a job is %d writes %d ms apart; the watchdog renews a %" PRId64
+           " ms lease every %d ms;\n",
+           run.steps, STEP_MS, run.lease_ms, RENEW_MS);
     printf("  the storage refuses a write whose fence is below the highest it has seen;\n");
-    printf("  during hold %d the parent freezes the holder (SIGSTOP) for %.1f s.\n\n", FREEZE_HOLD,
-           FREEZE_MS / 1000.);
+    if (!run.cluster)
+        printf("  during hold %d the parent freezes the holder (SIGSTOP) for %.1f s.\n\n",
+               FREEZE_HOLD, FREEZE_MS / 1000.);
+    else if (p->fo.allowed)
+        printf("  %d ms into hold %d the parent kills (SIGKILL) the master of the lock's slot,\n"
+               "  and the cluster promotes its replica (a %s lease than the failover takes).\n\n",
+               KILL_AFTER_MS, FREEZE_HOLD, run.lease_ms == LONG_LEASE_MS ? "longer" : "shorter");
+    else
+        printf("  no server is killed: LEASH_DEMO_CLUSTER_PIDS, which names the servers that\n"
+               "  scripts/demo --cluster started, is not set.\n\n");
     printf("  time  who     what\n");
     fflush(stdout);
     fflush(stderr);
@@ -1444,8 +2233,11 @@ int main(int argc, char **argv) {
     parent_timer(p, &p->thaw, on_thaw, FREEZE_MS / 1000.);
     parent_timer(p, &p->lost_check, on_lost_check, LOST_WAIT_MS / 1000.);
     parent_timer(p, &p->limit, on_limit,
-                 (double)(p->t0 + (int64_t)RUN_LIMIT_MS * 1000000 - now_ns()) / 1e9);
+                 (double)(p->t0 + (int64_t)run.run_limit_ms * 1000000 - now_ns()) / 1e9);
     parent_timer(p, &p->grace, on_grace, GRACE_MS / 1000.);
+    parent_timer(p, &p->watch, on_watch, WATCH_MS / 1000.);
+    p->watch.repeat = WATCH_MS / 1000.;
+    parent_timer(p, &p->kill_check, on_kill_check, 0.);
     ev_timer_start(p->loop, &p->limit);
     ev_signal_init(&p->sigint, on_signal, SIGINT);
     p->sigint.data = p;
