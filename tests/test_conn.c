@@ -256,6 +256,40 @@ TEST(work_issued_while_disconnected_waits_for_the_connection) {
     ev_loop_destroy(loop);
 }
 
+/* The demo's failover showed it: an attempt that waited for the connection
+ * longer than the lease is granted once it goes out, and the lease runs
+ * from its write (the server ran it later), not from when it was queued. */
+TEST(an_attempt_that_waited_for_the_connection_longer_than_its_lease_is_granted) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    int64_t granted_at;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    c = fx_client(loop, &r, 300);
+    fx_wait_connected(loop, c, 5000);
+    CHECK_EQ_INT(test_redis_kill(&r), 0);
+    test_run_for(loop, 100);
+    CHECK(!leash_client_connected(c));
+    l = leash_lock_new(c, "outage");
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
+    test_run_for(loop, 600); /* twice the lease */
+    CHECK_EQ_INT(res.calls, 0);
+    CHECK_EQ_INT(test_redis_restart(&r), 0);
+    fx_run_until(loop, &res, 5000);
+    granted_at = test_now_ms();
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK(leash_held(l));
+    /* Valid for nearly a lease from the write, which was just now. */
+    CHECK(leash_valid_ms(l) > 300 - 100 - (test_now_ms() - granted_at));
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
 #define IN_FLIGHT 40
 
 TEST(client_free_with_commands_in_flight) {
@@ -369,6 +403,7 @@ int main(int argc, char **argv) {
         TEST_CASE(script_flush_takes_the_noscript_path),
         TEST_CASE(frozen_server_gives_econn_then_recovers),
         TEST_CASE(work_issued_while_disconnected_waits_for_the_connection),
+        TEST_CASE(an_attempt_that_waited_for_the_connection_longer_than_its_lease_is_granted),
         TEST_CASE(client_free_with_commands_in_flight),
         TEST_CASE(client_free_inside_its_callback),
         TEST_CASE(attach_twice_is_refused),

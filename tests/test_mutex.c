@@ -430,28 +430,32 @@ static int deliver(int ev) {
         answer_or_synthetic(LS_FORCE, ev, LEASH__ANS_REMOVED, LEASH_OK, ":1\r\n");
         break;
     case LEASH__EV_RENEWED: {
-        leash__answer a = {LEASH_OK, LEASH__ANS_RENEWED, 0, 0, 0, 0};
+        leash__answer a = {.status = LEASH_OK, .kind = LEASH__ANS_RENEWED};
         synthetic(ev, &a);
         break;
     }
     case LEASH__EV_NOT_OURS: {
-        leash__answer a = {LEASH_OK, LEASH__ANS_NOT_OURS, 0, 0, 0, 0};
+        leash__answer a = {.status = LEASH_OK, .kind = LEASH__ANS_NOT_OURS};
         synthetic(ev, &a);
         break;
     }
     case LEASH__EV_RENEW_FAILED: {
-        leash__answer a = {LEASH_ECONN, 0, 0, 0, 0, 0};
+        leash__answer a = {.status = LEASH_ECONN};
         synthetic(ev, &a);
         break;
     }
     case LEASH__EV_UNREPLICATED: {
         /* WAIT's answer is the route's; the handle sees the marked grant. */
-        leash__answer a = {LEASH_OK, LEASH__ANS_GRANTED, 77, 1, 0, 1};
+        leash__answer a = {.status = LEASH_OK,
+                           .kind = LEASH__ANS_GRANTED,
+                           .fence = 77,
+                           .n = 1,
+                           .replicas_short = 1};
         synthetic(ev, &a);
         break;
     }
     case LEASH__EV_RENEW_UNREPLICATED: {
-        leash__answer a = {LEASH_OK, LEASH__ANS_RENEWED, 0, 0, 0, 1};
+        leash__answer a = {.status = LEASH_OK, .kind = LEASH__ANS_RENEWED, .replicas_short = 1};
         synthetic(ev, &a);
         break;
     }

@@ -58,6 +58,10 @@ typedef struct leash__answer {
     uint64_t fence;    /* GRANTED */
     int64_t n;         /* GRANTED: count; BUSY: pttl; LEFT: count left */
     int64_t server_ms; /* the server's clock in the answer (ms since the epoch), 0 unknown */
+    /* Monotonic ms when the command it answers was written (a quorum: the
+     * earliest of the copies that count), 0 unknown: the server ran it
+     * later, so a lease granted or renewed runs from then at the soonest. */
+    int64_t sent_ms;
     /* GRANTED, RENEWED: fewer replicas acknowledged it than the client
      * asks for (leash_options.wait_replicas): it does not count. */
     int replicas_short;

@@ -60,7 +60,8 @@ static void on_batch(void *arg, const leash__answer *answers, size_t n) {
         h->batch = NULL;
         /* May run a lost callback, which may free other holds of b (they
          * forget it: their slot turns NULL) or the client. */
-        h->renewed(h, &answers[i], b->sent);
+        /* From when its command was written, if the route knows. */
+        h->renewed(h, &answers[i], answers[i].sent_ms > b->sent ? answers[i].sent_ms : b->sent);
         if (b->dog->env->freeing)
             break;
     }

@@ -562,8 +562,16 @@ static void wait_for_release(leash_lock *l, int64_t pttl) {
     }
 }
 
+/* When the answered attempt was written, from the route (the server ran
+ * it later: the lease runs from then at the soonest); else when it was
+ * handed to the route. A command that waited for a connection (a failover,
+ * a reconnect) does not count its wait against the lease. */
+static int64_t attempt_time(const leash_lock *l, const leash__answer *a) {
+    return a->sent_ms > l->attempt_sent ? a->sent_ms : l->attempt_sent;
+}
+
 static void granted(leash_lock *l, const leash__answer *a) {
-    int64_t sent = l->attempt_sent;
+    int64_t sent = attempt_time(l, a);
 
     if (sent + l->hold.lease_ms - leash__drift_ms(l->hold.lease_ms) <= leash__now_ms()) {
         /* The answer took longer than the lease: nothing left to trust. */
@@ -585,7 +593,7 @@ static void extra_granted(leash_lock *l, const leash__answer *a) {
         return;
     }
     l->hold.count = (int)a->n;
-    leash__hold_extend(&l->hold, l->attempt_sent);
+    leash__hold_extend(&l->hold, attempt_time(l, a));
     set_state(l, M_HELD);
     finish_acquire(l, LEASH_OK);
 }

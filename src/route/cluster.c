@@ -347,12 +347,12 @@ static long read_map(cluster *cl, const redisReply *r, const cnode *from) {
     return unknown;
 }
 
-static void on_map(void *arg, redisReply *reply, int status, long long acked) {
+static void on_map(void *arg, redisReply *reply, int status, const leash__reply_info *info) {
     cnode *from = arg;
     cluster *cl = from->cl;
     long unknown;
 
-    (void)acked;
+    (void)info;
     cl->asking_map = 0;
     if (status != LEASH_OK) {
         cl->next_seed++;
@@ -449,7 +449,11 @@ static int map_complete(const cluster *cl) {
 
 /* ---- requests ---- */
 
-static void finish(cluster *cl, creq *q, redisReply *reply, int status, long long acked) {
+/* A request that ends without any answer. */
+static const leash__reply_info no_info = {-1, 0};
+
+static void finish(cluster *cl, creq *q, redisReply *reply, int status,
+                   const leash__reply_info *info) {
     leash__list_remove(&q->link);
     if (q->cmd != NULL) {
         leash__cmd_free(q->cmd);
@@ -459,7 +463,7 @@ static void finish(cluster *cl, creq *q, redisReply *reply, int status, long lon
         free(q);
         return;
     }
-    leash__route_read(&cl->base, q->op, reply, status, acked, q->answers, q->n, q->what);
+    leash__route_read(&cl->base, q->op, reply, status, info, q->answers, q->n, q->what);
     if (q->at != NULL && q->answers[0].status == LEASH_OK && q->answers[0].server_ms > 0)
         leash__conn_server_time(&q->at->node.cmd, q->answers[0].server_ms);
     q->done(q->arg, q->answers, q->n);
@@ -506,13 +510,13 @@ static int redirected(cluster *cl, creq *q, const redisReply *reply) {
     return 1;
 }
 
-static void on_reply(void *arg, redisReply *reply, int status, long long acked) {
+static void on_reply(void *arg, redisReply *reply, int status, const leash__reply_info *info) {
     creq *q = arg;
     cluster *cl = (cluster *)q->base.route;
 
     if (status == LEASH_OK && reply->type == REDIS_REPLY_ERROR && redirected(cl, q, reply))
         return;
-    finish(cl, q, reply, status, acked);
+    finish(cl, q, reply, status, info);
 }
 
 /* ASKING, for the command right behind it on the same connection. */
@@ -718,7 +722,7 @@ static void expire_parked(cluster *cl, int64_t now) {
         creq *q = LEASH__CONTAINER(n, creq, link);
         n = n->next;
         if (q->cmd->deadline != 0 && now >= q->cmd->deadline) {
-            finish(cl, q, NULL, LEASH_ECONN, -1);
+            finish(cl, q, NULL, LEASH_ECONN, &no_info);
             n = cl->parked.next; /* a callback may have changed the list */
         }
     }
@@ -820,7 +824,7 @@ static void cluster_teardown(leash__route *r) {
     cl->prepared = 0;
     while (!leash__list_empty(&cl->parked))
         finish(cl, LEASH__CONTAINER(LEASH__LIST_FIRST(&cl->parked), creq, link), NULL,
-               LEASH_ECANCELED, -1);
+               LEASH_ECANCELED, &no_info);
     for (i = 0; i < cl->nnodes; i++)
         if (cl->nodes[i]->started)
             leash__node_teardown(&cl->nodes[i]->node);

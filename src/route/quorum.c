@@ -181,7 +181,7 @@ static int64_t busy_wait(const qreq *q, unsigned busy, const int64_t *pttls) {
  * granted (out filled), UNDECIDED. */
 static int decide_grant(qreq *q, leash__answer *out) {
     unsigned s, granted = 0, busy = 0, late = 0, gone = 0, answered = 0;
-    int64_t pttls[64];
+    int64_t pttls[64], sent = 0;
     const leash__answer *first = NULL;
 
     q->granted = 0;
@@ -196,6 +196,8 @@ static int decide_grant(qreq *q, leash__answer *out) {
             q->granted |= (uint64_t)1 << s;
             if (a->fence > q->fence)
                 q->fence = a->fence;
+            if (first == NULL || (a->sent_ms != 0 && a->sent_ms < sent))
+                sent = a->sent_ms;
             first = first ? first : a;
         } else if (ok_kind(a, LEASH__ANS_BUSY)) {
             pttls[busy++] = a->n < 0 ? 0 : a->n;
@@ -208,6 +210,7 @@ static int decide_grant(qreq *q, leash__answer *out) {
     if (granted >= q->qu->majority) {
         *out = *first;
         out->fence = q->fence;
+        out->sent_ms = sent;
         return 1;
     }
     /* Still possible while enough answers are to come. */
@@ -250,6 +253,7 @@ static int decide_raise(qreq *q) {
 static int decide_one(const qreq *q, size_t i, leash__answer *out) {
     unsigned s, answered = 0, yes = 0, not_ours = 0, nobody = 0, unsure = 0, m = q->qu->majority;
     const leash__answer *kept = NULL;
+    int64_t sent = 0;
     int cls = q->op->cls;
 
     for (s = 0; s < q->qu->n; s++) {
@@ -266,6 +270,8 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
             if (!a->replicas_short) {
                 yes++;
                 kept = kept ? kept : a;
+                if (a->sent_ms != 0 && (sent == 0 || a->sent_ms < sent))
+                    sent = a->sent_ms;
             }
             break;
         case LEASH__ANS_REMOVED:
@@ -302,6 +308,7 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
     }
     if (yes >= m) {
         *out = *kept;
+        out->sent_ms = sent;
         return 1;
     }
     if (not_ours > q->qu->n - m) { /* no majority is possible any more */
@@ -474,13 +481,13 @@ static void settle(qreq *q) {
     finish(q);
 }
 
-static void on_reply(void *arg, redisReply *reply, int status, long long acked) {
+static void on_reply(void *arg, redisReply *reply, int status, const leash__reply_info *info) {
     qslot *slot = arg;
     qreq *q = slot->q;
     unsigned s = slot->node;
 
     q->cmds[s] = NULL;
-    leash__route_read(&q->qu->base, q->op, reply, status, acked, &q->got[s * q->n], q->n, q->what);
+    leash__route_read(&q->qu->base, q->op, reply, status, info, &q->got[s * q->n], q->n, q->what);
     if (q->got[s * q->n].status == LEASH_OK && q->got[s * q->n].server_ms > 0)
         leash__conn_server_time(&q->qu->nodes[s].node.cmd, q->got[s * q->n].server_ms);
     q->answered[s] = 1;

@@ -14,8 +14,9 @@ void leash__route_prepare_cmd(const leash__route *r, const leash__opdef *op, lea
 }
 
 void leash__route_read(const leash__route *r, const leash__opdef *op, struct redisReply *reply,
-                       int status, long long acked, leash__answer *out, size_t n,
+                       int status, const leash__reply_info *info, leash__answer *out, size_t n,
                        const char *what) {
+    long long acked = info->acked;
     size_t i;
 
     if (status != LEASH_OK) {
@@ -26,6 +27,8 @@ void leash__route_read(const leash__route *r, const leash__opdef *op, struct red
         return;
     }
     op->parse(reply, out, n, &r->env->log, what);
+    for (i = 0; i < n; i++)
+        out[i].sent_ms = info->written_at;
     if (!wants_replicas(r, op) || acked >= r->cfg->wait_replicas)
         return;
     for (i = 0; i < n; i++)

@@ -171,7 +171,8 @@ void leash__route_prepare_cmd(const leash__route *r, const leash__opdef *op, lea
  * parsed (status LEASH_OK), or status in every answer; a grant or renewal
  * that too few replicas acknowledged (acked) is marked replicas_short. */
 void leash__route_read(const leash__route *r, const leash__opdef *op, struct redisReply *reply,
-                       int status, long long acked, leash__answer *out, size_t n, const char *what);
+                       int status, const leash__reply_info *info, leash__answer *out, size_t n,
+                       const char *what);
 
 /* One server: the client's own host/port or unix socket. Owns copies of
  * nothing: cfg must outlive the route. NULL without memory. */

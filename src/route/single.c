@@ -26,12 +26,12 @@ typedef struct single_req {
     leash__answer answers[]; /* n of them */
 } single_req;
 
-static void on_reply(void *arg, redisReply *reply, int status, long long acked) {
+static void on_reply(void *arg, redisReply *reply, int status, const leash__reply_info *info) {
     single_req *q = arg;
     single *s = (single *)q->base.route;
 
     q->cmd = NULL;
-    leash__route_read(&s->base, q->op, reply, status, acked, q->answers, q->n, q->what);
+    leash__route_read(&s->base, q->op, reply, status, info, q->answers, q->n, q->what);
     if (q->answers[0].status == LEASH_OK && q->answers[0].server_ms > 0)
         leash__conn_server_time(&s->node.cmd, q->answers[0].server_ms);
     q->done(q->arg, q->answers, q->n);

@@ -168,11 +168,14 @@ static void cmd_complete(leash__cmd *cmd, redisReply *reply, int status, long lo
     leash__reply_fn *fn = cmd->fn;
     void *arg = cmd->arg;
     int orphan = (cmd->flags & LEASH__CMD_ORPHAN) != 0 || fn == NULL;
+    leash__reply_info info;
 
+    info.acked = acked;
+    info.written_at = cmd->written_at;
     if (orphan || !(cmd->flags & LEASH__CMD_KEEP))
         cmd_free(cmd);
     if (!orphan)
-        fn(arg, reply, status, acked);
+        fn(arg, reply, status, &info);
 }
 
 void leash__cmd_cancel(leash__cmd *cmd) {
@@ -315,6 +318,7 @@ static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
         return -1;
     }
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
+    cmd->written_at = leash__now_ms();
     cmd->replies_left = cmd->wait_replicas > 0 ? 2 : 1;
     leash__list_insert_tail(&conn->sent, &cmd->link);
     if (conn->role == LEASH__CONN_CMD)

@@ -42,10 +42,19 @@ struct redisReply;
 typedef struct leash__conn leash__conn;
 typedef struct leash__cmd leash__cmd;
 
-/* reply is valid during the call only; NULL when status != LEASH_OK.
- * acked: for a command sent with WAIT, how many replicas acknowledged it
- * (-1 when WAIT failed or was not asked for). */
-typedef void leash__reply_fn(void *arg, struct redisReply *reply, int status, long long acked);
+/* What came with a command's completion besides its reply. */
+typedef struct leash__reply_info {
+    /* For a command sent with WAIT, how many replicas acknowledged it (-1
+     * when WAIT failed or was not asked for). */
+    long long acked;
+    /* Monotonic ms when the copy that was answered was written (0: never
+     * written): the server ran it after that. */
+    int64_t written_at;
+} leash__reply_info;
+
+/* reply is valid during the call only; NULL when status != LEASH_OK. */
+typedef void leash__reply_fn(void *arg, struct redisReply *reply, int status,
+                             const leash__reply_info *info);
 
 enum {
     LEASH__CMD_RETRY = 1,      /* resend after a reconnect while the deadline allows */
@@ -87,6 +96,7 @@ struct leash__cmd {
     unsigned replies_left;    /* while written: its replies still to come */
     struct redisReply *first; /* with WAIT: the command's own reply, until WAIT's comes */
     int fate;                 /* in limbo: LEASH_OK lost with its connection, else the status */
+    int64_t written_at;       /* monotonic ms of its last write */
     leash__reply_fn *fn;
     void *arg;
 };
