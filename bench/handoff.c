@@ -602,6 +602,7 @@ typedef struct result {
     int64_t acqs;                  /* acquisitions inside the command window */
     int counts_ok;                 /* both snapshots taken */
     bench_script_runs runs;        /* over the window */
+    bench_cmdstats cmds;           /* the window's commandstats deltas */
     int64_t releases;
     int64_t self_handoffs, negatives;
     int overlaps, errors;
@@ -689,12 +690,11 @@ static void collect(const bench *b, result *res, const char *samples_dir) {
     free(a);
 
     if (sh->snap_a_ok && sh->snap_b_ok) {
-        bench_cmdstats d;
         res->counts_ok = 1;
         res->acqs = last - w;
         res->releases = last - w; /* releases of holds W .. last-1 */
-        bench_cmdstats_delta(&sh->snap_a, &sh->snap_b, &d);
-        bench_script_runs_of(&d, &res->runs);
+        bench_cmdstats_delta(&sh->snap_a, &sh->snap_b, &res->cmds);
+        bench_script_runs_of(&res->cmds, &res->runs);
     }
     if (b->target.cluster)
         bench_bus_delta(&sh->bus_a, &sh->bus_b, &res->bus);
@@ -776,6 +776,29 @@ static void print_table(const result *res, int count) {
     }
 }
 
+static int cmp_calls_desc(const void *a, const void *b) {
+    const bench_cmdstat *x = a, *y = b;
+    if (x->calls != y->calls)
+        return (x->calls < y->calls) - (x->calls > y->calls);
+    return strcmp(x->name, y->name);
+}
+
+/* "; Redis calls per acquisition: evalsha 3.00, ..." for every command of
+ * the window, the most called first. */
+static void print_calls(const result *x) {
+    bench_cmdstats sorted = x->cmds;
+    int i, any = 0;
+
+    qsort(sorted.cmd, (size_t)sorted.n, sizeof sorted.cmd[0], cmp_calls_desc);
+    for (i = 0; i < sorted.n; i++) {
+        double v = per_acq(sorted.cmd[i].calls, x->acqs);
+        if (!bench_cmdstats_counted(sorted.cmd[i].name) || sorted.cmd[i].calls <= 0)
+            continue;
+        printf("%s%s %.*f", any++ ? ", " : "; Redis calls per acquisition: ", sorted.cmd[i].name,
+               v < 0.01 ? 4 : 2, v);
+    }
+}
+
 /* "2, one loop" or "2, one loop, cluster, sharded pub/sub". */
 static const char *config_name(const result *x, char *buf, size_t cap) {
     snprintf(buf, cap, "%d, %s%s%s", x->n, mode_name(x->mode), x->target.cluster ? ", " : "",
@@ -840,6 +863,8 @@ static void print_config_notes(const result *res, int count, const bench_rb *rtt
         if (x->counts_ok && d->scripts > 0)
             printf("; server time per EVALSHA %.1f µs",
                    (double)d->script_usec / (double)d->scripts);
+        if (x->counts_ok && x->target.cluster)
+            print_calls(x);
         printf("; leash wakeups per hold %.2f", per_acq((long long)x->wakeups, x->total_holds));
         if (x->self_handoffs)
             printf("; %lld handoffs back to the releaser", (long long)x->self_handoffs);
