@@ -87,15 +87,17 @@ static void describe_affinity(pid_t pid, char *out, size_t cap) {
             len += (size_t)snprintf(out + len, cap - len, "%s%d", len ? "," : "", cpu);
 }
 
-int bench_start_server(test_redis *r, const test_redis_config *cfg, int pin, bench_cpus *cpus) {
-    cpu_set_t allowed;
-    int have_mask = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
-
+/* Chooses the server's and the client's CPUs (the first two this process
+ * may use) when pin is 1 and there are two, and pins this process to the
+ * server's, so that the servers it starts next inherit it. *allowed keeps
+ * the mask to restore; *have_mask says whether there is one. */
+static void pin_for_server(int pin, bench_cpus *cpus, cpu_set_t *allowed, int *have_mask) {
+    *have_mask = sched_getaffinity(0, sizeof *allowed, allowed) == 0;
     cpus->server = cpus->client = -1;
-    if (pin && have_mask && CPU_COUNT(&allowed) >= 2) {
+    if (pin && *have_mask && CPU_COUNT(allowed) >= 2) {
         int cpu;
         for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-            if (!CPU_ISSET(cpu, &allowed))
+            if (!CPU_ISSET(cpu, allowed))
                 continue;
             if (cpus->server < 0)
                 cpus->server = cpu;
@@ -106,15 +108,28 @@ int bench_start_server(test_redis *r, const test_redis_config *cfg, int pin, ben
         if (pin_self(cpus->server) != 0)
             cpus->server = cpus->client = -1;
     }
-    if (test_redis_start(r, cfg) != 0) {
+}
+
+/* Once the servers run: this process moves to the client's CPU (started
+ * 1), or back to its old mask (started 0). */
+static void pin_for_client(bench_cpus *cpus, const cpu_set_t *allowed, int have_mask, int started) {
+    if (!started || (cpus->server >= 0 && pin_self(cpus->client) != 0)) {
         if (have_mask)
-            sched_setaffinity(0, sizeof allowed, &allowed);
-        return -1;
-    }
-    if (cpus->server >= 0 && pin_self(cpus->client) != 0) {
-        sched_setaffinity(0, sizeof allowed, &allowed);
+            sched_setaffinity(0, sizeof *allowed, allowed);
         cpus->client = -1;
     }
+}
+
+int bench_start_server(test_redis *r, const test_redis_config *cfg, int pin, bench_cpus *cpus) {
+    cpu_set_t allowed;
+    int have_mask;
+
+    pin_for_server(pin, cpus, &allowed, &have_mask);
+    if (test_redis_start(r, cfg) != 0) {
+        pin_for_client(cpus, &allowed, have_mask, 0);
+        return -1;
+    }
+    pin_for_client(cpus, &allowed, have_mask, 1);
     describe_affinity(r->pid, cpus->server_desc, sizeof cpus->server_desc);
     describe_affinity(0, cpus->client_desc, sizeof cpus->client_desc);
     return 0;
@@ -276,11 +291,16 @@ long long bench_cmdstats_usec(const bench_cmdstats *s, const char *name) {
     return i < 0 ? 0 : s->cmd[i].usec;
 }
 
+int bench_cmdstats_counted(const char *name) {
+    return strcmp(name, "info") != 0 && strcmp(name, "cluster|info") != 0 &&
+           strcmp(name, "replconf") != 0;
+}
+
 long long bench_cmdstats_total(const bench_cmdstats *s) {
     long long sum = 0;
     int i;
     for (i = 0; i < s->n; i++)
-        if (strcmp(s->cmd[i].name, "info") != 0)
+        if (bench_cmdstats_counted(s->cmd[i].name))
             sum += s->cmd[i].calls;
     return sum;
 }
@@ -350,6 +370,197 @@ void bench_flushall(test_redis *r) {
     redisReply *reply = test_redis_cmd(r, "FLUSHALL");
     if (reply != NULL)
         freeReplyObject(reply);
+}
+
+/* ---- one server or a Redis Cluster ---- */
+
+void bench_target_single(bench_target *t, int port) {
+    memset(t, 0, sizeof *t);
+    t->masters = 1;
+    t->port[0] = port;
+    t->pubsub = LEASH_PUBSUB_AUTO;
+}
+
+const char *bench_target_name(const bench_target *t) {
+    if (!t->cluster)
+        return "one server";
+    return t->pubsub == LEASH_PUBSUB_CLASSIC ? "cluster, classic pub/sub"
+                                             : "cluster, sharded pub/sub";
+}
+
+int bench_start_cluster(test_cluster *c, const bench_cpus *cpus, bench_target *t) {
+    test_cluster_config cfg;
+    cpu_set_t allowed;
+    int have_mask = sched_getaffinity(0, sizeof allowed, &allowed) == 0, rc, i;
+
+    memset(c, 0, sizeof *c); /* test_cluster_stop is safe on it whatever happens */
+    memset(&cfg, 0, sizeof cfg);
+    cfg.masters = 3;
+    cfg.replicas = 1;
+    cfg.node_timeout_ms = 5000;
+    /* Every node inherits the server's CPU at fork; the harness' own
+     * waiting runs there meanwhile. */
+    if (cpus->server >= 0 && pin_self(cpus->server) != 0) {
+        fprintf(stderr, "could not pin to CPU %d for the cluster\n", cpus->server);
+        return -1;
+    }
+    rc = test_cluster_start(c, &cfg);
+    if (cpus->server >= 0 && (cpus->client < 0 || pin_self(cpus->client) != 0) && have_mask)
+        sched_setaffinity(0, sizeof allowed, &allowed);
+    if (rc != 0) {
+        fprintf(stderr, "the Redis Cluster did not start\n");
+        return -1;
+    }
+    memset(t, 0, sizeof *t);
+    t->cluster = 1;
+    t->masters = cfg.masters;
+    t->replicas = cfg.masters * cfg.replicas;
+    t->pubsub = LEASH_PUBSUB_AUTO;
+    /* The harness starts the masters first, then the replicas. */
+    for (i = 0; i < c->count && i < BENCH_MAX_NODES; i++)
+        t->port[i] = test_cluster_port(c, i);
+    return 0;
+}
+
+int bench_cluster_intact(test_cluster *c, const bench_target *t) {
+    int i;
+
+    for (i = 0; i < t->masters + t->replicas; i++) {
+        int want = i < t->masters ? TEST_CLUSTER_MASTER : TEST_CLUSTER_REPLICA;
+        if (test_cluster_role(c, i) != want)
+            return 0;
+    }
+    return 1;
+}
+
+int bench_admin_open(bench_admin *a, const bench_target *t) {
+    int i;
+
+    memset(a, 0, sizeof *a);
+    a->masters = t->masters;
+    for (i = 0; i < t->masters + t->replicas && i < BENCH_MAX_NODES; i++) {
+        if ((a->c[i] = bench_connect(t->port[i])) == NULL) {
+            bench_admin_close(a);
+            return -1;
+        }
+        a->count = i + 1;
+    }
+    return 0;
+}
+
+void bench_admin_close(bench_admin *a) {
+    int i;
+
+    for (i = 0; i < a->count; i++)
+        if (a->c[i] != NULL)
+            redisFree(a->c[i]);
+    memset(a, 0, sizeof *a);
+}
+
+int bench_admin_cmdstats(bench_admin *a, bench_cmdstats *out) {
+    bench_cmdstats one;
+    int i, j;
+
+    out->n = 0;
+    for (i = 0; i < a->masters; i++) {
+        if (bench_cmdstats_read(a->c[i], &one) != 0)
+            return -1;
+        for (j = 0; j < one.n; j++) {
+            int k = find_cmd(out, one.cmd[j].name);
+            if (k < 0) {
+                if (out->n == BENCH_MAX_CMDSTATS)
+                    continue;
+                k = out->n++;
+                out->cmd[k] = one.cmd[j];
+                continue;
+            }
+            out->cmd[k].calls += one.cmd[j].calls;
+            out->cmd[k].usec += one.cmd[j].usec;
+        }
+    }
+    return 0;
+}
+
+double bench_admin_cpu_s(bench_admin *a, int replicas) {
+    double sum = 0.;
+    int i;
+
+    for (i = replicas ? a->masters : 0; i < (replicas ? a->count : a->masters); i++) {
+        double v = bench_server_cpu_s(a->c[i]);
+        if (v < 0.)
+            return -1.;
+        sum += v;
+    }
+    return sum;
+}
+
+long long bench_admin_used_memory(bench_admin *a) {
+    long long sum = 0;
+    int i;
+
+    for (i = 0; i < a->masters; i++) {
+        long long v = bench_used_memory(a->c[i]);
+        if (v < 0)
+            return -1;
+        sum += v;
+    }
+    return sum;
+}
+
+long long bench_admin_db_keys(bench_admin *a) {
+    long long sum = 0;
+    int i;
+
+    for (i = 0; i < a->masters; i++) {
+        long long v = bench_db_keys(a->c[i]);
+        if (v < 0)
+            return -1;
+        sum += v;
+    }
+    return sum;
+}
+
+void bench_admin_flushall(bench_admin *a) {
+    int i;
+
+    for (i = 0; i < a->masters; i++) {
+        redisReply *r = redisCommand(a->c[i], "FLUSHALL");
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+}
+
+int bench_admin_bus(bench_admin *a, bench_bus *out) {
+    int i;
+
+    memset(out, 0, sizeof *out);
+    for (i = 0; i < a->count; i++) {
+        redisReply *r = redisCommand(a->c[i], "CLUSTER INFO");
+        if (r == NULL || r->type != REDIS_REPLY_STRING) {
+            if (r != NULL)
+                freeReplyObject(r);
+            return -1;
+        }
+        out->publish_sent +=
+            (long long)info_number(r->str, "cluster_stats_messages_publish_sent:", 0.);
+        out->publish_received +=
+            (long long)info_number(r->str, "cluster_stats_messages_publish_received:", 0.);
+        out->shard_sent +=
+            (long long)info_number(r->str, "cluster_stats_messages_publishshard_sent:", 0.);
+        out->shard_received +=
+            (long long)info_number(r->str, "cluster_stats_messages_publishshard_received:", 0.);
+        freeReplyObject(r);
+    }
+    out->ok = 1;
+    return 0;
+}
+
+void bench_bus_delta(const bench_bus *before, const bench_bus *after, bench_bus *out) {
+    out->ok = before->ok && after->ok;
+    out->publish_sent = after->publish_sent - before->publish_sent;
+    out->publish_received = after->publish_received - before->publish_received;
+    out->shard_sent = after->shard_sent - before->shard_sent;
+    out->shard_received = after->shard_received - before->shard_received;
 }
 
 /* ---- leash's scripts ---- */
@@ -438,10 +649,10 @@ int bench_call_acquire(bench_call *c, const bench_scripts *s, const char *key, c
 
 int bench_call_release(bench_call *c, const bench_scripts *s, const char *key, const char *token,
                        const char *channel) {
-    /* KEYS: lock; ARGV: token, count_after, channel, valid_until */
+    /* KEYS: lock; ARGV: token, count_after, channel, publish, valid_until */
     call_begin(c, s, BENCH_SCRIPT_RELEASE, 1);
     return call_arg(c, "%s", key) || call_arg(c, "%s", token) || call_arg(c, "0") ||
-                   call_arg(c, "%s", channel) || call_arg(c, STAMP_NONE)
+                   call_arg(c, "%s", channel) || call_arg(c, "publish") || call_arg(c, STAMP_NONE)
                ? -1
                : 0;
 }
@@ -450,7 +661,7 @@ int bench_call_renew(bench_call *c, const bench_scripts *s, const char *const *k
                      const char *token, long lease_ms, const char *channel) {
     int i;
 
-    /* KEYS: lock1..lockN; ARGV: token, lease, channel per lock */
+    /* KEYS: lock1..lockN; ARGV: token, lease, channel per lock, then publish */
     if (n < 1 || n > BENCH_RENEW_BATCH)
         return -1;
     call_begin(c, s, BENCH_SCRIPT_RENEW, n);
@@ -460,7 +671,7 @@ int bench_call_renew(bench_call *c, const bench_scripts *s, const char *const *k
     for (i = 0; i < n; i++)
         if (call_arg(c, "%s", token) || call_arg(c, "%ld", lease_ms) || call_arg(c, "%s", channel))
             return -1;
-    return 0;
+    return call_arg(c, "publish");
 }
 
 /* A lock's value is "<token>:<w>:<count>:<fence>" with the lease as its
@@ -498,7 +709,8 @@ int bench_populate_holds(redisContext *c, const char *prefix, long n, const char
 
 /* Every command leash's scripts run inside the server (see
  * bench_script_runs): a client of leash never sends these itself. */
-static const char *const inner_cmds[] = {"time", "set", "get", "del", "pexpire", "pttl", "publish"};
+static const char *const inner_cmds[] = {"time",    "set",  "get",     "del",
+                                         "pexpire", "pttl", "publish", "spublish"};
 
 void bench_script_runs_of(const bench_cmdstats *d, bench_script_runs *out) {
     size_t i;
@@ -514,10 +726,11 @@ void bench_script_runs_of(const bench_cmdstats *d, bench_script_runs *out) {
     out->busy = bench_cmdstats_calls(d, "pttl");
     out->grants = out->acquires - out->busy;
     out->deletes = bench_cmdstats_calls(d, "del");
-    out->publishes = bench_cmdstats_calls(d, "publish");
+    out->publishes = bench_cmdstats_calls(d, "publish") + bench_cmdstats_calls(d, "spublish");
     out->renewed = bench_cmdstats_calls(d, "pexpire");
-    out->subscribes = bench_cmdstats_calls(d, "subscribe");
-    out->unsubscribes = bench_cmdstats_calls(d, "unsubscribe");
+    out->subscribes = bench_cmdstats_calls(d, "subscribe") + bench_cmdstats_calls(d, "ssubscribe");
+    out->unsubscribes =
+        bench_cmdstats_calls(d, "unsubscribe") + bench_cmdstats_calls(d, "sunsubscribe");
 }
 
 const char *bench_script_inner_names(void) {
@@ -719,12 +932,32 @@ void bench_log_stderr(int level, const char *msg, void *arg) {
 }
 
 leash_client *bench_client_new(struct ev_loop *loop, int port) {
+    bench_target t;
+
+    bench_target_single(&t, port);
+    return bench_client_new_at(loop, &t);
+}
+
+leash_client *bench_client_new_at(struct ev_loop *loop, const bench_target *t) {
+    char seed_text[BENCH_MAX_NODES][32];
+    const char *seeds[BENCH_MAX_NODES];
     leash_options o;
     leash_client *c;
+    int i;
 
     leash_options_init(&o);
     o.host = "127.0.0.1";
-    o.port = port;
+    o.port = t->port[0];
+    if (t->cluster) {
+        for (i = 0; i < t->masters && i < BENCH_MAX_NODES; i++) {
+            snprintf(seed_text[i], sizeof seed_text[i], "127.0.0.1:%d", t->port[i]);
+            seeds[i] = seed_text[i];
+        }
+        o.topology = LEASH_TOPOLOGY_CLUSTER;
+        o.nodes = seeds;
+        o.nodes_count = i;
+    }
+    o.pubsub = t->pubsub;
     o.log_cb = bench_log_stderr;
     o.log_level = LEASH_LOG_WARN;
     if (leash_client_new(&c, &o) != LEASH_OK)

@@ -9,7 +9,10 @@
  * bench_start_server(): the server is pinned to the first CPU this process
  * may use (it inherits the mask at fork), the program to the second, so the
  * two never share a core; child processes and redis-benchmark inherit the
- * program's CPU.
+ * program's CPU. A program run with --cluster also starts a Redis Cluster
+ * with bench_start_cluster() (tests/support/redis_cluster.h: 3 masters + 3
+ * replicas), every node of it on the server's CPU, so that the cluster has
+ * the one core that the single server has.
  */
 #ifndef LEASH_BENCH_COMMON_H
 #define LEASH_BENCH_COMMON_H
@@ -22,6 +25,7 @@
 #include <hiredis/hiredis.h>
 #include <leash/leash.h>
 
+#include "redis_cluster.h"
 #include "redis_server.h"
 
 /* ---- time and resources ---- */
@@ -88,7 +92,11 @@ int bench_cmdstats_read(redisContext *c, bench_cmdstats *out);
 /* Calls (or usec) of one command, lower case ("evalsha"); 0 when absent. */
 long long bench_cmdstats_calls(const bench_cmdstats *s, const char *name);
 long long bench_cmdstats_usec(const bench_cmdstats *s, const char *name);
-/* Calls of every command but INFO (which the benchmark itself sends). */
+/* 0 for the commands that are not the clients': INFO and CLUSTER INFO
+ * (which the benchmark itself sends), REPLCONF (a replica's
+ * acknowledgements to its master). */
+int bench_cmdstats_counted(const char *name);
+/* Calls of every command that bench_cmdstats_counted() counts. */
 long long bench_cmdstats_total(const bench_cmdstats *s);
 /* after - before, command by command. */
 void bench_cmdstats_delta(const bench_cmdstats *before, const bench_cmdstats *after,
@@ -105,6 +113,69 @@ long long bench_db_keys(redisContext *c);
 
 /* FLUSHALL on the test helper's connection, for a clean server. */
 void bench_flushall(test_redis *r);
+
+/* ---- one server or a Redis Cluster ---- */
+
+#define BENCH_MAX_NODES TEST_CLUSTER_MAX_NODES
+
+/* Where a benchmark's clients go. */
+typedef struct bench_target {
+    int cluster;               /* 0: one server at port[0] */
+    int masters;               /* 1 for one server */
+    int replicas;              /* replicas in all (0 for one server) */
+    int port[BENCH_MAX_NODES]; /* the masters first, then the replicas */
+    int pubsub;                /* leash_options.pubsub (LEASH_PUBSUB_AUTO) */
+} bench_target;
+
+/* One server at 127.0.0.1:port, default pub/sub. */
+void bench_target_single(bench_target *t, int port);
+/* "one server", "cluster, sharded pub/sub" or "cluster, classic pub/sub". */
+const char *bench_target_name(const bench_target *t);
+
+/* Starts a Redis Cluster of 3 masters with a replica each on loopback
+ * (cluster-node-timeout 5 s, so that a busy core never looks like a failed
+ * node), every node pinned to cpus->server when cpus->server >= 0 (the
+ * CPUs of an earlier bench_start_server; -1: not pinned), and fills *t
+ * (pub/sub AUTO). 0, or -1 with the reason on stderr. */
+int bench_start_cluster(test_cluster *c, const bench_cpus *cpus, bench_target *t);
+/* 1 when every node still has the role it started with (no failover). */
+int bench_cluster_intact(test_cluster *c, const bench_target *t);
+
+/* Blocking connections to the servers of a target, for the figures a
+ * benchmark reads: commands and CPU sum over the masters (what serves the
+ * locks; a replica only applies what its master sends it), the cluster
+ * bus over every node. */
+typedef struct bench_admin {
+    int masters, count;
+    redisContext *c[BENCH_MAX_NODES]; /* the masters first */
+} bench_admin;
+
+int bench_admin_open(bench_admin *a, const bench_target *t);
+void bench_admin_close(bench_admin *a);
+/* INFO commandstats, each command's calls and usec summed over the masters. */
+int bench_admin_cmdstats(bench_admin *a, bench_cmdstats *out);
+/* INFO cpu (user + sys) summed over the masters (replicas 0) or over the
+ * replicas (replicas 1), in s; -1 on failure; 0 for a target without any. */
+double bench_admin_cpu_s(bench_admin *a, int replicas);
+/* INFO memory used_memory and INFO keyspace keys, summed over the masters. */
+long long bench_admin_used_memory(bench_admin *a);
+long long bench_admin_db_keys(bench_admin *a);
+/* FLUSHALL on every master (a replica follows its master). */
+void bench_admin_flushall(bench_admin *a);
+
+/* Pub/sub messages on the cluster bus (CLUSTER INFO, summed over every
+ * node): cluster_stats_messages_publish_* (PUBLISH, which a cluster
+ * broadcasts to every node) and cluster_stats_messages_publishshard_*
+ * (SPUBLISH, sent to the other nodes of the channel's shard only). Redis
+ * leaves a counter out of CLUSTER INFO while it is 0. */
+typedef struct bench_bus {
+    int ok;
+    long long publish_sent, publish_received;
+    long long shard_sent, shard_received;
+} bench_bus;
+int bench_admin_bus(bench_admin *a, bench_bus *out);
+/* after - before. */
+void bench_bus_delta(const bench_bus *before, const bench_bus *after, bench_bus *out);
 
 /* ---- leash's scripts: everything that knows their layout ----
  *
@@ -156,8 +227,8 @@ typedef struct bench_call {
 int bench_call_acquire(bench_call *c, const bench_scripts *s, const char *key, const char *token,
                        long lease_ms);
 /* The release of a whole hold (count 1 -> 0), first send: what
- * leash_release() sends. It publishes on `channel` only when someone found
- * the lock busy. */
+ * leash_release() sends to one server. It publishes on `channel` only when
+ * someone found the lock busy. */
 int bench_call_release(bench_call *c, const bench_scripts *s, const char *key, const char *token,
                        const char *channel);
 /* One renew call of keys[0..n) (n <= BENCH_RENEW_BATCH), all held by
@@ -174,30 +245,32 @@ int bench_populate_holds(redisContext *c, const char *prefix, long n, const char
 
 /* What INFO commandstats deltas say about the runs of leash's scripts,
  * from the commands each one runs inside the server:
- *   acquire: TIME on every run, then SET NX (a new hold) or GET, and for a
- *            busy answer PTTL;
- *   release: GET, and DEL when it ends the hold (PUBLISH when someone
- *            waits); TIME only when resent after a lost answer;
- *   renew:   GET per lock, PEXPIRE per lock renewed (PUBLISH when someone
+ *   acquire: TIME on every run, then SET NX GET (a new hold, or the
+ *            holder's value), and for a busy answer PTTL (after a SET
+ *            KEEPTTL that marks the lock waited for, the first time);
+ *   release: GET, and DEL when it ends the hold (PUBLISH, or SPUBLISH with
+ *            sharded pub/sub, when someone waits); TIME only when resent
+ *            after a lost answer;
+ *   renew:   GET per lock, PEXPIRE per lock renewed ((S)PUBLISH when someone
  *            waits).
  * A benchmark on loopback resends nothing, so TIME counts acquire runs. */
 typedef struct bench_script_runs {
-    long long total;    /* every command but INFO (which the benchmark sends) */
-    long long scripts;  /* EVALSHA + EVAL: runs of leash's scripts */
-    long long inner;    /* commands the scripts ran inside the server */
-    long long sent;     /* total - inner: the commands clients sent */
-    long long acquires; /* acquire-script runs */
-    long long busy;     /* acquire runs that found another holder */
-    long long grants;   /* acquire runs that granted (acquires - busy) */
-    long long deletes;  /* runs that deleted a lock: full releases */
-    long long publishes;
-    long long renewed; /* locks renewed by renew-script runs */
-    long long subscribes, unsubscribes;
-    long long script_usec; /* server time inside EVALSHA + EVAL */
+    long long total;                    /* every command bench_cmdstats_counted() counts */
+    long long scripts;                  /* EVALSHA + EVAL: runs of leash's scripts */
+    long long inner;                    /* commands the scripts ran inside the server */
+    long long sent;                     /* total - inner: the commands clients sent */
+    long long acquires;                 /* acquire-script runs */
+    long long busy;                     /* acquire runs that found another holder */
+    long long grants;                   /* acquire runs that granted (acquires - busy) */
+    long long deletes;                  /* runs that deleted a lock: full releases */
+    long long publishes;                /* PUBLISH + SPUBLISH */
+    long long renewed;                  /* locks renewed by renew-script runs */
+    long long subscribes, unsubscribes; /* (S)SUBSCRIBE, (S)UNSUBSCRIBE */
+    long long script_usec;              /* server time inside EVALSHA + EVAL */
 } bench_script_runs;
 void bench_script_runs_of(const bench_cmdstats *delta, bench_script_runs *out);
 /* The commands named above that the scripts run, for the notes:
- * "TIME, SET, GET, DEL, PEXPIRE, PTTL, PUBLISH". */
+ * "TIME, SET, GET, DEL, PEXPIRE, PTTL, PUBLISH, SPUBLISH". */
 const char *bench_script_inner_names(void);
 
 /* ---- redis-benchmark ---- */
@@ -230,6 +303,9 @@ int bench_ping_rtt(int port, bench_rb *out);
 void bench_log_stderr(int level, const char *msg, void *arg);
 /* A client for 127.0.0.1:port on loop, logging warnings to stderr, or NULL. */
 leash_client *bench_client_new(struct ev_loop *loop, int port);
+/* The same for a target: a cluster's masters are the seeds, with the
+ * target's pub/sub. */
+leash_client *bench_client_new_at(struct ev_loop *loop, const bench_target *t);
 /* Runs loop until every client is connected; 0, or -1 after timeout_ms. */
 int bench_wait_connected(struct ev_loop *loop, leash_client *const *clients, int n, int timeout_ms);
 

@@ -39,6 +39,21 @@
  * redis-benchmark is installed. The same handoff with bare hiredis is
  * leash-bench-floor; one uncontended acquire+release is leash-bench-idle.
  *
+ * Redis Cluster (--cluster): the same handoff between 2 contenders
+ * (--cluster-contenders) on a Redis Cluster of 3 masters with a replica
+ * each (common.h: every node on the server's CPU), once with the pub/sub
+ * a cluster client uses by default (LEASH_PUBSUB_AUTO: sharded, SSUBSCRIBE
+ * and SPUBLISH at the lock's shard) and once with classic pub/sub
+ * (LEASH_PUBSUB_CLASSIC: PUBLISH, which the cluster bus broadcasts to
+ * every node). Besides the latencies, the pub/sub messages on the cluster
+ * bus per release: CLUSTER INFO's cluster_stats_messages_publish_* and
+ * _publishshard_* (sent and received), summed over every node at the same
+ * two snapshots as the commands. Every release is contended (the other
+ * contender waits), so every release publishes once; a sharded message
+ * should cost one bus message per replica of the lock's shard, a classic
+ * one a message to each other node. The reference round trip is measured
+ * on a master of the cluster too.
+ *
  * Output: one markdown table on stdout, then notes. Exit 0 when every
  * configuration ran (even if a figure is bad), 1 on a set-up failure.
  */
@@ -81,13 +96,14 @@ typedef struct shared {
     /* leash_stats summed over the clients as they finish. */
     _Atomic uint64_t wakeups, commands_sent, renew_commands, noscript_reloads, disconnects;
 
-    int64_t warmup;      /* W: the window opens at hold W */
-    int64_t target;      /* W + H: the window closes at this hold */
-    int64_t slots;       /* size of the arrays below */
-    int snap_a_ok;       /* set by the holder of hold W */
-    int snap_b_ok;       /* set by the stopper */
-    int64_t snap_b_hold; /* holds started when snapshot B was taken */
-    int time_capped;     /* the cap closed the window, not the count */
+    int64_t warmup;         /* W: the window opens at hold W */
+    int64_t target;         /* W + H: the window closes at this hold */
+    int64_t slots;          /* size of the arrays below */
+    int snap_a_ok;          /* set by the holder of hold W */
+    int snap_b_ok;          /* set by the stopper */
+    bench_bus bus_a, bus_b; /* a cluster's bus at the same two snapshots */
+    int64_t snap_b_hold;    /* holds started when snapshot B was taken */
+    int time_capped;        /* the cap closed the window, not the count */
     bench_cmdstats snap_a, snap_b;
     char first_error[160];
 
@@ -167,8 +183,8 @@ typedef struct contender {
     ev_io kick_io; /* procs mode: the read end of this contender's kick pipe */
     int state;
     int64_t hold_index;
-    redisContext *admin; /* blocking connection for INFO snapshots */
-    int owns_client;     /* 0: the handle of a client that cs[0] owns */
+    bench_admin *admin; /* blocking connections for INFO snapshots */
+    int owns_client;    /* 0: the handle of a client that cs[0] owns */
     int finished;
 } contender;
 
@@ -177,7 +193,7 @@ struct bench {
     int mode;
     int barge;
     int hold_ms;
-    int port;
+    bench_target target;
     char lock_name[64];
     shared *sh;
     contender cs[MAX_CONTENDERS]; /* loop mode: all; procs mode: [id] in its child */
@@ -190,12 +206,24 @@ struct bench {
 static void contender_acquire(contender *ct);
 static void stop_everyone(bench *b);
 
+/* The INFO snapshot that opens the window (the holder of hold W takes
+ * it). */
+static void open_window(bench *b, bench_admin *admin) {
+    shared *sh = b->sh;
+
+    sh->snap_a_ok = bench_admin_cmdstats(admin, &sh->snap_a) == 0;
+    if (b->target.cluster)
+        bench_admin_bus(admin, &sh->bus_a);
+}
+
 /* The INFO snapshot that closes the window; only the stopper takes it. */
-static void close_window(bench *b, redisContext *admin, int capped) {
+static void close_window(bench *b, bench_admin *admin, int capped) {
     shared *sh = b->sh;
 
     sh->snap_b_hold = atomic_load(&sh->holds);
-    sh->snap_b_ok = bench_cmdstats_read(admin, &sh->snap_b) == 0;
+    sh->snap_b_ok = bench_admin_cmdstats(admin, &sh->snap_b) == 0;
+    if (b->target.cluster)
+        bench_admin_bus(admin, &sh->bus_b);
     sh->time_capped = capped;
 }
 
@@ -239,7 +267,7 @@ static void on_acquired(leash_lock *l, int status, void *arg) {
         sh->holder[k] = ct->id;
     }
     if (k == sh->warmup)
-        sh->snap_a_ok = bench_cmdstats_read(ct->admin, &sh->snap_a) == 0;
+        open_window(b, ct->admin);
     if (k == sh->target) {
         int zero = 0;
         if (atomic_compare_exchange_strong(&sh->stop, &zero, 1)) {
@@ -320,8 +348,8 @@ static void contender_acquire(contender *ct) {
 
 /* A contender with a client of its own, or (share != NULL) a handle of
  * another contender's client. */
-static int contender_open(bench *b, contender *ct, int id, struct ev_loop *loop,
-                          redisContext *admin, leash_client *share) {
+static int contender_open(bench *b, contender *ct, int id, struct ev_loop *loop, bench_admin *admin,
+                          leash_client *share) {
     memset(ct, 0, sizeof *ct);
     ct->id = id;
     ct->b = b;
@@ -334,7 +362,7 @@ static int contender_open(bench *b, contender *ct, int id, struct ev_loop *loop,
         return ct->lock != NULL ? 0 : -1;
     }
     ct->owns_client = 1;
-    if ((ct->client = bench_client_new(loop, b->port)) == NULL)
+    if ((ct->client = bench_client_new_at(loop, &b->target)) == NULL)
         return -1;
     ct->lock = leash_lock_new(ct->client, b->lock_name);
     if (ct->lock == NULL) {
@@ -418,7 +446,7 @@ static void on_cap_loop(struct ev_loop *loop, ev_timer *w, int revents) {
     }
 }
 
-static int run_loop_mode(bench *b, redisContext *admin) {
+static int run_loop_mode(bench *b, bench_admin *admin) {
     int i, opened = 0, rc = -1;
 
     b->loop = ev_loop_new(EVFLAG_AUTO);
@@ -477,11 +505,11 @@ static void on_kick(struct ev_loop *loop, ev_io *w, int revents) {
 static int child_main(bench *b, int id) {
     contender *ct = &b->cs[id];
     struct ev_loop *loop;
-    redisContext *admin;
+    bench_admin admin;
 
     loop = ev_loop_new(EVFLAG_AUTO);
-    admin = bench_connect(b->port);
-    if (loop == NULL || admin == NULL || contender_open(b, ct, id, loop, admin, NULL) != 0) {
+    if (loop == NULL || bench_admin_open(&admin, &b->target) != 0 ||
+        contender_open(b, ct, id, loop, &admin, NULL) != 0) {
         fprintf(stderr, "handoff: contender %d could not be set up\n", id);
         return 1;
     }
@@ -496,11 +524,11 @@ static int child_main(bench *b, int id) {
     contender_close(ct);
     ev_run(loop, EVRUN_NOWAIT);
     ev_loop_destroy(loop);
-    redisFree(admin);
+    bench_admin_close(&admin);
     return 0;
 }
 
-static int run_procs_mode(bench *b, redisContext *admin) {
+static int run_procs_mode(bench *b, bench_admin *admin) {
     pid_t pids[MAX_CONTENDERS];
     int i, started = 0, rc = 0, zero = 0;
     int64_t deadline;
@@ -565,13 +593,16 @@ close_pipes:
 typedef struct result {
     int n;
     int mode;
-    int ok;        /* the configuration ran */
-    int64_t count; /* handoff samples */
+    bench_target target; /* where it ran */
+    bench_bus bus;       /* a cluster's pub/sub messages over the window */
+    int ok;              /* the configuration ran */
+    int64_t count;       /* handoff samples */
     double p50_us, p99_us, max_us, min_us;
     double ask_p50_us, ask_p99_us; /* from the leash_release() call instead */
     int64_t acqs;                  /* acquisitions inside the command window */
     int counts_ok;                 /* both snapshots taken */
     bench_script_runs runs;        /* over the window */
+    bench_cmdstats cmds;           /* the window's commandstats deltas */
     int64_t releases;
     int64_t self_handoffs, negatives;
     int overlaps, errors;
@@ -591,8 +622,10 @@ static double pct_us(const int64_t *sorted, int64_t n, double p) {
 static void write_samples(const char *dir, const result *res, const int64_t *s, int64_t n) {
     char tag[64], label[96];
 
-    snprintf(tag, sizeof tag, "%d-%s", res->n, mode_tag(res->mode));
-    snprintf(label, sizeof label, "%d contenders, %s", res->n, mode_name(res->mode));
+    snprintf(tag, sizeof tag, "%d-%s%s", res->n, mode_tag(res->mode),
+             res->target.cluster ? "-cluster" : "");
+    snprintf(label, sizeof label, "%d contenders, %s%s", res->n, mode_name(res->mode),
+             res->target.cluster ? ", Redis Cluster" : "");
     bench_write_samples("handoff", dir, tag, label, s, n);
 }
 
@@ -657,18 +690,19 @@ static void collect(const bench *b, result *res, const char *samples_dir) {
     free(a);
 
     if (sh->snap_a_ok && sh->snap_b_ok) {
-        bench_cmdstats d;
         res->counts_ok = 1;
         res->acqs = last - w;
         res->releases = last - w; /* releases of holds W .. last-1 */
-        bench_cmdstats_delta(&sh->snap_a, &sh->snap_b, &d);
-        bench_script_runs_of(&d, &res->runs);
+        bench_cmdstats_delta(&sh->snap_a, &sh->snap_b, &res->cmds);
+        bench_script_runs_of(&res->cmds, &res->runs);
     }
+    if (b->target.cluster)
+        bench_bus_delta(&sh->bus_a, &sh->bus_b, &res->bus);
 }
 
 static int run_config(int n, int mode, int64_t handoffs, double cap_s, int hold_ms, int barge,
-                      test_redis *r, redisContext *admin, const bench_cpus *cpus, result *res,
-                      const char *samples_dir) {
+                      const bench_target *t, bench_admin *admin, const bench_cpus *cpus,
+                      result *res, const char *samples_dir) {
     bench *b = calloc(1, sizeof(*b));
     int64_t warmup = 2 * n < 10 ? 10 : 2 * n;
     int rc;
@@ -676,14 +710,16 @@ static int run_config(int n, int mode, int64_t handoffs, double cap_s, int hold_
     memset(res, 0, sizeof *res);
     res->n = n;
     res->mode = mode;
+    res->target = *t;
     if (b == NULL)
         return -1;
     b->n = n;
     b->mode = mode;
     b->barge = barge;
     b->hold_ms = hold_ms;
-    b->port = r->port;
+    b->target = *t;
     b->cap_s = cap_s;
+    /* The same name, so the same shard, for both kinds of pub/sub. */
     snprintf(b->lock_name, sizeof b->lock_name, "bench:handoff:%d:%s", n, mode_tag(mode));
     b->sh = shared_new(warmup + handoffs + 2 * n + 16);
     if (b->sh == NULL) {
@@ -694,7 +730,7 @@ static int run_config(int n, int mode, int64_t handoffs, double cap_s, int hold_
     b->sh->target = warmup + handoffs;
 
     /* A clean server for each configuration. */
-    bench_flushall(r);
+    bench_admin_flushall(admin);
 
     bench_steal_begin(cpus, &res->steal);
     rc = mode == MODE_PROCS ? run_procs_mode(b, admin) : run_loop_mode(b, admin);
@@ -740,9 +776,39 @@ static void print_table(const result *res, int count) {
     }
 }
 
-static void print_notes(const result *res, int count, const bench_rb *rtt, int hold_ms, int barge) {
-    int i, any_time_cap = 0;
+static int cmp_calls_desc(const void *a, const void *b) {
+    const bench_cmdstat *x = a, *y = b;
+    if (x->calls != y->calls)
+        return (x->calls < y->calls) - (x->calls > y->calls);
+    return strcmp(x->name, y->name);
+}
 
+/* "; Redis calls per acquisition: evalsha 3.00, ..." for every command of
+ * the window, the most called first. */
+static void print_calls(const result *x) {
+    bench_cmdstats sorted = x->cmds;
+    int i, any = 0;
+
+    qsort(sorted.cmd, (size_t)sorted.n, sizeof sorted.cmd[0], cmp_calls_desc);
+    for (i = 0; i < sorted.n; i++) {
+        double v = per_acq(sorted.cmd[i].calls, x->acqs);
+        if (!bench_cmdstats_counted(sorted.cmd[i].name) || sorted.cmd[i].calls <= 0)
+            continue;
+        printf("%s%s %.*f", any++ ? ", " : "; Redis calls per acquisition: ", sorted.cmd[i].name,
+               v < 0.01 ? 4 : 2, v);
+    }
+}
+
+/* "2, one loop" or "2, one loop, cluster, sharded pub/sub". */
+static const char *config_name(const result *x, char *buf, size_t cap) {
+    snprintf(buf, cap, "%d, %s%s%s", x->n, mode_name(x->mode), x->target.cluster ? ", " : "",
+             x->target.cluster ? bench_target_name(&x->target) : "");
+    return buf;
+}
+
+static void print_config_notes(const result *res, int count, const bench_rb *rtt);
+
+static void print_notes(const result *res, int count, const bench_rb *rtt, int hold_ms, int barge) {
     printf("\nEach contender: acquire (LEASH_WAIT_FOREVER), hold %d ms, release; %s.\n", hold_ms,
            barge ? "it asks again right after its release (--barge)"
                  : "after its release it asks again once the next holder has the lock");
@@ -758,16 +824,23 @@ static void print_notes(const result *res, int count, const bench_rb *rtt, int h
                rtt->p50_us, rtt->p99_us);
     else
         printf("Reference round trip: redis-benchmark not run or not available.\n");
+    print_config_notes(res, count, rtt);
+}
+
+static void print_config_notes(const result *res, int count, const bench_rb *rtt) {
+    int i, any_time_cap = 0;
+    char name[96];
+
     printf("\nPer configuration:\n");
     for (i = 0; i < count; i++) {
         const result *x = &res[i];
         const bench_script_runs *d = &x->runs;
         if (!x->ok) {
-            printf("- %d, %s: did not run\n", x->n, mode_name(x->mode));
+            printf("- %s: did not run\n", config_name(x, name, sizeof name));
             continue;
         }
         any_time_cap |= x->time_capped;
-        printf("- %d, %s: %.1f s", x->n, mode_name(x->mode), x->seconds);
+        printf("- %s: %.1f s", config_name(x, name, sizeof name), x->seconds);
         if (rtt->ok && rtt->p50_us > 0 && x->count > 0)
             printf("; p50 = %.1f round trips", x->p50_us / rtt->p50_us);
         if (x->count > 0)
@@ -790,6 +863,8 @@ static void print_notes(const result *res, int count, const bench_rb *rtt, int h
         if (x->counts_ok && d->scripts > 0)
             printf("; server time per EVALSHA %.1f µs",
                    (double)d->script_usec / (double)d->scripts);
+        if (x->counts_ok && x->target.cluster)
+            print_calls(x);
         printf("; leash wakeups per hold %.2f", per_acq((long long)x->wakeups, x->total_holds));
         if (x->self_handoffs)
             printf("; %lld handoffs back to the releaser", (long long)x->self_handoffs);
@@ -813,6 +888,81 @@ static void print_notes(const result *res, int count, const bench_rb *rtt, int h
         printf("\n\\* stopped by the time cap before the handoff count was reached.\n");
 }
 
+/* Bus messages per release, "1.00 / 1.00" (sent / received). */
+static void print_bus(long long sent, long long received, int64_t releases) {
+    printf("%.2f / %.2f", per_acq(sent, releases), per_acq(received, releases));
+}
+
+/* The cluster's configurations, each beside the one-server configuration
+ * of the same contenders and mode (if it ran). */
+static void print_cluster(const result *single, int nsingle, const result *res, int count) {
+    int i, j;
+
+    printf("\n| Redis | contenders | mode | pub/sub | handoffs | p50 µs | p99 µs | max µs "
+           "| p50 x one server | publishes/release | PUBLISH bus messages/release, sent / "
+           "received | SPUBLISH (publishshard) bus messages/release, sent / received |\n");
+    printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (i = 0; i < count; i++) {
+        const result *x = &res[i], *one = NULL;
+        const bench_script_runs *d = &x->runs;
+
+        for (j = 0; j < nsingle; j++)
+            if (single[j].n == x->n && single[j].mode == x->mode && single[j].count > 0)
+                one = &single[j];
+        if (one != NULL && (i == 0 || res[i - 1].n != x->n || res[i - 1].mode != x->mode))
+            printf("| one server | %d | %s | classic | %lld%s | %.0f | %.0f | %.0f | 1.00 | %.2f "
+                   "| | |\n",
+                   one->n, mode_name(one->mode), (long long)one->count, one->time_capped ? "*" : "",
+                   one->p50_us, one->p99_us, one->max_us,
+                   one->counts_ok ? per_acq(one->runs.publishes, one->releases) : 0.);
+        printf("| cluster | %d | %s | %s | ", x->n, mode_name(x->mode),
+               x->target.pubsub == LEASH_PUBSUB_CLASSIC ? "classic" : "sharded (default)");
+        if (!x->ok || x->count == 0) {
+            printf("failed | | | | | | | |\n");
+            continue;
+        }
+        printf("%lld%s | **%.0f** | **%.0f** | %.0f | ", (long long)x->count,
+               x->time_capped ? "*" : "", x->p50_us, x->p99_us, x->max_us);
+        if (one != NULL && one->p50_us > 0.)
+            printf("%.2f", x->p50_us / one->p50_us);
+        else
+            printf("n/a");
+        if (!x->counts_ok || !x->bus.ok) {
+            printf(" | n/a | n/a | n/a |\n");
+            continue;
+        }
+        printf(" | %.2f | ", per_acq(d->publishes, x->releases));
+        print_bus(x->bus.publish_sent, x->bus.publish_received, x->releases);
+        printf(" | ");
+        print_bus(x->bus.shard_sent, x->bus.shard_received, x->releases);
+        printf(" |\n");
+    }
+}
+
+static void print_cluster_notes(const result *res, int count, const bench_rb *rtt,
+                                const bench_target *t, int intact) {
+    printf("\nRedis Cluster: 3 masters with a replica each (tests/support/redis_cluster.c, "
+           "cluster-node-timeout 5 s), all six redis-servers on the server's CPU; each "
+           "contender's client has the masters as seeds (LEASH_TOPOLOGY_CLUSTER). The lock "
+           "lives on one shard (a master and its replica), whose master runs every script. "
+           "Pub/sub: sharded is what a cluster client uses by default (LEASH_PUBSUB_AUTO: "
+           "SSUBSCRIBE at the lock's master, SPUBLISH in the release script), classic is "
+           "LEASH_PUBSUB_CLASSIC (SUBSCRIBE, PUBLISH). Bus messages: CLUSTER INFO "
+           "cluster_stats_messages_publish_sent/_received and "
+           "cluster_stats_messages_publishshard_sent/_received summed over all %d nodes, "
+           "between the same two snapshots as the commands, per release in the window (every "
+           "release is contended: the other contender waits, so each publishes once). Target: "
+           "a sharded message costs at most one bus message per replica of the owning shard "
+           "(here 1); a classic one goes to every other node (here %d).%s\n",
+           t->masters + t->replicas, t->masters + t->replicas - 1,
+           intact ? "" : " **A node changed its role during the runs (a failover).**");
+    if (rtt->ok)
+        printf("Reference round trip on a master of the cluster (redis-benchmark -c 1 -P 1 "
+               "PING, same CPUs): p50 %.0f µs, p99 %.0f µs.\n",
+               rtt->p50_us, rtt->p99_us);
+    print_config_notes(res, count, rtt);
+}
+
 /* ---- main ---- */
 
 static void usage(const char *argv0) {
@@ -827,6 +977,10 @@ static void usage(const char *argv0) {
             "      --hold MS          hold time (default 5)\n"
             "      --barge            ask again right after each release\n"
             "      --samples DIR      write the sorted samples of each configuration there\n"
+            "      --cluster          also on a Redis Cluster (3 masters + 3 replicas), with\n"
+            "                         sharded and with classic pub/sub\n"
+            "      --cluster-contenders LIST  contender counts there (default 2)\n"
+            "      --cluster-handoffs N       measured handoffs there (default 1000)\n"
             "      --no-pin           do not pin redis-server and the benchmark to CPUs\n"
             "      --no-reference     do not run redis-benchmark for the reference\n",
             argv0);
@@ -842,17 +996,22 @@ int main(int argc, char **argv) {
                                              {"samples", required_argument, NULL, 's'},
                                              {"no-pin", no_argument, NULL, 'p'},
                                              {"no-reference", no_argument, NULL, 'r'},
+                                             {"cluster", no_argument, NULL, 'C'},
+                                             {"cluster-contenders", required_argument, NULL, 'N'},
+                                             {"cluster-handoffs", required_argument, NULL, 'K'},
                                              {"help", no_argument, NULL, '?'},
                                              {NULL, 0, NULL, 0}};
     int ns[MAX_CONFIGS], nn = 0, modes = 3, hold_ms = 5, barge = 0, pin = 1, want_ref = 1;
-    int64_t handoffs = 0;
+    int cns[MAX_CONFIGS], ncn = 0, cluster = 0, intact = 1, p;
+    int64_t handoffs = 0, cluster_handoffs = 1000;
     double cap_s = 20.;
     const char *samples_dir = NULL;
-    result results[MAX_CONFIGS * 2];
-    int nres = 0, i, m, opt, failed = 0;
+    result results[MAX_CONFIGS * 2], cresults[MAX_CONFIGS * 2 * 2];
+    int nres = 0, ncres = 0, i, m, opt, failed = 0;
     bench_cpus cpus;
-    redisContext *admin;
-    bench_rb rtt;
+    bench_target single, ct;
+    bench_admin admin;
+    bench_rb rtt, crtt;
     test_redis r;
 
     while ((opt = getopt_long(argc, argv, "c:m:H:T:", longopts, NULL)) != -1) {
@@ -910,6 +1069,20 @@ int main(int argc, char **argv) {
         case 'r':
             want_ref = 0;
             break;
+        case 'C':
+            cluster = 1;
+            break;
+        case 'N':
+            if ((ncn = bench_parse_list(optarg, cns, MAX_CONFIGS, 1, MAX_CONTENDERS)) < 0)
+                return 2;
+            break;
+        case 'K':
+            cluster_handoffs = strtoll(optarg, NULL, 10);
+            if (cluster_handoffs < 1 || cluster_handoffs > 10000000) {
+                usage(argv[0]);
+                return 2;
+            }
+            break;
         default:
             usage(argv[0]);
             return 2;
@@ -919,18 +1092,23 @@ int main(int argc, char **argv) {
         ns[nn++] = 2;
         ns[nn++] = 16;
     }
+    if (ncn == 0)
+        cns[ncn++] = 2;
     signal(SIGPIPE, SIG_IGN);
 
     if (bench_start_server(&r, NULL, pin, &cpus) != 0) {
         fprintf(stderr, "handoff: could not start redis-server\n");
         return 1;
     }
-    if ((admin = bench_connect(r.port)) == NULL) {
+    bench_target_single(&single, r.port);
+    if (bench_admin_open(&admin, &single) != 0) {
         fprintf(stderr, "handoff: no admin connection\n");
         test_redis_stop(&r);
         return 1;
     }
     memset(&rtt, 0, sizeof rtt);
+    memset(&crtt, 0, sizeof crtt);
+    memset(&ct, 0, sizeof ct);
     if (want_ref)
         bench_ping_rtt(r.port, &rtt);
 
@@ -941,18 +1119,55 @@ int main(int argc, char **argv) {
                 continue;
             fprintf(stderr, "handoff: %d contenders, %s, %lld handoffs...\n", ns[i], mode_name(m),
                     (long long)h);
-            if (run_config(ns[i], m, h, cap_s, hold_ms, barge, &r, admin, &cpus, &results[nres],
-                           samples_dir) != 0)
+            if (run_config(ns[i], m, h, cap_s, hold_ms, barge, &single, &admin, &cpus,
+                           &results[nres], samples_dir) != 0)
                 failed = 1;
             nres++;
         }
     }
-    redisFree(admin);
+    bench_admin_close(&admin);
+    if (cluster) {
+        test_cluster c;
+
+        fprintf(stderr, "handoff: starting a Redis Cluster...\n");
+        if (bench_start_cluster(&c, &cpus, &ct) != 0 || bench_admin_open(&admin, &ct) != 0) {
+            fprintf(stderr, "handoff: no Redis Cluster\n");
+            test_cluster_stop(&c);
+            failed = 1;
+        } else {
+            if (want_ref)
+                bench_ping_rtt(ct.port[0], &crtt);
+            for (i = 0; i < ncn; i++)
+                for (m = 0; m < 3; m++)
+                    for (p = 0; p < 2 && (modes & (1 << m)); p++) {
+                        ct.pubsub = p == 0 ? LEASH_PUBSUB_AUTO : LEASH_PUBSUB_CLASSIC;
+                        fprintf(stderr, "handoff: %d contenders, %s, %s, %lld handoffs...\n",
+                                cns[i], mode_name(m), bench_target_name(&ct),
+                                (long long)cluster_handoffs);
+                        /* The plot shows the cluster's default, sharded pub/sub. */
+                        if (run_config(cns[i], m, cluster_handoffs, cap_s, hold_ms, barge, &ct,
+                                       &admin, &cpus, &cresults[ncres],
+                                       p == 0 ? samples_dir : NULL) != 0)
+                            failed = 1;
+                        ncres++;
+                    }
+            intact = bench_cluster_intact(&c, &ct);
+            if (!intact)
+                failed = 1;
+            bench_admin_close(&admin);
+            test_cluster_stop(&c);
+        }
+    }
     test_redis_stop(&r);
 
     printf("### Lock handoff (leash-bench-handoff)\n\n");
     print_table(results, nres);
     print_notes(results, nres, &rtt, hold_ms, barge);
+    if (cluster) {
+        printf("\n#### On a Redis Cluster\n");
+        print_cluster(results, nres, cresults, ncres);
+        print_cluster_notes(cresults, ncres, &crtt, &ct, intact);
+    }
     printf("\n");
     bench_print_cpus(&cpus);
     return failed ? 1 : 0;

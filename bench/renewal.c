@@ -21,6 +21,13 @@
  * watchdog sends), i.e. the server's capacity in lock renewals per second;
  * the table gives the share of it that the watchdog uses.
  *
+ * Redis Cluster (--cluster): the same on a Redis Cluster of 3 masters with
+ * a replica each (common.h: every node on the server's CPU), after the
+ * one-server run, as a second row. The watchdog batches renewals per hash
+ * slot there (a script's keys must share one), so the renew commands per
+ * second and the locks per command are given too. Each run is a process of
+ * its own (forked), so that both measure memory from the same start.
+ *
  * Output: one markdown table and notes. Exit 0 when everything ran and every
  * lock was still held at the end.
  */
@@ -32,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <ev.h>
 #include <hiredis/hiredis.h>
@@ -155,11 +164,11 @@ typedef struct result {
     long locks, held_end;
     long lease_ms;
     double window_s, acquire_s;
-    double cpu_pct, server_cpu_pct;
+    double cpu_pct, server_cpu_pct, replica_cpu_pct;
     double renewals_per_s, evalsha_per_s, inner_per_s, renew_commands_per_s;
     double renewals_per_lock;
     double rss_per_lock, heap_per_lock;
-    uint64_t losts;
+    uint64_t losts, disconnects;
     bench_steal steal;
     int errors;
     char first_error[128];
@@ -170,14 +179,14 @@ static int64_t heap_in_use(void) {
     return (int64_t)(mi.uordblks + mi.hblkhd);
 }
 
-static int run_leash(int port, redisContext *admin, const bench_cpus *cpus, long n, long lease_ms,
-                     double window_s, result *res) {
+static int run_leash(const bench_target *t, bench_admin *admin, const bench_cpus *cpus, long n,
+                     long lease_ms, double window_s, result *res) {
     run r;
     leash_stats st0, st1;
     bench_cmdstats c0, c1, d;
     bench_script_runs runs;
     int64_t rss0, rss1, heap0, heap1, t0, t1, cpu0, cpu1;
-    double scpu0, scpu1;
+    double scpu0, scpu1, rcpu0, rcpu1;
     long i;
     int rc = -1;
 
@@ -189,7 +198,7 @@ static int run_leash(int port, redisContext *admin, const bench_cpus *cpus, long
     r.max_inflight = 1024;
     r.loop = ev_loop_new(EVFLAG_AUTO);
     r.locks = calloc((size_t)n, sizeof(*r.locks));
-    if (r.loop == NULL || r.locks == NULL || (r.client = bench_client_new(r.loop, port)) == NULL)
+    if (r.loop == NULL || r.locks == NULL || (r.client = bench_client_new_at(r.loop, t)) == NULL)
         goto out;
     ev_timer_init(&r.timer, on_timer, 0., 0.);
     if (bench_wait_connected(r.loop, &r.client, 1, 5000) != 0) {
@@ -229,15 +238,17 @@ static int run_leash(int port, redisContext *admin, const bench_cpus *cpus, long
     /* The window: nothing but the watchdog. */
     bench_steal_begin(cpus, &res->steal);
     leash_client_stats(r.client, &st0);
-    bench_cmdstats_read(admin, &c0);
-    scpu0 = bench_server_cpu_s(admin);
+    bench_admin_cmdstats(admin, &c0);
+    scpu0 = bench_admin_cpu_s(admin, 0);
+    rcpu0 = bench_admin_cpu_s(admin, 1);
     cpu0 = bench_cpu_ns();
     t0 = bench_now_ns();
     run_for(&r, window_s);
     t1 = bench_now_ns();
     cpu1 = bench_cpu_ns();
-    scpu1 = bench_server_cpu_s(admin);
-    bench_cmdstats_read(admin, &c1);
+    scpu1 = bench_admin_cpu_s(admin, 0);
+    rcpu1 = bench_admin_cpu_s(admin, 1);
+    bench_admin_cmdstats(admin, &c1);
     leash_client_stats(r.client, &st1);
     bench_steal_end(cpus, &res->steal);
 
@@ -245,6 +256,8 @@ static int run_leash(int port, redisContext *admin, const bench_cpus *cpus, long
     res->cpu_pct = (double)(cpu1 - cpu0) / 1e9 / res->window_s * 100.;
     if (scpu0 >= 0. && scpu1 >= 0.)
         res->server_cpu_pct = (scpu1 - scpu0) / res->window_s * 100.;
+    if (rcpu0 >= 0. && rcpu1 >= 0.)
+        res->replica_cpu_pct = (rcpu1 - rcpu0) / res->window_s * 100.;
     bench_cmdstats_delta(&c0, &c1, &d);
     bench_script_runs_of(&d, &runs);
     res->evalsha_per_s = (double)runs.scripts / res->window_s;
@@ -253,6 +266,7 @@ static int run_leash(int port, redisContext *admin, const bench_cpus *cpus, long
     res->renewals_per_lock = (double)(st1.renewals - st0.renewals) / (double)n;
     res->renew_commands_per_s = (double)(st1.renew_commands - st0.renew_commands) / res->window_s;
     res->losts = st1.losts;
+    res->disconnects = st1.disconnects;
     for (i = 0; i < n; i++)
         res->held_end += leash_held(r.locks[i]);
     res->ok = res->held_end == n && st1.losts == 0;
@@ -270,6 +284,90 @@ out:
     return rc;
 }
 
+/* run_leash in a process of its own (forked), so that its memory figures
+ * start from this process's state, whatever ran before. */
+static int run_forked(const bench_target *t, const bench_cpus *cpus, long n, long lease_ms,
+                      double window_s, result *res) {
+    result *shared = bench_shared_alloc(sizeof *shared);
+    int status = 0, rc = -1;
+    pid_t pid;
+
+    memset(res, 0, sizeof *res);
+    res->locks = n;
+    res->lease_ms = lease_ms;
+    if (shared == NULL)
+        return -1;
+    pid = bench_fork();
+    if (pid == 0) {
+        bench_admin admin;
+        int child_rc = -1;
+        if (bench_admin_open(&admin, t) == 0) {
+            child_rc = run_leash(t, &admin, cpus, n, lease_ms, window_s, shared);
+            bench_admin_close(&admin);
+        } else {
+            fprintf(stderr, "renewal: no admin connection\n");
+        }
+        fflush(stdout);
+        fflush(stderr);
+        _exit(child_rc == 0 ? 0 : 1);
+    }
+    if (pid > 0) {
+        while (waitpid(pid, &status, 0) < 0)
+            ;
+        *res = *shared;
+        rc = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+    } else {
+        perror("renewal: fork");
+    }
+    bench_shared_free(shared, sizeof *shared);
+    return rc;
+}
+
+static void print_row(const char *where, const result *res, const result *one,
+                      const reference *ref) {
+    long n = res->locks, lease_ms = res->lease_ms;
+
+    if (!(res->window_s > 0.)) {
+        printf("| %s | %ld | %g s | failed | | | | | | | | | | |\n", where, n,
+               (double)lease_ms / 1000.);
+        return;
+    }
+    printf("| %s | %ld | %g s / %g s | %.1f | **%.2f** | ", where, n, (double)lease_ms / 1000.,
+           (double)(lease_ms / 3) / 1000., res->window_s, res->cpu_pct);
+    if (one != NULL && one->cpu_pct > 0.)
+        printf("%.2f", res->cpu_pct / one->cpu_pct);
+    else
+        printf("1.00");
+    printf(" | %.0f | **%.0f** | %.1f | %.0f | %.1f", res->renewals_per_s,
+           res->renew_commands_per_s,
+           res->evalsha_per_s > 0. ? res->renewals_per_s / res->evalsha_per_s : 0.,
+           res->inner_per_s, res->server_cpu_pct);
+    if (res->replica_cpu_pct > 0.)
+        printf(" (+ %.1f replicas)", res->replica_cpu_pct);
+    printf(" | ");
+    if (ref != NULL && ref->ok)
+        printf("%.1f%% | ", 100. * res->renewals_per_s / ref->capacity);
+    else
+        printf("n/a | ");
+    printf("%.0f B | **%.0f B** |\n", res->rss_per_lock, res->heap_per_lock);
+}
+
+static void print_run_notes(const char *where, const result *res) {
+    long n = res->locks;
+
+    printf("- %s: %ld locks acquired in %.1f s; renewals per lock in the window %.2f; renew "
+           "EVALSHA %.1f/s (commandstats) for %.1f renew commands/s sent (leash_stats); locks "
+           "still held at the end %ld of %ld; lost %llu",
+           where, n, res->acquire_s, res->renewals_per_lock, res->evalsha_per_s,
+           res->renew_commands_per_s, res->held_end, n, (unsigned long long)res->losts);
+    if (res->disconnects)
+        printf("; **%llu disconnects**", (unsigned long long)res->disconnects);
+    bench_print_steal(&res->steal);
+    if (res->errors)
+        printf("; **%d errors** (first: %s)", res->errors, res->first_error);
+    printf("\n");
+}
+
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [options]\n"
@@ -277,25 +375,25 @@ static void usage(const char *argv0) {
             "  -l, --lease MS      watchdog lease (default 30000; renewal every lease/3)\n"
             "  -w, --window S      measured window (default: two renew intervals)\n"
             "      --rb-requests N redis-benchmark calls of the renew script (default 5000)\n"
+            "      --cluster       also on a Redis Cluster (3 masters + 3 replicas)\n"
             "      --no-pin        do not pin redis-server and the benchmark to CPUs\n",
             argv0);
 }
 
 int main(int argc, char **argv) {
-    static const struct option longopts[] = {{"locks", required_argument, NULL, 'n'},
-                                             {"lease", required_argument, NULL, 'l'},
-                                             {"window", required_argument, NULL, 'w'},
-                                             {"rb-requests", required_argument, NULL, 'q'},
-                                             {"no-pin", no_argument, NULL, 'p'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {
+        {"locks", required_argument, NULL, 'n'},  {"lease", required_argument, NULL, 'l'},
+        {"window", required_argument, NULL, 'w'}, {"rb-requests", required_argument, NULL, 'q'},
+        {"cluster", no_argument, NULL, 'C'},      {"no-pin", no_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
     long n = 100000, lease_ms = 30000, rb_requests = 5000;
     double window_s = 0.;
-    int pin = 1, opt, failed = 0;
+    int pin = 1, opt, failed = 0, cluster = 0, intact = 1;
     bench_scripts sc;
     reference ref;
-    result res;
+    result res, cres;
     bench_cpus cpus;
+    bench_target single, ct;
     redisContext *admin;
     test_redis r;
 
@@ -312,6 +410,9 @@ int main(int argc, char **argv) {
             break;
         case 'q':
             rb_requests = strtol(optarg, NULL, 10);
+            break;
+        case 'C':
+            cluster = 1;
             break;
         case 'p':
             pin = 0;
@@ -330,42 +431,56 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     if (bench_start_with_scripts("renewal", &r, pin, &cpus, &admin, &sc) != 0)
         return 1;
+    bench_target_single(&single, r.port);
     memset(&ref, 0, sizeof ref);
+    memset(&cres, 0, sizeof cres);
     if (bench_have_redis_benchmark()) {
         fprintf(stderr, "renewal: reference (redis-benchmark)...\n");
         if (run_reference(&r, admin, &sc, lease_ms, rb_requests, &ref) != 0)
             fprintf(stderr, "renewal: the reference run failed\n");
     }
     fprintf(stderr, "renewal: %ld locks, lease %ld ms, window %.1f s...\n", n, lease_ms, window_s);
-    if (run_leash(r.port, admin, &cpus, n, lease_ms, window_s, &res) != 0)
+    if (run_forked(&single, &cpus, n, lease_ms, window_s, &res) != 0)
         failed = 1;
     redisFree(admin);
     test_redis_stop(&r);
+    if (cluster) {
+        test_cluster c;
+
+        fprintf(stderr, "renewal: starting a Redis Cluster...\n");
+        if (bench_start_cluster(&c, &cpus, &ct) != 0) {
+            test_cluster_stop(&c);
+            cres.locks = n;
+            cres.lease_ms = lease_ms;
+            failed = 1;
+        } else {
+            fprintf(stderr, "renewal: %ld locks on the cluster...\n", n);
+            if (run_forked(&ct, &cpus, n, lease_ms, window_s, &cres) != 0)
+                failed = 1;
+            intact = bench_cluster_intact(&c, &ct);
+            if (!intact)
+                failed = 1;
+            test_cluster_stop(&c);
+        }
+    }
 
     printf("### Renewal at scale (leash-bench-renewal)\n\n");
-    printf("| held locks | lease / renew interval | window s | client CPU %% of one core "
-           "| renewals/s | renew EVALSHA/s | calls inside the scripts/s | server CPU %% "
-           "| share of the server's renew capacity | RSS per lock | heap per lock |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    if (res.window_s > 0.) {
-        printf("| %ld | %g s / %g s | %.1f | **%.2f** | %.0f | %.0f | %.0f | %.1f | ", n,
-               (double)lease_ms / 1000., (double)(lease_ms / 3) / 1000., res.window_s, res.cpu_pct,
-               res.renewals_per_s, res.evalsha_per_s, res.inner_per_s, res.server_cpu_pct);
-        if (ref.ok)
-            printf("%.1f%% | ", 100. * res.renewals_per_s / ref.capacity);
-        else
-            printf("n/a | ");
-        printf("**%.0f B** | %.0f B |\n", res.rss_per_lock, res.heap_per_lock);
-    } else {
-        printf("| %ld | %g s | failed | | | | | | | | |\n", n, (double)lease_ms / 1000.);
-    }
+    printf("| Redis | held locks | lease / renew interval | window s | client CPU %% of one core "
+           "| x one server | renewals/s | renew commands/s | locks per renew command "
+           "| calls inside the scripts/s | server CPU %% | share of the server's renew capacity "
+           "| RSS per lock | heap per lock |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    print_row("one server", &res, NULL, &ref);
+    if (cluster)
+        print_row("cluster", &cres, &res, NULL);
     printf("\nOne client holds every lock with the watchdog on; the window starts once all are "
            "held and lasts two renew intervals, so every lock renews about twice in it. "
-           "Client CPU: getrusage of this process over the window. Commands: INFO "
-           "commandstats over the window (the renew script renews up to 100 locks per "
-           "EVALSHA; inside it, GET and PEXPIRE per lock, and PUBLISH only for a lock someone "
+           "Client CPU: getrusage of the process over the window. Renew commands: EVALSHA "
+           "of the renew script in INFO commandstats over the window (up to 100 locks per "
+           "call; inside it, GET and PEXPIRE per lock, and PUBLISH only for a lock someone "
            "waits for). Memory: RSS and malloc heap "
-           "growth from before the first handle to all locks held, per lock; a held lock is "
+           "growth from before the first handle to all locks held, per lock, each run in a "
+           "process of its own; a held lock is "
            "its handle (sizeof(struct leash_lock) = %zu B), one allocation for its key names "
            "and a libev timer of the adapter (%zu B), plus malloc's overhead and libev's "
            "timer heap.\n",
@@ -376,14 +491,20 @@ int main(int argc, char **argv) {
                "of server time per call); redis-benchmark CPU %.1f µs per call.\n",
                BENCH_RENEW_BATCH, ref.rb.rps, ref.capacity, 100. * ref.renewed, ref.exec_us,
                ref.rb.cpu_us);
-    printf("- %ld locks acquired in %.1f s; renewals per lock in the window %.2f; renew "
-           "commands sent %.1f/s; locks still held at the end %ld of %ld; lost %llu",
-           n, res.acquire_s, res.renewals_per_lock, res.renew_commands_per_s, res.held_end, n,
-           (unsigned long long)res.losts);
-    bench_print_steal(&res.steal);
-    if (res.errors)
-        printf("; **%d errors** (first: %s)", res.errors, res.first_error);
-    printf("\n\n");
+    if (cluster)
+        printf("Redis Cluster: 3 masters with a replica each (tests/support/redis_cluster.c, "
+               "cluster-node-timeout 5 s), all six redis-servers on the server's CPU; the "
+               "client has the masters as seeds (LEASH_TOPOLOGY_CLUSTER) and the same lock "
+               "names, which spread over the 16384 hash slots; the watchdog batches renewals "
+               "per slot (a script's keys must share one). Server CPU and commands: INFO "
+               "summed over the masters, the replicas' CPU in brackets. No redis-benchmark "
+               "reference on the cluster: the one-server row of the same run is the "
+               "cluster's.%s\n",
+               intact ? "" : " **A node changed its role during the run (a failover).**");
+    print_run_notes("one server", &res);
+    if (cluster)
+        print_run_notes("cluster", &cres);
+    printf("\n");
     bench_print_cpus(&cpus);
     return failed ? 1 : 0;
 }

@@ -30,6 +30,14 @@
  * have expired twice over; INFO memory used_memory before the first acquire,
  * every few seconds, and at the end.
  *
+ * Redis Cluster (--cluster): the same cycles at 1024 in flight
+ * (--cluster-inflight) on a Redis Cluster of 3 masters with a replica each
+ * (common.h: every node on the server's CPU), right after the one-server
+ * runs, and a table of the two side by side: cycles/s, client CPU per
+ * cycle (target: at most 1.2 x the one server's), server CPU per cycle
+ * (INFO cpu summed over the masters; the replicas' apart) and Redis calls
+ * per cycle (INFO commandstats summed over the masters).
+ *
  * Output: markdown tables and notes. Exit 0 when everything ran.
  */
 #define _GNU_SOURCE
@@ -49,6 +57,8 @@
 #include "redis_server.h"
 
 #define MAX_CONFIGS 8
+/* Client CPU per cycle on a cluster, at most this times the one server's. */
+#define CLUSTER_CPU_TARGET 1.2
 #define MAX_MEM_SAMPLES 256
 #define RB_TOKEN "5eed0123456789abcdef0123456789ab"
 #define RB_CHANNEL "bench:rb:released"
@@ -151,7 +161,7 @@ typedef struct mem_sample {
 struct run {
     struct ev_loop *loop;
     leash_client *client;
-    redisContext *admin;
+    bench_admin *admin;
     const bench_cpus *cpus;
     slot *slots;
     int n, active, phase;
@@ -160,7 +170,7 @@ struct run {
     int64_t cycles;
     int64_t win_cycles0, win_cycles1;
     int64_t t0, t1, cpu0, cpu1;
-    double scpu0, scpu1;
+    double scpu0, scpu1, rcpu0, rcpu1; /* the masters', the replicas' */
     bench_cmdstats cs0, cs1;
     bench_steal steal;
     int errors;
@@ -186,8 +196,8 @@ static void sample_memory(run *r) {
         return;
     m = &r->mem[r->nmem++];
     m->at_s = (double)(bench_now_ns() - r->started) / 1e9;
-    m->used = bench_used_memory(r->admin);
-    m->keys = bench_db_keys(r->admin);
+    m->used = bench_admin_used_memory(r->admin);
+    m->keys = bench_admin_db_keys(r->admin);
 }
 
 static void on_acquired(leash_lock *l, int status, void *arg);
@@ -261,8 +271,9 @@ static void on_phase(struct ev_loop *loop, ev_timer *w, int revents) {
     if (r->phase == PH_WARMUP) {
         r->phase = PH_WINDOW;
         bench_steal_begin(r->cpus, &r->steal);
-        bench_cmdstats_read(r->admin, &r->cs0);
-        r->scpu0 = bench_server_cpu_s(r->admin);
+        bench_admin_cmdstats(r->admin, &r->cs0);
+        r->scpu0 = bench_admin_cpu_s(r->admin, 0);
+        r->rcpu0 = bench_admin_cpu_s(r->admin, 1);
         r->win_cycles0 = r->cycles;
         r->cpu0 = bench_cpu_ns();
         r->t0 = bench_now_ns();
@@ -277,8 +288,9 @@ static void on_phase(struct ev_loop *loop, ev_timer *w, int revents) {
     r->t1 = bench_now_ns();
     r->cpu1 = bench_cpu_ns();
     r->win_cycles1 = r->cycles;
-    r->scpu1 = bench_server_cpu_s(r->admin);
-    bench_cmdstats_read(r->admin, &r->cs1);
+    r->scpu1 = bench_admin_cpu_s(r->admin, 0);
+    r->rcpu1 = bench_admin_cpu_s(r->admin, 1);
+    bench_admin_cmdstats(r->admin, &r->cs1);
     bench_steal_end(r->cpus, &r->steal);
     if (r->mem_interval_s > 0.) {
         ev_timer_stop(loop, &r->mem_timer);
@@ -300,18 +312,22 @@ typedef struct result {
     int64_t cycles;
     double seconds, rate;
     double client_cpu_us, server_cpu_us, evalsha_per_cycle, calls_per_cycle;
-    double exec_us;      /* commandstats usec per EVALSHA */
-    bench_cmdstats cmds; /* the window's deltas */
-    mem_sample *mem;     /* the memory run's samples (malloc'ed), or NULL */
+    double replica_cpu_us; /* INFO cpu of the replicas, summed */
+    uint64_t disconnects;  /* leash_stats over the whole run */
+    double exec_us;        /* commandstats usec per EVALSHA */
+    bench_cmdstats cmds;   /* the window's deltas */
+    mem_sample *mem;       /* the memory run's samples (malloc'ed), or NULL */
     int nmem;
     bench_steal steal;
     int errors;
     char first_error[128];
 } result;
 
-static int run_config(int port, int n, double warmup_s, double window_s, double mem_interval_s,
-                      const bench_cpus *cpus, redisContext *admin, result *res) {
+static int run_config(const bench_target *t, int n, double warmup_s, double window_s,
+                      double mem_interval_s, const bench_cpus *cpus, bench_admin *admin,
+                      result *res) {
     run *r = calloc(1, sizeof(*r));
+    leash_stats st;
     int i, rc = -1;
 
     memset(res, 0, sizeof *res);
@@ -327,7 +343,7 @@ static int run_config(int port, int n, double warmup_s, double window_s, double 
     r->window_s = window_s;
     r->mem_interval_s = mem_interval_s;
     if (r->loop == NULL || r->slots == NULL ||
-        (r->client = bench_client_new(r->loop, port)) == NULL) {
+        (r->client = bench_client_new_at(r->loop, t)) == NULL) {
         fprintf(stderr, "throughput: could not set up a client\n");
         goto out;
     }
@@ -373,6 +389,8 @@ static int run_config(int port, int n, double warmup_s, double window_s, double 
         res->client_cpu_us = (double)(r->cpu1 - r->cpu0) / 1e3 / (double)res->cycles;
         if (r->scpu0 >= 0. && r->scpu1 >= 0.)
             res->server_cpu_us = (r->scpu1 - r->scpu0) * 1e6 / (double)res->cycles;
+        if (r->rcpu0 >= 0. && r->rcpu1 >= 0.)
+            res->replica_cpu_us = (r->rcpu1 - r->rcpu0) * 1e6 / (double)res->cycles;
         res->evalsha_per_cycle = per(runs.scripts, res->cycles);
         res->calls_per_cycle = per(runs.total, res->cycles);
         res->exec_us = per(runs.script_usec, runs.scripts);
@@ -387,8 +405,11 @@ static int run_config(int port, int n, double warmup_s, double window_s, double 
 out:
     res->errors = r->errors;
     snprintf(res->first_error, sizeof res->first_error, "%s", r->first_error);
-    if (r->client != NULL)
+    if (r->client != NULL) {
+        leash_client_stats(r->client, &st);
+        res->disconnects = st.disconnects;
         leash_client_free(r->client);
+    }
     if (r->loop != NULL) {
         ev_run(r->loop, EVRUN_NOWAIT);
         ev_loop_destroy(r->loop);
@@ -508,7 +529,7 @@ static void print_calls(const result *x) {
     qsort(sorted.cmd, (size_t)sorted.n, sizeof sorted.cmd[0], cmp_calls_desc);
     for (i = 0; i < sorted.n; i++) {
         double v = per(sorted.cmd[i].calls, x->cycles);
-        if (strcmp(sorted.cmd[i].name, "info") == 0 || sorted.cmd[i].calls <= 0)
+        if (!bench_cmdstats_counted(sorted.cmd[i].name) || sorted.cmd[i].calls <= 0)
             continue;
         printf("%s%s %.*f", any++ ? ", " : "; Redis calls per cycle: ", sorted.cmd[i].name,
                v < 0.01 ? 4 : 2, v);
@@ -527,8 +548,8 @@ static void print_run_notes(const char *what, const result *x) {
         if (x->steal.wall_ns > 0 && x->steal.server_busy_ms >= 0 && x->steal.client_busy_ms >= 0) {
             /* CPU busy minus what this benchmark and its server used. */
             double wall_ms = (double)x->steal.wall_ns / 1e6;
-            double srv =
-                100. * (double)x->steal.server_busy_ms / wall_ms - x->rate * x->server_cpu_us / 1e4;
+            double srv = 100. * (double)x->steal.server_busy_ms / wall_ms -
+                         x->rate * (x->server_cpu_us + x->replica_cpu_us) / 1e4;
             double cli =
                 100. * (double)x->steal.client_busy_ms / wall_ms - x->rate * x->client_cpu_us / 1e4;
             printf("; other processes used about %.0f%% of the server's CPU and %.0f%% of the "
@@ -539,6 +560,42 @@ static void print_run_notes(const char *what, const result *x) {
     if (x->errors)
         printf("; **%d errors** (first: %s)", x->errors, x->first_error);
     printf("\n");
+}
+
+/* One server against the cluster at each count of the cluster's list. */
+static void print_cluster(const result *single, const result *clustered, int count) {
+    int i;
+
+    printf("\n| %s | operations in flight | cycles/s | x one server | client CPU µs/cycle "
+           "| x one server (target: at most %.1f) | server CPU µs/cycle (masters) "
+           "| replicas' CPU µs/cycle | Redis calls/cycle (masters) |\n",
+           "Redis Cluster, 3 masters + 3 replicas", CLUSTER_CPU_TARGET);
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (i = 0; i < count; i++) {
+        const result *a = &single[i], *b = &clustered[i];
+        if (!a->ok || a->cycles == 0) {
+            printf("| one server | %d | failed | | | | | | |\n", a->n);
+        } else {
+            printf("| one server | %d | %.0f | 1.00 | %.2f | 1.00 | %.1f | | %.2f |\n", a->n,
+                   a->rate, a->client_cpu_us, a->server_cpu_us, a->calls_per_cycle);
+        }
+        if (!b->ok || b->cycles == 0) {
+            printf("| cluster | %d | failed | | | | | | |\n", b->n);
+            continue;
+        }
+        printf("| cluster | %d | %.0f | ", b->n, b->rate);
+        if (a->ok && a->rate > 0.)
+            printf("%.2f", b->rate / a->rate);
+        else
+            printf("n/a");
+        printf(" | %.2f | ", b->client_cpu_us);
+        if (a->ok && a->client_cpu_us > 0.)
+            printf("**%.2f**", b->client_cpu_us / a->client_cpu_us);
+        else
+            printf("n/a");
+        printf(" | %.1f | %.1f | %.2f |\n", b->server_cpu_us, b->replica_cpu_us,
+               b->calls_per_cycle);
+    }
 }
 
 static void usage(const char *argv0) {
@@ -552,6 +609,8 @@ static void usage(const char *argv0) {
         "      --rb-requests N    requests per redis-benchmark run (default 100000)\n"
         "      --rb-clients N     redis-benchmark connections (default 50, as redis-benchmark)\n"
         "      --rb-keyspace N    holds made for the release run (default 1000000)\n"
+        "      --cluster          also on a Redis Cluster (3 masters + 3 replicas)\n"
+        "      --cluster-inflight LIST  operations in flight there (default 1024)\n"
         "      --no-pin           do not pin redis-server and the benchmark to CPUs\n",
         argv0);
 }
@@ -564,20 +623,25 @@ int main(int argc, char **argv) {
                                              {"rb-requests", required_argument, NULL, 'n'},
                                              {"rb-clients", required_argument, NULL, 'c'},
                                              {"rb-keyspace", required_argument, NULL, 'k'},
+                                             {"cluster", no_argument, NULL, 'C'},
+                                             {"cluster-inflight", required_argument, NULL, 'I'},
                                              {"no-pin", no_argument, NULL, 'p'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
-    int ns[MAX_CONFIGS], nn = 0, pin = 1, rb_clients = 50, i, opt, failed = 0;
+    int ns[MAX_CONFIGS], nn = 0, pin = 1, rb_clients = 50, i, j, opt, failed = 0;
+    int cns[MAX_CONFIGS], ncn = 0, cluster = 0, intact = 1;
     long rb_requests = 100000, rb_keyspace = 1000000;
     double window_s = 3., warmup_s = 0.5, mem_s = 60., mem_interval_s, lease_s, limit = 0.;
     double edge = 0.; /* the largest edge effect on calls per cycle, and its W */
     int edge_n = 0;
     bench_scripts sc;
-    result results[MAX_CONFIGS], mem;
+    result results[MAX_CONFIGS], mem, csingle[MAX_CONFIGS], cresults[MAX_CONFIGS];
     reference before, after;
     leash_options defaults;
     bench_cpus cpus;
     redisContext *admin;
+    bench_admin single_admin;
+    bench_target single;
     test_redis r;
 
     while ((opt = getopt_long(argc, argv, "i:s:", longopts, NULL)) != -1) {
@@ -604,6 +668,13 @@ int main(int argc, char **argv) {
         case 'k':
             rb_keyspace = strtol(optarg, NULL, 10);
             break;
+        case 'C':
+            cluster = 1;
+            break;
+        case 'I':
+            if ((ncn = bench_parse_list(optarg, cns, MAX_CONFIGS, 1, 100000)) < 0)
+                return 2;
+            break;
         case 'p':
             pin = 0;
             break;
@@ -622,6 +693,8 @@ int main(int argc, char **argv) {
         ns[nn++] = 64;
         ns[nn++] = 1024;
     }
+    if (ncn == 0)
+        cns[ncn++] = 1024;
     /* Every 5 s, more often in a short run, and never more samples than
      * the run keeps. */
     mem_interval_s = mem_s >= 20. ? 5. : mem_s / 4.;
@@ -633,6 +706,13 @@ int main(int argc, char **argv) {
 
     if (bench_start_with_scripts("throughput", &r, pin, &cpus, &admin, &sc) != 0)
         return 1;
+    bench_target_single(&single, r.port);
+    if (bench_admin_open(&single_admin, &single) != 0) {
+        fprintf(stderr, "throughput: no admin connection\n");
+        redisFree(admin);
+        test_redis_stop(&r);
+        return 1;
+    }
 
     memset(&before, 0, sizeof before);
     memset(&after, 0, sizeof after);
@@ -644,13 +724,58 @@ int main(int argc, char **argv) {
     }
     for (i = 0; i < nn; i++) {
         fprintf(stderr, "throughput: %d in flight...\n", ns[i]);
-        if (run_config(r.port, ns[i], warmup_s, window_s, 0., &cpus, admin, &results[i]) != 0)
+        if (run_config(&single, ns[i], warmup_s, window_s, 0., &cpus, &single_admin, &results[i]) !=
+            0)
             failed = 1;
+    }
+    if (cluster) {
+        test_cluster c;
+        bench_target ct;
+        bench_admin cadm;
+
+        /* The one-server figure each cluster run compares with: the run of
+         * the main table, or one of its own. */
+        for (i = 0; i < ncn; i++) {
+            for (j = 0; j < nn && ns[j] != cns[i]; j++)
+                ;
+            if (j < nn) {
+                csingle[i] = results[j];
+                csingle[i].mem = NULL;
+                continue;
+            }
+            fprintf(stderr, "throughput: %d in flight, one server...\n", cns[i]);
+            if (run_config(&single, cns[i], warmup_s, window_s, 0., &cpus, &single_admin,
+                           &csingle[i]) != 0)
+                failed = 1;
+        }
+        fprintf(stderr, "throughput: starting a Redis Cluster...\n");
+        if (bench_start_cluster(&c, &cpus, &ct) != 0 || bench_admin_open(&cadm, &ct) != 0) {
+            fprintf(stderr, "throughput: no Redis Cluster\n");
+            test_cluster_stop(&c);
+            for (i = 0; i < ncn; i++) {
+                memset(&cresults[i], 0, sizeof cresults[i]);
+                cresults[i].n = cns[i];
+            }
+            failed = 1;
+        } else {
+            for (i = 0; i < ncn; i++) {
+                fprintf(stderr, "throughput: %d in flight, cluster...\n", cns[i]);
+                /* The warm-up also opens the connections to every master. */
+                if (run_config(&ct, cns[i], warmup_s > 1. ? warmup_s : 1., window_s, 0., &cpus,
+                               &cadm, &cresults[i]) != 0)
+                    failed = 1;
+            }
+            intact = bench_cluster_intact(&c, &ct);
+            if (!intact)
+                failed = 1;
+            bench_admin_close(&cadm);
+            test_cluster_stop(&c);
+        }
     }
     if (mem_s > 0.) {
         fprintf(stderr, "throughput: memory, 1024 in flight for %.0f s...\n", mem_s);
         bench_flushall(&r);
-        if (run_config(r.port, 1024, 0., mem_s, mem_interval_s, &cpus, admin, &mem) != 0 ||
+        if (run_config(&single, 1024, 0., mem_s, mem_interval_s, &cpus, &single_admin, &mem) != 0 ||
             mem.nmem < 2)
             failed = 1;
     }
@@ -666,10 +791,13 @@ int main(int argc, char **argv) {
     else
         failed = 1;
     redisFree(admin);
+    bench_admin_close(&single_admin);
     test_redis_stop(&r);
 
     printf("### Throughput (leash-bench-throughput)\n\n");
     print_table(results, nn, &before, &after, limit);
+    if (cluster)
+        print_cluster(csingle, cresults, ncn);
     if (mem.ok && mem.nmem >= 2)
         print_memory(&mem, lease_s);
     printf("\nOne client, W lock handles on W distinct keys, each looping try-once acquire -> "
@@ -716,6 +844,25 @@ int main(int argc, char **argv) {
     }
     if (mem_s > 0.)
         print_run_notes("memory run, 1024 in flight", &mem);
+    if (cluster) {
+        for (i = 0; i < ncn; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "cluster, %d in flight", cresults[i].n);
+            print_run_notes(what, &cresults[i]);
+            if (cresults[i].disconnects)
+                printf("  (**%llu disconnects**)\n", (unsigned long long)cresults[i].disconnects);
+        }
+        printf("\nRedis Cluster: 3 masters with a replica each (tests/support/redis_cluster.c, "
+               "cluster-node-timeout 5 s), all six redis-servers on the server's CPU, so that "
+               "the cluster has the one core the single server has; one leash client with "
+               "the masters as seeds (LEASH_TOPOLOGY_CLUSTER), the same W handles on W distinct "
+               "keys, which spread over the three masters; its run follows the one-server runs "
+               "(warm-up %.1f s, which also connects to every master). Server CPU: INFO cpu "
+               "summed over the masters; the replicas, which apply what their masters send "
+               "them, apart. Redis calls: INFO commandstats summed over the masters.%s\n",
+               warmup_s > 1. ? warmup_s : 1.,
+               intact ? "" : " **A node changed its role during the run (a failover).**");
+    }
     printf("\n");
     bench_print_cpus(&cpus);
     free(mem.mem);
