@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/sha1.h"
 #include "base/slot.h"
@@ -334,8 +336,34 @@ TEST(tokens_are_random_and_well_formed) {
     CHECK_EQ_INT(n, 0);
 }
 
+/* Tokens come from a per-thread block of random bytes: a forked child must
+ * not hand out the ones its parent will. */
+TEST(tokens_after_a_fork_differ_from_the_parents) {
+    char first[LEASH__TOKEN_LEN + 1], mine[LEASH__TOKEN_LEN + 1], child[LEASH__TOKEN_LEN + 1];
+    int fds[2], status;
+    pid_t pid;
+
+    CHECK_EQ_INT(leash__token_new(first), 0); /* the block is filled now */
+    CHECK_EQ_INT(pipe(fds), 0);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        char t[LEASH__TOKEN_LEN + 1];
+        ssize_t n = leash__token_new(t) == 0 ? write(fds[1], t, LEASH__TOKEN_LEN) : -1;
+        _exit(n == LEASH__TOKEN_LEN ? 0 : 1);
+    }
+    close(fds[1]);
+    CHECK_EQ_INT((long long)read(fds[0], child, LEASH__TOKEN_LEN), LEASH__TOKEN_LEN);
+    child[LEASH__TOKEN_LEN] = '\0';
+    close(fds[0]);
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ_INT(leash__token_new(mine), 0);
+    CHECK_MSG(strcmp(mine, child) != 0, "the child's token %s is the parent's next one", child);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
+        TEST_CASE(tokens_after_a_fork_differ_from_the_parents),
         TEST_CASE(bad_options_are_refused_with_a_log_line),
         TEST_CASE(null_arguments_are_refused),
         TEST_CASE(bad_names_and_lock_settings),
