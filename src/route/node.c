@@ -20,6 +20,7 @@ typedef struct node_sub {
     leash__list pending;   /* in the node's pending list while PENDING or LEAVING */
     int state;
     int wanted;
+    int telling; /* inside the gone hook: a drop waits until it returns */
 } node_sub;
 
 static node_sub *sub_of_pending(leash__list *link) {
@@ -44,6 +45,8 @@ static int send_sub(leash__node *n, int on, node_sub *s) {
 }
 
 static void drop(leash__node *n, node_sub *s) {
+    if (s->telling)
+        return;
     leash__list_remove(&s->pending);
     leash__strmap_remove(&n->subs, &s->e);
     free(s);
@@ -114,12 +117,12 @@ static void on_unsubscribe(leash__node *n, node_sub *s) {
          * moved away). Whoever wants it learns it is gone and may take it
          * elsewhere; still wanted here, it is asked for again. */
         s->state = SUB_NONE;
+        s->telling = 1;
         n->hooks->gone(n->owner, n, s->e.key, s->e.len);
         if (n->env->freeing)
             return;
-        s = (node_sub *)leash__strmap_find(&n->subs, s->e.key, s->e.len);
-        if (s != NULL)
-            sync_sub(n, s);
+        s->telling = 0;
+        sync_sub(n, s); /* unwanted meanwhile: dropped now */
     }
 }
 

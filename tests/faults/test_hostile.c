@@ -480,6 +480,44 @@ TEST(pubsub_messages_of_odd_shapes_are_ignored) {
     hw_down(&w);
 }
 
+/* An UNSUBSCRIBE the client did not ask for (a server that drops a
+ * channel: in a cluster, a sharded one whose slot moved) for a channel
+ * nobody waits on any more, kept only for its linger: dropping the linger
+ * frees the subscription while its confirmation is being read (the fuzz
+ * target found it; ASan reads freed memory without the fix). */
+TEST(an_unasked_unsubscribe_of_a_lingering_channel_is_dropped_once) {
+    hworld w;
+    leash_lock *a, *b;
+    fx_result res = {0};
+    char frame[256];
+    int n;
+
+    hw_up(&w, 5000);
+    holder_and_waiter(&w, &a, &b, &res, LEASH_WAIT_FOREVER);
+    test_run_for(w.loop, 100);
+    CHECK(fr_is_subscriber(hw_sub_conn(&w)));
+    CHECK_EQ_INT(leash_cancel(b), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 3000), LEASH_OK); /* the channel lingers */
+    n = snprintf(frame, sizeof frame, "*3\r\n$11\r\nunsubscribe\r\n$%zu\r\n", b->names.channel_len);
+    CHECK(n > 0 && (size_t)n + b->names.channel_len + 8 < sizeof frame);
+    memcpy(frame + n, b->names.channel, b->names.channel_len);
+    n += (int)b->names.channel_len;
+    n += snprintf(frame + n, sizeof frame - (size_t)n, "\r\n:0\r\n");
+    fr_send(hw_sub_conn(&w), frame, (size_t)n);
+    test_run_for(w.loop, 50);
+    /* The client goes on: the lock is taken and given back, woken waiters
+     * included. */
+    res = (fx_result){0};
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 3000, fx_acquire_cb, &res), LEASH_OK);
+    test_run_for(w.loop, 100);
+    CHECK_EQ_INT(fx_release_sync(w.loop, a, 3000), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, b, 3000), LEASH_OK);
+    hw_down(&w);
+}
+
 TEST(client_free_with_a_huge_reply_half_read) {
     hworld w;
     leash_lock *l;
@@ -517,6 +555,7 @@ int main(int argc, char **argv) {
         TEST_CASE(unsolicited_error_reply_drops_the_connection_and_it_comes_back),
         TEST_CASE(subscribe_refused_waiter_still_ends_on_time),
         TEST_CASE(pubsub_messages_of_odd_shapes_are_ignored),
+        TEST_CASE(an_unasked_unsubscribe_of_a_lingering_channel_is_dropped_once),
         TEST_CASE(client_free_with_a_huge_reply_half_read),
         {0},
     };
