@@ -187,6 +187,47 @@ TEST(two_servers_killed_keep_the_hold_a_third_loses_it) {
     rw_down(&w);
 }
 
+/* Two of five servers down and a third still held by a holder that
+ * crashed: no majority can be had until that key expires. A waiting
+ * acquire does not hang on the dead servers' copies (each gives up after
+ * the command timeout), does not spin, and takes the lock once the key
+ * expires, never before. */
+TEST(two_servers_down_and_a_crashed_holder_on_a_third_is_waited_out) {
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    int64_t t0, expires_at;
+    long long calls;
+
+    rw_up(&w);
+    c = rw_client(&w, 5000);
+    CHECK_EQ_INT(test_redis_kill(&w.s[0]), 0);
+    CHECK_EQ_INT(test_redis_kill(&w.s[1]), 0);
+    CHECK_EQ_INT(test_redis_int(&w.s[2], "SET leash:waited-out %s:0:1:1 PX 1500",
+                                "dead0000000000000000000000000000"),
+                 -1); /* +OK, not an integer */
+    expires_at = test_now_ms() + 1500;
+    l = leash_lock_new(c, "waited-out");
+    t0 = test_now_ms();
+    calls = test_redis_calls(&w.s[3], "evalsha") + test_redis_calls(&w.s[3], "eval");
+    CHECK_EQ_INT(leash_acquire(l, LEASH_WAIT_FOREVER, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 1500 + 500 + 2000);
+    CHECK_EQ_INT(res.calls, 1);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_MSG(res.at_ms >= expires_at, "granted %lld ms before the key expired",
+              (long long)(expires_at - res.at_ms));
+    CHECK_MSG(res.at_ms - t0 <= 1500 + 500 + TEST_SLACK_MS, "granted after %lld ms",
+              (long long)(res.at_ms - t0));
+    /* A live server saw a handful of scripts (attempts, give-backs, the
+     * raise), not a loop. */
+    calls = test_redis_calls(&w.s[3], "evalsha") + test_redis_calls(&w.s[3], "eval") - calls;
+    CHECK_MSG(calls <= 8, "%lld scripts on a live server", calls);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
 /* One server frozen (SIGSTOP) under a hold: the others keep it. While it
  * is frozen the lock changes hands twice; when it thaws, the commands that
  * waited in its socket run, and none of them leaves a hold nobody owns. */
@@ -347,6 +388,7 @@ int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(two_clients_exclude_each_other_and_fences_grow),
         TEST_CASE(two_servers_killed_keep_the_hold_a_third_loses_it),
+        TEST_CASE(two_servers_down_and_a_crashed_holder_on_a_third_is_waited_out),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),

@@ -157,16 +157,22 @@ static void set_failed(leash__answer *out, int status) {
 
 /* Busy after a failed grant: when a majority could be free. The granting
  * servers are released, so they count as free; busy ones free up as their
- * keys expire. Nobody able to hold a majority: a short random pause. */
-static int64_t busy_wait(const qreq *q, unsigned busy, const int64_t *pttls) {
-    unsigned free_now = q->qu->n - busy, need;
+ * keys expire; `unavailable` ones (down, or no answer in time) may stay so.
+ * Free servers enough for a majority (a split vote: every contender gives
+ * its part back): a short random pause. Else the TTL after which enough
+ * busy keys have expired (all of them when even that is not enough: the
+ * attempt then tells whether the unavailable ones came back). */
+static int64_t busy_wait(const qreq *q, unsigned busy, unsigned unavailable, const int64_t *pttls) {
+    unsigned free_now = q->qu->n - busy - unavailable, need;
     int64_t sorted[64];
     unsigned i, j;
 
-    if (busy < q->qu->majority)
+    if (free_now >= q->qu->majority)
         return SPLIT_MIN_MS +
                (int64_t)leash__random_below((uint64_t)(SPLIT_MAX_MS - SPLIT_MIN_MS + 1));
-    need = q->qu->majority > free_now ? q->qu->majority - free_now : 0;
+    need = q->qu->majority - free_now;
+    if (need > busy)
+        need = busy;
     memcpy(sorted, pttls, busy * sizeof(sorted[0]));
     for (i = 1; i < busy; i++)
         for (j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
@@ -174,7 +180,7 @@ static int64_t busy_wait(const qreq *q, unsigned busy, const int64_t *pttls) {
             sorted[j] = sorted[j - 1];
             sorted[j - 1] = t;
         }
-    return need == 0 ? 0 : sorted[need - 1];
+    return sorted[need - 1];
 }
 
 /* The grant's step 1. Returns the decision: 1 granted (go on), 0 not
@@ -221,8 +227,11 @@ static int decide_grant(qreq *q, leash__answer *out) {
         out->kind = LEASH__ANS_GONE;
     } else if (busy > 0) {
         out->kind = LEASH__ANS_BUSY;
-        out->n = busy_wait(q, busy, pttls);
-    } else if (late > 0) {
+        out->n = busy_wait(q, busy, q->qu->n - granted - busy - late - gone, pttls);
+    } else if (late > 0 || failure_of(q, 0) == LEASH_ECONN) {
+        /* Servers that did not answer in time: like one server's attempt
+         * that waits for its connection, a wait with time left tries
+         * again (each attempt bounded by the command timeout). */
         out->kind = LEASH__ANS_LATE;
     } else {
         out->status = failure_of(q, 0);
@@ -409,6 +418,17 @@ static void renew_again(qreq *q) {
     }
 }
 
+/* A grant's copies (and its raise's) wait for a server's connection no longer than the
+ * command timeout, whatever the wait's own deadline: a server that is
+ * down must not hold the decision (and the grants of the others, whose
+ * validity runs) until the wait ends. */
+static void bound_grant(leash__cmd *cmd, int64_t command_timeout_ms) {
+    int64_t from = cmd->send_at > 0 ? cmd->send_at : leash__now_ms();
+
+    if (cmd->deadline == 0 || cmd->deadline > from + command_timeout_ms)
+        cmd->deadline = from + command_timeout_ms;
+}
+
 static int start_raise(qreq *q) {
     int64_t ttl = q->lease_ms * LEASH__FENCE_FLOOR_LEASES;
     leash__cmd *cmd;
@@ -417,6 +437,8 @@ static int start_raise(qreq *q) {
     if (ttl < LEASH__FENCE_FLOOR_MIN_MS)
         ttl = LEASH__FENCE_FLOOR_MIN_MS;
     cmd = q->qu->base.dialect->raise_cmd(q->names, q->fence, ttl, q->deadline);
+    if (cmd != NULL)
+        bound_grant(cmd, q->qu->base.cfg->conn->command_timeout_ms);
     if (cmd == NULL)
         return -1;
     drop_cmds(q);
@@ -569,6 +591,8 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
     q->deadline = snd->cmd->deadline;
     q->lease_ms = snd->lease_ms;
     snd->cmd->send_at = snd->send_at;
+    if (snd->op->cls == LEASH__OP_GRANT)
+        bound_grant(snd->cmd, qu->base.cfg->conn->command_timeout_ms);
     if (send_copies(q, all, snd->cmd) != 0) {
         req_free(q);
         return NULL;
