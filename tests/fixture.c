@@ -449,6 +449,25 @@ void fx_world_options(fx_world *w, leash_options *o, int64_t lease_ms) {
     o->nodes_count = FX_REDLOCK_N;
 }
 
+/* leash_client_connected says 1 once a majority of the servers is: a case
+ * starts once every server's connections are ready, so that a lock taken
+ * first thing reaches all N (a copy still waiting for its connection is
+ * dropped once a majority decided, and the hold then lives on the others
+ * only, the first server maybe not). */
+static void all_connected(fx_world *w, int64_t timeout_ms) {
+    int64_t deadline = test_now_ms() + timeout_ms;
+    leash_stats st;
+
+    for (;;) {
+        leash_client_stats(w->c, &st);
+        if (st.connects >= FX_REDLOCK_N && st.sub_connects >= FX_REDLOCK_N)
+            break;
+        CHECK_MSG(test_now_ms() < deadline, "%llu of %d servers connected within %lld ms",
+                  (unsigned long long)st.connects, FX_REDLOCK_N, (long long)timeout_ms);
+        fx_run_for(w->loop, 2);
+    }
+}
+
 void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms) {
     leash_options o;
 
@@ -460,6 +479,7 @@ void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms) {
     fx_world_options(w, &o, lease_ms);
     w->c = fx_client_opts(w->loop, &o);
     fx_wait_connected(w->loop, w->c, 5000);
+    all_connected(w, 5000);
 }
 
 void fx_world_down(fx_world *w) {

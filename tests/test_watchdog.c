@@ -113,7 +113,8 @@ TEST(key_deleted_behind_our_back_is_lost_expired) {
     fx_world_up(&w, LEASE, 0);
     l = hold(&w, "deleted", &lost);
     fx_run_for(w.loop, 150);
-    CHECK_EQ_INT(test_redis_int(fx_redis_of(&w, "leash:deleted"), "DEL leash:deleted"), 1);
+    /* Every copy (Redlock: on all N, so no majority renews it). */
+    CHECK_EQ_INT(fx_key_cmd(&w, "leash:deleted", "DEL leash:deleted"), FX_COPIES);
     t0 = test_now_ms();
     fx_run_until(w.loop, &lost, 2000);
     CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
@@ -134,11 +135,11 @@ TEST(key_taken_over_by_another_token_is_lost_expired) {
 
     fx_world_up(&w, LEASE, 0);
     l = hold(&w, "stolen", &lost);
-    rep = test_redis_cmd(fx_redis_of(&w, "leash:stolen"), "EVAL %s 1 leash:stolen",
-                         "redis.call('del', KEYS[1]); redis.call('hset', KEYS[1], 'thief', 1); "
-                         "return redis.call('pexpire', KEYS[1], 60000)");
-    CHECK(rep != NULL);
-    freeReplyObject(rep);
+    /* Every copy is taken over (Redlock: on all N); PEXPIRE answers 1 each. */
+    CHECK_EQ_INT(fx_key_cmd(&w, "leash:stolen", "EVAL %s 1 leash:stolen",
+                            "redis.call('del', KEYS[1]); redis.call('hset', KEYS[1], 'thief', 1); "
+                            "return redis.call('pexpire', KEYS[1], 60000)"),
+                 FX_COPIES);
     t0 = test_now_ms();
     fx_run_until(w.loop, &lost, 2000);
     CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
@@ -149,6 +150,8 @@ TEST(key_taken_over_by_another_token_is_lost_expired) {
     rep = test_redis_cmd(fx_redis_of(&w, "leash:stolen"), "HGET leash:stolen thief");
     CHECK(rep && rep->type == REDIS_REPLY_STRING);
     freeReplyObject(rep);
+    /* Untouched on every copy: the loss sent nothing that removed one. */
+    CHECK_EQ_INT(fx_key_cmd(&w, "leash:stolen", "HEXISTS leash:stolen thief"), FX_COPIES);
     fx_world_down(&w);
 }
 
