@@ -12,8 +12,8 @@
  *
  * Redirects. MOVED: the slot's entry is set to the node named at once, and
  * the command goes there. ASK (a slot being migrated): ASKING and the
- * command go to the node named, once per redirect. At most
- * MAX_REDIRECTS per command, and never past its deadline. TRYAGAIN,
+ * command go to the node named, once per redirect. After MAX_REDIRECTS
+ * in a row a command waits for the next map; never past its deadline. TRYAGAIN,
  * CLUSTERDOWN and MASTERDOWN are the connection's to wait out (transient).
  *
  * Nodes. A node's connections are made when it first has work (a command
@@ -48,7 +48,7 @@
 /* How soon to ask again while a part of the map is unknown or no node
  * answered. */
 #define MAP_RETRY_MS 250
-/* Redirects one command follows, at most. */
+/* Redirects one command follows in a row before it waits for a map. */
 #define MAX_REDIRECTS 16
 /* Nodes one client keeps, at most (seeds and the ones maps and redirects
  * named): a bound on what a confused or hostile server can make it open. */
@@ -470,7 +470,9 @@ static void finish(cluster *cl, creq *q, redisReply *reply, int status,
     free(q);
 }
 
-/* A MOVED or ASK answer: 1 if the request went on to the node it names. */
+/* A MOVED or ASK answer: 1 if the request went on (to the node it names,
+ * or to wait for the next map), -1 if its deadline passed, 0 for any other
+ * error. */
 static int redirected(cluster *cl, creq *q, const redisReply *reply) {
     int moved = strncmp(reply->str, "MOVED ", 6) == 0, ask = strncmp(reply->str, "ASK ", 4) == 0;
     const char *p, *space;
@@ -491,11 +493,10 @@ static int redirected(cluster *cl, creq *q, const redisReply *reply) {
                    reply->str);
         return 0;
     }
-    if (++q->redirects > MAX_REDIRECTS ||
-        (q->cmd->deadline != 0 && leash__now_ms() >= q->cmd->deadline)) {
-        leash__log(log_of(cl), LEASH_LOG_WARN, "%s %s: still redirected (%s): giving up",
+    if (q->cmd->deadline != 0 && leash__now_ms() >= q->cmd->deadline) {
+        leash__log(log_of(cl), LEASH_LOG_WARN, "%s %s: still redirected (%s) at its deadline",
                    q->op->name, q->what, reply->str);
-        return 0;
+        return -1;
     }
     to = node_at(cl, host, port, NULL);
     if (to == NULL)
@@ -506,6 +507,16 @@ static int redirected(cluster *cl, creq *q, const redisReply *reply) {
     }
     leash__list_remove(&q->link);
     q->at = NULL;
+    if (++q->redirects > MAX_REDIRECTS) {
+        /* Nodes that keep sending it on (an old and a new master that
+         * disagree for a moment, in a failover): it waits for the next
+         * map, asked at most every MAP_MIN_INTERVAL_MS, then goes again. */
+        q->redirects = 0;
+        q->asking = 0;
+        leash__list_insert_tail(&cl->parked, &q->link);
+        arm(cl);
+        return 1;
+    }
     send_to(cl, q, to, ask);
     return 1;
 }
@@ -514,8 +525,15 @@ static void on_reply(void *arg, redisReply *reply, int status, const leash__repl
     creq *q = arg;
     cluster *cl = (cluster *)q->base.route;
 
-    if (status == LEASH_OK && reply->type == REDIS_REPLY_ERROR && redirected(cl, q, reply))
-        return;
+    if (status == LEASH_OK && reply->type == REDIS_REPLY_ERROR) {
+        switch (redirected(cl, q, reply)) {
+        case 1:
+            return;
+        case -1:
+            finish(cl, q, NULL, LEASH_ECONN, info); /* the slot's owner was not reached */
+            return;
+        }
+    }
     finish(cl, q, reply, status, info);
 }
 

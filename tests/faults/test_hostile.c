@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "base/slot.h"
 #include "hostile.h"
 #include "prim/lock.h"
 
@@ -518,6 +520,74 @@ TEST(an_unasked_unsubscribe_of_a_lingering_channel_is_dropped_once) {
     hw_down(&w);
 }
 
+/* Two cluster nodes that send an attempt to each other (MOVED, MOVED...),
+ * as an old and a new master can for a moment during a failover: the
+ * attempt waits for a fresh slot map between rounds of redirects, and is
+ * granted once they agree, not failed with the redirect as a Redis error
+ * (the cluster torture saw LEASH_EREDIS "MOVED" at a failover). */
+typedef struct pingpong {
+    fake_redis *f[2];
+    int moved, limit;
+} pingpong;
+
+static int pingpong_hook(fake_redis *f, fr_conn *c, int argc, const char **argv, const size_t *lens,
+                         void *arg) {
+    pingpong *p = arg;
+    char buf[128];
+
+    if (argc >= 2 && strcasecmp(argv[0], "CLUSTER") == 0 && strcasecmp(argv[1], "SLOTS") == 0) {
+        snprintf(buf, sizeof buf, "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n",
+                 fr_port(p->f[0]));
+        fr_send_str(c, buf);
+        return 1;
+    }
+    if (fr_script_of(argc, argv, lens) == FR_ACQUIRE && p->moved < p->limit) {
+        p->moved++;
+        snprintf(buf, sizeof buf, "-MOVED %u 127.0.0.1:%d\r\n",
+                 leash__key_slot("leash:pingpong", 14), fr_port(p->f[f == p->f[0]]));
+        fr_send_str(c, buf);
+        return 1;
+    }
+    return 0;
+}
+
+TEST(nodes_that_redirect_to_each_other_are_waited_out) {
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    pingpong p = {{NULL, NULL}, 0, 60};
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    char seed[32];
+    const char *seeds[1] = {seed};
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        p.f[i] = fr_start(loop);
+        CHECK(p.f[i] != NULL);
+        fr_set_hook(p.f[i], pingpong_hook, &p);
+    }
+    snprintf(seed, sizeof seed, "127.0.0.1:%d", fr_port(p.f[0]));
+    fx_fault_options(&o, fr_port(p.f[0]), 5000);
+    o.topology = LEASH_TOPOLOGY_CLUSTER;
+    o.pubsub = LEASH_PUBSUB_CLASSIC;
+    o.nodes = seeds;
+    o.nodes_count = 1;
+    c = fx_client_opts(loop, &o);
+    fx_wait_connected(loop, c, 3000);
+    l = leash_lock_new(c, "pingpong");
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 5000, 8000), LEASH_OK);
+    CHECK_EQ_INT(p.moved, p.limit);
+    /* Rounds paced by the map's asks (at most one per 100 ms), not a spin. */
+    CHECK_MSG(fr_calls(p.f[0], "cluster") <= 2 + p.limit / 2, "%d maps asked",
+              fr_calls(p.f[0], "cluster"));
+    CHECK_EQ_INT(fx_release_sync(loop, l, 3000), LEASH_OK);
+    leash_client_free(c);
+    test_run_for(loop, 5);
+    fr_stop(p.f[0]);
+    fr_stop(p.f[1]);
+    ev_loop_destroy(loop);
+}
+
 TEST(client_free_with_a_huge_reply_half_read) {
     hworld w;
     leash_lock *l;
@@ -556,6 +626,7 @@ int main(int argc, char **argv) {
         TEST_CASE(subscribe_refused_waiter_still_ends_on_time),
         TEST_CASE(pubsub_messages_of_odd_shapes_are_ignored),
         TEST_CASE(an_unasked_unsubscribe_of_a_lingering_channel_is_dropped_once),
+        TEST_CASE(nodes_that_redirect_to_each_other_are_waited_out),
         TEST_CASE(client_free_with_a_huge_reply_half_read),
         {0},
     };
