@@ -8,6 +8,8 @@
  *   torture --minutes N              N minutes of faults (soak, by hand)
  *   torture --procs 16 --handles 64 --names 16   the big mode
  *   torture --seed S                 replay a schedule
+ *   torture --cluster [--quick | --minutes N] [--seed S]
+ *                                    the same on a Redis Cluster (below)
  *
  * What the workers record, in a shared log (an mmap'd file):
  *   UNIT  a unit of "work" of a hold: its fence and the CLOCK_MONOTONIC
@@ -53,6 +55,36 @@
  * append-only file with appendfsync always, so a restart loses no
  * acknowledged write: the guarantees are for a single Redis without data
  * loss (DESIGN.md 1.3).
+ *
+ * Cluster mode (--cluster): the supervisor starts a Redis Cluster of
+ * tests/support/redis_cluster.h (3 masters, 3 replicas, node timeout
+ * 500 ms) and the workers' clients use LEASH_TOPOLOGY_CLUSTER with the
+ * masters as seeds. No proxy: the cluster hands out its nodes' real
+ * addresses. The clients ask for WAIT 1 (wait_replicas): a grant or a
+ * renewal counts only once the master's replica has it, so a SIGKILLed
+ * master's promoted replica has every hold its holder counts on; without
+ * it asynchronous replication may lose an acknowledged grant and two valid
+ * holders are possible by design (DESIGN.md 9.3). The faults, each on the
+ * master of a name's slot unless said otherwise: a graceful failover
+ * (CLUSTER FAILOVER on its replica); SIGKILL, then, once the replica was
+ * promoted and the workers ran a while against a master without a replica
+ * (every grant and renewal there is short of its WAIT), a restart, which
+ * brings the node back empty as a replica of its successor; the slot
+ * migrated to another master at once, or step by step (IMPORTING /
+ * MIGRATING, the keys moved, the slot handed over) with the workers going
+ * on between the steps (ASK, then MOVED); CLIENT KILL TYPE pubsub and
+ * SCRIPT FLUSH on every master; SIGSTOP / SIGCONT of a worker that holds a
+ * lock. The harness blocks the supervisor until the cluster settled again;
+ * the workers keep running meanwhile. Holds may be lost (EXPIRED,
+ * UNREACHABLE, REPLICAS) and acquires fail (ECONN, EREPLICAS); the checks
+ * are those above, with "no lock left" asked of every master, and one bound
+ * that cannot hold as it is: while a master has no replica that
+ * acknowledges, every WAIT on a connection to it runs out, each holds up
+ * the commands behind it, and an acquire may end later by the WAITs queued
+ * ahead of its attempt (short_of_replicas says how much). The leases
+ * go up to 3 s (cfg.lease_max) so that some holds outlive a failover
+ * (1 to 2.5 s) and are kept by a renewal at the promoted replica, the case
+ * where two valid holders would show; short ones are lost.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* prctl, strdup, kill, MAP_ANONYMOUS */
@@ -81,6 +113,7 @@
 #include "check.h"
 #include "prim/lock.h" /* the hold's deadline, for the lost callback's check */
 #include "proxy.h"
+#include "redis_cluster.h"
 #include "redis_server.h"
 
 #define MAX_PROCS 64
@@ -99,7 +132,13 @@ static struct {
     int slack_ms; /* lateness allowed to an acquire beyond wait + command timeout */
     unsigned seed;
     int verbose;
-} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0};
+    int cluster; /* --cluster: on a Redis Cluster, see the top */
+} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0};
+
+/* Cluster mode: the longest lease, and how long WAIT waits for the replica
+ * (below the command timeout, as leash_options wants). */
+#define CLUSTER_LEASE_MAX 3000
+#define CLUSTER_WAIT_TIMEOUT_MS 100
 
 /* ---- the shared log ---- */
 
@@ -133,7 +172,8 @@ typedef struct worker_shm {
     int64_t stops[MAX_STOPS][2]; /* SIGSTOP .. SIGCONT, conservative */
     uint64_t acquired, busy, timedout, canceled, econn, other_fail;
     uint64_t releases, release_fail;
-    uint64_t losts[5];
+    uint64_t ereplicas;
+    uint64_t losts[6];
     uint64_t rejections, writes;
     uint64_t violations;
     uint64_t resurrections;
@@ -365,6 +405,9 @@ static void on_acquired(leash_lock *l, int status, void *arg) {
     case LEASH_ECONN:
         W.me->econn++;
         break;
+    case LEASH_EREPLICAS:
+        W.me->ereplicas++;
+        break;
     default:
         W.me->other_fail++;
         if (W.me->other_fail < 5)
@@ -409,7 +452,7 @@ static void on_lost(leash_lock *l, int reason, void *arg) {
     r.b = l->hold.deadline;
     r.lag = loop_lateness(l->hold.deadline);
     put(&r);
-    if (reason >= 1 && reason <= 4)
+    if (reason >= 1 && reason <= 5)
         W.me->losts[reason]++;
     /* The unit under way was valid up to t0 + v0. */
     if (h->state == H_HELD && h->v0 > 0) {
@@ -629,8 +672,14 @@ static void worker_log(int level, const char *msg, void *arg) {
     static int errors;
     (void)arg;
     if (cfg.verbose || (level == LEASH_LOG_ERROR && errors++ < 5))
-        fprintf(stderr, "torture: proc %d leash[%d]: %s\n", W.proc, level, msg);
+        fprintf(stderr, "torture: t=%lld proc %d leash[%d]: %s\n", (long long)now_ms(), W.proc,
+                level, msg);
 }
+
+/* Cluster mode: the masters' addresses, set before the workers fork. */
+static char seed_text[TEST_CLUSTER_MAX_NODES][32];
+static const char *seeds[TEST_CLUSTER_MAX_NODES];
+static int nseeds;
 
 static void worker_main(int proc, int port) {
     leash_options o;
@@ -653,6 +702,13 @@ static void worker_main(int proc, int port) {
     o.reconnect_max_ms = 200;
     o.log_cb = worker_log;
     o.log_level = cfg.verbose ? LEASH_LOG_INFO : LEASH_LOG_ERROR;
+    if (cfg.cluster) {
+        o.topology = LEASH_TOPOLOGY_CLUSTER;
+        o.nodes = seeds;
+        o.nodes_count = nseeds;
+        o.wait_replicas = 1;
+        o.wait_timeout_ms = CLUSTER_WAIT_TIMEOUT_MS;
+    }
     if (leash_client_new(&W.c, &o) != LEASH_OK || leash_libev_attach(W.loop, W.c) != LEASH_OK) {
         violation("no client");
         exit(1);
@@ -863,6 +919,296 @@ static void one_fault(void) {
     fp_clear(&P);
 }
 
+/* ---- the supervisor in cluster mode ---- */
+
+static test_cluster C;
+
+enum {
+    CF_FAILOVER,
+    CF_KILL,
+    CF_MIGRATE,
+    CF_MIGRATE_STEPS,
+    CF_KILL_PUBSUB,
+    CF_SCRIPT_FLUSH,
+    CF_SIGSTOP,
+    CF_COUNT
+};
+static const char *const cluster_fault_names[CF_COUNT] = {
+    "failover",    "kill-master",  "migrate", "migrate-steps",
+    "client-kill", "script-flush", "sigstop"};
+static uint64_t cluster_fault_count[CF_COUNT];
+static uint64_t failovers_refused;
+
+/*
+ * When the supervisor's faults left some master without a replica that
+ * acknowledges WAIT: from the start of a failover or a kill to the end of
+ * the fault + REPLICA_ACK_MS. A killed master's successor has no replica
+ * until the restart; after a failover or a restart the replica
+ * resynchronises, and a replica that finished its sync is counted by WAIT
+ * only from its first REPLCONF ACK, which it sends once a second.
+ *
+ * Why the checks need it: the clients send WAIT after every grant and
+ * renewal on the same connection, and Redis holds a connection on WAIT:
+ * while the slot's master has no acknowledging replica, every attempt and
+ * every renewal batch on a worker's connection to it takes
+ * CLUSTER_WAIT_TIMEOUT_MS, and the commands queue behind each other. An
+ * attempt written before its deadline is then answered up to
+ * wait_queue_ms() later (a connection that keeps answering is not silent,
+ * so no command timeout cuts it short; DESIGN.md 5.6: the answer in flight
+ * decides), and an acquire ends that much after the single mode's bound.
+ * The acquire bound of check_log grows by wait_queue_ms() for acquires
+ * that overlap such a time, and only for those.
+ */
+#define REPLICA_ACK_MS 1500
+#define MAX_SHORT 4096
+static int64_t short_of_replicas[MAX_SHORT][2];
+static int nshort;
+
+static void note_short_of_replicas(int64_t from, int64_t to) {
+    if (nshort < MAX_SHORT) {
+        short_of_replicas[nshort][0] = from;
+        short_of_replicas[nshort][1] = to;
+        nshort++;
+    } else {
+        short_of_replicas[MAX_SHORT - 1][1] = INT64_MAX; /* full: excuse the rest */
+    }
+}
+
+/* 1 if some master was short of replicas at some moment of [from, to]. */
+static int short_during(int64_t from, int64_t to) {
+    int i;
+    for (i = 0; i < nshort; i++)
+        if (short_of_replicas[i][0] <= to && short_of_replicas[i][1] >= from)
+            return 1;
+    return 0;
+}
+
+/* The commands with a WAIT that can be ahead of an attempt on a worker's
+ * connection to one master: an attempt per handle and a renewal batch per
+ * name, each held up CLUSTER_WAIT_TIMEOUT_MS at most. */
+static int64_t wait_queue_ms(void) {
+    return (int64_t)(cfg.handles + cfg.names) * CLUSTER_WAIT_TIMEOUT_MS;
+}
+
+/* SIGKILL to every worker still running (a stopped one dies too), reaped. */
+static void kill_workers(void) {
+    int i;
+    for (i = 0; i < cfg.procs; i++)
+        if (S->w[i].pid > 0) {
+            kill(S->w[i].pid, SIGKILL);
+            waitpid(S->w[i].pid, NULL, 0);
+            S->w[i].pid = 0;
+        }
+}
+
+/* Copies every node's redis.log to <tmpdir>/leash-torture-<pid>-node<i>.log,
+ * for what Redis said about a step that did not happen (the harness
+ * removes the nodes' folders when it stops them). */
+static void keep_node_logs(void) {
+    char from[300], to[300], buf[8192];
+    size_t n;
+    int i;
+
+    for (i = 0; i < C.count; i++) {
+        FILE *in, *out;
+        snprintf(from, sizeof from, "%s/redis.log", C.node[i].server.dir);
+        snprintf(to, sizeof to, "%s/leash-torture-%d-node%d.log", test_tmpdir(), (int)getpid(), i);
+        if ((in = fopen(from, "r")) == NULL)
+            continue;
+        if ((out = fopen(to, "w")) != NULL) {
+            while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+                fwrite(buf, 1, n, out);
+            fclose(out);
+        }
+        fclose(in);
+    }
+    fprintf(stderr, "torture: the nodes' logs kept as %s/leash-torture-%d-node*.log\n",
+            test_tmpdir(), (int)getpid());
+}
+
+/* What every live node thinks of the cluster, on stderr. */
+static void dump_cluster(void) {
+    int i;
+
+    for (i = 0; i < C.count; i++) {
+        char state[16] = "?";
+        redisReply *r;
+        if (!test_cluster_alive(&C, i))
+            continue;
+        test_cluster_info(&C, i, "cluster_state", state, sizeof state);
+        r = test_cluster_cmd(&C, i, "CLUSTER NODES");
+        fprintf(stderr, "torture: node %d (port %d) cluster_state:%s, CLUSTER NODES:\n%s", i,
+                test_cluster_port(&C, i), state,
+                r && r->type == REDIS_REPLY_STRING ? r->str : "(no answer)\n");
+        if (r)
+            freeReplyObject(r);
+    }
+}
+
+/* A harness call failed (the cluster did not settle in time, or a step
+ * was refused; the harness said why on stderr). What follows would not be
+ * the schedule of the seed, and a failure of the harness says nothing
+ * about leash: the run ends as a failure of the test's setup. */
+static void harness_failed(const char *what) {
+    fprintf(stderr, "torture: the cluster harness failed (%s): giving up\n", what);
+    dump_cluster();
+    keep_node_logs();
+    kill_workers();
+    test_cluster_stop(&C);
+    exit(2);
+}
+
+/* A step of the harness that waits for the cluster to settle gave up
+ * after its settle timeout (seen once in a 10-minute soak: the new master
+ * of a killed one stayed at cluster_state:fail after its predecessor came
+ * back as its replica). Say what the nodes think, keep their logs, and
+ * wait once more before giving up: the workers go on meanwhile. */
+static uint64_t settle_retries;
+
+static void settle_again(const char *what) {
+    fprintf(stderr, "torture: t=%lld %s did not settle: waiting once more\n", (long long)now_ms(),
+            what);
+    dump_cluster();
+    keep_node_logs();
+    settle_retries++;
+    if (test_cluster_wait_settled(&C) != 0)
+        harness_failed(what);
+}
+
+/* The cluster slot of name n's lock key (key_prefix + name, no hash tag). */
+static int name_slot(int name) {
+    char key[64];
+    snprintf(key, sizeof key, PREFIX "n%d", name);
+    return test_cluster_slot_of_key(key);
+}
+
+/* The live masters into m[]; how many. */
+static int live_masters(int *m) {
+    int i, n = 0;
+    for (i = 0; i < C.count; i++)
+        if (test_cluster_alive(&C, i) && test_cluster_role(&C, i) == TEST_CLUSTER_MASTER)
+            m[n++] = i;
+    return n;
+}
+
+/* A live master other than master, at random; -1 if none. */
+static int other_master(int master) {
+    int m[TEST_CLUSTER_MAX_NODES], n = live_masters(m), i, pick = -1, seen = 0;
+    for (i = 0; i < n; i++)
+        if (m[i] != master && s_between(0, seen++) == 0)
+            pick = m[i];
+    return pick;
+}
+
+/* CLIENT KILL TYPE pubsub or SCRIPT FLUSH on every master; what the
+ * masters said, for the fault's line. */
+static void on_every_master(int fault, char *out, size_t cap) {
+    int m[TEST_CLUSTER_MAX_NODES], n = live_masters(m), i;
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (i = 0; i < n; i++) {
+        redisReply *r = fault == CF_KILL_PUBSUB
+                            ? test_cluster_cmd(&C, m[i], "CLIENT KILL TYPE pubsub")
+                            : test_cluster_cmd(&C, m[i], "SCRIPT FLUSH");
+        if (used < cap)
+            used += (size_t)snprintf(out + used, cap - used, " %d:", m[i]);
+        if (used < cap && r && r->type == REDIS_REPLY_INTEGER)
+            used += (size_t)snprintf(out + used, cap - used, "%lld", r->integer);
+        else if (used < cap && r && (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR))
+            used += (size_t)snprintf(out + used, cap - used, "%s", r->str);
+        else if (used < cap)
+            used += (size_t)snprintf(out + used, cap - used, "no answer");
+        if (r)
+            freeReplyObject(r);
+    }
+}
+
+/* One fault, on the master of a name's slot picked at random. Each line
+ * says what happened and when (CLOCK_MONOTONIC ms, the clock of the
+ * violations' messages): the harness takes seconds for some. */
+static void one_cluster_fault(void) {
+    int f = s_between(0, CF_COUNT - 1), name = s_between(0, cfg.names - 1);
+    int slot = name_slot(name), master = test_cluster_master_of_slot(&C, slot), other = -1;
+    int moved = 0, refused = 0;
+    int64_t t0 = now_ms(), t1 = 0, t2 = 0;
+    char said[160] = "";
+
+    cluster_fault_count[f]++;
+    if (master < 0)
+        harness_failed("no master for a name's slot");
+    switch (f) {
+    case CF_FAILOVER:
+        if ((other = test_cluster_replica_of(&C, master)) < 0)
+            harness_failed("failover: no replica");
+        if (test_cluster_failover(&C, other) != 0) {
+            /* Redis ends a manual failover whose election did not get
+             * through after 5 s (CLUSTER_MF_TIMEOUT), and the harness
+             * waits for the swap until its settle timeout (seen once in a
+             * 10-minute soak, the failover 0.5 s after another). Nothing
+             * changed then: go on once the cluster settled. */
+            failovers_refused++;
+            refused = 1;
+            settle_again("failover");
+        }
+        break;
+    case CF_KILL:
+        if (test_cluster_kill(&C, master) != 0)
+            settle_again("kill");
+        if ((other = test_cluster_wait_promoted(&C, master)) < 0)
+            settle_again("wait_promoted");
+        t1 = now_ms();
+        /* The promoted master has no replica until the killed one is back:
+         * grants there fail EREPLICAS and renewals lose their holds. */
+        sleep_ms(s_between(100, 2000));
+        t2 = now_ms();
+        if (test_cluster_restart(&C, master) != 0)
+            settle_again("restart");
+        break;
+    case CF_MIGRATE:
+        other = other_master(master);
+        if (other < 0)
+            harness_failed("migrate_slot: no other master");
+        if (test_cluster_migrate_slot(&C, slot, other) != 0)
+            settle_again("migrate_slot");
+        break;
+    case CF_MIGRATE_STEPS:
+        other = other_master(master);
+        if (other < 0 || test_cluster_migrate_begin(&C, slot, other) != 0)
+            harness_failed("migrate_begin");
+        sleep_ms(s_between(50, 1000)); /* the key at the source, new ones at the target */
+        t1 = now_ms();
+        if ((moved = test_cluster_migrate_move_keys(&C, slot, other, 0)) < 0)
+            harness_failed("migrate_move_keys");
+        sleep_ms(s_between(50, 1000)); /* ASK to the target */
+        t2 = now_ms();
+        if (test_cluster_migrate_finish(&C, slot, other) != 0)
+            settle_again("migrate_finish");
+        break;
+    case CF_KILL_PUBSUB:
+    case CF_SCRIPT_FLUSH:
+        on_every_master(f, said, sizeof said);
+        break;
+    case CF_SIGSTOP:
+        sigstop_one(s_between(50, cfg.lease_max + 1000));
+        break;
+    }
+    if (f == CF_FAILOVER || f == CF_KILL)
+        note_short_of_replicas(t0, now_ms() + REPLICA_ACK_MS);
+    fprintf(stderr, "torture: t=%lld fault %s", (long long)t0, cluster_fault_names[f]);
+    if (f <= CF_MIGRATE_STEPS)
+        fprintf(stderr, ": n%d slot %d master %d -> %d", name, slot, master, other);
+    if (f == CF_KILL)
+        fprintf(stderr, ", promoted at t=%lld, restarted at t=%lld", (long long)t1, (long long)t2);
+    if (f == CF_MIGRATE_STEPS)
+        fprintf(stderr, ", %d key(s) moved at t=%lld, slot handed over at t=%lld", moved,
+                (long long)t1, (long long)t2);
+    if (refused)
+        fprintf(stderr, ", did not happen");
+    fprintf(stderr, "%s%s, done at t=%lld\n", said[0] ? ", masters said" : "", said,
+            (long long)now_ms());
+}
+
 /* ---- the checks ---- */
 
 static uint64_t violations;
@@ -938,7 +1284,7 @@ static void check_log(figures *fg) {
             if (best == NULL || x->b > best->b)
                 best = x;
         } else if (x->type == REC_ACQ) {
-            int64_t late;
+            int64_t late, allow;
             if (x->status == LEASH_OK) {
                 fg->acquisitions++;
                 if (i > 0 && r[i - 1].type == REC_ACQ && r[i - 1].status == LEASH_OK &&
@@ -948,6 +1294,11 @@ static void check_log(figures *fg) {
                                  x->name, x->fence, x->proc, x->handle, r[i - 1].proc,
                                  r[i - 1].handle);
             }
+            /* The single mode's bound: command_timeout_ms + slack after
+             * the wait (try-once: after the start); in cluster mode more
+             * while a master was short of replicas (see short_of_replicas). */
+            allow = cfg.command_timeout + cfg.slack_ms +
+                    (cfg.cluster && short_during(x->a, x->b) ? wait_queue_ms() : 0);
             if (x->c > 0) {
                 late = x->b - (x->a + x->c);
                 if (x->status == LEASH_ETIMEDOUT && late < -2)
@@ -956,18 +1307,18 @@ static void check_log(figures *fg) {
                 late -= x->lag; /* what the loop itself suffered is not the engine's */
                 if (late > fg->max_acq_late && !stopped_during(x->proc, x->a, x->b))
                     fg->max_acq_late = late;
-                if (late > cfg.command_timeout + cfg.slack_ms &&
-                    !stopped_during(x->proc, x->a, x->b))
-                    sv_violation("proc %d handle %d: acquire (wait %lld ms) ended %s %lld ms "
-                                 "after its wait",
-                                 x->proc, x->handle, (long long)x->c, leash_status_name(x->status),
-                                 (long long)late);
+                if (late > allow && !stopped_during(x->proc, x->a, x->b))
+                    sv_violation("proc %d handle %d: acquire (wait %lld ms) of n%d asked at t=%lld "
+                                 "ended %s %lld ms after its wait",
+                                 x->proc, x->handle, (long long)x->c, x->name, (long long)x->a,
+                                 leash_status_name(x->status), (long long)late);
             } else if (x->c == 0) {
-                late = x->b - x->a - cfg.command_timeout - x->lag;
-                if (late > cfg.slack_ms && !stopped_during(x->proc, x->a, x->b))
-                    sv_violation("proc %d handle %d: try-once acquire ended %s after %lld ms",
-                                 x->proc, x->handle, leash_status_name(x->status),
-                                 (long long)(x->b - x->a));
+                late = x->b - x->a - x->lag;
+                if (late > allow && !stopped_during(x->proc, x->a, x->b))
+                    sv_violation("proc %d handle %d: try-once acquire of n%d asked at t=%lld "
+                                 "ended %s after %lld ms",
+                                 x->proc, x->handle, x->name, (long long)x->a,
+                                 leash_status_name(x->status), (long long)(x->b - x->a));
             }
         } else if (x->type == REC_LOST) {
             /* Lateness beyond what the worker's loop itself suffered. */
@@ -977,10 +1328,12 @@ static void check_log(figures *fg) {
             if (late > fg->max_lost_late)
                 fg->max_lost_late = late;
             if (late > cfg.tol_ms)
-                sv_violation("proc %d handle %d: lost (%s) fired %lld ms after the local "
-                             "deadline, the loop being %lld ms late (fence %" PRIu64 ")",
-                             x->proc, x->handle, leash_lost_reason_name(x->flags),
-                             (long long)(x->a - x->b), (long long)x->lag, x->fence);
+                sv_violation("proc %d handle %d: lost (%s) of n%d fired at t=%lld, %lld ms "
+                             "after the local deadline, the loop being %lld ms late (fence "
+                             "%" PRIu64 ")",
+                             x->proc, x->handle, leash_lost_reason_name(x->flags), x->name,
+                             (long long)x->a, (long long)(x->a - x->b), (long long)x->lag,
+                             x->fence);
         }
     }
     /* Handoffs: consecutive grants of a name, by time, to different handles. */
@@ -1014,10 +1367,33 @@ static void check_redis_empty(void) {
         freeReplyObject(r);
 }
 
+/* Cluster mode: every master (a replica has its master's keys). */
+static void check_cluster_empty(void) {
+    int m[TEST_CLUSTER_MAX_NODES], n = live_masters(m), i;
+    size_t k;
+
+    if (n == 0)
+        sv_violation("no live master to list the keys left");
+    for (i = 0; i < n; i++) {
+        redisReply *r = test_cluster_cmd(&C, m[i], "KEYS %s*", PREFIX);
+        if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+            sv_violation("cannot list the keys left on master %d", m[i]);
+        } else {
+            for (k = 0; k < r->elements; k++) {
+                long long ttl = test_cluster_int(&C, m[i], "PTTL %s", r->element[k]->str);
+                sv_violation("lock %s left on master %d (pttl %lld ms)", r->element[k]->str, m[i],
+                             ttl);
+            }
+        }
+        if (r)
+            freeReplyObject(r);
+    }
+}
+
 static void usage(const char *argv0) {
     fprintf(stderr,
-            "usage: %s [--quick] [--minutes N] [--seconds N] [--procs N] [--handles N]\n"
-            "          [--names N] [--seed S] [--tolerance-ms N] [--verbose]\n",
+            "usage: %s [--cluster] [--quick] [--minutes N] [--seconds N] [--procs N]\n"
+            "          [--handles N] [--names N] [--seed S] [--tolerance-ms N] [--verbose]\n",
             argv0);
     exit(2);
 }
@@ -1028,8 +1404,11 @@ int main(int argc, char **argv) {
     size_t size;
     int fd, i, status;
     int64_t start, end, fault_end;
-    uint64_t faults = 0, losts[5] = {0}, rejections = 0, writes = 0;
-    uint64_t busy = 0, timedout = 0, econn = 0, canceled = 0, other = 0;
+    uint64_t faults = 0, losts[6] = {0}, rejections = 0, writes = 0;
+    uint64_t busy = 0, timedout = 0, econn = 0, ereplicas = 0, canceled = 0, other = 0;
+    int port, nkinds;
+    const char *const *kind_names;
+    const uint64_t *kind_counts;
     figures fg;
 
     memset(&fg, 0, sizeof fg);
@@ -1039,6 +1418,8 @@ int main(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--quick") == 0) {
             cfg.fault_s = 40;
+        } else if (strcmp(a, "--cluster") == 0) {
+            cfg.cluster = 1;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.verbose = 1;
         } else if (v == NULL) {
@@ -1064,6 +1445,8 @@ int main(int argc, char **argv) {
     if (cfg.procs < 1 || cfg.procs > MAX_PROCS || cfg.handles < 1 || cfg.handles > 4096 ||
         cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1)
         usage(argv[0]);
+    if (cfg.cluster)
+        cfg.lease_max = CLUSTER_LEASE_MAX;
     srnd = cfg.seed | 1;
     signal(SIGPIPE, SIG_IGN);
     /* The server's append-only file on tmpfs: fsync costs nothing there,
@@ -1101,13 +1484,28 @@ int main(int argc, char **argv) {
         S->cap = cap;
     }
 
-    memset(&rc, 0, sizeof rc);
-    /* Restarts must not lose acknowledged writes: DESIGN.md's guarantees
-     * are for a single Redis without data loss. */
-    rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no";
-    if (test_redis_start(&R, &rc) != 0 || fp_start(&P, R.port) != 0) {
-        fprintf(stderr, "torture: cannot start redis-server and the proxy\n");
-        return 2;
+    if (cfg.cluster) {
+        /* The harness' defaults: 3 masters, one replica each, 500 ms. */
+        if (test_cluster_start(&C, NULL) != 0) {
+            fprintf(stderr, "torture: cannot start the cluster\n");
+            return 2;
+        }
+        for (i = 0; i < C.cfg.masters; i++) {
+            snprintf(seed_text[i], sizeof seed_text[i], "127.0.0.1:%d", test_cluster_port(&C, i));
+            seeds[i] = seed_text[i];
+        }
+        nseeds = C.cfg.masters;
+        port = test_cluster_port(&C, 0);
+    } else {
+        memset(&rc, 0, sizeof rc);
+        /* Restarts must not lose acknowledged writes: DESIGN.md's guarantees
+         * are for a single Redis without data loss. */
+        rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no";
+        if (test_redis_start(&R, &rc) != 0 || fp_start(&P, R.port) != 0) {
+            fprintf(stderr, "torture: cannot start redis-server and the proxy\n");
+            return 2;
+        }
+        port = P.port;
     }
 
     for (i = 0; i < cfg.procs; i++) {
@@ -1121,7 +1519,7 @@ int main(int argc, char **argv) {
         }
         if (pid == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
-            worker_main(i, P.port);
+            worker_main(i, port);
             exit(S->w[i].violations ? 1 : 0);
         }
         S->w[i].pid = pid;
@@ -1133,7 +1531,10 @@ int main(int argc, char **argv) {
         sleep_ms(s_between(100, 600));
         if (now_ms() >= fault_end)
             break;
-        one_fault();
+        if (cfg.cluster)
+            one_cluster_fault();
+        else
+            one_fault();
         faults++;
     }
     __atomic_store_n(&S->phase, PHASE_SETTLE, __ATOMIC_RELEASE);
@@ -1165,43 +1566,59 @@ int main(int argc, char **argv) {
         sleep_ms(10);
     }
     sleep_ms(50);
-    check_redis_empty();
+    if (cfg.cluster)
+        check_cluster_empty();
+    else
+        check_redis_empty();
     check_log(&fg);
 
     for (i = 0; i < cfg.procs; i++) {
         worker_shm *w = &S->w[i];
         int k;
         violations += w->violations;
-        for (k = 1; k < 5; k++)
+        for (k = 1; k < 6; k++)
             losts[k] += w->losts[k];
         rejections += w->rejections;
         writes += w->writes;
         busy += w->busy;
         timedout += w->timedout;
         econn += w->econn;
+        ereplicas += w->ereplicas;
         canceled += w->canceled;
         other += w->other_fail;
     }
 
+    nkinds = cfg.cluster ? CF_COUNT : F_COUNT;
+    kind_names = cfg.cluster ? cluster_fault_names : fault_names;
+    kind_counts = cfg.cluster ? cluster_fault_count : fault_count;
     printf("faults:");
-    for (i = 0; i < F_COUNT; i++)
-        printf(" %s=%" PRIu64, fault_names[i], fault_count[i]);
+    for (i = 0; i < nkinds; i++)
+        printf(" %s=%" PRIu64, kind_names[i], kind_counts[i]);
+    if (cfg.cluster)
+        printf(" (failovers that did not happen: %" PRIu64
+               "; settled only at a second wait: %" PRIu64 ")",
+               failovers_refused, settle_retries);
     printf("\nacquire endings: busy=%" PRIu64 " timedout=%" PRIu64 " econn=%" PRIu64
-           " canceled=%" PRIu64 " other=%" PRIu64 "; writes=%" PRIu64
+           " ereplicas=%" PRIu64 " canceled=%" PRIu64 " other=%" PRIu64 "; writes=%" PRIu64
            "; worst lateness: lost %lld ms past its deadline (beyond the loop's own), acquire %lld "
            "ms past its wait\n",
-           busy, timedout, econn, canceled, other, writes, (long long)fg.max_lost_late,
+           busy, timedout, econn, ereplicas, canceled, other, writes, (long long)fg.max_lost_late,
            (long long)fg.max_acq_late);
-    printf("torture: %dx%d handles on %d names, %d s of faults, seed %u: acquisitions=%" PRIu64
+    printf("torture%s: %dx%d handles on %d names, %d s of faults, seed %u: acquisitions=%" PRIu64
            " handoffs=%" PRIu64 " faults=%" PRIu64 " losts: expired=%" PRIu64
-           " unreachable=%" PRIu64 " max_hold=%" PRIu64 " stale-fence rejections=%" PRIu64
-           " violations=%" PRIu64 "\n",
-           cfg.procs, cfg.handles, cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions, fg.handoffs,
-           faults, losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE],
-           losts[LEASH_LOST_MAX_HOLD], rejections, violations);
+           " unreachable=%" PRIu64 " max_hold=%" PRIu64 " replicas=%" PRIu64
+           " stale-fence rejections=%" PRIu64 " violations=%" PRIu64 "\n",
+           cfg.cluster ? " --cluster" : "", cfg.procs, cfg.handles, cfg.names, cfg.fault_s,
+           cfg.seed, fg.acquisitions, fg.handoffs, faults, losts[LEASH_LOST_EXPIRED],
+           losts[LEASH_LOST_UNREACHABLE], losts[LEASH_LOST_MAX_HOLD], losts[LEASH_LOST_REPLICAS],
+           rejections, violations);
     fflush(stdout);
-    fp_stop(&P);
-    test_redis_stop(&R);
+    if (cfg.cluster) {
+        test_cluster_stop(&C);
+    } else {
+        fp_stop(&P);
+        test_redis_stop(&R);
+    }
     munmap(S, size);
     if (fg.acquisitions == 0 || faults == 0) {
         fprintf(stderr, "torture: nothing happened\n");
