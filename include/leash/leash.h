@@ -179,10 +179,13 @@ typedef struct leash_options {
     int64_t renew_interval_ms;  /* default lease_ms / 3 (when 0); 0 < x < lease_ms */
     int64_t max_hold_ms;        /* default 0 = unlimited; a hold is lost after this */
     int64_t connect_timeout_ms; /* default 2000; > 0 */
-    int64_t command_timeout_ms; /* default 2000; silence that breaks a connection */
-    int64_t reconnect_min_ms;   /* default 50; first reconnect backoff, > 0 */
-    int64_t reconnect_max_ms;   /* default 2000; backoff cap, >= reconnect_min_ms */
-    leash_log_cb *log_cb;       /* default NULL: the library prints nothing */
+    /* default 2000; silence that breaks a connection. With Redlock also
+     * how long an attempt waits for a server that is down or silent before
+     * it is decided by the others: keep it well below the lease. */
+    int64_t command_timeout_ms;
+    int64_t reconnect_min_ms; /* default 50; first reconnect backoff, > 0 */
+    int64_t reconnect_max_ms; /* default 2000; backoff cap, >= reconnect_min_ms */
+    leash_log_cb *log_cb;     /* default NULL: the library prints nothing */
     void *log_arg;
     int log_level; /* default LEASH_LOG_WARN: messages up to this level */
     /* default 1000: how long a name's pub/sub subscription outlives its
