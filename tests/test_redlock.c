@@ -228,6 +228,132 @@ TEST(two_servers_down_and_a_crashed_holder_on_a_third_is_waited_out) {
     rw_down(&w);
 }
 
+static long long scripts_on(test_redis *r) {
+    return test_redis_calls(r, "evalsha") + test_redis_calls(r, "eval");
+}
+
+/* wait_replicas on servers without replicas: every grant is short of its
+ * WAIT. A try-once and a LEASH_WAIT_FOREVER acquire both end
+ * LEASH_EREPLICAS, at once, and nothing is retried in a loop (a review
+ * found the wait trying again without a pause for ever). */
+TEST(grants_short_of_replicas_end_ereplicas_without_a_retry_loop) {
+    rworld w;
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    int ports[N], i;
+    long long before;
+
+    rw_up(&w);
+    for (i = 0; i < N; i++)
+        ports[i] = w.s[i].port;
+    redlock_options(&w, &o, ports, 5000);
+    o.wait_replicas = 1;
+    o.wait_timeout_ms = 1;
+    c = fx_client_opts(w.loop, &o);
+    fx_wait_connected(w.loop, c, 5000);
+    l = leash_lock_new(c, "unreplicated");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_EREPLICAS);
+    before = scripts_on(&w.s[0]);
+    CHECK_EQ_INT(leash_acquire(l, LEASH_WAIT_FOREVER, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 1000);
+    CHECK_EQ_INT(res.status, LEASH_EREPLICAS);
+    fx_run_for(w.loop, 100);
+    /* The attempt and its give-backs (the primitive's and the quorum's). */
+    CHECK_MSG(scripts_on(&w.s[0]) - before <= 3, "%lld scripts on a server",
+              scripts_on(&w.s[0]) - before);
+    CHECK_EQ_INT(holding_servers(&w, "leash:unreplicated"), 0);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* A majority down: a wait ends LEASH_ECONN (not ETIMEDOUT, which says the
+ * lock was busy), after the command timeout or at its own end, whichever
+ * comes first, whatever order the timers fire in. */
+TEST(a_wait_with_no_majority_reachable_ends_econn) {
+    static const int64_t waits[] = {200, 450, 700, LEASH_WAIT_FOREVER};
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    size_t i;
+    int64_t t0;
+
+    rw_up(&w);
+    c = rw_client(&w, 5000);
+    l = leash_lock_new(c, "majority-down");
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_kill(&w.s[i]), 0);
+    fx_run_for(w.loop, 50);
+    for (i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
+        int64_t bound = waits[i] != LEASH_WAIT_FOREVER && waits[i] < 500 ? waits[i] : 500;
+        t0 = test_now_ms();
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, l, waits[i], 3000), LEASH_ECONN);
+        CHECK_MSG(test_now_ms() - t0 <= bound + TEST_SLACK_MS, "wait %lld ended after %lld ms",
+                  (long long)waits[i], (long long)(test_now_ms() - t0));
+    }
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* A busy key without expiry (PERSISTed, or SET by a tool) on one server
+ * and two servers that fail at once (OOM here): the waiter looks again
+ * after a lease, as on one server, not every millisecond. */
+TEST(a_key_without_expiry_and_failing_servers_make_no_retry_loop) {
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    long long before;
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 5000);
+    l = leash_lock_new(c, "persisted");
+    CHECK_EQ_INT(
+        test_redis_int(&w.s[0], "SET leash:persisted %s:0:1:1", "dead0000000000000000000000000000"),
+        -1); /* +OK */
+    for (i = 3; i < 5; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 1"), -1);
+    before = scripts_on(&w.s[1]);
+    CHECK_EQ_INT(leash_acquire(l, 1000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_ETIMEDOUT);
+    CHECK_MSG(scripts_on(&w.s[1]) - before <= 6, "%lld scripts in one 1 s wait",
+              scripts_on(&w.s[1]) - before);
+    for (i = 3; i < 5; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 0"), -1);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* An extra (reentrant) hold that a majority refuses (OOM) fails alone:
+ * the hold it was added to stays on every server and stays held (its
+ * attempt carries the hold's own token, which must not be given back). */
+TEST(a_failed_extra_hold_leaves_the_hold_alone) {
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 5000);
+    l = leash_lock_new(c, "extra");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 1"), -1);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_EREDIS);
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 0"), -1);
+    fx_run_for(w.loop, 100);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(holding_servers(&w, "leash:extra"), N);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(holding_servers(&w, "leash:extra"), 0);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
 /* One server frozen (SIGSTOP) under a hold: the others keep it. While it
  * is frozen the lock changes hands twice; when it thaws, the commands that
  * waited in its socket run, and none of them leaves a hold nobody owns. */
@@ -389,6 +515,10 @@ int main(int argc, char **argv) {
         TEST_CASE(two_clients_exclude_each_other_and_fences_grow),
         TEST_CASE(two_servers_killed_keep_the_hold_a_third_loses_it),
         TEST_CASE(two_servers_down_and_a_crashed_holder_on_a_third_is_waited_out),
+        TEST_CASE(grants_short_of_replicas_end_ereplicas_without_a_retry_loop),
+        TEST_CASE(a_wait_with_no_majority_reachable_ends_econn),
+        TEST_CASE(a_key_without_expiry_and_failing_servers_make_no_retry_loop),
+        TEST_CASE(a_failed_extra_hold_leaves_the_hold_alone),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),

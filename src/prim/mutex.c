@@ -289,7 +289,9 @@ static leash__req *send(leash_lock *l, const leash__opdef *op, leash__cmd *cmd, 
     s.done = done;
     s.arg = arg;
     s.names = &l->names;
-    s.token = l->hold.token;
+    /* An extra hold's attempt is the hold's own token: nothing to give
+     * back when it fails (route.h). */
+    s.token = op == l->core->dialect->acquire && holding(l->state) ? NULL : l->hold.token;
     s.lease_ms = l->hold.lease_ms;
     return leash__route_send(l->core->route, &s);
 }

@@ -161,7 +161,8 @@ static void set_failed(leash__answer *out, int status) {
  * Free servers enough for a majority (a split vote: every contender gives
  * its part back): a short random pause. Else the TTL after which enough
  * busy keys have expired (all of them when even that is not enough: the
- * attempt then tells whether the unavailable ones came back). */
+ * attempt then tells whether the unavailable ones came back); -1 when that
+ * is a key without expiry (the primitive looks again after a lease). */
 static int64_t busy_wait(const qreq *q, unsigned busy, unsigned unavailable, const int64_t *pttls) {
     unsigned free_now = q->qu->n - busy - unavailable, need;
     int64_t sorted[64];
@@ -180,13 +181,16 @@ static int64_t busy_wait(const qreq *q, unsigned busy, unsigned unavailable, con
             sorted[j] = sorted[j - 1];
             sorted[j - 1] = t;
         }
-    return sorted[need - 1];
+    return sorted[need - 1] == INT64_MAX ? -1 : sorted[need - 1];
 }
 
 /* The grant's step 1. Returns the decision: 1 granted (go on), 0 not
- * granted (out filled), UNDECIDED. */
+ * granted (out filled), UNDECIDED. A grant short of its replicas (WAIT)
+ * does not count; when only such grants make the majority, the answer is
+ * that: a grant short of replicas (LEASH_EREPLICAS). A busy server's PTTL
+ * -1 (a key without expiry) is the largest. */
 static int decide_grant(qreq *q, leash__answer *out) {
-    unsigned s, granted = 0, busy = 0, late = 0, gone = 0, answered = 0;
+    unsigned s, granted = 0, unreplicated = 0, busy = 0, late = 0, gone = 0, answered = 0;
     int64_t pttls[64], sent = 0;
     const leash__answer *first = NULL;
 
@@ -197,7 +201,14 @@ static int decide_grant(qreq *q, leash__answer *out) {
         if (!q->answered[s])
             continue;
         answered++;
-        if (ok_kind(a, LEASH__ANS_GRANTED)) {
+        if (a->status != LEASH_OK)
+            continue;
+        switch (a->kind) {
+        case LEASH__ANS_GRANTED:
+            if (a->replicas_short) {
+                unreplicated++;
+                break;
+            }
             granted++;
             q->granted |= (uint64_t)1 << s;
             if (a->fence > q->fence)
@@ -205,12 +216,18 @@ static int decide_grant(qreq *q, leash__answer *out) {
             if (first == NULL || (a->sent_ms != 0 && a->sent_ms < sent))
                 sent = a->sent_ms;
             first = first ? first : a;
-        } else if (ok_kind(a, LEASH__ANS_BUSY)) {
-            pttls[busy++] = a->n < 0 ? 0 : a->n;
-        } else if (ok_kind(a, LEASH__ANS_LATE)) {
+            break;
+        case LEASH__ANS_BUSY:
+            pttls[busy++] = a->n < 0 ? INT64_MAX : a->n;
+            break;
+        case LEASH__ANS_LATE:
             late++;
-        } else if (ok_kind(a, LEASH__ANS_GONE)) {
+            break;
+        case LEASH__ANS_GONE:
             gone++;
+            break;
+        default:
+            break;
         }
     }
     if (granted >= q->qu->majority) {
@@ -225,13 +242,13 @@ static int decide_grant(qreq *q, leash__answer *out) {
     memset(out, 0, sizeof(*out));
     if (gone >= q->qu->majority) {
         out->kind = LEASH__ANS_GONE;
+    } else if (granted + unreplicated >= q->qu->majority) {
+        out->kind = LEASH__ANS_GRANTED;
+        out->replicas_short = 1;
     } else if (busy > 0) {
         out->kind = LEASH__ANS_BUSY;
-        out->n = busy_wait(q, busy, q->qu->n - granted - busy - late - gone, pttls);
-    } else if (late > 0 || failure_of(q, 0) == LEASH_ECONN) {
-        /* Servers that did not answer in time: like one server's attempt
-         * that waits for its connection, a wait with time left tries
-         * again (each attempt bounded by the command timeout). */
+        out->n = busy_wait(q, busy, q->qu->n - granted - unreplicated - busy - late - gone, pttls);
+    } else if (late > 0) {
         out->kind = LEASH__ANS_LATE;
     } else {
         out->status = failure_of(q, 0);
@@ -378,12 +395,17 @@ static void finish(qreq *q) {
     req_free(q);
 }
 
-/* A release of the attempt's token on every server, nobody listening. */
+/* A release of the attempt's token on every server, nobody listening.
+ * An extra hold's attempt has no token of its own: the hold stays. */
 static void release_everywhere(qreq *q) {
     const leash__dialect *d = q->qu->base.dialect;
-    leash__cmd *cmd = d->release_cmd(q->names, q->token, 0, 0,
-                                     leash__now_ms() + q->qu->base.cfg->conn->command_timeout_ms);
+    leash__cmd *cmd;
     unsigned s;
+
+    if (q->token[0] == '\0')
+        return;
+    cmd = d->release_cmd(q->names, q->token, 0, 0,
+                         leash__now_ms() + q->qu->base.cfg->conn->command_timeout_ms);
 
     if (cmd == NULL) {
         leash__log(log_of(q->qu), LEASH_LOG_WARN,

@@ -55,7 +55,8 @@ typedef struct leash__send {
     leash__cmd *cmd;        /* built by the route's dialect; the route owns it now */
     size_t nanswers;        /* 1, or the locks of a renew batch */
     int64_t send_at;        /* 0 = now, else not before this monotonic time */
-    /* The lock, and for an acquire its attempt's token: a quorum's own
+    /* The lock, and for an acquire of a new hold its attempt's token (NULL
+     * for an extra hold, whose token is the hold's): a quorum's own
      * follow-ups (the fence raise, giving back a failed attempt). */
     const leash__names *names;
     const char *token;
