@@ -1,9 +1,11 @@
+#define _DEFAULT_SOURCE 1 /* usleep */
 /* The lock engine on a real loop against a real Redis (one server, a
  * cluster, or Redlock's independent servers: fixture.h): exclusion,
  * try-once, fences, reentrancy, FIFO, timeouts, cancel, bad keys, scale. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fixture.h"
 
@@ -286,6 +288,29 @@ TEST(release_while_acquiring_leaves_no_hold_and_no_watchdog) {
     fx_world_down(&w);
 }
 
+/* The loop stalls (a long callback, a stopped process) after the attempt
+ * went out and reads the grant only after its lease ran out: nothing of
+ * it can be trusted, it is given back, and a wait with time left tries
+ * again and gets the lock, instead of ending LEASH_ECONN. */
+TEST(a_grant_read_after_its_lease_ran_out_is_tried_again_while_the_wait_has_time) {
+    fx_world w;
+    leash_lock *l;
+    fx_result got = {0};
+
+    fx_world_up(&w, 300, 0);
+    l = leash_lock_new(w.c, "stalled");
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_nowait(w.loop); /* writes the attempt */
+    usleep(400 * 1000);    /* the answer waits in the socket past the lease */
+    fx_run_until(w.loop, &got, 3000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK(leash_held(l));
+    CHECK(leash_valid_ms(l) > 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    fx_world_down(&w);
+}
+
 TEST(wrongtype_key_gives_eredis_and_client_stays_usable) {
     fx_world w;
     leash_lock *x, *y;
@@ -532,6 +557,7 @@ int main(int argc, char **argv) {
         TEST_CASE(cancel_completes_from_the_loop),
         TEST_CASE(cancel_racing_a_grant_releases_it),
         TEST_CASE(release_while_acquiring_leaves_no_hold_and_no_watchdog),
+        TEST_CASE(a_grant_read_after_its_lease_ran_out_is_tried_again_while_the_wait_has_time),
         TEST_CASE(wrongtype_key_gives_eredis_and_client_stays_usable),
         TEST_CASE(force_release_wakes_the_waiters_of_every_client),
         TEST_CASE(force_released_holder_is_lost_at_its_next_renewal),

@@ -78,7 +78,8 @@
  *   close    the acquire ends (its callback owed until the client's free);
  *            a hold is released for real and the close waits for it -> IDLE
  *   held     -> HELD, callback LEASH_OK (a grant that came after its lease
- *            ran out: released, LEASH_ECONN -> IDLE)
+ *            ran out: released, then again while the wait has time, else
+ *            LEASH_ECONN -> IDLE)
  *   xheld    the count goes up, the deadline moves -> HELD, callback OK
  *            (after the deadline: lost, callback LEASH_ECONN -> IDLE)
  *   wait     try-once: LEASH_EBUSY -> IDLE; else queued on the channel:
@@ -576,11 +577,18 @@ static void granted(leash_lock *l, const leash__answer *a) {
     int64_t sent = attempt_time(l, a);
 
     if (sent + l->hold.lease_ms - leash__drift_ms(l->hold.lease_ms) <= leash__now_ms()) {
-        /* The answer took longer than the lease: nothing left to trust. */
+        /* The answer took longer than the lease: nothing left to trust.
+         * A wait with time left tries again (Redlock: servers that came
+         * back while the others' grants ran out); the give-back goes
+         * first, on the same connections. */
         leash__log(lg(l), LEASH_LOG_WARN,
                    "acquire %s: granted after its lease ran out; releasing it", l->name);
         release_in_background(l, l->hold.token, 0);
-        acquire_ends(l, LEASH_ECONN);
+        if (l->state == M_ATTEMPT && !l->wait_once &&
+            (l->wait_deadline == 0 || leash__now_ms() < l->wait_deadline))
+            again(l);
+        else
+            acquire_ends(l, LEASH_ECONN);
         return;
     }
     leash__hold_begin(&l->hold, sent, a->fence, (int)a->n);

@@ -440,15 +440,17 @@ static void renew_again(qreq *q) {
     }
 }
 
-/* A grant's copies (and its raise's) wait for a server's connection no longer than the
- * command timeout, whatever the wait's own deadline: a server that is
- * down must not hold the decision (and the grants of the others, whose
- * validity runs) until the wait ends. */
-static void bound_grant(leash__cmd *cmd, int64_t command_timeout_ms) {
+/* A grant's copies (and its raise's) wait for a server's connection no
+ * longer than the command timeout or the lease (a grant after that counts
+ * for nothing), whatever the wait's own deadline: a server that is down
+ * must not hold the decision (and the grants of the others, whose validity
+ * runs) until the wait ends. */
+static void bound_grant(leash__cmd *cmd, int64_t command_timeout_ms, int64_t lease_ms) {
     int64_t from = cmd->send_at > 0 ? cmd->send_at : leash__now_ms();
+    int64_t bound = lease_ms > 0 && lease_ms < command_timeout_ms ? lease_ms : command_timeout_ms;
 
-    if (cmd->deadline == 0 || cmd->deadline > from + command_timeout_ms)
-        cmd->deadline = from + command_timeout_ms;
+    if (cmd->deadline == 0 || cmd->deadline > from + bound)
+        cmd->deadline = from + bound;
 }
 
 static int start_raise(qreq *q) {
@@ -460,7 +462,7 @@ static int start_raise(qreq *q) {
         ttl = LEASH__FENCE_FLOOR_MIN_MS;
     cmd = q->qu->base.dialect->raise_cmd(q->names, q->fence, ttl, q->deadline);
     if (cmd != NULL)
-        bound_grant(cmd, q->qu->base.cfg->conn->command_timeout_ms);
+        bound_grant(cmd, q->qu->base.cfg->conn->command_timeout_ms, q->lease_ms);
     if (cmd == NULL)
         return -1;
     drop_cmds(q);
@@ -614,7 +616,7 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
     q->lease_ms = snd->lease_ms;
     snd->cmd->send_at = snd->send_at;
     if (snd->op->cls == LEASH__OP_GRANT)
-        bound_grant(snd->cmd, qu->base.cfg->conn->command_timeout_ms);
+        bound_grant(snd->cmd, qu->base.cfg->conn->command_timeout_ms, snd->lease_ms);
     if (send_copies(q, all, snd->cmd) != 0) {
         req_free(q);
         return NULL;
