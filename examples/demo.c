@@ -3,10 +3,12 @@
  *
  *     leash-demo REDIS_URL
  *     leash-demo --cluster HOST:PORT[,HOST:PORT...] [--long-lease]
+ *     leash-demo --redlock HOST:PORT[,HOST:PORT...]
  *
  * REDIS_URL is redis://[[user]:password@]host[:port][/db] or unix:///path.
  * scripts/demo builds this program and runs it against a redis-server of its
- * own; scripts/demo --cluster against a Redis Cluster of its own.
+ * own; scripts/demo --cluster against a Redis Cluster of its own;
+ * scripts/demo --redlock against five independent servers of its own.
  *
  * The parent forks three workers. Each runs its own libev loop with its own
  * leash client and goes round: wait for the lock "nightly-report", do a job of
@@ -51,6 +53,23 @@
  * failover: the promoted replica has the key (replicated asynchronously: the
  * usual case, not a promise), and the holder keeps it. The story tells which
  * of the two happened.
+ *
+ * With --redlock the workers use N independent servers (LEASH_TOPOLOGY_REDLOCK:
+ * a hold needs a majority, M = N / 2 + 1, 3 of 5). 300 ms into the second
+ * hold's job the parent kills N - M of them (two of five), the first in the
+ * list: the holder's renewals go on at the majority left and its job ends
+ * as usual, and the next holder takes over from its release with a higher
+ * fence while they are down. 700 ms into that next hold's job the parent
+ * kills one more: no majority is left, the holder's renewals fail, and its
+ * lost callback (UNREACHABLE) stops the job by the end of its validity,
+ * before its next write. The waiters wait on (nobody can get the lock); a
+ * little more than the command timeout later (each attempt gives up on the
+ * dead servers then, and the next goes out), the parent ends the run. Each
+ * server is killed only when its pid (INFO server) is one that scripts/demo
+ * started (LEASH_DEMO_REDLOCK_PIDS="PORT:PID,..."); otherwise the parent
+ * refuses and the run goes on without kills. The workers send each renewal,
+ * the servers they reach (their command connections, counted) and the
+ * library's other info lines, printed from the first kill on.
  */
 #define _DEFAULT_SOURCE /* fork, kill, MAP_ANONYMOUS */
 
@@ -94,6 +113,13 @@ enum {
     CLUSTER_RUN_LIMIT_MS = 25000, /* ... or this */
     KILL_AFTER_MS = 300,          /* hold FREEZE_HOLD's master is killed this far into its job */
     LONG_LEASE_MS = 5000,         /* --long-lease: longer than a failover */
+    /* --redlock (KILL_AFTER_MS into hold KILL_HOLD's job: N - M servers killed) */
+    KILL_HOLD = 2,
+    REDLOCK_JOBS_WANTED = 3,      /* completed jobs that end the run ... */
+    REDLOCK_RUN_LIMIT_MS = 20000, /* ... or this */
+    LAST_KILL_AFTER_MS = 700,     /* one more, this far into the next hold's job ... */
+    NO_MAJORITY_MS = 2500,        /* ... and the run ends this long after: > command_timeout_ms */
+    REACH_QUIET_MS = 20,          /* connections that change within this make one report */
     WATCH_MS = 25,                /* after the kill, the parent looks at the replica this often */
     PROMOTE_WAIT_MS = 10000,      /* ... and gives up on it after this */
     ADMIN_TIMEOUT_MS = 500,       /* connect and reply timeout of the parent's connections */
@@ -107,11 +133,18 @@ enum {
 /* The run, as the command line chose it (set before the workers fork). */
 static struct {
     int cluster;      /* --cluster: a master is killed instead of a holder frozen */
+    int redlock;      /* --redlock: servers are killed instead of a holder frozen */
     int64_t lease_ms; /* LEASE_MS, or LONG_LEASE_MS with --long-lease */
     int steps;        /* STEPS or CLUSTER_STEPS */
     int jobs_wanted;
     int run_limit_ms;
-} run = {0, LEASE_MS, STEPS, JOBS_WANTED, RUN_LIMIT_MS};
+} run = {0, 0, LEASE_MS, STEPS, JOBS_WANTED, RUN_LIMIT_MS};
+
+/* Servers die in this run (--cluster, --redlock): the workers report their
+ * renewals and the library's info lines. */
+static int servers_die(void) {
+    return run.cluster || run.redlock;
+}
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -120,7 +153,7 @@ static int64_t now_ns(void) {
 }
 
 /* ------------------------------------------------------------------ */
-/* REDIS_URL, or a cluster's nodes                                      */
+/* REDIS_URL, or a cluster's nodes, or Redlock's servers               */
 /* ------------------------------------------------------------------ */
 
 struct target {
@@ -132,8 +165,9 @@ struct target {
     int has_user, has_password;
     int db;
     char shown[512]; /* the URL for messages, password masked */
-    /* --cluster: the seeds, "host:port" or "[v6addr]:port" each */
-    int cluster;
+    /* --cluster: the seeds; --redlock: the servers; "host:port" or
+     * "[v6addr]:port" each */
+    int topology; /* LEASH_TOPOLOGY_* */
     int nnodes;
     const char *nodes[LEASH_NODES_MAX]; /* -> node_text */
     char node_text[LEASH_NODES_MAX][LEASH_NODE_MAX + 1];
@@ -314,13 +348,13 @@ static int split_endpoint(const char *s, char *host, size_t cap, int *port) {
     return 0;
 }
 
-/* Fills *t from a comma-separated list of cluster nodes; on error returns
- * -1 and points *why at the reason. */
-static int parse_nodes(const char *list, struct target *t, const char **why) {
+/* Fills *t from a comma-separated list of cluster nodes or Redlock servers
+ * (topology); on error returns -1 and points *why at the reason. */
+static int parse_nodes(const char *list, int topology, struct target *t, const char **why) {
     const char *p = list;
 
     memset(t, 0, sizeof(*t));
-    t->cluster = 1;
+    t->topology = topology;
     for (;;) {
         size_t len = strcspn(p, ",");
         char host[256];
@@ -346,16 +380,20 @@ static int parse_nodes(const char *list, struct target *t, const char **why) {
             break;
         p += len + 1;
     }
-    snprintf(t->shown, sizeof(t->shown), "a Redis Cluster (seeds %.400s%s)", list,
-             strlen(list) > 400 ? "..." : "");
+    if (topology == LEASH_TOPOLOGY_CLUSTER)
+        snprintf(t->shown, sizeof(t->shown), "a Redis Cluster (seeds %.400s%s)", list,
+                 strlen(list) > 400 ? "..." : "");
+    else
+        snprintf(t->shown, sizeof(t->shown), "%d Redlock servers (%.400s%s)", t->nnodes, list,
+                 strlen(list) > 400 ? "..." : "");
     return 0;
 }
 
 /* Client options for the target; strings point into *t. */
 static void target_options(const struct target *t, leash_options *o) {
     leash_options_init(o);
-    if (t->cluster) {
-        o->topology = LEASH_TOPOLOGY_CLUSTER;
+    if (t->topology != LEASH_TOPOLOGY_SINGLE) {
+        o->topology = t->topology;
         o->nodes = t->nodes;
         o->nodes_count = t->nnodes;
     } else if (t->unix_path[0] != '\0') {
@@ -414,13 +452,14 @@ enum event_kind {
     E_FAILED,   /* status = a leash error, text = what failed */
     E_LOG,      /* the log callback: status = level, text */
     E_EXIT,     /* status = the worker's exit code */
-    E_RENEWED,  /* --cluster: the watchdog renewed the hold (renewals, valid_ms) */
-    E_OVERDUE,  /* --cluster: no renewal for asked ns (valid_ms) */
+    E_RENEWED,  /* servers_die(): the watchdog renewed the hold (renewals, valid_ms) */
+    E_OVERDUE,  /* servers_die(): no renewal for asked ns (valid_ms) */
     E_RETRY,    /* --cluster: the acquire ended with status LEASH_ECONN; waits again */
+    E_REACH,    /* --redlock: status servers reached now, step before; t the first change */
     /* from the parent */
     E_NOTE,    /* text */
     E_PROBLEM, /* text */
-    E_PROMOTED /* text; the workers still waiting are named when it is printed */
+    E_WAITERS  /* text; the workers still waiting are named when it is printed */
 };
 
 struct event {
@@ -433,7 +472,7 @@ struct event {
     uint64_t renewals;
     int64_t valid_ms;
     int64_t asked;
-    char text[168];
+    char text[232];
 };
 
 static void send_event(int fd, const struct event *e) {
@@ -460,12 +499,16 @@ struct worker {
     struct ev_loop *loop;
     leash_client *client;
     leash_lock *lock;
-    ev_timer timer;       /* the job's steps; the rest between jobs */
-    ev_io stop;           /* end of file: the parent ends the run */
-    ev_check renew_watch; /* --cluster: after each loop iteration, did a renewal succeed? */
+    ev_timer timer;         /* the job's steps; the rest between jobs */
+    ev_io stop;             /* end of file: the parent ends the run */
+    ev_prepare renew_watch; /* servers_die(): after each loop iteration, did a renewal succeed? */
     uint64_t renewals_seen;
-    int64_t renewed_at; /* the grant or the last renewal */
-    int overdue;        /* E_OVERDUE was sent since */
+    int64_t renewed_at;     /* the grant or the last renewal */
+    int overdue;            /* E_OVERDUE was sent since */
+    ev_prepare reach_watch; /* --redlock: after each loop iteration, did a connection change? */
+    ev_timer reach_quiet;   /* ... and have they stopped changing? */
+    int64_t reach_changed_at;
+    int reach_sent; /* servers reached, as last reported */
     int state;
     int step; /* writes done in this job */
     uint64_t fence;
@@ -518,7 +561,9 @@ static void worker_finish(struct worker *w, int code) {
         w->exit_code = code;
     ev_timer_stop(w->loop, &w->timer);
     ev_io_stop(w->loop, &w->stop);
-    ev_check_stop(w->loop, &w->renew_watch);
+    ev_prepare_stop(w->loop, &w->renew_watch);
+    ev_prepare_stop(w->loop, &w->reach_watch);
+    ev_timer_stop(w->loop, &w->reach_quiet);
     leash_client_free(w->client); /* allowed inside the lock's own callbacks */
     w->client = NULL;
     w->lock = NULL;
@@ -661,11 +706,12 @@ static void on_lost(leash_lock *l, int reason, void *arg) {
         rest(w);
 }
 
-/* Runs after every loop iteration (--cluster): a renewal that succeeded in
- * it is reported, stamped right after its answer was read; so is, once, a
- * renewal half an interval late (seen at the next wake-up: a write, or a
- * timer of the library's). */
-static void on_renew_watch(struct ev_loop *loop, ev_check *c, int revents) {
+/* Runs after every loop iteration, before the loop sleeps (servers_die();
+ * an ev_check would run only at the next wake-up, before that wake's
+ * callbacks): a renewal that succeeded in it is reported, stamped right
+ * after its answer was read; so is, once, a renewal half an interval late
+ * (seen at the next wake-up: a write, or a timer of the library's). */
+static void on_renew_watch(struct ev_loop *loop, ev_prepare *c, int revents) {
     struct worker *w = c->data;
     int64_t now = now_ns();
     uint64_t n;
@@ -687,6 +733,45 @@ static void on_renew_watch(struct ev_loop *loop, ev_check *c, int revents) {
         e.renewals = n;
         send_event(w->events_fd, &e);
     }
+}
+
+/* Servers the command connections reach now: those that became ready, less
+ * those that broke since. */
+static int servers_reached(const struct worker *w) {
+    leash_stats st;
+    leash_client_stats(w->client, &st);
+    return (int)(st.connects - st.disconnects);
+}
+
+/* Runs after every loop iteration, before the loop sleeps (--redlock): a
+ * change of the servers reached starts a quiet time, so that connections
+ * that break (or come back) together make one report. */
+static void on_reach_watch(struct ev_loop *loop, ev_prepare *c, int revents) {
+    struct worker *w = c->data;
+    (void)revents;
+
+    if (w->client == NULL || ev_is_active(&w->reach_quiet) || servers_reached(w) == w->reach_sent)
+        return;
+    w->reach_changed_at = now_ns();
+    /* Set each time: after it fired, libev keeps only what was left of it (nothing). */
+    ev_timer_set(&w->reach_quiet, REACH_QUIET_MS / 1000., 0.);
+    ev_timer_start(loop, &w->reach_quiet);
+}
+
+static void on_reach_quiet(struct ev_loop *loop, ev_timer *t, int revents) {
+    struct worker *w = t->data;
+    int now = servers_reached(w);
+    struct event e;
+    (void)loop, (void)revents;
+
+    if (now == w->reach_sent)
+        return;
+    e = worker_event(w, E_REACH);
+    e.t = w->reach_changed_at;
+    e.status = now;
+    e.step = w->reach_sent;
+    w->reach_sent = now;
+    send_event(w->events_fd, &e);
 }
 
 /* The parent closed its end of our stop pipe: the run is over. */
@@ -736,10 +821,10 @@ static int worker_run(int id, const struct target *t, int events_fd, int stop_fd
     target_options(t, &opts);
     opts.log_cb = worker_log;
     opts.log_arg = &w;
-    /* In a cluster the info lines tell the failover (a renewal that failed, a
-     * connection made to the promoted replica); the parent prints them from
-     * the kill on. */
-    opts.log_level = run.cluster ? LEASH_LOG_INFO : LEASH_LOG_WARN;
+    /* When servers die the info lines tell the story (a renewal that failed,
+     * a connection made to the promoted replica); the parent prints them
+     * from the kill on. */
+    opts.log_level = servers_die() ? LEASH_LOG_INFO : LEASH_LOG_WARN;
     rc = leash_client_new(&w.client, &opts);
     if (rc == LEASH_OK && (rc = leash_libev_attach(w.loop, w.client)) != LEASH_OK) {
         leash_client_free(w.client);
@@ -763,10 +848,16 @@ static int worker_run(int id, const struct target *t, int events_fd, int stop_fd
     ev_io_init(&w.stop, on_stop, stop_fd, EV_READ);
     w.stop.data = &w;
     ev_io_start(w.loop, &w.stop);
-    ev_check_init(&w.renew_watch, on_renew_watch);
+    ev_prepare_init(&w.renew_watch, on_renew_watch);
     w.renew_watch.data = &w;
-    if (run.cluster)
-        ev_check_start(w.loop, &w.renew_watch);
+    if (servers_die())
+        ev_prepare_start(w.loop, &w.renew_watch);
+    ev_prepare_init(&w.reach_watch, on_reach_watch);
+    w.reach_watch.data = &w;
+    ev_timer_init(&w.reach_quiet, on_reach_quiet, 0., 0.);
+    w.reach_quiet.data = &w;
+    if (run.redlock)
+        ev_prepare_start(w.loop, &w.reach_watch);
 
     start_waiting(&w);
     ev_run(w.loop, 0);
@@ -790,6 +881,7 @@ struct hold {
     uint64_t fence;
     int64_t granted;     /* t of E_ACQUIRED */
     int64_t first_write; /* t of its first write (0 = none) */
+    int64_t last_write;
     int64_t valid_until; /* the latest end of validity that any of its writes saw */
     int writes;
     int end; /* 0 while open, else E_RELEASED or E_LOST */
@@ -824,6 +916,23 @@ struct failover {
     int next_worker;
 };
 
+/* --redlock: N - M servers killed, then one more. */
+struct quorum_kills {
+    int allowed;     /* LEASH_DEMO_REDLOCK_PIDS is set: kills may happen */
+    int refused;     /* a kill was due and did not happen (a problem said) */
+    int n, majority; /* servers, and how many make a majority */
+    struct node_info server[LEASH_NODES_MAX]; /* as listed; the first ones die */
+    int phase;                                /* kills done: 0, 1 (N - M servers), 2 (one more) */
+    int count[2];                             /* servers killed by each */
+    int hold[2];                              /* index into holds of the hold under each */
+    int64_t at[2];                            /* when each was done */
+    int64_t renewed_at;                       /* hold[0]'s first renewal since the kill */
+    int renewals;                             /* hold[0]'s renewals since the kill */
+    int64_t down_grant;                       /* the first grant with N - M down, 0 = none */
+    uint64_t down_fence;
+    int down_worker;
+};
+
 struct parent {
     struct ev_loop *loop;
     struct shared *shm;
@@ -835,6 +944,7 @@ struct parent {
     ev_io events;
     ev_timer flush, freeze, thaw, lost_check, limit, grace;
     ev_timer watch, kill_check; /* --cluster */
+    ev_timer no_majority;       /* --redlock */
     ev_signal sigint, sigterm;
 
     char inbuf[8 * sizeof(struct event)];
@@ -866,6 +976,7 @@ struct parent {
     int waiting[WORKERS + 1]; /* as printed so far */
     const struct target *target;
     struct failover fo;
+    struct quorum_kills qk;
 };
 
 static void parent_note(struct parent *p, int kind, const char *fmt, ...)
@@ -975,6 +1086,36 @@ static struct hold *killed_hold(struct parent *p) {
     return p->fo.killed_at != 0 ? &p->holds[p->fo.hold] : NULL;
 }
 
+/* --redlock: the hold under kill k (0: N - M servers, 1: one more), or NULL. */
+static struct hold *quorum_hold(struct parent *p, int k) {
+    return p->qk.at[k] != 0 ? &p->holds[p->qk.hold[k]] : NULL;
+}
+
+/* --redlock: the servers that ran at t. */
+static int servers_up_at(const struct parent *p, int64_t t) {
+    const struct quorum_kills *qk = &p->qk;
+    int up = qk->n, k;
+
+    for (k = 0; k < 2; k++)
+        if (qk->at[k] != 0 && t >= qk->at[k])
+            up -= qk->count[k];
+    return up;
+}
+
+/* When the first server was killed (--cluster, --redlock), 0 before. */
+static int64_t first_kill(const struct parent *p) {
+    return run.redlock ? p->qk.at[0] : p->fo.killed_at;
+}
+
+/* How far into the hold's job the parent acts on it. */
+static int64_t act_after_ms(const struct parent *p) {
+    if (run.cluster)
+        return KILL_AFTER_MS;
+    if (run.redlock)
+        return p->qk.phase == 0 ? KILL_AFTER_MS : LAST_KILL_AFTER_MS;
+    return FREEZE_AFTER_MS;
+}
+
 /* Seconds from the kill to t. */
 static double since_kill(const struct parent *p, int64_t t) {
     return (double)(t - p->fo.killed_at) / 1e9;
@@ -988,6 +1129,28 @@ static const struct event *find_queued(const struct parent *p, int kind, int wor
         if (p->queue[i].kind == kind && p->queue[i].worker == worker && p->queue[i].fence == fence)
             return &p->queue[i];
     return NULL;
+}
+
+/* --redlock: a grant e since a kill; what it says about the servers goes
+ * into where. None may come while no majority runs. */
+static void quorum_granted(struct parent *p, const struct event *e, char *where, size_t cap) {
+    struct quorum_kills *qk = &p->qk;
+    int up = servers_up_at(p, e->t);
+
+    if (qk->at[0] == 0 || e->t < qk->at[0])
+        return;
+    if (up < qk->majority) {
+        p->problems++;
+        snprintf(where, cap, " -- !! while only %d of %d servers run, no majority", up, qk->n);
+    } else {
+        if (qk->down_grant == 0) {
+            qk->down_grant = e->t;
+            qk->down_fence = e->fence;
+            qk->down_worker = e->worker;
+        }
+        snprintf(where, cap, ", granted by the %d servers that run (%d of %d down)", up, qk->n - up,
+                 qk->n);
+    }
 }
 
 static void on_granted(struct parent *p, const struct event *e) {
@@ -1012,6 +1175,8 @@ static void on_granted(struct parent *p, const struct event *e) {
         snprintf(where, sizeof(where), ", from the promoted master %.2f s after the kill",
                  since_kill(p, e->t));
     }
+    if (run.redlock)
+        quorum_granted(p, e, where, sizeof(where));
 
     if (prev == NULL) {
         say(p, e->t, e->worker, "ACQUIRED, fence %" PRIu64 "%s", e->fence, where);
@@ -1055,8 +1220,7 @@ static void on_granted(struct parent *p, const struct event *e) {
             e->fence, prev->fence);
     }
     if (p->nholds == p->freeze_hold && !p->stopping) {
-        int64_t after = run.cluster ? KILL_AFTER_MS : FREEZE_AFTER_MS;
-        double at = (double)(e->t + after * 1000000 - now_ns()) / 1e9;
+        double at = (double)(e->t + act_after_ms(p) * 1000000 - now_ns()) / 1e9;
         ev_timer_set(&p->freeze, at > 0 ? at : 0., 0.);
         ev_timer_start(p->loop, &p->freeze);
     }
@@ -1065,11 +1229,13 @@ static void on_granted(struct parent *p, const struct event *e) {
 static void on_wrote(struct parent *p, const struct event *e) {
     struct hold *h = find_hold(p, e->worker, e->fence);
     int64_t until = e->t + e->valid_ms * 1000000;
+    char up[48] = "";
 
     if (h == NULL)
         return;
     if (h->writes++ == 0)
         h->first_write = e->t;
+    h->last_write = e->t;
     if (until > h->valid_until)
         h->valid_until = until;
     if (!e->status) {
@@ -1086,6 +1252,11 @@ static void on_wrote(struct parent *p, const struct event *e) {
             p->fo.renewed_at != 0 && p->fo.renewed_at < e->t ? "renewed since the kill"
                                                              : "no renewal since the kill",
             e->valid_ms);
+    } else if (h == quorum_hold(p, 1) && e->t > p->qk.at[1] && e->step < run.steps) {
+        /* No majority: its validity runs down to the lost callback. */
+        say(p, e->t, e->worker,
+            "wrote %d/%d with fence %" PRIu64 "; no renewal since the kill, valid %" PRId64 " ms",
+            e->step, run.steps, e->fence, e->valid_ms);
     } else if (e->step == run.steps) {
         if (++p->jobs_done >= run.jobs_wanted) {
             char what[64];
@@ -1096,9 +1267,12 @@ static void on_wrote(struct parent *p, const struct event *e) {
             begin_stop(p, what);
         }
     } else if (e->step % PROGRESS_EVERY == 0) {
+        if (run.redlock && servers_up_at(p, e->t) < p->qk.n)
+            snprintf(up, sizeof(up), "; %d of %d servers up", servers_up_at(p, e->t), p->qk.n);
         say(p, e->t, e->worker,
-            "wrote %d/%d with fence %" PRIu64 "; lease renewed %" PRIu64 "x, valid %" PRId64 " ms",
-            e->step, run.steps, e->fence, e->renewals, e->valid_ms);
+            "wrote %d/%d with fence %" PRIu64 "; lease renewed %" PRIu64 "x, valid %" PRId64
+            " ms%s",
+            e->step, run.steps, e->fence, e->renewals, e->valid_ms, up);
     }
 }
 
@@ -1122,6 +1296,12 @@ static void on_lost_event(struct parent *p, const struct event *e) {
             "LOST (%s), %.2f s after the kill: the lost callback stops the job at %d/%d, before "
             "its next write",
             leash_lost_reason_name(e->status), since_kill(p, e->t), e->step, run.steps);
+    } else if (h != NULL && h == quorum_hold(p, 1) && e->t > p->qk.at[1]) {
+        say(p, e->t, e->worker,
+            "LOST (%s), %.2f s after the kill, %.0f ms after its last write: the lost callback "
+            "stops the job at %d/%d, before its next write",
+            leash_lost_reason_name(e->status), (double)(e->t - p->qk.at[1]) / 1e9,
+            (double)(e->t - h->last_write) / 1e6, e->step, run.steps);
     } else {
         say(p, e->t, e->worker, "LOST (%s): the lost callback stops the job at %d/%d",
             leash_lost_reason_name(e->status), e->step, run.steps);
@@ -1157,6 +1337,12 @@ static void on_released_event(struct parent *p, const struct event *e) {
         p->problems++;
         say(p, e->t, e->worker, "!! release of fence %" PRIu64 " failed: %s", e->fence,
             leash_strerror(e->status));
+    } else if (h != NULL && h == quorum_hold(p, 0) && e->step == run.steps &&
+               e->worker != p->last_holder) {
+        say(p, e->t, e->worker,
+            "job done -> released by the %d servers that run (lease renewed %" PRIu64
+            "x, %d times since the kill)",
+            servers_up_at(p, e->t), e->renewals, p->qk.renewals);
     } else if (e->step == run.steps && e->worker == p->last_holder) {
         say(p, e->t, e->worker, "released (lease renewed %" PRIu64 "x)", e->renewals);
     } else if (e->step == run.steps) {
@@ -1178,9 +1364,40 @@ static const char *level_name(int level) {
     return "debug";
 }
 
+/* --redlock: a renewal of hold h. The first of the hold under the first
+ * kill is news (a majority still runs); one with no majority is wrong. */
+static void quorum_renewed(struct parent *p, const struct hold *h, const struct event *e) {
+    struct quorum_kills *qk = &p->qk;
+    int up = servers_up_at(p, e->t);
+
+    if (h == NULL || qk->at[0] == 0 || e->t < qk->at[0])
+        return;
+    if (up < qk->majority) {
+        p->problems++;
+        say(p, e->t, e->worker, "!! RENEWED while only %d of %d servers run, no majority", up,
+            qk->n);
+        return;
+    }
+    if (h != quorum_hold(p, 0))
+        return;
+    qk->renewals++;
+    if (qk->renewed_at != 0)
+        return;
+    qk->renewed_at = e->t;
+    say(p, e->t, e->worker,
+        "RENEWED by the %d servers that run, a majority, %.2f s after the kill: valid %" PRId64
+        " ms",
+        up, (double)(e->t - qk->at[0]) / 1e9, e->valid_ms);
+}
+
 /* --cluster: a renewal; the killed hold's first one since the kill is news. */
 static void on_renewed(struct parent *p, const struct event *e) {
     struct hold *h = find_hold(p, e->worker, e->fence);
+
+    if (run.redlock) {
+        quorum_renewed(p, h, e);
+        return;
+    }
 
     /* An answer the old master sent before it died is read within
      * microseconds on loopback; one read 50 ms after the kill came from
@@ -1236,7 +1453,7 @@ static void handle(struct parent *p, const struct event *e) {
         break;
     case E_SKIPPED:
         say(p, e->t, e->worker, "%sleash_held() = 0, so write %d/%d is NOT done",
-            run.cluster ? "" : "resumes: ", e->step + 1, run.steps);
+            servers_die() ? "" : "resumes: ", e->step + 1, run.steps);
         break;
     case E_RENEWED:
         on_renewed(p, e);
@@ -1276,10 +1493,26 @@ static void handle(struct parent *p, const struct event *e) {
         p->problems++;
         say(p, e->t, e->worker, "!! %s failed: %s", e->text, leash_strerror(e->status));
         break;
+    case E_REACH:
+        if (first_kill(p) == 0 || e->t < first_kill(p))
+            break; /* the connections being made */
+        if (e->status < e->step)
+            say(p, e->t, e->worker,
+                "connections to %d server%s broke: %d of %d reached, leash reconnects in the "
+                "background",
+                e->step - e->status, e->step - e->status == 1 ? "" : "s", e->status, p->qk.n);
+        else
+            say(p, e->t, e->worker, "connected again: %d of %d servers reached", e->status,
+                p->qk.n);
+        break;
     case E_LOG:
-        /* Info lines (cluster only) tell the failover; before the kill they
-         * are the connections being made. */
-        if (e->status >= LEASH_LOG_INFO && (p->fo.killed_at == 0 || e->t < p->fo.killed_at))
+        /* Info lines (when servers die) tell the story; before the first
+         * kill they are the connections being made. */
+        if (e->status >= LEASH_LOG_INFO && (first_kill(p) == 0 || e->t < first_kill(p)))
+            break;
+        /* With Redlock each worker has two connections to each server:
+         * their lines, times five, would bury the story; E_REACH tells it. */
+        if (run.redlock && strstr(e->text, " connection to ") != NULL)
             break;
         say(p, e->t, e->worker, "leash %s: %s", level_name(e->status), e->text);
         break;
@@ -1299,7 +1532,7 @@ static void handle(struct parent *p, const struct event *e) {
         p->problems++;
         say(p, e->t, 0, "!! %s", e->text);
         break;
-    case E_PROMOTED:
+    case E_WAITERS:
         waiting_list(p, list, sizeof(list));
         say(p, e->t, 0, "%s%s%s%s", e->text, list[0] ? "; " : "", list,
             list[0] == '\0'             ? ""
@@ -1365,6 +1598,7 @@ static void parent_done(struct parent *p) {
     ev_timer_stop(p->loop, &p->grace);
     ev_timer_stop(p->loop, &p->watch);
     ev_timer_stop(p->loop, &p->kill_check);
+    ev_timer_stop(p->loop, &p->no_majority);
     if (p->fo.watch != NULL) {
         redisFree(p->fo.watch);
         p->fo.watch = NULL;
@@ -1513,9 +1747,10 @@ static int find_slot_master(const struct target *t, struct failover *fo, char *w
     return -1;
 }
 
-/* 1 when LEASH_DEMO_CLUSTER_PIDS ("PORT:PID,...") names pid at port. */
-static int started_by_script(int port, long pid) {
-    const char *s = getenv("LEASH_DEMO_CLUSTER_PIDS");
+/* 1 when the variable env ("PORT:PID,...": LEASH_DEMO_CLUSTER_PIDS or
+ * LEASH_DEMO_REDLOCK_PIDS) names pid at port. */
+static int started_by_script(const char *env, int port, long pid) {
+    const char *s = getenv(env);
 
     while (s != NULL && *s != '\0') {
         char *end;
@@ -1547,7 +1782,7 @@ static void kill_master(struct parent *p, struct hold *h) {
         fo->master.pid = node_pid(c);
         redisFree(c);
     }
-    if (!started_by_script(fo->master.port, fo->master.pid)) {
+    if (!started_by_script("LEASH_DEMO_CLUSTER_PIDS", fo->master.port, fo->master.pid)) {
         parent_note(p, E_PROBLEM,
                     "refusing to kill %s:%d (pid %ld), the master of slot %d: "
                     "LEASH_DEMO_CLUSTER_PIDS does not name it as started by scripts/demo",
@@ -1631,7 +1866,7 @@ static void watch_nodes(struct parent *p, const char *text) {
         if (fo->promoted_at == 0 && has_flag(flags, flen, "myself") &&
             has_flag(flags, flen, "master")) {
             fo->promoted_at = now_ns();
-            parent_note(p, E_PROMOTED,
+            parent_note(p, E_WAITERS,
                         "%s:%d (pid %ld) won the election: the master of slot %d, %.2f s after "
                         "the kill",
                         fo->replica.host, fo->replica.port, fo->replica.pid, fo->slot,
@@ -1708,6 +1943,108 @@ static void on_kill_check(struct ev_loop *loop, ev_timer *t, int revents) {
                     h->worker, since_kill(p, now_ns()), run.lease_ms);
 }
 
+/* ---- --redlock: servers killed ---- */
+
+/* The servers [from, to) of the list, as "host:port (pid N) and ..." into
+ * buf. */
+static const char *server_list(const struct parent *p, int from, int to, char *buf, size_t cap) {
+    size_t used = 0;
+    int i;
+
+    buf[0] = '\0';
+    for (i = from; i < to && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s:%d (pid %ld)",
+                                 i == from     ? ""
+                                 : i == to - 1 ? " and "
+                                               : ", ",
+                                 p->qk.server[i].host, p->qk.server[i].port, p->qk.server[i].pid);
+    return buf;
+}
+
+/* Reads the pids of servers [from, to) (INFO server); 0 when scripts/demo
+ * started every one, else -1 (said). */
+static int check_servers(struct parent *p, int from, int to) {
+    int i;
+
+    for (i = from; i < to; i++) {
+        struct node_info *s = &p->qk.server[i];
+        redisContext *c = admin_connect(s->host, s->port);
+        s->pid = 0;
+        if (c != NULL) {
+            s->pid = node_pid(c);
+            redisFree(c);
+        }
+        if (!started_by_script("LEASH_DEMO_REDLOCK_PIDS", s->port, s->pid)) {
+            parent_note(p, E_PROBLEM,
+                        "refusing to kill %s:%d (pid %ld): LEASH_DEMO_REDLOCK_PIDS does not name "
+                        "it as started by scripts/demo",
+                        s->host, s->port, s->pid);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* During hold h's job: the first time kills N - M servers (a majority is
+ * left; N >= 3, so at least one), the second time one more (none is).
+ * Every one must be a server that scripts/demo started, or none is killed. */
+static void kill_servers(struct parent *p, struct hold *h) {
+    struct quorum_kills *qk = &p->qk;
+    int k = qk->phase, from = k == 0 ? 0 : qk->count[0];
+    int to = k == 0 ? qk->n - qk->majority : from + 1, up = qk->n - to, i;
+    char list[160];
+
+    qk->refused = 1; /* until the signals went */
+    if (check_servers(p, from, to) != 0)
+        return;
+    /* The note first: its time stamp comes before anything the kill causes. */
+    parent_note(p, E_NOTE, "SIGKILL %s: %d of %d servers left, %s; w%d holds fence %" PRIu64,
+                server_list(p, from, to, list, sizeof(list)), up, qk->n,
+                up >= qk->majority ? "still a majority" : "no majority", h->worker, h->fence);
+    qk->at[k] = now_ns();
+    qk->hold[k] = (int)(h - p->holds);
+    for (i = from; i < to; i++) {
+        if (kill((pid_t)qk->server[i].pid, SIGKILL) != 0) {
+            parent_note(p, E_PROBLEM, "SIGKILL pid %ld: %s", qk->server[i].pid, strerror(errno));
+            to = i;
+            break;
+        }
+    }
+    qk->count[k] = to - from;
+    if (to - from == 0) {
+        qk->at[k] = 0;
+        return;
+    }
+    qk->refused = 0;
+    qk->phase++;
+    if (k == 0) {
+        p->freeze_hold = p->nholds + 1; /* the next hold's job: one more */
+        return;
+    }
+    ev_timer_start(p->loop, &p->no_majority);
+}
+
+/* NO_MAJORITY_MS after the last kill: the holder's lost callback has come
+ * (the summary tells whether in time), nobody got the lock, and the
+ * waiters still wait; the run ends. */
+static void on_no_majority(struct ev_loop *loop, ev_timer *t, int revents) {
+    struct parent *p = t->data;
+    struct hold *h = quorum_hold(p, 1);
+    int up = servers_up_at(p, now_ns());
+    (void)loop, (void)revents;
+
+    flush_queue(p, 0); /* what happened up to REORDER_MS ago decides */
+    if (h != NULL && h->end == 0)
+        parent_note(p, E_PROBLEM,
+                    "w%d: no majority since the kill %.1f s ago, longer than its %" PRId64
+                    " ms lease, and no lost callback",
+                    h->worker, (double)(now_ns() - p->qk.at[1]) / 1e9, run.lease_ms);
+    parent_note(p, E_WAITERS,
+                "%.1f s since the kill, %d of %d servers run: nobody can get the lock",
+                (double)(now_ns() - p->qk.at[1]) / 1e9, up, p->qk.n);
+    begin_stop(p, "no majority");
+}
+
 static void on_freeze(struct ev_loop *loop, ev_timer *t, int revents) {
     struct parent *p = t->data;
     struct hold *h = &p->holds[p->freeze_hold - 1];
@@ -1722,6 +2059,11 @@ static void on_freeze(struct ev_loop *loop, ev_timer *t, int revents) {
     if (run.cluster) {
         if (p->fo.allowed)
             kill_master(p, h);
+        return;
+    }
+    if (run.redlock) {
+        if (p->qk.allowed && !p->qk.refused && p->qk.phase < 2)
+            kill_servers(p, h);
         return;
     }
     /* The note first: its time stamp comes before anything the signal causes. */
@@ -1874,9 +2216,12 @@ static int probe_redis(const struct target *t) {
     fprintf(stderr, "leash-demo: cannot use Redis at %s: %s\n", t->shown, leash_strerror(rc));
     if (pr.last_log[0] != '\0')
         fprintf(stderr, "  (last message from leash: %s)\n", pr.last_log);
-    if (rc == LEASH_ECONN && t->cluster)
+    if (rc == LEASH_ECONN && t->topology == LEASH_TOPOLOGY_CLUSTER)
         fprintf(stderr, "  Is a Redis Cluster running there? scripts/demo --cluster starts one of "
                         "its own.\n");
+    else if (rc == LEASH_ECONN && t->topology == LEASH_TOPOLOGY_REDLOCK)
+        fprintf(stderr, "  Do a majority of those redis-servers run? scripts/demo --redlock starts "
+                        "five of its own.\n");
     else if (rc == LEASH_ECONN)
         fprintf(stderr, "  Is a redis-server running there? Without REDIS_URL, scripts/demo "
                         "starts one of its own.\n");
@@ -1979,6 +2324,100 @@ static int summarize_failover(struct parent *p) {
     return problems;
 }
 
+/* --redlock: what the kills did to the holders and the waiters; returns
+ * the number of problems found. */
+static int summarize_redlock(struct parent *p) {
+    const struct quorum_kills *qk = &p->qk;
+    const struct hold *h0 = quorum_hold(p, 0), *h1 = quorum_hold(p, 1);
+    int problems = 0;
+    char list[160], what[32];
+
+    printf("  %-15s %d, a majority is %d\n", "servers", qk->n, qk->majority);
+    if (!qk->allowed) {
+        printf("  %-15s none: %s\n", "kills",
+               qk->n < 3 ? "none can die with a majority left"
+                         : "without LEASH_DEMO_REDLOCK_PIDS no server is killed");
+        return 0;
+    }
+    if (h0 == NULL) {
+        if (qk->refused) {
+            printf("  %-15s none: the kill did not happen (above)\n", "kills");
+        } else if (!p->interrupted) {
+            printf("  !! no server was killed: the run ended too early\n");
+            problems++;
+        }
+        return problems;
+    }
+
+    snprintf(what, sizeof(what), "%d killed", qk->count[0]);
+    printf("  %-15s %s, %.2f s into hold %d\n", what,
+           server_list(p, 0, qk->count[0], list, sizeof(list)),
+           (double)(qk->at[0] - h0->granted) / 1e9, qk->hold[0] + 1);
+    printf("  %-15s w%d ", "the holder", h0->worker);
+    if (h0->end == E_RELEASED && h0->status == LEASH_OK && qk->renewed_at != 0) {
+        printf("KEPT the lock: renewed %d times by the %d left (the first %.2f s after the kill), "
+               "released at %d/%d\n",
+               qk->renewals, qk->n - qk->count[0], (double)(qk->renewed_at - qk->at[0]) / 1e9,
+               h0->steps, run.steps);
+    } else if (h0->end == E_LOST) {
+        printf("LOST the lock (%s) %.2f s after the kill, with a majority left\n",
+               leash_lost_reason_name(h0->reason), (double)(h0->ended - qk->at[0]) / 1e9);
+        problems++;
+    } else if (!p->interrupted || h0->end != 0) {
+        printf("%s, %d renewals since the kill\n",
+               h0->end == 0 ? "still held at the end" : leash_strerror(h0->status), qk->renewals);
+        problems += !p->interrupted;
+    } else {
+        printf("interrupted\n");
+    }
+    if (qk->down_grant != 0) {
+        printf("  %-15s w%d, fence %" PRIu64 " %s w%d's %" PRIu64 ", granted by the %d left\n",
+               "next holder", qk->down_worker, qk->down_fence,
+               qk->down_fence > h0->fence ? ">" : "NOT above", h0->worker, h0->fence,
+               qk->n - qk->count[0]);
+    } else if (!p->interrupted) {
+        printf("  !! nobody got the lock while %d of %d were down\n", qk->count[0], qk->n);
+        problems++;
+    }
+
+    if (h1 == NULL) {
+        if (!p->interrupted && !qk->refused) {
+            printf("  !! no more server was killed: the run ended too early\n");
+            problems++;
+        }
+        return problems;
+    }
+    printf("  %-15s %s, %.2f s into hold %d: %d of %d left, no majority\n", "1 more killed",
+           server_list(p, qk->count[0], qk->count[0] + qk->count[1], list, sizeof(list)),
+           (double)(qk->at[1] - h1->granted) / 1e9, qk->hold[1] + 1, servers_up_at(p, qk->at[1]),
+           qk->n);
+    printf("  %-15s w%d ", "the holder", h1->worker);
+    if (h1->end == E_LOST) {
+        int64_t late = h1->ended - h1->valid_until;
+        printf("LOST the lock (%s) %.2f s after the kill, at write %d/%d; its last write %.0f ms "
+               "before its validity ran out, the lost callback %" PRId64 " ms after\n",
+               leash_lost_reason_name(h1->reason), (double)(h1->ended - qk->at[1]) / 1e9, h1->steps,
+               run.steps, (double)(h1->valid_until - h1->last_write) / 1e6,
+               (late + 500000) / 1000000);
+        if (h1->reason != LEASH_LOST_UNREACHABLE) {
+            printf("  !! lost %s, not unreachable\n", leash_lost_reason_name(h1->reason));
+            problems++;
+        }
+        if (late > (int64_t)REORDER_MS * 1000000) {
+            printf("  !! the lost callback came %.0f ms after the end of the validity\n",
+                   (double)late / 1e6);
+            problems++;
+        }
+    } else {
+        printf("%s\n", h1->end == 0 ? "still held at the end" : "released, never lost");
+        if (!p->interrupted) {
+            printf("  !! its hold was not lost with no majority\n");
+            problems++;
+        }
+    }
+    return problems;
+}
+
 /* Prints the summary; returns the number of problems found in it. */
 static int summarize(struct parent *p, int64_t end) {
     int i, j, done = 0, lost = 0, cut = 0, overlaps = 0, problems = 0;
@@ -2003,7 +2442,7 @@ static int summarize(struct parent *p, int64_t end) {
         printf(", %d stopped by the end of the run", cut);
     printf("\n");
 
-    if (run.cluster)
+    if (servers_die())
         printf("  %-15s %d: %d woken by a release, %d after a lost hold\n", "handoffs", p->handoffs,
                p->nwake, p->after_lost);
     else
@@ -2028,6 +2467,8 @@ static int summarize(struct parent *p, int64_t end) {
             printf(", after a %.2f s freeze", (double)(p->thawed_at - p->frozen_at) / 1e9);
         if (h == killed_hold(p))
             printf(", its master killed");
+        if (h == quorum_hold(p, 1))
+            printf(", no majority left");
         printf(")");
     }
     printf("\n");
@@ -2063,6 +2504,8 @@ static int summarize(struct parent *p, int64_t end) {
 
     if (run.cluster)
         problems += summarize_failover(p);
+    else if (run.redlock)
+        problems += summarize_redlock(p);
     else if (!p->interrupted) {
         if (p->frozen == 0) {
             printf("  !! no holder was frozen: the run ended too early\n");
@@ -2084,12 +2527,15 @@ static void usage(void) {
     fprintf(stderr,
             "usage: leash-demo REDIS_URL\n"
             "       leash-demo --cluster HOST:PORT[,HOST:PORT...] [--long-lease]\n"
+            "       leash-demo --redlock HOST:PORT[,HOST:PORT...]\n"
             "  REDIS_URL: redis://[[user]:password@]host[:port][/db] or unix:///path/to/socket\n"
             "  e.g. leash-demo redis://127.0.0.1:6379 (scripts/demo starts a server and runs "
             "this)\n"
             "  --cluster: the seed nodes of a Redis Cluster (scripts/demo --cluster starts one and "
             "runs this)\n"
-            "  --long-lease: a %d ms lease instead of %d ms, longer than a failover\n",
+            "  --long-lease: a %d ms lease instead of %d ms, longer than a failover\n"
+            "  --redlock: independent servers, a majority holds the lock (scripts/demo --redlock "
+            "starts 5 and runs this)\n",
             LONG_LEASE_MS, LEASE_MS);
 }
 
@@ -2098,12 +2544,26 @@ static int parse_args(int argc, char **argv, struct target *t) {
     const char *why = NULL;
     int i;
 
-    if (argc == 2 && strcmp(argv[1], "--cluster") == 0) {
-        fprintf(stderr, "leash-demo: --cluster takes the nodes, HOST:PORT[,HOST:PORT...]\n");
+    if (argc == 2 && (strcmp(argv[1], "--cluster") == 0 || strcmp(argv[1], "--redlock") == 0)) {
+        fprintf(stderr, "leash-demo: %s takes the nodes, HOST:PORT[,HOST:PORT...]\n", argv[1]);
         return -1;
     }
+    if (argc >= 3 && strcmp(argv[1], "--redlock") == 0) {
+        if (parse_nodes(argv[2], LEASH_TOPOLOGY_REDLOCK, t, &why) != 0) {
+            fprintf(stderr, "leash-demo: bad server list '%s': %s\n", argv[2], why);
+            return -1;
+        }
+        if (argc > 3) {
+            fprintf(stderr, "leash-demo: unknown argument '%s'\n", argv[3]);
+            return -1;
+        }
+        run.redlock = 1;
+        run.jobs_wanted = REDLOCK_JOBS_WANTED;
+        run.run_limit_ms = REDLOCK_RUN_LIMIT_MS;
+        return 0;
+    }
     if (argc >= 3 && strcmp(argv[1], "--cluster") == 0) {
-        if (parse_nodes(argv[2], t, &why) != 0) {
+        if (parse_nodes(argv[2], LEASH_TOPOLOGY_CLUSTER, t, &why) != 0) {
             fprintf(stderr, "leash-demo: bad node list '%s': %s\n", argv[2], why);
             return -1;
         }
@@ -2126,6 +2586,35 @@ static int parse_args(int argc, char **argv, struct target *t) {
         return -1;
     }
     return 0;
+}
+
+/* --redlock: the servers from the target; kills only of servers that
+ * scripts/demo started, and only when a majority can be left. */
+static void quorum_kills_init(struct quorum_kills *qk, const struct target *t) {
+    int i;
+
+    qk->n = t->nnodes;
+    qk->majority = t->nnodes / 2 + 1;
+    for (i = 0; i < t->nnodes; i++)
+        if (split_endpoint(t->nodes[i], qk->server[i].host, sizeof(qk->server[i].host),
+                           &qk->server[i].port) != 0)
+            qk->server[i].port = 0;
+    qk->allowed = getenv("LEASH_DEMO_REDLOCK_PIDS") != NULL && qk->n >= 3;
+}
+
+static void print_redlock_plan(const struct quorum_kills *qk) {
+    printf("  a hold needs a majority, %d of the %d servers;\n", qk->majority, qk->n);
+    if (!qk->allowed) {
+        printf("  no server is killed: %s.\n\n",
+               qk->n < 3 ? "none can die with a majority left"
+                         : "LEASH_DEMO_REDLOCK_PIDS, which names the servers that\n"
+                           "  scripts/demo --redlock started, is not set");
+        return;
+    }
+    printf("  %d ms into hold %d the parent kills (SIGKILL) %d of them, %d ms into the next hold\n"
+           "  one more; %.1f s later, with no majority, the run ends.\n\n",
+           KILL_AFTER_MS, KILL_HOLD, qk->n - qk->majority, LAST_KILL_AFTER_MS,
+           NO_MAJORITY_MS / 1000.);
 }
 
 static void parent_timer(struct parent *p, ev_timer *t,
@@ -2167,17 +2656,21 @@ int main(int argc, char **argv) {
         p->stop_fd[i] = stops[i][1];
     }
     p->events_fd = events[0];
-    p->freeze_hold = FREEZE_HOLD;
+    p->freeze_hold = run.redlock ? KILL_HOLD : FREEZE_HOLD;
     p->target = &target;
     p->fo.allowed = getenv("LEASH_DEMO_CLUSTER_PIDS") != NULL;
+    if (run.redlock)
+        quorum_kills_init(&p->qk, &target);
 
     printf("leash-demo: %d workers take turns on the lock \"%s\" %s %s\n", WORKERS, LOCK_NAME,
-           run.cluster ? "on" : "at", target.shown);
+           servers_die() ? "on" : "at", target.shown);
     printf("  a job is %d writes %d ms apart; the watchdog renews a %" PRId64
            " ms lease every %d ms;\n",
            run.steps, STEP_MS, run.lease_ms, RENEW_MS);
     printf("  the storage refuses a write whose fence is below the highest it has seen;\n");
-    if (!run.cluster)
+    if (run.redlock)
+        print_redlock_plan(&p->qk);
+    else if (!run.cluster)
         printf("  during hold %d the parent freezes the holder (SIGSTOP) for %.1f s.\n\n",
                FREEZE_HOLD, FREEZE_MS / 1000.);
     else if (p->fo.allowed)
@@ -2238,6 +2731,7 @@ int main(int argc, char **argv) {
     parent_timer(p, &p->watch, on_watch, WATCH_MS / 1000.);
     p->watch.repeat = WATCH_MS / 1000.;
     parent_timer(p, &p->kill_check, on_kill_check, 0.);
+    parent_timer(p, &p->no_majority, on_no_majority, NO_MAJORITY_MS / 1000.);
     ev_timer_start(p->loop, &p->limit);
     ev_signal_init(&p->sigint, on_signal, SIGINT);
     p->sigint.data = p;
