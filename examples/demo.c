@@ -62,9 +62,11 @@
  * fence while they are down. 700 ms into that next hold's job the parent
  * kills one more: no majority is left, the holder's renewals fail, and its
  * lost callback (UNREACHABLE) stops the job by the end of its validity,
- * before its next write. The waiters wait on (nobody can get the lock); a
- * little more than the command timeout later (each attempt gives up on the
- * dead servers then, and the next goes out), the parent ends the run. Each
+ * before its next write. The waiters wait on (nobody can get the lock): an
+ * attempt gives up on the dead servers after the lease (or the command
+ * timeout, if shorter) and the acquire ends LEASH_ECONN, no majority having
+ * answered; the worker acquires again at once. 2.5 s after the kill the
+ * parent ends the run. Each
  * server is killed only when its pid (INFO server) is one that scripts/demo
  * started (LEASH_DEMO_REDLOCK_PIDS="PORT:PID,..."); otherwise the parent
  * refuses and the run goes on without kills. The workers send each renewal,
@@ -454,7 +456,7 @@ enum event_kind {
     E_EXIT,     /* status = the worker's exit code */
     E_RENEWED,  /* servers_die(): the watchdog renewed the hold (renewals, valid_ms) */
     E_OVERDUE,  /* servers_die(): no renewal for asked ns (valid_ms) */
-    E_RETRY,    /* --cluster: the acquire ended with status LEASH_ECONN; waits again */
+    E_RETRY,    /* the acquire ended with status LEASH_ECONN; waits again */
     E_REACH,    /* --redlock: status servers reached now, step before; t the first change */
     /* from the parent */
     E_NOTE,    /* text */
@@ -514,6 +516,7 @@ struct worker {
     uint64_t fence;
     int64_t release_asked; /* when leash_release() was called */
     uint64_t renewals;     /* of the hold being released */
+    int retried; /* --redlock: an acquire ended LEASH_ECONN (no majority) and went again */
     int stopping;
     int exit_code;
     int events_fd;
@@ -611,6 +614,19 @@ static void on_acquired(leash_lock *l, int status, void *arg) {
     if (status == LEASH_ECANCELED && w->stopping) {
         report(w, E_CANCELED, status, NULL);
         worker_finish(w, 0);
+        return;
+    }
+    if (status == LEASH_ECONN && run.redlock && !w->stopping) {
+        /* No majority of the servers answered (leash decides without the
+         * ones that are down after the lease or the command timeout): the
+         * worker waits again at once; the story says so the first time. */
+        if (!w->retried)
+            report(w, E_RETRY, status, NULL);
+        w->retried = 1;
+        if (leash_acquire(w->lock, LEASH_WAIT_FOREVER, on_acquired, w) != LEASH_OK) {
+            report(w, E_FAILED, status, "leash_acquire");
+            worker_finish(w, 1);
+        }
         return;
     }
     if (status == LEASH_ECONN && run.cluster && !w->stopping) {
@@ -1465,6 +1481,14 @@ static void handle(struct parent *p, const struct event *e) {
             (double)e->asked / 1e6, RENEW_MS, e->valid_ms);
         break;
     case E_RETRY:
+        if (run.redlock && first_kill(p) != 0 && e->t > first_kill(p)) {
+            p->retries++; /* it went on waiting */
+            say(p, e->t, e->worker,
+                "acquire ended: %s (%s): no majority of the servers answered -> waits again at "
+                "once (and again each time it ends so)",
+                leash_status_name(e->status), leash_strerror(e->status));
+            break;
+        }
         if (e->worker >= 1 && e->worker <= WORKERS)
             p->waiting[e->worker] = 0;
         if (p->fo.killed_at != 0 && e->t > p->fo.killed_at) {
@@ -2307,7 +2331,11 @@ static int summarize_failover(struct parent *p) {
         }
     }
 
-    if (p->retries > 0)
+    if (p->retries > 0 && run.redlock)
+        printf("  %-15s %d waiter%s saw acquires end LEASH_ECONN with no majority up, and waited "
+               "again\n",
+               "waits ended", p->retries, p->retries == 1 ? "" : "s");
+    else if (p->retries > 0)
         printf("  %-15s %d acquire%s ended LEASH_ECONN after the kill (granted only after their "
                "lease ran out, and given back) and waited again\n",
                "waits ended", p->retries, p->retries == 1 ? "" : "s");
