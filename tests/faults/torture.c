@@ -10,6 +10,8 @@
  *   torture --seed S                 replay a schedule
  *   torture --cluster [--quick | --minutes N] [--seed S]
  *                                    the same on a Redis Cluster (below)
+ *   torture --redlock [--quick | --minutes N] [--seed S]
+ *                                    the same on Redlock's five servers
  *
  * What the workers record, in a shared log (an mmap'd file):
  *   UNIT  a unit of "work" of a hold: its fence and the CLOCK_MONOTONIC
@@ -85,6 +87,32 @@
  * go up to 3 s (cfg.lease_max) so that some holds outlive a failover
  * (1 to 2.5 s) and are kept by a renewal at the promoted replica, the case
  * where two valid holders would show; short ones are lost.
+ *
+ * Redlock mode (--redlock): the supervisor starts five independent
+ * redis-servers without persistence, each behind a fault proxy of its own,
+ * and the workers' clients use LEASH_TOPOLOGY_REDLOCK with the proxies as
+ * the nodes. Each fault takes one or two servers picked at random, never
+ * more than a minority (2 of 5) down or frozen at once, servers still down
+ * from an earlier fault included, so that the lock stays available:
+ * SIGKILL (the server stays down over the next faults and comes back
+ * EMPTY only after the delayed restart of the Redlock algorithm, DESIGN.md
+ * 9.2: down for the longest lease, cfg.lease_max, at least; an earlier
+ * restart can legitimately make two valid holders, so the schedule never
+ * does it); SIGSTOP / SIGCONT; stalls, latency, blackholes, cuts and
+ * refused connections at its proxy; and, on every server that is up,
+ * CLIENT KILL TYPE pubsub and SCRIPT FLUSH; SIGSTOP / SIGCONT of a worker
+ * that holds a lock. A rare fault (one in 25, and once half-way through
+ * the faults if it did not come) takes a majority: servers are killed or
+ * frozen until two are left, for the longest lease + 0.2 to 1.5 s, then
+ * come back (the killed ones empty: they were down for a lease). The
+ * checks are those above, "no lock left" asked of every server (the fence
+ * floors a grant raised, the companion keys "<key>\0{<key>}fence", are
+ * not locks: they outlive them by design and must only have a TTL), and
+ * for each window in which a majority was gone (check_majority_gone):
+ * nobody is granted the lock, no hold is valid past the window's start +
+ * the longest lease, and the holds lost in it are lost UNREACHABLE. Fences
+ * must still never go back: the fence floors guarantee it under the
+ * delayed restart.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* prctl, strdup, kill, MAP_ANONYMOUS */
@@ -133,7 +161,8 @@ static struct {
     unsigned seed;
     int verbose;
     int cluster; /* --cluster: on a Redis Cluster, see the top */
-} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0};
+    int redlock; /* --redlock: on Redlock's five servers, see the top */
+} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0};
 
 /* Cluster mode: the longest lease, and how long WAIT waits for the replica
  * (below the command timeout, as leash_options wants). */
@@ -157,6 +186,7 @@ typedef struct rec {
     uint64_t fence;
     int64_t a, b, c; /* UNIT: lo, hi, -; ACQ: asked, ended, wait; LOST: fired, deadline */
     int64_t lag;     /* ACQ, LOST: how late the worker's loop ran timers meanwhile */
+    int64_t lag_end; /* ACQ, LOST: how late it ran them in the RECENT_MS before the record */
 } rec;
 
 enum {
@@ -272,6 +302,8 @@ static struct {
 } W;
 
 #define PROBE_MS 5
+/* What lag_end looks back on (the probes kept cover about 320 ms). */
+#define RECENT_MS 500
 
 static unsigned rnd_next(unsigned *s) {
     *s ^= *s << 13;
@@ -369,6 +401,7 @@ static void record_acq(handle *h, int status) {
     r.b = now_ms();
     r.c = h->acq_wait;
     r.lag = loop_lateness(r.a + (r.c > 0 ? r.c : cfg.command_timeout));
+    r.lag_end = loop_lateness(r.b - RECENT_MS);
     put(&r);
 }
 
@@ -451,6 +484,7 @@ static void on_lost(leash_lock *l, int reason, void *arg) {
     r.a = now_ms();
     r.b = l->hold.deadline;
     r.lag = loop_lateness(l->hold.deadline);
+    r.lag_end = loop_lateness(r.a - RECENT_MS);
     put(&r);
     if (reason >= 1 && reason <= 5)
         W.me->losts[reason]++;
@@ -676,7 +710,8 @@ static void worker_log(int level, const char *msg, void *arg) {
                 level, msg);
 }
 
-/* Cluster mode: the masters' addresses, set before the workers fork. */
+/* Cluster mode: the masters' addresses; Redlock mode: the proxies' in
+ * front of the five servers. Set before the workers fork. */
 static char seed_text[TEST_CLUSTER_MAX_NODES][32];
 static const char *seeds[TEST_CLUSTER_MAX_NODES];
 static int nseeds;
@@ -708,6 +743,10 @@ static void worker_main(int proc, int port) {
         o.nodes_count = nseeds;
         o.wait_replicas = 1;
         o.wait_timeout_ms = CLUSTER_WAIT_TIMEOUT_MS;
+    } else if (cfg.redlock) {
+        o.topology = LEASH_TOPOLOGY_REDLOCK;
+        o.nodes = seeds;
+        o.nodes_count = nseeds;
     }
     if (leash_client_new(&W.c, &o) != LEASH_OK || leash_libev_attach(W.loop, W.c) != LEASH_OK) {
         violation("no client");
@@ -1209,6 +1248,292 @@ static void one_cluster_fault(void) {
             (long long)now_ms());
 }
 
+/* ---- the supervisor in Redlock mode ---- */
+
+/*
+ * Five independent servers without persistence, each behind a proxy of its
+ * own. A fault takes one or two of them (RL_MINORITY) at random; servers
+ * that are down count against that, so that a majority is always up and
+ * the lock stays available - except in the majority-gone fault. A killed
+ * server comes back empty, and only after it was down for the longest
+ * lease (the delayed restart of the Redlock algorithm, DESIGN.md 9.2:
+ * every hold that counted on its copy has ended by then); an earlier
+ * restart can legitimately make two valid holders, so the schedule never
+ * does it.
+ */
+#define RL_N 5
+#define RL_MINORITY 2
+#define MAX_GONE 256
+
+static test_redis RS[RL_N];
+static fault_proxy RP[RL_N];
+static int64_t rl_killed_at[RL_N]; /* 0 while up; else when it was dead (reaped) */
+static int64_t rl_restart_at[RL_N];
+
+enum {
+    RF_KILL,
+    RF_FREEZE,
+    RF_STALL,
+    RF_DELAY,
+    RF_HOLE,
+    RF_CUT,
+    RF_REFUSE,
+    RF_KILL_PUBSUB,
+    RF_SCRIPT_FLUSH,
+    RF_SIGSTOP,
+    RF_MAJORITY,
+    RF_COUNT
+};
+static const char *const redlock_fault_names[RF_COUNT] = {
+    "kill",   "freeze",      "stall",        "delay",   "blackhole",    "cut",
+    "refuse", "client-kill", "script-flush", "sigstop", "majority-gone"};
+static uint64_t redlock_fault_count[RF_COUNT];
+static uint64_t rl_restarts;
+static int64_t rl_min_down = INT64_MAX; /* shortest time a killed server stayed down */
+
+/*
+ * The majority-gone windows: from the moment a third server was dead or
+ * frozen to the moment the first of them came back. check_majority_gone
+ * asks of each: no grant, no hold valid past the window's start + the
+ * longest lease, and every hold lost in it lost UNREACHABLE.
+ */
+static int64_t gone[MAX_GONE][2];
+static int ngone;
+
+static int rl_down_count(void) {
+    int i, n = 0;
+    for (i = 0; i < RL_N; i++)
+        n += rl_killed_at[i] != 0;
+    return n;
+}
+
+/* Up to k servers that are up, picked at random, into out[]; how many. */
+static int rl_pick_up(int *out, int k) {
+    int i, n = 0, up[RL_N], nup = 0;
+    for (i = 0; i < RL_N; i++)
+        if (rl_killed_at[i] == 0)
+            up[nup++] = i;
+    while (n < k && nup > 0) {
+        int j = s_between(0, nup - 1);
+        out[n++] = up[j];
+        up[j] = up[--nup];
+    }
+    return n;
+}
+
+static void rl_kill(int s) {
+    test_redis_kill(&RS[s]);
+    rl_killed_at[s] = now_ms();
+    rl_restart_at[s] = rl_killed_at[s] + cfg.lease_max;
+}
+
+/* Starts server s again, empty, if it has been down for the longest lease
+ * (never earlier: see the top of this section). */
+static void rl_restart(int s) {
+    int64_t down = now_ms() - rl_killed_at[s];
+    if (down < cfg.lease_max) {
+        fprintf(stderr, "torture: bug in the schedule: server %d would come back after %lld ms\n",
+                s, (long long)down);
+        exit(2);
+    }
+    if (test_redis_restart(&RS[s]) != 0) {
+        fprintf(stderr, "torture: redis-server %d did not come back\n", s);
+        kill_workers();
+        exit(2);
+    }
+    if (down < rl_min_down)
+        rl_min_down = down;
+    rl_killed_at[s] = 0;
+    rl_restarts++;
+}
+
+/* Restarts the killed servers whose time came; with wait, waits for the
+ * time of every one of them. */
+static void rl_restart_due(int wait) {
+    int i;
+    for (i = 0; i < RL_N; i++) {
+        if (rl_killed_at[i] == 0)
+            continue;
+        if (wait && now_ms() < rl_restart_at[i])
+            sleep_ms(rl_restart_at[i] - now_ms());
+        if (now_ms() >= rl_restart_at[i]) {
+            int64_t down = now_ms() - rl_killed_at[i];
+            rl_restart(i);
+            fprintf(stderr, "torture: t=%lld server %d restarted empty after %lld ms down\n",
+                    (long long)now_ms(), i, (long long)down);
+        }
+    }
+}
+
+/* CLIENT KILL TYPE pubsub or SCRIPT FLUSH on every server that is up;
+ * what they said, for the fault's line. */
+static void rl_on_every_server(int fault, char *out, size_t cap) {
+    size_t used = 0;
+    int i;
+
+    out[0] = '\0';
+    for (i = 0; i < RL_N; i++) {
+        redisReply *r;
+        if (rl_killed_at[i] != 0)
+            continue;
+        r = fault == RF_KILL_PUBSUB ? test_redis_cmd(&RS[i], "CLIENT KILL TYPE pubsub")
+                                    : test_redis_cmd(&RS[i], "SCRIPT FLUSH");
+        if (used < cap)
+            used += (size_t)snprintf(out + used, cap - used, " %d:", i);
+        if (used < cap && r && r->type == REDIS_REPLY_INTEGER)
+            used += (size_t)snprintf(out + used, cap - used, "%lld", r->integer);
+        else if (used < cap && r && (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR))
+            used += (size_t)snprintf(out + used, cap - used, "%s", r->str);
+        else if (used < cap)
+            used += (size_t)snprintf(out + used, cap - used, "no answer");
+        if (r)
+            freeReplyObject(r);
+    }
+}
+
+/* The majority-gone fault: servers killed or frozen until only a minority
+ * is left, for longer than the longest lease; then back (the killed ones
+ * empty: they have been down for a lease). */
+static void rl_majority_gone(char *said, size_t cap) {
+    int pick[RL_N], n, i, freeze = s_between(0, 1), down = rl_down_count();
+    int64_t t_gone, t_back, hold;
+    size_t used = 0;
+
+    n = rl_pick_up(pick, RL_N - rl_down_count() - (RL_N / 2));
+    for (i = 0; i < n; i++) {
+        if (freeze)
+            test_redis_freeze(&RS[pick[i]]);
+        else
+            rl_kill(pick[i]);
+    }
+    t_gone = now_ms();
+    hold = s_between(cfg.lease_max + 200, cfg.lease_max + 1500);
+    sleep_ms(hold);
+    t_back = now_ms();
+    for (i = 0; i < n; i++) {
+        if (freeze)
+            test_redis_thaw(&RS[pick[i]]);
+        else
+            rl_restart(pick[i]);
+    }
+    if (ngone < MAX_GONE) {
+        gone[ngone][0] = t_gone;
+        gone[ngone][1] = t_back;
+        ngone++;
+    }
+    used += (size_t)snprintf(said + used, cap - used, "%s", freeze ? " frozen" : " killed");
+    for (i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(said + used, cap - used, " %d", pick[i]);
+    if (used < cap)
+        snprintf(said + used, cap - used, " (with %d down): gone at t=%lld, back at t=%lld (%s)",
+                 down, (long long)t_gone, (long long)t_back, freeze ? "thawed" : "restarted empty");
+}
+
+/* One fault on one or two servers (or on every server, or a worker). Each
+ * line says what happened and when (CLOCK_MONOTONIC ms, the clock of the
+ * violations' messages). */
+static void one_redlock_fault(int force_majority) {
+    int f, k, n = 0, i, s[RL_N], budget;
+    int64_t t0 = now_ms(), ms = 0;
+    char said[200] = "";
+
+    rl_restart_due(0);
+    budget = RL_MINORITY - rl_down_count();
+    for (;;) {
+        f = force_majority || s_between(0, 24) == 0 ? RF_MAJORITY : s_between(0, RF_MAJORITY - 1);
+        if (budget > 0 || f == RF_KILL_PUBSUB || f == RF_SCRIPT_FLUSH || f == RF_SIGSTOP ||
+            f == RF_MAJORITY)
+            break;
+    }
+    redlock_fault_count[f]++;
+    if (f <= RF_REFUSE) {
+        k = s_between(1, budget);
+        n = rl_pick_up(s, k);
+    }
+    switch (f) {
+    case RF_KILL:
+        for (i = 0; i < n; i++) {
+            rl_kill(s[i]);
+            /* Down for a lease at least, for up to 3 s more. */
+            rl_restart_at[s[i]] += s_between(0, 3000);
+        }
+        break;
+    case RF_FREEZE:
+        for (i = 0; i < n; i++)
+            test_redis_freeze(&RS[s[i]]);
+        sleep_ms(ms = s_between(50, 3 * cfg.lease_max));
+        for (i = 0; i < n; i++)
+            test_redis_thaw(&RS[s[i]]);
+        break;
+    case RF_STALL: {
+        int roles = s_between(1, 3);
+        for (i = 0; i < n; i++)
+            fp_stall(&RP[s[i]], roles, FP_BOTH, 1);
+        sleep_ms(ms = s_between(20, 2 * cfg.lease_max));
+        snprintf(said, sizeof said, " (%s)",
+                 roles == FP_CMD   ? "cmd"
+                 : roles == FP_SUB ? "sub"
+                                   : "all");
+        break;
+    }
+    case RF_DELAY: {
+        int d = s_between(5, 120);
+        for (i = 0; i < n; i++)
+            fp_delay(&RP[s[i]], FP_ALL, FP_BOTH, d);
+        sleep_ms(ms = s_between(500, 3000));
+        snprintf(said, sizeof said, " (%d ms)", d);
+        break;
+    }
+    case RF_HOLE: {
+        int dir = s_between(1, 2);
+        for (i = 0; i < n; i++)
+            fp_blackhole(&RP[s[i]], s_between(1, 3), dir, 1);
+        sleep_ms(ms = s_between(50, 1500));
+        snprintf(said, sizeof said, " (%s)", dir == FP_UP ? "up" : "down");
+        break;
+    }
+    case RF_CUT: {
+        int roles = s_between(0, 1) ? FP_ALL : FP_SUB;
+        for (i = 0; i < n; i++)
+            fp_cut(&RP[s[i]], roles);
+        snprintf(said, sizeof said, " (%s)", roles == FP_ALL ? "all" : "sub");
+        break;
+    }
+    case RF_REFUSE:
+        for (i = 0; i < n; i++) {
+            fp_refuse(&RP[s[i]], FP_ALL, 1);
+            fp_cut(&RP[s[i]], s_between(1, 3));
+        }
+        sleep_ms(ms = s_between(100, 1500));
+        break;
+    case RF_KILL_PUBSUB:
+    case RF_SCRIPT_FLUSH:
+        rl_on_every_server(f, said, sizeof said);
+        break;
+    case RF_SIGSTOP:
+        sigstop_one(ms = s_between(50, 3 * cfg.lease_max));
+        break;
+    case RF_MAJORITY:
+        rl_majority_gone(said, sizeof said);
+        break;
+    }
+    for (i = 0; i < n; i++)
+        fp_clear(&RP[s[i]]);
+    fprintf(stderr, "torture: t=%lld fault %s", (long long)t0, redlock_fault_names[f]);
+    if (n > 0) {
+        fprintf(stderr, ": server%s", n > 1 ? "s" : "");
+        for (i = 0; i < n; i++)
+            fprintf(stderr, "%s%d", i ? "," : " ", s[i]);
+    }
+    if (ms > 0)
+        fprintf(stderr, " for %lld ms", (long long)ms);
+    if (f == RF_KILL)
+        fprintf(stderr, " (%d down now)", rl_down_count());
+    fprintf(stderr, "%s%s, done at t=%lld\n",
+            f == RF_KILL_PUBSUB || f == RF_SCRIPT_FLUSH ? ", servers said" : "", said,
+            (long long)now_ms());
+}
+
 /* ---- the checks ---- */
 
 static uint64_t violations;
@@ -1256,6 +1581,9 @@ static int same_hold(const rec *a, const rec *b) {
 typedef struct figures {
     uint64_t acquisitions, handoffs, units;
     int64_t max_lost_late, max_acq_late;
+    uint64_t gone_losts;     /* Redlock: holds lost in a majority-gone window */
+    uint64_t floors, no_ttl; /* Redlock: fence floors left at the end; of them without a TTL */
+    int64_t floor_ttl_max;   /* the longest TTL among them */
 } figures;
 
 static void check_log(figures *fg) {
@@ -1390,9 +1718,94 @@ static void check_cluster_empty(void) {
     }
 }
 
+/* Redlock mode: the keys under PREFIX on every server. A lock is a key
+ * that is the prefix and a name; a key that goes on after a NUL is a
+ * companion of one (dialect/leash.c), here the fence floor that a grant
+ * raised: it outlives the lock by design (max(3 leases, 60 s), so that a
+ * later majority, which shares a server with this one, sees it), and must
+ * only have a TTL (DESIGN.md 1.9: nothing stays for ever). */
+static void check_redlock_empty(figures *fg) {
+    int i;
+    size_t k;
+
+    for (i = 0; i < RL_N; i++) {
+        redisReply *r = test_redis_cmd(&RS[i], "KEYS %s*", PREFIX);
+        if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+            sv_violation("cannot list the keys left on server %d", i);
+        } else {
+            for (k = 0; k < r->elements; k++) {
+                const redisReply *e = r->element[k];
+                long long ttl = test_redis_int(&RS[i], "PTTL %b", e->str, e->len);
+                const char *nul = memchr(e->str, '\0', e->len);
+                if (nul == NULL) {
+                    sv_violation("lock %s left on server %d (pttl %lld ms)", e->str, i, ttl);
+                    continue;
+                }
+                fg->floors++;
+                if (ttl > fg->floor_ttl_max)
+                    fg->floor_ttl_max = ttl;
+                if (ttl < 0) {
+                    fg->no_ttl++;
+                    sv_violation("%s\\0%.*s left on server %d without a TTL (pttl %lld)", e->str,
+                                 (int)(e->len - (size_t)(nul - e->str) - 1), nul + 1, i, ttl);
+                }
+            }
+        }
+        if (r)
+            freeReplyObject(r);
+    }
+}
+
+/*
+ * Redlock mode: what a majority gone means. From gone[i][0] on, fewer than
+ * a majority of the servers answer, until gone[i][1]:
+ *   - nobody is granted the lock: a grant needs a majority's answers, so a
+ *     grant that ends later than slack_ms after the start (beyond its
+ *     loop's own lateness) was granted without them;
+ *   - every hold ends by the start + the longest lease (no majority renewed
+ *     it after the start, and a renewal's validity runs from its send):
+ *     a unit valid later than that is a holder that kept going;
+ *   - a hold lost in the window is lost UNREACHABLE (EXPIRED needs a
+ *     majority that said "not ours"), no later than its deadline (the
+ *     check of every lost).
+ */
+static void check_majority_gone(figures *fg) {
+    uint64_t n = S->nrec < S->cap ? S->nrec : S->cap, i;
+    int g;
+
+    for (g = 0; g < ngone; g++) {
+        int64_t from = gone[g][0], to = gone[g][1];
+        for (i = 0; i < n; i++) {
+            const rec *x = &S->recs[i];
+            if (x->type == REC_ACQ && x->status == LEASH_OK && x->b < to &&
+                x->b - x->lag_end > from + cfg.slack_ms && !stopped_during(x->proc, from, x->b))
+                sv_violation("proc %d handle %d: n%d granted at t=%lld (fence %" PRIu64
+                             ", the loop %lld ms late) while a majority was gone (t=%lld to "
+                             "t=%lld)",
+                             x->proc, x->handle, x->name, (long long)x->b, x->fence,
+                             (long long)x->lag_end, (long long)from, (long long)to);
+            else if (x->type == REC_UNIT && x->a < to && x->b > from + cfg.lease_max)
+                sv_violation("proc %d handle %d: n%d fence %" PRIu64 " valid on [%lld, %lld], "
+                             "after a majority was gone at t=%lld (for %lld ms) + the longest "
+                             "lease",
+                             x->proc, x->handle, x->name, x->fence, (long long)x->a,
+                             (long long)x->b, (long long)from, (long long)(to - from));
+            else if (x->type == REC_LOST && x->a > from && x->a < to) {
+                fg->gone_losts++;
+                if (x->flags != LEASH_LOST_UNREACHABLE && x->a - x->lag_end > from + cfg.slack_ms &&
+                    !stopped_during(x->proc, from, x->a))
+                    sv_violation("proc %d handle %d: n%d lost %s at t=%lld (fence %" PRIu64
+                                 ") while a majority was gone (t=%lld to t=%lld)",
+                                 x->proc, x->handle, x->name, leash_lost_reason_name(x->flags),
+                                 (long long)x->a, x->fence, (long long)from, (long long)to);
+            }
+        }
+    }
+}
+
 static void usage(const char *argv0) {
     fprintf(stderr,
-            "usage: %s [--cluster] [--quick] [--minutes N] [--seconds N] [--procs N]\n"
+            "usage: %s [--cluster | --redlock] [--quick] [--minutes N] [--seconds N] [--procs N]\n"
             "          [--handles N] [--names N] [--seed S] [--tolerance-ms N] [--verbose]\n",
             argv0);
     exit(2);
@@ -1420,6 +1833,8 @@ int main(int argc, char **argv) {
             cfg.fault_s = 40;
         } else if (strcmp(a, "--cluster") == 0) {
             cfg.cluster = 1;
+        } else if (strcmp(a, "--redlock") == 0) {
+            cfg.redlock = 1;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.verbose = 1;
         } else if (v == NULL) {
@@ -1443,7 +1858,7 @@ int main(int argc, char **argv) {
         }
     }
     if (cfg.procs < 1 || cfg.procs > MAX_PROCS || cfg.handles < 1 || cfg.handles > 4096 ||
-        cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1)
+        cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 || (cfg.cluster && cfg.redlock))
         usage(argv[0]);
     if (cfg.cluster)
         cfg.lease_max = CLUSTER_LEASE_MAX;
@@ -1496,6 +1911,18 @@ int main(int argc, char **argv) {
         }
         nseeds = C.cfg.masters;
         port = test_cluster_port(&C, 0);
+    } else if (cfg.redlock) {
+        /* No persistence: a killed server comes back empty. */
+        for (i = 0; i < RL_N; i++) {
+            if (test_redis_start(&RS[i], NULL) != 0 || fp_start(&RP[i], RS[i].port) != 0) {
+                fprintf(stderr, "torture: cannot start redis-server %d and its proxy\n", i);
+                return 2;
+            }
+            snprintf(seed_text[i], sizeof seed_text[i], "127.0.0.1:%d", RP[i].port);
+            seeds[i] = seed_text[i];
+        }
+        nseeds = RL_N;
+        port = RP[0].port;
     } else {
         memset(&rc, 0, sizeof rc);
         /* Restarts must not lose acknowledged writes: DESIGN.md's guarantees
@@ -1533,10 +1960,16 @@ int main(int argc, char **argv) {
             break;
         if (cfg.cluster)
             one_cluster_fault();
+        else if (cfg.redlock)
+            /* One majority gone at least, half-way at the latest. */
+            one_redlock_fault(redlock_fault_count[RF_MAJORITY] == 0 &&
+                              now_ms() >= start + (int64_t)cfg.fault_s * 500);
         else
             one_fault();
         faults++;
     }
+    if (cfg.redlock)
+        rl_restart_due(1); /* every server up, each after its lease */
     __atomic_store_n(&S->phase, PHASE_SETTLE, __ATOMIC_RELEASE);
     sleep_ms((int64_t)cfg.settle_s * 1000);
     __atomic_store_n(&S->phase, PHASE_DRAIN, __ATOMIC_RELEASE);
@@ -1568,9 +2001,13 @@ int main(int argc, char **argv) {
     sleep_ms(50);
     if (cfg.cluster)
         check_cluster_empty();
+    else if (cfg.redlock)
+        check_redlock_empty(&fg);
     else
         check_redis_empty();
     check_log(&fg);
+    if (cfg.redlock)
+        check_majority_gone(&fg);
 
     for (i = 0; i < cfg.procs; i++) {
         worker_shm *w = &S->w[i];
@@ -1588,9 +2025,13 @@ int main(int argc, char **argv) {
         other += w->other_fail;
     }
 
-    nkinds = cfg.cluster ? CF_COUNT : F_COUNT;
-    kind_names = cfg.cluster ? cluster_fault_names : fault_names;
-    kind_counts = cfg.cluster ? cluster_fault_count : fault_count;
+    nkinds = cfg.cluster ? CF_COUNT : cfg.redlock ? RF_COUNT : F_COUNT;
+    kind_names = cfg.cluster   ? cluster_fault_names
+                 : cfg.redlock ? redlock_fault_names
+                               : fault_names;
+    kind_counts = cfg.cluster   ? cluster_fault_count
+                  : cfg.redlock ? redlock_fault_count
+                                : fault_count;
     printf("faults:");
     for (i = 0; i < nkinds; i++)
         printf(" %s=%" PRIu64, kind_names[i], kind_counts[i]);
@@ -1598,6 +2039,12 @@ int main(int argc, char **argv) {
         printf(" (failovers that did not happen: %" PRIu64
                "; settled only at a second wait: %" PRIu64 ")",
                failovers_refused, settle_retries);
+    if (cfg.redlock)
+        printf(" (servers restarted empty: %" PRIu64 ", after %lld ms down at least; majority "
+               "gone %d times, %" PRIu64 " holds lost meanwhile; fence floors left: %" PRIu64
+               ", the longest pttl %lld ms)",
+               rl_restarts, (long long)(rl_restarts ? rl_min_down : 0), ngone, fg.gone_losts,
+               fg.floors, (long long)fg.floor_ttl_max);
     printf("\nacquire endings: busy=%" PRIu64 " timedout=%" PRIu64 " econn=%" PRIu64
            " ereplicas=%" PRIu64 " canceled=%" PRIu64 " other=%" PRIu64 "; writes=%" PRIu64
            "; worst lateness: lost %lld ms past its deadline (beyond the loop's own), acquire %lld "
@@ -1608,13 +2055,20 @@ int main(int argc, char **argv) {
            " handoffs=%" PRIu64 " faults=%" PRIu64 " losts: expired=%" PRIu64
            " unreachable=%" PRIu64 " max_hold=%" PRIu64 " replicas=%" PRIu64
            " stale-fence rejections=%" PRIu64 " violations=%" PRIu64 "\n",
-           cfg.cluster ? " --cluster" : "", cfg.procs, cfg.handles, cfg.names, cfg.fault_s,
-           cfg.seed, fg.acquisitions, fg.handoffs, faults, losts[LEASH_LOST_EXPIRED],
-           losts[LEASH_LOST_UNREACHABLE], losts[LEASH_LOST_MAX_HOLD], losts[LEASH_LOST_REPLICAS],
-           rejections, violations);
+           cfg.cluster   ? " --cluster"
+           : cfg.redlock ? " --redlock"
+                         : "",
+           cfg.procs, cfg.handles, cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions, fg.handoffs,
+           faults, losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE],
+           losts[LEASH_LOST_MAX_HOLD], losts[LEASH_LOST_REPLICAS], rejections, violations);
     fflush(stdout);
     if (cfg.cluster) {
         test_cluster_stop(&C);
+    } else if (cfg.redlock) {
+        for (i = 0; i < RL_N; i++) {
+            fp_stop(&RP[i]);
+            test_redis_stop(&RS[i]);
+        }
     } else {
         fp_stop(&P);
         test_redis_stop(&R);
