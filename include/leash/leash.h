@@ -348,6 +348,7 @@ LEASH_EXPORT leash_client *leash_lock_client(const leash_lock *l);
  *   first.
  * leash_lock_set_max_hold: a hold (watchdog or not) ends after max_hold_ms
  *   with lost LEASH_LOST_MAX_HOLD and is released in Redis; 0 = unlimited.
+ *   leash_valid_ms() never reaches past it.
  * leash_lock_set_reentrant: 1 (the default) lets leash_acquire() on a held
  *   handle take the hold once more (the count is kept in Redis; each release
  *   takes one back, the last one deletes the key); 0 makes it LEASH_ESTATE.

@@ -525,7 +525,11 @@ static void lose(leash_lock *l, int reason) {
     lose_then(l, reason, LEASH_ECANCELED);
 }
 
+/* Why a hold ends at its deadline: the maximum hold time (the deadline
+ * never passes it), or no renewal in time, or its fixed lease. */
 static int deadline_reason(const leash_lock *l) {
+    if (leash__hold_max_reached(&l->hold, leash__now_ms()))
+        return LEASH_LOST_MAX_HOLD;
     return l->hold.watchdog ? LEASH_LOST_UNREACHABLE : LEASH_LOST_FIXED_LEASE;
 }
 
