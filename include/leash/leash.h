@@ -209,7 +209,9 @@ typedef struct leash_options {
      * it within wait_timeout_ms (Redis WAIT, sent with the script): a
      * failover to one of them keeps the hold. Too few: the acquire fails
      * LEASH_EREPLICAS and is given back; a held lock is lost
-     * LEASH_LOST_REPLICAS. */
+     * LEASH_LOST_REPLICAS, and given back in Redis only at the end of the
+     * validity leash_valid_ms() gave it (the last write that counted
+     * covers it), so that no one else holds it meanwhile. */
     int wait_replicas;
     /* default 100; how long WAIT waits, 1..command_timeout_ms - 1 (WAIT
      * holds up the commands behind it on the connection). */

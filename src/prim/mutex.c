@@ -108,7 +108,8 @@
  *   renewed  the deadline moves, the next renewal is scheduled (an answer
  *            after the deadline: lost)
  *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD,
- *            REPLICAS) -> IDLE; the hold is released unless it expired; an extra
+ *            REPLICAS) -> IDLE; the hold is released unless it expired, not
+ *            before its local deadline (REPLICAS comes sooner); an extra
  *            hold then ends LEASH_ECANCELED
  *   retry    a renewal again soon
  *   renew    the renewal joins the next batch
@@ -502,13 +503,20 @@ static void acquire_ends(leash_lock *l, int status) {
 static void lose_then(leash_lock *l, int reason, int owed) {
     leash_lost_cb *cb = l->lost_cb;
     int extra_owed = l->acq_cb != NULL;
+    int64_t deadline = l->hold.deadline;
 
     leash__log(lg(l), LEASH_LOG_WARN, "lock %s lost (%s), fence %llu", l->name,
                leash_lost_reason_name(reason), (unsigned long long)l->hold.fence);
     abandon_attempt(l, 0);
     set_state(l, M_IDLE);
+    /* Up to its local deadline the hold was guaranteed to its holder
+     * (leash_valid_ms), who may be writing under it right now; the last
+     * write that counted keeps the key that long (on the replicas that
+     * acknowledged it too). A loss that comes sooner (a renewal too few
+     * replicas acknowledged) gives the key back only then: a release now
+     * would hand the lock to a waiter inside that validity. */
     if (reason != LEASH_LOST_EXPIRED)
-        release_in_background(l, l->hold.token, 0);
+        release_in_background(l, l->hold.token, deadline > leash__now_ms() ? deadline : 0);
     l->core->env.stats->losts++;
     if (cb != NULL) {
         cb(l, reason, l->lost_arg);
