@@ -437,6 +437,69 @@ TEST(with_wait_replicas_a_killed_master_keeps_the_hold) {
     killed_master(1, 2);
 }
 
+/* WAIT 1, and the master's replica stops answering (SIGSTOP): the next
+ * renewal is short of its acknowledgement and the hold is lost, REPLICAS,
+ * two thirds of a lease before the deadline its holder was told
+ * (leash_valid_ms). The key is given back at that deadline, not at the
+ * loss: a second client trying meanwhile is refused until then, and
+ * granted soon after (not only once the key's TTL, a lease from the
+ * renewal, ran out). The cluster torture saw a waiter granted right after
+ * such a loss while the holder was still valid. */
+TEST(a_hold_lost_to_a_silent_replica_is_given_back_at_its_deadline) {
+    cworld w;
+    leash_options o;
+    leash_lock *holder, *other;
+    fx_result res;
+    int replica;
+    int64_t end, valid_until = 0, granted_at = 0;
+
+    memset(&w, 0, sizeof w);
+    CHECK_EQ_INT(test_cluster_start(&w.c, NULL), 0);
+    w.loop = fx_loop_new();
+    cluster_options(&o, &w.c, w.seeds, w.bufs, 3000);
+    o.wait_replicas = 1;
+    o.wait_timeout_ms = 200;
+    w.a = fx_client_opts(w.loop, &o);
+    fx_wait_connected(w.loop, w.a, 5000);
+    w.b = cw_client(&w, 3000);
+    memset(&holder_lost, 0, sizeof holder_lost);
+    holder = leash_lock_new(w.a, "unreplicated");
+    other = leash_lock_new(w.b, "unreplicated");
+    leash_on_lost(holder, on_holder_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 3000), LEASH_OK);
+    replica = test_cluster_replica_of(
+        &w.c, test_cluster_master_of_slot(&w.c, slot_of_lock("unreplicated")));
+    CHECK(replica >= 0);
+    test_redis_freeze(&w.c.node[replica].server);
+    end = test_now_ms() + 6000;
+    while (test_now_ms() < end) {
+        if (leash_held(holder))
+            valid_until = test_now_ms() + leash_valid_ms(holder);
+        memset(&res, 0, sizeof res);
+        CHECK_EQ_INT(leash_acquire(other, 0, fx_acquire_cb, &res), LEASH_OK);
+        fx_run_until(w.loop, &res, 3000);
+        if (res.status == LEASH_OK) {
+            granted_at = res.at_ms;
+            break;
+        }
+        CHECK_EQ_INT(res.status, LEASH_EBUSY);
+        fx_run_for(w.loop, 20);
+    }
+    test_redis_thaw(&w.c.node[replica].server);
+    CHECK_EQ_INT(holder_lost.calls, 1);
+    CHECK_EQ_INT(holder_lost.reason, LEASH_LOST_REPLICAS);
+    CHECK_MSG(holder_lost.at < valid_until - 1000, "lost at %lld, valid until %lld",
+              (long long)holder_lost.at, (long long)valid_until);
+    CHECK_MSG(granted_at >= valid_until && granted_at <= valid_until + 300 + TEST_SLACK_MS,
+              "the holder lost it at %lld and was valid until %lld; the second was granted at "
+              "%lld",
+              (long long)holder_lost.at, (long long)valid_until, (long long)granted_at);
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 3000), LEASH_OK);
+    leash_lock_free(holder);
+    leash_lock_free(other);
+    cw_down(&w);
+}
+
 /* Two masters of three killed: the cluster is down. Operations end at
  * their deadlines (ECONN or ETIMEDOUT), holds are lost UNREACHABLE by
  * theirs; once the masters are back, everything works again. */
@@ -544,6 +607,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_graceful_failover_keeps_the_hold),
         TEST_CASE(a_killed_master_never_leaves_two_valid_holders),
         TEST_CASE(with_wait_replicas_a_killed_master_keeps_the_hold),
+        TEST_CASE(a_hold_lost_to_a_silent_replica_is_given_back_at_its_deadline),
         TEST_CASE(a_cluster_that_goes_down_and_comes_back),
         TEST_CASE(a_node_added_and_slots_rebalanced_onto_it),
         {0},

@@ -213,7 +213,9 @@ typedef struct leash_options {
      * it within wait_timeout_ms (Redis WAIT, sent with the script): a
      * failover to one of them keeps the hold. Too few: the acquire fails
      * LEASH_EREPLICAS and is given back; a held lock is lost
-     * LEASH_LOST_REPLICAS. */
+     * LEASH_LOST_REPLICAS, and given back in Redis only at the end of the
+     * validity leash_valid_ms() gave it (the last write that counted
+     * covers it), so that no one else holds it meanwhile. */
     int wait_replicas;
     /* default 100; how long WAIT waits, 1..command_timeout_ms - 1 (WAIT
      * holds up the commands behind it on the connection). */
@@ -352,6 +354,7 @@ LEASH_EXPORT leash_client *leash_lock_client(const leash_lock *l);
  *   first.
  * leash_lock_set_max_hold: a hold (watchdog or not) ends after max_hold_ms
  *   with lost LEASH_LOST_MAX_HOLD and is released in Redis; 0 = unlimited.
+ *   leash_valid_ms() never reaches past it.
  * leash_lock_set_reentrant: 1 (the default) lets leash_acquire() on a held
  *   handle take the hold once more (the count is kept in Redis; each release
  *   takes one back, the last one deletes the key); 0 makes it LEASH_ESTATE.

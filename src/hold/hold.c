@@ -15,18 +15,27 @@ void leash__hold_schedule_renewal(leash__hold *h, int64_t sent) {
     h->renew_due = due;
 }
 
+/* The deadline a write sent at `sent` gives: never past the maximum hold
+ * time, where the hold ends and its key is given back. */
+static int64_t deadline_of(const leash__hold *h, int64_t sent) {
+    int64_t d = sent + h->lease_ms - leash__drift_ms(h->lease_ms);
+    if (h->max_ms > 0 && h->since + h->max_ms < d)
+        d = h->since + h->max_ms;
+    return d;
+}
+
 void leash__hold_begin(leash__hold *h, int64_t sent, uint64_t fence, int count) {
     h->fence = fence;
     h->count = count;
     h->renewals = 0;
     h->since = sent;
-    h->deadline = sent + h->lease_ms - leash__drift_ms(h->lease_ms);
+    h->deadline = deadline_of(h, sent);
     if (h->watchdog)
         leash__hold_schedule_renewal(h, sent);
 }
 
 void leash__hold_extend(leash__hold *h, int64_t sent) {
-    int64_t d = sent + h->lease_ms - leash__drift_ms(h->lease_ms);
+    int64_t d = deadline_of(h, sent);
     if (d > h->deadline)
         h->deadline = d;
 }

@@ -6,7 +6,9 @@
  *
  * The deadline of a hold is computed from the moment its acquire (or the
  * latest successful renewal) was sent: sent + lease - drift, with drift a
- * margin for the clocks (1% of the lease + 2 ms). Time is CLOCK_MONOTONIC.
+ * margin for the clocks (1% of the lease + 2 ms), and never past the
+ * maximum hold time (max_ms after the grant was sent), where the hold ends
+ * and its key is given back. Time is CLOCK_MONOTONIC.
  */
 #ifndef LEASH_HOLD_HOLD_H
 #define LEASH_HOLD_HOLD_H

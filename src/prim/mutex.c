@@ -109,7 +109,8 @@
  *   renewed  the deadline moves, the next renewal is scheduled (an answer
  *            after the deadline: lost)
  *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD,
- *            REPLICAS) -> IDLE; the hold is released unless it expired; an extra
+ *            REPLICAS) -> IDLE; the hold is released unless it expired, not
+ *            before its local deadline (REPLICAS comes sooner); an extra
  *            hold then ends LEASH_ECANCELED
  *   retry    a renewal again soon
  *   renew    the renewal joins the next batch
@@ -505,13 +506,20 @@ static void acquire_ends(leash_lock *l, int status) {
 static void lose_then(leash_lock *l, int reason, int owed) {
     leash_lost_cb *cb = l->lost_cb;
     int extra_owed = l->acq_cb != NULL;
+    int64_t deadline = l->hold.deadline;
 
     leash__log(lg(l), LEASH_LOG_WARN, "lock %s lost (%s), fence %llu", l->name,
                leash_lost_reason_name(reason), (unsigned long long)l->hold.fence);
     abandon_attempt(l, 0);
     set_state(l, M_IDLE);
+    /* Up to its local deadline the hold was guaranteed to its holder
+     * (leash_valid_ms), who may be writing under it right now; the last
+     * write that counted keeps the key that long (on the replicas that
+     * acknowledged it too). A loss that comes sooner (a renewal too few
+     * replicas acknowledged) gives the key back only then: a release now
+     * would hand the lock to a waiter inside that validity. */
     if (reason != LEASH_LOST_EXPIRED)
-        release_in_background(l, l->hold.token, 0);
+        release_in_background(l, l->hold.token, deadline > leash__now_ms() ? deadline : 0);
     l->core->env.stats->losts++;
     if (cb != NULL) {
         cb(l, reason, l->lost_arg);
@@ -528,7 +536,11 @@ static void lose(leash_lock *l, int reason) {
     lose_then(l, reason, LEASH_ECANCELED);
 }
 
+/* Why a hold ends at its deadline: the maximum hold time (the deadline
+ * never passes it), or no renewal in time, or its fixed lease. */
 static int deadline_reason(const leash_lock *l) {
+    if (leash__hold_max_reached(&l->hold, leash__now_ms()))
+        return LEASH_LOST_MAX_HOLD;
     return l->hold.watchdog ? LEASH_LOST_UNREACHABLE : LEASH_LOST_FIXED_LEASE;
 }
 
