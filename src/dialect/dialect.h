@@ -65,6 +65,9 @@ typedef struct leash__answer {
     /* GRANTED, RENEWED: fewer replicas acknowledged it than the client
      * asks for (leash_options.wait_replicas): it does not count. */
     int replicas_short;
+    /* BUSY from a quorum: attempts raced (this one had some grants, or
+     * nobody held a majority: then n is a short random pause). */
+    int split;
 } leash__answer;
 
 /* How the answers of several servers combine (route/quorum). */

@@ -106,6 +106,7 @@ struct leash_lock {
     unsigned attempt_epoch; /* the confirmed subscription it was sent under, 0 = none */
     int64_t ttl_wake;       /* try again then, even without a message */
     int64_t ttl_seen;       /* longest holder TTL Redis answered during this wait */
+    int split;              /* the last busy answer was a split vote (route.h) */
     int64_t retry_at;       /* when to build the attempt again (no memory) */
     leash__waiter w;
 

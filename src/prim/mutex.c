@@ -115,9 +115,9 @@
  *   retry    a renewal again soon
  *   renew    the renewal joins the next batch
  *   last     -> LAST (the answer on the wire decides)
- *   again    an attempt -> ATTEMPT (NOMEM without memory); a wake, on a
- *            route whose attempts must not go in step with other
- *            clients' (Redlock), after a random pause
+ *   again    an attempt -> ATTEMPT (NOMEM without memory); a wake after
+ *            a split vote, on a route whose attempts must not go in step
+ *            with other clients' (Redlock), after a random pause
  *   later    the holder lives on: the TTL wake moves (capped: anyone may
  *            publish)
  *
@@ -653,11 +653,12 @@ static void renewed(leash_lock *l, const leash__event *e) {
 }
 
 /* A release woke the parked handle: it tries now; where waiters of other
- * clients, woken by the same release, would try in step and split a
- * quorum's vote again and again, after a random pause (the timer's TTL
- * wake then tries). */
+ * clients, woken by the same release, already split a quorum's vote and
+ * would try in step and split it again and again, after a random pause
+ * (the timer's TTL wake then tries). A handoff to the next in line costs
+ * no pause. */
 static void woken(leash_lock *l) {
-    int64_t jitter = l->core->route->wake_jitter_ms;
+    int64_t jitter = l->split ? l->core->route->wake_jitter_ms : 0;
 
     if (jitter <= 0) {
         again(l);
@@ -697,6 +698,7 @@ static int start(leash_lock *l, const leash__event *e) {
     l->hold.watchdog = l->watchdog;
     l->hold.max_ms = l->max_hold_ms;
     l->ttl_seen = 0;
+    l->split = 0;
     /* Built and sent before anything changes: without memory the call
      * fails whole. */
     if (l->rel_force == 0) {
@@ -1138,8 +1140,10 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
             acquire_ends(l, LEASH_EBUSY);
         else if (last || (l->wait_deadline != 0 && leash__now_ms() >= l->wait_deadline))
             acquire_ends(l, LEASH_ETIMEDOUT);
-        else
+        else {
+            l->split = e->answer->split;
             wait_for_release(l, e->answer->n);
+        }
         return 0;
     case LEASH__EV_LATE:
         /* This copy arrived after its own not_after and did nothing (a

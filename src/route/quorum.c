@@ -163,12 +163,14 @@ static void set_failed(leash__answer *out, int status) {
  * busy keys have expired (all of them when even that is not enough: the
  * attempt then tells whether the unavailable ones came back); -1 when that
  * is a key without expiry (the primitive looks again after a lease). */
-static int64_t busy_wait(const qreq *q, unsigned busy, unsigned unavailable, const int64_t *pttls) {
+static int64_t busy_wait(const qreq *q, unsigned busy, unsigned unavailable, const int64_t *pttls,
+                         int *split) {
     unsigned free_now = q->qu->n - busy - unavailable, need;
     int64_t sorted[64];
     unsigned i, j;
 
-    if (free_now >= q->qu->majority)
+    *split = free_now >= q->qu->majority;
+    if (*split)
         return SPLIT_MIN_MS +
                (int64_t)leash__random_below((uint64_t)(SPLIT_MAX_MS - SPLIT_MIN_MS + 1));
     need = q->qu->majority - free_now;
@@ -247,7 +249,11 @@ static int decide_grant(qreq *q, leash__answer *out) {
         out->replicas_short = 1;
     } else if (busy > 0) {
         out->kind = LEASH__ANS_BUSY;
-        out->n = busy_wait(q, busy, q->qu->n - granted - unreplicated - busy - late - gone, pttls);
+        out->n = busy_wait(q, busy, q->qu->n - granted - unreplicated - busy - late - gone, pttls,
+                           &out->split);
+        /* Some servers granted this attempt, others another's: a race
+         * between attempts, whose waiters a give-back wakes in step. */
+        out->split |= granted + unreplicated > 0;
     } else if (late > 0) {
         out->kind = LEASH__ANS_LATE;
     } else {

@@ -106,9 +106,10 @@ struct leash__route {
      * gives a failed attempt back on every server, which must not meet a
      * later attempt's grant). */
     int fresh_tokens;
-    /* A woken waiter tries after a random pause of up to this (ms): the
-     * waiters of several clients, woken by one release, then do not split
-     * a quorum's vote again and again. 0: at once. */
+    /* A woken waiter whose last attempt met a split vote tries after a
+     * random pause of up to this (ms): the waiters of several clients,
+     * woken by one release, then do not split a quorum's vote again and
+     * again. 0: at once. */
     int64_t wake_jitter_ms;
     const leash__sub_hooks *hooks;
     void *owner;
