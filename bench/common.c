@@ -382,6 +382,8 @@ void bench_target_single(bench_target *t, int port) {
 }
 
 const char *bench_target_name(const bench_target *t) {
+    if (t->redlock)
+        return "Redlock, 5 servers";
     if (!t->cluster)
         return "one server";
     return t->pubsub == LEASH_PUBSUB_CLASSIC ? "cluster, classic pub/sub"
@@ -428,6 +430,58 @@ int bench_cluster_intact(test_cluster *c, const bench_target *t) {
     for (i = 0; i < t->masters + t->replicas; i++) {
         int want = i < t->masters ? TEST_CLUSTER_MASTER : TEST_CLUSTER_REPLICA;
         if (test_cluster_role(c, i) != want)
+            return 0;
+    }
+    return 1;
+}
+
+int bench_start_redlock(bench_redlock *rl, const bench_cpus *cpus, bench_target *t) {
+    cpu_set_t allowed;
+    int have_mask = sched_getaffinity(0, sizeof allowed, &allowed) == 0, rc = 0, i;
+
+    memset(rl, 0, sizeof *rl); /* bench_stop_redlock is safe on it whatever happens */
+    /* Every server inherits the server's CPU at fork. */
+    if (cpus->server >= 0 && pin_self(cpus->server) != 0) {
+        fprintf(stderr, "could not pin to CPU %d for the Redlock servers\n", cpus->server);
+        return -1;
+    }
+    for (i = 0; i < BENCH_REDLOCK_N && rc == 0; i++)
+        rc = test_redis_start(&rl->s[i], NULL);
+    if (cpus->server >= 0 && (cpus->client < 0 || pin_self(cpus->client) != 0) && have_mask)
+        sched_setaffinity(0, sizeof allowed, &allowed);
+    if (rc != 0) {
+        fprintf(stderr, "the Redlock servers did not start\n");
+        bench_stop_redlock(rl);
+        return -1;
+    }
+    memset(t, 0, sizeof *t);
+    t->redlock = 1;
+    t->masters = BENCH_REDLOCK_N;
+    t->pubsub = LEASH_PUBSUB_AUTO;
+    for (i = 0; i < BENCH_REDLOCK_N; i++)
+        t->port[i] = rl->s[i].port;
+    return 0;
+}
+
+void bench_stop_redlock(bench_redlock *rl) {
+    int i;
+
+    for (i = 0; i < BENCH_REDLOCK_N; i++)
+        test_redis_stop(&rl->s[i]);
+}
+
+int bench_redlock_intact(bench_redlock *rl) {
+    int i;
+
+    for (i = 0; i < BENCH_REDLOCK_N; i++) {
+        redisContext *c = rl->s[i].pid > 0 ? bench_connect(rl->s[i].port) : NULL;
+        redisReply *r = c != NULL ? redisCommand(c, "PING") : NULL;
+        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (r != NULL)
+            freeReplyObject(r);
+        if (c != NULL)
+            redisFree(c);
+        if (!ok)
             return 0;
     }
     return 1;
@@ -956,6 +1010,14 @@ leash_client *bench_client_new_at(struct ev_loop *loop, const bench_target *t) {
         o.topology = LEASH_TOPOLOGY_CLUSTER;
         o.nodes = seeds;
         o.nodes_count = i;
+    } else if (t->redlock) {
+        for (i = 0; i < t->masters && i < BENCH_MAX_NODES; i++) {
+            snprintf(seed_text[i], sizeof seed_text[i], "127.0.0.1:%d", t->port[i]);
+            seeds[i] = seed_text[i];
+        }
+        o.topology = LEASH_TOPOLOGY_REDLOCK;
+        o.nodes = seeds;
+        o.nodes_count = i;
     }
     o.pubsub = t->pubsub;
     o.log_cb = bench_log_stderr;
@@ -979,6 +1041,32 @@ int bench_wait_connected(struct ev_loop *loop, leash_client *const *clients, int
         all = 1;
         for (i = 0; i < n && all; i++)
             all = leash_client_connected(clients[i]);
+        if (all)
+            return 0;
+        bench_sleep_ms(1);
+    } while (bench_now_ns() < deadline);
+    return -1;
+}
+
+int bench_wait_ready(struct ev_loop *loop, leash_client *const *clients, int n,
+                     const bench_target *t, int timeout_ms) {
+    int64_t deadline = bench_now_ns() + (int64_t)timeout_ms * 1000000;
+    leash_stats st;
+    int i, all;
+
+    if (bench_wait_connected(loop, clients, n, timeout_ms) != 0)
+        return -1;
+    if (!t->redlock)
+        return 0;
+    /* Each connection counts once when it first becomes ready (nothing
+     * breaks on loopback meanwhile). */
+    do {
+        ev_run(loop, EVRUN_NOWAIT);
+        all = 1;
+        for (i = 0; i < n && all; i++) {
+            leash_client_stats(clients[i], &st);
+            all = st.connects >= (uint64_t)t->masters && st.sub_connects >= (uint64_t)t->masters;
+        }
         if (all)
             return 0;
         bench_sleep_ms(1);

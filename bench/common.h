@@ -12,7 +12,10 @@
  * program's CPU. A program run with --cluster also starts a Redis Cluster
  * with bench_start_cluster() (tests/support/redis_cluster.h: 3 masters + 3
  * replicas), every node of it on the server's CPU, so that the cluster has
- * the one core that the single server has.
+ * the one core that the single server has; one run with --redlock starts
+ * Redlock's 5 independent redis-servers with bench_start_redlock()
+ * (tests/support/redis_server.h, as the Redlock tests start them), on the
+ * server's CPU too.
  */
 #ifndef LEASH_BENCH_COMMON_H
 #define LEASH_BENCH_COMMON_H
@@ -114,22 +117,26 @@ long long bench_db_keys(redisContext *c);
 /* FLUSHALL on the test helper's connection, for a clean server. */
 void bench_flushall(test_redis *r);
 
-/* ---- one server or a Redis Cluster ---- */
+/* ---- one server, a Redis Cluster or Redlock ---- */
 
 #define BENCH_MAX_NODES TEST_CLUSTER_MAX_NODES
+/* Redlock's servers, as its README example and the Redlock tests have them. */
+#define BENCH_REDLOCK_N 5
 
 /* Where a benchmark's clients go. */
 typedef struct bench_target {
-    int cluster;               /* 0: one server at port[0] */
-    int masters;               /* 1 for one server */
-    int replicas;              /* replicas in all (0 for one server) */
+    int cluster;               /* 0: one server at port[0] (or Redlock) */
+    int redlock;               /* 1: Redlock over the servers port[0..masters) */
+    int masters;               /* 1 for one server; Redlock: its servers */
+    int replicas;              /* replicas in all (0 for one server, Redlock) */
     int port[BENCH_MAX_NODES]; /* the masters first, then the replicas */
     int pubsub;                /* leash_options.pubsub (LEASH_PUBSUB_AUTO) */
 } bench_target;
 
 /* One server at 127.0.0.1:port, default pub/sub. */
 void bench_target_single(bench_target *t, int port);
-/* "one server", "cluster, sharded pub/sub" or "cluster, classic pub/sub". */
+/* "one server", "cluster, sharded pub/sub", "cluster, classic pub/sub" or
+ * "Redlock, 5 servers". */
 const char *bench_target_name(const bench_target *t);
 
 /* Starts a Redis Cluster of 3 masters with a replica each on loopback
@@ -141,10 +148,28 @@ int bench_start_cluster(test_cluster *c, const bench_cpus *cpus, bench_target *t
 /* 1 when every node still has the role it started with (no failover). */
 int bench_cluster_intact(test_cluster *c, const bench_target *t);
 
+/* Redlock's independent redis-servers. */
+typedef struct bench_redlock {
+    test_redis s[BENCH_REDLOCK_N];
+} bench_redlock;
+
+/* Starts Redlock's BENCH_REDLOCK_N redis-servers on loopback (no config:
+ * each as bench_start_server starts the single one, and as the Redlock
+ * tests start theirs), every one pinned to cpus->server when
+ * cpus->server >= 0 (-1: not pinned), so that the five share the one core
+ * that the single server has, and fills *t (a LEASH_TOPOLOGY_REDLOCK client
+ * over all of them, pub/sub AUTO, i.e. classic). 0, or -1 with the reason
+ * on stderr (then none runs). */
+int bench_start_redlock(bench_redlock *rl, const bench_cpus *cpus, bench_target *t);
+/* Stops them (safe on a zeroed or stopped *rl). */
+void bench_stop_redlock(bench_redlock *rl);
+/* 1 when every one of them still answers PING (none died in the run). */
+int bench_redlock_intact(bench_redlock *rl);
+
 /* Blocking connections to the servers of a target, for the figures a
  * benchmark reads: commands and CPU sum over the masters (what serves the
- * locks; a replica only applies what its master sends it), the cluster
- * bus over every node. */
+ * locks; a replica only applies what its master sends it; Redlock: all of
+ * its servers), the cluster bus over every node. */
 typedef struct bench_admin {
     int masters, count;
     redisContext *c[BENCH_MAX_NODES]; /* the masters first */
@@ -303,11 +328,17 @@ int bench_ping_rtt(int port, bench_rb *out);
 void bench_log_stderr(int level, const char *msg, void *arg);
 /* A client for 127.0.0.1:port on loop, logging warnings to stderr, or NULL. */
 leash_client *bench_client_new(struct ev_loop *loop, int port);
-/* The same for a target: a cluster's masters are the seeds, with the
- * target's pub/sub. */
+/* The same for a target: a cluster's masters are the seeds, Redlock's
+ * servers its nodes (LEASH_TOPOLOGY_REDLOCK), with the target's pub/sub. */
 leash_client *bench_client_new_at(struct ev_loop *loop, const bench_target *t);
 /* Runs loop until every client is connected; 0, or -1 after timeout_ms. */
 int bench_wait_connected(struct ev_loop *loop, leash_client *const *clients, int n, int timeout_ms);
+/* The same for clients of target t; for Redlock (whose clients say
+ * connected once a majority is) until each client's command and subscriber
+ * connections to all of its servers are ready, as the Redlock tests wait,
+ * so that the first acquires reach every server. */
+int bench_wait_ready(struct ev_loop *loop, leash_client *const *clients, int n,
+                     const bench_target *t, int timeout_ms);
 
 /* ---- handoff samples ---- */
 

@@ -54,6 +54,13 @@
  * one a message to each other node. The reference round trip is measured
  * on a master of the cluster too.
  *
+ * Redlock (--redlock): the same handoff between 2 contenders
+ * (--redlock-contenders) by LEASH_TOPOLOGY_REDLOCK clients over Redlock's 5
+ * independent servers (common.h: all on the server's CPU), beside the
+ * one-server configuration of the same contenders and mode: p50 (target:
+ * under 1 ms) and p99, and the Redis calls per acquisition summed over the
+ * five. The reference round trip is measured on one of the five.
+ *
  * Output: one markdown table on stdout, then notes. Exit 0 when every
  * configuration ran (even if a figure is bad), 1 on a set-up failure.
  */
@@ -398,14 +405,15 @@ static void contender_close(contender *ct) {
     ct->client = NULL;
 }
 
-/* Runs loop until every client of cs[from..to) is connected, 5 s at most. */
-static int wait_connected(struct ev_loop *loop, const contender *cs, int from, int to) {
+/* Runs loop until every client of cs[from..to) is connected (for Redlock:
+ * to all of its servers), 5 s at most. */
+static int wait_connected(struct ev_loop *loop, const bench *b, int from, int to) {
     leash_client *clients[MAX_CONTENDERS];
     int i;
 
     for (i = from; i < to; i++)
-        clients[i - from] = cs[i].client;
-    return bench_wait_connected(loop, clients, to - from, 5000);
+        clients[i - from] = b->cs[i].client;
+    return bench_wait_ready(loop, clients, to - from, &b->target, 5000);
 }
 
 /* ---- loop mode ---- */
@@ -460,7 +468,7 @@ static int run_loop_mode(bench *b, bench_admin *admin) {
             fprintf(stderr, "handoff: client %d could not be set up\n", i);
             goto out;
         }
-    if (wait_connected(b->loop, b->cs, 0, b->n) != 0) {
+    if (wait_connected(b->loop, b, 0, b->n) != 0) {
         fprintf(stderr, "handoff: clients did not connect in 5 s\n");
         goto out;
     }
@@ -513,7 +521,7 @@ static int child_main(bench *b, int id) {
         fprintf(stderr, "handoff: contender %d could not be set up\n", id);
         return 1;
     }
-    if (wait_connected(loop, b->cs, id, id + 1) != 0) {
+    if (wait_connected(loop, b, id, id + 1) != 0) {
         fprintf(stderr, "handoff: contender %d did not connect in 5 s\n", id);
         return 1;
     }
@@ -598,6 +606,7 @@ typedef struct result {
     int ok;              /* the configuration ran */
     int64_t count;       /* handoff samples */
     double p50_us, p99_us, max_us, min_us;
+    double p10_us, p90_us;
     double ask_p50_us, ask_p99_us; /* from the leash_release() call instead */
     int64_t acqs;                  /* acquisitions inside the command window */
     int counts_ok;                 /* both snapshots taken */
@@ -623,9 +632,13 @@ static void write_samples(const char *dir, const result *res, const int64_t *s, 
     char tag[64], label[96];
 
     snprintf(tag, sizeof tag, "%d-%s%s", res->n, mode_tag(res->mode),
-             res->target.cluster ? "-cluster" : "");
+             res->target.cluster   ? "-cluster"
+             : res->target.redlock ? "-redlock"
+                                   : "");
     snprintf(label, sizeof label, "%d contenders, %s%s", res->n, mode_name(res->mode),
-             res->target.cluster ? ", Redis Cluster" : "");
+             res->target.cluster   ? ", Redis Cluster"
+             : res->target.redlock ? ", Redlock (5 servers)"
+                                   : "");
     bench_write_samples("handoff", dir, tag, label, s, n);
 }
 
@@ -674,7 +687,9 @@ static void collect(const bench *b, result *res, const char *samples_dir) {
     if (n > 0) {
         qsort(s, (size_t)n, sizeof(*s), bench_cmp_i64);
         res->count = n;
+        res->p10_us = pct_us(s, n, 0.10);
         res->p50_us = pct_us(s, n, 0.50);
+        res->p90_us = pct_us(s, n, 0.90);
         res->p99_us = pct_us(s, n, 0.99);
         res->max_us = (double)s[n - 1] / 1000.;
         res->min_us = (double)s[0] / 1000.;
@@ -799,10 +814,12 @@ static void print_calls(const result *x) {
     }
 }
 
-/* "2, one loop" or "2, one loop, cluster, sharded pub/sub". */
+/* "2, one loop", "2, one loop, cluster, sharded pub/sub" or "2, one loop,
+ * Redlock, 5 servers". */
 static const char *config_name(const result *x, char *buf, size_t cap) {
-    snprintf(buf, cap, "%d, %s%s%s", x->n, mode_name(x->mode), x->target.cluster ? ", " : "",
-             x->target.cluster ? bench_target_name(&x->target) : "");
+    int other = x->target.cluster || x->target.redlock;
+    snprintf(buf, cap, "%d, %s%s%s", x->n, mode_name(x->mode), other ? ", " : "",
+             other ? bench_target_name(&x->target) : "");
     return buf;
 }
 
@@ -855,7 +872,8 @@ static void print_config_notes(const result *res, int count, const bench_rb *rtt
                    per_acq(d->busy, x->acqs), per_acq(d->grants, x->acqs),
                    per_acq(x->releases, x->acqs), per_acq(d->publishes, x->acqs),
                    per_acq(d->total, x->acqs));
-            if (by_sub - by_lua > 0.05 || by_lua - by_sub > 0.05)
+            /* Redlock runs every release (and the raise) on several servers. */
+            if (!x->target.redlock && (by_sub - by_lua > 0.05 || by_lua - by_sub > 0.05))
                 printf("; NOTE acquire attempts by subtraction (lock cmds - releases issued) "
                        "= %.2f, not %.2f",
                        by_sub, by_lua);
@@ -863,7 +881,7 @@ static void print_config_notes(const result *res, int count, const bench_rb *rtt
         if (x->counts_ok && d->scripts > 0)
             printf("; server time per EVALSHA %.1f µs",
                    (double)d->script_usec / (double)d->scripts);
-        if (x->counts_ok && x->target.cluster)
+        if (x->counts_ok && (x->target.cluster || x->target.redlock))
             print_calls(x);
         printf("; leash wakeups per hold %.2f", per_acq((long long)x->wakeups, x->total_holds));
         if (x->self_handoffs)
@@ -963,6 +981,75 @@ static void print_cluster_notes(const result *res, int count, const bench_rb *rt
     print_config_notes(res, count, rtt);
 }
 
+/* Redlock's configurations, each beside the one-server configuration of
+ * the same contenders and mode (if it ran). */
+static void print_redlock(const result *single, int nsingle, const result *res, int count) {
+    int i, j;
+
+    printf("\n| Redis | contenders | mode | handoffs | p50 µs (target: under 1000) | p99 µs "
+           "| max µs | p50 x one server | p99 x one server | Redis calls/acquisition (all "
+           "servers) | acquire-script runs/acquisition (all servers) |\n");
+    printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (i = 0; i < count; i++) {
+        const result *x = &res[i], *one = NULL;
+
+        for (j = 0; j < nsingle; j++)
+            if (single[j].n == x->n && single[j].mode == x->mode && single[j].count > 0)
+                one = &single[j];
+        if (one != NULL)
+            printf("| one server | %d | %s | %lld%s | %.0f | %.0f | %.0f | 1.00 | 1.00 | %s%.2f "
+                   "| %s%.2f |\n",
+                   one->n, mode_name(one->mode), (long long)one->count, one->time_capped ? "*" : "",
+                   one->p50_us, one->p99_us, one->max_us, one->counts_ok ? "" : "n/a ",
+                   one->counts_ok ? per_acq(one->runs.total, one->acqs) : 0.,
+                   one->counts_ok ? "" : "n/a ",
+                   one->counts_ok ? per_acq(one->runs.acquires, one->acqs) : 0.);
+        printf("| Redlock, 5 servers | %d | %s | ", x->n, mode_name(x->mode));
+        if (!x->ok || x->count == 0) {
+            printf("failed | | | | | | | |\n");
+            continue;
+        }
+        printf("%lld%s | **%.0f** | **%.0f** | %.0f | ", (long long)x->count,
+               x->time_capped ? "*" : "", x->p50_us, x->p99_us, x->max_us);
+        if (one != NULL && one->p50_us > 0. && one->p99_us > 0.)
+            printf("%.2f | %.2f", x->p50_us / one->p50_us, x->p99_us / one->p99_us);
+        else
+            printf("n/a | n/a");
+        if (x->counts_ok)
+            printf(" | %.2f | %.2f |\n", per_acq(x->runs.total, x->acqs),
+                   per_acq(x->runs.acquires, x->acqs));
+        else
+            printf(" | n/a | n/a |\n");
+    }
+}
+
+static void print_redlock_notes(const result *res, int count, const bench_rb *rtt, int intact) {
+    int i, any = 0;
+
+    printf("\nRedlock: 5 independent redis-servers (tests/support/redis_server.c, as the "
+           "Redlock tests start them), all on the server's CPU, so that the five have the one "
+           "core the single server has; each contender's client has the five as its nodes "
+           "(LEASH_TOPOLOGY_REDLOCK) and subscribes on each of them. An acquisition: the "
+           "acquire script on all five (busy ones too), the fence raise on the servers that "
+           "granted; a release: the release script on all five, each of which publishes "
+           "(the waiter passes one message on). Redis calls: INFO commandstats summed over "
+           "the five, per acquisition in the window. Target: p50 under 1 ms with 2 "
+           "contenders.%s\n",
+           intact ? "" : " **A Redlock server stopped answering during the runs.**");
+    for (i = 0; i < count; i++)
+        if (res[i].ok && res[i].count > 0)
+            printf("%s%d, %s: p10 %.0f µs, p90 %.0f µs",
+                   any++ ? "; " : "Spread of the handoffs: ", res[i].n, mode_name(res[i].mode),
+                   res[i].p10_us, res[i].p90_us);
+    if (any)
+        printf(".\n");
+    if (rtt->ok)
+        printf("Reference round trip on one of the five (redis-benchmark -c 1 -P 1 PING, same "
+               "CPUs): p50 %.0f µs, p99 %.0f µs.\n",
+               rtt->p50_us, rtt->p99_us);
+    print_config_notes(res, count, rtt);
+}
+
 /* ---- main ---- */
 
 static void usage(const char *argv0) {
@@ -981,6 +1068,10 @@ static void usage(const char *argv0) {
             "                         sharded and with classic pub/sub\n"
             "      --cluster-contenders LIST  contender counts there (default 2)\n"
             "      --cluster-handoffs N       measured handoffs there (default 1000)\n"
+            "      --redlock          also on Redlock's 5 servers\n"
+            "      --redlock-contenders LIST  contender counts there (default 2)\n"
+            "      --redlock-handoffs N       measured handoffs there (default 500; the\n"
+            "                                 time cap there is at least 40 s)\n"
             "      --no-pin           do not pin redis-server and the benchmark to CPUs\n"
             "      --no-reference     do not run redis-benchmark for the reference\n",
             argv0);
@@ -999,19 +1090,23 @@ int main(int argc, char **argv) {
                                              {"cluster", no_argument, NULL, 'C'},
                                              {"cluster-contenders", required_argument, NULL, 'N'},
                                              {"cluster-handoffs", required_argument, NULL, 'K'},
+                                             {"redlock", no_argument, NULL, 'L'},
+                                             {"redlock-contenders", required_argument, NULL, 'M'},
+                                             {"redlock-handoffs", required_argument, NULL, 'J'},
                                              {"help", no_argument, NULL, '?'},
                                              {NULL, 0, NULL, 0}};
     int ns[MAX_CONFIGS], nn = 0, modes = 3, hold_ms = 5, barge = 0, pin = 1, want_ref = 1;
     int cns[MAX_CONFIGS], ncn = 0, cluster = 0, intact = 1, p;
-    int64_t handoffs = 0, cluster_handoffs = 1000;
+    int lns[MAX_CONFIGS], nln = 0, redlock = 0, rl_intact = 1;
+    int64_t handoffs = 0, cluster_handoffs = 1000, redlock_handoffs = 500;
     double cap_s = 20.;
     const char *samples_dir = NULL;
-    result results[MAX_CONFIGS * 2], cresults[MAX_CONFIGS * 2 * 2];
-    int nres = 0, ncres = 0, i, m, opt, failed = 0;
+    result results[MAX_CONFIGS * 2], cresults[MAX_CONFIGS * 2 * 2], lresults[MAX_CONFIGS * 3];
+    int nres = 0, ncres = 0, nlres = 0, i, m, opt, failed = 0;
     bench_cpus cpus;
-    bench_target single, ct;
+    bench_target single, ct, rt;
     bench_admin admin;
-    bench_rb rtt, crtt;
+    bench_rb rtt, crtt, lrtt;
     test_redis r;
 
     while ((opt = getopt_long(argc, argv, "c:m:H:T:", longopts, NULL)) != -1) {
@@ -1083,6 +1178,20 @@ int main(int argc, char **argv) {
                 return 2;
             }
             break;
+        case 'L':
+            redlock = 1;
+            break;
+        case 'M':
+            if ((nln = bench_parse_list(optarg, lns, MAX_CONFIGS, 1, MAX_CONTENDERS)) < 0)
+                return 2;
+            break;
+        case 'J':
+            redlock_handoffs = strtoll(optarg, NULL, 10);
+            if (redlock_handoffs < 1 || redlock_handoffs > 10000000) {
+                usage(argv[0]);
+                return 2;
+            }
+            break;
         default:
             usage(argv[0]);
             return 2;
@@ -1094,6 +1203,8 @@ int main(int argc, char **argv) {
     }
     if (ncn == 0)
         cns[ncn++] = 2;
+    if (nln == 0)
+        lns[nln++] = 2;
     signal(SIGPIPE, SIG_IGN);
 
     if (bench_start_server(&r, NULL, pin, &cpus) != 0) {
@@ -1108,7 +1219,9 @@ int main(int argc, char **argv) {
     }
     memset(&rtt, 0, sizeof rtt);
     memset(&crtt, 0, sizeof crtt);
+    memset(&lrtt, 0, sizeof lrtt);
     memset(&ct, 0, sizeof ct);
+    memset(&rt, 0, sizeof rt);
     if (want_ref)
         bench_ping_rtt(r.port, &rtt);
 
@@ -1158,6 +1271,37 @@ int main(int argc, char **argv) {
             test_cluster_stop(&c);
         }
     }
+    if (redlock) {
+        bench_redlock rl;
+
+        fprintf(stderr, "handoff: starting the Redlock servers...\n");
+        if (bench_start_redlock(&rl, &cpus, &rt) != 0 || bench_admin_open(&admin, &rt) != 0) {
+            fprintf(stderr, "handoff: no Redlock servers\n");
+            bench_stop_redlock(&rl);
+            failed = 1;
+        } else {
+            if (want_ref)
+                bench_ping_rtt(rt.port[0], &lrtt);
+            for (i = 0; i < nln; i++)
+                for (m = 0; m < 3; m++) {
+                    if (!(modes & (1 << m)))
+                        continue;
+                    fprintf(stderr, "handoff: %d contenders, %s, %s, %lld handoffs...\n", lns[i],
+                            mode_name(m), bench_target_name(&rt), (long long)redlock_handoffs);
+                    /* A woken Redlock waiter pauses at random before it tries
+                     * (route/quorum.c): its handoffs take longer. */
+                    if (run_config(lns[i], m, redlock_handoffs, cap_s > 40. ? cap_s : 40., hold_ms,
+                                   barge, &rt, &admin, &cpus, &lresults[nlres], samples_dir) != 0)
+                        failed = 1;
+                    nlres++;
+                }
+            rl_intact = bench_redlock_intact(&rl);
+            if (!rl_intact)
+                failed = 1;
+            bench_admin_close(&admin);
+            bench_stop_redlock(&rl);
+        }
+    }
     test_redis_stop(&r);
 
     printf("### Lock handoff (leash-bench-handoff)\n\n");
@@ -1167,6 +1311,11 @@ int main(int argc, char **argv) {
         printf("\n#### On a Redis Cluster\n");
         print_cluster(results, nres, cresults, ncres);
         print_cluster_notes(cresults, ncres, &crtt, &ct, intact);
+    }
+    if (redlock) {
+        printf("\n#### On Redlock (5 servers)\n");
+        print_redlock(results, nres, lresults, nlres);
+        print_redlock_notes(lresults, nlres, &lrtt, rl_intact);
     }
     printf("\n");
     bench_print_cpus(&cpus);

@@ -28,6 +28,12 @@
  * second and the locks per command are given too. Each run is a process of
  * its own (forked), so that both measure memory from the same start.
  *
+ * Redlock (--redlock): --redlock-locks locks (default 10 000) held by a
+ * LEASH_TOPOLOGY_REDLOCK client over Redlock's 5 independent servers
+ * (common.h: all on the server's CPU), beside the same number held on the
+ * one server (a run of its own, right after the main one): client CPU,
+ * renewals, renew commands and server CPU summed over the five, memory.
+ *
  * Output: one markdown table and notes. Exit 0 when everything ran and every
  * lock was still held at the end.
  */
@@ -201,7 +207,7 @@ static int run_leash(const bench_target *t, bench_admin *admin, const bench_cpus
     if (r.loop == NULL || r.locks == NULL || (r.client = bench_client_new_at(r.loop, t)) == NULL)
         goto out;
     ev_timer_init(&r.timer, on_timer, 0., 0.);
-    if (bench_wait_connected(r.loop, &r.client, 1, 5000) != 0) {
+    if (bench_wait_ready(r.loop, &r.client, 1, t, 5000) != 0) {
         fprintf(stderr, "renewal: the client did not connect in 5 s\n");
         goto out;
     }
@@ -376,6 +382,8 @@ static void usage(const char *argv0) {
             "  -w, --window S      measured window (default: two renew intervals)\n"
             "      --rb-requests N redis-benchmark calls of the renew script (default 5000)\n"
             "      --cluster       also on a Redis Cluster (3 masters + 3 replicas)\n"
+            "      --redlock       also on Redlock's 5 servers (and the same locks on one)\n"
+            "      --redlock-locks N  held locks there (default 10000)\n"
             "      --no-pin        do not pin redis-server and the benchmark to CPUs\n",
             argv0);
 }
@@ -385,15 +393,16 @@ int main(int argc, char **argv) {
         {"locks", required_argument, NULL, 'n'},  {"lease", required_argument, NULL, 'l'},
         {"window", required_argument, NULL, 'w'}, {"rb-requests", required_argument, NULL, 'q'},
         {"cluster", no_argument, NULL, 'C'},      {"no-pin", no_argument, NULL, 'p'},
+        {"redlock", no_argument, NULL, 'L'},      {"redlock-locks", required_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-    long n = 100000, lease_ms = 30000, rb_requests = 5000;
+    long n = 100000, lease_ms = 30000, rb_requests = 5000, rl_n = 10000;
     double window_s = 0.;
-    int pin = 1, opt, failed = 0, cluster = 0, intact = 1;
+    int pin = 1, opt, failed = 0, cluster = 0, intact = 1, redlock = 0, rl_intact = 1;
     bench_scripts sc;
     reference ref;
-    result res, cres;
+    result res, cres, lone, lres;
     bench_cpus cpus;
-    bench_target single, ct;
+    bench_target single, ct, rt;
     redisContext *admin;
     test_redis r;
 
@@ -414,6 +423,12 @@ int main(int argc, char **argv) {
         case 'C':
             cluster = 1;
             break;
+        case 'L':
+            redlock = 1;
+            break;
+        case 'N':
+            rl_n = strtol(optarg, NULL, 10);
+            break;
         case 'p':
             pin = 0;
             break;
@@ -422,7 +437,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (n < 1 || n > 10000000 || lease_ms < 30 || window_s < 0. || rb_requests < 100) {
+    if (n < 1 || n > 10000000 || rl_n < 1 || rl_n > 10000000 || lease_ms < 30 || window_s < 0. ||
+        rb_requests < 100) {
         usage(argv[0]);
         return 2;
     }
@@ -434,6 +450,8 @@ int main(int argc, char **argv) {
     bench_target_single(&single, r.port);
     memset(&ref, 0, sizeof ref);
     memset(&cres, 0, sizeof cres);
+    memset(&lone, 0, sizeof lone);
+    memset(&lres, 0, sizeof lres);
     if (bench_have_redis_benchmark()) {
         fprintf(stderr, "renewal: reference (redis-benchmark)...\n");
         if (run_reference(&r, admin, &sc, lease_ms, rb_requests, &ref) != 0)
@@ -442,6 +460,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "renewal: %ld locks, lease %ld ms, window %.1f s...\n", n, lease_ms, window_s);
     if (run_forked(&single, &cpus, n, lease_ms, window_s, &res) != 0)
         failed = 1;
+    if (redlock) {
+        /* The one-server figures Redlock's compare with, at the same count:
+         * a clean server first (the last run's releases are best-effort). */
+        bench_flushall(&r);
+        fprintf(stderr, "renewal: %ld locks on one server (for Redlock's row)...\n", rl_n);
+        if (run_forked(&single, &cpus, rl_n, lease_ms, window_s, &lone) != 0)
+            failed = 1;
+    }
     redisFree(admin);
     test_redis_stop(&r);
     if (cluster) {
@@ -461,6 +487,25 @@ int main(int argc, char **argv) {
             if (!intact)
                 failed = 1;
             test_cluster_stop(&c);
+        }
+    }
+
+    if (redlock) {
+        bench_redlock rl;
+
+        fprintf(stderr, "renewal: starting the Redlock servers...\n");
+        if (bench_start_redlock(&rl, &cpus, &rt) != 0) {
+            lres.locks = rl_n;
+            lres.lease_ms = lease_ms;
+            failed = 1;
+        } else {
+            fprintf(stderr, "renewal: %ld locks on Redlock...\n", rl_n);
+            if (run_forked(&rt, &cpus, rl_n, lease_ms, window_s, &lres) != 0)
+                failed = 1;
+            rl_intact = bench_redlock_intact(&rl);
+            if (!rl_intact)
+                failed = 1;
+            bench_stop_redlock(&rl);
         }
     }
 
@@ -504,6 +549,34 @@ int main(int argc, char **argv) {
     print_run_notes("one server", &res);
     if (cluster)
         print_run_notes("cluster", &cres);
+    if (redlock) {
+        printf("\n| Redlock, 5 servers | held locks | lease / renew interval | window s "
+               "| client CPU %% of one core | x one server | renewals/s | renew commands/s "
+               "| locks per renew command | calls inside the scripts/s | server CPU %% "
+               "| share of the server's renew capacity | RSS per lock | heap per lock |\n");
+        printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        print_row("one server", &lone, NULL, &ref);
+        print_row("Redlock", &lres, &lone, NULL);
+        printf("\nRedlock: 5 independent redis-servers (tests/support/redis_server.c, as the "
+               "Redlock tests start them), all on the server's CPU; the client has the five "
+               "as its nodes (LEASH_TOPOLOGY_REDLOCK) and holds %ld locks (each on a majority "
+               "at least: an acquire goes to all five), every renewal going to all five; the "
+               "one-server row holds the same %ld locks on the single server, in a run of its "
+               "own right after the main one, so that the ratio compares like with like. "
+               "Renew commands/s: leash_stats; locks per renew command: renewals / EVALSHA "
+               "of the renew script, summed over the five (INFO commandstats); server CPU: "
+               "INFO cpu summed over the five.%s\n",
+               rl_n, rl_n,
+               rl_intact ? "" : " **A Redlock server stopped answering during the run.**");
+        if (lone.renew_commands_per_s > 0. && lres.renew_commands_per_s > 0.)
+            printf("Renew EVALSHA run (INFO commandstats, all servers) per renew command sent "
+                   "(leash_stats): one server %.2f, Redlock %.2f (each of its renew commands "
+                   "goes to the %d servers).\n",
+                   lone.evalsha_per_s / lone.renew_commands_per_s,
+                   lres.evalsha_per_s / lres.renew_commands_per_s, BENCH_REDLOCK_N);
+        print_run_notes("one server, Redlock's count", &lone);
+        print_run_notes("Redlock", &lres);
+    }
     printf("\n");
     bench_print_cpus(&cpus);
     return failed ? 1 : 0;

@@ -38,6 +38,12 @@
  * (INFO cpu summed over the masters; the replicas' apart) and Redis calls
  * per cycle (INFO commandstats summed over the masters).
  *
+ * Redlock (--redlock): the same cycles at 1024 in flight (--redlock-inflight)
+ * by a LEASH_TOPOLOGY_REDLOCK client over Redlock's 5 independent servers
+ * (common.h: all on the server's CPU), after the one-server runs, and a
+ * table beside the one server's: cycles/s, client CPU per cycle, server CPU
+ * per cycle and Redis calls per cycle, both summed over the five.
+ *
  * Output: markdown tables and notes. Exit 0 when everything ran.
  */
 #define _GNU_SOURCE
@@ -355,7 +361,7 @@ static int run_config(const bench_target *t, int n, double warmup_s, double wind
         if (r->slots[i].lock == NULL)
             goto out;
     }
-    if (bench_wait_connected(r->loop, &r->client, 1, 5000) != 0) {
+    if (bench_wait_ready(r->loop, &r->client, 1, t, 5000) != 0) {
         fprintf(stderr, "throughput: the client did not connect in 5 s\n");
         goto out;
     }
@@ -598,6 +604,68 @@ static void print_cluster(const result *single, const result *clustered, int cou
     }
 }
 
+/* One server against Redlock at each count of the Redlock list. */
+static void print_redlock(const result *single, const result *rl, int count) {
+    int i;
+
+    printf("\n| Redlock, 5 servers | operations in flight | cycles/s | x one server "
+           "| client CPU µs/cycle | x one server | server CPU µs/cycle (all servers) "
+           "| x one server | Redis calls/cycle (all servers) |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (i = 0; i < count; i++) {
+        const result *a = &single[i], *b = &rl[i];
+        int base = a->ok && a->cycles > 0;
+        if (!base)
+            printf("| one server | %d | failed | | | | | | |\n", a->n);
+        else
+            printf("| one server | %d | %.0f | 1.00 | %.2f | 1.00 | %.1f | 1.00 | %.2f |\n", a->n,
+                   a->rate, a->client_cpu_us, a->server_cpu_us, a->calls_per_cycle);
+        if (!b->ok || b->cycles == 0) {
+            printf("| Redlock | %d | failed | | | | | | |\n", b->n);
+            continue;
+        }
+        printf("| Redlock | %d | **%.0f** | ", b->n, b->rate);
+        if (base && a->rate > 0.)
+            printf("**%.2f**", b->rate / a->rate);
+        else
+            printf("n/a");
+        printf(" | **%.2f** | ", b->client_cpu_us);
+        if (base && a->client_cpu_us > 0.)
+            printf("**%.2f**", b->client_cpu_us / a->client_cpu_us);
+        else
+            printf("n/a");
+        printf(" | %.1f | ", b->server_cpu_us);
+        if (base && a->server_cpu_us > 0.)
+            printf("%.2f", b->server_cpu_us / a->server_cpu_us);
+        else
+            printf("n/a");
+        printf(" | %.2f |\n", b->calls_per_cycle);
+    }
+}
+
+/* The one-server run each run elsewhere at ns_other[i] compares with: the
+ * run of the main table at the same count, or one of its own. 0, or -1
+ * when one of its own failed. */
+static int baselines(const bench_target *single, bench_admin *admin, const bench_cpus *cpus,
+                     const int *ns, const result *results, int nn, const int *ns_other, int nother,
+                     double warmup_s, double window_s, result *out) {
+    int i, j, rc = 0;
+
+    for (i = 0; i < nother; i++) {
+        for (j = 0; j < nn && ns[j] != ns_other[i]; j++)
+            ;
+        if (j < nn) {
+            out[i] = results[j];
+            out[i].mem = NULL;
+            continue;
+        }
+        fprintf(stderr, "throughput: %d in flight, one server...\n", ns_other[i]);
+        if (run_config(single, ns_other[i], warmup_s, window_s, 0., cpus, admin, &out[i]) != 0)
+            rc = -1;
+    }
+    return rc;
+}
+
 static void usage(const char *argv0) {
     fprintf(
         stderr,
@@ -611,6 +679,8 @@ static void usage(const char *argv0) {
         "      --rb-keyspace N    holds made for the release run (default 1000000)\n"
         "      --cluster          also on a Redis Cluster (3 masters + 3 replicas)\n"
         "      --cluster-inflight LIST  operations in flight there (default 1024)\n"
+        "      --redlock          also on Redlock's 5 servers\n"
+        "      --redlock-inflight LIST  operations in flight there (default 1024)\n"
         "      --no-pin           do not pin redis-server and the benchmark to CPUs\n",
         argv0);
 }
@@ -625,17 +695,21 @@ int main(int argc, char **argv) {
                                              {"rb-keyspace", required_argument, NULL, 'k'},
                                              {"cluster", no_argument, NULL, 'C'},
                                              {"cluster-inflight", required_argument, NULL, 'I'},
+                                             {"redlock", no_argument, NULL, 'L'},
+                                             {"redlock-inflight", required_argument, NULL, 'J'},
                                              {"no-pin", no_argument, NULL, 'p'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
-    int ns[MAX_CONFIGS], nn = 0, pin = 1, rb_clients = 50, i, j, opt, failed = 0;
+    int ns[MAX_CONFIGS], nn = 0, pin = 1, rb_clients = 50, i, opt, failed = 0;
     int cns[MAX_CONFIGS], ncn = 0, cluster = 0, intact = 1;
+    int lns[MAX_CONFIGS], nln = 0, redlock = 0, rl_intact = 1;
     long rb_requests = 100000, rb_keyspace = 1000000;
     double window_s = 3., warmup_s = 0.5, mem_s = 60., mem_interval_s, lease_s, limit = 0.;
     double edge = 0.; /* the largest edge effect on calls per cycle, and its W */
     int edge_n = 0;
     bench_scripts sc;
     result results[MAX_CONFIGS], mem, csingle[MAX_CONFIGS], cresults[MAX_CONFIGS];
+    result lsingle[MAX_CONFIGS], lresults[MAX_CONFIGS];
     reference before, after;
     leash_options defaults;
     bench_cpus cpus;
@@ -675,6 +749,13 @@ int main(int argc, char **argv) {
             if ((ncn = bench_parse_list(optarg, cns, MAX_CONFIGS, 1, 100000)) < 0)
                 return 2;
             break;
+        case 'L':
+            redlock = 1;
+            break;
+        case 'J':
+            if ((nln = bench_parse_list(optarg, lns, MAX_CONFIGS, 1, 100000)) < 0)
+                return 2;
+            break;
         case 'p':
             pin = 0;
             break;
@@ -695,6 +776,8 @@ int main(int argc, char **argv) {
     }
     if (ncn == 0)
         cns[ncn++] = 1024;
+    if (nln == 0)
+        lns[nln++] = 1024;
     /* Every 5 s, more often in a short run, and never more samples than
      * the run keeps. */
     mem_interval_s = mem_s >= 20. ? 5. : mem_s / 4.;
@@ -733,21 +816,9 @@ int main(int argc, char **argv) {
         bench_target ct;
         bench_admin cadm;
 
-        /* The one-server figure each cluster run compares with: the run of
-         * the main table, or one of its own. */
-        for (i = 0; i < ncn; i++) {
-            for (j = 0; j < nn && ns[j] != cns[i]; j++)
-                ;
-            if (j < nn) {
-                csingle[i] = results[j];
-                csingle[i].mem = NULL;
-                continue;
-            }
-            fprintf(stderr, "throughput: %d in flight, one server...\n", cns[i]);
-            if (run_config(&single, cns[i], warmup_s, window_s, 0., &cpus, &single_admin,
-                           &csingle[i]) != 0)
-                failed = 1;
-        }
+        if (baselines(&single, &single_admin, &cpus, ns, results, nn, cns, ncn, warmup_s, window_s,
+                      csingle) != 0)
+            failed = 1;
         fprintf(stderr, "throughput: starting a Redis Cluster...\n");
         if (bench_start_cluster(&c, &cpus, &ct) != 0 || bench_admin_open(&cadm, &ct) != 0) {
             fprintf(stderr, "throughput: no Redis Cluster\n");
@@ -770,6 +841,38 @@ int main(int argc, char **argv) {
                 failed = 1;
             bench_admin_close(&cadm);
             test_cluster_stop(&c);
+        }
+    }
+    if (redlock) {
+        bench_redlock rl;
+        bench_target rt;
+        bench_admin radm;
+
+        if (baselines(&single, &single_admin, &cpus, ns, results, nn, lns, nln, warmup_s, window_s,
+                      lsingle) != 0)
+            failed = 1;
+        fprintf(stderr, "throughput: starting the Redlock servers...\n");
+        if (bench_start_redlock(&rl, &cpus, &rt) != 0 || bench_admin_open(&radm, &rt) != 0) {
+            fprintf(stderr, "throughput: no Redlock servers\n");
+            bench_stop_redlock(&rl);
+            for (i = 0; i < nln; i++) {
+                memset(&lresults[i], 0, sizeof lresults[i]);
+                lresults[i].n = lns[i];
+            }
+            failed = 1;
+        } else {
+            for (i = 0; i < nln; i++) {
+                fprintf(stderr, "throughput: %d in flight, Redlock...\n", lns[i]);
+                /* The warm-up also loads the scripts on every server. */
+                if (run_config(&rt, lns[i], warmup_s > 1. ? warmup_s : 1., window_s, 0., &cpus,
+                               &radm, &lresults[i]) != 0)
+                    failed = 1;
+            }
+            rl_intact = bench_redlock_intact(&rl);
+            if (!rl_intact)
+                failed = 1;
+            bench_admin_close(&radm);
+            bench_stop_redlock(&rl);
         }
     }
     if (mem_s > 0.) {
@@ -798,6 +901,8 @@ int main(int argc, char **argv) {
     print_table(results, nn, &before, &after, limit);
     if (cluster)
         print_cluster(csingle, cresults, ncn);
+    if (redlock)
+        print_redlock(lsingle, lresults, nln);
     if (mem.ok && mem.nmem >= 2)
         print_memory(&mem, lease_s);
     printf("\nOne client, W lock handles on W distinct keys, each looping try-once acquire -> "
@@ -862,6 +967,26 @@ int main(int argc, char **argv) {
                "them, apart. Redis calls: INFO commandstats summed over the masters.%s\n",
                warmup_s > 1. ? warmup_s : 1.,
                intact ? "" : " **A node changed its role during the run (a failover).**");
+    }
+    if (redlock) {
+        for (i = 0; i < nln; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "Redlock, %d in flight", lresults[i].n);
+            print_run_notes(what, &lresults[i]);
+            if (lresults[i].disconnects)
+                printf("  (**%llu disconnects**)\n", (unsigned long long)lresults[i].disconnects);
+        }
+        printf("\nRedlock: 5 independent redis-servers (tests/support/redis_server.c, as the "
+               "Redlock tests start them), all on the server's CPU, so that the five have the "
+               "one core the single server has; one leash client with the five as its nodes "
+               "(LEASH_TOPOLOGY_REDLOCK), the same W handles on W distinct keys, each acquire "
+               "sent to all five (then the fence raise to the servers that granted), each "
+               "release to all five; its run follows the one-server runs (warm-up %.1f s, "
+               "which also loads the scripts on every server). Server CPU and Redis calls: "
+               "INFO summed over the five; the one-server row is the run of the main table "
+               "at the same count.%s\n",
+               warmup_s > 1. ? warmup_s : 1.,
+               rl_intact ? "" : " **A Redlock server stopped answering during the run.**");
     }
     printf("\n");
     bench_print_cpus(&cpus);
