@@ -429,14 +429,16 @@ static void release_everywhere(qreq *q) {
 }
 
 /* Renewals again, in the background, on the servers that failed them
- * (or have not answered yet): the hold should not run on a bare majority
- * for longer than it must. */
+ * (or whose copy has not even been written yet): the hold should not run
+ * on a bare majority for longer than it must. A copy written and not yet
+ * answered goes on unheard, and does the same. */
 static void renew_again(qreq *q) {
     unsigned s;
 
     for (s = 0; s < q->qu->n; s++) {
         leash__cmd *c;
-        if (q->answered[s] && q->got[s * q->n].status == LEASH_OK)
+        if (q->answered[s] ? q->got[s * q->n].status == LEASH_OK
+                           : q->cmds[s] != NULL && (q->cmds[s]->flags & LEASH__CMD_WRITTEN))
             continue;
         c = leash__cmd_clone(q->again);
         if (c == NULL)
