@@ -944,28 +944,25 @@ static void on_attempt(void *arg, const leash__answer *a, size_t n) {
     dispatch(l, &e);
 }
 
-static void on_release(void *arg, const leash__answer *a, size_t n) {
-    leash_lock *l = arg;
+/* The answer of the release or force release in flight (l->rel). */
+static void rel_answered(leash_lock *l, int type, const leash__answer *a) {
     leash__event e;
 
-    (void)n;
     l->rel = NULL;
     memset(&e, 0, sizeof(e));
-    e.type = LEASH__EV_RELEASED;
+    e.type = type;
     e.answer = a;
     dispatch(l, &e);
 }
 
-static void on_force(void *arg, const leash__answer *a, size_t n) {
-    leash_lock *l = arg;
-    leash__event e;
-
+static void on_release(void *arg, const leash__answer *a, size_t n) {
     (void)n;
-    l->rel = NULL;
-    memset(&e, 0, sizeof(e));
-    e.type = LEASH__EV_FORCED;
-    e.answer = a;
-    dispatch(l, &e);
+    rel_answered(arg, LEASH__EV_RELEASED, a);
+}
+
+static void on_force(void *arg, const leash__answer *a, size_t n) {
+    (void)n;
+    rel_answered(arg, LEASH__EV_FORCED, a);
 }
 
 /* The release's answer, in any state. */
