@@ -324,6 +324,65 @@ LEASH_EXPORT void(leash_client_stats)(const leash_client *c, leash_stats *out);
 LEASH_EXPORT leash_lock *leash_lock_new(leash_client *c, const char *name);
 
 /*
+ * The lock family (README "The lock family"). Each returns a leash_lock that
+ * every call of this header works on (acquire, release, cancel, lost,
+ * held, valid_ms, fence, the per-lock settings, free) with every promise
+ * made for the mutex; only who may hold at once, and in which order
+ * waiters go in, differ. They share one Redis layout (a queue of waiters
+ * on the server, not the mutex's string key): a name is either a mutex or
+ * a member of the family, and each kind keeps to its own names (a fair
+ * lock, a read-write lock and a semaphore of one name exclude each other
+ * like strangers, which is seldom what anyone wants).
+ *
+ * How waiting works for all three: an acquire that cannot go in at once
+ * takes a place in the name's queue in Redis, ordered by the server (first
+ * come, first served across clients and processes). The place is a lease
+ * that the waiter's watchdog renews, like a hold: a waiter that crashed
+ * drops out after one lease, a live one keeps its place however long it
+ * waits. When the holders ahead leave (release, expiry of a crashed
+ * holder, noticed by the next script that touches the name: at the latest
+ * the head's next renewal), the script that notices makes the next in line
+ * holders itself and tells each one in a message on its client's own
+ * channel: a waiter goes in without an attempt of its own, and no other
+ * waiter sends anything. A handed-over hold starts with the deadline of the
+ * place it was given for (its last renewal), and is renewed at once.
+ * A waiter that times out or is cancelled leaves the queue at once;
+ * try-once (wait_ms 0) never queues and never jumps the queue: LEASH_EBUSY
+ * when anyone waits.
+ * Not with LEASH_TOPOLOGY_REDLOCK: a queue needs one server that decides
+ * its order, and Redlock's servers decide independently (each would order
+ * the waiters its own way, and no majority need agree on a head): the
+ * constructors return NULL there and log why. With wait_replicas, a
+ * handed-over hold counts only after an attempt of its own that enough
+ * replicas acknowledged (one round trip more).
+ *
+ * leash_fair_lock_new: one holder at a time, waiters in arrival order.
+ * leash_read_lock_new / leash_write_lock_new (the same `name` for both):
+ *   many readers or one writer. A waiting writer blocks readers that come
+ *   after it, so writers do not starve; when a writer leaves, the readers
+ *   queued behind it go in together, up to the next writer. Each read
+ *   handle is its own hold (own lease, watchdog, lost callback, fence).
+ *   A read handle of a client whose write handle of the same name holds
+ *   goes in at once (a downgrade: take the read, then release the write).
+ *   The other way is refused: leash_acquire on a write handle while a read
+ *   handle of the same name in the same client holds or waits answers
+ *   LEASH_ESTATE (two readers that both upgrade would wait for each other
+ *   for ever).
+ * leash_semaphore_new: up to `permits` (1..LEASH_PERMITS_MAX) holders at
+ *   once; each handle is one permit. Every handle of a name must pass the
+ *   same `permits`: an acquire that finds the name in use with another
+ *   count fails LEASH_EINVAL (and logs both numbers). A release lets in as
+ *   many waiters as permits came free, in arrival order.
+ * All return NULL (and log why) where leash_lock_new does, for Redlock, and
+ * for permits out of range.
+ */
+#define LEASH_PERMITS_MAX 1000000
+LEASH_EXPORT leash_lock *leash_fair_lock_new(leash_client *c, const char *name);
+LEASH_EXPORT leash_lock *leash_read_lock_new(leash_client *c, const char *name);
+LEASH_EXPORT leash_lock *leash_write_lock_new(leash_client *c, const char *name);
+LEASH_EXPORT leash_lock *leash_semaphore_new(leash_client *c, const char *name, int permits);
+
+/*
  * Frees a handle: a pending acquire's callback fires LEASH_ECANCELED and a
  * pending release's callback LEASH_ECANCELED during this call; a held lock
  * is released (in the background, best-effort), its watchdog stops now; an
