@@ -1,5 +1,6 @@
 /*
- * The mutex: one state machine. Every event that can reach a mutex handle
+ * The mutex and the lock family (fair lock, read-write lock, semaphore):
+ * one state machine. Every event that can reach a mutex handle
  * (a call, an answer, a timer, a wake from its wait queue, the client's
  * free or close) goes through dispatch(), which switches on the state and
  * then on the event; every change of state goes through set_state(),
@@ -23,6 +24,14 @@
  * hold is pending (each refuses the other). A force release is sent only
  * from IDLE, and the acquire that follows it waits in AFTER_FORCE.
  *
+ * The family (l->mode != 0) differs in Redis, not in states: a busy
+ * answer leaves the token a place in the name's queue (l->queued), which
+ * the watchdog renews like a hold while the handle acquires and which is
+ * given up (a release) when the acquire ends without the lock; the
+ * script that lets it in says so on this client's own channel (handoff),
+ * so nobody is woken to try; only the head of the queue looks again when
+ * the first holder's lease runs out (ttl).
+ *
  *               IDLE    AFTER_F ATTEMPT LAST    SUBSCR  PARKED  NOMEM   HELD    EXTRA   XNOMEM
  * acquire       start   ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  extra   ESTATE  ESTATE
  * release       ESTATE  ESTATE  undo    undo    undo    undo    undo    give    ESTATE  ESTATE
@@ -38,19 +47,20 @@
  * unreplicated  -       -       unrepl  unrepl  -       -       -       -       xunrepl -
  * released      rel     -       rel     rel     rel     rel     rel     rel     -       -
  * forced        forced  go      -       -       -       -       -       -       -       -
- * renewed       -       -       -       -       -       -       -       renewed renewed renewed
- * not-ours      -       -       -       -       -       -       -       lost    lost    lost
- * renew-failed  -       -       -       -       -       -       -       retry   retry   retry
- * renew-unrepl  -       -       -       -       -       -       -       lost    lost    lost
+ * renewed       -       -       place   place   place   place   place   renewed renewed renewed
+ * not-ours      -       -       place   place   place   place   place   lost    lost    lost
+ * renew-failed  -       -       place   place   place   place   place   retry   retry   retry
+ * renew-unrepl  -       -       place   place   place   place   place   lost    lost    lost
  * wait-end      -       tout    last    -       tout    tout    tout    -       -       -
  * ttl           -       -       -       -       again   again   -       -       -       -
  * retry         -       -       -       -       -       -       again   -       -       xagain
- * deadline      -       -       -       -       -       -       -       lost    lost    lost
+ * deadline      -       -       -       -       again   again   -       lost    lost    lost
  * max-hold      -       -       -       -       -       -       -       lost    lost    lost
- * renew-due     -       -       -       -       -       -       -       renew   renew   renew
+ * renew-due     -       -       prenew  prenew  prenew  prenew  prenew  renew   renew   renew
  * wake          -       -       -       -       -       again   ign     -       -       -
  * covered       -       ign     ign     ign     again   again   ign     -       -       -
  * alive         -       later   later   later   later   later   later   -       -       -
+ * handoff       -       ign     handed  handed  handed  handed  handed  ign     ign     ign
  *
  *   -        cannot come in this state (nothing of that kind is pending):
  *            ignored
@@ -120,6 +130,19 @@
  *            with other clients' (Redlock), after a random pause
  *   later    the holder lives on: the TTL wake moves (capped: anyone may
  *            publish)
+ * The family's own (the mutex never sees these in those states):
+ *   place    a renewal of the waiter's place answered: renewed, the
+ *            place's deadline moves; gone, a new place is taken (again)
+ *            when SUBSCRIBING or PARKED, else the attempt on the wire
+ *            takes one; failed, again soon
+ *   prenew   the place's renewal joins the next batch
+ *   deadline (SUBSCRIBING, PARKED) the place went unrenewed for its
+ *            lease and may be gone: again
+ *   handed   let in by another's script: -> HELD with the place's
+ *            deadline, renewed at once, callback LEASH_OK; an attempt on
+ *            the wire is dropped (it would find the hold). With
+ *            wait_replicas, a fixed lease, or a place past its deadline:
+ *            again (the attempt finds the hold and decides)
  *
  * User callbacks come last in every handler, or are followed by a check of
  * l->freed: a callback may free the handle or the client.
@@ -402,12 +425,12 @@ static void set_state(leash_lock *l, int to) {
 
     if (acquiring(from) && !acquiring(to) && to != M_HELD) {
         leash__waitq_leave(&l->w); /* hands an unused wake on */
-        if (l->queued) {
-            /* A family waiter leaves the queue at once, not a lease later;
-             * if it was let in meanwhile, the release gives that back. */
-            leash__watchdog_forget(&l->hold);
+        /* A family waiter leaves the queue at once, not a lease later (if
+         * it was let in meanwhile, the release gives that back), and its
+         * place's renewals stop (also when a release went already). */
+        leash__watchdog_forget(&l->hold);
+        if (l->queued)
             release_in_background(l, l->hold.token, 0);
-        }
     }
     if (to == M_HELD)
         l->queued = 0;
@@ -594,6 +617,9 @@ static void note_place(leash_lock *l, const leash__answer *a) {
     if (!l->queued) {
         l->queued = 1;
         l->hold.max_ms = 0; /* a place has no maximum; a hold gets it back */
+        /* A fixed lease keeps the client's interval, which may not fit it. */
+        if (l->hold.renew_ms <= 0 || l->hold.renew_ms >= l->hold.lease_ms)
+            l->hold.renew_ms = l->hold.lease_ms / 3 > 0 ? l->hold.lease_ms / 3 : 1;
         leash__hold_queue(&l->hold, attempt_time(l, a));
     } else {
         leash__hold_extend(&l->hold, attempt_time(l, a));
