@@ -61,6 +61,8 @@
  * covered       -       ign     ign     ign     again   again   ign     -       -       -
  * alive         -       later   later   later   later   later   later   -       -       -
  * handoff       -       ign     handed  handed  handed  handed  handed  ign     ign     ign
+ *   (the rows renewed..renew-unrepl, deadline and renew-due in the acquiring
+ *   states, and handoff, are the family's: for the mutex they cannot come)
  *
  *   -        cannot come in this state (nothing of that kind is pending):
  *            ignored
@@ -1296,7 +1298,7 @@ static int in_waiting(leash_lock *l, const leash__event *e) {
         holder_alive(l, e->lease_ms);
         return 0;
     case LEASH__EV_HANDOFF:
-        if (l->state != M_AFTER_FORCE)
+        if (family(l) && l->state != M_AFTER_FORCE)
             handed(l, e);
         return 0;
     case LEASH__EV_DEADLINE:
@@ -1376,7 +1378,8 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
         holder_alive(l, e->lease_ms);
         return 0;
     case LEASH__EV_HANDOFF:
-        handed(l, e);
+        if (family(l))
+            handed(l, e);
         return 0;
     default:
         return place_event(l, e);
@@ -1514,7 +1517,11 @@ static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
     e.sent = sent;
     if (a->status != LEASH_OK)
         e.type = LEASH__EV_RENEW_FAILED;
-    else if (a->kind == LEASH__ANS_HANDED && !holding(l->state)) {
+    else if (!family(l) && a->kind != LEASH__ANS_RENEWED && a->kind != LEASH__ANS_NOT_OURS) {
+        /* Only the family's renewals answer places and fences. */
+        leash__log(lg(l), LEASH_LOG_WARN, "renew %s: the answer is neither 0 nor 1", l->name);
+        e.type = LEASH__EV_RENEW_FAILED;
+    } else if (a->kind == LEASH__ANS_HANDED && !holding(l->state)) {
         /* A family waiter's place: it was let in. */
         e.type = LEASH__EV_HANDOFF;
         e.fence = a->fence;
