@@ -141,7 +141,7 @@
  *   deadline (SUBSCRIBING, PARKED) the place went unrenewed for its
  *            lease and may be gone: again
  *   handed   let in by another's script: -> HELD with the place's
- *            deadline, renewed at once, callback LEASH_OK; an attempt on
+ *            deadline and renewal schedule, callback LEASH_OK; an attempt on
  *            the wire is dropped (it would find the hold). With
  *            wait_replicas, a fixed lease, or a place past its deadline:
  *            again (the attempt finds the hold and decides)
@@ -698,7 +698,8 @@ static void granted(leash_lock *l, const leash__answer *a) {
 
 /* A family waiter was let in by a script it did not send (a release, an
  * expiry noticed, a renewal of its place): the hold is what its place
- * was, and its deadline the place's, which a renewal this client sent
+ * was (the script gave the hold the place's expiry), and its deadline the
+ * place's, which the last write of the place this client saw answered
  * set. Where that cannot be trusted, or counts only with replicas or with
  * a fresh lease (a fixed lease), an attempt of its own, which finds the
  * hold, decides. */
@@ -721,9 +722,9 @@ static void handed(leash_lock *l, const leash__event *e) {
     l->hold.max_ms = l->max_hold_ms;
     if (l->hold.max_ms > 0 && now + l->hold.max_ms < l->hold.deadline)
         l->hold.deadline = now + l->hold.max_ms;
-    l->hold.renew_due = now; /* at once: a place's lease is older than a grant's */
+    /* The place's renewals go on as the hold's, on the place's schedule:
+     * its deadline is as far ahead as any hold's between two renewals. */
     set_state(l, M_HELD);
-    leash__watchdog_request(&l->core->dog, &l->hold);
     finish_acquire(l, LEASH_OK);
 }
 
