@@ -1522,8 +1522,9 @@ static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
         e.type = LEASH__EV_HANDOFF;
         e.fence = a->fence;
     } else if (a->kind == LEASH__ANS_RENEWED || a->kind == LEASH__ANS_HANDED ||
-               (a->kind == LEASH__ANS_QUEUED && (!holding(l->state) || sent < l->hold.since)))
-        /* A place renewal sent before the hold began ran before it: the
+               a->kind == LEASH__ANS_QUEUED)
+        /* "Queued" for a holding handle: the renewal ran before the token
+         * was let in (a token never queues again once let in), and the
          * hold kept that place's expiry. */
         e.type = a->replicas_short ? LEASH__EV_RENEW_UNREPLICATED : LEASH__EV_RENEWED;
     else
