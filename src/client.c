@@ -98,6 +98,7 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     core->db = c->cfg.db;
     core->sharded = c->cfg.sharded;
     core->fenced = c->cfg.topology == LEASH_TOPOLOGY_REDLOCK;
+    core->wait_replicas = c->cfg.wait_replicas;
     core->lease_ms = c->cfg.lease_ms;
     core->renew_ms = c->cfg.renew_interval_ms;
     core->max_hold_ms = c->cfg.max_hold_ms;
@@ -238,10 +239,56 @@ int leash_client_attach_loop(leash_client *c, const leash_loop *loop) {
     return LEASH_OK;
 }
 
+static int client_usable(const leash_client *c) {
+    return c != NULL && c->magic == LEASH__CLIENT_MAGIC && !c->core.env.freeing && !c->core.closing;
+}
+
 leash_lock *leash_lock_new(leash_client *c, const char *name) {
-    if (c == NULL || c->magic != LEASH__CLIENT_MAGIC || c->core.env.freeing || c->core.closing)
+    if (!client_usable(c))
         return NULL;
-    return leash__lock_make(&c->core, &leash__mutex, name);
+    return leash__lock_make(&c->core, &leash__mutex, name, 0, 0);
+}
+
+/* A handle of the lock family: see leash.h for why not on Redlock. */
+static leash_lock *family_new(leash_client *c, const char *who, const char *name, char mode,
+                              int permits) {
+    leash__core *core;
+
+    if (!client_usable(c))
+        return NULL;
+    core = &c->core;
+    if (c->cfg.topology == LEASH_TOPOLOGY_REDLOCK) {
+        leash__log(&core->env.log, LEASH_LOG_ERROR,
+                   "%s: not with LEASH_TOPOLOGY_REDLOCK (a queue needs one server to order it)",
+                   who);
+        return NULL;
+    }
+    if (core->client_id[0] == '\0' && leash__token_new(core->client_id) != 0) {
+        leash__log(&core->env.log, LEASH_LOG_ERROR, "%s: no randomness for the client's id", who);
+        return NULL;
+    }
+    return leash__lock_make(core, &leash__mutex, name, mode, permits);
+}
+
+leash_lock *leash_fair_lock_new(leash_client *c, const char *name) {
+    return family_new(c, "leash_fair_lock_new", name, 'f', 1);
+}
+
+leash_lock *leash_read_lock_new(leash_client *c, const char *name) {
+    return family_new(c, "leash_read_lock_new", name, 'r', 0);
+}
+
+leash_lock *leash_write_lock_new(leash_client *c, const char *name) {
+    return family_new(c, "leash_write_lock_new", name, 'w', 0);
+}
+
+leash_lock *leash_semaphore_new(leash_client *c, const char *name, int permits) {
+    if (client_usable(c) && (permits < 1 || permits > LEASH_PERMITS_MAX)) {
+        leash__log(&c->core.env.log, LEASH_LOG_ERROR,
+                   "leash_semaphore_new: permits must be 1..LEASH_PERMITS_MAX (got %d)", permits);
+        return NULL;
+    }
+    return family_new(c, "leash_semaphore_new", name, 's', permits);
 }
 
 /* ---- graceful close ---- */

@@ -33,6 +33,8 @@ typedef struct leash__names {
     unsigned slot; /* the key's cluster hash slot (every name of a lock shares it) */
     int sharded;   /* set by the owner: messages go out with SPUBLISH, not PUBLISH */
     int fenced;    /* set by the owner: grants read the lock's fence floor (Redlock) */
+    int family;    /* a lock of the family (fair, read-write, semaphore): channel is
+                      this client's own, and ends with its 32-digit id */
     char *mem;     /* one allocation behind all of the above */
 } leash__names;
 
@@ -49,7 +51,9 @@ enum leash__answer_kind {
     LEASH__ANS_RENEWED,  /* renew */
     LEASH__ANS_REMOVED,  /* force: a hold was removed */
     LEASH__ANS_NOBODY,   /* force: nobody held it */
-    LEASH__ANS_RAISED    /* raise: the fence floor is at least the fence asked */
+    LEASH__ANS_RAISED,   /* raise: the fence floor is at least the fence asked */
+    LEASH__ANS_QUEUED,   /* renew (family): the waiter's place is renewed */
+    LEASH__ANS_HANDED    /* renew (family): the waiter was let in: fence */
 };
 
 typedef struct leash__answer {
@@ -114,13 +118,15 @@ enum leash__msg_kind {
     LEASH__MSG_RELEASED, /* token: whose hold was released */
     LEASH__MSG_RENEWED,  /* lease_ms: the holder is alive for that long */
     LEASH__MSG_FORCED,   /* an operator removed the hold */
+    LEASH__MSG_GRANTED,  /* family: token was let in with fence */
     LEASH__MSG_OTHER     /* not a message of this dialect: ignore it */
 };
 
 typedef struct leash__msg {
     int kind;
-    const char *token; /* RELEASED: into the message */
+    const char *token; /* RELEASED, GRANTED: into the message */
     size_t token_len;
+    uint64_t fence;   /* GRANTED */
     int64_t lease_ms; /* RENEWED */
 } leash__msg;
 
@@ -150,6 +156,20 @@ typedef struct leash__dialect {
                              int64_t deadline);
     /* What a message on a lock's channel says. */
     void (*message)(const char *msg, size_t len, leash__msg *out);
+    /* The lock family (fair lock, read-write lock, semaphore); NULL
+     * where the dialect has none. names: as names(), with this client's
+     * own channel (client_id: LEASH__TOKEN_LEN hex digits). acquire: mode
+     * 'f' fair, 'r' read, 'w' write, 's' semaphore of `permits`; once: a
+     * try-once, which never queues. release: as release_cmd (also gives
+     * up a waiter's place). */
+    int (*family_names)(leash__names *out, const leash__logger *lg, const char *prefix,
+                        const char *name, int db, const char *client_id);
+    leash__cmd *(*family_acquire_cmd)(const leash__names *n, const char *token, int64_t lease_ms,
+                                      char mode, int permits, int once, int count,
+                                      int64_t validity_ms, int64_t deadline);
+    leash__cmd *(*family_release_cmd)(const leash__names *n, const char *token, int count_after,
+                                      int64_t valid_until, int64_t deadline);
+    leash__cmd *(*family_force_cmd)(const leash__names *n, int64_t deadline);
 } leash__dialect;
 
 /* leash's own layout (dialect/leash.c). */
@@ -158,6 +178,11 @@ extern const leash__dialect leash__dialect_leash;
 void leash__dialects_init(void);
 
 void leash__names_clear(leash__names *n);
+/* The names of lock `name` whose channel is the companion `kind`
+ * (kind_len bytes) of its key. LEASH_OK, LEASH_EINVAL (logged),
+ * LEASH_ENOMEM. */
+int leash__names_make(leash__names *n, const leash__logger *lg, const char *prefix,
+                      const char *name, const char *kind, size_t kind_len);
 
 /* Bytes of the companion `kind` of a key of key_len bytes, and the
  * companion itself at out (no NUL added): key + NUL + the key's hash tag

@@ -9,6 +9,7 @@
 
 #include "base/slot.h"
 #include "base/token.h"
+#include "dialect/family.h"
 #include "wire/resp.h"
 
 /*
@@ -148,18 +149,45 @@ static const char release_lua[] =
     "if t[1] * 1000 + math.floor(t[2] / 1000) < ARGV[5] + 0 then return 0 end\n"
     "return -2\n";
 
-static const char renew_lua[] =
-    "local r = {}\n"
-    "for i = 1, #KEYS do\n"
-    "  local v = redis.pcall('get', KEYS[i])\n"
-    "  if type(v) == 'string' and string.sub(v, 1, 33) == ARGV[3 * i - 2] .. ':' then\n"
-    "    redis.call('pexpire', KEYS[i], ARGV[3 * i - 1])\n"
-    "    if string.byte(v, 34) == 49 then\n"
-    "      redis.call(ARGV[#ARGV], ARGV[3 * i], 'renewed:' .. ARGV[3 * i - 1])\n"
+static const char renew_lua[] = LEASH__FAMILY_LUA
+    "local r, k, verb, t, now = {}, 1, ARGV[#ARGV]\n"
+    "for i = 1, (#ARGV - 1) / 4 do\n"
+    "  local tok, lease, chan = ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1]\n"
+    "  if ARGV[4 * i] == 'm' then\n"
+    "    local v = redis.pcall('get', KEYS[k])\n"
+    "    if type(v) == 'string' and string.sub(v, 1, 33) == tok .. ':' then\n"
+    "      redis.call('pexpire', KEYS[k], lease)\n"
+    "      if string.byte(v, 34) == 49 then redis.call(verb, chan, 'renewed:' .. lease) end\n"
+    "      r[i] = 1\n"
+    "    else\n"
+    "      r[i] = 0\n"
     "    end\n"
-    "    r[i] = 1\n"
+    "    k = k + 1\n"
     "  else\n"
+    "    local L = {KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]}\n"
+    "    k = k + 4\n"
     "    r[i] = 0\n"
+    "    if fam_ok(L) then\n"
+    "      if not t then\n"
+    "        t = redis.call('time')\n"
+    "        now = fam_now(t)\n"
+    "      end\n"
+    "      local exp = now + tonumber(lease)\n"
+    "      fam_prune(L, now)\n"
+    "      if redis.call('hexists', L[1], 'h' .. tok) == 1 then\n"
+    "        local e = redis.call('zscore', L[2], tok)\n"
+    "        if not e or tonumber(e) < exp then redis.call('zadd', L[2], exp, tok) end\n"
+    "        r[i] = 1\n"
+    "        fam_admit(L, t, nil, chan, verb)\n"
+    "      elseif redis.call('hexists', L[1], 'q' .. tok) == 1 then\n"
+    "        redis.call('zadd', L[4], exp, tok)\n"
+    "        local f = fam_admit(L, t, tok, chan, verb)\n"
+    "        if f then r[i] = tonumber(f) else r[i] = 2 end\n"
+    "      else\n"
+    "        fam_admit(L, t, nil, chan, verb)\n"
+    "      end\n"
+    "      fam_expire(L, now)\n"
+    "    end\n"
     "  end\n"
     "end\n"
     "return r\n";
@@ -184,8 +212,13 @@ static const char raise_lua[] = "local cur = tonumber(redis.call('get', KEYS[1])
                                 "return 1\n";
 
 static leash__script acquire_script, release_script, renew_script, force_script, raise_script;
-static const leash__script *const scripts[] = {&acquire_script, &release_script, &renew_script,
-                                               &force_script, &raise_script};
+static const leash__script *const scripts[] = {&acquire_script,
+                                               &release_script,
+                                               &renew_script,
+                                               &force_script,
+                                               &raise_script,
+                                               &leash__family_acquire_script,
+                                               &leash__family_release_script};
 
 /* Once per process, whichever thread makes the first client: the others
  * wait the microseconds it takes. */
@@ -205,6 +238,7 @@ void leash__dialects_init(void) {
     leash__script_init(&renew_script, renew_lua);
     leash__script_init(&force_script, force_lua);
     leash__script_init(&raise_script, raise_lua);
+    leash__family_scripts_init();
     atomic_store(&state, 2);
 }
 
@@ -241,10 +275,10 @@ void leash__names_clear(leash__names *n) {
     memset(n, 0, sizeof(*n));
 }
 
-static int make_names(leash__names *n, const leash__logger *lg, const char *prefix,
-                      const char *name, int db) {
-    size_t plen, nlen, klen, start, tag_len, kind_len, chan_len;
-    char kind[32], *p, *grown;
+int leash__names_make(leash__names *n, const leash__logger *lg, const char *prefix,
+                      const char *name, const char *kind, size_t kind_len) {
+    size_t plen, nlen, klen, start, tag_len, chan_len;
+    char *p, *grown;
 
     if (name == NULL || name[0] == '\0') {
         leash__log(lg, LEASH_LOG_ERROR, "leash_lock_new: the lock name is empty");
@@ -272,8 +306,6 @@ static int make_names(leash__names *n, const leash__logger *lg, const char *pref
                    "use a balanced, non-empty {tag}");
         return LEASH_EINVAL;
     }
-    memcpy(kind, "released:", 9);
-    kind_len = 9 + leash__resp_int(kind + 9, db);
     chan_len = leash__companion_len(p, klen, kind_len);
     grown = realloc(p, klen + 1 + chan_len + 1);
     if (grown == NULL) {
@@ -289,6 +321,14 @@ static int make_names(leash__names *n, const leash__logger *lg, const char *pref
     n->channel[chan_len] = '\0';
     n->slot = leash__key_slot(n->key, klen);
     return LEASH_OK;
+}
+
+static int make_names(leash__names *n, const leash__logger *lg, const char *prefix,
+                      const char *name, int db) {
+    char kind[32];
+
+    memcpy(kind, "released:", 9);
+    return leash__names_make(n, lg, prefix, name, kind, 9 + leash__resp_int(kind + 9, db));
 }
 
 /* The fence floor of lock n (Redlock): the companion "fence" of its key,
@@ -368,27 +408,52 @@ static leash__cmd *release_cmd(const leash__names *n, const char *token, int cou
     return cmd;
 }
 
+/* Per lock: its key (the family: its four keys), and ARGV token, lease,
+ * channel (the family: the channel base), layout ('m' the mutex's, 'f' the
+ * family's); then the publish verb. */
 static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t deadline) {
-    const char *argv[3 + 4 * LEASH__RENEW_BATCH + 1];
-    size_t lens[3 + 4 * LEASH__RENEW_BATCH + 1], i;
+    enum {
+        KEYS_MAX = 4 * LEASH__RENEW_BATCH,
+        ARGS_MAX = 4 * LEASH__RENEW_BATCH + 1
+    };
+    const char *keys[KEYS_MAX], *args[ARGS_MAX], *argv[3 + KEYS_MAX + ARGS_MAX];
+    size_t klens[KEYS_MAX], alens[ARGS_MAX], lens[3 + KEYS_MAX + ARGS_MAX], i, k = 0, a = 0;
     char leases[LEASH__RENEW_BATCH][21];
+    char(*bufs)[3][LEASH__FLOOR_MAX];
+    leash__cmd *cmd;
 
     if (n == 0 || n > LEASH__RENEW_BATCH)
         return NULL;
+    bufs = malloc(n * sizeof(*bufs));
+    if (bufs == NULL)
+        return NULL;
     for (i = 0; i < n; i++) {
-        const char **a = argv + 3 + n + 3 * i;
-        size_t *al = lens + 3 + n + 3 * i;
-        argv[3 + i] = items[i].names->key;
-        lens[3 + i] = items[i].names->key_len;
-        a[0] = items[i].token;
-        al[0] = LEASH__TOKEN_LEN;
-        al[1] = leash__resp_int(leases[i], items[i].lease_ms);
-        a[1] = leases[i];
-        a[2] = items[i].names->channel;
-        al[2] = items[i].names->channel_len;
+        const leash__names *nm = items[i].names;
+        if (nm->family) {
+            leash__family_keys(nm, keys + k, klens + k, bufs[i]);
+            k += 4;
+        } else {
+            keys[k] = nm->key;
+            klens[k++] = nm->key_len;
+        }
+        args[a] = items[i].token;
+        alens[a++] = LEASH__TOKEN_LEN;
+        alens[a] = leash__resp_int(leases[i], items[i].lease_ms);
+        args[a++] = leases[i];
+        args[a] = nm->channel;
+        alens[a++] = nm->family ? nm->channel_len - LEASH__TOKEN_LEN : nm->channel_len;
+        args[a] = nm->family ? "f" : "m";
+        alens[a++] = 1;
     }
-    argv[3 + 4 * n] = publish_verb(items[0].names, &lens[3 + 4 * n]);
-    return script_cmd(&renew_script, (int)n, (int)(3 + 4 * n + 1), argv, lens, 0, deadline);
+    args[a] = publish_verb(items[0].names, &alens[a]);
+    a++;
+    memcpy(argv + 3, keys, k * sizeof(*keys));
+    memcpy(lens + 3, klens, k * sizeof(*klens));
+    memcpy(argv + 3 + k, args, a * sizeof(*args));
+    memcpy(lens + 3 + k, alens, a * sizeof(*alens));
+    cmd = script_cmd(&renew_script, (int)k, (int)(3 + k + a), argv, lens, 0, deadline);
+    free(bufs);
+    return cmd;
 }
 
 static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
@@ -462,6 +527,13 @@ static void parse_acquire(const redisReply *r, leash__answer *a, size_t n, const
             a->n = r->element[2]->integer;
             return;
         }
+        if (r->element[0]->integer == 0 && r->element[1]->integer == -5) {
+            leash__log(lg, LEASH_LOG_ERROR,
+                       "acquire %s: the semaphore is in use with %lld permits, not this handle's",
+                       what, (long long)r->element[2]->integer);
+            a->status = LEASH_EINVAL;
+            return;
+        }
         if (r->element[0]->integer == 0) {
             a->n = r->element[1]->integer;
             a->kind = a->n == -3 ? LEASH__ANS_LATE : a->n == -4 ? LEASH__ANS_GONE : LEASH__ANS_BUSY;
@@ -487,7 +559,8 @@ static void parse_release(const redisReply *r, leash__answer *a, size_t n, const
     bad_reply(r, a, 1, lg, "release", what);
 }
 
-/* {r1..rN}: 1 renewed, 0 not ours; anything else is a protocol error for
+/* {r1..rN}: 1 renewed, 0 not ours; the family's waiters also 2 (the place
+ * renewed) and a fence (let in by this renewal); anything else is a protocol error for
  * that lock, never a verdict on its hold. */
 static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const leash__logger *lg,
                         const char *what) {
@@ -500,10 +573,14 @@ static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const
     for (i = 0; i < n; i++) {
         const redisReply *e = r->element[i];
         memset(&out[i], 0, sizeof(out[i]));
-        if (e->type == REDIS_REPLY_INTEGER && (e->integer == 0 || e->integer == 1)) {
-            out[i].kind = e->integer == 1 ? LEASH__ANS_RENEWED : LEASH__ANS_NOT_OURS;
+        if (e->type == REDIS_REPLY_INTEGER && e->integer >= 0) {
+            out[i].kind = e->integer == 0   ? LEASH__ANS_NOT_OURS
+                          : e->integer == 1 ? LEASH__ANS_RENEWED
+                          : e->integer == 2 ? LEASH__ANS_QUEUED
+                                            : LEASH__ANS_HANDED;
+            out[i].fence = (uint64_t)e->integer;
         } else {
-            leash__log(lg, LEASH_LOG_WARN, "renew: answer %zu is neither 0 nor 1", i);
+            leash__log(lg, LEASH_LOG_WARN, "renew: answer %zu is not a count", i);
             out[i].status = LEASH_EPROTO;
         }
     }
@@ -544,11 +621,26 @@ static const leash__opdef raise_op = {"fence raise", LEASH__OP_RAISE, parse_rais
 /* ---- messages ---- */
 
 /* "renewed:<lease ms>" from a holder's watchdog, "forced" from a force
- * release, else the released token. */
+ * release, "g:<token>:<fence>" on a family client's own channel (its
+ * waiter token was let in), else the released token. */
 static void message(const char *msg, size_t len, leash__msg *out) {
     static const char renewed[] = "renewed:";
 
     memset(out, 0, sizeof(*out));
+    if (len > 3 + LEASH__TOKEN_LEN && memcmp(msg, "g:", 2) == 0 &&
+        msg[2 + LEASH__TOKEN_LEN] == ':') {
+        char digits[21];
+        size_t dl = len - 3 - LEASH__TOKEN_LEN;
+        if (dl >= sizeof(digits))
+            return;
+        memcpy(digits, msg + 3 + LEASH__TOKEN_LEN, dl);
+        digits[dl] = '\0';
+        out->kind = LEASH__MSG_GRANTED;
+        out->token = msg + 2;
+        out->token_len = LEASH__TOKEN_LEN;
+        out->fence = strtoull(digits, NULL, 10);
+        return;
+    }
     if (len > sizeof(renewed) - 1 && memcmp(msg, renewed, sizeof(renewed) - 1) == 0) {
         out->kind = LEASH__MSG_RENEWED;
         out->lease_ms = strtoll(msg + sizeof(renewed) - 1, NULL, 10);
@@ -565,7 +657,7 @@ const leash__dialect leash__dialect_leash = {
     .name = "leash",
     .names = make_names,
     .scripts = scripts,
-    .nscripts = 5,
+    .nscripts = 7,
     .acquire = &acquire_op,
     .release = &release_op,
     .renew = &renew_op,
@@ -577,4 +669,8 @@ const leash__dialect leash__dialect_leash = {
     .force_cmd = force_cmd,
     .raise_cmd = raise_cmd,
     .message = message,
+    .family_names = leash__family_names,
+    .family_acquire_cmd = leash__family_acquire_cmd,
+    .family_release_cmd = leash__family_release_cmd,
+    .family_force_cmd = leash__family_force_cmd,
 };

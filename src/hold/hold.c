@@ -34,6 +34,13 @@ void leash__hold_begin(leash__hold *h, int64_t sent, uint64_t fence, int count) 
         leash__hold_schedule_renewal(h, sent);
 }
 
+void leash__hold_queue(leash__hold *h, int64_t sent) {
+    h->count = 0;
+    h->since = sent;
+    h->deadline = sent + h->lease_ms - leash__drift_ms(h->lease_ms);
+    leash__hold_schedule_renewal(h, sent);
+}
+
 void leash__hold_extend(leash__hold *h, int64_t sent) {
     int64_t d = deadline_of(h, sent);
     if (d > h->deadline)

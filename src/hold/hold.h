@@ -51,6 +51,10 @@ int64_t leash__drift_ms(int64_t lease_ms);
 
 /* A new hold, granted for an acquire sent at `sent`. */
 void leash__hold_begin(leash__hold *h, int64_t sent, uint64_t fence, int count);
+/* A family waiter's place in the queue, written by an attempt sent at
+ * `sent`: the deadline and renewals run as a hold's, the fence of the
+ * last hold stays, the count is 0 (nothing held). */
+void leash__hold_queue(leash__hold *h, int64_t sent);
 /* A renewal (or an extra hold) sent at `sent` succeeded. */
 void leash__hold_extend(leash__hold *h, int64_t sent);
 /* Milliseconds left before the deadline, 0 when past. */

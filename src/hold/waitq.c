@@ -273,6 +273,16 @@ static void on_message(void *owner, const char *chan, size_t len, const char *ms
     case LEASH__MSG_FORCED:
         released(q, NULL, 0);
         break;
+    case LEASH__MSG_GRANTED:
+        for (n = q->waiters.next; n != &q->waiters; n = next) {
+            leash__waiter *w = waiter_of(n);
+            next = n->next;
+            if (w->hooks->handoff != NULL && w->hooks->handoff(w, m.token, m.fence)) {
+                qs->env->stats->wakeups++;
+                break;
+            }
+        }
+        break;
     case LEASH__MSG_RENEWED:
         if (m.lease_ms <= 0)
             break;

@@ -37,6 +37,9 @@ typedef struct leash__waiter_hooks {
     void (*wake)(leash__waiter *w);
     void (*covered)(leash__waiter *w);
     void (*alive)(leash__waiter *w, int64_t lease_ms);
+    /* The family: the lock was handed to token with fence; 1 if this
+     * waiter is the one (it takes it), else 0. */
+    int (*handoff)(leash__waiter *w, const char *token, uint64_t fence);
 } leash__waiter_hooks;
 
 struct leash__waiter {

@@ -15,6 +15,7 @@
 #include "base/env.h"
 #include "base/later.h"
 #include "base/list.h"
+#include "base/token.h"
 #include "dialect/dialect.h"
 #include "hold/waitq.h"
 #include "hold/watchdog.h"
@@ -38,6 +39,10 @@ typedef struct leash__core {
     int db;
     int sharded; /* SSUBSCRIBE/SPUBLISH */
     int fenced;  /* grants read and raise a fence floor per lock (Redlock) */
+    int wait_replicas;
+    /* This client's id on the family's channels; "" until its first
+     * family handle. */
+    char client_id[LEASH__TOKEN_LEN + 1];
     int64_t lease_ms, renew_ms, max_hold_ms, command_timeout_ms;
     /* leash_client_close: closing, and the releases it still waits for. */
     int closing;

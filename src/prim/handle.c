@@ -32,18 +32,26 @@ static int call(leash_lock *l, const leash__event *e) {
     return l->prim->dispatch(l, e);
 }
 
-leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const char *name) {
+leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const char *name,
+                             char mode, int permits) {
     leash_lock *l = calloc(1, sizeof(*l));
+    int rc;
 
     if (l == NULL) {
         leash__log(&core->env.log, LEASH_LOG_ERROR, "leash_lock_new: out of memory");
         return NULL;
     }
-    if (core->dialect->names(&l->names, &core->env.log, core->key_prefix, name, core->db) !=
-        LEASH_OK) {
+    if (mode != 0)
+        rc = core->dialect->family_names(&l->names, &core->env.log, core->key_prefix, name,
+                                         core->db, core->client_id);
+    else
+        rc = core->dialect->names(&l->names, &core->env.log, core->key_prefix, name, core->db);
+    if (rc != LEASH_OK) {
         free(l);
         return NULL;
     }
+    l->mode = mode;
+    l->permits = permits;
     l->names.sharded = core->sharded;
     l->names.fenced = core->fenced;
     l->magic = LEASH__LOCK_MAGIC;

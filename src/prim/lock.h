@@ -55,6 +55,7 @@ enum leash__event_type {
     LEASH__EV_WAKE,
     LEASH__EV_COVERED,
     LEASH__EV_ALIVE,
+    LEASH__EV_HANDOFF, /* family: this waiter was let in (a message or a renewal) */
     LEASH__EV_COUNT
 };
 
@@ -67,6 +68,7 @@ typedef struct leash__event {
     const leash__answer *answer; /* the answer events */
     int64_t sent;                /* RENEWED etc.: when the renewal went out */
     int64_t lease_ms;            /* ALIVE */
+    uint64_t fence;              /* HANDOFF */
 } leash__event;
 
 typedef struct leash__prim {
@@ -93,6 +95,11 @@ struct leash_lock {
     int64_t lease_ms, renew_ms, max_hold_ms;
     int watchdog, reentrant;
 
+    /* The lock family (0 for the mutex): 'f' fair, 'r' read, 'w' write,
+     * 's' semaphore of `permits`. */
+    char mode;
+    int permits;
+
     int state; /* the kind's own states */
     leash__timer timer;
 
@@ -108,6 +115,10 @@ struct leash_lock {
     int64_t ttl_seen;       /* longest holder TTL Redis answered during this wait */
     int split;              /* the last busy answer was a split vote (route.h) */
     int64_t retry_at;       /* when to build the attempt again (no memory) */
+    /* Family: the token may have a place in the queue in Redis, renewed
+     * like a hold (hold.deadline is the place's), and given up when the
+     * acquire ends without the lock. */
+    int queued;
     leash__waiter w;
 
     /* The hold. */
@@ -130,8 +141,10 @@ struct leash_lock {
 /* The mutex (prim/mutex.c). */
 extern const leash__prim leash__mutex;
 
-/* A new handle of kind prim for lock `name` (logs why on failure: NULL). */
-leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const char *name);
+/* A new handle of kind prim for lock `name` (logs why on failure: NULL);
+ * mode and permits: 0 for the mutex, else the family's (leash_lock.mode). */
+leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const char *name,
+                             char mode, int permits);
 /* The client's teardown: every handle ends (callbacks ECANCELED, holds
  * released best-effort) and goes to the graveyard. */
 void leash__lock_teardown(leash_lock *l);

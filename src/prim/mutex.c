@@ -182,6 +182,11 @@ static const leash__logger *lg(const leash_lock *l) {
     return &l->core->env.log;
 }
 
+/* A lock of the family (fair, read-write, semaphore), not the mutex. */
+static int family(const leash_lock *l) {
+    return l->mode != 0;
+}
+
 static int64_t clamp_sleep(int64_t ms) {
     return ms < 0 ? 0 : ms > MAX_SLEEP_MS ? MAX_SLEEP_MS : ms;
 }
@@ -277,6 +282,13 @@ static void on_attempt(void *arg, const leash__answer *a, size_t n);
 static void on_release(void *arg, const leash__answer *a, size_t n);
 static void on_force(void *arg, const leash__answer *a, size_t n);
 
+static leash__cmd *release_cmd(const leash_lock *l, const char *token, int count_after,
+                               int64_t valid_until, int64_t deadline) {
+    const leash__dialect *d = l->core->dialect;
+    return family(l) ? d->family_release_cmd(&l->names, token, count_after, valid_until, deadline)
+                     : d->release_cmd(&l->names, token, count_after, valid_until, deadline);
+}
+
 static leash__req *send(leash_lock *l, const leash__opdef *op, leash__cmd *cmd, int64_t send_at,
                         leash__done_fn *done, void *arg) {
     leash__send s;
@@ -303,8 +315,12 @@ static leash__req *send(leash_lock *l, const leash__opdef *op, leash__cmd *cmd, 
 static void release_in_background(leash_lock *l, const char *token, int64_t send_at) {
     leash__core *core = l->core;
     int64_t from = send_at > 0 ? send_at : leash__now_ms();
-    leash__cmd *cmd = core->dialect->release_cmd(
-        &l->names, token, 0, 0, from + core->command_timeout_ms + l->hold.lease_ms);
+    leash__cmd *cmd =
+        release_cmd(l, token, 0, 0, from + core->command_timeout_ms + l->hold.lease_ms);
+
+    /* A family waiter's place goes with it (a release gives it up). */
+    if (strcmp(token, l->hold.token) == 0)
+        l->queued = 0;
 
     if (cmd == NULL || send(l, core->dialect->release, cmd, send_at, NULL, NULL) == NULL)
         leash__log(lg(l), LEASH_LOG_WARN,
@@ -352,6 +368,10 @@ static leash__cmd *make_attempt(leash_lock *l) {
         deadline = leash__now_ms() + core->command_timeout_ms;
     else
         deadline = l->wait_deadline;
+    if (family(l))
+        return core->dialect->family_acquire_cmd(
+            &l->names, l->hold.token, l->hold.lease_ms, l->mode, l->permits, l->wait_once,
+            extra ? l->hold.count + 1 : 1, core->command_timeout_ms, deadline);
     return core->dialect->acquire_cmd(&l->names, l->hold.token, l->hold.lease_ms,
                                       extra ? l->hold.count + 1 : 1, core->command_timeout_ms,
                                       deadline);
@@ -380,8 +400,17 @@ static void arm(leash_lock *l);
 static void set_state(leash_lock *l, int to) {
     int from = l->state;
 
-    if (acquiring(from) && !acquiring(to) && to != M_HELD)
+    if (acquiring(from) && !acquiring(to) && to != M_HELD) {
         leash__waitq_leave(&l->w); /* hands an unused wake on */
+        if (l->queued) {
+            /* A family waiter leaves the queue at once, not a lease later;
+             * if it was let in meanwhile, the release gives that back. */
+            leash__watchdog_forget(&l->hold);
+            release_in_background(l, l->hold.token, 0);
+        }
+    }
+    if (to == M_HELD)
+        l->queued = 0;
     if (holding(from) && !holding(to)) {
         leash__watchdog_forget(&l->hold);
         leash__waitq_hold_ended(&l->w);
@@ -413,6 +442,12 @@ static void arm(leash_lock *l) {
             due = l->ttl_wake;
         if (l->state == M_NOMEM && l->retry_at < due)
             due = l->retry_at;
+        if (l->queued) {
+            if (l->hold.renew_state == LEASH__RENEW_IDLE && l->hold.renew_due < due)
+                due = l->hold.renew_due;
+            if ((l->state == M_PARKED || l->state == M_SUBSCRIBING) && l->hold.deadline < due)
+                due = l->hold.deadline;
+        }
         break;
     case M_HELD:
     case M_EXTRA:
@@ -445,6 +480,11 @@ static void on_timer(void *arg) {
     case M_NOMEM:
         if (l->wait_deadline != 0 && now >= l->wait_deadline)
             event(l, LEASH__EV_WAIT_END);
+        else if (l->queued && (l->state == M_PARKED || l->state == M_SUBSCRIBING) &&
+                 now >= l->hold.deadline)
+            event(l, LEASH__EV_DEADLINE);
+        else if (l->queued && l->hold.renew_state == LEASH__RENEW_IDLE && now >= l->hold.renew_due)
+            event(l, LEASH__EV_RENEW_DUE);
         else if ((l->state == M_PARKED || l->state == M_SUBSCRIBING) && now >= l->ttl_wake)
             event(l, LEASH__EV_TTL);
         else if (l->state == M_NOMEM && now >= l->retry_at)
@@ -546,14 +586,33 @@ static int deadline_reason(const leash_lock *l) {
 
 static void woken(leash_lock *l);
 
+static int64_t attempt_time(const leash_lock *l, const leash__answer *a);
+
+/* A family attempt answered "queued": the token has a place, which lives
+ * as long as its lease from the attempt's write, and is renewed. */
+static void note_place(leash_lock *l, const leash__answer *a) {
+    if (!l->queued) {
+        l->queued = 1;
+        l->hold.max_ms = 0; /* a place has no maximum; a hold gets it back */
+        leash__hold_queue(&l->hold, attempt_time(l, a));
+    } else {
+        leash__hold_extend(&l->hold, attempt_time(l, a));
+    }
+}
+
 /* Busy: decide how to wait for the next try. */
 static void wait_for_release(leash_lock *l, int64_t pttl) {
     int64_t now = leash__now_ms();
     unsigned epoch;
 
     /* A holder that crashed publishes nothing: its key expiring is the
-     * release. A key without expiry (pttl -1) gets looked at every lease. */
-    l->ttl_wake = now + (pttl >= 0 ? clamp_sleep(pttl) + 1 : l->hold.lease_ms);
+     * release. A key without expiry (pttl -1) gets looked at every lease.
+     * A family waiter is told when it is let in: only the head looks when
+     * the first holder's lease runs out (-6: not the head). */
+    if (family(l) && pttl < 0)
+        l->ttl_wake = FOREVER;
+    else
+        l->ttl_wake = now + (pttl >= 0 ? clamp_sleep(pttl) + 1 : l->hold.lease_ms);
     if (clamp_sleep(pttl) > l->ttl_seen)
         l->ttl_seen = clamp_sleep(pttl);
     if (leash__waitq_join(&l->core->waitqs, &l->w, l->names.channel, l->names.channel_len,
@@ -603,9 +662,65 @@ static void granted(leash_lock *l, const leash__answer *a) {
             acquire_ends(l, LEASH_ECONN);
         return;
     }
+    l->hold.max_ms = l->max_hold_ms;
     leash__hold_begin(&l->hold, sent, a->fence, (int)a->n);
     set_state(l, M_HELD);
     finish_acquire(l, LEASH_OK);
+}
+
+/* A family waiter was let in by a script it did not send (a release, an
+ * expiry noticed, a renewal of its place): the hold is what its place
+ * was, and its deadline the place's, which a renewal this client sent
+ * set. Where that cannot be trusted, or counts only with replicas or with
+ * a fresh lease (a fixed lease), an attempt of its own, which finds the
+ * hold, decides. */
+static void handed(leash_lock *l, const leash__event *e) {
+    int64_t now = leash__now_ms();
+
+    if (!l->queued) /* let in before its first attempt answered */
+        leash__hold_queue(&l->hold, l->attempt_sent);
+    if (e->sent != 0)
+        leash__hold_extend(&l->hold, e->sent);
+    abandon_attempt(l, 0);
+    if (l->core->wait_replicas > 0 || !l->watchdog || now >= l->hold.deadline) {
+        again(l);
+        return;
+    }
+    l->hold.fence = e->fence;
+    l->hold.count = 1;
+    l->hold.renewals = 0;
+    l->hold.since = now;
+    l->hold.max_ms = l->max_hold_ms;
+    if (l->hold.max_ms > 0 && now + l->hold.max_ms < l->hold.deadline)
+        l->hold.deadline = now + l->hold.max_ms;
+    l->hold.renew_due = now; /* at once: a place's lease is older than a grant's */
+    set_state(l, M_HELD);
+    leash__watchdog_request(&l->core->dog, &l->hold);
+    finish_acquire(l, LEASH_OK);
+}
+
+/* What a renewal of a family waiter's place answered. */
+static void place_renewed(leash_lock *l, const leash__event *e) {
+    if (!l->queued)
+        return;
+    switch (e->type) {
+    case LEASH__EV_RENEWED:
+        leash__hold_extend(&l->hold, e->sent);
+        leash__hold_schedule_renewal(&l->hold, e->sent);
+        arm(l);
+        break;
+    case LEASH__EV_NOT_OURS:
+        /* The place is gone (its lease ran out while we could not reach
+         * Redis, a force release, lost data): take one again. */
+        l->queued = 0;
+        if (l->state == M_PARKED || l->state == M_SUBSCRIBING)
+            again(l);
+        break;
+    default:
+        leash__hold_retry_renewal(&l->hold, leash__now_ms());
+        arm(l);
+        break;
+    }
 }
 
 static void extra_granted(leash_lock *l, const leash__answer *a) {
@@ -683,9 +798,33 @@ static void holder_alive(leash_lock *l, int64_t lease_ms) {
 
 /* ---- calls ---- */
 
+/* A read handle of the same name in this client that holds or waits: a
+ * write acquire then would be an upgrade, which deadlocks with a second
+ * upgrader (each waits for the other's read to go). */
+static int reader_here(const leash_lock *l) {
+    const leash__list *n;
+
+    for (n = l->core->locks.next; n != &l->core->locks; n = n->next) {
+        const leash_lock *o = LEASH__CONTAINER(n, leash_lock, link);
+        if (o->mode == 'r' && o->state != M_IDLE && o->names.key_len == l->names.key_len &&
+            memcmp(o->names.key, l->names.key, l->names.key_len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static int start(leash_lock *l, const leash__event *e) {
     leash__core *core = l->core;
     leash__cmd *cmd = NULL;
+
+    if (l->mode == 'w' && reader_here(l)) {
+        leash__log(lg(l), LEASH_LOG_ERROR,
+                   "leash_acquire %s: a read handle of this client holds or waits for it "
+                   "(upgrading a read to a write is refused: two upgraders would wait for "
+                   "ever)",
+                   l->name);
+        return LEASH_ESTATE;
+    }
 
     if (leash__token_new(l->hold.token) != 0) {
         leash__log(lg(l), LEASH_LOG_ERROR, "leash_acquire %s: no randomness for a token", l->name);
@@ -753,10 +892,9 @@ static int undo(leash_lock *l, const leash__event *e) {
     if (dacq == NULL)
         return LEASH_ENOMEM;
     if (l->attempt != NULL) {
-        cmd = core->dialect->release_cmd(
-            &l->names, l->hold.token, 0,
-            l->attempt_sent + l->hold.lease_ms - leash__drift_ms(l->hold.lease_ms),
-            leash__now_ms() + core->command_timeout_ms + l->hold.lease_ms);
+        cmd = release_cmd(l, l->hold.token, 0,
+                          l->attempt_sent + l->hold.lease_ms - leash__drift_ms(l->hold.lease_ms),
+                          leash__now_ms() + core->command_timeout_ms + l->hold.lease_ms);
         req = cmd != NULL ? send(l, core->dialect->release, cmd, 0, on_release, l) : NULL;
         if (req == NULL) {
             free(dacq);
@@ -800,8 +938,7 @@ static int give(leash_lock *l, const leash__event *e) {
 
     if (deadline < now + core->command_timeout_ms)
         deadline = now + core->command_timeout_ms;
-    cmd = core->dialect->release_cmd(&l->names, l->hold.token, l->hold.count - 1, l->hold.deadline,
-                                     deadline);
+    cmd = release_cmd(l, l->hold.token, l->hold.count - 1, l->hold.deadline, deadline);
     req = cmd != NULL ? send(l, core->dialect->release, cmd, 0, on_release, l) : NULL;
     if (req == NULL)
         return LEASH_ENOMEM;
@@ -837,8 +974,9 @@ static int cancel(leash_lock *l) {
 
 static int force(leash_lock *l, const leash__event *e) {
     leash__core *core = l->core;
-    leash__cmd *cmd =
-        core->dialect->force_cmd(&l->names, leash__now_ms() + core->command_timeout_ms);
+    int64_t deadline = leash__now_ms() + core->command_timeout_ms;
+    leash__cmd *cmd = family(l) ? core->dialect->family_force_cmd(&l->names, deadline)
+                                : core->dialect->force_cmd(&l->names, deadline);
     leash__req *req = cmd != NULL ? send(l, core->dialect->force, cmd, 0, on_force, l) : NULL;
 
     if (req == NULL)
@@ -908,7 +1046,7 @@ static void close_handle(leash_lock *l) {
     deadline = l->hold.deadline;
     if (deadline < leash__now_ms() + core->command_timeout_ms)
         deadline = leash__now_ms() + core->command_timeout_ms;
-    cmd = core->dialect->release_cmd(&l->names, l->hold.token, 0, l->hold.deadline, deadline);
+    cmd = release_cmd(l, l->hold.token, 0, l->hold.deadline, deadline);
     set_state(l, M_IDLE);
     if (cmd == NULL || send(l, core->dialect->release, cmd, 0, on_close_release, core) == NULL) {
         leash__log(lg(l), LEASH_LOG_WARN,
@@ -973,7 +1111,8 @@ static void release_answered(leash_lock *l, const leash__answer *a) {
         switch (a->kind) {
         case LEASH__ANS_RELEASED:
         case LEASH__ANS_LEFT:
-            if (l->rel_final)
+            /* The family's script hands the lock over itself. */
+            if (l->rel_final && !family(l))
                 leash__waitqs_released(&l->core->waitqs, l->names.channel, l->names.channel_len,
                                        l->rel_token, LEASH__TOKEN_LEN);
             break;
@@ -1065,6 +1204,25 @@ static int common(leash_lock *l, const leash__event *e, int *rc) {
     }
 }
 
+/* Acquiring: the renewals of a family waiter's place. */
+static int place_event(leash_lock *l, const leash__event *e) {
+    switch (e->type) {
+    case LEASH__EV_RENEW_DUE:
+        if (l->queued)
+            leash__watchdog_request(&l->core->dog, &l->hold);
+        arm(l);
+        return 0;
+    case LEASH__EV_RENEWED:
+    case LEASH__EV_NOT_OURS:
+    case LEASH__EV_RENEW_FAILED:
+    case LEASH__EV_RENEW_UNREPLICATED:
+        place_renewed(l, e);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
 static int in_idle(leash_lock *l, const leash__event *e) {
     switch (e->type) {
     case LEASH__EV_ACQUIRE:
@@ -1111,8 +1269,17 @@ static int in_waiting(leash_lock *l, const leash__event *e) {
     case LEASH__EV_ALIVE:
         holder_alive(l, e->lease_ms);
         return 0;
-    default:
+    case LEASH__EV_HANDOFF:
+        if (l->state != M_AFTER_FORCE)
+            handed(l, e);
         return 0;
+    case LEASH__EV_DEADLINE:
+        /* A place that went unrenewed for its lease may be gone. */
+        if (l->queued && (l->state == M_SUBSCRIBING || l->state == M_PARKED))
+            again(l);
+        return 0;
+    default:
+        return place_event(l, e);
     }
 }
 
@@ -1133,6 +1300,8 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
         granted(l, e->answer);
         return 0;
     case LEASH__EV_BUSY:
+        if (family(l) && !l->wait_once)
+            note_place(l, e->answer); /* given up below if the wait ends */
         if (l->wait_once)
             acquire_ends(l, LEASH_EBUSY);
         else if (last || (l->wait_deadline != 0 && leash__now_ms() >= l->wait_deadline))
@@ -1180,8 +1349,11 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
          * TTL; until then, this one stands. */
         holder_alive(l, e->lease_ms);
         return 0;
-    default:
+    case LEASH__EV_HANDOFF:
+        handed(l, e);
         return 0;
+    default:
+        return place_event(l, e);
     }
 }
 
@@ -1291,7 +1463,21 @@ static void waiter_alive(leash__waiter *w, int64_t lease_ms) {
     dispatch(of_waiter(w), &e);
 }
 
-static const leash__waiter_hooks waiter_hooks = {waiter_wake, waiter_covered, waiter_alive};
+static int waiter_handoff(leash__waiter *w, const char *token, uint64_t fence) {
+    leash_lock *l = of_waiter(w);
+    leash__event e;
+
+    if (!family(l) || memcmp(token, l->hold.token, LEASH__TOKEN_LEN) != 0)
+        return 0;
+    memset(&e, 0, sizeof(e));
+    e.type = LEASH__EV_HANDOFF;
+    e.fence = fence;
+    dispatch(l, &e);
+    return 1;
+}
+
+static const leash__waiter_hooks waiter_hooks = {waiter_wake, waiter_covered, waiter_alive,
+                                                 waiter_handoff};
 
 static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
     leash_lock *l = LEASH__CONTAINER(h, leash_lock, hold);
@@ -1302,10 +1488,15 @@ static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
     e.sent = sent;
     if (a->status != LEASH_OK)
         e.type = LEASH__EV_RENEW_FAILED;
-    else if (a->kind != LEASH__ANS_RENEWED)
-        e.type = LEASH__EV_NOT_OURS;
-    else
+    else if (a->kind == LEASH__ANS_HANDED && !holding(l->state)) {
+        /* A family waiter's place: it was let in. */
+        e.type = LEASH__EV_HANDOFF;
+        e.fence = a->fence;
+    } else if (a->kind == LEASH__ANS_RENEWED || (a->kind == LEASH__ANS_HANDED) ||
+               (a->kind == LEASH__ANS_QUEUED && !holding(l->state)))
         e.type = a->replicas_short ? LEASH__EV_RENEW_UNREPLICATED : LEASH__EV_RENEWED;
+    else
+        e.type = LEASH__EV_NOT_OURS;
     dispatch(l, &e);
 }
 
