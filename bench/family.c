@@ -172,16 +172,43 @@ static double per(double v, double n) {
  * counted call in a commandstats delta. */
 typedef struct redis_counts {
     long long scripts, publishes, total;
+    long long script_usec; /* server time inside EVALSHA + EVAL */
+    bench_cmdstats d;      /* the delta, command by command */
 } redis_counts;
 
 static void redis_counts_of(const bench_cmdstats *before, const bench_cmdstats *after,
                             redis_counts *out) {
-    bench_cmdstats d;
+    bench_cmdstats *d = &out->d;
 
-    bench_cmdstats_delta(before, after, &d);
-    out->scripts = bench_cmdstats_calls(&d, "evalsha") + bench_cmdstats_calls(&d, "eval");
-    out->publishes = bench_cmdstats_calls(&d, "publish") + bench_cmdstats_calls(&d, "spublish");
-    out->total = bench_cmdstats_total(&d);
+    bench_cmdstats_delta(before, after, d);
+    out->scripts = bench_cmdstats_calls(d, "evalsha") + bench_cmdstats_calls(d, "eval");
+    out->publishes = bench_cmdstats_calls(d, "publish") + bench_cmdstats_calls(d, "spublish");
+    out->total = bench_cmdstats_total(d);
+    out->script_usec = bench_cmdstats_usec(d, "evalsha") + bench_cmdstats_usec(d, "eval");
+}
+
+static int by_calls_desc(const void *x, const void *y) {
+    const bench_cmdstat *a = x, *b = y;
+    return a->calls < b->calls ? 1 : a->calls > b->calls ? -1 : strcmp(a->name, b->name);
+}
+
+/* "; Redis calls per <unit>: evalsha 2.00, hget 4.00, ...; server time
+ * inside the scripts X µs per <unit>": every command the clients and the
+ * scripts ran, per n units. */
+static void print_calls(const redis_counts *rc, double n, const char *unit) {
+    bench_cmdstats d = rc->d;
+    int i, shown = 0;
+
+    if (!(n > 0.))
+        return;
+    qsort(d.cmd, (size_t)d.n, sizeof d.cmd[0], by_calls_desc);
+    printf("; Redis calls per %s:", unit);
+    for (i = 0; i < d.n; i++) {
+        if (!bench_cmdstats_counted(d.cmd[i].name) || (double)d.cmd[i].calls / n < 0.005)
+            continue;
+        printf("%s %s %.2f", shown++ ? "," : "", d.cmd[i].name, (double)d.cmd[i].calls / n);
+    }
+    printf("; server time inside the scripts %.1f µs per %s", (double)rc->script_usec / n, unit);
 }
 
 /* ---- running one loop ---- */
@@ -710,6 +737,7 @@ typedef struct mw_result {
     double p50_us, p99_us, max_us, seconds;
     int overlaps, errors;
     char first_error[160];
+    redis_counts rc;
 } mw_result;
 
 /* Waits (sleeping) until every process acknowledged snap, at most 10 s. */
@@ -854,6 +882,7 @@ static int run_many(test_redis *r, redisContext *admin, int kind, int procs, int
     }
     leash_client_stats(gc, &gb);
     redis_counts_of(&a, &b, &rcnt);
+    res->rc = rcnt;
     {
         mw_times *t = mw_times_of(sh);
         int64_t *gaps = calloc((size_t)h + 1, sizeof *gaps), k, n = h + 1;
@@ -963,6 +992,7 @@ typedef struct tp_result {
     double seconds, rate, calls_per, scripts_per, client_cpu_us, server_cpu_us;
     int errors;
     char first_error[160];
+    redis_counts rc;
 } tp_result;
 
 static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, double secs,
@@ -1010,6 +1040,7 @@ static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, do
     scpu1 = bench_server_cpu_s(admin);
     bench_cmdstats_read(admin, &b);
     redis_counts_of(&a, &b, &rcnt);
+    res->rc = rcnt;
     res->rate = per((double)res->cycles, res->seconds);
     res->calls_per = per((double)rcnt.total, (double)res->cycles);
     res->scripts_per = per((double)rcnt.scripts, (double)res->cycles);
@@ -1067,6 +1098,7 @@ typedef struct wr_result {
     double sent_per_round, wakeups_per_round;
     int errors;
     char first_error[160];
+    redis_counts rc; /* the last round, from the release to the last grant */
 } wr_result;
 
 static double median_d(double *v, int n) {
@@ -1155,6 +1187,11 @@ static int run_wr(redisContext *admin, int kind, int readers, int nclients, int 
         }
         stats_sum(c, 1 + nclients, &sb);
         stats_delta(&sa, &sb, &d);
+        {
+            bench_cmdstats after;
+            if (bench_cmdstats_read(admin, &after) == 0)
+                redis_counts_of(&snap, &after, &res->rc);
+        }
         sent += d.commands_sent;
         wakeups += d.wakeups;
         if (w.granted < readers) {
@@ -1420,6 +1457,7 @@ int main(int argc, char **argv) {
                    "the same contender twice in a row %d times",
                    kind_name(kinds[k]), x->seconds, per((double)x->rc.total, (double)x->nsamples),
                    x->self_handoffs);
+            print_calls(&x->rc, (double)x->nsamples, "handoff");
             if (x->over)
                 printf(" (**%d grants while another held**)", x->over);
             if (x->d.losts || x->d.disconnects)
@@ -1484,9 +1522,12 @@ int main(int argc, char **argv) {
             for (i = 0; i < nw; i++) {
                 const mw_result *x = &res[k][i];
                 char what[64];
-                if (x->ok)
-                    printf("- %s, %d waiters: %.2f s%s\n", kind_name(kinds[k]), waiters[i],
+                if (x->ok) {
+                    printf("- %s, %d waiters: %.2f s%s", kind_name(kinds[k]), waiters[i],
                            x->seconds, x->overlaps ? "; **grants while another held**" : "");
+                    print_calls(&x->rc, (double)x->handoffs, "handoff");
+                    printf("\n");
+                }
                 snprintf(what, sizeof what, "%s, %d waiters", kind_name(kinds[k]), waiters[i]);
                 print_error_note(what, x->errors, x->first_error);
             }
@@ -1541,6 +1582,18 @@ int main(int argc, char **argv) {
                "of the mutex runs before and after. Redis calls: INFO commandstats, the "
                "scripts' inner calls included; server CPU: INFO cpu.\n",
                inflight, inflight, secs);
+        {
+            const tp_result *rows[3] = {&m1, &rd, &m2};
+            const char *labels[3] = {"mutex (before)", "read lock", "mutex (after)"};
+            int k;
+            for (k = 0; k < 3; k++)
+                if (rows[k]->ok) {
+                    printf("- %s: %.2f s, %lld cycles", labels[k], rows[k]->seconds,
+                           (long long)rows[k]->cycles);
+                    print_calls(&rows[k]->rc, (double)rows[k]->cycles, "cycle");
+                    printf("\n");
+                }
+        }
         print_error_note("mutex (before)", m1.errors, m1.first_error);
         print_error_note("read lock", rd.errors, rd.first_error);
         print_error_note("mutex (after)", m2.errors, m2.first_error);
@@ -1584,6 +1637,16 @@ int main(int argc, char **argv) {
                "handoff), in the same run. Client commands and wakeups: leash_stats of every "
                "client, from the release to the last grant (the writer's release included).\n",
                readers, rounds);
+        if (wres.ok) {
+            printf("- %d readers, the last round", readers);
+            print_calls(&wres.rc, 1., "release");
+            printf("\n");
+        }
+        if (mres.ok) {
+            printf("- 1 mutex waiter, the last round");
+            print_calls(&mres.rc, 1., "release");
+            printf("\n");
+        }
         print_error_note("readers", wres.errors, wres.first_error);
         print_error_note("mutex waiter", mres.errors, mres.first_error);
         printf("- during these runs");
@@ -1640,6 +1703,13 @@ int main(int argc, char **argv) {
                "window (each release frees one permit; more than 1 means waiters woken for "
                "nothing).\n",
                permits, permits, sem_contenders / permits, permits, secs);
+        for (k = 0; k < 2; k++)
+            if (res[k].ok) {
+                printf("- %s: %.2f s, %lld cycles", k ? "semaphore" : "mutex", res[k].seconds,
+                       (long long)res[k].grants);
+                print_calls(&res[k].rc, (double)res[k].grants, "cycle");
+                printf("\n");
+            }
         for (k = 0; k < 2; k++)
             if (res[k].over)
                 printf("- **%s: %d grants beyond what it allows at once**\n",

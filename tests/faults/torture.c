@@ -203,9 +203,11 @@ enum {
 };
 
 static const char *kind_flag(void) {
+    static char sem[32];
+    snprintf(sem, sizeof sem, " --semaphore %d", cfg.permits);
     return cfg.kind == K_FAIR  ? " --fair"
            : cfg.kind == K_RW  ? " --rw"
-           : cfg.kind == K_SEM ? " --semaphore"
+           : cfg.kind == K_SEM ? sem
                                : "";
 }
 
@@ -2262,12 +2264,9 @@ int main(int argc, char **argv) {
            busy, timedout, econn, ereplicas, canceled, other, writes, (long long)fg.max_lost_late,
            (long long)fg.max_acq_late);
     if (cfg.kind != K_MUTEX) {
-        printf("lock family%s", kind_flag());
-        if (cfg.kind == K_SEM)
-            printf(" %d", cfg.permits);
-        printf(": the most holds of one name valid at one instant %d; grants that shared a "
-               "fence with another (read/semaphore) %" PRIu64,
-               fg.max_valid, fg.shared_fences);
+        printf("lock family%s: the most holds of one name valid at one instant %d; grants that "
+               "shared a fence with another (read/semaphore) %" PRIu64,
+               kind_flag(), fg.max_valid, fg.shared_fences);
         if (cfg.kind == K_RW)
             printf("; reads %" PRIu64 " (of them after a newer writer's write, the reader no "
                    "longer holding: %" PRIu64 ")",
