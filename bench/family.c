@@ -202,7 +202,8 @@ static void print_calls(const redis_counts *rc, double n, const char *unit) {
     if (!(n > 0.))
         return;
     qsort(d.cmd, (size_t)d.n, sizeof d.cmd[0], by_calls_desc);
-    printf("; Redis calls per %s:", unit);
+    printf("; Redis calls per %s %.2f (INFO commandstats, the scripts' inner calls included):",
+           unit, (double)rc->total / n);
     for (i = 0; i < d.n; i++) {
         if (!bench_cmdstats_counted(d.cmd[i].name) || (double)d.cmd[i].calls / n < 0.005)
             continue;
@@ -1453,10 +1454,8 @@ int main(int argc, char **argv) {
             const cycle_result *x = &res[k];
             if (!x->ok)
                 continue;
-            printf("- %s: %.2f s; Redis calls per handoff (scripts' inner calls included) %.2f; "
-                   "the same contender twice in a row %d times",
-                   kind_name(kinds[k]), x->seconds, per((double)x->rc.total, (double)x->nsamples),
-                   x->self_handoffs);
+            printf("- %s: %.2f s; the same contender twice in a row %d times", kind_name(kinds[k]),
+                   x->seconds, x->self_handoffs);
             print_calls(&x->rc, (double)x->nsamples, "handoff");
             if (x->over)
                 printf(" (**%d grants while another held**)", x->over);
