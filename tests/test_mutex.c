@@ -94,6 +94,7 @@ static const char *const table[LEASH__EV_COUNT][LEASH__MUTEX_STATES] = {
     [LEASH__EV_WAKE] = {"=", "=", "=", "=", "=", "ATTEMPT", "=", "=", "=", "="},
     [LEASH__EV_COVERED] = {"=", "=", "=", "=", "ATTEMPT", "ATTEMPT", "=", "=", "=", "="},
     [LEASH__EV_ALIVE] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
+    [LEASH__EV_HANDOFF] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
 };
 
 static const char *const event_names[LEASH__EV_COUNT] = {
@@ -101,7 +102,7 @@ static const char *const event_names[LEASH__EV_COUNT] = {
     "granted",  "busy",    "late",    "gone",     "failed",       "unreplicated",
     "released", "forced",  "renewed", "not-ours", "renew-failed", "renew-unreplicated",
     "wait-end", "ttl",     "retry",   "deadline", "max-hold",     "renew-due",
-    "wake",     "covered", "alive",
+    "wake",     "covered", "alive",   "handoff",
 };
 
 /* ---- the world of one case ---- */

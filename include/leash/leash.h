@@ -345,7 +345,8 @@ LEASH_EXPORT leash_lock *leash_lock_new(leash_client *c, const char *name);
  * holders itself and tells each one in a message on its client's own
  * channel: a waiter goes in without an attempt of its own, and no other
  * waiter sends anything. A handed-over hold starts with the deadline of the
- * place it was given for (its last renewal), and is renewed at once.
+ * place it was given for (its last renewal), and is renewed on the
+ * place's schedule.
  * A waiter that times out or is cancelled leaves the queue at once;
  * try-once (wait_ms 0) never queues and never jumps the queue: LEASH_EBUSY
  * when anyone waits.

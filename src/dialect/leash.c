@@ -580,7 +580,8 @@ static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const
                                             : LEASH__ANS_HANDED;
             out[i].fence = (uint64_t)e->integer;
         } else {
-            leash__log(lg, LEASH_LOG_WARN, "renew: answer %zu is not a count", i);
+            leash__log(lg, LEASH_LOG_WARN,
+                       "renew: answer %zu is neither 0 nor 1 (nor a family place's 2 or fence)", i);
             out[i].status = LEASH_EPROTO;
         }
     }

@@ -1,5 +1,6 @@
 /*
- * The mutex: one state machine. Every event that can reach a mutex handle
+ * The mutex and the lock family (fair lock, read-write lock, semaphore):
+ * one state machine. Every event that can reach a mutex handle
  * (a call, an answer, a timer, a wake from its wait queue, the client's
  * free or close) goes through dispatch(), which switches on the state and
  * then on the event; every change of state goes through set_state(),
@@ -23,6 +24,14 @@
  * hold is pending (each refuses the other). A force release is sent only
  * from IDLE, and the acquire that follows it waits in AFTER_FORCE.
  *
+ * The family (l->mode != 0) differs in Redis, not in states: a busy
+ * answer leaves the token a place in the name's queue (l->queued), which
+ * the watchdog renews like a hold while the handle acquires and which is
+ * given up (a release) when the acquire ends without the lock; the
+ * script that lets it in says so on this client's own channel (handoff),
+ * so nobody is woken to try; only the head of the queue looks again when
+ * the first holder's lease runs out (ttl).
+ *
  *               IDLE    AFTER_F ATTEMPT LAST    SUBSCR  PARKED  NOMEM   HELD    EXTRA   XNOMEM
  * acquire       start   ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  ESTATE  extra   ESTATE  ESTATE
  * release       ESTATE  ESTATE  undo    undo    undo    undo    undo    give    ESTATE  ESTATE
@@ -38,19 +47,22 @@
  * unreplicated  -       -       unrepl  unrepl  -       -       -       -       xunrepl -
  * released      rel     -       rel     rel     rel     rel     rel     rel     -       -
  * forced        forced  go      -       -       -       -       -       -       -       -
- * renewed       -       -       -       -       -       -       -       renewed renewed renewed
- * not-ours      -       -       -       -       -       -       -       lost    lost    lost
- * renew-failed  -       -       -       -       -       -       -       retry   retry   retry
- * renew-unrepl  -       -       -       -       -       -       -       lost    lost    lost
+ * renewed       -       -       place   place   place   place   place   renewed renewed renewed
+ * not-ours      -       -       place   place   place   place   place   lost    lost    lost
+ * renew-failed  -       -       place   place   place   place   place   retry   retry   retry
+ * renew-unrepl  -       -       place   place   place   place   place   lost    lost    lost
  * wait-end      -       tout    last    -       tout    tout    tout    -       -       -
  * ttl           -       -       -       -       again   again   -       -       -       -
  * retry         -       -       -       -       -       -       again   -       -       xagain
- * deadline      -       -       -       -       -       -       -       lost    lost    lost
+ * deadline      -       -       -       -       again   again   -       lost    lost    lost
  * max-hold      -       -       -       -       -       -       -       lost    lost    lost
- * renew-due     -       -       -       -       -       -       -       renew   renew   renew
+ * renew-due     -       -       prenew  prenew  prenew  prenew  prenew  renew   renew   renew
  * wake          -       -       -       -       -       again   ign     -       -       -
  * covered       -       ign     ign     ign     again   again   ign     -       -       -
  * alive         -       later   later   later   later   later   later   -       -       -
+ * handoff       -       ign     handed  handed  handed  handed  handed  ign     ign     ign
+ *   (the rows renewed..renew-unrepl, deadline and renew-due in the acquiring
+ *   states, and handoff, are the family's: for the mutex they cannot come)
  *
  *   -        cannot come in this state (nothing of that kind is pending):
  *            ignored
@@ -120,6 +132,19 @@
  *            with other clients' (Redlock), after a random pause
  *   later    the holder lives on: the TTL wake moves (capped: anyone may
  *            publish)
+ * The family's own (the mutex never sees these in those states):
+ *   place    a renewal of the waiter's place answered: renewed, the
+ *            place's deadline moves; gone, a new place is taken (again)
+ *            when SUBSCRIBING or PARKED, else the attempt on the wire
+ *            takes one; failed, again soon
+ *   prenew   the place's renewal joins the next batch
+ *   deadline (SUBSCRIBING, PARKED) the place went unrenewed for its
+ *            lease and may be gone: again
+ *   handed   let in by another's script: -> HELD with the place's
+ *            deadline and renewal schedule, callback LEASH_OK; an attempt on
+ *            the wire is dropped (it would find the hold). With
+ *            wait_replicas, a fixed lease, or a place past its deadline:
+ *            again (the attempt finds the hold and decides)
  *
  * User callbacks come last in every handler, or are followed by a check of
  * l->freed: a callback may free the handle or the client.
@@ -402,12 +427,12 @@ static void set_state(leash_lock *l, int to) {
 
     if (acquiring(from) && !acquiring(to) && to != M_HELD) {
         leash__waitq_leave(&l->w); /* hands an unused wake on */
-        if (l->queued) {
-            /* A family waiter leaves the queue at once, not a lease later;
-             * if it was let in meanwhile, the release gives that back. */
-            leash__watchdog_forget(&l->hold);
+        /* A family waiter leaves the queue at once, not a lease later (if
+         * it was let in meanwhile, the release gives that back), and its
+         * place's renewals stop (also when a release went already). */
+        leash__watchdog_forget(&l->hold);
+        if (l->queued)
             release_in_background(l, l->hold.token, 0);
-        }
     }
     if (to == M_HELD)
         l->queued = 0;
@@ -594,6 +619,9 @@ static void note_place(leash_lock *l, const leash__answer *a) {
     if (!l->queued) {
         l->queued = 1;
         l->hold.max_ms = 0; /* a place has no maximum; a hold gets it back */
+        /* A fixed lease keeps the client's interval, which may not fit it. */
+        if (l->hold.renew_ms <= 0 || l->hold.renew_ms >= l->hold.lease_ms)
+            l->hold.renew_ms = l->hold.lease_ms / 3 > 0 ? l->hold.lease_ms / 3 : 1;
         leash__hold_queue(&l->hold, attempt_time(l, a));
     } else {
         leash__hold_extend(&l->hold, attempt_time(l, a));
@@ -670,7 +698,8 @@ static void granted(leash_lock *l, const leash__answer *a) {
 
 /* A family waiter was let in by a script it did not send (a release, an
  * expiry noticed, a renewal of its place): the hold is what its place
- * was, and its deadline the place's, which a renewal this client sent
+ * was (the script gave the hold the place's expiry), and its deadline the
+ * place's, which the last write of the place this client saw answered
  * set. Where that cannot be trusted, or counts only with replicas or with
  * a fresh lease (a fixed lease), an attempt of its own, which finds the
  * hold, decides. */
@@ -693,9 +722,9 @@ static void handed(leash_lock *l, const leash__event *e) {
     l->hold.max_ms = l->max_hold_ms;
     if (l->hold.max_ms > 0 && now + l->hold.max_ms < l->hold.deadline)
         l->hold.deadline = now + l->hold.max_ms;
-    l->hold.renew_due = now; /* at once: a place's lease is older than a grant's */
+    /* The place's renewals go on as the hold's, on the place's schedule:
+     * its deadline is as far ahead as any hold's between two renewals. */
     set_state(l, M_HELD);
-    leash__watchdog_request(&l->core->dog, &l->hold);
     finish_acquire(l, LEASH_OK);
 }
 
@@ -1270,7 +1299,7 @@ static int in_waiting(leash_lock *l, const leash__event *e) {
         holder_alive(l, e->lease_ms);
         return 0;
     case LEASH__EV_HANDOFF:
-        if (l->state != M_AFTER_FORCE)
+        if (family(l) && l->state != M_AFTER_FORCE)
             handed(l, e);
         return 0;
     case LEASH__EV_DEADLINE:
@@ -1350,7 +1379,8 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
         holder_alive(l, e->lease_ms);
         return 0;
     case LEASH__EV_HANDOFF:
-        handed(l, e);
+        if (family(l))
+            handed(l, e);
         return 0;
     default:
         return place_event(l, e);
@@ -1488,7 +1518,11 @@ static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
     e.sent = sent;
     if (a->status != LEASH_OK)
         e.type = LEASH__EV_RENEW_FAILED;
-    else if (a->kind == LEASH__ANS_HANDED && !holding(l->state)) {
+    else if (!family(l) && a->kind != LEASH__ANS_RENEWED && a->kind != LEASH__ANS_NOT_OURS) {
+        /* Only the family's renewals answer places and fences. */
+        leash__log(lg(l), LEASH_LOG_WARN, "renew %s: the answer is neither 0 nor 1", l->name);
+        e.type = LEASH__EV_RENEW_FAILED;
+    } else if (a->kind == LEASH__ANS_HANDED && !holding(l->state)) {
         /* A family waiter's place: it was let in. */
         e.type = LEASH__EV_HANDOFF;
         e.fence = a->fence;
