@@ -12,6 +12,8 @@
  *                                    the same on a Redis Cluster (below)
  *   torture --redlock [--quick | --minutes N] [--seed S]
  *                                    the same on Redlock's five servers
+ *   torture --fair | --rw | --semaphore N [--seconds S] ...
+ *                                    the same with the lock family (below)
  *
  * What the workers record, in a shared log (an mmap'd file):
  *   UNIT  a unit of "work" of a hold: its fence and the CLOCK_MONOTONIC
@@ -114,6 +116,33 @@
  * must still never go back: the fence floors guarantee it under the
  * delayed restart.
  */
+/*
+ * The lock family (--fair, --rw, --semaphore N; alone or with --cluster,
+ * not with --redlock, where the constructors refuse): every handle is of
+ * that kind, under the same faults, and the checks above hold with what
+ * the kind promises instead of "one holder":
+ *   --fair       leash_fair_lock_new: exactly the mutex's checks.
+ *   --rw         leash_read_lock_new / leash_write_lock_new on the same
+ *                names. A worker is a reader or a writer of each name
+ *                ((proc + name) % 3 == 0: writer), never both, so that no
+ *                client mixes the two on one name (a write acquire beside
+ *                a read handle of its client is refused, and a read next to
+ *                its client's write hold is a downgrade that goes in at
+ *                once: neither is what this test is about). Checks: no
+ *                write claim overlaps any other hold's claim (read or
+ *                write); a writer's fence is granted once; only writers
+ *                write the storage, and a reader reads it at the end of each
+ *                unit, before leash_held(): a fence above its own while it
+ *                still holds is a writer that came in while it was valid.
+ *   --semaphore N  leash_semaphore_new(..., N): at no instant are more than
+ *                N claims of one name valid (a sweep over the claims,
+ *                half-open); holders do not write the storage (N of them
+ *                share the resource by design).
+ * Read and semaphore holds may share a fence when one script let several
+ * in at once; that is counted and printed, not a violation. The output
+ * gives, per run, the most holds of a name that were valid at one instant
+ * (1 for a mutex or fair lock; up to N for the semaphore; readers: more).
+ */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* prctl, strdup, kill, MAP_ANONYMOUS */
 #endif
@@ -162,7 +191,35 @@ static struct {
     int verbose;
     int cluster; /* --cluster: on a Redis Cluster, see the top */
     int redlock; /* --redlock: on Redlock's five servers, see the top */
-} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0};
+    int kind;    /* K_MUTEX, or a member of the lock family (see the top) */
+    int permits; /* --semaphore N */
+} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0};
+
+enum {
+    K_MUTEX = 0,
+    K_FAIR,
+    K_RW,
+    K_SEM
+};
+
+static const char *kind_flag(void) {
+    static char sem[32];
+    snprintf(sem, sizeof sem, " --semaphore %d", cfg.permits);
+    return cfg.kind == K_FAIR  ? " --fair"
+           : cfg.kind == K_RW  ? " --rw"
+           : cfg.kind == K_SEM ? sem
+                               : "";
+}
+
+/* --rw: a worker reads name n unless (proc + n) % 3 == 0 (see the top). */
+static int rw_reader(int proc, int name) {
+    return (proc + name) % 3 != 0;
+}
+
+/* Kinds whose holds of one name may be valid at once, and share a fence. */
+static int shared_kind(int reader) {
+    return cfg.kind == K_SEM || (cfg.kind == K_RW && reader);
+}
 
 /* Cluster mode: the longest lease, and how long WAIT waits for the replica
  * (below the command timeout, as leash_options wants). */
@@ -192,6 +249,7 @@ typedef struct rec {
 enum {
     F_HELD_AT_END = 1, /* leash_held() at t1 */
     F_ACCEPTED = 2,    /* the storage took the write */
+    F_READ = 4,        /* UNIT, ACQ: a read hold (--rw) */
 };
 
 typedef struct worker_shm {
@@ -207,6 +265,7 @@ typedef struct worker_shm {
     uint64_t rejections, writes;
     uint64_t violations;
     uint64_t resurrections;
+    uint64_t reads, stale_reads; /* --rw: storage reads by readers */
     char first_violation[512];
 } worker_shm;
 
@@ -268,6 +327,7 @@ enum {
 
 typedef struct handle {
     int idx, name;
+    int reader; /* --rw: a read handle */
     leash_lock *l;
     int state;
     int acq_pending, rel_pending; /* callbacks expected */
@@ -391,6 +451,7 @@ static void record_acq(handle *h, int status) {
     rec r;
     memset(&r, 0, sizeof r);
     r.type = REC_ACQ;
+    r.flags = (uint8_t)(h->reader ? F_READ : 0);
     r.proc = (uint16_t)W.proc;
     r.handle = (uint16_t)h->idx;
     r.name = (uint16_t)h->name;
@@ -492,6 +553,7 @@ static void on_lost(leash_lock *l, int reason, void *arg) {
     if (h->state == H_HELD && h->v0 > 0) {
         memset(&r, 0, sizeof r);
         r.type = REC_UNIT;
+        r.flags = (uint8_t)(h->reader ? F_READ : 0);
         r.proc = (uint16_t)W.proc;
         r.handle = (uint16_t)h->idx;
         r.name = (uint16_t)h->name;
@@ -516,12 +578,33 @@ static void start_unit(handle *h) {
 static void end_unit(handle *h) {
     int accepted, held;
     int64_t t1;
+    uint64_t seen = 0;
     rec r;
 
-    accepted = storage_write(h->name, leash_fence(h->l));
+    if (h->reader) {
+        /* A reader reads: a writer's fence above its own while it is
+         * still valid is a writer that came in beside it. */
+        seen = __atomic_load_n(&S->max_fence[h->name], __ATOMIC_ACQUIRE);
+        accepted = 1;
+    } else if (cfg.kind == K_SEM) {
+        accepted = 1; /* N holders share the resource: no fenced storage */
+    } else {
+        accepted = storage_write(h->name, leash_fence(h->l));
+    }
     t1 = now_ms();
     held = leash_held(h->l);
-    W.me->writes++;
+    if (h->reader) {
+        W.me->reads++;
+        if (seen > leash_fence(h->l)) {
+            W.me->stale_reads++;
+            if (held)
+                violation("reader handle %d (fence %" PRIu64 ") of name %d still holds after a "
+                          "writer with fence %" PRIu64 " wrote",
+                          h->idx, leash_fence(h->l), h->name, seen);
+        }
+    } else if (cfg.kind != K_SEM) {
+        W.me->writes++;
+    }
     if (!accepted) {
         W.me->rejections++;
         if (held)
@@ -530,7 +613,8 @@ static void end_unit(handle *h) {
     }
     memset(&r, 0, sizeof r);
     r.type = REC_UNIT;
-    r.flags = (uint8_t)((held ? F_HELD_AT_END : 0) | (accepted ? F_ACCEPTED : 0));
+    r.flags = (uint8_t)((held ? F_HELD_AT_END : 0) | (accepted ? F_ACCEPTED : 0) |
+                        (h->reader ? F_READ : 0));
     r.proc = (uint16_t)W.proc;
     r.handle = (uint16_t)h->idx;
     r.name = (uint16_t)h->name;
@@ -758,7 +842,24 @@ static void worker_main(int proc, int port) {
         h->idx = i;
         h->name = (int)(rnd_next(&W.rnd) % (unsigned)cfg.names);
         snprintf(name, sizeof name, "n%d", h->name);
-        h->l = leash_lock_new(W.c, name);
+        switch (cfg.kind) {
+        case K_FAIR:
+            h->l = leash_fair_lock_new(W.c, name);
+            break;
+        case K_RW:
+            h->reader = rw_reader(proc, h->name);
+            h->l = h->reader ? leash_read_lock_new(W.c, name) : leash_write_lock_new(W.c, name);
+            break;
+        case K_SEM:
+            h->l = leash_semaphore_new(W.c, name, cfg.permits);
+            break;
+        default:
+            h->l = leash_lock_new(W.c, name);
+        }
+        if (h->l == NULL) {
+            violation("no lock handle for %s", name);
+            exit(1);
+        }
         leash_on_lost(h->l, on_lost, h);
         ev_timer_init(&h->t, on_handle_timer, 0., 0.);
         h->t.data = h;
@@ -1580,16 +1681,94 @@ static int same_hold(const rec *a, const rec *b) {
 
 typedef struct figures {
     uint64_t acquisitions, handoffs, units;
+    uint64_t shared_fences; /* read or semaphore grants that shared a fence */
+    int max_valid;          /* the most holds of one name valid at one instant */
     int64_t max_lost_late, max_acq_late;
     uint64_t gone_losts;     /* Redlock: holds lost in a majority-gone window */
     uint64_t floors, no_ttl; /* Redlock: fence floors left at the end; of them without a TTL */
     int64_t floor_ttl_max;   /* the longest TTL among them */
 } figures;
 
+/* The two claims reaching furthest among those seen so far of one name,
+ * from two different holds (a hold's own units never overlap each other,
+ * but the furthest claim may be the new unit's own hold). */
+typedef struct reach {
+    const rec *r[2];
+} reach;
+
+static void reach_add(reach *t, const rec *x) {
+    if (t->r[0] != NULL && same_hold(t->r[0], x)) {
+        if (x->b > t->r[0]->b)
+            t->r[0] = x;
+        return;
+    }
+    if (t->r[1] != NULL && same_hold(t->r[1], x)) {
+        if (x->b > t->r[1]->b)
+            t->r[1] = x;
+    } else if (t->r[1] == NULL || x->b > t->r[1]->b) {
+        t->r[1] = x;
+    }
+    if (t->r[0] == NULL || (t->r[1] != NULL && t->r[1]->b > t->r[0]->b)) {
+        const rec *tmp = t->r[0];
+        t->r[0] = t->r[1];
+        t->r[1] = tmp;
+    }
+}
+
+/* A claim of t that overlaps x (another hold's), or NULL. */
+static const rec *reach_overlap(const reach *t, const rec *x) {
+    int k;
+    for (k = 0; k < 2; k++)
+        if (t->r[k] != NULL && !same_hold(t->r[k], x) && x->a < t->r[k]->b)
+            return t->r[k];
+    return NULL;
+}
+
+typedef struct edge {
+    int64_t t;
+    int d; /* +1: a claim starts, -1: one ends */
+} edge;
+
+static int by_edge(const void *x, const void *y) {
+    const edge *a = x, *b = y;
+    if (a->t != b->t)
+        return a->t < b->t ? -1 : 1;
+    return a->d - b->d; /* ends first: the claims are half-open */
+}
+
+/* The most claims of one name valid at one instant, units r[lo..hi)
+ * (sorted by start); over cfg.permits with --semaphore is a violation. */
+static void sweep_name(figures *fg, const rec *r, uint64_t lo, uint64_t hi) {
+    edge *e = malloc(sizeof(edge) * 2 * (hi - lo + 1));
+    uint64_t i, k = 0;
+    int cur = 0, worst = 0;
+    int64_t worst_at = 0;
+
+    if (e == NULL)
+        return;
+    for (i = lo; i < hi; i++)
+        if (r[i].b > r[i].a) {
+            e[k].t = r[i].a, e[k++].d = 1;
+            e[k].t = r[i].b, e[k++].d = -1;
+        }
+    qsort(e, k, sizeof *e, by_edge);
+    for (i = 0; i < k; i++) {
+        cur += e[i].d;
+        if (cur > worst)
+            worst = cur, worst_at = e[i].t;
+    }
+    free(e);
+    if (worst > fg->max_valid)
+        fg->max_valid = worst;
+    if (cfg.kind == K_SEM && worst > cfg.permits)
+        sv_violation("name n%d: %d holds valid at t=%lld, over the %d permits", r[lo].name, worst,
+                     (long long)worst_at, cfg.permits);
+}
+
 static void check_log(figures *fg) {
-    uint64_t n = S->nrec < S->cap ? S->nrec : S->cap, i;
+    uint64_t n = S->nrec < S->cap ? S->nrec : S->cap, i, name_lo = 0;
     rec *r = S->recs;
-    const rec *best = NULL;
+    reach all, writes;
 
     if (S->dropped)
         sv_violation("the log was full: %" PRIu64 " records dropped", S->dropped);
@@ -1598,29 +1777,46 @@ static void check_log(figures *fg) {
     for (i = 0; i < n; i++) {
         const rec *x = &r[i];
         if (x->type == REC_UNIT) {
+            const rec *o;
             fg->units++;
-            if (i == 0 || r[i - 1].type != REC_UNIT || r[i - 1].name != x->name)
-                best = NULL;
-            /* best: the claim reaching furthest among those so far. */
-            if (best != NULL && x->a < best->b && !same_hold(x, best))
-                sv_violation("name n%d: proc %d handle %d fence %" PRIu64 " valid on "
-                             "[%lld, %lld] overlaps proc %d handle %d fence %" PRIu64
+            if (i == 0 || r[i - 1].type != REC_UNIT || r[i - 1].name != x->name) {
+                memset(&all, 0, sizeof all);
+                memset(&writes, 0, sizeof writes);
+                name_lo = i;
+            }
+            /* Exclusive holds overlap no other claim; read holds no
+             * write claim; semaphore holds are counted below. */
+            o = cfg.kind == K_SEM                         ? NULL
+                : cfg.kind == K_RW && (x->flags & F_READ) ? reach_overlap(&writes, x)
+                                                          : reach_overlap(&all, x);
+            if (o != NULL)
+                sv_violation("name n%d: proc %d handle %d%s fence %" PRIu64 " valid on "
+                             "[%lld, %lld] overlaps proc %d handle %d%s fence %" PRIu64
                              " valid on [%lld, %lld]",
-                             x->name, x->proc, x->handle, x->fence, (long long)x->a,
-                             (long long)x->b, best->proc, best->handle, best->fence,
-                             (long long)best->a, (long long)best->b);
-            if (best == NULL || x->b > best->b)
-                best = x;
+                             x->name, x->proc, x->handle, (x->flags & F_READ) ? " (read)" : "",
+                             x->fence, (long long)x->a, (long long)x->b, o->proc, o->handle,
+                             (o->flags & F_READ) ? " (read)" : "", o->fence, (long long)o->a,
+                             (long long)o->b);
+            reach_add(&all, x);
+            if (!(x->flags & F_READ))
+                reach_add(&writes, x);
+            if (i + 1 == n || r[i + 1].type != REC_UNIT || r[i + 1].name != x->name)
+                sweep_name(fg, r, name_lo, i + 1);
         } else if (x->type == REC_ACQ) {
             int64_t late, allow;
             if (x->status == LEASH_OK) {
                 fg->acquisitions++;
                 if (i > 0 && r[i - 1].type == REC_ACQ && r[i - 1].status == LEASH_OK &&
-                    r[i - 1].name == x->name && r[i - 1].fence == x->fence)
-                    sv_violation("name n%d: fence %" PRIu64 " granted twice (proc %d handle %d, "
-                                 "proc %d handle %d)",
-                                 x->name, x->fence, x->proc, x->handle, r[i - 1].proc,
-                                 r[i - 1].handle);
+                    r[i - 1].name == x->name && r[i - 1].fence == x->fence) {
+                    if (shared_kind(x->flags & F_READ) && shared_kind(r[i - 1].flags & F_READ))
+                        fg->shared_fences++;
+                    else
+                        sv_violation("name n%d: fence %" PRIu64 " granted twice (proc %d handle "
+                                     "%d%s, proc %d handle %d%s)",
+                                     x->name, x->fence, x->proc, x->handle,
+                                     (x->flags & F_READ) ? " (read)" : "", r[i - 1].proc,
+                                     r[i - 1].handle, (r[i - 1].flags & F_READ) ? " (read)" : "");
+                }
             }
             /* The single mode's bound: command_timeout_ms + slack after
              * the wait (try-once: after the start); in cluster mode more
@@ -1805,8 +2001,9 @@ static void check_majority_gone(figures *fg) {
 
 static void usage(const char *argv0) {
     fprintf(stderr,
-            "usage: %s [--cluster | --redlock] [--quick] [--minutes N] [--seconds N] [--procs N]\n"
-            "          [--handles N] [--names N] [--seed S] [--tolerance-ms N] [--verbose]\n",
+            "usage: %s [--cluster | --redlock] [--fair | --rw | --semaphore N] [--quick]\n"
+            "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
+            "          [--seed S] [--tolerance-ms N] [--verbose]\n",
             argv0);
     exit(2);
 }
@@ -1819,6 +2016,7 @@ int main(int argc, char **argv) {
     int64_t start, end, fault_end;
     uint64_t faults = 0, losts[6] = {0}, rejections = 0, writes = 0;
     uint64_t busy = 0, timedout = 0, econn = 0, ereplicas = 0, canceled = 0, other = 0;
+    uint64_t reads = 0, stale_reads = 0;
     int port, nkinds;
     const char *const *kind_names;
     const uint64_t *kind_counts;
@@ -1835,10 +2033,16 @@ int main(int argc, char **argv) {
             cfg.cluster = 1;
         } else if (strcmp(a, "--redlock") == 0) {
             cfg.redlock = 1;
+        } else if (strcmp(a, "--fair") == 0) {
+            cfg.kind = K_FAIR;
+        } else if (strcmp(a, "--rw") == 0) {
+            cfg.kind = K_RW;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.verbose = 1;
         } else if (v == NULL) {
             usage(argv[0]);
+        } else if (strcmp(a, "--semaphore") == 0) {
+            cfg.kind = K_SEM, cfg.permits = atoi(v), i++;
         } else if (strcmp(a, "--minutes") == 0) {
             cfg.fault_s = atoi(v) * 60, i++;
         } else if (strcmp(a, "--seconds") == 0) {
@@ -1858,7 +2062,9 @@ int main(int argc, char **argv) {
         }
     }
     if (cfg.procs < 1 || cfg.procs > MAX_PROCS || cfg.handles < 1 || cfg.handles > 4096 ||
-        cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 || (cfg.cluster && cfg.redlock))
+        cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 || (cfg.cluster && cfg.redlock) ||
+        (cfg.redlock && cfg.kind != K_MUTEX) ||
+        (cfg.kind == K_SEM && (cfg.permits < 1 || cfg.permits > LEASH_PERMITS_MAX)))
         usage(argv[0]);
     if (cfg.cluster)
         cfg.lease_max = CLUSTER_LEASE_MAX;
@@ -1885,6 +2091,10 @@ int main(int argc, char **argv) {
         uint64_t secs = (uint64_t)(cfg.fault_s + cfg.settle_s + cfg.drain_s + 10);
         uint64_t cap =
             secs * ((uint64_t)cfg.procs * (uint64_t)cfg.handles * 25 + (uint64_t)cfg.names * 200);
+        /* Readers and permit holders of one name write their units at once:
+         * every handle may hold, a unit every 5 ms at most. */
+        if (cfg.kind == K_RW || cfg.kind == K_SEM)
+            cap += secs * (uint64_t)cfg.procs * (uint64_t)cfg.handles * 200;
         size = sizeof(shm) + cap * sizeof(rec);
         if (ftruncate(fd, (off_t)size) != 0) {
             perror("torture: ftruncate");
@@ -2023,6 +2233,8 @@ int main(int argc, char **argv) {
         ereplicas += w->ereplicas;
         canceled += w->canceled;
         other += w->other_fail;
+        reads += w->reads;
+        stale_reads += w->stale_reads;
     }
 
     nkinds = cfg.cluster ? CF_COUNT : cfg.redlock ? RF_COUNT : F_COUNT;
@@ -2051,15 +2263,25 @@ int main(int argc, char **argv) {
            "ms past its wait\n",
            busy, timedout, econn, ereplicas, canceled, other, writes, (long long)fg.max_lost_late,
            (long long)fg.max_acq_late);
-    printf("torture%s: %dx%d handles on %d names, %d s of faults, seed %u: acquisitions=%" PRIu64
+    if (cfg.kind != K_MUTEX) {
+        printf("lock family%s: the most holds of one name valid at one instant %d; grants that "
+               "shared a fence with another (read/semaphore) %" PRIu64,
+               kind_flag(), fg.max_valid, fg.shared_fences);
+        if (cfg.kind == K_RW)
+            printf("; reads %" PRIu64 " (of them after a newer writer's write, the reader no "
+                   "longer holding: %" PRIu64 ")",
+                   reads, stale_reads);
+        printf("\n");
+    }
+    printf("torture%s%s: %dx%d handles on %d names, %d s of faults, seed %u: acquisitions=%" PRIu64
            " handoffs=%" PRIu64 " faults=%" PRIu64 " losts: expired=%" PRIu64
            " unreachable=%" PRIu64 " max_hold=%" PRIu64 " replicas=%" PRIu64
            " stale-fence rejections=%" PRIu64 " violations=%" PRIu64 "\n",
            cfg.cluster   ? " --cluster"
            : cfg.redlock ? " --redlock"
                          : "",
-           cfg.procs, cfg.handles, cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions, fg.handoffs,
-           faults, losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE],
+           kind_flag(), cfg.procs, cfg.handles, cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions,
+           fg.handoffs, faults, losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE],
            losts[LEASH_LOST_MAX_HOLD], losts[LEASH_LOST_REPLICAS], rejections, violations);
     fflush(stdout);
     if (cfg.cluster) {
