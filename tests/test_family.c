@@ -1195,8 +1195,7 @@ TEST(rw_many_readers_hold_at_once_and_keep_writers_out) {
     cs[0] = w.c;
     cs[1] = fx_world_client(&w, 2000);
     cs[2] = fx_world_client(&w, 2000);
-    /* The writer's client has no read handle of the name (that would be
-     * an upgrade, refused). */
+    /* The writer has a client of its own. */
     wc = fx_world_client(&w, 2000);
     for (i = 0; i < 6; i++) {
         rs[i] = reader(cs[i % 3], "rw-many");
@@ -1255,8 +1254,7 @@ TEST(rw_writer_excludes_readers_and_writers_over_many_cycles) {
     leash_lock_free(w2);
 
     /* Three writers (a client each) and four readers (two clients of
-     * their own: a writer's client with a read handle of the name would
-     * be refused as an upgrade) in cycles: a writer is always alone. */
+     * their own) in cycles: a writer is always alone. */
     for (i = 0; i < 7; i++)
         contender_init(&ks[i], i < 3 ? writer(cs[i], "rw-excl") : reader(cs[3 + i % 2], "rw-excl"),
                        &res, i < 3, 8, i < 3 ? 3 : 8);
@@ -1346,9 +1344,7 @@ TEST(rw_readers_queued_behind_a_writer_go_in_together_up_to_the_next_writer) {
 
     memset(g, 0, sizeof(g));
     fx_world_up(&w, 2000, 0);
-    /* Writers and readers in clients of their own: a read handle of the
-     * writer's client would go in at once (a downgrade), and a writer of
-     * a reader's client is refused (an upgrade). */
+    /* Writers and readers in clients of their own. */
     cs[0] = w.c;
     for (i = 1; i < 4; i++)
         cs[i] = fx_world_client(&w, 2000);
@@ -1500,20 +1496,26 @@ TEST(rw_reentrant_holds_are_counted_per_handle) {
     fx_world_down(&w);
 }
 
-TEST(rw_downgrade_read_handle_of_the_writing_client_goes_in_at_once) {
+TEST(rw_downgrade_a_read_paired_with_the_holding_write_goes_in_at_once) {
     fx_world w;
     leash_client *c2, *c3;
-    leash_lock *wr, *r, *stranger_r, *stranger_w;
+    leash_lock *wr, *r, *stranger_r, *stranger_w, *same_client_r;
 
     fx_world_up(&w, 2000, 0);
     c2 = fx_world_client(&w, 2000);
     c3 = fx_world_client(&w, 2000);
     wr = writer(w.c, "rw-down");
     r = reader(w.c, "rw-down");
+    CHECK_EQ_INT(leash_rw_lock_pair(r, wr), LEASH_OK);
+    CHECK_EQ_INT(leash_rw_lock_pair(wr, r), LEASH_EINVAL);
+    same_client_r = reader(w.c, "rw-down");
     stranger_r = reader(c2, "rw-down");
     stranger_w = writer(c3, "rw-down");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, wr, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, stranger_r, 0, 5000), LEASH_EBUSY);
+    /* Another task's read in the writer's own client waits like anyone's:
+     * it must not see a half-done write. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, same_client_r, 0, 5000), LEASH_EBUSY);
     /* Try-once: in at once, beside its own client's writer. */
     CHECK_EQ_INT(fx_acquire_sync(w.loop, r, 0, 5000), LEASH_OK);
     CHECK(leash_held(wr));
@@ -1535,18 +1537,27 @@ TEST(rw_downgrade_read_handle_of_the_writing_client_goes_in_at_once) {
     fx_world_down(&w);
 }
 
-TEST(rw_upgrade_is_refused_with_estate_while_a_read_handle_holds_or_waits) {
+TEST(rw_upgrade_is_refused_with_estate_while_the_paired_read_holds_or_waits) {
     fx_world w;
     leash_client *c2;
-    leash_lock *r, *wr, *stranger_w;
-    fx_result never = {0}, queued = {0};
+    leash_lock *r, *wr, *stranger_w, *other_w;
+    fx_result never = {0}, queued = {0}, other = {0};
 
     fx_world_up(&w, 2000, 0);
     c2 = fx_world_client(&w, 2000);
     r = reader(w.c, "rw-up");
     wr = writer(w.c, "rw-up");
+    CHECK_EQ_INT(leash_rw_lock_pair(r, wr), LEASH_OK);
+    other_w = writer(w.c, "rw-up");
     stranger_w = writer(c2, "rw-up");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, r, 0, 5000), LEASH_OK);
+    /* A writer of the same client that is not paired queues as anyone. */
+    CHECK_EQ_INT(leash_acquire(other_w, 2000, fx_acquire_cb, &other), LEASH_OK);
+    fx_run_for(w.loop, 50);
+    CHECK_EQ_INT(other.calls, 0);
+    CHECK_EQ_INT(leash_cancel(other_w), LEASH_OK);
+    fx_run_until(w.loop, &other, 1000);
+    CHECK_EQ_INT(other.status, LEASH_ECANCELED);
     CHECK_EQ_INT(leash_acquire(wr, 0, fx_acquire_cb, &never), LEASH_ESTATE);
     CHECK_EQ_INT(leash_acquire(wr, 1000, fx_acquire_cb, &never), LEASH_ESTATE);
     CHECK_EQ_INT(leash_acquire(wr, LEASH_WAIT_FOREVER, fx_acquire_cb, &never), LEASH_ESTATE);
@@ -1950,8 +1961,8 @@ int main(int argc, char **argv) {
         TEST_CASE(rw_write_release_wakes_one_writer_only),
         TEST_CASE(rw_try_once_reader_is_busy_while_a_writer_waits),
         TEST_CASE(rw_reentrant_holds_are_counted_per_handle),
-        TEST_CASE(rw_downgrade_read_handle_of_the_writing_client_goes_in_at_once),
-        TEST_CASE(rw_upgrade_is_refused_with_estate_while_a_read_handle_holds_or_waits),
+        TEST_CASE(rw_downgrade_a_read_paired_with_the_holding_write_goes_in_at_once),
+        TEST_CASE(rw_upgrade_is_refused_with_estate_while_the_paired_read_holds_or_waits),
         TEST_CASE(rw_each_read_hold_has_its_own_lease_fence_and_lost_callback),
         TEST_CASE(rw_crashed_reader_share_comes_back_after_one_lease),
         TEST_CASE(rw_crashed_writer_is_recovered_after_one_lease),
