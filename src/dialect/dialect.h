@@ -180,6 +180,10 @@ extern const leash__dialect leash__dialect_leash;
 void leash__dialects_init(void);
 
 void leash__names_clear(leash__names *n);
+/* "publish" or "spublish" (sharded), for n's messages; its length in *len. */
+const char *leash__publish_verb(const leash__names *n, size_t *len);
+/* The zeros a stamped argument starts as (wire/conn.h). */
+extern const char leash__stamp_zeros[LEASH__STAMP_DIGITS + 1];
 /* The names of lock `name` whose channel is the companion `kind`
  * (kind_len bytes) of its key. LEASH_OK, LEASH_EINVAL (logged),
  * LEASH_ENOMEM. */

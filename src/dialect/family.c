@@ -217,13 +217,6 @@ void leash__family_keys(const leash__names *n, const char **argv, size_t *lens,
     lens[3] = companion(n, "x", bufs[2]);
 }
 
-static const char stamp_zeros[LEASH__STAMP_DIGITS + 1] = "0000000000000000000";
-
-static const char *verb(const leash__names *n, size_t *len) {
-    *len = n->sharded ? 8 : 7;
-    return n->sharded ? "spublish" : "publish";
-}
-
 /* The channel base: the client's channel without the client id. */
 static size_t base_len(const leash__names *n) {
     return n->channel_len - LEASH__TOKEN_LEN;
@@ -255,10 +248,10 @@ leash__cmd *leash__family_acquire_cmd(const leash__names *n, const char *token, 
     lens[13] = leash__resp_int(cnt, count);
     argv[14] = n->channel;
     lens[14] = base_len(n);
-    argv[15] = verb(n, &lens[15]);
+    argv[15] = leash__publish_verb(n, &lens[15]);
     argv[16] = under != NULL ? under : "";
     lens[16] = under != NULL ? LEASH__TOKEN_LEN : 0;
-    argv[17] = stamp_zeros;
+    argv[17] = leash__stamp_zeros;
     lens[17] = LEASH__STAMP_DIGITS;
     buf = leash__script_call(&len, &leash__family_acquire_script, 4, 18, argv, lens);
     cmd = buf ? leash__cmd_new(buf, len, &leash__family_acquire_script, LEASH__CMD_RETRY, deadline,
@@ -284,8 +277,8 @@ leash__cmd *leash__family_release_cmd(const leash__names *n, const char *token, 
     lens[8] = leash__resp_int(cnt, count_after);
     argv[9] = n->channel;
     lens[9] = base_len(n);
-    argv[10] = verb(n, &lens[10]);
-    argv[11] = stamp_zeros;
+    argv[10] = leash__publish_verb(n, &lens[10]);
+    argv[11] = leash__stamp_zeros;
     lens[11] = LEASH__STAMP_DIGITS;
     buf = leash__script_call(&len, &leash__family_release_script, 4, 12, argv, lens);
     cmd = buf ? leash__cmd_new(buf, len, &leash__family_release_script, LEASH__CMD_RETRY, deadline,
@@ -305,7 +298,7 @@ leash__cmd *leash__family_force_cmd(const leash__names *n, int64_t deadline) {
     leash__family_keys(n, argv + 3, lens + 3, bufs);
     argv[7] = n->channel;
     lens[7] = base_len(n);
-    argv[8] = verb(n, &lens[8]);
+    argv[8] = leash__publish_verb(n, &lens[8]);
     /* EVAL, never resent: as the mutex's force (dialect/leash.c). */
     buf = leash__script_eval_call(&len, &force_script, 4, 9, argv, lens);
     return buf ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;

@@ -343,7 +343,7 @@ static size_t floor_name(const leash__names *n, char *buf) {
 /* ---- commands ---- */
 
 /* The zeros the connection overwrites with a server-time stamp. */
-static const char stamp_zeros[LEASH__STAMP_DIGITS + 1] = "0000000000000000000";
+const char leash__stamp_zeros[LEASH__STAMP_DIGITS + 1] = "0000000000000000000";
 
 static leash__cmd *script_cmd(const leash__script *s, int numkeys, int argc, const char **argv,
                               size_t *lens, unsigned flags, int64_t deadline) {
@@ -372,7 +372,7 @@ static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t
     lens[4 + k] = leash__resp_int(lease, lease_ms);
     argv[5 + k] = cnt;
     lens[5 + k] = leash__resp_int(cnt, count);
-    argv[6 + k] = stamp_zeros;
+    argv[6 + k] = leash__stamp_zeros;
     lens[6 + k] = LEASH__STAMP_DIGITS;
     cmd = script_cmd(&acquire_script, k, 7 + k, argv, lens, LEASH__CMD_RETRY, deadline);
     if (cmd != NULL)
@@ -380,7 +380,7 @@ static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t
     return cmd;
 }
 
-static const char *publish_verb(const leash__names *n, size_t *len) {
+const char *leash__publish_verb(const leash__names *n, size_t *len) {
     *len = n->sharded ? 8 : 7;
     return n->sharded ? "spublish" : "publish";
 }
@@ -400,8 +400,8 @@ static leash__cmd *release_cmd(const leash__names *n, const char *token, int cou
     lens[5] = leash__resp_int(cnt, count_after);
     argv[6] = n->channel;
     lens[6] = n->channel_len;
-    argv[7] = publish_verb(n, &lens[7]);
-    argv[8] = stamp_zeros;
+    argv[7] = leash__publish_verb(n, &lens[7]);
+    argv[8] = leash__stamp_zeros;
     lens[8] = LEASH__STAMP_DIGITS;
     cmd = script_cmd(&release_script, 1, 9, argv, lens, LEASH__CMD_RETRY, deadline);
     if (cmd != NULL && valid_until != 0)
@@ -446,7 +446,7 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t d
         args[a] = nm->family ? "f" : "m";
         alens[a++] = 1;
     }
-    args[a] = publish_verb(items[0].names, &alens[a]);
+    args[a] = leash__publish_verb(items[0].names, &alens[a]);
     a++;
     memcpy(argv + 3, keys, k * sizeof(*keys));
     memcpy(lens + 3, klens, k * sizeof(*klens));
@@ -466,7 +466,7 @@ static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
     lens[3] = n->key_len;
     argv[4] = n->channel;
     lens[4] = n->channel_len;
-    argv[5] = publish_verb(n, &lens[5]);
+    argv[5] = leash__publish_verb(n, &lens[5]);
     /* EVAL, never resent after a lost answer nor after NOSCRIPT: a second
      * run behind commands issued later would remove the hold they made. */
     buf = leash__script_eval_call(&len, &force_script, 1, 6, argv, lens);
