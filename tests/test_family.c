@@ -1195,8 +1195,6 @@ TEST(rw_many_readers_hold_at_once_and_keep_writers_out) {
     cs[0] = w.c;
     cs[1] = fx_world_client(&w, 2000);
     cs[2] = fx_world_client(&w, 2000);
-    /* The writer's client has no read handle of the name (that would be
-     * an upgrade, refused). */
     wc = fx_world_client(&w, 2000);
     for (i = 0; i < 6; i++) {
         rs[i] = reader(cs[i % 3], "rw-many");
@@ -1254,11 +1252,10 @@ TEST(rw_writer_excludes_readers_and_writers_over_many_cycles) {
     leash_lock_free(r);
     leash_lock_free(w2);
 
-    /* Three writers (a client each) and four readers (two clients of
-     * their own: a writer's client with a read handle of the name would
-     * be refused as an upgrade) in cycles: a writer is always alone. */
+    /* Three writers and four readers, two of them in writers' clients, in
+     * cycles: a writer is always alone. */
     for (i = 0; i < 7; i++)
-        contender_init(&ks[i], i < 3 ? writer(cs[i], "rw-excl") : reader(cs[3 + i % 2], "rw-excl"),
+        contender_init(&ks[i], i < 3 ? writer(cs[i], "rw-excl") : reader(cs[i % 5], "rw-excl"),
                        &res, i < 3, 8, i < 3 ? 3 : 8);
     drive(&w, ks, 7, -1, 20000);
     for (i = 0; i < 7; i++) {
@@ -1346,9 +1343,6 @@ TEST(rw_readers_queued_behind_a_writer_go_in_together_up_to_the_next_writer) {
 
     memset(g, 0, sizeof(g));
     fx_world_up(&w, 2000, 0);
-    /* Writers and readers in clients of their own: a read handle of the
-     * writer's client would go in at once (a downgrade), and a writer of
-     * a reader's client is refused (an upgrade). */
     cs[0] = w.c;
     for (i = 1; i < 4; i++)
         cs[i] = fx_world_client(&w, 2000);
@@ -1500,31 +1494,97 @@ TEST(rw_reentrant_holds_are_counted_per_handle) {
     fx_world_down(&w);
 }
 
-TEST(rw_downgrade_read_handle_of_the_writing_client_goes_in_at_once) {
+TEST(rw_pair_needs_a_read_and_a_write_handle_of_one_name_and_client) {
+    fx_world w;
+    leash_client *c2;
+    leash_lock *r, *wr, *r2, *w2, *other_name, *other_client, *fl;
+
+    fx_world_up(&w, 2000, 0);
+    c2 = fx_world_client(&w, 2000);
+    r = reader(w.c, "rw-pair");
+    wr = writer(w.c, "rw-pair");
+    r2 = reader(w.c, "rw-pair");
+    w2 = writer(w.c, "rw-pair");
+    other_name = writer(w.c, "rw-pair-2");
+    other_client = writer(c2, "rw-pair");
+    fl = fair(w.c, "rw-pair");
+    CHECK_EQ_INT(leash_rw_lock_pair(NULL, wr), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_rw_lock_pair(r, NULL), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_rw_lock_pair(wr, r), LEASH_EINVAL); /* the wrong way round */
+    CHECK_EQ_INT(leash_rw_lock_pair(r, r2), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_rw_lock_pair(w2, wr), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_rw_lock_pair(r, other_name), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_rw_lock_pair(r, other_client), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_rw_lock_pair(r, fl), LEASH_EINVAL);
+    CHECK_EQ_INT(leash_rw_lock_pair(r, wr), LEASH_OK);
+    CHECK_EQ_INT(leash_rw_lock_pair(r, wr), LEASH_OK);
+    leash_client_free(c2);
+    fx_world_down(&w);
+}
+
+TEST(rw_handles_of_one_client_exclude_each_other_like_strangers) {
+    fx_world w;
+    leash_lock *wr, *r;
+    fx_result got = {0};
+
+    fx_world_up(&w, 2000, 0);
+    wr = writer(w.c, "rw-same-client");
+    r = reader(w.c, "rw-same-client");
+    /* Unpaired: a read handle waits behind its client's writer... */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, wr, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, r, 0, 5000), LEASH_EBUSY);
+    CHECK_EQ_INT(leash_acquire(r, 5000, fx_acquire_cb, &got), LEASH_OK);
+    run_for_or_until(&w, &got, 100);
+    CHECK_EQ_INT(got.calls, 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, wr, 2000), LEASH_OK);
+    fx_run_until(w.loop, &got, 2000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    /* ...and a write handle behind its client's reader: it waits, it is
+     * not refused. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, wr, 0, 5000), LEASH_EBUSY);
+    got = (fx_result){0};
+    CHECK_EQ_INT(leash_acquire(wr, 5000, fx_acquire_cb, &got), LEASH_OK);
+    run_for_or_until(&w, &got, 100);
+    CHECK_EQ_INT(got.calls, 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, r, 2000), LEASH_OK);
+    fx_run_until(w.loop, &got, 2000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, wr, 2000), LEASH_OK);
+    fx_world_down(&w);
+}
+
+TEST(rw_downgrade_paired_read_handle_goes_in_at_once_beside_its_writer) {
     fx_world w;
     leash_client *c2, *c3;
-    leash_lock *wr, *r, *stranger_r, *stranger_w;
+    leash_lock *wr, *r, *unpaired, *stranger_r, *stranger_w;
+    fx_result wait_r = {0};
 
     fx_world_up(&w, 2000, 0);
     c2 = fx_world_client(&w, 2000);
     c3 = fx_world_client(&w, 2000);
     wr = writer(w.c, "rw-down");
     r = reader(w.c, "rw-down");
+    unpaired = reader(w.c, "rw-down");
     stranger_r = reader(c2, "rw-down");
     stranger_w = writer(c3, "rw-down");
+    CHECK_EQ_INT(leash_rw_lock_pair(r, wr), LEASH_OK);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, wr, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, stranger_r, 0, 5000), LEASH_EBUSY);
-    /* Try-once: in at once, beside its own client's writer. */
+    /* A reader waits; the paired one still goes in at once, try-once. */
+    CHECK_EQ_INT(leash_acquire(stranger_r, 5000, fx_acquire_cb, &wait_r), LEASH_OK);
+    fx_run_for(w.loop, 50);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, r, 0, 5000), LEASH_OK);
     CHECK(leash_held(wr));
     CHECK(leash_held(r));
     CHECK(leash_fence(r) > leash_fence(wr));
-    /* Still written: strangers stay out. */
-    CHECK_EQ_INT(fx_acquire_sync(w.loop, stranger_r, 0, 5000), LEASH_EBUSY);
+    /* Still written: others stay out, its own client's unpaired reader too. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, unpaired, 0, 5000), LEASH_EBUSY);
+    CHECK_EQ_INT(wait_r.calls, 0);
     CHECK_EQ_INT(fx_release_sync(w.loop, wr, 2000), LEASH_OK);
     CHECK(leash_held(r));
-    /* Now only read: other readers in, writers out. */
-    CHECK_EQ_INT(fx_acquire_sync(w.loop, stranger_r, 0, 5000), LEASH_OK);
+    /* Now only read: the waiting reader in, writers out. */
+    fx_run_until(w.loop, &wait_r, 2000);
+    CHECK_EQ_INT(wait_r.status, LEASH_OK);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, stranger_w, 0, 5000), LEASH_EBUSY);
     CHECK_EQ_INT(fx_release_sync(w.loop, r, 2000), LEASH_OK);
     CHECK_EQ_INT(fx_release_sync(w.loop, stranger_r, 2000), LEASH_OK);
@@ -1535,7 +1595,7 @@ TEST(rw_downgrade_read_handle_of_the_writing_client_goes_in_at_once) {
     fx_world_down(&w);
 }
 
-TEST(rw_upgrade_is_refused_with_estate_while_a_read_handle_holds_or_waits) {
+TEST(rw_upgrade_is_refused_with_estate_while_the_paired_read_holds_or_waits) {
     fx_world w;
     leash_client *c2;
     leash_lock *r, *wr, *stranger_w;
@@ -1546,6 +1606,7 @@ TEST(rw_upgrade_is_refused_with_estate_while_a_read_handle_holds_or_waits) {
     r = reader(w.c, "rw-up");
     wr = writer(w.c, "rw-up");
     stranger_w = writer(c2, "rw-up");
+    CHECK_EQ_INT(leash_rw_lock_pair(r, wr), LEASH_OK);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, r, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(leash_acquire(wr, 0, fx_acquire_cb, &never), LEASH_ESTATE);
     CHECK_EQ_INT(leash_acquire(wr, 1000, fx_acquire_cb, &never), LEASH_ESTATE);
@@ -1553,11 +1614,11 @@ TEST(rw_upgrade_is_refused_with_estate_while_a_read_handle_holds_or_waits) {
     CHECK(leash_held(r));
     CHECK(!leash_held(wr));
     CHECK_EQ_INT(fx_release_sync(w.loop, r, 2000), LEASH_OK);
-    /* No read of its client left: the writer may go in. */
+    /* Its read is gone: the writer may go in. */
     CHECK_EQ_INT(fx_acquire_sync(w.loop, wr, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(fx_release_sync(w.loop, wr, 2000), LEASH_OK);
 
-    /* A read that waits (behind a stranger's write) refuses it too. */
+    /* A paired read that waits (behind a stranger's write) refuses it too. */
     CHECK_EQ_INT(fx_acquire_sync(w.loop, stranger_w, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(leash_acquire(r, LEASH_WAIT_FOREVER, fx_acquire_cb, &queued), LEASH_OK);
     fx_run_for(w.loop, 50);
@@ -1568,6 +1629,12 @@ TEST(rw_upgrade_is_refused_with_estate_while_a_read_handle_holds_or_waits) {
     fx_run_for(w.loop, 50);
     CHECK_EQ_INT(never.calls, 0); /* refused calls never call back */
     CHECK_EQ_INT(fx_release_sync(w.loop, stranger_w, 2000), LEASH_OK);
+    /* Freeing the read handle ends the pair: the writer is free to wait. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, r, 0, 5000), LEASH_OK);
+    leash_lock_free(r);
+    fx_run_for(w.loop, 50);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, wr, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, wr, 2000), LEASH_OK);
     leash_client_free(c2);
     fx_world_down(&w);
 }
@@ -1950,8 +2017,10 @@ int main(int argc, char **argv) {
         TEST_CASE(rw_write_release_wakes_one_writer_only),
         TEST_CASE(rw_try_once_reader_is_busy_while_a_writer_waits),
         TEST_CASE(rw_reentrant_holds_are_counted_per_handle),
-        TEST_CASE(rw_downgrade_read_handle_of_the_writing_client_goes_in_at_once),
-        TEST_CASE(rw_upgrade_is_refused_with_estate_while_a_read_handle_holds_or_waits),
+        TEST_CASE(rw_pair_needs_a_read_and_a_write_handle_of_one_name_and_client),
+        TEST_CASE(rw_handles_of_one_client_exclude_each_other_like_strangers),
+        TEST_CASE(rw_downgrade_paired_read_handle_goes_in_at_once_beside_its_writer),
+        TEST_CASE(rw_upgrade_is_refused_with_estate_while_the_paired_read_holds_or_waits),
         TEST_CASE(rw_each_read_hold_has_its_own_lease_fence_and_lost_callback),
         TEST_CASE(rw_crashed_reader_share_comes_back_after_one_lease),
         TEST_CASE(rw_crashed_writer_is_recovered_after_one_lease),
