@@ -1598,16 +1598,24 @@ TEST(rw_downgrade_paired_read_handle_goes_in_at_once_beside_its_writer) {
 TEST(rw_upgrade_is_refused_with_estate_while_the_paired_read_holds_or_waits) {
     fx_world w;
     leash_client *c2;
-    leash_lock *r, *wr, *stranger_w;
-    fx_result never = {0}, queued = {0};
+    leash_lock *r, *wr, *stranger_w, *other_w;
+    fx_result never = {0}, queued = {0}, other = {0};
 
     fx_world_up(&w, 2000, 0);
     c2 = fx_world_client(&w, 2000);
     r = reader(w.c, "rw-up");
     wr = writer(w.c, "rw-up");
+    other_w = writer(w.c, "rw-up");
     stranger_w = writer(c2, "rw-up");
     CHECK_EQ_INT(leash_rw_lock_pair(r, wr), LEASH_OK);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, r, 0, 5000), LEASH_OK);
+    /* A writer of the same client that is not paired queues as anyone's. */
+    CHECK_EQ_INT(leash_acquire(other_w, 2000, fx_acquire_cb, &other), LEASH_OK);
+    fx_run_for(w.loop, 50);
+    CHECK_EQ_INT(other.calls, 0);
+    CHECK_EQ_INT(leash_cancel(other_w), LEASH_OK);
+    fx_run_until(w.loop, &other, 1000);
+    CHECK_EQ_INT(other.status, LEASH_ECANCELED);
     CHECK_EQ_INT(leash_acquire(wr, 0, fx_acquire_cb, &never), LEASH_ESTATE);
     CHECK_EQ_INT(leash_acquire(wr, 1000, fx_acquire_cb, &never), LEASH_ESTATE);
     CHECK_EQ_INT(leash_acquire(wr, LEASH_WAIT_FOREVER, fx_acquire_cb, &never), LEASH_ESTATE);
