@@ -544,6 +544,28 @@ TEST(force_release_is_refused_on_a_busy_handle) {
     fx_world_down(&w);
 }
 
+#ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+/* A queue needs one server that orders it (leash.h, "The lock family"). */
+TEST(lock_family_constructors_return_null_on_redlock) {
+    fx_world w;
+    leash_lock *mutex;
+
+    fx_world_up(&w, 5000, 0);
+    fx_log_clear();
+    CHECK(leash_fair_lock_new(w.c, "family") == NULL);
+    CHECK(fx_log_contains("edlock") || fx_log_contains("EDLOCK"));
+    CHECK(leash_read_lock_new(w.c, "family") == NULL);
+    CHECK(leash_write_lock_new(w.c, "family") == NULL);
+    CHECK(leash_semaphore_new(w.c, "family", 3) == NULL);
+    /* The mutex of the same name is fine. */
+    mutex = leash_lock_new(w.c, "family");
+    CHECK(mutex != NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, mutex, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, mutex, 5000), LEASH_OK);
+    fx_world_down(&w);
+}
+#endif
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(exclusion_between_two_clients),
@@ -565,6 +587,9 @@ int main(int argc, char **argv) {
         TEST_CASE(force_release_leaves_a_key_that_is_not_a_lock_alone),
         TEST_CASE(force_release_is_refused_on_a_busy_handle),
         TEST_CASE_T(twenty_thousand_locks_on_one_client, 90),
+#ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+        TEST_CASE(lock_family_constructors_return_null_on_redlock),
+#endif
         {0},
     };
     return fx_main(argc, argv, cases);

@@ -334,12 +334,20 @@ TEST(a_failed_extra_hold_leaves_the_hold_alone) {
     rworld w;
     leash_client *c;
     leash_lock *l;
-    int i;
+    int i, held_on;
 
     rw_up(&w);
     c = rw_client(&w, 5000);
     l = leash_lock_new(c, "extra");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    /* The grant counts with a majority; a copy to a server whose
+     * connection was still loading its scripts on a busy machine may have
+     * come too late and done nothing. The extra hold must not change who
+     * holds. */
+    for (i = 0; i < 10 && holding_servers(&w, "leash:extra") < N; i++)
+        fx_run_for(w.loop, 50);
+    held_on = holding_servers(&w, "leash:extra");
+    CHECK(held_on > N / 2);
     for (i = 0; i < 3; i++)
         CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 1"), -1);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_EREDIS);
@@ -347,7 +355,7 @@ TEST(a_failed_extra_hold_leaves_the_hold_alone) {
         CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 0"), -1);
     fx_run_for(w.loop, 100);
     CHECK(leash_held(l));
-    CHECK_EQ_INT(holding_servers(&w, "leash:extra"), N);
+    CHECK_EQ_INT(holding_servers(&w, "leash:extra"), held_on);
     CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     CHECK_EQ_INT(holding_servers(&w, "leash:extra"), 0);
     leash_client_free(c);

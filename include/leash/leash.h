@@ -363,12 +363,15 @@ LEASH_EXPORT leash_lock *leash_lock_new(leash_client *c, const char *name);
  *   after it, so writers do not starve; when a writer leaves, the readers
  *   queued behind it go in together, up to the next writer. Each read
  *   handle is its own hold (own lease, watchdog, lost callback, fence).
- *   A read handle of a client whose write handle of the same name holds
- *   goes in at once (a downgrade: take the read, then release the write).
- *   The other way is refused: leash_acquire on a write handle while a read
- *   handle of the same name in the same client holds or waits answers
- *   LEASH_ESTATE (two readers that both upgrade would wait for each other
- *   for ever).
+ *   Handles of one client are owners like any others: a read handle
+ *   waits behind a write handle of its own client, and the reverse. A task
+ *   that holds the write and wants to keep reading (a downgrade) pairs a
+ *   read handle with its write handle (leash_rw_lock_pair): while the
+ *   write handle holds, the paired read handle goes in at once; then
+ *   release the write. The other way, an upgrade, deadlocks (the write
+ *   waits for the task's own read; two upgraders wait for each other):
+ *   leash_acquire on a write handle whose paired read handle holds or
+ *   waits answers LEASH_ESTATE.
  * leash_semaphore_new: up to `permits` (1..LEASH_PERMITS_MAX) holders at
  *   once; each handle is one permit. Every handle of a name must pass the
  *   same `permits`: an acquire that finds the name in use with another
@@ -378,6 +381,12 @@ LEASH_EXPORT leash_lock *leash_lock_new(leash_client *c, const char *name);
  * for permits out of range.
  */
 #define LEASH_PERMITS_MAX 1000000
+/* Pairs a read handle with a write handle of the same name and client, as
+ * one task's (see above); a handle is in at most one pair (pairing again
+ * replaces it), and leaves it when either is freed. LEASH_OK, or
+ * LEASH_EINVAL (NULL, not a read and a write handle, other names or
+ * clients). */
+LEASH_EXPORT int leash_rw_lock_pair(leash_lock *read, leash_lock *write);
 LEASH_EXPORT leash_lock *leash_fair_lock_new(leash_client *c, const char *name);
 LEASH_EXPORT leash_lock *leash_read_lock_new(leash_client *c, const char *name);
 LEASH_EXPORT leash_lock *leash_write_lock_new(leash_client *c, const char *name);

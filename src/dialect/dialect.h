@@ -160,13 +160,15 @@ typedef struct leash__dialect {
      * where the dialect has none. names: as names(), with this client's
      * own channel (client_id: LEASH__TOKEN_LEN hex digits). acquire: mode
      * 'f' fair, 'r' read, 'w' write, 's' semaphore of `permits`; once: a
-     * try-once, which never queues. release: as release_cmd (also gives
+     * try-once, which never queues; under: a read's paired write
+     * hold's token, or NULL (the read goes in at once while it holds).
+     * release: as release_cmd (also gives
      * up a waiter's place). */
     int (*family_names)(leash__names *out, const leash__logger *lg, const char *prefix,
                         const char *name, int db, const char *client_id);
     leash__cmd *(*family_acquire_cmd)(const leash__names *n, const char *token, int64_t lease_ms,
                                       char mode, int permits, int once, int count,
-                                      int64_t validity_ms, int64_t deadline);
+                                      const char *under, int64_t validity_ms, int64_t deadline);
     leash__cmd *(*family_release_cmd)(const leash__names *n, const char *token, int count_after,
                                       int64_t valid_until, int64_t deadline);
     leash__cmd *(*family_force_cmd)(const leash__names *n, int64_t deadline);

@@ -34,7 +34,9 @@
  * above the last fence given (readers let in together).
  *
  * acquire KEYS: K, h, q, x  ARGV: token, lease, mode, client, permits, once,
- *         count, channel base, publish verb, not_after
+ *         count, channel base, publish verb, under, not_after
+ *         under: a read's paired write hold's token ("" none): while that
+ *         token holds the write, the read goes in at once (a downgrade)
  *         -> {1, fence, count, now}: held (a new hold let in now, a place
  *            that was let in before (a check), or with count > 1 an extra
  *            hold of a held token: its count raised to count)
@@ -73,13 +75,13 @@
 static const char acquire_lua[] = LEASH__FAMILY_LUA
     "local t = redis.call('time')\n"
     "local now = fam_now(t)\n"
-    "if ARGV[10] + 0 > 0 and now >= ARGV[10] + 0 then return {0, -3, 0, now} end\n"
+    "if ARGV[11] + 0 > 0 and now >= ARGV[11] + 0 then return {0, -3, 0, now} end\n"
     "local L = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}\n" WRONGTYPE
     "local tok, lease, mode, cl, n = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], "
     "tonumber(ARGV[7])\n"
     "if mode == 's' then\n"
     "  local p = redis.call('hget', L[1], 'permits')\n"
-    "  if p and p ~= ARGV[5] and redis.call('exists', L[2]) == 1 then\n"
+    "  if p and p ~= ARGV[5] and redis.call('zcount', L[2], '(' .. now, '+inf') > 0 then\n"
     "    return {0, -5, tonumber(p), now}\n"
     "  end\n"
     "end\n"
@@ -96,15 +98,16 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "  fam_expire(L, now)\n"
     "  return {1, tonumber(f), c, now}\n"
     "end\n"
-    "if n > 1 then return {0, -4, 0, now} end\n"
+    "if n > 1 then\n"
+    "  fam_admit(L, t, nil, ARGV[8], ARGV[9])\n"
+    "  fam_expire(L, now)\n"
+    "  return {0, -4, 0, now}\n"
+    "end\n"
     "if mode == 's' then redis.call('hset', L[1], 'permits', ARGV[5]) end\n"
     "if redis.call('hexists', L[1], 'q' .. tok) == 0 then\n"
     "  local free = redis.call('zcard', L[3]) == 0 and fam_fits(L, mode)\n"
-    "  local x = redis.call('hget', L[1], 'x')\n"
-    "  if not free and mode == 'r' and x then\n"
-    "    local xm, xc = string.match(redis.call('hget', L[1], 'h' .. x) or '', "
-    "'^(%a):%d+:%d+:(%x+)$')\n"
-    "    free = xm == 'w' and xc == cl\n"
+    "  if not free and mode == 'r' and ARGV[10] ~= '' then\n"
+    "    free = redis.call('hget', L[1], 'x') == ARGV[10]\n"
     "  end\n"
     "  if free then\n"
     "    local f = fam_grant(L, tok, mode, cl, now + lease, t)\n"
@@ -228,9 +231,9 @@ static size_t base_len(const leash__names *n) {
 
 leash__cmd *leash__family_acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
                                       char mode, int permits, int once, int count,
-                                      int64_t validity_ms, int64_t deadline) {
-    const char *argv[3 + 4 + 10];
-    size_t lens[3 + 4 + 10], len;
+                                      const char *under, int64_t validity_ms, int64_t deadline) {
+    const char *argv[3 + 4 + 11];
+    size_t lens[3 + 4 + 11], len;
     char bufs[3][LEASH__FLOOR_MAX], lease[21], perm[21], cnt[21];
     char *buf;
     leash__cmd *cmd;
@@ -253,9 +256,11 @@ leash__cmd *leash__family_acquire_cmd(const leash__names *n, const char *token, 
     argv[14] = n->channel;
     lens[14] = base_len(n);
     argv[15] = verb(n, &lens[15]);
-    argv[16] = stamp_zeros;
-    lens[16] = LEASH__STAMP_DIGITS;
-    buf = leash__script_call(&len, &leash__family_acquire_script, 4, 17, argv, lens);
+    argv[16] = under != NULL ? under : "";
+    lens[16] = under != NULL ? LEASH__TOKEN_LEN : 0;
+    argv[17] = stamp_zeros;
+    lens[17] = LEASH__STAMP_DIGITS;
+    buf = leash__script_call(&len, &leash__family_acquire_script, 4, 18, argv, lens);
     cmd = buf ? leash__cmd_new(buf, len, &leash__family_acquire_script, LEASH__CMD_RETRY, deadline,
                                NULL, NULL)
               : NULL;

@@ -107,7 +107,7 @@ int leash__family_names(leash__names *n, const leash__logger *lg, const char *pr
                         const char *name, int db, const char *client_id);
 leash__cmd *leash__family_acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
                                       char mode, int permits, int once, int count,
-                                      int64_t validity_ms, int64_t deadline);
+                                      const char *under, int64_t validity_ms, int64_t deadline);
 leash__cmd *leash__family_release_cmd(const leash__names *n, const char *token, int count_after,
                                       int64_t valid_until, int64_t deadline);
 leash__cmd *leash__family_force_cmd(const leash__names *n, int64_t deadline);

@@ -255,6 +255,25 @@ void leash_on_lost(leash_lock *l, leash_lost_cb *cb, void *arg) {
     l->lost_arg = arg;
 }
 
+int leash_rw_lock_pair(leash_lock *read, leash_lock *write) {
+    if (!usable(read) || !usable(write))
+        return LEASH_EINVAL;
+    if (read->mode != 'r' || write->mode != 'w' || read->core != write->core ||
+        read->names.key_len != write->names.key_len ||
+        memcmp(read->names.key, write->names.key, read->names.key_len) != 0) {
+        leash__log(lg(read), LEASH_LOG_ERROR,
+                   "leash_rw_lock_pair: needs a read and a write handle of one name and client");
+        return LEASH_EINVAL;
+    }
+    if (read->pair != NULL)
+        read->pair->pair = NULL;
+    if (write->pair != NULL)
+        write->pair->pair = NULL;
+    read->pair = write;
+    write->pair = read;
+    return LEASH_OK;
+}
+
 /* ---- queries ---- */
 
 void leash_lock_set_data(leash_lock *l, void *data) {

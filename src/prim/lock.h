@@ -99,6 +99,8 @@ struct leash_lock {
      * 's' semaphore of `permits`. */
     char mode;
     int permits;
+    /* Read-write: the other handle of a leash_rw_lock_pair, or NULL. */
+    leash_lock *pair;
 
     int state; /* the kind's own states */
     leash__timer timer;

@@ -393,10 +393,15 @@ static leash__cmd *make_attempt(leash_lock *l) {
         deadline = leash__now_ms() + core->command_timeout_ms;
     else
         deadline = l->wait_deadline;
-    if (family(l))
+    if (family(l)) {
+        /* A read whose paired write holds goes in under it. */
+        const char *under = l->mode == 'r' && l->pair != NULL && holding(l->pair->state)
+                                ? l->pair->hold.token
+                                : NULL;
         return core->dialect->family_acquire_cmd(
             &l->names, l->hold.token, l->hold.lease_ms, l->mode, l->permits, l->wait_once,
-            extra ? l->hold.count + 1 : 1, core->command_timeout_ms, deadline);
+            extra ? l->hold.count + 1 : 1, under, core->command_timeout_ms, deadline);
+    }
     return core->dialect->acquire_cmd(&l->names, l->hold.token, l->hold.lease_ms,
                                       extra ? l->hold.count + 1 : 1, core->command_timeout_ms,
                                       deadline);
@@ -706,12 +711,13 @@ static void granted(leash_lock *l, const leash__answer *a) {
 static void handed(leash_lock *l, const leash__event *e) {
     int64_t now = leash__now_ms();
 
-    if (!l->queued) /* let in before its first attempt answered */
-        leash__hold_queue(&l->hold, l->attempt_sent);
     if (e->sent != 0)
         leash__hold_extend(&l->hold, e->sent);
     abandon_attempt(l, 0);
-    if (l->core->wait_replicas > 0 || !l->watchdog || now >= l->hold.deadline) {
+    /* Let in before an attempt answered "queued": which copy of it wrote
+     * the place (an earlier one may have, before a reconnect) is not
+     * known, so neither is the place's expiry. */
+    if (!l->queued || l->core->wait_replicas > 0 || !l->watchdog || now >= l->hold.deadline) {
         again(l);
         return;
     }
@@ -827,30 +833,15 @@ static void holder_alive(leash_lock *l, int64_t lease_ms) {
 
 /* ---- calls ---- */
 
-/* A read handle of the same name in this client that holds or waits: a
- * write acquire then would be an upgrade, which deadlocks with a second
- * upgrader (each waits for the other's read to go). */
-static int reader_here(const leash_lock *l) {
-    const leash__list *n;
-
-    for (n = l->core->locks.next; n != &l->core->locks; n = n->next) {
-        const leash_lock *o = LEASH__CONTAINER(n, leash_lock, link);
-        if (o->mode == 'r' && o->state != M_IDLE && o->names.key_len == l->names.key_len &&
-            memcmp(o->names.key, l->names.key, l->names.key_len) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 static int start(leash_lock *l, const leash__event *e) {
     leash__core *core = l->core;
     leash__cmd *cmd = NULL;
 
-    if (l->mode == 'w' && reader_here(l)) {
+    if (l->mode == 'w' && l->pair != NULL && l->pair->state != M_IDLE) {
         leash__log(lg(l), LEASH_LOG_ERROR,
-                   "leash_acquire %s: a read handle of this client holds or waits for it "
-                   "(upgrading a read to a write is refused: two upgraders would wait for "
-                   "ever)",
+                   "leash_acquire %s: its paired read handle holds or waits (upgrading a read "
+                   "to a write is refused: it would wait for its own read, and two upgraders "
+                   "for each other)",
                    l->name);
         return LEASH_ESTATE;
     }
@@ -1023,6 +1014,10 @@ static void free_handle(leash_lock *l) {
     int held = holding(l->state), tearing_down = l->core->env.freeing;
 
     l->freed = 1;
+    if (l->pair != NULL) {
+        l->pair->pair = NULL;
+        l->pair = NULL;
+    }
     leash__later_run_owner(&l->core->later, l);
     /* One of those callbacks freed the client: its teardown has ended this
      * handle already. */
@@ -1526,8 +1521,11 @@ static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
         /* A family waiter's place: it was let in. */
         e.type = LEASH__EV_HANDOFF;
         e.fence = a->fence;
-    } else if (a->kind == LEASH__ANS_RENEWED || (a->kind == LEASH__ANS_HANDED) ||
-               (a->kind == LEASH__ANS_QUEUED && !holding(l->state)))
+    } else if (a->kind == LEASH__ANS_RENEWED || a->kind == LEASH__ANS_HANDED ||
+               a->kind == LEASH__ANS_QUEUED)
+        /* "Queued" for a holding handle: the renewal ran before the token
+         * was let in (a token never queues again once let in), and the
+         * hold kept that place's expiry. */
         e.type = a->replicas_short ? LEASH__EV_RENEW_UNREPLICATED : LEASH__EV_RENEWED;
     else
         e.type = LEASH__EV_NOT_OURS;
