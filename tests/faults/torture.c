@@ -123,12 +123,10 @@
  * the kind promises instead of "one holder":
  *   --fair       leash_fair_lock_new: exactly the mutex's checks.
  *   --rw         leash_read_lock_new / leash_write_lock_new on the same
- *                names. A worker is a reader or a writer of each name
- *                ((proc + name) % 3 == 0: writer), never both, so that no
- *                client mixes the two on one name (a write acquire beside
- *                a read handle of its client is refused, and a read next to
- *                its client's write hold is a downgrade that goes in at
- *                once: neither is what this test is about). Checks: no
+ *                names: each handle reads (two in three) or writes, so
+ *                that one client has both kinds on a name, which exclude
+ *                each other like strangers' (no leash_rw_lock_pair here:
+ *                a paired downgrade overlaps by design). Checks: no
  *                write claim overlaps any other hold's claim (read or
  *                write); a writer's fence is granted once; only writers
  *                write the storage, and a reader reads it at the end of each
@@ -214,11 +212,6 @@ static const char *kind_flag(void) {
            : cfg.kind == K_RW  ? " --rw"
            : cfg.kind == K_SEM ? sem
                                : "";
-}
-
-/* --rw: a worker reads name n unless (proc + n) % 3 == 0 (see the top). */
-static int rw_reader(int proc, int name) {
-    return (proc + name) % 3 != 0;
 }
 
 /* Kinds whose holds of one name may be valid at once, and share a fence. */
@@ -333,7 +326,8 @@ enum {
 
 typedef struct handle {
     int idx, name;
-    int reader; /* --rw: a read handle */
+    int reader;      /* --rw: a read handle */
+    int reader_role; /* --rw: drawn once per handle (two in three read) */
     leash_lock *l;
     int state;
     int acq_pending, rel_pending; /* callbacks expected */
@@ -842,7 +836,7 @@ static void new_handle(handle *h) {
         h->l = leash_fair_lock_new(W.c, name);
         break;
     case K_RW:
-        h->reader = rw_reader(W.proc, h->name);
+        h->reader = h->reader_role;
         h->l = h->reader ? leash_read_lock_new(W.c, name) : leash_write_lock_new(W.c, name);
         break;
     case K_SEM:
@@ -898,6 +892,8 @@ static void worker_main(int proc, int port) {
         handle *h = &W.h[i];
         h->idx = i;
         h->name = (int)(rnd_next(&W.rnd) % (unsigned)cfg.names);
+        if (cfg.kind == K_RW)
+            h->reader_role = rnd_next(&W.rnd) % 3 != 0;
         new_handle(h);
         ev_timer_init(&h->t, on_handle_timer, 0., 0.);
         h->t.data = h;
