@@ -766,6 +766,8 @@ typedef struct mw_result {
 
 /* --idle: seconds the queue stays parked before the gate releases. */
 static double idle_seconds = 2.;
+/* --writer-every: the writer among the reading handles, every N ms. */
+static int writer_every_default = 50;
 
 /* Waits (sleeping) until every process acknowledged snap, at most 10 s. */
 static int mw_snap(mw_shared *sh, int procs, int snap) {
@@ -977,12 +979,63 @@ typedef struct tp_handle {
     leash_lock *lock;
 } tp_handle;
 
+#define TP_MAX_WRITES 4096
+
 struct tp {
     struct ev_loop *loop;
     int stopping, errors;
     int64_t cycles;
     char first_error[160];
+    /* A writer among the readers (writer_every_ms of run_tp). */
+    leash_lock *writer;
+    ev_timer wtimer;
+    int wbusy, nw;
+    int64_t wasked, wfrom;
+    int64_t wait_ns[TP_MAX_WRITES]; /* of the writes asked after wfrom */
 };
+
+static void tp_w_released(leash_lock *l, int status, void *arg) {
+    tp *t = arg;
+
+    (void)l;
+    if (t->stopping)
+        return;
+    if (status != LEASH_OK && t->errors++ == 0)
+        snprintf(t->first_error, sizeof t->first_error, "writer release: %s",
+                 leash_status_name(status));
+    t->wbusy = 0;
+}
+
+static void tp_w_acquired(leash_lock *l, int status, void *arg) {
+    tp *t = arg;
+
+    if (t->stopping)
+        return;
+    if (status != LEASH_OK) {
+        if (t->errors++ == 0)
+            snprintf(t->first_error, sizeof t->first_error, "writer acquire: %s",
+                     leash_status_name(status));
+        return;
+    }
+    if (t->wfrom != 0 && t->wasked >= t->wfrom && t->nw < TP_MAX_WRITES)
+        t->wait_ns[t->nw++] = bench_now_ns() - t->wasked;
+    if (leash_release(l, tp_w_released, t) != LEASH_OK && t->errors++ == 0)
+        snprintf(t->first_error, sizeof t->first_error, "writer leash_release refused");
+}
+
+static void tp_w_tick(struct ev_loop *loop, ev_timer *w, int revents) {
+    tp *t = w->data;
+
+    (void)loop;
+    (void)revents;
+    if (t->wbusy || t->stopping)
+        return;
+    t->wbusy = 1;
+    t->wasked = bench_now_ns();
+    if (leash_acquire(t->writer, LEASH_WAIT_FOREVER, tp_w_acquired, t) != LEASH_OK &&
+        t->errors++ == 0)
+        snprintf(t->first_error, sizeof t->first_error, "writer leash_acquire refused");
+}
 
 static void tp_acquired(leash_lock *l, int status, void *arg);
 
@@ -1030,6 +1083,10 @@ static void tp_acquired(leash_lock *l, int status, void *arg) {
 
 typedef struct tp_result {
     int ok, kind, inflight;
+    int writer_every_ms; /* 0: no writer */
+    int writes;          /* writer acquisitions asked in the window and granted */
+    double wait_p50_us, wait_max_us;
+    double pending_ms; /* the writer's acquire still waiting at the end, for so long */
     int64_t cycles;
     double seconds, rate, calls_per, scripts_per, client_cpu_us, server_cpu_us;
     int errors;
@@ -1037,11 +1094,15 @@ typedef struct tp_result {
     redis_counts rc;
 } tp_result;
 
+/* writer_every_ms > 0 (read handles only): a write handle in a client of
+ * its own asks every writer_every_ms (when it is not asking already) and
+ * releases at once; its waits. */
 static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, double secs,
-                  tp_result *res) {
+                  int writer_every_ms, tp_result *res) {
     tp t;
     tp_handle *xs = calloc((size_t)inflight, sizeof *xs);
-    leash_client *c = NULL;
+    leash_client *c[2] = {NULL, NULL};
+    int nclients = writer_every_ms > 0 ? 2 : 1;
     bench_cmdstats a, b;
     redis_counts rcnt;
     int i, rc = -1, never = 0;
@@ -1052,9 +1113,10 @@ static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, do
     memset(res, 0, sizeof *res);
     res->kind = kind;
     res->inflight = inflight;
+    res->writer_every_ms = writer_every_ms;
     t.loop = ev_loop_new(EVFLAG_AUTO);
-    if (xs == NULL || t.loop == NULL || clients_new(t.loop, &c, 1) != 0) {
-        c = NULL;
+    if (xs == NULL || t.loop == NULL || clients_new(t.loop, c, nclients) != 0) {
+        c[0] = NULL;
         goto out;
     }
     for (i = 0; i < inflight; i++) {
@@ -1064,12 +1126,21 @@ static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, do
             snprintf(name, sizeof name, "bench:family:tp:%d", i);
         else
             snprintf(name, sizeof name, "bench:family:tp");
-        if ((xs[i].lock = make_lock(c, kind, name, 0)) == NULL)
+        if ((xs[i].lock = make_lock(c[0], kind, name, 0)) == NULL)
             goto out;
+    }
+    if (writer_every_ms > 0) {
+        if ((t.writer = make_lock(c[1], K_WRITE, "bench:family:tp", 0)) == NULL)
+            goto out;
+        ev_timer_init(&t.wtimer, tp_w_tick, (double)writer_every_ms / 1000.,
+                      (double)writer_every_ms / 1000.);
+        t.wtimer.data = &t;
+        ev_timer_start(t.loop, &t.wtimer);
     }
     for (i = 0; i < inflight; i++)
         tp_ask(&xs[i]);
     run_until(t.loop, &never, (int64_t)(warm_s * 1000.));
+    t.wfrom = bench_now_ns();
     bench_cmdstats_read(admin, &a);
     scpu0 = bench_server_cpu_s(admin);
     cpu0 = bench_cpu_ns();
@@ -1088,14 +1159,26 @@ static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, do
     res->scripts_per = per((double)rcnt.scripts, (double)res->cycles);
     res->server_cpu_us =
         scpu0 >= 0. && scpu1 >= 0. ? per((scpu1 - scpu0) * 1e6, (double)res->cycles) : 0.;
-    res->ok = t.errors == 0 && res->cycles > 0;
+    if (writer_every_ms > 0) {
+        res->writes = t.nw;
+        if (t.wbusy)
+            res->pending_ms = (double)(bench_now_ns() - t.wasked) / 1e6;
+        if (t.nw > 0) {
+            qsort(t.wait_ns, (size_t)t.nw, sizeof t.wait_ns[0], bench_cmp_i64);
+            res->wait_p50_us = (double)bench_pct(t.wait_ns, t.nw, 0.5) / 1e3;
+            res->wait_max_us = (double)t.wait_ns[t.nw - 1] / 1e3;
+        }
+    }
+    res->ok = t.errors == 0 && res->cycles > 0 && (writer_every_ms == 0 || t.nw > 0);
     rc = res->ok ? 0 : -1;
 out:
     res->errors = t.errors;
     memcpy(res->first_error, t.first_error, sizeof res->first_error);
     t.stopping = 1;
-    if (c != NULL)
-        clients_free(t.loop, &c, 1);
+    if (writer_every_ms > 0)
+        ev_timer_stop(t.loop, &t.wtimer);
+    if (c[0] != NULL)
+        clients_free(t.loop, c, nclients);
     if (t.loop != NULL)
         ev_loop_destroy(t.loop);
     free(xs);
@@ -1299,6 +1382,8 @@ static void usage(const char *argv0) {
             "      --many-handoffs N many waiters: handoffs measured (default 1000)\n"
             "      --idle S          many waiters: seconds parked before (default 2; 0: none)\n"
             "      --inflight N      read-write: handles in flight (default 1024)\n"
+            "      --writer-every MS read-write: a writer among the readers every MS ms\n"
+            "                        (default 50; 0: no such run)\n"
             "      --readers N       read-write: waiting readers (default 100)\n"
             "      --rounds N        read-write: write releases measured (default 20)\n"
             "      --permits N       semaphore permits (default 16)\n"
@@ -1324,6 +1409,7 @@ int main(int argc, char **argv) {
                                              {"many-handoffs", required_argument, NULL, 'M'},
                                              {"inflight", required_argument, NULL, 'i'},
                                              {"idle", required_argument, NULL, 'I'},
+                                             {"writer-every", required_argument, NULL, 'W'},
                                              {"readers", required_argument, NULL, 'r'},
                                              {"rounds", required_argument, NULL, 'R'},
                                              {"permits", required_argument, NULL, 'k'},
@@ -1372,6 +1458,9 @@ int main(int argc, char **argv) {
         case 'I':
             idle_seconds = strtod(optarg, NULL);
             break;
+        case 'W':
+            writer_every_default = atoi(optarg);
+            break;
         case 'r':
             readers = atoi(optarg);
             break;
@@ -1406,7 +1495,7 @@ int main(int argc, char **argv) {
         readers > 100000 || rounds < 1 || rounds > 10000 || permits < 1 ||
         permits > LEASH_PERMITS_MAX || sem_contenders < 1 || sem_contenders > 1000 ||
         !(secs > 0.) || !(G.cap_s > 0.) || G.lease_ms < 0 || idle_seconds < 0. ||
-        idle_seconds > 600.) {
+        writer_every_default < 0 || idle_seconds > 600.) {
         usage(argv[0]);
         return 2;
     }
@@ -1611,20 +1700,26 @@ int main(int argc, char **argv) {
 
     /* ---- (c) ---- */
     if (strchr(scen, 'c') != NULL) {
-        tp_result m1, rd, m2;
+        tp_result m1, rd, m2, rw;
         wr_result wres, mres;
         double mref = 0.;
         bench_steal_begin(&cpus, &steal);
         fprintf(stderr, "family: read-write, %d in flight...\n", inflight);
         bench_flushall(&r);
-        if (run_tp(admin, K_MUTEX, inflight, 0.5, secs, &m1) != 0)
+        if (run_tp(admin, K_MUTEX, inflight, 0.5, secs, 0, &m1) != 0)
             failed = 1;
         bench_flushall(&r);
-        if (run_tp(admin, K_READ, inflight, 0.5, secs, &rd) != 0)
+        if (run_tp(admin, K_READ, inflight, 0.5, secs, 0, &rd) != 0)
             failed = 1;
         bench_flushall(&r);
-        if (run_tp(admin, K_MUTEX, inflight, 0.5, secs, &m2) != 0)
+        if (run_tp(admin, K_MUTEX, inflight, 0.5, secs, 0, &m2) != 0)
             failed = 1;
+        memset(&rw, 0, sizeof rw);
+        if (writer_every_default > 0) {
+            bench_flushall(&r);
+            if (run_tp(admin, K_READ, inflight, 0.5, secs, writer_every_default, &rw) != 0)
+                failed = 1;
+        }
         bench_steal_end(&cpus, &steal);
         mref = m1.ok && m2.ok ? (m1.rate + m2.rate) / 2. : m1.ok ? m1.rate : m2.rate;
         printf("#### Read-write lock: %d read handles in flight\n\n", inflight);
@@ -1633,17 +1728,18 @@ int main(int argc, char **argv) {
                "µs/cycle |\n");
         printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         {
-            const tp_result *rows[3] = {&m1, &rd, &m2};
-            const char *labels[3] = {"mutex (before)", "read lock", "mutex (after)"};
+            const tp_result *rows[4] = {&m1, &rd, &m2, &rw};
+            const char *labels[4] = {"mutex (before)", "read lock", "mutex (after)",
+                                     "read lock, a writer among the readers"};
             int k;
-            for (k = 0; k < 3; k++) {
+            for (k = 0; k < (writer_every_default > 0 ? 4 : 3); k++) {
                 const tp_result *x = rows[k];
                 if (!x->ok) {
                     printf("| %s | | %d | failed | | | | | |\n", labels[k], inflight);
                     continue;
                 }
                 printf("| %s | %d | %d | %.0f | %s%.2f%s | %.2f | %.2f | %.1f | %.1f |\n",
-                       labels[k], k == 1 ? 1 : inflight, inflight, x->rate, k == 1 ? "**" : "",
+                       labels[k], k % 2 ? 1 : inflight, inflight, x->rate, k == 1 ? "**" : "",
                        mref > 0. ? x->rate / mref : 0., k == 1 ? "**" : "", x->scripts_per,
                        x->calls_per, x->client_cpu_us, x->server_cpu_us);
             }
@@ -1655,6 +1751,16 @@ int main(int argc, char **argv) {
                "of the mutex runs before and after. Redis calls: INFO commandstats, the "
                "scripts' inner calls included; server CPU: INFO cpu.\n",
                inflight, inflight, secs);
+        if (writer_every_default > 0 && rw.writes > 0)
+            printf("- a writer among the readers (a write handle in a client of its own asks "
+                   "every %d ms, LEASH_WAIT_FOREVER, and releases at once; writers must not "
+                   "starve): %d writes in the window, wait (leash_acquire() call -> callback) "
+                   "p50 %.0f µs, max %.0f µs; at the end, one asked %.0f ms before was still "
+                   "waiting\n",
+                   writer_every_default, rw.writes, rw.wait_p50_us, rw.wait_max_us, rw.pending_ms);
+        if (writer_every_default > 0 && rw.pending_ms > 1000.)
+            printf("- **the writer's last acquire was still waiting at the end, for %.0f ms**\n",
+                   rw.pending_ms);
         {
             const tp_result *rows[3] = {&m1, &rd, &m2};
             const char *labels[3] = {"mutex (before)", "read lock", "mutex (after)"};
@@ -1670,6 +1776,7 @@ int main(int argc, char **argv) {
         print_error_note("mutex (before)", m1.errors, m1.first_error);
         print_error_note("read lock", rd.errors, rd.first_error);
         print_error_note("mutex (after)", m2.errors, m2.first_error);
+        print_error_note("read lock with a writer", rw.errors, rw.first_error);
         printf("- during these runs");
         bench_print_steal(&steal);
         printf("\n\n");
