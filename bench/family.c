@@ -1755,9 +1755,13 @@ int main(int argc, char **argv) {
             printf("- a writer among the readers (a write handle in a client of its own asks "
                    "every %d ms, LEASH_WAIT_FOREVER, and releases at once; writers must not "
                    "starve): %d writes in the window, wait (leash_acquire() call -> callback) "
-                   "p50 %.0f µs, max %.0f µs; at the end, one asked %.0f ms before was still "
-                   "waiting\n",
-                   writer_every_default, rw.writes, rw.wait_p50_us, rw.wait_max_us, rw.pending_ms);
+                   "p50 %.0f µs, max %.0f µs",
+                   writer_every_default, rw.writes, rw.wait_p50_us, rw.wait_max_us);
+        if (writer_every_default > 0 && rw.writes > 0)
+            printf(rw.pending_ms > 0. ? "; at the end, one asked %.0f ms before was still "
+                                        "waiting\n"
+                                      : "; none waiting at the end\n",
+                   rw.pending_ms);
         if (writer_every_default > 0 && rw.pending_ms > 1000.)
             printf("- **the writer's last acquire was still waiting at the end, for %.0f ms**\n",
                    rw.pending_ms);
