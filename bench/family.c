@@ -23,11 +23,12 @@
  *
  * (b) many waiters: P processes (forked; default 4) with W/P handles each
  *     on ONE name, all waiting behind a gate that a handle in the parent
- *     holds. Once every waiter has asked and Redis is quiet, each process
- *     notes its client's leash_stats and the gate releases; every waiter
- *     that is granted releases at once and asks again (it joins the end of
- *     the queue), until H handoffs; the H-th holder keeps the lock, Redis
- *     goes quiet, each process notes its stats again. Commands per handoff
+ *     holds. Once every waiter has asked and the clients are quiet (they
+ *     sent nothing but renewals for 60 ms: settle()), each process notes
+ *     its client's leash_stats and the gate releases; every waiter that is
+ *     granted releases at once and asks again (it joins the end of the
+ *     queue), until H handoffs; the H-th holder keeps the lock, the
+ *     clients go quiet again, each process notes its stats again. Commands per handoff
  *     with W = 1000 and W = 10 waiters: for the fair lock they must not
  *     depend on W (the release script hands the lock to the head itself,
  *     no other waiter sends anything). The mutex in the same
@@ -39,7 +40,7 @@
  *     benchmark's set-up); cycles/s, the ratio (the mutex runs before and
  *     after the read run, the ratio is against their mean), Redis calls
  *     per cycle, client CPU per cycle. (2) a writer holds, 100 read
- *     handles (over 4 clients) wait; once Redis is quiet the writer
+ *     handles (over 4 clients) wait; once the clients are quiet the writer
  *     releases: the time from the leash_release() call until the first,
  *     the median and the last reader's acquire callback, over rounds; the
  *     reference is the same round with one mutex waiter behind a mutex
@@ -234,24 +235,39 @@ static int run_until(struct ev_loop *loop, const int *flag, int64_t ms) {
     return *flag ? 0 : -1;
 }
 
-/* Runs loop until the server's command counts stop moving (3 looks 20 ms
- * apart), at most timeout_ms; the last snapshot in *out. */
-static int settle(struct ev_loop *loop, redisContext *admin, int64_t timeout_ms,
-                  bench_cmdstats *out) {
+/* The commands a client sent but its watchdog's renewals: what moves while
+ * something other than the lease schedule is going on. */
+static uint64_t busy_of(leash_client *c) {
+    leash_stats st;
+    leash_client_stats(c, &st);
+    return st.commands_sent - st.renew_commands;
+}
+
+#define SETTLE_LOOK_MS 20
+#define SETTLE_TAIL_MS 30
+
+/* Runs loop until the clients c[0..n) sent nothing but renewals for 3
+ * looks SETTLE_LOOK_MS apart and then SETTLE_TAIL_MS more (their last
+ * commands answered: loopback), at most timeout_ms; then the server's
+ * counts in *out. Renewals go on meanwhile (the waiters' places are
+ * leases), which is why Redis's own counts cannot say it. */
+static int settle(struct ev_loop *loop, leash_client *const *c, int n, redisContext *admin,
+                  int64_t timeout_ms, bench_cmdstats *out) {
     int64_t deadline = bench_now_ns() + timeout_ms * 1000000;
-    long long last = -1;
-    int same = 0, never = 0;
+    uint64_t last = UINT64_MAX;
+    int same = 0, never = 0, i;
 
     while (bench_now_ns() < deadline) {
-        long long total;
-        run_until(loop, &never, 20);
-        if (bench_cmdstats_read(admin, out) != 0)
-            return -1;
-        total = bench_cmdstats_total(out);
-        same = total == last ? same + 1 : 0;
-        if (same >= 3)
-            return 0;
-        last = total;
+        uint64_t busy = 0;
+        run_until(loop, &never, SETTLE_LOOK_MS);
+        for (i = 0; i < n; i++)
+            busy += busy_of(c[i]);
+        same = busy == last ? same + 1 : 0;
+        last = busy;
+        if (same >= 3) {
+            run_until(loop, &never, SETTLE_TAIL_MS);
+            return bench_cmdstats_read(admin, out);
+        }
     }
     return -1;
 }
@@ -577,6 +593,7 @@ typedef struct mw_shared {
     _Atomic int holder;   /* -1 none */
     _Atomic int64_t grants;
     _Atomic uint64_t sent, renews, wakeups; /* B - A summed over the processes */
+    _Atomic uint64_t busy[MAX_PROCS];       /* each process's busy_of(), every poll */
     int64_t h;                              /* grants in the window: 0 .. h */
     int64_t gate_rel_ns;
     char first_error[160];
@@ -675,6 +692,7 @@ static void mw_poll(struct ev_loop *loop, ev_timer *t, int revents) {
     leash_stats b, d;
 
     (void)revents;
+    atomic_store(&p->sh->busy[p->id], busy_of(p->client));
     if (snap == p->done_snap)
         return;
     if (snap == 1) {
@@ -739,7 +757,17 @@ typedef struct mw_result {
     int overlaps, errors;
     char first_error[160];
     redis_counts rc;
+    /* The queue parked (every waiter asked, nobody released) for idle_s:
+     * renew commands sent, and the place renewals Redis ran (the renew
+     * script's runs do not say how many places each renewed: estimated
+     * as waiters x idle_s / the renew interval). */
+    double idle_s, idle_renews, idle_sent;
 } mw_result;
+
+/* --idle: seconds the queue stays parked before the gate releases. */
+static double idle_seconds = 2.;
+/* --writer-every: the writer among the reading handles, every N ms. */
+static int writer_every_default = 50;
 
 /* Waits (sleeping) until every process acknowledged snap, at most 10 s. */
 static int mw_snap(mw_shared *sh, int procs, int snap) {
@@ -752,23 +780,26 @@ static int mw_snap(mw_shared *sh, int procs, int snap) {
     return atomic_load(&sh->acks) < procs ? -1 : 0;
 }
 
-/* Waits until the server's command counts stop moving (the parent's loop
- * has nothing to do meanwhile). */
-static int quiet(redisContext *admin, int timeout_ms, bench_cmdstats *out) {
-    int64_t deadline = bench_now_ns() + (int64_t)timeout_ms * 1000000;
-    long long last = -1;
-    int same = 0;
+/* settle() across the waiter processes: their busy_of() (published every
+ * poll) and the gate's client, on the parent's loop; the server's counts
+ * in *out. */
+static int mw_settle(mw_shared *sh, int procs, struct ev_loop *loop, leash_client *gate,
+                     redisContext *admin, int64_t timeout_ms, bench_cmdstats *out) {
+    int64_t deadline = bench_now_ns() + timeout_ms * 1000000;
+    uint64_t last = UINT64_MAX;
+    int same = 0, never = 0, i;
 
     while (bench_now_ns() < deadline) {
-        long long total;
-        if (bench_cmdstats_read(admin, out) != 0)
-            return -1;
-        total = bench_cmdstats_total(out);
-        same = total == last ? same + 1 : 0;
-        if (same >= 3)
-            return 0;
-        last = total;
-        bench_sleep_ms(20);
+        uint64_t busy = busy_of(gate);
+        run_until(loop, &never, SETTLE_LOOK_MS);
+        for (i = 0; i < procs; i++)
+            busy += atomic_load(&sh->busy[i]);
+        same = busy == last ? same + 1 : 0;
+        last = busy;
+        if (same >= 3) {
+            run_until(loop, &never, SETTLE_TAIL_MS);
+            return bench_cmdstats_read(admin, out);
+        }
     }
     return -1;
 }
@@ -835,19 +866,31 @@ static int run_many(test_redis *r, redisContext *admin, int kind, int procs, int
         fprintf(stderr, "family: the waiter processes did not start\n");
         goto stop;
     }
-    /* The gate's client answers its own subscribers meanwhile. */
-    {
-        int64_t until = bench_now_ns() + 20000000000LL;
-        long long last = -1;
-        int same = 0, never = 0;
-        while (bench_now_ns() < until && same < 3) {
-            run_until(loop, &never, 20);
-            if (bench_cmdstats_read(admin, &a) != 0)
-                break;
-            same = bench_cmdstats_total(&a) == last ? same + 1 : 0;
-            last = bench_cmdstats_total(&a);
+    if (mw_settle(sh, procs, loop, gc, admin, 20000, &a) != 0) {
+        fprintf(stderr, "family: the waiters did not settle\n");
+        goto stop;
+    }
+    if (idle_seconds > 0.) {
+        int never = 0;
+        int64_t i0;
+        if (mw_snap(sh, procs, 1) != 0) {
+            fprintf(stderr, "family: the waiter processes did not answer\n");
+            goto stop;
         }
-        if (same < 3) {
+        i0 = bench_now_ns();
+        run_until(loop, &never, (int64_t)(idle_seconds * 1000.));
+        if (mw_snap(sh, procs, 2) != 0) {
+            fprintf(stderr, "family: the waiter processes did not answer\n");
+            goto stop;
+        }
+        res->idle_s = (double)(bench_now_ns() - i0) / 1e9;
+        /* The waiters' clients only (the gate's renews its own hold). */
+        res->idle_renews = (double)atomic_load(&sh->renews);
+        res->idle_sent = (double)atomic_load(&sh->sent);
+        atomic_store(&sh->sent, 0);
+        atomic_store(&sh->renews, 0);
+        atomic_store(&sh->wakeups, 0);
+        if (mw_settle(sh, procs, loop, gc, admin, 10000, &a) != 0) {
             fprintf(stderr, "family: the waiters did not settle\n");
             goto stop;
         }
@@ -877,7 +920,7 @@ static int run_many(test_redis *r, redisContext *admin, int kind, int procs, int
         goto stop;
     }
     res->seconds = (double)(bench_now_ns() - t0) / 1e9;
-    if (quiet(admin, 10000, &b) != 0 || mw_snap(sh, procs, 2) != 0) {
+    if (mw_settle(sh, procs, loop, gc, admin, 10000, &b) != 0 || mw_snap(sh, procs, 2) != 0) {
         fprintf(stderr, "family: the server did not settle after the last handoff\n");
         goto stop;
     }
@@ -936,12 +979,63 @@ typedef struct tp_handle {
     leash_lock *lock;
 } tp_handle;
 
+#define TP_MAX_WRITES 4096
+
 struct tp {
     struct ev_loop *loop;
     int stopping, errors;
     int64_t cycles;
     char first_error[160];
+    /* A writer among the readers (writer_every_ms of run_tp). */
+    leash_lock *writer;
+    ev_timer wtimer;
+    int wbusy, nw;
+    int64_t wasked, wfrom;
+    int64_t wait_ns[TP_MAX_WRITES]; /* of the writes asked after wfrom */
 };
+
+static void tp_w_released(leash_lock *l, int status, void *arg) {
+    tp *t = arg;
+
+    (void)l;
+    if (t->stopping)
+        return;
+    if (status != LEASH_OK && t->errors++ == 0)
+        snprintf(t->first_error, sizeof t->first_error, "writer release: %s",
+                 leash_status_name(status));
+    t->wbusy = 0;
+}
+
+static void tp_w_acquired(leash_lock *l, int status, void *arg) {
+    tp *t = arg;
+
+    if (t->stopping)
+        return;
+    if (status != LEASH_OK) {
+        if (t->errors++ == 0)
+            snprintf(t->first_error, sizeof t->first_error, "writer acquire: %s",
+                     leash_status_name(status));
+        return;
+    }
+    if (t->wfrom != 0 && t->wasked >= t->wfrom && t->nw < TP_MAX_WRITES)
+        t->wait_ns[t->nw++] = bench_now_ns() - t->wasked;
+    if (leash_release(l, tp_w_released, t) != LEASH_OK && t->errors++ == 0)
+        snprintf(t->first_error, sizeof t->first_error, "writer leash_release refused");
+}
+
+static void tp_w_tick(struct ev_loop *loop, ev_timer *w, int revents) {
+    tp *t = w->data;
+
+    (void)loop;
+    (void)revents;
+    if (t->wbusy || t->stopping)
+        return;
+    t->wbusy = 1;
+    t->wasked = bench_now_ns();
+    if (leash_acquire(t->writer, LEASH_WAIT_FOREVER, tp_w_acquired, t) != LEASH_OK &&
+        t->errors++ == 0)
+        snprintf(t->first_error, sizeof t->first_error, "writer leash_acquire refused");
+}
 
 static void tp_acquired(leash_lock *l, int status, void *arg);
 
@@ -989,6 +1083,10 @@ static void tp_acquired(leash_lock *l, int status, void *arg) {
 
 typedef struct tp_result {
     int ok, kind, inflight;
+    int writer_every_ms; /* 0: no writer */
+    int writes;          /* writer acquisitions asked in the window and granted */
+    double wait_p50_us, wait_max_us;
+    double pending_ms; /* the writer's acquire still waiting at the end, for so long */
     int64_t cycles;
     double seconds, rate, calls_per, scripts_per, client_cpu_us, server_cpu_us;
     int errors;
@@ -996,11 +1094,15 @@ typedef struct tp_result {
     redis_counts rc;
 } tp_result;
 
+/* writer_every_ms > 0 (read handles only): a write handle in a client of
+ * its own asks every writer_every_ms (when it is not asking already) and
+ * releases at once; its waits. */
 static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, double secs,
-                  tp_result *res) {
+                  int writer_every_ms, tp_result *res) {
     tp t;
     tp_handle *xs = calloc((size_t)inflight, sizeof *xs);
-    leash_client *c = NULL;
+    leash_client *c[2] = {NULL, NULL};
+    int nclients = writer_every_ms > 0 ? 2 : 1;
     bench_cmdstats a, b;
     redis_counts rcnt;
     int i, rc = -1, never = 0;
@@ -1011,9 +1113,10 @@ static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, do
     memset(res, 0, sizeof *res);
     res->kind = kind;
     res->inflight = inflight;
+    res->writer_every_ms = writer_every_ms;
     t.loop = ev_loop_new(EVFLAG_AUTO);
-    if (xs == NULL || t.loop == NULL || clients_new(t.loop, &c, 1) != 0) {
-        c = NULL;
+    if (xs == NULL || t.loop == NULL || clients_new(t.loop, c, nclients) != 0) {
+        c[0] = NULL;
         goto out;
     }
     for (i = 0; i < inflight; i++) {
@@ -1023,12 +1126,21 @@ static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, do
             snprintf(name, sizeof name, "bench:family:tp:%d", i);
         else
             snprintf(name, sizeof name, "bench:family:tp");
-        if ((xs[i].lock = make_lock(c, kind, name, 0)) == NULL)
+        if ((xs[i].lock = make_lock(c[0], kind, name, 0)) == NULL)
             goto out;
+    }
+    if (writer_every_ms > 0) {
+        if ((t.writer = make_lock(c[1], K_WRITE, "bench:family:tp", 0)) == NULL)
+            goto out;
+        ev_timer_init(&t.wtimer, tp_w_tick, (double)writer_every_ms / 1000.,
+                      (double)writer_every_ms / 1000.);
+        t.wtimer.data = &t;
+        ev_timer_start(t.loop, &t.wtimer);
     }
     for (i = 0; i < inflight; i++)
         tp_ask(&xs[i]);
     run_until(t.loop, &never, (int64_t)(warm_s * 1000.));
+    t.wfrom = bench_now_ns();
     bench_cmdstats_read(admin, &a);
     scpu0 = bench_server_cpu_s(admin);
     cpu0 = bench_cpu_ns();
@@ -1047,14 +1159,26 @@ static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, do
     res->scripts_per = per((double)rcnt.scripts, (double)res->cycles);
     res->server_cpu_us =
         scpu0 >= 0. && scpu1 >= 0. ? per((scpu1 - scpu0) * 1e6, (double)res->cycles) : 0.;
-    res->ok = t.errors == 0 && res->cycles > 0;
+    if (writer_every_ms > 0) {
+        res->writes = t.nw;
+        if (t.wbusy)
+            res->pending_ms = (double)(bench_now_ns() - t.wasked) / 1e6;
+        if (t.nw > 0) {
+            qsort(t.wait_ns, (size_t)t.nw, sizeof t.wait_ns[0], bench_cmp_i64);
+            res->wait_p50_us = (double)bench_pct(t.wait_ns, t.nw, 0.5) / 1e3;
+            res->wait_max_us = (double)t.wait_ns[t.nw - 1] / 1e3;
+        }
+    }
+    res->ok = t.errors == 0 && res->cycles > 0 && (writer_every_ms == 0 || t.nw > 0);
     rc = res->ok ? 0 : -1;
 out:
     res->errors = t.errors;
     memcpy(res->first_error, t.first_error, sizeof res->first_error);
     t.stopping = 1;
-    if (c != NULL)
-        clients_free(t.loop, &c, 1);
+    if (writer_every_ms > 0)
+        ev_timer_stop(t.loop, &t.wtimer);
+    if (c[0] != NULL)
+        clients_free(t.loop, c, nclients);
     if (t.loop != NULL)
         ev_loop_destroy(t.loop);
     free(xs);
@@ -1116,7 +1240,7 @@ static double median_d(double *v, int n) {
 /*
  * rounds x: a holder (write lock, or a mutex) holds; `readers` handles
  * (read locks, or mutexes: then 1) over nclients clients ask
- * (LEASH_WAIT_FOREVER); once Redis is quiet, the holder releases; the time
+ * (LEASH_WAIT_FOREVER); once the clients are quiet, the holder releases; the time
  * from the leash_release() call to each waiter's acquire callback.
  */
 static int run_wr(redisContext *admin, int kind, int readers, int nclients, int rounds,
@@ -1168,7 +1292,7 @@ static int run_wr(redisContext *admin, int kind, int readers, int nclients, int 
                 goto out;
             }
         rc = -1;
-        if (settle(loop, admin, 10000, &snap) != 0 || w.granted != 0) {
+        if (settle(loop, c, 1 + nclients, admin, 10000, &snap) != 0 || w.granted != 0) {
             fprintf(stderr, "family: the waiters did not settle (%d granted early)\n", w.granted);
             goto out;
         }
@@ -1256,7 +1380,10 @@ static void usage(const char *argv0) {
             "      --waiters LIST    many waiters: waiter counts (default 1000,10)\n"
             "      --procs N         many waiters: processes (default 4)\n"
             "      --many-handoffs N many waiters: handoffs measured (default 1000)\n"
+            "      --idle S          many waiters: seconds parked before (default 2; 0: none)\n"
             "      --inflight N      read-write: handles in flight (default 1024)\n"
+            "      --writer-every MS read-write: a writer among the readers every MS ms\n"
+            "                        (default 50; 0: no such run)\n"
             "      --readers N       read-write: waiting readers (default 100)\n"
             "      --rounds N        read-write: write releases measured (default 20)\n"
             "      --permits N       semaphore permits (default 16)\n"
@@ -1281,6 +1408,8 @@ int main(int argc, char **argv) {
                                              {"procs", required_argument, NULL, 'P'},
                                              {"many-handoffs", required_argument, NULL, 'M'},
                                              {"inflight", required_argument, NULL, 'i'},
+                                             {"idle", required_argument, NULL, 'I'},
+                                             {"writer-every", required_argument, NULL, 'W'},
                                              {"readers", required_argument, NULL, 'r'},
                                              {"rounds", required_argument, NULL, 'R'},
                                              {"permits", required_argument, NULL, 'k'},
@@ -1326,6 +1455,12 @@ int main(int argc, char **argv) {
         case 'i':
             inflight = atoi(optarg);
             break;
+        case 'I':
+            idle_seconds = strtod(optarg, NULL);
+            break;
+        case 'W':
+            writer_every_default = atoi(optarg);
+            break;
         case 'r':
             readers = atoi(optarg);
             break;
@@ -1359,7 +1494,8 @@ int main(int argc, char **argv) {
         procs > MAX_PROCS || many_h < 1 || inflight < 1 || inflight > 100000 || readers < 1 ||
         readers > 100000 || rounds < 1 || rounds > 10000 || permits < 1 ||
         permits > LEASH_PERMITS_MAX || sem_contenders < 1 || sem_contenders > 1000 ||
-        !(secs > 0.) || !(G.cap_s > 0.) || G.lease_ms < 0) {
+        !(secs > 0.) || !(G.cap_s > 0.) || G.lease_ms < 0 || idle_seconds < 0. ||
+        writer_every_default < 0 || idle_seconds > 600.) {
         usage(argv[0]);
         return 2;
     }
@@ -1506,17 +1642,44 @@ int main(int argc, char **argv) {
                        k == 0 ? "**" : "", x->scripts_per, x->publishes_per, x->calls_per,
                        x->wakeups_per, x->p50_us, x->p99_us, x->max_us);
             }
+        if (idle_seconds > 0.) {
+            double interval_s = (G.lease_ms > 0 ? (double)G.lease_ms / 3. : 10000.) / 1000.;
+            printf("\n| lock | waiters | parked s | client cmds/s | of them renew cmds/s | places "
+                   "per renew cmd (estimate) |\n");
+            printf("|---|---:|---:|---:|---:|---:|\n");
+            for (k = 0; k < 2; k++)
+                for (i = 0; i < nw; i++) {
+                    const mw_result *x = &res[k][i];
+                    double places = (double)x->waiters * x->idle_s / interval_s;
+                    if (!x->ok)
+                        continue;
+                    printf("| %s | %d | %.2f | %.1f | %.1f | ", kind_name(kinds[k]), x->waiters,
+                           x->idle_s, per(x->idle_sent, x->idle_s), per(x->idle_renews, x->idle_s));
+                    if (k == 0 && x->idle_renews > 0.)
+                        printf("%.1f |\n", places / x->idle_renews);
+                    else
+                        printf(" |\n");
+                }
+        }
         printf("\nP processes (forked), each one leash client with waiters/P handles on one "
                "name, all waiting (LEASH_WAIT_FOREVER) behind a holder in the parent. Window: "
-               "from the holder's release (once Redis was quiet after every waiter asked) to "
+               "from the holder's release (once every waiter asked and the clients sent "
+               "nothing but renewals for 60 ms) to "
                "the %lld-th grant after it; each waiter that is granted releases at once and "
                "asks again (the end of the queue), so every handoff includes a release and a "
                "new acquire (2 commands); the last holder keeps the lock. Client commands: "
                "leash_stats commands_sent of every client (the parent's too), from before the "
-               "first release to after Redis was quiet again, per handoff; the fair lock's "
+               "first release to after the clients were quiet again, per handoff; the fair lock's "
                "must not grow with the waiters (target: x 1.00). Handoff: leash_release() call "
-               "-> the next holder's acquire callback (CLOCK_MONOTONIC across processes).\n",
-               (long long)many_h);
+               "-> the next holder's acquire callback (CLOCK_MONOTONIC across processes). "
+               "Parked: before the window, the queue stays as it is for %.1f s (every waiter "
+               "asked, nobody releases): the commands the waiters' clients send meanwhile "
+               "(the holder's are not counted) are their place renewals (a fair lock's place is a "
+               "lease); places per renew "
+               "command = waiters x parked s / the renew interval (%.3f s) / renew commands, "
+               "at most 100 (the watchdog's batch).\n",
+               (long long)many_h, idle_seconds,
+               (G.lease_ms > 0 ? (double)G.lease_ms / 3. : 10000.) / 1000.);
         for (k = 0; k < 2; k++)
             for (i = 0; i < nw; i++) {
                 const mw_result *x = &res[k][i];
@@ -1537,20 +1700,26 @@ int main(int argc, char **argv) {
 
     /* ---- (c) ---- */
     if (strchr(scen, 'c') != NULL) {
-        tp_result m1, rd, m2;
+        tp_result m1, rd, m2, rw;
         wr_result wres, mres;
         double mref = 0.;
         bench_steal_begin(&cpus, &steal);
         fprintf(stderr, "family: read-write, %d in flight...\n", inflight);
         bench_flushall(&r);
-        if (run_tp(admin, K_MUTEX, inflight, 0.5, secs, &m1) != 0)
+        if (run_tp(admin, K_MUTEX, inflight, 0.5, secs, 0, &m1) != 0)
             failed = 1;
         bench_flushall(&r);
-        if (run_tp(admin, K_READ, inflight, 0.5, secs, &rd) != 0)
+        if (run_tp(admin, K_READ, inflight, 0.5, secs, 0, &rd) != 0)
             failed = 1;
         bench_flushall(&r);
-        if (run_tp(admin, K_MUTEX, inflight, 0.5, secs, &m2) != 0)
+        if (run_tp(admin, K_MUTEX, inflight, 0.5, secs, 0, &m2) != 0)
             failed = 1;
+        memset(&rw, 0, sizeof rw);
+        if (writer_every_default > 0) {
+            bench_flushall(&r);
+            if (run_tp(admin, K_READ, inflight, 0.5, secs, writer_every_default, &rw) != 0)
+                failed = 1;
+        }
         bench_steal_end(&cpus, &steal);
         mref = m1.ok && m2.ok ? (m1.rate + m2.rate) / 2. : m1.ok ? m1.rate : m2.rate;
         printf("#### Read-write lock: %d read handles in flight\n\n", inflight);
@@ -1559,17 +1728,18 @@ int main(int argc, char **argv) {
                "µs/cycle |\n");
         printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         {
-            const tp_result *rows[3] = {&m1, &rd, &m2};
-            const char *labels[3] = {"mutex (before)", "read lock", "mutex (after)"};
+            const tp_result *rows[4] = {&m1, &rd, &m2, &rw};
+            const char *labels[4] = {"mutex (before)", "read lock", "mutex (after)",
+                                     "read lock, a writer among the readers"};
             int k;
-            for (k = 0; k < 3; k++) {
+            for (k = 0; k < (writer_every_default > 0 ? 4 : 3); k++) {
                 const tp_result *x = rows[k];
                 if (!x->ok) {
                     printf("| %s | | %d | failed | | | | | |\n", labels[k], inflight);
                     continue;
                 }
                 printf("| %s | %d | %d | %.0f | %s%.2f%s | %.2f | %.2f | %.1f | %.1f |\n",
-                       labels[k], k == 1 ? 1 : inflight, inflight, x->rate, k == 1 ? "**" : "",
+                       labels[k], k % 2 ? 1 : inflight, inflight, x->rate, k == 1 ? "**" : "",
                        mref > 0. ? x->rate / mref : 0., k == 1 ? "**" : "", x->scripts_per,
                        x->calls_per, x->client_cpu_us, x->server_cpu_us);
             }
@@ -1581,6 +1751,20 @@ int main(int argc, char **argv) {
                "of the mutex runs before and after. Redis calls: INFO commandstats, the "
                "scripts' inner calls included; server CPU: INFO cpu.\n",
                inflight, inflight, secs);
+        if (writer_every_default > 0 && rw.writes > 0)
+            printf("- a writer among the readers (a write handle in a client of its own asks "
+                   "every %d ms, LEASH_WAIT_FOREVER, and releases at once; writers must not "
+                   "starve): %d writes in the window, wait (leash_acquire() call -> callback) "
+                   "p50 %.0f µs, max %.0f µs",
+                   writer_every_default, rw.writes, rw.wait_p50_us, rw.wait_max_us);
+        if (writer_every_default > 0 && rw.writes > 0)
+            printf(rw.pending_ms > 0. ? "; at the end, one asked %.0f ms before was still "
+                                        "waiting\n"
+                                      : "; none waiting at the end\n",
+                   rw.pending_ms);
+        if (writer_every_default > 0 && rw.pending_ms > 1000.)
+            printf("- **the writer's last acquire was still waiting at the end, for %.0f ms**\n",
+                   rw.pending_ms);
         {
             const tp_result *rows[3] = {&m1, &rd, &m2};
             const char *labels[3] = {"mutex (before)", "read lock", "mutex (after)"};
@@ -1596,6 +1780,7 @@ int main(int argc, char **argv) {
         print_error_note("mutex (before)", m1.errors, m1.first_error);
         print_error_note("read lock", rd.errors, rd.first_error);
         print_error_note("mutex (after)", m2.errors, m2.first_error);
+        print_error_note("read lock with a writer", rw.errors, rw.first_error);
         printf("- during these runs");
         bench_print_steal(&steal);
         printf("\n\n");
@@ -1629,7 +1814,8 @@ int main(int argc, char **argv) {
         else
             printf("| 1 mutex waiter behind a mutex holder | failed | | | | | | | |\n");
         printf("\nA writer (its own client) holds the write lock; %d read handles of the same "
-               "name, over 4 clients, ask (LEASH_WAIT_FOREVER); once Redis is quiet the writer "
+               "name, over 4 clients, ask (LEASH_WAIT_FOREVER); once the clients sent nothing "
+               "but renewals for 60 ms the writer "
                "releases. From its leash_release() call to the acquire callback of the first, "
                "the median and the last reader (\"all in\"); medians over %d rounds, and the "
                "worst round. Reference: the same round with a mutex and one waiter (a single "

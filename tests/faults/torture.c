@@ -123,12 +123,10 @@
  * the kind promises instead of "one holder":
  *   --fair       leash_fair_lock_new: exactly the mutex's checks.
  *   --rw         leash_read_lock_new / leash_write_lock_new on the same
- *                names. A worker is a reader or a writer of each name
- *                ((proc + name) % 3 == 0: writer), never both, so that no
- *                client mixes the two on one name (a write acquire beside
- *                a read handle of its client is refused, and a read next to
- *                its client's write hold is a downgrade that goes in at
- *                once: neither is what this test is about). Checks: no
+ *                names: each handle reads (two in three) or writes, so
+ *                that one client has both kinds on a name, which exclude
+ *                each other like strangers' (no leash_rw_lock_pair here:
+ *                a paired downgrade overlaps by design). Checks: no
  *                write claim overlaps any other hold's claim (read or
  *                write); a writer's fence is granted once; only writers
  *                write the storage, and a reader reads it at the end of each
@@ -138,6 +136,11 @@
  *                N claims of one name valid (a sweep over the claims,
  *                half-open); holders do not write the storage (N of them
  *                share the resource by design).
+ * In these modes a cancel or release while acquiring (the meddle timer) is
+ * now and then a leash_lock_free of the waiting handle instead (and a new
+ * handle of the same name takes its place): its acquire callback must fire
+ * LEASH_ECANCELED inside the free, and whatever it was granted meanwhile
+ * is given back (no lock left at the end, nobody stuck behind it).
  * Read and semaphore holds may share a fence when one script let several
  * in at once; that is counted and printed, not a violation. The output
  * gives, per run, the most holds of a name that were valid at one instant
@@ -211,11 +214,6 @@ static const char *kind_flag(void) {
                                : "";
 }
 
-/* --rw: a worker reads name n unless (proc + n) % 3 == 0 (see the top). */
-static int rw_reader(int proc, int name) {
-    return (proc + name) % 3 != 0;
-}
-
 /* Kinds whose holds of one name may be valid at once, and share a fence. */
 static int shared_kind(int reader) {
     return cfg.kind == K_SEM || (cfg.kind == K_RW && reader);
@@ -266,6 +264,7 @@ typedef struct worker_shm {
     uint64_t violations;
     uint64_t resurrections;
     uint64_t reads, stale_reads; /* --rw: storage reads by readers */
+    uint64_t frees;              /* waiting handles freed (the family's modes) */
     char first_violation[512];
 } worker_shm;
 
@@ -327,11 +326,13 @@ enum {
 
 typedef struct handle {
     int idx, name;
-    int reader; /* --rw: a read handle */
+    int reader;      /* --rw: a read handle */
+    int reader_role; /* --rw: drawn once per handle (two in three read) */
     leash_lock *l;
     int state;
     int acq_pending, rel_pending; /* callbacks expected */
     int canceled;                 /* leash_cancel or release while acquiring */
+    int freeing;                  /* inside leash_lock_free (the family's modes) */
     uint32_t hold;
     int lost_seen;
     int64_t acq_start, acq_wait;
@@ -478,7 +479,7 @@ static void on_acquired(leash_lock *l, int status, void *arg) {
     }
     h->acq_pending = 0;
     ev_timer_stop(W.loop, &h->meddle);
-    if (h->canceled && status != LEASH_ECANCELED)
+    if ((h->canceled || h->freeing) && status != LEASH_ECANCELED)
         violation("canceled acquire of handle %d ended %s", h->idx, leash_status_name(status));
     if (status == LEASH_OK)
         h->hold++;
@@ -689,14 +690,39 @@ static void on_handle_timer(struct ev_loop *loop, ev_timer *t, int revents) {
     }
 }
 
+static void new_handle(handle *h);
+
+/* The lock family's modes also free a waiting handle (and make a new one
+ * of the same name): its acquire callback fires LEASH_ECANCELED inside
+ * leash_lock_free, a grant on its way is given back, a queue place is
+ * left at once. */
+static void free_waiting(handle *h) {
+    h->freeing = 1;
+    leash_lock_free(h->l);
+    h->freeing = 0;
+    W.me->frees++;
+    if (h->acq_pending) {
+        violation("acquire callback of handle %d did not fire inside leash_lock_free", h->idx);
+        h->acq_pending = 0;
+        schedule_acquire(h);
+    }
+    new_handle(h);
+}
+
 static void on_meddle(struct ev_loop *loop, ev_timer *t, int revents) {
     handle *h = t->data;
     int rc;
+    unsigned pick;
     (void)loop, (void)revents;
     if (h->state != H_ACQUIRING || !h->acq_pending)
         return;
+    pick = rnd_next(&W.rnd) % (cfg.kind != K_MUTEX ? 3u : 2u);
+    if (pick == 2) {
+        free_waiting(h);
+        return;
+    }
     W.in_call = 1;
-    if (rnd_next(&W.rnd) & 1) {
+    if (pick == 1) {
         rc = leash_cancel(h->l);
         if (rc == LEASH_OK)
             h->canceled = 1;
@@ -800,9 +826,34 @@ static char seed_text[TEST_CLUSTER_MAX_NODES][32];
 static const char *seeds[TEST_CLUSTER_MAX_NODES];
 static int nseeds;
 
+/* A lock handle of the run's kind for h->name. */
+static void new_handle(handle *h) {
+    char name[32];
+
+    snprintf(name, sizeof name, "n%d", h->name);
+    switch (cfg.kind) {
+    case K_FAIR:
+        h->l = leash_fair_lock_new(W.c, name);
+        break;
+    case K_RW:
+        h->reader = h->reader_role;
+        h->l = h->reader ? leash_read_lock_new(W.c, name) : leash_write_lock_new(W.c, name);
+        break;
+    case K_SEM:
+        h->l = leash_semaphore_new(W.c, name, cfg.permits);
+        break;
+    default:
+        h->l = leash_lock_new(W.c, name);
+    }
+    if (h->l == NULL) {
+        violation("no lock handle for %s", name);
+        exit(1);
+    }
+    leash_on_lost(h->l, on_lost, h);
+}
+
 static void worker_main(int proc, int port) {
     leash_options o;
-    char name[32];
     int i;
 
     memset(&W, 0, sizeof W);
@@ -841,26 +892,9 @@ static void worker_main(int proc, int port) {
         handle *h = &W.h[i];
         h->idx = i;
         h->name = (int)(rnd_next(&W.rnd) % (unsigned)cfg.names);
-        snprintf(name, sizeof name, "n%d", h->name);
-        switch (cfg.kind) {
-        case K_FAIR:
-            h->l = leash_fair_lock_new(W.c, name);
-            break;
-        case K_RW:
-            h->reader = rw_reader(proc, h->name);
-            h->l = h->reader ? leash_read_lock_new(W.c, name) : leash_write_lock_new(W.c, name);
-            break;
-        case K_SEM:
-            h->l = leash_semaphore_new(W.c, name, cfg.permits);
-            break;
-        default:
-            h->l = leash_lock_new(W.c, name);
-        }
-        if (h->l == NULL) {
-            violation("no lock handle for %s", name);
-            exit(1);
-        }
-        leash_on_lost(h->l, on_lost, h);
+        if (cfg.kind == K_RW)
+            h->reader_role = rnd_next(&W.rnd) % 3 != 0;
+        new_handle(h);
         ev_timer_init(&h->t, on_handle_timer, 0., 0.);
         h->t.data = h;
         ev_timer_init(&h->meddle, on_meddle, 0., 0.);
@@ -2016,7 +2050,7 @@ int main(int argc, char **argv) {
     int64_t start, end, fault_end;
     uint64_t faults = 0, losts[6] = {0}, rejections = 0, writes = 0;
     uint64_t busy = 0, timedout = 0, econn = 0, ereplicas = 0, canceled = 0, other = 0;
-    uint64_t reads = 0, stale_reads = 0;
+    uint64_t reads = 0, stale_reads = 0, frees = 0;
     int port, nkinds;
     const char *const *kind_names;
     const uint64_t *kind_counts;
@@ -2235,6 +2269,7 @@ int main(int argc, char **argv) {
         other += w->other_fail;
         reads += w->reads;
         stale_reads += w->stale_reads;
+        frees += w->frees;
     }
 
     nkinds = cfg.cluster ? CF_COUNT : cfg.redlock ? RF_COUNT : F_COUNT;
@@ -2265,8 +2300,9 @@ int main(int argc, char **argv) {
            (long long)fg.max_acq_late);
     if (cfg.kind != K_MUTEX) {
         printf("lock family%s: the most holds of one name valid at one instant %d; grants that "
-               "shared a fence with another (read/semaphore) %" PRIu64,
-               kind_flag(), fg.max_valid, fg.shared_fences);
+               "shared a fence with another (read/semaphore) %" PRIu64 "; waiting handles "
+               "freed %" PRIu64,
+               kind_flag(), fg.max_valid, fg.shared_fences, frees);
         if (cfg.kind == K_RW)
             printf("; reads %" PRIu64 " (of them after a newer writer's write, the reader no "
                    "longer holding: %" PRIu64 ")",
