@@ -194,7 +194,7 @@ void fx_log_cb(int level, const char *msg, void *arg) {
     size_t n = strlen(msg);
     (void)arg;
     if (getenv("LEASH_TEST_LOG"))
-        fprintf(stderr, "  log[%d] %s\n", level, msg);
+        fprintf(stderr, "  %lld log[%d] %s\n", (long long)(test_now_ms() % 100000), level, msg);
     if (log_len + n + 2 < sizeof(log_buf)) {
         memcpy(log_buf + log_len, msg, n);
         log_len += n;
@@ -289,6 +289,21 @@ void fx_wait_connected(fx_loop *loop, leash_client *c, int64_t timeout_ms) {
         fx_run_for(loop, 2);
     CHECK_MSG(leash_client_connected(c), "client did not connect within %lld ms",
               (long long)timeout_ms);
+}
+
+void fx_wait_every_server(fx_loop *loop, leash_client *c, int servers, int64_t timeout_ms) {
+    int64_t deadline = test_now_ms() + timeout_ms;
+    leash_stats st;
+
+    fx_wait_connected(loop, c, timeout_ms);
+    for (;;) {
+        leash_client_stats(c, &st);
+        if (st.connects >= (uint64_t)servers && st.sub_connects >= (uint64_t)servers)
+            break;
+        CHECK_MSG(test_now_ms() < deadline, "%llu of %d servers connected within %lld ms",
+                  (unsigned long long)st.connects, servers, (long long)timeout_ms);
+        fx_run_for(loop, 2);
+    }
 }
 
 #ifdef LEASH_TEST_TOPOLOGY_CLUSTER
@@ -449,24 +464,6 @@ void fx_world_options(fx_world *w, leash_options *o, int64_t lease_ms) {
     o->nodes_count = FX_REDLOCK_N;
 }
 
-/* leash_client_connected says 1 once a majority of the servers is: a case
- * starts once every server's connections are ready, so that a lock taken
- * first thing reaches all N (a copy still waiting for its connection is
- * dropped once a majority decided, and the hold then lives on the others
- * only, the first server maybe not). */
-static void all_connected(fx_world *w, int64_t timeout_ms) {
-    int64_t deadline = test_now_ms() + timeout_ms;
-    leash_stats st;
-
-    for (;;) {
-        leash_client_stats(w->c, &st);
-        if (st.connects >= FX_REDLOCK_N && st.sub_connects >= FX_REDLOCK_N)
-            break;
-        CHECK_MSG(test_now_ms() < deadline, "%llu of %d servers connected within %lld ms",
-                  (unsigned long long)st.connects, FX_REDLOCK_N, (long long)timeout_ms);
-        fx_run_for(w->loop, 2);
-    }
-}
 
 void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms) {
     leash_options o;
@@ -478,8 +475,7 @@ void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms) {
     w->loop = fx_loop_new();
     fx_world_options(w, &o, lease_ms);
     w->c = fx_client_opts(w->loop, &o);
-    fx_wait_connected(w->loop, w->c, 5000);
-    all_connected(w, 5000);
+    fx_wait_every_server(w->loop, w->c, FX_REDLOCK_N, 5000);
 }
 
 void fx_world_down(fx_world *w) {

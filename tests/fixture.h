@@ -113,6 +113,12 @@ leash_client *fx_client(fx_loop *loop, const test_redis *r, int64_t lease_ms);
 leash_client *fx_fault_client(fx_loop *loop, int port, int64_t lease_ms);
 /* Runs the loop until the client's command connection is ready. */
 void fx_wait_connected(fx_loop *loop, leash_client *c, int64_t timeout_ms);
+/* For Redlock: leash_client_connected says 1 once a majority of the servers
+ * is. This waits until every one of `servers` has its connections ready, so
+ * that a lock taken first thing reaches all of them (a copy still waiting for
+ * its connection is dropped once a majority decided, and the hold then lives
+ * on the others only). Cases that kill servers under a hold count on that. */
+void fx_wait_every_server(fx_loop *loop, leash_client *c, int servers, int64_t timeout_ms);
 
 /* One test's world: its own redis-server (or the program's cluster), a
  * loop, and a client of it, connected. */

@@ -67,7 +67,7 @@ static leash_client *rw_client(rworld *w, int64_t lease_ms) {
         ports[i] = w->s[i].port;
     redlock_options(w, &o, ports, lease_ms);
     c = fx_client_opts(w->loop, &o);
-    fx_wait_connected(w->loop, c, 5000);
+    fx_wait_every_server(w->loop, c, N, 5000);
     return c;
 }
 
