@@ -464,7 +464,6 @@ void fx_world_options(fx_world *w, leash_options *o, int64_t lease_ms) {
     o->nodes_count = FX_REDLOCK_N;
 }
 
-
 void fx_world_up(fx_world *w, int64_t lease_ms, int64_t command_timeout_ms) {
     leash_options o;
 
