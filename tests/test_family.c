@@ -2024,6 +2024,64 @@ TEST(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing) {
     fx_world_down(&w);
 }
 
+#ifdef LEASH_TEST_TOPOLOGY_CLUSTER
+/* While the locks' slot is MIGRATING (no key moved yet), the scripts run on
+ * the old owner, which holds all four keys of each lock: a release that
+ * ends the only hold and hands the fair lock over, and the release of the
+ * last reader, each run whole. Redis stops a script half-way when it
+ * touches a key its own earlier command emptied ("non local key"), so no
+ * script may empty a key before its last command. */
+TEST(family_scripts_run_whole_while_their_slot_is_migrating) {
+    fx_world w;
+    leash_client *b;
+    leash_lock *holder, *waiter, *r1, *r2;
+    fx_result res = {0};
+    int slot, from, to, i;
+
+    fx_world_up(&w, 3000, 0);
+    b = fx_world_client(&w, 3000);
+    fx_wait_connected(w.loop, b, 5000);
+    holder = fair(w.c, "{mig}fair");
+    waiter = fair(b, "{mig}fair");
+    r1 = reader(w.c, "{mig}read");
+    r2 = reader(b, "{mig}read");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, LEASH_WAIT_FOREVER, fx_acquire_cb, &res), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, r1, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, r2, 0, 3000), LEASH_OK);
+    fx_run_for(w.loop, 100);
+    CHECK_EQ_INT(res.calls, 0);
+
+    slot = test_cluster_slot_of_key("leash:{mig}fair");
+    from = test_cluster_master_of_slot(w.cl, slot);
+    for (to = -1, i = 0; i < w.cl->count && to < 0; i++)
+        if (i != from && test_cluster_alive(w.cl, i) &&
+            test_cluster_role(w.cl, i) == TEST_CLUSTER_MASTER)
+            to = i;
+    CHECK(from >= 0 && to >= 0);
+    CHECK_EQ_INT(test_cluster_migrate_begin(w.cl, slot, to), 0);
+
+    fx_log_clear();
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 3000), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK(leash_held(waiter));
+    CHECK_EQ_INT(fx_release_sync(w.loop, r1, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, r2, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, waiter, 3000), LEASH_OK);
+    CHECK_MSG(!fx_log_contains("non local"), "a script stopped half-way");
+
+    CHECK_EQ_INT(test_cluster_migrate_finish(w.cl, slot, to), 0);
+    /* The slot moved (with no keys left): the names work at the new owner. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, r1, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, r1, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 3000), LEASH_OK);
+    leash_client_free(b);
+    fx_world_down(&w);
+}
+#endif
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(fair_lock_excludes_across_clients_over_many_cycles_and_fences_grow),
@@ -2067,6 +2125,9 @@ int main(int argc, char **argv) {
         TEST_CASE(semaphore_each_permit_has_its_own_lease_and_lost_callback),
         TEST_CASE(semaphore_waiters_go_in_fifo_as_many_as_permits_came_free),
         TEST_CASE(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing),
+#ifdef LEASH_TEST_TOPOLOGY_CLUSTER
+        TEST_CASE(family_scripts_run_whole_while_their_slot_is_migrating),
+#endif
         {0},
     };
     return fx_main(argc, argv, cases);

@@ -20,15 +20,26 @@
  * exclusive (x names the holder); r goes in while there is no exclusive
  * holder; s while fewer than permits hold.
  *
+ * Each zset also holds the sentinel "" with score 0 while the lock exists
+ * (family.h says why).
+ *
  * The queue. A waiter's place is a lease (its expiry), renewed by its
- * watchdog like a hold. Every script first drops holders and waiters whose
- * lease ran out (fam_prune), then, after its own change, lets the head of
- * the queue in while it fits (fam_admit): each one let in becomes a holder
- * whose expiry is that of its place (which its last renewal set) and is
- * told on its client's channel. So the release, the renewal or the attempt
- * that notices a gap hands over, and a handoff costs one message. Every
- * script sets the TTL of all four keys to the latest expiry in them, or
- * deletes them when nothing is left.
+ * watchdog like a hold. A script that finds someone waiting, or finds its
+ * own way blocked, drops holders and waiters whose lease ran out
+ * (fam_prune), then, after its own change, lets the head of the queue in
+ * while it fits (fam_admit): each one let in becomes a holder whose expiry
+ * is that of its place (which its last renewal set) and is told on its
+ * client's channel. So the release, the renewal or the attempt that
+ * notices a gap hands over, and a handoff costs one message. Expired
+ * entries nobody waits behind stay until some script meets them; they are
+ * in nobody's way.
+ *
+ * TTLs: all four keys share one, at least the latest expiry in them: a
+ * script that sets an expiry beyond it sets it to twice that lease
+ * (fam_keep), so that a stream of holds rewrites it once a lease, not once
+ * a hold; that rewrite also prunes, so that crashed holders do not pile up
+ * while others keep the lock in use. A script that leaves no live holder
+ * and nobody queued deletes the four (fam_gc).
  *
  * Fences: the server's clock (TIME) in microseconds at the grant, and
  * above the last fence given (readers let in together).
@@ -54,8 +65,10 @@
  *            tell (as the mutex's)
  * force   KEYS: K, h, q, x  ARGV: channel base, verb
  *         -> 1 holders were removed, 0 none; waiters are let in.
- * A hash at K that is not a family lock (no seq nor fence field), or keys
- * of other types, are a WRONGTYPE error before anything is written.
+ * A key K that is not a family lock's hash (not a hash, or no fence field)
+ * is a WRONGTYPE error before anything is written. The companions are
+ * leash's own names (a NUL byte and a hash tag in them): their types are
+ * checked when a lock is made, not at every call.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -68,107 +81,135 @@
 #include "dialect/family.h"
 #include "wire/resp.h"
 
-#define WRONGTYPE                                                                           \
-    "if not fam_ok(L) then return redis.error_reply('WRONGTYPE the key holds a value that " \
-    "is not a lock of the family') end\n"
+#define WRONGTYPE                                                                            \
+    "if not S then return redis.error_reply('WRONGTYPE the key holds a value that is not a " \
+    "lock of the family') end\n"
 
+/* The common case, a token that neither holds nor waits and goes in at
+ * once, reads the state and writes the hold without a prune: expired
+ * holders and places are dropped only when they could be in the way. */
 static const char acquire_lua[] = LEASH__FAMILY_LUA
     "local t = redis.call('time')\n"
     "local now = fam_now(t)\n"
     "if ARGV[11] + 0 > 0 and now >= ARGV[11] + 0 then return {0, -3, 0, now} end\n"
-    "local L = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}\n" WRONGTYPE
+    "local L = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}\n"
     "local tok, lease, mode, cl, n = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], "
     "tonumber(ARGV[7])\n"
-    "if mode == 's' then\n"
-    "  local p = redis.call('hget', L[1], 'permits')\n"
-    "  if p and p ~= ARGV[5] and redis.call('zcount', L[2], '(' .. now, '+inf') > 0 then\n"
-    "    return {0, -5, tonumber(p), now}\n"
-    "  end\n"
+    "local S = fam_load(L, tok)\n" WRONGTYPE
+    "if mode == 's' and S.permits and S.permits ~= ARGV[5] and\n"
+    "    redis.call('zcount', L[2], '(' .. now, '+inf') > 0 then\n"
+    "  return {0, -5, tonumber(S.permits), now}\n"
     "end\n"
-    "fam_prune(L, now)\n"
-    "local h = redis.call('hget', L[1], 'h' .. tok)\n"
-    "if h then\n"
-    "  local m, c, f, hc = string.match(h, '^(%a):(%d+):(%d+):(%x+)$')\n"
+    "local pruned = false\n"
+    "local function prune()\n"
+    "  if pruned then return end\n"
+    "  fam_prune(L, S, now)\n"
+    "  pruned = true\n"
+    "  local v = redis.call('hmget', L[1], 'h' .. tok, 'q' .. tok)\n"
+    "  S.h, S.q = v[1], v[2]\n"
+    "end\n"
+    "if S.h or S.q or n > 1 then prune() end\n"
+    "if S.h then\n"
+    "  local m, c, f, hc = string.match(S.h, '^(%a):(%d+):(%d+):(%x+)$')\n"
     "  c = tonumber(c)\n"
     "  if n > c then c = n end\n"
     "  redis.call('hset', L[1], 'h' .. tok, m .. ':' .. c .. ':' .. f .. ':' .. hc)\n"
     "  local e = redis.call('zscore', L[2], tok)\n"
-    "  if not e or tonumber(e) < now + lease then redis.call('zadd', L[2], now + lease, tok) "
-    "end\n"
-    "  fam_expire(L, now)\n"
+    "  if not e or tonumber(e) < now + lease then redis.call('zadd', L[2], now + lease, tok) end\n"
+    "  fam_keep(L, S, now, now + lease)\n"
     "  return {1, tonumber(f), c, now}\n"
     "end\n"
     "if n > 1 then\n"
-    "  fam_admit(L, t, nil, ARGV[8], ARGV[9])\n"
-    "  fam_expire(L, now)\n"
+    "  if not S.new then\n"
+    "    fam_admit(L, S, t, nil, ARGV[8], ARGV[9])\n"
+    "    fam_gc(L, now)\n"
+    "  end\n"
     "  return {0, -4, 0, now}\n"
     "end\n"
-    "if mode == 's' then redis.call('hset', L[1], 'permits', ARGV[5]) end\n"
-    "if redis.call('hexists', L[1], 'q' .. tok) == 0 then\n"
-    "  local free = redis.call('zcard', L[3]) == 0 and fam_fits(L, mode)\n"
-    "  if not free and mode == 'r' and ARGV[10] ~= '' then\n"
-    "    free = redis.call('hget', L[1], 'x') == ARGV[10]\n"
+    "if S.new then fam_create(L, S) end\n"
+    "if mode == 's' and S.permits ~= ARGV[5] then\n"
+    "  redis.call('hset', L[1], 'permits', ARGV[5])\n"
+    "  S.permits = ARGV[5]\n"
+    "end\n"
+    "if not S.q then\n"
+    "  local function free()\n"
+    "    if redis.call('zcard', L[3]) == 1 and fam_fits(L, S, mode) then return true end\n"
+    "    return mode == 'r' and ARGV[10] ~= '' and S.x == ARGV[10] and\n"
+    "        fam_live(L[2], S.x, now) and true\n"
     "  end\n"
-    "  if free then\n"
-    "    local f = fam_grant(L, tok, mode, cl, now + lease, t)\n"
-    "    fam_expire(L, now)\n"
+    "  local ok = free()\n"
+    "  if not ok and not pruned then\n"
+    "    prune()\n"
+    "    fam_admit(L, S, t, nil, ARGV[8], ARGV[9])\n"
+    "    ok = free()\n"
+    "  end\n"
+    "  if ok then\n"
+    "    local f = fam_grant(L, S, tok, mode, cl, now + lease, t)\n"
+    "    fam_keep(L, S, now, now + lease)\n"
     "    return {1, tonumber(f), 1, now}\n"
     "  end\n"
     "  if ARGV[6] == '1' then\n"
-    "    fam_expire(L, now)\n"
+    "    fam_gc(L, now)\n"
     "    return {0, -6, 0, now}\n"
     "  end\n"
     "  redis.call('zadd', L[3], redis.call('hincrby', L[1], 'seq', 1), tok)\n"
     "  redis.call('hset', L[1], 'q' .. tok, mode .. ':' .. cl)\n"
     "end\n"
     "redis.call('zadd', L[4], now + lease, tok)\n"
-    "local f = fam_admit(L, t, tok, ARGV[8], ARGV[9])\n"
-    "fam_expire(L, now)\n"
+    "local f = fam_admit(L, S, t, tok, ARGV[8], ARGV[9])\n"
+    "fam_keep(L, S, now, now + lease)\n"
     "if f then return {1, tonumber(f), 1, now} end\n"
-    "if redis.call('zrank', L[3], tok) == 0 then\n"
-    "  local a = redis.call('zrange', L[2], 0, 0, 'withscores')\n"
+    "if redis.call('zrank', L[3], tok) == 1 then\n"
+    "  local a = redis.call('zrange', L[2], 1, 1, 'withscores')\n"
     "  if a[2] then return {0, tonumber(a[2]) - now, 0, now} end\n"
     "end\n"
     "return {0, -6, 0, now}\n";
 
+/* A release with nobody queued lets nobody in and prunes nothing. */
 static const char release_lua[] = LEASH__FAMILY_LUA
-    "local L = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}\n" WRONGTYPE "local tok = ARGV[1]\n"
-    "local t = redis.call('time')\n"
+    "local L = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}\n"
+    "local tok = ARGV[1]\n"
+    "local S = fam_load(L, tok)\n" WRONGTYPE "local t = redis.call('time')\n"
     "local now = fam_now(t)\n"
-    "local h = redis.call('hget', L[1], 'h' .. tok)\n"
     "local r\n"
-    "if h then\n"
+    "if S.h then\n"
     "  if ARGV[2] ~= '0' then\n"
-    "    local m, f, hc = string.match(h, '^(%a):%d+:(%d+):(%x+)$')\n"
+    "    local m, f, hc = string.match(S.h, '^(%a):%d+:(%d+):(%x+)$')\n"
     "    redis.call('hset', L[1], 'h' .. tok, m .. ':' .. ARGV[2] .. ':' .. f .. ':' .. hc)\n"
     "    return tonumber(ARGV[2])\n"
     "  end\n"
-    "  fam_drop_holder(L, tok)\n"
+    "  fam_drop_holder(L, S, tok)\n"
     "  r = 0\n"
-    "elseif redis.call('hexists', L[1], 'q' .. tok) == 1 then\n"
+    "elseif S.q then\n"
     "  fam_drop_waiter(L, tok)\n"
     "  r = -1\n"
     "end\n"
     "if r then\n"
-    "  fam_prune(L, now)\n"
-    "  fam_admit(L, t, nil, ARGV[3], ARGV[4])\n"
-    "  fam_expire(L, now)\n"
+    "  if redis.call('zcard', L[3]) > 1 then\n"
+    "    fam_prune(L, S, now)\n"
+    "    fam_admit(L, S, t, nil, ARGV[3], ARGV[4])\n"
+    "    fam_gc(L, now)\n"
+    "  else\n"
+    "    fam_gc(L, now, 1)\n"
+    "  end\n"
     "  return r\n"
     "end\n"
     "if ARGV[5] + 0 == 0 then return -1 end\n"
     "if now < ARGV[5] + 0 then return 0 end\n"
     "return -2\n";
 
-static const char force_lua[] = LEASH__FAMILY_LUA
-    "local L = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}\n" WRONGTYPE "local t = redis.call('time')\n"
-    "local now = fam_now(t)\n"
-    "local holders = redis.call('zrange', L[2], 0, -1)\n"
-    "for _, tok in ipairs(holders) do fam_drop_holder(L, tok) end\n"
-    "fam_prune(L, now)\n"
-    "fam_admit(L, t, nil, ARGV[1], ARGV[2])\n"
-    "fam_expire(L, now)\n"
-    "if #holders > 0 then return 1 end\n"
-    "return 0\n";
+static const char force_lua[] =
+    LEASH__FAMILY_LUA "local L = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}\n"
+                      "local S = fam_load(L, '')\n" WRONGTYPE "if S.new then return 0 end\n"
+                      "local t = redis.call('time')\n"
+                      "local now = fam_now(t)\n"
+                      "local holders = redis.call('zrange', L[2], 1, -1)\n"
+                      "for _, tok in ipairs(holders) do fam_drop_holder(L, S, tok) end\n"
+                      "fam_prune(L, S, now)\n"
+                      "fam_admit(L, S, t, nil, ARGV[1], ARGV[2])\n"
+                      "fam_gc(L, now)\n"
+                      "if #holders > 0 then return 1 end\n"
+                      "return 0\n";
 
 leash__script leash__family_acquire_script, leash__family_release_script;
 static leash__script force_script;
