@@ -21,7 +21,9 @@
  *
  * S, the state a script works on, is read in one HMGET (fam_load) and kept
  * up to date by these functions: fence, x (the exclusive holder), permits,
- * and the script's own token's h and q fields. */
+ * and the script's own token's h and q fields. fam_admit answers the fence
+ * of `self` if it was let in, and how many were; while an exclusive holder
+ * holds it looks at nobody (nobody fits). */
 #define LEASH__FAMILY_LUA                                                                       \
     "local function fam_load(L, tok)\n"                                                         \
     "  local v = redis.pcall('hmget', L[1], 'fence', 'x', 'permits', 'h' .. tok, 'q' .. tok)\n" \
@@ -94,8 +96,8 @@
     "  return f\n"                                                                              \
     "end\n"                                                                                     \
     "local function fam_admit(L, S, t, self, base, verb)\n"                                     \
-    "  local got\n"                                                                             \
-    "  while true do\n"                                                                         \
+    "  local got, n = nil, 0\n"                                                                 \
+    "  while not S.x do\n"                                                                      \
     "    local head = redis.call('zrange', L[3], 1, 1)[1]\n"                                    \
     "    if not head then break end\n"                                                          \
     "    local mode, cl = string.match(redis.call('hget', L[1], 'q' .. head) or '', "           \
@@ -105,11 +107,12 @@
     "    fam_drop_waiter(L, head)\n"                                                            \
     "    if mode and exp then\n"                                                                \
     "      local f = fam_grant(L, S, head, mode, cl, exp, t)\n"                                 \
+    "      n = n + 1\n"                                                                         \
     "      if head == self then got = f\n"                                                      \
     "      else redis.call(verb, base .. cl, 'g:' .. head .. ':' .. f) end\n"                   \
     "    end\n"                                                                                 \
     "  end\n"                                                                                   \
-    "  return got\n"                                                                            \
+    "  return got, n\n"                                                                         \
     "end\n"                                                                                     \
     "local function fam_keep(L, S, now, e)\n"                                                   \
     "  if redis.call('pttl', L[1]) < e - now then\n"                                            \
