@@ -41,6 +41,16 @@ void leash__hold_queue(leash__hold *h, int64_t sent) {
     leash__hold_schedule_renewal(h, sent);
 }
 
+void leash__hold_take_place(leash__hold *h, int64_t now, uint64_t fence, int64_t max_ms) {
+    h->fence = fence;
+    h->count = 1;
+    h->renewals = 0;
+    h->since = now;
+    h->max_ms = max_ms;
+    if (max_ms > 0 && now + max_ms < h->deadline)
+        h->deadline = now + max_ms;
+}
+
 void leash__hold_extend(leash__hold *h, int64_t sent) {
     int64_t d = deadline_of(h, sent);
     if (d > h->deadline)

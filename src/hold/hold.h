@@ -55,6 +55,11 @@ void leash__hold_begin(leash__hold *h, int64_t sent, uint64_t fence, int count);
  * `sent`: the deadline and renewals run as a hold's, the fence of the
  * last hold stays, the count is 0 (nothing held). */
 void leash__hold_queue(leash__hold *h, int64_t sent);
+/* The place became the hold at `now` (a handoff: another client's script
+ * let it in): the place's deadline and renewal schedule stay, since its
+ * last renewal wrote the expiry the hold has in Redis; max_ms (0: none)
+ * starts counting now. */
+void leash__hold_take_place(leash__hold *h, int64_t now, uint64_t fence, int64_t max_ms);
 /* A renewal (or an extra hold) sent at `sent` succeeded. */
 void leash__hold_extend(leash__hold *h, int64_t sent);
 /* Milliseconds left before the deadline, 0 when past. */

@@ -721,15 +721,7 @@ static void handed(leash_lock *l, const leash__event *e) {
         again(l);
         return;
     }
-    l->hold.fence = e->fence;
-    l->hold.count = 1;
-    l->hold.renewals = 0;
-    l->hold.since = now;
-    l->hold.max_ms = l->max_hold_ms;
-    if (l->hold.max_ms > 0 && now + l->hold.max_ms < l->hold.deadline)
-        l->hold.deadline = now + l->hold.max_ms;
-    /* The place's renewals go on as the hold's, on the place's schedule:
-     * its deadline is as far ahead as any hold's between two renewals. */
+    leash__hold_take_place(&l->hold, now, e->fence, l->max_hold_ms);
     set_state(l, M_HELD);
     finish_acquire(l, LEASH_OK);
 }
