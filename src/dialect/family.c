@@ -258,8 +258,7 @@ void leash__family_keys(const leash__names *n, const char **argv, size_t *lens,
     lens[3] = companion(n, "x", bufs[2]);
 }
 
-/* The channel base: the client's channel without the client id. */
-static size_t base_len(const leash__names *n) {
+size_t leash__family_base_len(const leash__names *n) {
     return n->channel_len - LEASH__TOKEN_LEN;
 }
 
@@ -279,7 +278,7 @@ leash__cmd *leash__family_acquire_cmd(const leash__names *n, const char *token, 
     lens[8] = leash__resp_int(lease, lease_ms);
     argv[9] = &mode;
     lens[9] = 1;
-    argv[10] = n->channel + base_len(n);
+    argv[10] = n->channel + leash__family_base_len(n);
     lens[10] = LEASH__TOKEN_LEN;
     argv[11] = perm;
     lens[11] = leash__resp_int(perm, permits);
@@ -288,7 +287,7 @@ leash__cmd *leash__family_acquire_cmd(const leash__names *n, const char *token, 
     argv[13] = cnt;
     lens[13] = leash__resp_int(cnt, count);
     argv[14] = n->channel;
-    lens[14] = base_len(n);
+    lens[14] = leash__family_base_len(n);
     argv[15] = leash__publish_verb(n, &lens[15]);
     argv[16] = under != NULL ? under : "";
     lens[16] = under != NULL ? LEASH__TOKEN_LEN : 0;
@@ -317,7 +316,7 @@ leash__cmd *leash__family_release_cmd(const leash__names *n, const char *token, 
     argv[8] = cnt;
     lens[8] = leash__resp_int(cnt, count_after);
     argv[9] = n->channel;
-    lens[9] = base_len(n);
+    lens[9] = leash__family_base_len(n);
     argv[10] = leash__publish_verb(n, &lens[10]);
     argv[11] = leash__stamp_zeros;
     lens[11] = LEASH__STAMP_DIGITS;
@@ -338,7 +337,7 @@ leash__cmd *leash__family_force_cmd(const leash__names *n, int64_t deadline) {
 
     leash__family_keys(n, argv + 3, lens + 3, bufs);
     argv[7] = n->channel;
-    lens[7] = base_len(n);
+    lens[7] = leash__family_base_len(n);
     argv[8] = leash__publish_verb(n, &lens[8]);
     /* EVAL, never resent: as the mutex's force (dialect/leash.c). */
     buf = leash__script_eval_call(&len, &force_script, 4, 9, argv, lens);

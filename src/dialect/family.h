@@ -141,6 +141,9 @@ extern leash__script leash__family_acquire_script, leash__family_release_script;
 void leash__family_keys(const leash__names *n, const char **argv, size_t *lens,
                         char bufs[3][LEASH__FLOOR_MAX]);
 
+/* The channel base of n (a family lock): its client channel without the
+ * client id, which the scripts complete with a waiter's client's id. */
+size_t leash__family_base_len(const leash__names *n);
 int leash__family_names(leash__names *n, const leash__logger *lg, const char *prefix,
                         const char *name, int db, const char *client_id);
 leash__cmd *leash__family_acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,

@@ -448,7 +448,7 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t d
         alens[a] = leash__resp_int(leases[i], items[i].lease_ms);
         args[a++] = leases[i];
         args[a] = nm->channel;
-        alens[a++] = nm->family ? nm->channel_len - LEASH__TOKEN_LEN : nm->channel_len;
+        alens[a++] = nm->family ? leash__family_base_len(nm) : nm->channel_len;
         args[a] = nm->family ? "f" : "m";
         alens[a++] = 1;
     }
