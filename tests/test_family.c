@@ -1300,7 +1300,7 @@ TEST(rw_writer_is_not_starved_by_a_stream_of_overlapping_readers) {
     leash_client *cs[2];
     contender ks[5]; /* four readers, then the writer */
     resource res;
-    int i, reads_before, reads_after = 0;
+    int i, reads_before[4];
     int64_t asked, took;
 
     memset(&res, 0, sizeof(res));
@@ -1324,7 +1324,8 @@ TEST(rw_writer_is_not_starved_by_a_stream_of_overlapping_readers) {
     for (i = 0; i < 500 && res.readers == 0; i++)
         drive(&w, ks, 5, 1, 0);
     CHECK(res.readers > 0);
-    reads_before = ks[0].grants + ks[1].grants + ks[2].grants + ks[3].grants;
+    for (i = 0; i < 4; i++)
+        reads_before[i] = ks[i].grants;
 
     /* The writer asks while readers hold and more keep coming. */
     ks[4].cycles_left = 1;
@@ -1340,10 +1341,12 @@ TEST(rw_writer_is_not_starved_by_a_stream_of_overlapping_readers) {
     CHECK_MSG(took <= read_hold + TEST_SLACK_MS,
               "the writer waited %lld ms; the readers in when it asked held %lld ms",
               (long long)took, (long long)read_hold);
-    /* Readers come again after the writer left. */
+    /* Every reader comes again after the writer left (once at least: on a
+     * loaded machine a second round may not fit in the time). */
     drive(&w, ks, 5, 500, 0);
     for (i = 0; i < 4; i++) {
-        reads_after += ks[i].grants;
+        CHECK_MSG(ks[i].grants > reads_before[i], "reader %d: %d reads before the writer, %d after",
+                  i, reads_before[i], ks[i].grants);
         ks[i].cycles_left = 0;
     }
     drive(&w, ks, 5, -1, 5000);
@@ -1352,8 +1355,6 @@ TEST(rw_writer_is_not_starved_by_a_stream_of_overlapping_readers) {
         CHECK_MSG(ks[i].losses == 0, "contender %d lost %d holds (last: %s)", i, ks[i].losses,
                   leash_lost_reason_name(ks[i].last_loss));
     }
-    CHECK_MSG(reads_after > reads_before + 4, "%d reads before the writer, %d after", reads_before,
-              reads_after);
     CHECK_EQ_INT(res.violations, 0);
     leash_client_free(cs[0]);
     leash_client_free(cs[1]);
