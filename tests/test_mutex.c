@@ -14,7 +14,12 @@
  * - timer events, wait-queue events and renewal answers straight to the
  *   dispatcher, as the timer, the wait queue and the watchdog deliver them
  *   (their own timing is what the integration tests check).
- * Each case is its own process; a case's name is "<event> in <state>".
+ * Each case is its own process; a case's name is "<event>:<state>".
+ *
+ * The lock family runs on the same dispatch: cases "family/<event>:<state>"
+ * do the same with a fair lock for the rows where the family differs (its
+ * place's renewals, the place's deadline, the handoff), in every state; in
+ * the acquiring states the handle has a place (an attempt answered busy).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,6 +102,31 @@ static const char *const table[LEASH__EV_COUNT][LEASH__MUTEX_STATES] = {
     [LEASH__EV_HANDOFF] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
 };
 
+/* The family's rows: where a cell is NULL, the mutex's applies. */
+enum {
+    FAMILY_ROWS = 7
+};
+static const int family_events[FAMILY_ROWS] = {
+    LEASH__EV_RENEWED,  LEASH__EV_NOT_OURS,  LEASH__EV_RENEW_FAILED, LEASH__EV_RENEW_UNREPLICATED,
+    LEASH__EV_DEADLINE, LEASH__EV_RENEW_DUE, LEASH__EV_HANDOFF,
+};
+static const char *const family_table[LEASH__EV_COUNT][LEASH__MUTEX_STATES] = {
+    /*                      IDLE AFTER_FORCE ATTEMPT
+     *                      LAST SUBSCRIBING PARKED
+     *                      NOMEM HELD EXTRA XNOMEM */
+    [LEASH__EV_RENEWED] = {NULL, NULL, "= place", "= place", "= place", "= place", "= place"},
+    [LEASH__EV_NOT_OURS] = {NULL, NULL, "= unplaced", "= unplaced", "ATTEMPT unplaced",
+                            "ATTEMPT unplaced", "= unplaced"},
+    [LEASH__EV_RENEW_FAILED] = {NULL, NULL, "= place", "= place", "= place", "= place", "= place"},
+    [LEASH__EV_RENEW_UNREPLICATED] = {NULL, NULL, "= place", "= place", "= place", "= place",
+                                      "= place"},
+    [LEASH__EV_DEADLINE] = {NULL, NULL, "=", "=", "ATTEMPT", "ATTEMPT", "="},
+    [LEASH__EV_RENEW_DUE] = {NULL, NULL, "= renewing", "= renewing", "= renewing", "= renewing",
+                             "= renewing"},
+    [LEASH__EV_HANDOFF] = {"=", "=", "HELD acq=OK", "HELD acq=OK", "HELD acq=OK", "HELD acq=OK",
+                           "HELD acq=OK", "=", "=", "="},
+};
+
 static const char *const event_names[LEASH__EV_COUNT] = {
     "acquire",  "release", "cancel",  "force",    "free",         "close",
     "granted",  "busy",    "late",    "gone",     "failed",       "unreplicated",
@@ -114,6 +144,9 @@ typedef struct rec {
 static sim *S;
 static leash_client *C;
 static leash_lock *L;
+/* A fair lock instead of a mutex: its own acquire and release scripts. */
+static int family;
+static int s_acquire = LS_ACQUIRE, s_release = LS_RELEASE;
 static rec acq, rel, lost, closed;
 static int in_call;
 
@@ -179,14 +212,17 @@ static void answer(int script, const char *fmt, ...) {
     sim_run(S);
 }
 
+/* The hold count an acquire asks for: the mutex's argv[6], the family's
+ * argv[13] (family.c). */
 static void grant(void) {
-    sim_cmd *cmd = pending(LS_ACQUIRE);
+    sim_cmd *cmd = pending(s_acquire);
     CHECK(cmd != NULL);
-    answer(LS_ACQUIRE, "*4\r\n:1\r\n:77\r\n:%s\r\n:%lld\r\n", cmd->argv[6], server_ms());
+    answer(s_acquire, "*4\r\n:1\r\n:77\r\n:%s\r\n:%lld\r\n", cmd->argv[family ? 13 : 6],
+           server_ms());
 }
 
 static void busy(void) {
-    answer(LS_ACQUIRE, "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", server_ms());
+    answer(s_acquire, "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", server_ms());
 }
 
 static const char *state(void) {
@@ -232,7 +268,7 @@ static void up(void) {
     sim_run(S);
     /* Confirmations come when a case asks: each event is one event. */
     sim_set_auto(S, SIM_AUTO_SUBSCRIBE, 0);
-    L = leash_lock_new(C, "x");
+    L = family ? leash_fair_lock_new(C, "x") : leash_lock_new(C, "x");
     CHECK(L != NULL);
     leash_on_lost(L, on_lost, &lost);
     memset(&acq, 0, sizeof(acq));
@@ -271,11 +307,55 @@ static void publish_release(void) {
     sim_run(S);
 }
 
+static void synthetic(int type, const leash__answer *a);
+
+/* The family's acquiring states, the handle with a place in the queue. */
+static void into_placed(int st) {
+    int rc;
+
+    switch (st) {
+    case LEASH__MUTEX_ATTEMPT:
+        parked();
+        synthetic(LEASH__EV_TTL, NULL); /* the head looks again */
+        break;
+    case LEASH__MUTEX_LAST:
+        in_call = 1;
+        rc = leash_acquire(L, 600, on_acq, &acq);
+        in_call = 0;
+        CHECK_EQ_INT(rc, LEASH_OK);
+        sim_run(S);
+        busy(); /* a place; subscribes */
+        CHECK_EQ_INT(sim_reply_auto(sim_sub_conn(S)), 0);
+        sim_run(S); /* covered: the attempt again */
+        sim_advance(S, 600);
+        break;
+    case LEASH__MUTEX_SUBSCRIBING:
+        run_call(acquire_wait, &rc);
+        busy();
+        break;
+    case LEASH__MUTEX_PARKED:
+        parked();
+        break;
+    case LEASH__MUTEX_NOMEM:
+        parked();
+        failalloc_arm(1); /* the look's attempt finds no memory */
+        synthetic(LEASH__EV_TTL, NULL);
+        failalloc_disarm();
+        break;
+    }
+    CHECK_MSG(leash__lock_state(L) == st, "could not reach state %d (at %s)", st, state());
+    CHECK_MSG(L->queued, "no place in state %s", state());
+}
+
 /* with_release: a release (or force release) of an earlier hold is in
  * flight too, where the state allows one and the event is its answer. */
 static void into(int st, int with_release) {
     int rc;
 
+    if (family && st >= LEASH__MUTEX_ATTEMPT && st <= LEASH__MUTEX_NOMEM) {
+        into_placed(st);
+        goto reached;
+    }
     switch (st) {
     case LEASH__MUTEX_IDLE:
         if (with_release == 1) {
@@ -333,11 +413,12 @@ static void into(int st, int with_release) {
         held();
         run_call(acquire_once, &rc);
         failalloc_arm(1); /* the extra hold's next attempt finds no memory */
-        answer(LS_ACQUIRE, "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", server_ms());
+        answer(s_acquire, "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", server_ms());
         failalloc_disarm();
         break;
     }
     CHECK_MSG(leash__lock_state(L) == st, "could not reach state %d (at %s)", st, state());
+reached:
     /* Only the callbacks of the event count. */
     memset(&acq, 0, sizeof(acq));
     memset(&rel, 0, sizeof(rel));
@@ -353,6 +434,10 @@ static void synthetic(int type, const leash__answer *a) {
     e.answer = a;
     e.sent = sim_now();
     e.lease_ms = 3000;
+    if (type == LEASH__EV_HANDOFF) {
+        e.sent = 0; /* a message, not an answer to something sent */
+        e.fence = 78;
+    }
     leash__lock_dispatch(L, &e);
     sim_run(S);
 }
@@ -406,25 +491,25 @@ static int deliver(int ev) {
     case LEASH__EV_GRANTED:
         snprintf(reply, sizeof(reply), "*4\r\n:1\r\n:77\r\n:%d\r\n:%lld\r\n",
                  leash__lock_state(L) == LEASH__MUTEX_EXTRA ? 2 : 1, server_ms());
-        answer_or_synthetic(LS_ACQUIRE, ev, LEASH__ANS_GRANTED, LEASH_OK, reply);
+        answer_or_synthetic(s_acquire, ev, LEASH__ANS_GRANTED, LEASH_OK, reply);
         break;
     case LEASH__EV_BUSY:
         snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", server_ms());
-        answer_or_synthetic(LS_ACQUIRE, ev, LEASH__ANS_BUSY, LEASH_OK, reply);
+        answer_or_synthetic(s_acquire, ev, LEASH__ANS_BUSY, LEASH_OK, reply);
         break;
     case LEASH__EV_LATE:
         snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", server_ms());
-        answer_or_synthetic(LS_ACQUIRE, ev, LEASH__ANS_LATE, LEASH_OK, reply);
+        answer_or_synthetic(s_acquire, ev, LEASH__ANS_LATE, LEASH_OK, reply);
         break;
     case LEASH__EV_GONE:
         snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:-4\r\n:0\r\n:%lld\r\n", server_ms());
-        answer_or_synthetic(LS_ACQUIRE, ev, LEASH__ANS_GONE, LEASH_OK, reply);
+        answer_or_synthetic(s_acquire, ev, LEASH__ANS_GONE, LEASH_OK, reply);
         break;
     case LEASH__EV_FAILED:
-        answer_or_synthetic(LS_ACQUIRE, ev, 0, LEASH_EREDIS, "-ERR no\r\n");
+        answer_or_synthetic(s_acquire, ev, 0, LEASH_EREDIS, "-ERR no\r\n");
         break;
     case LEASH__EV_RELEASED:
-        answer_or_synthetic(LS_RELEASE, ev, LEASH__ANS_RELEASED, LEASH_OK,
+        answer_or_synthetic(s_release, ev, LEASH__ANS_RELEASED, LEASH_OK,
                             leash__lock_state(L) == LEASH__MUTEX_HELD ? ":1\r\n" : ":0\r\n");
         break;
     case LEASH__EV_FORCED:
@@ -512,12 +597,14 @@ static void check_cb(const char *what, const rec *r, const char *spec, const cha
 }
 
 static void cell(int st, int ev) {
-    const char *spec = table[ev][st];
+    const char *spec =
+        family && family_table[ev][st] != NULL ? family_table[ev][st] : table[ev][st];
     char want[32], what[96];
     int rc, with_release = 0;
     uint64_t renewals;
 
-    snprintf(what, sizeof(what), "%s in %s", event_names[ev], leash__mutex.state_name(st));
+    snprintf(what, sizeof(what), "%s%s in %s", family ? "family: " : "", event_names[ev],
+             leash__mutex.state_name(st));
     up();
     if (ev == LEASH__EV_RELEASED)
         with_release = 1;
@@ -545,6 +632,11 @@ static void cell(int st, int ev) {
     check_cb(what, &lost, spec, "lost=");
     if (strstr(spec, "renewed") != NULL)
         CHECK_MSG(leash_renewals(L) == renewals + 1, "%s: the renewal was not counted", what);
+    /* "place": the handle keeps its place; "unplaced": it has none. */
+    if (strstr(spec, "unplaced") != NULL)
+        CHECK_MSG(!L->queued, "%s: the place was kept, the table says it is gone", what);
+    else if (strstr(spec, "place") != NULL)
+        CHECK_MSG(L->queued, "%s: the place is gone, the table says it is kept", what);
     if (strstr(spec, "renewing") != NULL) {
         sim_advance(S, 1); /* the watchdog flushes from the loop */
         CHECK_MSG(pending(LS_RENEW) != NULL, "%s: no renewal went out", what);
@@ -557,23 +649,37 @@ static void cell(int st, int ev) {
     CHECK_MSG(failalloc_outstanding() == 0, "%s: %ld blocks leaked", what, failalloc_outstanding());
 }
 
-/* One case per cell, named "<event>:<state>" (select some on the command
- * line); each runs in its own process (test_main forks). */
+/* One case per cell, named "<event>:<state>", then the family's rows,
+ * "family/<event>:<state>" (select some on the command line); each runs in
+ * its own process (test_main forks). */
 #define CELLS (LEASH__EV_COUNT * LEASH__MUTEX_STATES)
-static test_case cases[CELLS + 1];
+#define FAMILY_CELLS (FAMILY_ROWS * LEASH__MUTEX_STATES)
+static test_case cases[CELLS + FAMILY_CELLS + 1];
 
 static void run_current(void) {
     int i = (int)(test_current() - cases);
+
+    if (i >= CELLS) {
+        i -= CELLS;
+        family = 1;
+        s_acquire = LS_FAMILY_ACQUIRE;
+        s_release = LS_FAMILY_RELEASE;
+        cell(i % LEASH__MUTEX_STATES, family_events[i / LEASH__MUTEX_STATES]);
+        return;
+    }
     cell(i % LEASH__MUTEX_STATES, i / LEASH__MUTEX_STATES);
 }
 
 int main(int argc, char **argv) {
-    static char names[CELLS][64];
+    static char names[CELLS + FAMILY_CELLS][80];
     int i;
 
-    for (i = 0; i < CELLS; i++) {
-        snprintf(names[i], sizeof(names[i]), "%s:%s", event_names[i / LEASH__MUTEX_STATES],
-                 leash__mutex.state_name(i % LEASH__MUTEX_STATES));
+    for (i = 0; i < CELLS + FAMILY_CELLS; i++) {
+        int j = i < CELLS ? i : i - CELLS;
+        int ev = i < CELLS ? j / LEASH__MUTEX_STATES : family_events[j / LEASH__MUTEX_STATES];
+
+        snprintf(names[i], sizeof(names[i]), "%s%s:%s", i < CELLS ? "" : "family/", event_names[ev],
+                 leash__mutex.state_name(j % LEASH__MUTEX_STATES));
         cases[i].name = names[i];
         cases[i].fn = run_current;
         cases[i].timeout_s = 20;

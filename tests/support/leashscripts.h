@@ -18,7 +18,10 @@ enum {
     LS_ACQUIRE = 0,
     LS_RELEASE = 1,
     LS_RENEW = 2,
-    LS_FORCE = 3
+    LS_FORCE = 3,
+    LS_RAISE = 4,
+    LS_FAMILY_ACQUIRE = 5,
+    LS_FAMILY_RELEASE = 6
 };
 
 static inline int leash_script_of(int argc, const char *const *argv, const size_t *lens) {
