@@ -162,6 +162,7 @@ static struct job {
 } job;
 
 /* Prints one line stamped with the time since start and the job's name. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
     struct timespec now;
     va_list ap;

@@ -198,7 +198,9 @@ if [[ $failed == 0 ]] && freeze_mid_job first "$first_pid"; then
     [[ $first_status == 3 ]] || fail "first exited with status $first_status, not 3 (compensated)"
     f1=$(fence_of first)
     f2=$(fence_of second)
-    [[ -n $f1 && -n $f2 ]] && ((f2 > f1)) || fail "fences: first '$f1', second '$f2'"
+    if [[ -z $f1 || -z $f2 ]] || ((f2 <= f1)); then
+        fail "fences: first '$f1', second '$f2'"
+    fi
     in_order second 'got the lock, fence' \
         "begin: .* [1-9] parts? an earlier holder left put back" \
         "step $parts/$parts applied" "committed second@$f2" 'released the lock: success'
