@@ -7,9 +7,14 @@
 #     the lock and compensated, every undo it sent refused by the store's
 #     fence check; the store must be second's version, whole, and untouched
 #     by first's late writes.
-#  2. alone: job "third" is frozen the same way for longer than its lease,
-#     with nobody else about, and resumed: it loses the lock, its undos are
-#     accepted, and the store is second's version again.
+#  2. crash, then alone: job "crashed" is killed (SIGKILL) after its fourth
+#     step, leaving its parts behind; job "third" gets the lock once the
+#     crashed one's lease has run out, and its begin must put those parts
+#     back. Then third is frozen after its second step for longer than its
+#     lease, with nobody else about, and resumed: it loses the lock, its undos
+#     are accepted, and the store is second's version again, whole (which it
+#     would not be without begin's repair: third undoes fewer parts than the
+#     crashed job left).
 # Needs redis-server and redis-cli; LEASH_REDIS_SERVER picks another
 # redis-server. Only processes this script started are signalled, by pid.
 set -euo pipefail
@@ -229,17 +234,28 @@ fi
 echo "PASS takeover: first (fence $f1) lost the lock after $applied parts, its $refused_undos" \
     "undos refused; the store is second's (fence $f2), whole"
 
-# --- 2. alone ---------------------------------------------------------------
+# --- 2. crash, then alone --------------------------------------------------
 rejected_before=$(rcli hget "$store" rejected)
+start_job crashed
+crashed_pid=$started
+if wait_line crashed "step 4/$parts applied" 20; then
+    kill -KILL "$crashed_pid"
+    wait "$crashed_pid" 2>/dev/null || true
+    dirty=$(rcli hgetall "$store" | grep -c '^crashed@' || true)
+    ((dirty >= 4)) || fail "the crashed job left $dirty parts, not 4 or more"
+else
+    fail "crashed did not apply 4 parts"
+fi
 start_job third
 third_pid=$started
-if freeze_mid_job third "$third_pid"; then
+if [[ $failed == 0 ]] && freeze_mid_job third "$third_pid"; then
     sleep 2.5 # the lease (1 s) and then some: the hold is over in Redis too
     kill -CONT "$third_pid"
     echo "resumed third after $(($(now_ms) - frozen_at)) ms with nobody else about"
     wait_exit "$third_pid" 20
     [[ $status == 3 ]] || fail "third exited with status $status, not 3 (compensated)"
-    in_order third 'LOST the lock \((unreachable|expired)\)' \
+    in_order third "begin: .* $dirty parts an earlier holder left put back" \
+        'LOST the lock \((unreachable|expired)\)' \
         'compensating: undoing [2-9] applied parts' 'undo of part [0-9]: back to the committed' \
         'compensated: [2-9] parts undone, 0 undos refused'
     applied=$(sed -n 's/.*compensating: undoing \([0-9]*\) applied.*/\1/p' "$tmp/third.out")
@@ -253,9 +269,9 @@ else
     fail "could not freeze third mid-job"
 fi
 if [[ $failed != 0 ]]; then
-    dump third
+    dump crashed third
     exit 1
 fi
-echo "PASS alone: third (fence $f3) lost the lock after $applied parts and undid them;" \
-    "the store is second's again, whole"
+echo "PASS crash, then alone: third (fence $f3) put back the $dirty parts the crashed job" \
+    "left, lost the lock after $applied parts and undid them; the store is second's again, whole"
 rcli del "$store" >/dev/null
