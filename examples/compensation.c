@@ -52,6 +52,10 @@
  * part equals committed. Redis must keep the script's writes (no eviction,
  * persistence if the store must survive a restart), as any store must.
  *
+ * A store that cannot be reached cannot be compensated: the job then exits 1
+ * and its parts stay until the next holder's begin puts them back, as after
+ * a crash.
+ *
  * Keys: the lock key is leash's (it has a TTL). The store is the example's
  * data: it expires STORE_TTL_MS after its last accepted write, so that a demo
  * leaves nothing behind. A real store keeps its data and its fence for good;
@@ -193,7 +197,8 @@ static void finish(int code) {
 
 static void on_store_reply(redisAsyncContext *ac, void *r, void *arg);
 
-/* Sends one fenced write: op with part (or the part count) and value. */
+/* Sends one fenced write: op with part (or the part count) and value. EVAL
+ * with the whole script each time: an example need not handle NOSCRIPT. */
 static void store_write(const char *op, int part, const char *value) {
     char num[16];
     snprintf(num, sizeof(num), "%d", part);
