@@ -132,7 +132,7 @@ static const char STORE_LUA[] =
     "redis.call('PEXPIRE', KEYS[1], ARGV[5])\n"
     "return {1, n}\n";
 
-/* Where the job is; every reply and timer looks here first. */
+/* Where the job is: a reply or the lost callback acts on what is left to do. */
 enum phase {
     P_WAITING,      /* for the lock */
     P_BEGIN,        /* begin in flight */
