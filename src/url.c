@@ -3,6 +3,7 @@
  * the user's terms what is wrong, without ever echoing the credentials. */
 #include <leash/url.h>
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -234,6 +235,11 @@ int leash_url_parse(const char *url, leash_url *out, char *err, size_t err_size)
         return refuse(err, err_size,
                       "rediss:// (TLS) is not supported: leash speaks plain TCP; put a TLS "
                       "tunnel (stunnel, spiped) in front of the server");
+    /* Only a word is quoted as a scheme: "user:secret@host://" is not one. */
+    for (p = url; p < sep; p++)
+        if (!isalnum((unsigned char)*p) && *p != '+' && *p != '-' && *p != '.')
+            return refuse(err, err_size,
+                          "expected redis://[[user]:password@]host[:port][/db] or unix:///path");
     unix_scheme = scheme_is(url, (size_t)(sep - url), "unix");
     if (!unix_scheme && !scheme_is(url, (size_t)(sep - url), "redis"))
         return refuse(err, err_size, "unknown scheme \"%.*s://\" (redis:// or unix://)",
@@ -252,6 +258,12 @@ int leash_url_parse(const char *url, leash_url *out, char *err, size_t err_size)
     for (p = rest; p < auth_end; p++)
         if (*p == '@')
             at = p;
+    /* An '@' past the host in a redis:// URL can only be the end of
+     * credentials that held a raw '/' or '?': the pieces the messages below
+     * would quote are then pieces of the password. */
+    if (!unix_scheme && strchr(auth_end, '@') != NULL)
+        return refuse(err, err_size,
+                      "a '/' or '?' in a user or password must be written %%2F or %%3F");
     if (at != NULL && (rc = parse_userinfo(rest, (size_t)(at - rest), &u, err, err_size)) != 0)
         return rc;
 

@@ -60,6 +60,9 @@ static const refused bad[] = {
     {"rediss://h:6380", "TLS"},
     {"http://h", "unknown scheme"},
     {"://h", "unknown scheme"},
+    {"h:6379/x://", "expected redis://"},
+    {"redis://u:p/w@h", "%2F"},
+    {"redis://u:p?w@h", "%3F"},
     {"redis://", "host is missing"},
     {"redis://:6379", "host is missing"},
     {"redis://:pw@", "host is missing"},
@@ -155,6 +158,12 @@ TEST(messages_never_show_the_credentials) {
         "redis://sekrituser:topsecret%zz@h",
         "unix://sekrituser:topsecret@host/s",
         "rediss://sekrituser:topsecret@h",
+        "redis://sekrituser:top/secret@h:1",
+        "redis://sekrituser:top?secret@h:1",
+        "redis://sekrituser:top#secret@h:1",
+        "redis://sekrituser:top:secret@h:1/x",
+        "sekrituser:topsecret@h://",
+        "sekrituser:topsecret@h",
     };
     char err[LEASH_URL_ERR_MAX];
     leash_url u;
@@ -162,7 +171,7 @@ TEST(messages_never_show_the_credentials) {
 
     for (i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
         CHECK_EQ_INT(leash_url_parse(urls[i], &u, err, sizeof(err)), LEASH_EINVAL);
-        CHECK_MSG(strstr(err, "topsecret") == NULL && strstr(err, "sekrituser") == NULL, "%s", err);
+        CHECK_MSG(strstr(err, "secret") == NULL && strstr(err, "sekrituser") == NULL, "%s", err);
     }
 }
 
