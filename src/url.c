@@ -3,6 +3,8 @@
  * the user's terms what is wrong, without ever echoing the credentials. */
 #include <leash/url.h>
 
+#include "base/log.h"
+
 #include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -13,11 +15,9 @@
  * enough to flood a terminal. */
 #define QUOTE_MAX 40
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static int
-refuse(char *err, size_t err_size, const char *fmt, ...) {
+/* LEASH_EINVAL, with "redis URL: " and the message in err. */
+static int refuse(char *err, size_t err_size, const char *fmt, ...) LEASH__PRINTF(3, 4);
+static int refuse(char *err, size_t err_size, const char *fmt, ...) {
     va_list ap;
     int n;
 
