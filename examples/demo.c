@@ -5,7 +5,8 @@
  *     leash-demo --cluster HOST:PORT[,HOST:PORT...] [--long-lease]
  *     leash-demo --redlock HOST:PORT[,HOST:PORT...]
  *
- * REDIS_URL is redis://[[user]:password@]host[:port][/db] or unix:///path.
+ * REDIS_URL is redis://[[user]:password@]host[:port][/db] or
+ * unix://[[user]:password@]/path[?db=N] (leash/url.h).
  * scripts/demo builds this program and runs it against a redis-server of its
  * own; scripts/demo --cluster against a Redis Cluster of its own;
  * scripts/demo --redlock against five independent servers of its own.
@@ -92,6 +93,7 @@
 #include <hiredis/hiredis.h>
 #include <leash/adapters/libev.h>
 #include <leash/leash.h>
+#include <leash/url.h>
 
 #define LOCK_NAME "nightly-report"
 #define KEY_PREFIX "leash-demo:"
@@ -159,14 +161,8 @@ static int64_t now_ns(void) {
 /* ------------------------------------------------------------------ */
 
 struct target {
-    char host[256];
-    int port;
-    char unix_path[108];
-    char user[128];
-    char password[256];
-    int has_user, has_password;
-    int db;
-    char shown[512]; /* the URL for messages, password masked */
+    leash_url url;   /* REDIS_URL; unused with --cluster and --redlock */
+    char shown[512]; /* for messages, password masked */
     /* --cluster: the seeds; --redlock: the servers; "host:port" or
      * "[v6addr]:port" each */
     int topology; /* LEASH_TOPOLOGY_* */
@@ -174,38 +170,6 @@ struct target {
     const char *nodes[LEASH_NODES_MAX]; /* -> node_text */
     char node_text[LEASH_NODES_MAX][LEASH_NODE_MAX + 1];
 };
-
-static int hex_digit(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Copies s[0..len) into out, decoding %XX escapes; -1 on a bad escape or
- * when it does not fit. */
-static int url_decode(const char *s, size_t len, char *out, size_t size) {
-    size_t i, o = 0;
-    for (i = 0; i < len; i++) {
-        int c = (unsigned char)s[i];
-        if (c == '%') {
-            int hi = i + 2 < len ? hex_digit(s[i + 1]) : -1;
-            int lo = i + 2 < len ? hex_digit(s[i + 2]) : -1;
-            if (hi < 0 || lo < 0)
-                return -1;
-            c = hi * 16 + lo;
-            i += 2;
-        }
-        if (o + 1 >= size)
-            return -1;
-        out[o++] = (char)c;
-    }
-    out[o] = '\0';
-    return 0;
-}
 
 /* A decimal number of 1..9 digits in s[0..len), at most max; -1 if not. */
 static long parse_number(const char *s, size_t len, long max) {
@@ -219,112 +183,6 @@ static long parse_number(const char *s, size_t len, long max) {
         v = v * 10 + (s[i] - '0');
     }
     return v <= max ? v : -1;
-}
-
-/* Fills *t from url; on error returns -1 and points *why at the reason. */
-static int parse_url(const char *url, struct target *t, const char **why) {
-    const char *rest, *auth_end, *at = NULL, *host, *host_end, *port = NULL, *p;
-
-    memset(t, 0, sizeof(*t));
-    t->port = 6379;
-    if (strncmp(url, "unix://", 7) == 0) {
-        const char *path = url + 7;
-        if (path[0] != '/') {
-            *why = "unix:// takes an absolute path, as in unix:///run/redis/redis.sock";
-            return -1;
-        }
-        if (strlen(path) >= sizeof(t->unix_path)) {
-            *why = "the socket path is too long";
-            return -1;
-        }
-        strcpy(t->unix_path, path);
-        snprintf(t->shown, sizeof(t->shown), "%s", url);
-        return 0;
-    }
-    if (strncmp(url, "redis://", 8) != 0) {
-        *why = "the URL must start with redis:// or unix://";
-        return -1;
-    }
-    rest = url + 8;
-    auth_end = rest + strcspn(rest, "/?#");
-    if (*auth_end == '?' || *auth_end == '#') {
-        *why = "query strings and fragments are not supported";
-        return -1;
-    }
-
-    /* [[user]:password@] -- the last '@' ends it (a '@' may be in the password) */
-    for (p = rest; p < auth_end; p++)
-        if (*p == '@')
-            at = p;
-    if (at != NULL) {
-        const char *colon = memchr(rest, ':', (size_t)(at - rest));
-        if (colon == NULL) {
-            *why = "credentials go as user:password@ or :password@";
-            return -1;
-        }
-        if (url_decode(rest, (size_t)(colon - rest), t->user, sizeof(t->user)) != 0 ||
-            url_decode(colon + 1, (size_t)(at - colon - 1), t->password, sizeof(t->password)) !=
-                0) {
-            *why = "bad %-escape in the credentials, or they are too long";
-            return -1;
-        }
-        t->has_user = t->user[0] != '\0';
-        t->has_password = 1;
-        host = at + 1;
-    } else {
-        host = rest;
-    }
-
-    /* host[:port], or [ipv6][:port] */
-    if (*host == '[') {
-        host_end = memchr(host, ']', (size_t)(auth_end - host));
-        if (host_end == NULL) {
-            *why = "an IPv6 address needs its closing ']'";
-            return -1;
-        }
-        host++;
-        if (host_end + 1 < auth_end) {
-            if (host_end[1] != ':') {
-                *why = "expected ':port' after the IPv6 address";
-                return -1;
-            }
-            port = host_end + 2;
-        }
-    } else {
-        host_end = memchr(host, ':', (size_t)(auth_end - host));
-        if (host_end != NULL)
-            port = host_end + 1;
-        else
-            host_end = auth_end;
-    }
-    if (host_end == host || (size_t)(host_end - host) >= sizeof(t->host)) {
-        *why = "the host is missing or too long";
-        return -1;
-    }
-    memcpy(t->host, host, (size_t)(host_end - host));
-    if (port != NULL) {
-        long v = parse_number(port, (size_t)(auth_end - port), 65535);
-        if (v < 1) {
-            *why = "the port must be a number in 1..65535";
-            return -1;
-        }
-        t->port = (int)v;
-    }
-
-    /* [/db] */
-    if (*auth_end == '/' && auth_end[1] != '\0') {
-        long v = parse_number(auth_end + 1, strlen(auth_end + 1), 999999999);
-        if (v < 0) {
-            *why = "the database after '/' must be a number";
-            return -1;
-        }
-        t->db = (int)v;
-    }
-
-    snprintf(t->shown, sizeof(t->shown), "redis://%s%s%s%s%s:%d/%d", t->user,
-             t->has_password ? ":***@" : "", strchr(t->host, ':') ? "[" : "", t->host,
-             strchr(t->host, ':') ? "]" : "", t->port, t->db);
-    return 0;
 }
 
 /* "host:port" or "[v6addr]:port" into host (cap bytes) and *port; -1 if it
@@ -398,15 +256,9 @@ static void target_options(const struct target *t, leash_options *o) {
         o->topology = t->topology;
         o->nodes = t->nodes;
         o->nodes_count = t->nnodes;
-    } else if (t->unix_path[0] != '\0') {
-        o->unix_path = t->unix_path;
     } else {
-        o->host = t->host;
-        o->port = t->port;
+        leash_url_apply(&t->url, o);
     }
-    o->username = t->has_user ? t->user : NULL;
-    o->password = t->has_password ? t->password : NULL;
-    o->db = t->db;
     o->key_prefix = KEY_PREFIX;
 }
 
@@ -2556,7 +2408,8 @@ static void usage(void) {
             "usage: leash-demo REDIS_URL\n"
             "       leash-demo --cluster HOST:PORT[,HOST:PORT...] [--long-lease]\n"
             "       leash-demo --redlock HOST:PORT[,HOST:PORT...]\n"
-            "  REDIS_URL: redis://[[user]:password@]host[:port][/db] or unix:///path/to/socket\n"
+            "  REDIS_URL: redis://[[user]:password@]host[:port][/db] or "
+            "unix:///path/to/socket[?db=N]\n"
             "  e.g. leash-demo redis://127.0.0.1:6379 (scripts/demo starts a server and runs "
             "this)\n"
             "  --cluster: the seed nodes of a Redis Cluster (scripts/demo --cluster starts one and "
@@ -2569,6 +2422,7 @@ static void usage(void) {
 
 /* The command line into *t and run; -1 (said) when it is not right. */
 static int parse_args(int argc, char **argv, struct target *t) {
+    char err[LEASH_URL_ERR_MAX];
     const char *why = NULL;
     int i;
 
@@ -2608,11 +2462,15 @@ static int parse_args(int argc, char **argv, struct target *t) {
         }
         return 0;
     }
-    if (argc != 2 || parse_url(argv[1], t, &why) != 0) {
-        if (why != NULL)
-            fprintf(stderr, "leash-demo: bad REDIS_URL '%s': %s\n", argv[1], why);
+    if (argc != 2)
+        return -1;
+    /* The message, not argv[1]: that may hold the password. */
+    if (leash_url_parse(argv[1], &t->url, err, sizeof(err)) != LEASH_OK) {
+        fprintf(stderr, "leash-demo: %s\n", err);
         return -1;
     }
+    t->topology = LEASH_TOPOLOGY_SINGLE;
+    leash_url_format(&t->url, t->shown, sizeof(t->shown));
     return 0;
 }
 

@@ -1,9 +1,9 @@
-/* minimal [host [port]]: take the lock "report", do a one-second job, give the lock back. */
+/* minimal [REDIS_URL]: take the lock "report", do a one-second job, give the lock back. */
 #include <inttypes.h>
 #include <leash/adapters/libev.h> /* brings <ev.h> and <leash/leash.h> */
+#include <leash/url.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 static ev_timer job; /* the pretend work: a timer that fires once, after 1 s */
 static int exit_code = 1;
@@ -43,10 +43,15 @@ static void on_acquired(leash_lock *lock, int status, void *arg) {
 int main(int argc, char **argv) {
     leash_options opts;
     leash_client *c;
-    leash_options_init(&opts); /* a default for every field: 30 s lease, ... */
-    opts.host = argc > 1 ? argv[1] : "127.0.0.1";
-    opts.port = argc > 2 ? atoi(argv[2]) : 6379;
-    signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error, not a signal */
+    leash_url url; /* redis://[[user]:password@]host[:port][/db] or unix:///path */
+    char err[LEASH_URL_ERR_MAX];
+    if (leash_url_parse(argc > 1 ? argv[1] : "redis://127.0.0.1", &url, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err); /* what is wrong, never the password */
+        return 2;
+    }
+    leash_options_init(&opts);    /* a default for every field: 30 s lease, ... */
+    leash_url_apply(&url, &opts); /* host, port, db, ...; leash_client_new copies them */
+    signal(SIGPIPE, SIG_IGN);     /* a dropped connection is an error, not a signal */
     if (leash_client_new(&c, &opts) != LEASH_OK || leash_libev_attach(EV_DEFAULT, c) != LEASH_OK)
         return 1;
     leash_lock *lock = leash_lock_new(c, "report");

@@ -1,11 +1,11 @@
-/* minimal_libuv [host [port]]: minimal.c on a libuv loop: take the lock "report",
+/* minimal_libuv [REDIS_URL]: minimal.c on a libuv loop: take the lock "report",
  * do a one-second job, give the lock back. */
 #define _POSIX_C_SOURCE 200809L /* <uv.h> needs POSIX types */
 #include <inttypes.h>
 #include <leash/adapters/libuv.h> /* brings <uv.h> and <leash/leash.h> */
+#include <leash/url.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 static uv_timer_t job; /* the pretend work: a timer that fires once, after 1 s */
 static int exit_code = 1;
@@ -46,10 +46,15 @@ int main(int argc, char **argv) {
     leash_options opts;
     leash_client *c;
     leash_lock *lock;
-    leash_options_init(&opts); /* a default for every field: 30 s lease, ... */
-    opts.host = argc > 1 ? argv[1] : "127.0.0.1";
-    opts.port = argc > 2 ? atoi(argv[2]) : 6379;
-    signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error, not a signal */
+    leash_url url; /* redis://[[user]:password@]host[:port][/db] or unix:///path */
+    char err[LEASH_URL_ERR_MAX];
+    if (leash_url_parse(argc > 1 ? argv[1] : "redis://127.0.0.1", &url, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err); /* what is wrong, never the password */
+        return 2;
+    }
+    leash_options_init(&opts);    /* a default for every field: 30 s lease, ... */
+    leash_url_apply(&url, &opts); /* host, port, db, ...; leash_client_new copies them */
+    signal(SIGPIPE, SIG_IGN);     /* a dropped connection is an error, not a signal */
     if (leash_client_new(&c, &opts) != LEASH_OK || leash_libuv_attach(loop, c) != LEASH_OK)
         return 1;
     lock = leash_lock_new(c, "report");

@@ -50,7 +50,7 @@ failed=0
 for program in "$@"; do
     name=$(basename "$program")
     status=0
-    out=$(timeout 30 "$program" 127.0.0.1 "$redis_port" 2>&1) || status=$?
+    out=$(timeout 30 "$program" "redis://127.0.0.1:$redis_port" 2>&1) || status=$?
     if [[ $status == 0 && $out == *"got the lock, fence"* &&
         $out == *"job done, lock released: success"* ]]; then
         echo "PASS $name"

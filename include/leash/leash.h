@@ -164,7 +164,8 @@ typedef struct leash_lock leash_lock;
  * Client options. Always start from leash_options_init(), which fills every
  * field. Strings are copied by leash_client_new(); the struct can be
  * discarded afterwards. Every duration is in ms and at most
- * LEASH_DURATION_MAX_MS.
+ * LEASH_DURATION_MAX_MS. An address a user wrote as a URL (redis://...,
+ * unix://...) fills the connection fields through leash/url.h.
  */
 typedef struct leash_options {
     size_t struct_size;         /* set by leash_options_init(); leave it alone */

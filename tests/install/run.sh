@@ -89,6 +89,7 @@ step "check the installed files"
 for f in \
     include/leash/leash.h \
     include/leash/loop.h \
+    include/leash/url.h \
     include/leash/adapters/libev.h \
     lib/libleash.a \
     "lib/libleash.so.$soversion" \

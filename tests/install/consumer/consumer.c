@@ -10,6 +10,7 @@
 #include <ev.h>
 #include <leash/adapters/libev.h>
 #include <leash/leash.h>
+#include <leash/url.h>
 
 #define CONSUMER_STR_(x) #x
 #define CONSUMER_STR(x) CONSUMER_STR_(x)
@@ -22,6 +23,8 @@ int main(void) {
     const char *version = leash_version();
     struct ev_loop *loop;
     leash_options opts;
+    leash_url url;
+    char err[LEASH_URL_ERR_MAX];
     leash_client *client = NULL;
     int rc;
 
@@ -38,7 +41,15 @@ int main(void) {
         return 1;
     }
 
+    /* leash/url.h is installed, and its functions exported. */
     leash_options_init(&opts);
+    rc = leash_url_parse("redis://127.0.0.1:6379/1", &url, err, sizeof(err));
+    if (rc != LEASH_OK) {
+        fprintf(stderr, "consumer: leash_url_parse: %s\n", err);
+        ev_loop_destroy(loop);
+        return 1;
+    }
+    leash_url_apply(&url, &opts);
     rc = leash_client_new(&client, &opts);
     if (rc != LEASH_OK) {
         fprintf(stderr, "consumer: leash_client_new: %s\n", leash_strerror(rc));

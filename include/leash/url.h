@@ -1,0 +1,104 @@
+/*
+ * Redis addresses as users write them, for command lines, environment
+ * variables and config files:
+ *
+ *     redis://[[user]:password@]host[:port][/db][?db=N]
+ *     unix://[[user]:password@]/path/to/redis.sock[?db=N]
+ *
+ * host is a name, an IPv4 address or an IPv6 address in brackets
+ * ("redis://[::1]:6380"). The port defaults to 6379 and the db to 0. In
+ * user, password and the socket path, %XX stands for the byte XX, so a
+ * password with '@', ':' or '/' in it is written %40, %3A, %2F. The only
+ * query parameter is db (the place unix:// URLs have for it); a redis:// URL
+ * gives the db once, after '/' or as ?db=.
+ *
+ * Refused: rediss:// (leash speaks no TLS: put a tunnel such as stunnel in
+ * front of the server), any other scheme, a port outside 1..65535, a db
+ * outside 0..INT_MAX, an empty host or socket path, a field longer than its
+ * LEASH_URL_*_MAX below, a user without a password (Redis AUTH needs one),
+ * a fragment, an unknown query parameter, and anything after the parts
+ * above.
+ *
+ * Threads and memory: these functions keep no state, allocate nothing and
+ * may run on any thread at once.
+ *
+ *     leash_url u;
+ *     char err[LEASH_URL_ERR_MAX];
+ *     if (leash_url_parse(getenv("REDIS_URL"), &u, err, sizeof(err)) != LEASH_OK)
+ *         die(err);
+ *     leash_options_init(&opts);
+ *     leash_url_apply(&u, &opts);
+ *     leash_client_new(&client, &opts); // copies the strings: u may go now
+ */
+#ifndef LEASH_URL_H
+#define LEASH_URL_H
+
+#include <leash/leash.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The longest host, socket path, user and password, in bytes once decoded
+ * (the buffers below hold one more, for the NUL). The path is what a
+ * sockaddr_un can hold. */
+#define LEASH_URL_HOST_MAX 255
+#define LEASH_URL_PATH_MAX 107
+#define LEASH_URL_USER_MAX 255
+#define LEASH_URL_PASSWORD_MAX 511
+/* An err buffer of this size holds every message of leash_url_parse whole. */
+#define LEASH_URL_ERR_MAX 256
+
+/*
+ * A parsed URL: a plain struct the caller owns, every string inside it.
+ * Exactly one of host and unix_path is non-empty; an absent user or password
+ * is "". It holds the password in clear: wipe it when that matters.
+ *
+ * Its layout is part of the ABI: it changes only with the soname (leash.h,
+ * "Structs that grow"), never within one.
+ */
+typedef struct leash_url {
+    char host[LEASH_URL_HOST_MAX + 1];         /* without the brackets of an IPv6 address */
+    int port;                                  /* 1..65535; 6379 unless given; 0 with unix_path */
+    char unix_path[LEASH_URL_PATH_MAX + 1];    /* decoded */
+    char username[LEASH_URL_USER_MAX + 1];     /* decoded */
+    char password[LEASH_URL_PASSWORD_MAX + 1]; /* decoded */
+    int db;                                    /* 0..INT_MAX; 0 unless given */
+} leash_url;
+
+/*
+ * Parses url into *out.
+ * Returns LEASH_OK, or LEASH_EINVAL when url or out is NULL or url is not
+ * one of the forms above. On failure *out is left alone and err (when
+ * err_size > 0) holds one line saying what is wrong, never the password nor
+ * the user; on success err holds "". err may be NULL when err_size is 0; a
+ * message longer than err_size - 1 is cut.
+ */
+LEASH_EXPORT int leash_url_parse(const char *url, leash_url *out, char *err, size_t err_size);
+
+/*
+ * Points the connection fields of *o at *u: host and port, or unix_path
+ * (host is then left alone, and unix_path set to NULL for a TCP URL, so that
+ * one options struct can take either); username and password (NULL when
+ * empty), and db. The other fields are left alone. leash_client_new()
+ * copies the strings, so *u must last until that call has returned, not
+ * longer. Nothing happens when u or o is NULL.
+ */
+LEASH_EXPORT void leash_url_apply(const leash_url *u, leash_options *o);
+
+/*
+ * Writes *u back as a URL for logs and messages, with the password shown as
+ * "***" (and the user as given): "redis://alice:***@[::1]:6380/2",
+ * "unix:///run/redis.sock?db=2". Reserved bytes in the user and the path
+ * are %-escaped again, so the result parses back (to *u but for the
+ * password). Like snprintf: writes at most size bytes, NUL included, and
+ * returns the length the whole URL has; -1 when u is NULL, or buf NULL with
+ * size > 0.
+ */
+LEASH_EXPORT int leash_url_format(const leash_url *u, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
