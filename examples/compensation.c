@@ -4,7 +4,9 @@
  *
  *     compensation [--name NAME] [--wait MS] REDIS_URL
  *
- * REDIS_URL is redis://[:password@]host[:port][/db] or unix:///path.
+ * REDIS_URL is what leash_url_parse() (leash/url.h) reads:
+ * redis://[[user]:password@]host[:port][/db], or
+ * unix://[[user]:password@]/path[?db=N].
  * tests/test_compensation.sh runs two of them and freezes the first.
  *
  * The store. One Redis hash, STORE_KEY, stands for a document of PARTS parts
@@ -80,6 +82,7 @@
 #include <hiredis/hiredis.h>
 #include <leash/adapters/libev.h>
 #include <leash/leash.h>
+#include <leash/url.h>
 
 #define LOCK_NAME "compensation-job"
 #define STORE_KEY "leash-example:compensation:store"
@@ -388,68 +391,17 @@ static void on_setup_reply(redisAsyncContext *ac, void *r, void *arg) {
     }
 }
 
-struct url {
-    char host[256];
-    int port;
-    const char *unix_path;
-    const char *password;
-    char password_buf[256];
-    int db;
-};
-
-/* redis://[:password@]host[:port][/db] or unix:///path into *u; -1 if not. */
-static int parse_url(const char *s, struct url *u) {
-    const char *at, *end, *colon;
-    memset(u, 0, sizeof(*u));
-    u->port = 6379;
-    if (strncmp(s, "unix://", 7) == 0) {
-        u->unix_path = s + 7;
-        return u->unix_path[0] == '/' ? 0 : -1;
-    }
-    if (strncmp(s, "redis://", 8) != 0)
-        return -1;
-    s += 8;
-    end = s + strcspn(s, "/");
-    at = strrchr(s, '@');
-    if (at != NULL && at < end) {
-        if (s[0] != ':' || (size_t)(at - s - 1) >= sizeof(u->password_buf))
-            return -1;
-        memcpy(u->password_buf, s + 1, (size_t)(at - s - 1));
-        u->password = u->password_buf;
-        s = at + 1;
-    }
-    colon = memchr(s, ':', (size_t)(end - s));
-    if (colon != NULL) {
-        char *stop;
-        long port = strtol(colon + 1, &stop, 10);
-        if (stop != end || port < 1 || port > 65535)
-            return -1;
-        u->port = (int)port;
-    } else {
-        colon = end;
-    }
-    if (colon == s || (size_t)(colon - s) >= sizeof(u->host))
-        return -1;
-    memcpy(u->host, s, (size_t)(colon - s));
-    if (*end == '/' && end[1] != '\0') {
-        char *stop;
-        long db = strtol(end + 1, &stop, 10);
-        if (*stop != '\0' || db < 0 || db > 1000000)
-            return -1;
-        u->db = (int)db;
-    }
-    return 0;
-}
-
 static int usage(void) {
     fprintf(stderr, "usage: compensation [--name NAME] [--wait MS] REDIS_URL\n"
-                    "  REDIS_URL: redis://[:password@]host[:port][/db] or unix:///path\n");
+                    "  REDIS_URL: redis://[[user]:password@]host[:port][/db] or "
+                    "unix://[[user]:password@]/path[?db=N]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     static char default_name[32];
-    struct url u;
+    leash_url u;
+    char err[LEASH_URL_ERR_MAX];
     leash_options opts;
     int64_t wait_ms = WAIT_MS;
     const char *url = NULL;
@@ -468,8 +420,12 @@ int main(int argc, char **argv) {
         else
             return usage();
     }
-    if (url == NULL || parse_url(url, &u) != 0 || wait_ms < 0)
+    if (url == NULL || wait_ms < 0)
         return usage();
+    if (leash_url_parse(url, &u, err, sizeof(err)) != LEASH_OK) {
+        fprintf(stderr, "compensation: %s\n", err);
+        return 2;
+    }
 
     signal(SIGPIPE, SIG_IGN);         /* a dropped connection is an error, not a signal */
     setvbuf(stdout, NULL, _IOLBF, 0); /* a test reads our lines as they come */
@@ -478,8 +434,8 @@ int main(int argc, char **argv) {
     ev_timer_init(&job.step, on_step, STEP_MS / 1000., 0.);
 
     /* The store's own connection: leash's are for the locks only. */
-    job.store = u.unix_path != NULL ? redisAsyncConnectUnix(u.unix_path)
-                                    : redisAsyncConnect(u.host, u.port);
+    job.store = u.unix_path[0] != '\0' ? redisAsyncConnectUnix(u.unix_path)
+                                       : redisAsyncConnect(u.host, u.port);
     if (job.store == NULL || job.store->err) {
         fprintf(stderr, "compensation: %s\n", job.store ? job.store->errstr : "out of memory");
         return 1;
@@ -487,17 +443,15 @@ int main(int argc, char **argv) {
     redisLibevAttach(job.loop, job.store);
     redisAsyncSetConnectCallback(job.store, on_store_connect);
     redisAsyncSetDisconnectCallback(job.store, on_store_disconnect);
-    if (u.password != NULL)
+    if (u.username[0] != '\0')
+        redisAsyncCommand(job.store, on_setup_reply, "AUTH", "AUTH %s %s", u.username, u.password);
+    else if (u.password[0] != '\0')
         redisAsyncCommand(job.store, on_setup_reply, "AUTH", "AUTH %s", u.password);
     if (u.db != 0)
         redisAsyncCommand(job.store, on_setup_reply, "SELECT", "SELECT %d", u.db);
 
     leash_options_init(&opts);
-    opts.host = u.host;
-    opts.port = u.port;
-    opts.unix_path = u.unix_path;
-    opts.password = u.password;
-    opts.db = u.db;
+    leash_url_apply(&u, &opts);
     opts.lease_ms = LEASE_MS;
     opts.renew_interval_ms = RENEW_MS;
     if (leash_client_new(&job.client, &opts) != LEASH_OK ||
