@@ -343,7 +343,7 @@ typedef struct leash_stats {
     uint64_t reconnects;       /* connections (any kind) ready again after a break */
     uint64_t acquire_commands; /* acquire scripts handed to the route (a Redlock */
     uint64_t release_commands; /*   one counts once, whatever its servers) */
-    uint64_t other_commands;   /* force releases and the route's own */
+    uint64_t other_commands;   /* force releases */
     uint64_t subscriptions;    /* SUBSCRIBE/SSUBSCRIBE written (again after reconnects) */
     uint64_t held_now;         /* handles that hold their lock now */
     uint64_t waiting_now;      /* acquires asleep until a release now (counted in waits) */
