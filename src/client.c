@@ -406,8 +406,8 @@ int leash_client_connected(const leash_client *c) {
 /* leash_stats as the 0.2 header lays it out: what the plain function fills
  * (programs that call it by name know no more). */
 #define STATS_SIZE_0_2 (9 * sizeof(uint64_t))
-_Static_assert(sizeof(leash_stats) == STATS_SIZE_0_2,
-               "leash_stats grew: keep STATS_SIZE_0_2 at the size of the 0.2 layout");
+_Static_assert(offsetof(leash_stats, losts) + sizeof(uint64_t) == STATS_SIZE_0_2,
+               "leash_stats: the 0.2 fields moved; new ones go at the end");
 
 void leash_client_stats_sized(const leash_client *c, leash_stats *out, size_t size) {
     if (out == NULL)

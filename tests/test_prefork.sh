@@ -7,7 +7,8 @@
 #      order is paid exactly once, the other requests answer "already paid";
 #   2. pays different orders at once: they run in parallel, not one by one;
 #   3. a payment that cannot get its order's lock in time answers 409;
-#   4. GET /locks shows the maintenance lock with its fence and renewals;
+#   4. GET /locks shows the maintenance lock with its fence and renewals,
+#      and GET /metrics this worker's stats in Prometheus text format;
 #   5. SIGKILLs the worker that is in the middle of a maintenance run: the
 #      next run starts once its lease ran out, the master starts a new worker;
 #   6. SIGSTOPs the worker in the middle of a run for longer than the lease,
@@ -215,7 +216,45 @@ for _ in $(seq 300); do
     sleep 0.02
 done
 [[ -n $seen ]] || fail "no GET /locks showed the maintenance lock with a renewal"
+[[ $seen =~ \"holds\":[1-9] && $seen =~ ^\{\"pid\":[0-9]+,\"held\":[1-9] ]] ||
+    fail "GET /locks without the handle's and the client's stats: $seen"
 pass "GET /locks: $seen"
+
+# ---- 4b. GET /metrics ----
+
+# Prometheus text from whichever worker answers: every one has granted
+# acquires (payments, maintenance runs); the one that holds the
+# maintenance lock shows it held and renewed.
+metrics_seen=
+for _ in $(seq 300); do
+    for port in "${ports[@]}"; do
+        curl -s -D "$tmp/metrics.head" -o "$tmp/metrics.body" "http://127.0.0.1:$port/metrics"
+        if grep -Eq '^leash_locks_held\{pid="[0-9]+"\} [1-9]' "$tmp/metrics.body" &&
+            grep -Eq '^leash_renewals_total\{pid="[0-9]+",result="ok"\} [1-9]' "$tmp/metrics.body"; then
+            metrics_seen=1
+            break 2
+        fi
+    done
+    sleep 0.02
+done
+[[ -n $metrics_seen ]] || fail "no GET /metrics showed a held, renewed lock: $(cat "$tmp/metrics.body")"
+grep -qi '^content-type: text/plain; version=0.0.4' "$tmp/metrics.head" ||
+    fail "GET /metrics content type: $(cat "$tmp/metrics.head")"
+for line in '# TYPE leash_acquires_total counter' '# TYPE leash_locks_held gauge' \
+    '# HELP leash_lost_total '; do
+    grep -q "^$line" "$tmp/metrics.body" || fail "GET /metrics has no '$line'"
+done
+grep -Eq '^leash_acquires_total\{pid="[0-9]+",result="granted"\} [1-9][0-9]*$' "$tmp/metrics.body" ||
+    fail "GET /metrics: no granted acquires: $(cat "$tmp/metrics.body")"
+grep -Eq '^leash_lost_total\{pid="[0-9]+",reason="unreachable"\} [0-9]+$' "$tmp/metrics.body" ||
+    fail "GET /metrics: no lost counter by reason"
+grep -Eq '^leash_hold_seconds_max\{pid="[0-9]+"\} [0-9]+\.[0-9]{6}$' "$tmp/metrics.body" ||
+    fail "GET /metrics: hold time not in seconds"
+# Nothing but comments and samples: a scraper would refuse the rest.
+bad=$(grep -Ev '^(# (HELP|TYPE) leash_[a-z_]+ .+|leash_[a-z_]+\{pid="[0-9]+"(,[a-z]+="[a-z_]+")?\} [0-9]+(\.[0-9]+)?)$' \
+    "$tmp/metrics.body" || true)
+[[ -z $bad ]] || fail "GET /metrics: lines that are not Prometheus text: $bad"
+pass "GET /metrics: $(grep -c '^leash_' "$tmp/metrics.body") samples, e.g. $(grep '^leash_locks_held' "$tmp/metrics.body")"
 
 # ---- the maintenance log ----
 

@@ -39,6 +39,10 @@ void say(const char *fmt, ...)
 #endif
     ;
 
+/* Writes st as Prometheus text (every sample labelled with pid) into buf:
+ * the length, which is >= size when it did not fit. */
+size_t metrics_write(char *buf, size_t size, const leash_stats *st, int pid);
+
 /* The periodic maintenance job: in exactly one worker at a time across every
  * server that shares the Redis. */
 typedef struct maintenance maintenance;

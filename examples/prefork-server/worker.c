@@ -11,7 +11,11 @@
  *       the wait ran out (another request is paying that order); 404 for an
  *       unknown order; 503 when Redis is not reachable.
  *   GET /locks
- *       The locks this worker holds now: name, fence, validity left, renewals.
+ *       The locks this worker holds now: name, fence, validity left, renewals,
+ *       and from the handle's leash_lock_stats its holds, waits, longest
+ *       wait and failed renewals; with the client's held and waiting now.
+ *   GET /metrics
+ *       This worker's leash_stats in Prometheus text format (metrics.c).
  *
  * The order lives in the hash shop:order:<id> (state, payments, fence,
  * paid_by). Payment writes carry the lock's fence, and Redis refuses a fence
@@ -221,36 +225,45 @@ static void respond(http_conn *hc, int code, const char *fmt, ...)
 #endif
     ;
 
-static void respond(http_conn *hc, int code, const char *fmt, ...) {
-    char body[8192];
-    va_list ap;
-    int n, len;
+/* Sends the whole answer (body, len bytes, then a newline unless it ends
+ * with one) and closes the connection. */
+static void answer(http_conn *hc, int code, const char *type, const char *body, int len) {
+    const char *nl = len > 0 && body[len - 1] == '\n' ? "" : "\n";
+    int n, blen = len + (nl[0] != '\0');
 
     if (w.stopping) {
         conn_close(hc);
         return;
     }
-    va_start(ap, fmt);
-    len = vsnprintf(body, sizeof(body), fmt, ap);
-    va_end(ap);
-    if (len < 0 || (size_t)len >= sizeof(body))
-        len = snprintf(body, sizeof(body), "{\"error\":\"answer too long\"}");
     n = snprintf(NULL, 0,
-                 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                 "Content-Length: %d\r\nConnection: close\r\n\r\n%s\n",
-                 code, reason_phrase(code), len + 1, body);
+                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+                 "Content-Length: %d\r\nConnection: close\r\n\r\n%.*s%s",
+                 code, reason_phrase(code), type, blen, len, body, nl);
     hc->out = malloc((size_t)n + 1);
     if (hc->out == NULL) {
         conn_close(hc);
         return;
     }
     snprintf(hc->out, (size_t)n + 1,
-             "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-             "Content-Length: %d\r\nConnection: close\r\n\r\n%s\n",
-             code, reason_phrase(code), len + 1, body);
+             "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+             "Content-Length: %d\r\nConnection: close\r\n\r\n%.*s%s",
+             code, reason_phrase(code), type, blen, len, body, nl);
     hc->out_len = (size_t)n;
     hc->out_done = 0;
     conn_flush(hc);
+}
+
+static void respond(http_conn *hc, int code, const char *fmt, ...) {
+    char body[8192];
+    va_list ap;
+    int len;
+
+    va_start(ap, fmt);
+    len = vsnprintf(body, sizeof(body), fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= sizeof(body))
+        len = snprintf(body, sizeof(body), "{\"error\":\"answer too long\"}");
+    answer(hc, code, "application/json", body, len);
 }
 
 /* ---- POST /orders/<id>/pay ---- */
@@ -401,18 +414,25 @@ static void pay_order(http_conn *hc, const char *id, size_t id_len, int64_t wait
     }
 }
 
-/* ---- GET /locks ---- */
+/* ---- GET /locks, GET /metrics ---- */
 
+/* A held lock: its hold now, and what its handle went through (its
+ * leash_lock_stats: the maintenance handle lives as long as the worker;
+ * a request's lives for one request). */
 static size_t describe_lock(char *buf, size_t size, size_t at, const leash_lock *l) {
+    leash_lock_stats st;
     int n;
 
     if (l == NULL || !leash_held(l) || at >= size)
         return at;
+    leash_lock_stats(l, &st);
     n = snprintf(buf + at, size - at,
                  "%s{\"name\":\"%s\",\"fence\":%" PRIu64 ",\"valid_ms\":%lld,\"renewals\":%" PRIu64
-                 "}",
+                 ",\"holds\":%" PRIu64 ",\"waits\":%" PRIu64 ",\"wait_us_max\":%" PRIu64
+                 ",\"renewals_failed\":%" PRIu64 "}",
                  at > 0 ? "," : "", leash_lock_name(l), leash_fence(l),
-                 (long long)leash_valid_ms(l), leash_renewals(l));
+                 (long long)leash_valid_ms(l), leash_renewals(l), st.holds, st.waits,
+                 st.wait_us_max, st.renewals_failed);
     return n < 0 ? at : at + (size_t)n;
 }
 
@@ -420,6 +440,7 @@ static void list_locks(http_conn *hc) {
     char list[6000];
     size_t at = 0;
     http_conn *c;
+    leash_stats st;
 
     list[0] = '\0';
     at = describe_lock(list, sizeof(list), at, maintenance_lock(w.maint));
@@ -429,7 +450,23 @@ static void list_locks(http_conn *hc) {
         respond(hc, 500, "{\"error\":\"too many locks to list\"}");
         return;
     }
-    respond(hc, 200, "{\"pid\":%d,\"locks\":[%s]}", (int)getpid(), list);
+    leash_client_stats(w.leash, &st);
+    respond(hc, 200, "{\"pid\":%d,\"held\":%" PRIu64 ",\"waiting\":%" PRIu64 ",\"locks\":[%s]}",
+            (int)getpid(), st.held_now, st.waiting_now, list);
+}
+
+static void metrics(http_conn *hc) {
+    char body[8192];
+    leash_stats st;
+    size_t len;
+
+    leash_client_stats(w.leash, &st);
+    len = metrics_write(body, sizeof(body), &st, (int)getpid());
+    if (len >= sizeof(body)) {
+        respond(hc, 500, "{\"error\":\"metrics too long\"}");
+        return;
+    }
+    answer(hc, 200, "text/plain; version=0.0.4; charset=utf-8", body, (int)len);
 }
 
 /* ---- requests ---- */
@@ -454,11 +491,13 @@ static void route(http_conn *hc) {
     if (query != NULL)
         *query++ = '\0';
 
-    if (strcmp(target, "/locks") == 0) {
+    if (strcmp(target, "/locks") == 0 || strcmp(target, "/metrics") == 0) {
         if (strcmp(method, "GET") != 0)
             respond(hc, 405, "{\"error\":\"GET only\"}");
-        else
+        else if (target[1] == 'l')
             list_locks(hc);
+        else
+            metrics(hc);
         return;
     }
     len = strlen(target);

@@ -145,19 +145,18 @@ typedef struct leash_client leash_client;
 typedef struct leash_lock leash_lock;
 
 /*
- * Structs that grow (the ABI rule). leash_options, leash_loop (leash/loop.h)
- * and leash_stats gain fields in later versions, only ever at their end, and
- * a field added later means "as before it existed" when it is zero. The
- * program tells the library how large its copy of the struct is:
- * leash_options_init() and leash_loop_init() record sizeof in struct_size,
- * leash_client_stats() passes it. So a program built against an older
- * header runs on a newer library unchanged (fields it does not know take
- * their defaults), and a program built against a newer header runs on an
- * older library as long as it leaves the fields that library does not know
- * at zero (leash_client_new() otherwise answers LEASH_EINVAL and logs it).
- * Before 1.0 every minor version may still change the ABI, and says so
- * in the soname (libleash.so.0.2): a program built against 0.1 does not
- * load 0.2 by mistake. From 1.0 on the soname follows the major version.
+ * Structs that grow (the ABI rule). leash_options, leash_loop (leash/loop.h),
+ * leash_stats and leash_lock_stats gain fields in later versions, only ever
+ * at their end, and a field added later means "as before it existed" when
+ * it is zero. The program tells the library how large its copy of the
+ * struct is: leash_options_init() and leash_loop_init() record sizeof in
+ * struct_size, leash_client_stats() and leash_lock_stats() pass it. So a program built against an
+ * older header runs on a newer library unchanged (fields it does not know take their defaults), and
+ * a program built against a newer header runs on an older library as long as it leaves the fields
+ * that library does not know at zero (leash_client_new() otherwise answers LEASH_EINVAL and logs
+ * it). Before 1.0 every minor version may still change the ABI, and says so in the soname
+ * (libleash.so.0.2): a program built against 0.1 does not load 0.2 by mistake. From 1.0 on the
+ * soname follows the major version.
  */
 
 /*
@@ -293,8 +292,36 @@ LEASH_EXPORT void *leash_client_get_data(const leash_client *c);
 LEASH_EXPORT int leash_client_connected(const leash_client *c);
 
 /*
- * Per-client counters, for monitoring and tests. Read at any time:
- * leash_client_stats(c, &st) copies them into the caller's struct.
+ * Counters, for monitoring (README "Operating leash") and tests: one set
+ * per client (leash_stats) and one per lock handle (leash_lock_stats).
+ *
+ * Reading: leash_client_stats(c, &st) and leash_lock_stats(l, &st) copy
+ * the counters into a struct the caller owns; they allocate nothing and
+ * never fail (a NULL client or handle gives zeros). Counting is a plain
+ * increment where the event is decided, without atomics: read on the
+ * thread that runs the client's loop (a reading from another thread may
+ * be torn).
+ *
+ * Growth: both structs gain fields only at their end. The macros pass the
+ * size of the program's struct, and the library fills that much: a program
+ * built against an older header gets the fields it knows, one built
+ * against a newer header gets zeros for the fields this library does not
+ * count.
+ *
+ * Units: counts are events since the client (or the handle) was made;
+ * times are in microseconds (_us), from CLOCK_MONOTONIC. The "now"
+ * fields are gauges: they go down as well as up.
+ *
+ * When an acquire counts: it is one of acquires when leash_acquire()
+ * accepted it (an extra reentrant hold included). It ends exactly once, in
+ * one of grants, busy, timeouts, cancels (leash_cancel, a leash_release
+ * while acquiring, or a free) or acquire_errors (the other statuses). It
+ * is one of waits if Redis said the lock was taken and it went to sleep
+ * until a release (try-once never waits); its wait time runs from the
+ * call to the grant or the end of the wait.
+ * A hold is counted when it starts (a grant of a handle that held nothing);
+ * its hold time runs from the grant to its end (the last release, a loss,
+ * a free) and is added when it ends.
  */
 typedef struct leash_stats {
     uint64_t connects;         /* command connections that became ready */
@@ -305,13 +332,58 @@ typedef struct leash_stats {
     uint64_t renewals;         /* successful renewals of held locks */
     uint64_t renew_commands;   /* renew commands sent (each renews up to 100 locks) */
     uint64_t wakeups;          /* waiters woken by a release (message or local) */
-    uint64_t losts;            /* lost callbacks fired */
+    uint64_t losts;            /* lost callbacks fired (holds lost, any reason) */
+    /* 0.3: the same meaning as leash_lock_stats's fields of the same
+     * names, summed over every handle the client had. */
+    uint64_t acquires, grants, busy, timeouts, cancels, acquire_errors;
+    uint64_t waits, wait_us_total, wait_us_max;
+    uint64_t holds, hold_us_total, hold_us_max;
+    uint64_t renewals_failed;
+    uint64_t lost_expired, lost_unreachable, lost_max_hold, lost_fixed_lease, lost_replicas;
+    /* 0.3: the client's own. */
+    uint64_t reconnects;       /* connections (any kind) ready again after a break */
+    uint64_t acquire_commands; /* acquire scripts handed to the route (a Redlock */
+    uint64_t release_commands; /*   one counts once, whatever its servers) */
+    uint64_t other_commands;   /* force releases */
+    uint64_t subscriptions;    /* SUBSCRIBE/SSUBSCRIBE written (again after reconnects) */
+    uint64_t held_now;         /* handles that hold their lock now */
+    uint64_t waiting_now;      /* acquires asleep until a release now (counted in waits) */
 } leash_stats;
 #define leash_client_stats(c, out) leash_client_stats_sized((c), (out), sizeof(leash_stats))
 /* What the macro calls: fills the first size bytes of *out (zeros for a NULL
- * client). The function of the same name fills the 0.2 layout. */
+ * client) and nothing past them. The function of the same name fills the
+ * 0.2 layout (the first nine fields), for code that takes its address. */
 LEASH_EXPORT void leash_client_stats_sized(const leash_client *c, leash_stats *out, size_t size);
 LEASH_EXPORT void(leash_client_stats)(const leash_client *c, leash_stats *out);
+
+/* One handle's counters (0.3); see leash_stats above for the rules. They
+ * outlive holds and acquires, and go with the handle. */
+typedef struct leash_lock_stats {
+    uint64_t acquires;       /* leash_acquire calls accepted */
+    uint64_t grants;         /* acquires that ended LEASH_OK */
+    uint64_t busy;           /* try-once acquires that found it held (LEASH_EBUSY) */
+    uint64_t timeouts;       /* acquires whose wait ran out (LEASH_ETIMEDOUT) */
+    uint64_t cancels;        /* acquires that ended LEASH_ECANCELED */
+    uint64_t acquire_errors; /* acquires that ended with any other error */
+    uint64_t waits;          /* acquires that slept until a release */
+    uint64_t wait_us_total;  /* their time from the call to the end of the wait */
+    uint64_t wait_us_max;
+    uint64_t holds;         /* holds that started */
+    uint64_t hold_us_total; /* time held, of the holds that ended */
+    uint64_t hold_us_max;
+    uint64_t renewals;        /* renewals that kept the hold */
+    uint64_t renewals_failed; /* renewal answers that did not (errors, gone, too late) */
+    uint64_t lost_expired;    /* lost callbacks, one counter per LEASH_LOST_* reason */
+    uint64_t lost_unreachable;
+    uint64_t lost_max_hold;
+    uint64_t lost_fixed_lease;
+    uint64_t lost_replicas;
+} leash_lock_stats;
+/* leash_lock_stats(l, &st): copies l's counters into st. */
+#define leash_lock_stats(l, out) leash_lock_stats_sized((l), (out), sizeof(leash_lock_stats))
+/* What the macro calls (there is no function of that name: it is the
+ * struct's): fills the first size bytes of *out, zeros for a NULL handle. */
+LEASH_EXPORT void leash_lock_stats_sized(const leash_lock *l, leash_lock_stats *out, size_t size);
 
 /*
  * A lock handle for `name` (1..LEASH_NAME_MAX bytes; copied). The Redis key is

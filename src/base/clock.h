@@ -6,5 +6,7 @@
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 int64_t leash__now_ms(void);
+/* The same clock in microseconds: what the stats measure waits and holds in. */
+int64_t leash__now_us(void);
 
 #endif

@@ -108,7 +108,6 @@ static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigne
         holds[i]->batch_slot = (int)i;
         b->holds[i] = holds[i];
     }
-    w->env->stats->renew_commands++;
     return 0;
 }
 

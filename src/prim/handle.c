@@ -315,6 +315,14 @@ uint64_t leash_renewals(const leash_lock *l) {
     return l ? l->hold.renewals : 0;
 }
 
+void leash_lock_stats_sized(const leash_lock *l, leash_lock_stats *out, size_t size) {
+    if (out == NULL)
+        return;
+    memset(out, 0, size);
+    if (l != NULL && l->magic == LEASH__LOCK_MAGIC)
+        memcpy(out, &l->stats, size < sizeof(l->stats) ? size : sizeof(l->stats));
+}
+
 /* ---- for the state machines' unit tests ---- */
 
 int leash__lock_dispatch(leash_lock *l, const leash__event *e) {

@@ -138,6 +138,12 @@ struct leash_lock {
 
     leash_lost_cb *lost_cb;
     void *lost_arg;
+
+    /* leash_lock_stats, and what the timed counters started from. */
+    leash_lock_stats stats;
+    int64_t acquire_us; /* when the pending acquire was called */
+    int64_t hold_us;    /* when the current hold was granted */
+    int waited;         /* the pending acquire is counted in waits */
 };
 
 /* The mutex (prim/mutex.c). */

@@ -148,6 +148,12 @@
  *
  * User callbacks come last in every handler, or are followed by a check of
  * l->freed: a callback may free the handle or the client.
+ *
+ * Stats (leash_lock_stats, and the client's sums): an accepted acquire is
+ * counted in dispatch(), its end where its callback is handed out
+ * (finish_acquire, defer_acquire), waits and holds where states change
+ * (set_state), losses in lose_then(), renewals in renewed(): each event at
+ * the one place that decides it, so no path can count it twice.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +194,23 @@ static const char *const state_names[M_COUNT] = {
 #define LATE_COPY_MARGIN_MS 5
 
 static int dispatch(leash_lock *l, const leash__event *e);
+
+/* A counter of the handle and its client's of the same name: both move in
+ * the one place that decides the event. */
+#define COUNT(l, field) ((l)->stats.field++, (l)->core->env.stats->field++)
+
+static void count_time(uint64_t *total, uint64_t *max, uint64_t *ctotal, uint64_t *cmax,
+                       int64_t since) {
+    int64_t d = leash__now_us() - since;
+    uint64_t us = d > 0 ? (uint64_t)d : 0;
+
+    *total += us;
+    *ctotal += us;
+    if (us > *max)
+        *max = us;
+    if (us > *cmax)
+        *cmax = us;
+}
 
 static int acquiring(int state) {
     return state >= M_AFTER_FORCE && state <= M_NOMEM;
@@ -263,8 +286,32 @@ static void later_push(leash_lock *l, later_cb *d) {
     leash__later_push(&l->core->later, &d->item);
 }
 
+/* Every acquire ends here or in finish_acquire, with the status its
+ * callback gets (l->acq_cb is set exactly while one is pending). */
+static void acquire_counted(leash_lock *l, int status) {
+    switch (status) {
+    case LEASH_OK:
+        COUNT(l, grants);
+        break;
+    case LEASH_EBUSY:
+        COUNT(l, busy);
+        break;
+    case LEASH_ETIMEDOUT:
+        COUNT(l, timeouts);
+        break;
+    case LEASH_ECANCELED:
+        COUNT(l, cancels);
+        break;
+    default:
+        COUNT(l, acquire_errors);
+        break;
+    }
+}
+
 /* Hands the pending acquire's callback to d (delivered from the loop). */
 static void defer_acquire(leash_lock *l, later_cb *d, int status) {
+    if (l->acq_cb != NULL)
+        acquire_counted(l, status);
     d->acq_cb = l->acq_cb;
     d->arg = l->acq_arg;
     d->status = status;
@@ -277,6 +324,8 @@ static void finish_acquire(leash_lock *l, int status) {
     leash_acquire_cb *cb = l->acq_cb;
     void *arg = l->acq_arg;
 
+    if (cb != NULL)
+        acquire_counted(l, status);
     l->acq_cb = NULL;
     l->acq_arg = NULL;
     if (cb != NULL)
@@ -429,7 +478,29 @@ static void arm(leash_lock *l);
  * state, and of entering the new one. */
 static void set_state(leash_lock *l, int to) {
     int from = l->state;
+    leash_stats *cst = l->core->env.stats;
 
+    /* The stats' waits and holds begin and end with the states. */
+    if ((to == M_SUBSCRIBING || to == M_PARKED) && !l->waited) {
+        l->waited = 1;
+        COUNT(l, waits);
+        cst->waiting_now++;
+    }
+    if (acquiring(from) && !acquiring(to) && l->waited) {
+        l->waited = 0;
+        cst->waiting_now--;
+        count_time(&l->stats.wait_us_total, &l->stats.wait_us_max, &cst->wait_us_total,
+                   &cst->wait_us_max, l->acquire_us);
+    }
+    if (!holding(from) && holding(to)) {
+        l->hold_us = leash__now_us();
+        COUNT(l, holds);
+        cst->held_now++;
+    } else if (holding(from) && !holding(to)) {
+        cst->held_now--;
+        count_time(&l->stats.hold_us_total, &l->stats.hold_us_max, &cst->hold_us_total,
+                   &cst->hold_us_max, l->hold_us);
+    }
     if (acquiring(from) && !acquiring(to) && to != M_HELD) {
         leash__waitq_leave(&l->w); /* hands an unused wake on */
         /* A family waiter leaves the queue at once, not a lease later (if
@@ -591,6 +662,23 @@ static void lose_then(leash_lock *l, int reason, int owed) {
     if (reason != LEASH_LOST_EXPIRED)
         release_in_background(l, l->hold.token, deadline > leash__now_ms() ? deadline : 0);
     l->core->env.stats->losts++;
+    switch (reason) {
+    case LEASH_LOST_EXPIRED:
+        COUNT(l, lost_expired);
+        break;
+    case LEASH_LOST_UNREACHABLE:
+        COUNT(l, lost_unreachable);
+        break;
+    case LEASH_LOST_MAX_HOLD:
+        COUNT(l, lost_max_hold);
+        break;
+    case LEASH_LOST_FIXED_LEASE:
+        COUNT(l, lost_fixed_lease);
+        break;
+    default:
+        COUNT(l, lost_replicas);
+        break;
+    }
     if (cb != NULL) {
         cb(l, reason, l->lost_arg);
         if (l->freed)
@@ -765,6 +853,10 @@ static void extra_granted(leash_lock *l, const leash__answer *a) {
 static void renewed(leash_lock *l, const leash__event *e) {
     int64_t now = leash__now_ms();
 
+    if (e->type == LEASH__EV_RENEWED && now < l->hold.deadline)
+        COUNT(l, renewals);
+    else
+        COUNT(l, renewals_failed);
     if (now >= l->hold.deadline) {
         /* The answer came too late (a busy loop, a stopped process): the
          * hold already ended at its deadline, whatever Redis says now. */
@@ -775,7 +867,6 @@ static void renewed(leash_lock *l, const leash__event *e) {
     case LEASH__EV_RENEWED:
         leash__hold_extend(&l->hold, e->sent);
         l->hold.renewals++;
-        l->core->env.stats->renewals++;
         leash__hold_schedule_renewal(&l->hold, e->sent);
         arm(l);
         break;
@@ -850,6 +941,7 @@ static int start(leash_lock *l, const leash__event *e) {
     l->hold.max_ms = l->max_hold_ms;
     l->ttl_seen = 0;
     l->split = 0;
+    l->acquire_us = leash__now_us();
     /* Built and sent before anything changes: without memory the call
      * fails whole. */
     if (l->rel_force == 0) {
@@ -1444,18 +1536,26 @@ static int dispatch(leash_lock *l, const leash__event *e) {
         return rc;
     switch (l->state) {
     case M_IDLE:
-        return in_idle(l, e);
+        rc = in_idle(l, e);
+        break;
     case M_AFTER_FORCE:
     case M_SUBSCRIBING:
     case M_PARKED:
     case M_NOMEM:
-        return in_waiting(l, e);
+        rc = in_waiting(l, e);
+        break;
     case M_ATTEMPT:
     case M_LAST:
-        return in_attempt(l, e);
+        rc = in_attempt(l, e);
+        break;
     default:
-        return in_held(l, e);
+        rc = in_held(l, e);
+        break;
     }
+    /* A call runs no user callback: l is still there. */
+    if (e->type == LEASH__EV_ACQUIRE && rc == LEASH_OK)
+        COUNT(l, acquires);
+    return rc;
 }
 
 /* ---- hooks: the wait queue and the watchdog report here ---- */

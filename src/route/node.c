@@ -41,6 +41,8 @@ static int send_sub(leash__node *n, int on, node_sub *s) {
     free(buf);
     if (rc == 0)
         leash__list_insert_tail(&n->pending, &s->pending);
+    if (rc == 0 && on)
+        n->env->stats->subscriptions++;
     return rc;
 }
 

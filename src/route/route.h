@@ -124,7 +124,28 @@ extern leash__req leash__req_posted;
  * command was freed and done never fires.
  */
 static inline leash__req *leash__route_send(leash__route *r, const leash__send *s) {
-    return r->ops->send(r, s);
+    leash__req *req = r->ops->send(r, s);
+    leash_stats *st = r->env->stats;
+
+    /* Counted here, once per request whatever the topology makes of it
+     * (a Redlock request goes to every server). */
+    if (req != NULL) {
+        switch (s->op->cls) {
+        case LEASH__OP_GRANT:
+            st->acquire_commands++;
+            break;
+        case LEASH__OP_RELEASE:
+            st->release_commands++;
+            break;
+        case LEASH__OP_RENEW:
+            st->renew_commands++;
+            break;
+        default:
+            st->other_commands++;
+            break;
+        }
+    }
+    return req;
 }
 
 /* The owner stops waiting for req: done will not fire; an unsent command

@@ -400,6 +400,9 @@ static void become_ready(leash__conn *conn) {
         conn->env->stats->connects++;
     else
         conn->env->stats->sub_connects++;
+    if (conn->was_ready)
+        conn->env->stats->reconnects++;
+    conn->was_ready = 1;
     leash__log(conn_log(conn), conn->failures ? LEASH_LOG_WARN : LEASH_LOG_INFO,
                "%s ready (after %u failed attempts)", role_name(conn), conn->failures);
     conn->failures = 0;

@@ -147,6 +147,7 @@ struct leash__conn {
     int auth_failed;         /* the last handshake was refused */
     int handshake_busy;      /* the last handshake got LOADING or BUSY */
     unsigned failures;       /* connect attempts that failed since it was last ready */
+    int was_ready;           /* has been ready once: the next ready is a reconnect */
     leash__list queue;       /* not sent yet */
     leash__list *retry_tail; /* last resent command at the queue's front (or &queue) */
     leash__list delayed;     /* to be written at their send_at */
