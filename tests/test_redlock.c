@@ -96,7 +96,7 @@ TEST(two_clients_exclude_each_other_and_fences_grow) {
     leash_client *a, *b;
     leash_lock *la, *lb;
     uint64_t last = 0;
-    int i;
+    int i, held_on;
 
     rw_up(&w);
     a = rw_client(&w, 3000);
@@ -110,7 +110,11 @@ TEST(two_clients_exclude_each_other_and_fences_grow) {
                   (unsigned long long)leash_fence(mine), (unsigned long long)last);
         last = leash_fence(mine);
         CHECK(leash_valid_ms(mine) > 0 && leash_valid_ms(mine) <= 3000);
-        CHECK_EQ_INT(holding_servers(&w, "leash:ex"), N);
+        /* A majority decides the grant, and copies not yet written then are
+         * dropped (quorum.c, drop_cmds): on a loaded machine the hold may
+         * live on 3 or 4 of the 5 (seen, and still so a second later). */
+        held_on = holding_servers(&w, "leash:ex");
+        CHECK_MSG(held_on > N / 2, "held on %d of %d servers", held_on, N);
         CHECK_EQ_INT(fx_acquire_sync(w.loop, theirs, 0, 3000), LEASH_EBUSY);
         CHECK_EQ_INT(fx_release_sync(w.loop, mine, 3000), LEASH_OK);
     }
