@@ -135,7 +135,7 @@ static void sock_free(leash__sock *s) {
 }
 
 static void fail(leash__sock *s, const char *what, int err) {
-    char why[160];
+    char why[256]; /* room for the longest `what` a caller makes (180) and an errno text */
 
     if (s->dead)
         return;
