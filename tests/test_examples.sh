@@ -6,11 +6,13 @@
 # redis-server.
 set -euo pipefail
 
+# shellcheck source=tests/support/redis.sh
+source "$(dirname "${BASH_SOURCE[0]}")/support/redis.sh"
+
 [[ $# -gt 0 ]] || {
     echo "usage: test_examples.sh PROGRAM..."
     exit 2
 }
-redis_bin=${LEASH_REDIS_SERVER:-redis-server}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leash-examples.XXXXXX")
 redis_pid=
 cleanup() {
@@ -22,25 +24,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-redis_port=
-for _ in $(seq 20); do
-    port=$((20000 + RANDOM % 40000))
-    "$redis_bin" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$tmp" --logfile "$tmp/redis.log" &
-    redis_pid=$!
-    for _ in $(seq 50); do
-        if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
-            redis_port=$port
-            break 2
-        fi
-        kill -0 "$redis_pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    kill -KILL "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-    redis_pid=
-done
-[[ -n $redis_port ]] || {
+test_redis_start "$tmp" || {
     echo "FAIL: no redis-server came up"
     exit 1
 }

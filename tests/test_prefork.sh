@@ -21,6 +21,9 @@
 # them); LEASH_REDIS_SERVER picks another redis-server.
 set -euo pipefail
 
+# shellcheck source=tests/support/redis.sh
+source "$(dirname "${BASH_SOURCE[0]}")/support/redis.sh"
+
 server_bin=${1:?usage: test_prefork.sh PREFORK_SERVER}
 redis_bin=${LEASH_REDIS_SERVER:-redis-server}
 for tool in "$redis_bin" redis-cli curl; do
@@ -78,28 +81,8 @@ now_ms() { date +%s%3N; }
 
 # ---- Redis ----
 
-redis_port=
-for _ in $(seq 20); do
-    port=$((20000 + RANDOM % 40000))
-    "$redis_bin" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$tmp" --logfile "$tmp/redis.log" &
-    pid=$!
-    for _ in $(seq 50); do
-        if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
-            redis_port=$port
-            break
-        fi
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    if [[ -n $redis_port ]]; then
-        started+=("$pid")
-        break
-    fi
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-done
-[[ -n $redis_port ]] || fail "no redis-server came up"
+test_redis_start "$tmp" || fail "no redis-server came up"
+started+=("$redis_pid")
 rcli() { redis-cli -p "$redis_port" --raw "$@"; }
 
 # ---- two servers ----
