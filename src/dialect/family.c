@@ -148,10 +148,9 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "    fam_keep(L, S, now, now + lease)\n"
     "    return {1, tonumber(f), 1, now}\n"
     "  end\n"
-    "  if ARGV[6] == '1' then\n"
-    "    fam_gc(L, now)\n"
-    "    return {0, -6, 0, now}\n"
-    "  end\n"
+    /* Not free after a prune: someone live holds or waits, so there is
+     * nothing for fam_gc to delete. */
+    "  if ARGV[6] == '1' then return {0, -6, 0, now} end\n"
     "  redis.call('zadd', L[3], redis.call('hincrby', L[1], 'seq', 1), tok)\n"
     "  redis.call('hset', L[1], 'q' .. tok, mode .. ':' .. cl)\n"
     "end\n"
