@@ -1,3 +1,5 @@
+#define _DEFAULT_SOURCE 1 /* usleep */
+
 #include "fixture.h"
 
 #include "dialect/dialect.h"
@@ -6,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the loop, one backend per build ---- */
 
@@ -67,7 +70,9 @@ int fx_run_until_flag(fx_loop *base, const int *flag, int64_t timeout_ms) {
 }
 
 void fx_run_nowait(fx_loop *base) {
-    event_base_loop(base, EVLOOP_NONBLOCK);
+    /* NONBLOCK alone goes round again while callbacks ran: a command
+     * written in one round could have its answer read in the next. */
+    event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 }
 
 #elif defined(LEASH_TEST_LOOP_LIBUV)
@@ -656,6 +661,18 @@ long long fx_key_cmd(fx_world *w, const char *key, const char *fmt, ...) {
     }
     (void)key;
     return sum;
+}
+
+void fx_run_until_key_exists(fx_world *w, const char *key) {
+    int64_t end = test_now_ms() + 2000;
+
+    while (fx_key_cmd(w, key, "EXISTS %s", key) < FX_COPIES && test_now_ms() < end) {
+        fx_run_nowait(w->loop);
+        /* Redis runs what that turn wrote before this client's EXISTS,
+         * which it reads later. */
+        usleep(2000);
+    }
+    CHECK_MSG(fx_key_cmd(w, key, "EXISTS %s", key) == FX_COPIES, "%s not written within 2 s", key);
 }
 
 leash_client *fx_world_client(fx_world *w, int64_t lease_ms) {

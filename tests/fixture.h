@@ -160,6 +160,10 @@ test_redis *fx_redis_of(fx_world *w, const char *key);
  * format: the sum of the integer replies (a status reply counts 1, any
  * other -1000). */
 long long fx_key_cmd(fx_world *w, const char *key, const char *fmt, ...);
+/* Turns of the loop that do not block, until `key` exists on every server
+ * it lives on: the command that writes it has been written and run, and
+ * its answer is not read yet (fails the test after 2 s). */
+void fx_run_until_key_exists(fx_world *w, const char *key);
 /* Lock keys in the world's Redis (every master of a cluster; Redlock: on
  * the first server, fence floors not counted: they live a minute by
  * design). */

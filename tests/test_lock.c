@@ -300,14 +300,36 @@ TEST(a_grant_read_after_its_lease_ran_out_is_tried_again_while_the_wait_has_time
     fx_world_up(&w, 300, 0);
     l = leash_lock_new(w.c, "stalled");
     CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &got), LEASH_OK);
-    fx_run_nowait(w.loop); /* writes the attempt */
-    usleep(400 * 1000);    /* the answer waits in the socket past the lease */
+    fx_run_until_key_exists(&w, "leash:stalled"); /* granted, not read */
+    usleep(400 * 1000); /* the answer waits in the socket past the lease */
+    fx_log_clear();
     fx_run_until(w.loop, &got, 3000);
+    CHECK(fx_log_contains("granted after its lease ran out"));
     CHECK_EQ_INT(got.status, LEASH_OK);
     CHECK(leash_held(l));
     CHECK(leash_valid_ms(l) > 0);
     CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     leash_lock_free(l);
+    fx_world_down(&w);
+}
+
+/* The program, not Redis, was silent: its loop did not run for longer than
+ * the command timeout (a callback that blocked) while the answer came. */
+TEST(a_loop_that_stalls_past_the_command_timeout_keeps_its_connections) {
+    fx_world w;
+    leash_lock *l;
+    fx_result got = {0};
+
+    fx_world_up(&w, 5000, 300);
+    l = leash_lock_new(w.c, "stalled-loop");
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_until_key_exists(&w, "leash:stalled-loop"); /* answered, not read */
+    usleep(500 * 1000);
+    fx_log_clear();
+    fx_run_until(w.loop, &got, 3000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK(!fx_log_contains("no reply for"));
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     fx_world_down(&w);
 }
 
@@ -580,6 +602,7 @@ int main(int argc, char **argv) {
         TEST_CASE(cancel_racing_a_grant_releases_it),
         TEST_CASE(release_while_acquiring_leaves_no_hold_and_no_watchdog),
         TEST_CASE(a_grant_read_after_its_lease_ran_out_is_tried_again_while_the_wait_has_time),
+        TEST_CASE(a_loop_that_stalls_past_the_command_timeout_keeps_its_connections),
         TEST_CASE(wrongtype_key_gives_eredis_and_client_stays_usable),
         TEST_CASE(force_release_wakes_the_waiters_of_every_client),
         TEST_CASE(force_released_holder_is_lost_at_its_next_renewal),

@@ -832,6 +832,13 @@ static void conn_timer_fired(void *arg) {
         break;
     default:
         if (conn->inflight > 0 && now - conn->last_progress >= conn->cfg->command_timeout_ms) {
+            /* An answer waits unread: this process did not run its loop
+             * for that long (a callback that blocked), the server was not
+             * silent. Its read event comes in this turn of the loop. */
+            if (conn->sock != NULL && leash__sock_has_input(conn->sock)) {
+                conn->last_progress = now;
+                break;
+            }
             leash__log(conn_log(conn), LEASH_LOG_WARN,
                        "%s: no reply for %lld ms with %u outstanding: reconnecting",
                        role_name(conn), (long long)(now - conn->last_progress), conn->inflight);

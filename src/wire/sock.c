@@ -411,6 +411,12 @@ size_t leash__sock_unsent(const leash__sock *s) {
     return s->olen - s->opos;
 }
 
+int leash__sock_has_input(const leash__sock *s) {
+    char c;
+
+    return s->fd >= 0 && recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+}
+
 int leash__sock_fd(const leash__sock *s) {
     return s->fd;
 }

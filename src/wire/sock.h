@@ -62,6 +62,10 @@ void leash__sock_flush_now(leash__sock *s);
 /* Bytes taken by leash__sock_write that the socket did not take yet. */
 size_t leash__sock_unsent(const leash__sock *s);
 
+/* Whether the socket has something to read (bytes, or the server's close)
+ * that the loop has not delivered yet. */
+int leash__sock_has_input(const leash__sock *s);
+
 /* The fd, for tests that drive the loop by hand; -1 once closed. */
 int leash__sock_fd(const leash__sock *s);
 
