@@ -125,6 +125,51 @@ enum leash_pubsub {
     LEASH_PUBSUB_SHARDED = 2  /* SSUBSCRIBE/SPUBLISH: Redis 7 */
 };
 
+/*
+ * How locks are laid out in Redis (leash_options.dialect). Per client.
+ *
+ * LEASH_DIALECT_LEASH: leash's own layout (a string per lock, a fence from
+ * the server's clock, the lock family).
+ *
+ * LEASH_DIALECT_REDISSON: the layout of Redisson's RLock (Java Redisson
+ * 3.x and the ports that copy its scripts), so that a C service and a Java
+ * service exclude each other on the same names and each wakes the other's
+ * waiters. The lock key is key_prefix followed by the name, as always: a
+ * program that shares Redisson's names sets key_prefix to "". The key is a
+ * hash; a leash hold is its field "<uuid>:0" with the reentrant count as
+ * value, where <uuid> is the hold's owner token written as a UUID
+ * (8-4-4-4-12 hex digits; new for every hold, as leash's tokens are, so a
+ * late release of an earlier hold can never match a later one; Java gives
+ * no thread the id 0, so a leash holder is recognisable). The lease is the
+ * key's PEXPIRE, renewed by the watchdog every renew_interval_ms (lease/3
+ * by default, as Redisson's watchdog: its lockWatchdogTimeout is 30 s, so a
+ * lease_ms of 30000 matches it). Releases and force releases publish "0" on
+ * redisson_lock__channel:{name} (redisson_lock__channel:name when the name
+ * holds a {hash tag}, as Redisson writes it; either way the channel shares
+ * the key's cluster slot). The channel carries no db: Redisson's does not
+ * (two dbs of one server that use the same name wake each other's waiters
+ * once, harmlessly). In a cluster, leash and Redisson must agree on
+ * sharded pub/sub (leash_options.pubsub; Redisson's subscriptionMode).
+ * Redisson's unlock-latch keys (redisson_unlock_latch:{name}:<request id>)
+ * are Redisson's own business: leash neither reads nor writes them; its
+ * own resent releases are told apart without a key (see leash_release).
+ * Fences: Redisson's RLock has none. leash_fence() still gives a leash
+ * hold the server's clock at its grant (Redlock: above the fence floor, a
+ * companion key with a TTL that Redisson never reads), so fences grow
+ * across leash's holds as in the leash dialect; a Redisson holder has no
+ * fence, so a store that checks fences cannot stop a stale Redisson
+ * writer, nor a stale leash writer after a Redisson hold.
+ * The lock family (leash_fair_lock_new, leash_read_lock_new,
+ * leash_write_lock_new, leash_semaphore_new) is not available: Redisson's
+ * RFairLock, RReadWriteLock and RSemaphore have layouts of their own. The
+ * constructors return NULL and log why. Every topology works (Redisson's
+ * RedLock is an RLock on each of several independent servers).
+ */
+enum leash_dialect {
+    LEASH_DIALECT_LEASH = 0,
+    LEASH_DIALECT_REDISSON = 1
+};
+
 /* The most entries of leash_options.nodes, and the longest entry. */
 #define LEASH_NODES_MAX 64
 #define LEASH_NODE_MAX 300
@@ -220,6 +265,11 @@ typedef struct leash_options {
     /* default 100; how long WAIT waits, 1..command_timeout_ms - 1 (WAIT
      * holds up the commands behind it on the connection). */
     int64_t wait_timeout_ms;
+
+    /* Fields added after 0.2 (zero: as before). */
+    /* LEASH_DIALECT_LEASH (default, 0) or LEASH_DIALECT_REDISSON: see
+     * enum leash_dialect. */
+    int dialect;
 } leash_options;
 
 /* Fills every field of *o with its default: leash_options_init(&opts).
@@ -450,8 +500,9 @@ LEASH_EXPORT leash_lock *leash_lock_new(leash_client *c, const char *name);
  *   same `permits`: an acquire that finds the name in use with another
  *   count fails LEASH_EINVAL (and logs both numbers). A release lets in as
  *   many waiters as permits came free, in arrival order.
- * All return NULL (and log why) where leash_lock_new does, for Redlock, and
- * for permits out of range.
+ * All return NULL (and log why) where leash_lock_new does, for Redlock,
+ * for LEASH_DIALECT_REDISSON (Redisson's family has layouts of its own),
+ * and for permits out of range.
  */
 #define LEASH_PERMITS_MAX 1000000
 /* Pairs a read handle with a write handle of the same name and client, as
@@ -609,7 +660,9 @@ LEASH_EXPORT int64_t leash_valid_ms(const leash_lock *l);
 /* The fencing token of the current (or last) hold: grows with every new
  * hold of this name, also across releases and Redis data loss (it is the
  * server's clock in microseconds at the grant; see the top of this file
- * for the clock assumption). 0 before the first hold. */
+ * for the clock assumption). 0 before the first hold. With
+ * LEASH_DIALECT_REDISSON it orders leash's holds only: Redisson's holds
+ * have no fence (see enum leash_dialect). */
 LEASH_EXPORT uint64_t leash_fence(const leash_lock *l);
 /* Number of holds of a reentrant handle (0 when not held). */
 LEASH_EXPORT int leash_hold_count(const leash_lock *l);

@@ -176,8 +176,27 @@ typedef struct leash__dialect {
 
 /* leash's own layout (dialect/leash.c). */
 extern const leash__dialect leash__dialect_leash;
+/* Redisson's RLock layout (dialect/redisson.c); no lock family. */
+extern const leash__dialect leash__dialect_redisson;
 /* Makes the dialects' script SHA1s (once, before any client exists). */
 void leash__dialects_init(void);
+void leash__redisson_scripts_init(void);
+
+/* What the dialects share (dialect/leash.c). Their scripts answer in the
+ * same shapes, so the answers read alike; and a Redlock fence floor is the
+ * companion "fence" of the lock's key, which only leash reads. */
+extern const leash__opdef leash__op_acquire, leash__op_release, leash__op_renew, leash__op_force,
+    leash__op_raise;
+extern leash__script leash__raise_script;
+leash__cmd *leash__raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_ms,
+                             int64_t deadline);
+/* The fence floor's name for lock n into buf (LEASH__FLOOR_MAX bytes); its
+ * length. */
+size_t leash__floor_name(const leash__names *n, char *buf);
+/* An EVALSHA of script s with argv[3..argc-1] (numkeys keys first): the
+ * first three slots are the call's own. NULL without memory. */
+leash__cmd *leash__script_cmd(const leash__script *s, int numkeys, int argc, const char **argv,
+                              size_t *lens, unsigned flags, int64_t deadline);
 
 void leash__names_clear(leash__names *n);
 /* "publish" or "spublish" (sharded), for n's messages; its length in *len. */
