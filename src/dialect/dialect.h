@@ -149,6 +149,14 @@ typedef struct leash__dialect {
      * answer compares with the server's clock; 0 = not known. */
     leash__cmd *(*release_cmd)(const leash__names *n, const char *token, int count_after,
                                int64_t valid_until, int64_t deadline);
+    /* A release of a grant that was never reported (a quorum attempt
+     * that missed its majority, route/quorum.c): release_cmd's with
+     * count_after 0 and no valid_until, except that a dialect which cannot
+     * tell whether anyone waits (Redisson's) wakes nobody, else the
+     * attempt's own waiter would wake on it and try again at once, for
+     * ever. Whoever that grant kept out retries by itself (a split vote's
+     * pause). */
+    leash__cmd *(*giveback_cmd)(const leash__names *n, const char *token, int64_t deadline);
     leash__cmd *(*renew_cmd)(const leash__renew_item *items, size_t n, int64_t deadline);
     leash__cmd *(*force_cmd)(const leash__names *n, int64_t deadline);
     /* Raises lock n's fence floor to at least fence (a Redlock grant). */

@@ -417,6 +417,11 @@ static leash__cmd *release_cmd(const leash__names *n, const char *token, int cou
     return cmd;
 }
 
+/* The script publishes only when someone found the hold busy ("w"). */
+static leash__cmd *giveback_cmd(const leash__names *n, const char *token, int64_t deadline) {
+    return release_cmd(n, token, 0, 0, deadline);
+}
+
 /* Per lock: its key (the family: its four keys), and ARGV token, lease,
  * channel (the family: the channel base), layout ('m' the mutex's, 'f' the
  * family's); then the publish verb. */
@@ -675,6 +680,7 @@ const leash__dialect leash__dialect_leash = {
     .raise = &leash__op_raise,
     .acquire_cmd = acquire_cmd,
     .release_cmd = release_cmd,
+    .giveback_cmd = giveback_cmd,
     .renew_cmd = renew_cmd,
     .force_cmd = force_cmd,
     .raise_cmd = leash__raise_cmd,

@@ -59,8 +59,9 @@
  * release  KEYS: lock  ARGV: field, count_after, channel, publish, valid_until
  *          -> count left (> 0; the TTL kept), 0 released (key deleted, "0"
  *             published: Redisson's waiters do not say that they wait, so
- *             every final release publishes, as Redisson's does), -1 not
- *             ours, -2 a resend that cannot tell.
+ *             every final release publishes, as Redisson's does; except a
+ *             give-back, whose publish is "", see giveback_cmd in
+ *             dialect.h), -1 not ours, -2 a resend that cannot tell.
  * renew    KEYS: lock1..lockN  ARGV: field1, lease1, ...
  *          -> {r1..rN}: 1 HEXISTS, PEXPIREd; 0 not ours (gone, another's,
  *             another type). Nothing is published: Redisson's renewals do
@@ -120,7 +121,7 @@ static const char release_lua[] =
     "    return tonumber(ARGV[2])\n"
     "  end\n"
     "  redis.call('del', KEYS[1])\n"
-    "  redis.call(ARGV[4], ARGV[3], '0')\n"
+    "  if ARGV[4] ~= '' then redis.call(ARGV[4], ARGV[3], '0') end\n"
     "  return 0\n"
     "end\n"
     "if ARGV[5] + 0 == 0 then return -1 end\n"
@@ -253,8 +254,9 @@ static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t
     return cmd;
 }
 
-static leash__cmd *release_cmd(const leash__names *n, const char *token, int count_after,
-                               int64_t valid_until, int64_t deadline) {
+/* announce 0: the final release publishes nothing (a give-back). */
+static leash__cmd *release_as(const leash__names *n, const char *token, int count_after,
+                              int64_t valid_until, int64_t deadline, int announce) {
     const char *argv[3 + 6];
     size_t lens[3 + 6];
     char cnt[21], field[FIELD_LEN];
@@ -269,13 +271,27 @@ static leash__cmd *release_cmd(const leash__names *n, const char *token, int cou
     lens[5] = leash__resp_int(cnt, count_after);
     argv[6] = n->channel;
     lens[6] = n->channel_len;
-    argv[7] = leash__publish_verb(n, &lens[7]);
+    if (announce) {
+        argv[7] = leash__publish_verb(n, &lens[7]);
+    } else {
+        argv[7] = "";
+        lens[7] = 0;
+    }
     argv[8] = leash__stamp_zeros;
     lens[8] = LEASH__STAMP_DIGITS;
     cmd = leash__script_cmd(&release_script, 1, 9, argv, lens, LEASH__CMD_RETRY, deadline);
     if (cmd != NULL && valid_until != 0)
         leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
     return cmd;
+}
+
+static leash__cmd *release_cmd(const leash__names *n, const char *token, int count_after,
+                               int64_t valid_until, int64_t deadline) {
+    return release_as(n, token, count_after, valid_until, deadline, 1);
+}
+
+static leash__cmd *giveback_cmd(const leash__names *n, const char *token, int64_t deadline) {
+    return release_as(n, token, 0, 0, deadline, 0);
 }
 
 static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t deadline) {
@@ -332,6 +348,7 @@ const leash__dialect leash__dialect_redisson = {
     .raise = &leash__op_raise,
     .acquire_cmd = acquire_cmd,
     .release_cmd = release_cmd,
+    .giveback_cmd = giveback_cmd,
     .renew_cmd = renew_cmd,
     .force_cmd = force_cmd,
     .raise_cmd = leash__raise_cmd,
