@@ -280,7 +280,9 @@ typedef struct leash_options {
  * pass the size of the struct as the binding lays it out. */
 LEASH_EXPORT void leash_options_init_sized(leash_options *o, size_t struct_size);
 /* The same as a function, for code that takes its address; it fills the
- * struct as laid out by the 0.2 header. */
+ * struct as laid out by the 0.2 header, so fields added after 0.2 (dialect)
+ * are not part of it and keep their defaults whatever they hold: set them
+ * in a struct that the macro or leash_options_init_sized filled. */
 LEASH_EXPORT void(leash_options_init)(leash_options *o);
 
 /*
