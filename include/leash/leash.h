@@ -134,36 +134,46 @@ enum leash_pubsub {
  * LEASH_DIALECT_REDISSON: the layout of Redisson's RLock (Java Redisson
  * 3.x and the ports that copy its scripts), so that a C service and a Java
  * service exclude each other on the same names and each wakes the other's
- * waiters. The lock key is key_prefix followed by the name, as always: a
- * program that shares Redisson's names sets key_prefix to "". The key is a
- * hash; a leash hold is its field "<uuid>:0" with the reentrant count as
- * value, where <uuid> is the hold's owner token written as a UUID
- * (8-4-4-4-12 hex digits; new for every hold, as leash's tokens are, so a
- * late release of an earlier hold can never match a later one; Java gives
- * no thread the id 0, so a leash holder is recognisable). The lease is the
- * key's PEXPIRE, renewed by the watchdog every renew_interval_ms (lease/3
- * by default, as Redisson's watchdog: its lockWatchdogTimeout is 30 s, so a
- * lease_ms of 30000 matches it). Releases and force releases publish "0" on
- * redisson_lock__channel:{name} (redisson_lock__channel:name when the name
- * holds a {hash tag}, as Redisson writes it; either way the channel shares
- * the key's cluster slot). The channel carries no db: Redisson's does not
- * (two dbs of one server that use the same name wake each other's waiters
- * once, harmlessly). In a cluster, leash and Redisson must agree on
- * sharded pub/sub (leash_options.pubsub; Redisson's subscriptionMode).
- * Redisson's unlock-latch keys (redisson_unlock_latch:{name}:<request id>)
- * are Redisson's own business: leash neither reads nor writes them; its
- * own resent releases are told apart without a key (see leash_release).
- * Fences: Redisson's RLock has none. leash_fence() still gives a leash
- * hold the server's clock at its grant (Redlock: above the fence floor, a
- * companion key with a TTL that Redisson never reads), so fences grow
- * across leash's holds as in the leash dialect; a Redisson holder has no
- * fence, so a store that checks fences cannot stop a stale Redisson
- * writer, nor a stale leash writer after a Redisson hold.
- * The lock family (leash_fair_lock_new, leash_read_lock_new,
- * leash_write_lock_new, leash_semaphore_new) is not available: Redisson's
- * RFairLock, RReadWriteLock and RSemaphore have layouts of their own. The
- * constructors return NULL and log why. Every topology works (Redisson's
- * RedLock is an RLock on each of several independent servers).
+ * waiters (README "Redisson").
+ * - Key: key_prefix followed by the name, as always (a program that shares
+ *   Redisson's names sets key_prefix to ""): a hash whose PEXPIRE is the
+ *   lease, renewed by the watchdog every renew_interval_ms (lease/3 by
+ *   default, as Redisson's watchdog; its lockWatchdogTimeout is 30 s, so a
+ *   lease_ms of 30000 matches it).
+ * - Holder: the field "<uuid>:0" with the hold count as value, where <uuid>
+ *   is the hold's owner token written as a UUID (8-4-4-4-12 hex digits). It
+ *   is new for every hold, as leash's tokens are, not one per handle: a
+ *   late release of an earlier hold can never match a later one. No Java
+ *   thread has the id 0, so a leash holder is recognisable.
+ * - Releases and force releases publish "0" on
+ *   redisson_lock__channel:{name}, or redisson_lock__channel:name when the
+ *   name holds a '{' (as Redisson writes it; the name must then hold a valid
+ *   {hash tag}, so the channel shares the key's cluster slot). The channel
+ *   carries no db, as Redisson's does not: the same name in two dbs of one
+ *   server wakes the other db's waiters once, needlessly. In a cluster,
+ *   leash_options.pubsub and the shardedSubscriptionMode of Redisson's
+ *   cluster config must agree.
+ * - Redisson's unlock latches (redisson_unlock_latch:{name}:<request id>)
+ *   are Redisson's own: leash neither reads nor writes them. Its own
+ *   release sent again after a lost answer is told apart without a key
+ *   (see leash_release).
+ * - Fences: Redisson's RLock has none. leash_fence() still gives a leash
+ *   hold the server's clock at its grant (Redlock: above the fence floor, a
+ *   companion key with a TTL whose name Redisson never uses), so fences
+ *   grow across leash's holds as in the leash dialect. A Redisson holder
+ *   has no fence: a store that checks fences cannot stop a stale Redisson
+ *   writer, nor a stale leash writer after a Redisson hold.
+ * - The lock family (leash_fair_lock_new, leash_read_lock_new,
+ *   leash_write_lock_new, leash_semaphore_new) is not available: Redisson's
+ *   RFairLock, RReadWriteLock and RSemaphore have layouts of their own. The
+ *   constructors return NULL and log why.
+ * - Every topology works. On Redlock, leash's quorum and Redisson's
+ *   RedissonRedLock (an RLock on each of several independent servers)
+ *   exclude each other. An attempt that missed its majority gives its
+ *   partial grants back without publishing (Redisson's waiters do not say
+ *   that they wait, and the message would wake the attempt's own waiter
+ *   again and again): a Redisson waiter kept out by such a partial grant
+ *   tries again after its own wait or the key's TTL.
  */
 enum leash_dialect {
     LEASH_DIALECT_LEASH = 0,
