@@ -11,10 +11,9 @@
  *            raise (the fence is that largest one). An extra (reentrant)
  *            hold: granted by M. Not granted: given back on all N (the
  *            ones that answered busy or nothing included; giveback_cmd,
- *            dialect.h), and reported busy,
- *            with the time after which a majority could be free, or a short
- *            random pause when nobody can hold a majority (a split vote);
- *            late or failed otherwise.
+ *            dialect.h), and reported busy, with the time after which a
+ *            majority could be free, or a short random pause when nobody
+ *            can hold a majority (a split vote); late or failed otherwise.
  *   release  released by M (or M holds left); not ours for M; else the
  *            failure.
  *   renew    per lock: renewed by M; not ours as soon as more than N - M
@@ -402,7 +401,7 @@ static void finish(qreq *q) {
     req_free(q);
 }
 
-/* A release of the attempt's token on every server, nobody listening.
+/* A give-back of the attempt's token on every server, nobody listening.
  * An extra hold's attempt has no token of its own: the hold stays. */
 static void release_everywhere(qreq *q) {
     const leash__dialect *d = q->qu->base.dialect;
