@@ -11,6 +11,9 @@
 
 #include "fixture.h"
 #include "redisson.h"
+#ifdef LEASH_TEST_ONE_SERVER
+#include "proxy.h"
+#endif
 
 #ifdef LEASH_TEST_TOPOLOGY_CLUSTER
 #define SHARDED 1 /* leash's LEASH_PUBSUB_AUTO and Redisson on Redis 7 alike */
@@ -54,14 +57,19 @@ static long long only_field(fx_world *w, const char *key, char *field) {
     return v;
 }
 
-static long long hget(fx_world *w, const char *key, const char *field) {
-    redisReply *r = test_redis_cmd(fx_redis_of(w, key), "HGET %s %s", key, field);
+/* HGET key field on server r as a number, -1 when there is none. */
+static long long hget_on(test_redis *r, const char *key, const char *field) {
+    redisReply *reply = test_redis_cmd(r, "HGET %s %s", key, field);
     long long v;
 
-    CHECK(r != NULL);
-    v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
-    freeReplyObject(r);
+    CHECK(reply != NULL);
+    v = reply->type == REDIS_REPLY_STRING ? atoll(reply->str) : -1;
+    freeReplyObject(reply);
     return v;
+}
+
+static long long hget(fx_world *w, const char *key, const char *field) {
+    return hget_on(fx_redis_of(w, key), key, field);
 }
 
 /* "<8>-<4>-<4>-<4>-<12 hex digits>:0" */
@@ -416,6 +424,75 @@ TEST(names_with_a_hash_tag_and_a_key_prefix) {
     fx_world_down(&w);
 }
 
+#ifdef LEASH_TEST_ONE_SERVER
+/* leash writes no unlock latch: a release whose answer was lost (the
+ * path from Redis drops it, the connection breaks, the release goes
+ * again) is told apart by the counts it sets and, for the last hold, by
+ * the hold's deadline. The retry publishes nothing a second time. */
+TEST(a_release_retried_after_a_lost_answer_needs_no_latch) {
+    test_redis r;
+    fault_proxy p;
+    fx_loop *loop = fx_loop_new();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result rel = {0}, rel2 = {0};
+    rs_client rc;
+    rs_waiter rw;
+    char field[64];
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    CHECK_EQ_INT(fp_start(&p, r.port), 0);
+    fx_options(&o, &r, 10000);
+    o.port = p.port;
+    o.command_timeout_ms = 300;
+    o.dialect = LEASH_DIALECT_REDISSON;
+    o.key_prefix = "";
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "res");
+    rs_client_init(&rc, &r, 0);
+    rs_waiter_init(&rw, &r, "res", 0);
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 3000), LEASH_OK);
+    {
+        redisReply *h = test_redis_cmd(&r, "HKEYS res");
+        CHECK(h != NULL && h->elements == 1);
+        strcpy(field, h->element[0]->str);
+        freeReplyObject(h);
+    }
+
+    /* One of two holds. */
+    CHECK_EQ_INT(fp_blackhole(&p, FP_CMD, FP_DOWN, 1), 0);
+    CHECK_EQ_INT(leash_release(l, fx_release_cb, &rel), LEASH_OK);
+    fx_run_for(loop, 100);
+    CHECK_EQ_INT(hget_on(&r, "res", field), 1); /* it ran */
+    CHECK_EQ_INT(fp_blackhole(&p, FP_CMD, FP_DOWN, 0), 0);
+    fx_run_until(loop, &rel, 5000);
+    CHECK_EQ_INT(rel.status, LEASH_OK);
+    CHECK_EQ_INT(hget_on(&r, "res", field), 1); /* not 0 */
+    CHECK_EQ_INT(leash_hold_count(l), 1);
+
+    /* The last one. */
+    CHECK_EQ_INT(fp_blackhole(&p, FP_CMD, FP_DOWN, 1), 0);
+    CHECK_EQ_INT(leash_release(l, fx_release_cb, &rel2), LEASH_OK);
+    fx_run_for(loop, 100);
+    CHECK_EQ_INT(fx_redis_exists(&r, "res"), 0); /* it ran */
+    CHECK_EQ_INT(fp_blackhole(&p, FP_CMD, FP_DOWN, 0), 0);
+    fx_run_until(loop, &rel2, 5000);
+    CHECK_EQ_INT(rel2.status, LEASH_OK);
+    fx_run_for(loop, 100);
+    CHECK_EQ_INT(rs_waiter_poll(&rw), 1);
+    CHECK_EQ_INT(test_redis_int(&r, "DBSIZE"), 0);
+
+    rs_waiter_close(&rw);
+    rs_client_close(&rc);
+    leash_client_free(c);
+    fp_stop(&p);
+    fx_loop_free(loop);
+    test_redis_stop(&r);
+}
+#endif
+
 #else
 
 /* Redisson's RedLock is an RLock on each of several independent servers:
@@ -532,6 +609,9 @@ int main(int argc, char **argv) {
         TEST_CASE(renewals_keep_the_pttl_up_as_redissons_watchdog_does),
         TEST_CASE(redissons_unlock_latches_do_not_confuse_leash),
         TEST_CASE(names_with_a_hash_tag_and_a_key_prefix),
+#ifdef LEASH_TEST_ONE_SERVER
+        TEST_CASE(a_release_retried_after_a_lost_answer_needs_no_latch),
+#endif
 #else
         TEST_CASE(a_redisson_redlock_and_a_leash_redlock_exclude_each_other),
 #endif
