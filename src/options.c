@@ -306,8 +306,8 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
     /* Without a struct_size from leash_options_init, not even the log
      * callback can be trusted: refuse silently. */
     if (given->struct_size < OPTIONS_SIZE_0_2 || given->struct_size > LEASH__STRUCT_SIZE_MAX ||
-        (given->struct_size > OPTIONS_SIZE_0_2 && given->struct_size < sizeof(leash_options)))
-        return LEASH_EINVAL; /* the last: between two layouts */
+        (given->struct_size > OPTIONS_SIZE_0_2 && given->struct_size < OPTIONS_SIZE_LAST))
+        return LEASH_EINVAL; /* the last: it ends inside a field added after 0.2 */
     lg.cb = given->log_cb;
     lg.arg = given->log_arg;
     lg.level = given->log_level < LEASH_LOG_ERROR ? LEASH_LOG_ERROR : given->log_level;

@@ -106,8 +106,14 @@ TEST(options_not_filled_by_init_are_refused) {
     leash_options_init(&o);
     o.struct_size = 0;
     CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
-    o.struct_size = sizeof(o) - 1;
+    /* It ends inside the last field of 0.2, or inside one added after. */
+    o.struct_size = offsetof(leash_options, wait_timeout_ms) + 1;
     CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    o.struct_size = offsetof(leash_options, dialect) + 1;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    /* It ends right after that field: a binding's struct without padding. */
+    o.struct_size = offsetof(leash_options, dialect) + sizeof(o.dialect);
+    CHECK_EQ_INT(new_client(&o), LEASH_OK);
 }
 
 /* The libev adapter's hooks, in a struct the caller sized. */
