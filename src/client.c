@@ -1,8 +1,9 @@
 /*
  * The client: the composition root, the one file that sees every layer.
  * It turns the options into a route (where commands go: one server
- * today), a dialect (leash's own layout), the wait queues, the watchdog
- * and the run-later queue, and makes the lock handles of each kind.
+ * today), a dialect (leash's own layout or Redisson's), the wait queues,
+ * the watchdog and the run-later queue, and makes the lock handles of each
+ * kind.
  *
  * Re-entrancy: the environment's enter/leave brackets every entry from the
  * loop and every public call that may run callbacks; handles freed inside
@@ -93,7 +94,8 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     core->env.stats = &c->stats;
     core->env.settle = settle;
     core->client = c;
-    core->dialect = &leash__dialect_leash;
+    core->dialect =
+        c->cfg.dialect == LEASH_DIALECT_REDISSON ? &leash__dialect_redisson : &leash__dialect_leash;
     core->key_prefix = c->cfg.key_prefix;
     core->db = c->cfg.db;
     core->sharded = c->cfg.sharded;
@@ -261,6 +263,12 @@ static leash_lock *family_new(leash_client *c, const char *who, const char *name
         leash__log(&core->env.log, LEASH_LOG_ERROR,
                    "%s: not with LEASH_TOPOLOGY_REDLOCK (a queue needs one server to order it)",
                    who);
+        return NULL;
+    }
+    if (core->dialect->family_names == NULL) {
+        leash__log(&core->env.log, LEASH_LOG_ERROR,
+                   "%s: not with the %s dialect (it has no layout for the lock family)", who,
+                   core->dialect->name);
         return NULL;
     }
     if (core->client_id[0] == '\0' && leash__token_new(core->client_id) != 0) {

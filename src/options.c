@@ -12,8 +12,11 @@
  * what the plain leash_options_init fills. */
 #define OPTIONS_SIZE_0_2 \
     (offsetof(leash_options, wait_timeout_ms) + sizeof(((leash_options *)0)->wait_timeout_ms))
-_Static_assert(sizeof(leash_options) == OPTIONS_SIZE_0_2,
-               "leash_options grew: keep OPTIONS_SIZE_0_2 at the end of the 0.2 fields");
+/* The end of the last field: a field added after it must move this (and
+ * default to zero, see "Structs that grow" in leash.h). */
+#define OPTIONS_SIZE_LAST (offsetof(leash_options, dialect) + sizeof(((leash_options *)0)->dialect))
+_Static_assert(sizeof(leash_options) - OPTIONS_SIZE_LAST < _Alignof(leash_options),
+               "leash_options grew: keep OPTIONS_SIZE_LAST at the end of its last field");
 
 static void defaults(leash_options *o) {
     memset(o, 0, sizeof(*o));
@@ -233,6 +236,13 @@ static int validate(const leash__logger *lg, const leash_options *o) {
     }
     if ((rc = validate_topology(lg, o)) != LEASH_OK)
         return rc;
+    if (o->dialect != LEASH_DIALECT_LEASH && o->dialect != LEASH_DIALECT_REDISSON) {
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_client_new: dialect %d is neither LEASH_DIALECT_LEASH nor "
+                   "LEASH_DIALECT_REDISSON",
+                   o->dialect);
+        return LEASH_EINVAL;
+    }
     if (o->log_level < LEASH_LOG_ERROR || o->log_level > LEASH_LOG_DEBUG) {
         leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: log_level %d is out of range",
                    o->log_level);
@@ -295,8 +305,9 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
 
     /* Without a struct_size from leash_options_init, not even the log
      * callback can be trusted: refuse silently. */
-    if (given->struct_size < OPTIONS_SIZE_0_2 || given->struct_size > LEASH__STRUCT_SIZE_MAX)
-        return LEASH_EINVAL;
+    if (given->struct_size < OPTIONS_SIZE_0_2 || given->struct_size > LEASH__STRUCT_SIZE_MAX ||
+        (given->struct_size > OPTIONS_SIZE_0_2 && given->struct_size < OPTIONS_SIZE_LAST))
+        return LEASH_EINVAL; /* the last: it ends inside a field added after 0.2 */
     lg.cb = given->log_cb;
     lg.arg = given->log_arg;
     lg.level = given->log_level < LEASH_LOG_ERROR ? LEASH_LOG_ERROR : given->log_level;
@@ -331,6 +342,7 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
                 (o->pubsub == LEASH_PUBSUB_AUTO && o->topology == LEASH_TOPOLOGY_CLUSTER);
     c.wait_replicas = o->wait_replicas;
     c.wait_timeout_ms = o->wait_timeout_ms;
+    c.dialect = o->dialect;
     if (copy_nodes(&c, o) != 0) {
         leash__config_clear(&c);
         return LEASH_ENOMEM;

@@ -31,6 +31,7 @@ typedef struct leash__config {
     int sharded; /* SSUBSCRIBE/SPUBLISH */
     int wait_replicas;
     int64_t wait_timeout_ms;
+    int dialect;             /* enum leash_dialect */
     leash__sock_addr *nodes; /* nnodes, pointing into node_text */
     char **node_text;
     int nnodes;

@@ -1,6 +1,7 @@
 /* Structs that grow (leash.h): a program built against another header than
  * the library's. An older header's struct is shorter than the library's, a
  * newer one's longer; struct_size (or the size argument) says which. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,7 +52,8 @@ TEST(the_plain_init_function_fills_what_the_macro_fills) {
     memset(&by_function, 0xA5, sizeof by_function);
     leash_options_init(&by_macro);
     init(&by_function);
-    CHECK_EQ_INT(by_function.struct_size, by_macro.struct_size);
+    /* The 0.2 layout: everything up to the fields added after it. */
+    CHECK_EQ_INT(by_function.struct_size, offsetof(leash_options, dialect));
     CHECK_STR_EQ(by_function.host, by_macro.host);
     CHECK_STR_EQ(by_function.key_prefix, by_macro.key_prefix);
     CHECK_EQ_INT(by_function.lease_ms, by_macro.lease_ms);
@@ -59,6 +61,22 @@ TEST(the_plain_init_function_fills_what_the_macro_fills) {
     CHECK_EQ_INT(by_function.log_level, by_macro.log_level);
     CHECK(by_function.log_cb == NULL && by_function.password == NULL);
     CHECK_EQ_INT(new_client(&by_function), LEASH_OK);
+}
+
+/* A field added after 0.2 is zero by default, and means "as before". */
+TEST(fields_added_after_0_2_default_to_zero_and_are_checked) {
+    leash_options o;
+
+    leash_options_init(&o);
+    CHECK_EQ_INT(o.dialect, LEASH_DIALECT_LEASH);
+    CHECK_EQ_INT(LEASH_DIALECT_LEASH, 0);
+    o.dialect = LEASH_DIALECT_REDISSON;
+    CHECK_EQ_INT(new_client(&o), LEASH_OK);
+    o.dialect = -1;
+    o.log_cb = fx_log_cb;
+    fx_log_clear();
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    CHECK(fx_log_contains("dialect -1"));
 }
 
 TEST(a_newer_headers_options_left_at_their_defaults_are_taken) {
@@ -88,8 +106,14 @@ TEST(options_not_filled_by_init_are_refused) {
     leash_options_init(&o);
     o.struct_size = 0;
     CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
-    o.struct_size = sizeof(o) - 1;
+    /* It ends inside the last field of 0.2, or inside one added after. */
+    o.struct_size = offsetof(leash_options, wait_timeout_ms) + 1;
     CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    o.struct_size = offsetof(leash_options, dialect) + 1;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    /* It ends right after that field: a binding's struct without padding. */
+    o.struct_size = offsetof(leash_options, dialect) + sizeof(o.dialect);
+    CHECK_EQ_INT(new_client(&o), LEASH_OK);
 }
 
 /* The libev adapter's hooks, in a struct the caller sized. */
@@ -174,6 +198,7 @@ int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(init_writes_nothing_past_the_programs_struct),
         TEST_CASE(the_plain_init_function_fills_what_the_macro_fills),
+        TEST_CASE(fields_added_after_0_2_default_to_zero_and_are_checked),
         TEST_CASE(a_newer_headers_options_left_at_their_defaults_are_taken),
         TEST_CASE(a_newer_headers_option_set_is_refused_with_a_log_line),
         TEST_CASE(options_not_filled_by_init_are_refused),

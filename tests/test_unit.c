@@ -91,6 +91,9 @@ static void all_at_their_maximum(leash_options *o) {
 static void defaults(leash_options *o) {
     (void)o;
 }
+static void dialect_unknown(leash_options *o) {
+    o->dialect = 9;
+}
 static void unix_only(leash_options *o) {
     o->host = NULL;
     o->unix_path = "/tmp/x.sock";
@@ -116,6 +119,7 @@ TEST(bad_options_are_refused_with_a_log_line) {
         {user_without_password, "username given without a password"},
         {backoff_inverted, "reconnect_max_ms (100) is below"},
         {negative_db, "db must be >= 0"},
+        {dialect_unknown, "dialect 9 is neither"},
     };
     size_t i;
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -267,6 +271,68 @@ TEST(channels_are_distinct_per_db_and_per_key) {
     leash__names_clear(&b);
 }
 
+/* 1 if the n bytes at hay hold the string needle. */
+static int holds(const char *hay, size_t n, const char *needle) {
+    size_t len = strlen(needle), i;
+
+    for (i = 0; i + len <= n; i++)
+        if (memcmp(hay + i, needle, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* Redisson's names: the key as is, its channel as Redisson's prefixName()
+ * writes it (no db in it), in the key's slot; the field of a hold; what
+ * its channel's messages say. */
+TEST(redisson_names_fields_and_messages) {
+    const leash__dialect *d = &leash__dialect_redisson;
+    leash__logger lg = {fx_log_cb, NULL, LEASH_LOG_DEBUG};
+    leash__names k;
+    leash__msg m;
+    leash__cmd *cmd;
+
+    leash__dialects_init();
+    CHECK_EQ_INT(d->names(&k, &lg, "", "orders:42", 3), LEASH_OK);
+    CHECK_STR_EQ(k.key, "orders:42");
+    CHECK_STR_EQ(k.channel, "redisson_lock__channel:{orders:42}");
+    CHECK_EQ_INT(k.channel_len, strlen(k.channel));
+    CHECK_EQ_INT(leash__key_slot(k.channel, k.channel_len), leash__key_slot(k.key, k.key_len));
+    CHECK_EQ_INT(k.slot, leash__key_slot(k.key, k.key_len));
+
+    cmd = d->acquire_cmd(&k, "0123456789abcdef0123456789abcdef", 30000, 1, 1000, 0);
+    CHECK(cmd != NULL);
+    CHECK(holds(cmd->buf, cmd->len, "$38\r\n01234567-89ab-cdef-0123-456789abcdef:0\r\n"));
+    leash__cmd_free(cmd);
+    cmd = d->release_cmd(&k, "0123456789abcdef0123456789abcdef", 0, 0, 0);
+    CHECK(cmd != NULL);
+    CHECK(holds(cmd->buf, cmd->len, "01234567-89ab-cdef-0123-456789abcdef:0"));
+    CHECK(holds(cmd->buf, cmd->len, "$7\r\npublish\r\n"));
+    leash__cmd_free(cmd);
+    cmd = d->giveback_cmd(&k, "0123456789abcdef0123456789abcdef", 0);
+    CHECK(cmd != NULL);
+    CHECK(!holds(cmd->buf, cmd->len, "publish"));
+    leash__cmd_free(cmd);
+    leash__names_clear(&k);
+
+    CHECK_EQ_INT(d->names(&k, &lg, "app:", "user:{42}:lock", 0), LEASH_OK);
+    CHECK_STR_EQ(k.channel, "redisson_lock__channel:app:user:{42}:lock");
+    CHECK_EQ_INT(leash__key_slot(k.channel, k.channel_len), leash__key_slot("42", 2));
+    leash__names_clear(&k);
+    fx_log_clear();
+    CHECK_EQ_INT(d->names(&k, &lg, "", "x{}y", 0), LEASH_EINVAL);
+    CHECK(fx_log_contains("braces"));
+    CHECK_EQ_INT(d->names(&k, &lg, "", "", 0), LEASH_EINVAL);
+
+    d->message("0", 1, &m);
+    CHECK_EQ_INT(m.kind, LEASH__MSG_RELEASED);
+    CHECK_EQ_INT(m.token_len, 0);
+    d->message("1", 1, &m); /* a read-write lock's, on another channel */
+    CHECK_EQ_INT(m.kind, LEASH__MSG_OTHER);
+    d->message("00", 2, &m);
+    CHECK_EQ_INT(m.kind, LEASH__MSG_OTHER);
+    CHECK(d->family_names == NULL);
+}
+
 TEST(sha1_matches_known_digests) {
     char hex[41];
     leash__sha1_hex("abc", 3, hex);
@@ -370,6 +436,7 @@ int main(int argc, char **argv) {
         TEST_CASE(status_table),
         TEST_CASE(keys_share_one_hash_slot),
         TEST_CASE(channels_are_distinct_per_db_and_per_key),
+        TEST_CASE(redisson_names_fields_and_messages),
         TEST_CASE(sha1_matches_known_digests),
         TEST_CASE(wire_format_and_eval_fallback),
         TEST_CASE(decimal_writer),

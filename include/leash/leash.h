@@ -125,6 +125,61 @@ enum leash_pubsub {
     LEASH_PUBSUB_SHARDED = 2  /* SSUBSCRIBE/SPUBLISH: Redis 7 */
 };
 
+/*
+ * How locks are laid out in Redis (leash_options.dialect). Per client.
+ *
+ * LEASH_DIALECT_LEASH: leash's own layout (a string per lock, a fence from
+ * the server's clock, the lock family).
+ *
+ * LEASH_DIALECT_REDISSON: the layout of Redisson's RLock (Java Redisson
+ * 3.x and the ports that copy its scripts), so that a C service and a Java
+ * service exclude each other on the same names and each wakes the other's
+ * waiters (README "Redisson").
+ * - Key: key_prefix followed by the name, as always (a program that shares
+ *   Redisson's names sets key_prefix to ""): a hash whose PEXPIRE is the
+ *   lease, renewed by the watchdog every renew_interval_ms (lease/3 by
+ *   default, as Redisson's watchdog; its lockWatchdogTimeout is 30 s, so a
+ *   lease_ms of 30000 matches it).
+ * - Holder: the field "<uuid>:0" with the hold count as value, where <uuid>
+ *   is the hold's owner token written as a UUID (8-4-4-4-12 hex digits). It
+ *   is new for every hold, as leash's tokens are, not one per handle: a
+ *   late release of an earlier hold can never match a later one. No Java
+ *   thread has the id 0, so a leash holder is recognisable.
+ * - Releases and force releases publish "0" on
+ *   redisson_lock__channel:{name}, or redisson_lock__channel:name when the
+ *   name holds a '{' (as Redisson writes it; the name must then hold a valid
+ *   {hash tag}, so the channel shares the key's cluster slot). The channel
+ *   carries no db, as Redisson's does not: the same name in two dbs of one
+ *   server wakes the other db's waiters once, needlessly. In a cluster,
+ *   leash_options.pubsub and the shardedSubscriptionMode of Redisson's
+ *   cluster config must agree.
+ * - Redisson's unlock latches (redisson_unlock_latch:{name}:<request id>)
+ *   are Redisson's own: leash neither reads nor writes them. Its own
+ *   release sent again after a lost answer is told apart without a key
+ *   (see leash_release).
+ * - Fences: Redisson's RLock has none. leash_fence() still gives a leash
+ *   hold the server's clock at its grant (Redlock: above the fence floor, a
+ *   companion key with a TTL whose name Redisson never uses), so fences
+ *   grow across leash's holds as in the leash dialect. A Redisson holder
+ *   has no fence: a store that checks fences cannot stop a stale Redisson
+ *   writer, nor a stale leash writer after a Redisson hold.
+ * - The lock family (leash_fair_lock_new, leash_read_lock_new,
+ *   leash_write_lock_new, leash_semaphore_new) is not available: Redisson's
+ *   RFairLock, RReadWriteLock and RSemaphore have layouts of their own. The
+ *   constructors return NULL and log why.
+ * - Every topology works. On Redlock, leash's quorum and Redisson's
+ *   RedissonRedLock (an RLock on each of several independent servers)
+ *   exclude each other. An attempt that missed its majority gives its
+ *   partial grants back without publishing (Redisson's waiters do not say
+ *   that they wait, and the message would wake the attempt's own waiter
+ *   again and again): a Redisson waiter kept out by such a partial grant
+ *   tries again after its own wait or the key's TTL.
+ */
+enum leash_dialect {
+    LEASH_DIALECT_LEASH = 0,
+    LEASH_DIALECT_REDISSON = 1
+};
+
 /* The most entries of leash_options.nodes, and the longest entry. */
 #define LEASH_NODES_MAX 64
 #define LEASH_NODE_MAX 300
@@ -220,6 +275,11 @@ typedef struct leash_options {
     /* default 100; how long WAIT waits, 1..command_timeout_ms - 1 (WAIT
      * holds up the commands behind it on the connection). */
     int64_t wait_timeout_ms;
+
+    /* Fields added after 0.2 (zero: as before). */
+    /* LEASH_DIALECT_LEASH (default, 0) or LEASH_DIALECT_REDISSON: see
+     * enum leash_dialect. */
+    int dialect;
 } leash_options;
 
 /* Fills every field of *o with its default: leash_options_init(&opts).
@@ -230,7 +290,9 @@ typedef struct leash_options {
  * pass the size of the struct as the binding lays it out. */
 LEASH_EXPORT void leash_options_init_sized(leash_options *o, size_t struct_size);
 /* The same as a function, for code that takes its address; it fills the
- * struct as laid out by the 0.2 header. */
+ * struct as laid out by the 0.2 header, so fields added after 0.2 (dialect)
+ * are not part of it and keep their defaults whatever they hold: set them
+ * in a struct that the macro or leash_options_init_sized filled. */
 LEASH_EXPORT void(leash_options_init)(leash_options *o);
 
 /*
@@ -450,8 +512,9 @@ LEASH_EXPORT leash_lock *leash_lock_new(leash_client *c, const char *name);
  *   same `permits`: an acquire that finds the name in use with another
  *   count fails LEASH_EINVAL (and logs both numbers). A release lets in as
  *   many waiters as permits came free, in arrival order.
- * All return NULL (and log why) where leash_lock_new does, for Redlock, and
- * for permits out of range.
+ * All return NULL (and log why) where leash_lock_new does, for Redlock,
+ * for LEASH_DIALECT_REDISSON (Redisson's family has layouts of its own),
+ * and for permits out of range.
  */
 #define LEASH_PERMITS_MAX 1000000
 /* Pairs a read handle with a write handle of the same name and client, as
@@ -609,7 +672,9 @@ LEASH_EXPORT int64_t leash_valid_ms(const leash_lock *l);
 /* The fencing token of the current (or last) hold: grows with every new
  * hold of this name, also across releases and Redis data loss (it is the
  * server's clock in microseconds at the grant; see the top of this file
- * for the clock assumption). 0 before the first hold. */
+ * for the clock assumption). 0 before the first hold. With
+ * LEASH_DIALECT_REDISSON it orders leash's holds only: Redisson's holds
+ * have no fence (see enum leash_dialect). */
 LEASH_EXPORT uint64_t leash_fence(const leash_lock *l);
 /* Number of holds of a reentrant handle (0 when not held). */
 LEASH_EXPORT int leash_hold_count(const leash_lock *l);

@@ -149,6 +149,14 @@ typedef struct leash__dialect {
      * answer compares with the server's clock; 0 = not known. */
     leash__cmd *(*release_cmd)(const leash__names *n, const char *token, int count_after,
                                int64_t valid_until, int64_t deadline);
+    /* A release of a grant that was never reported (a quorum attempt
+     * that missed its majority, route/quorum.c): release_cmd's with
+     * count_after 0 and no valid_until, except that a dialect which cannot
+     * tell whether anyone waits (Redisson's) wakes nobody, else the
+     * attempt's own waiter would wake on it and try again at once, for
+     * ever. Whoever that grant kept out retries by itself (a split vote's
+     * pause). */
+    leash__cmd *(*giveback_cmd)(const leash__names *n, const char *token, int64_t deadline);
     leash__cmd *(*renew_cmd)(const leash__renew_item *items, size_t n, int64_t deadline);
     leash__cmd *(*force_cmd)(const leash__names *n, int64_t deadline);
     /* Raises lock n's fence floor to at least fence (a Redlock grant). */
@@ -176,8 +184,27 @@ typedef struct leash__dialect {
 
 /* leash's own layout (dialect/leash.c). */
 extern const leash__dialect leash__dialect_leash;
+/* Redisson's RLock layout (dialect/redisson.c); no lock family. */
+extern const leash__dialect leash__dialect_redisson;
 /* Makes the dialects' script SHA1s (once, before any client exists). */
 void leash__dialects_init(void);
+void leash__redisson_scripts_init(void);
+
+/* What the dialects share (dialect/leash.c). Their scripts answer in the
+ * same shapes, so the answers read alike; and a Redlock fence floor is the
+ * companion "fence" of the lock's key, which only leash reads. */
+extern const leash__opdef leash__op_acquire, leash__op_release, leash__op_renew, leash__op_force,
+    leash__op_raise;
+extern leash__script leash__raise_script;
+leash__cmd *leash__raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_ms,
+                             int64_t deadline);
+/* The fence floor's name for lock n into buf (LEASH__FLOOR_MAX bytes); its
+ * length. */
+size_t leash__floor_name(const leash__names *n, char *buf);
+/* An EVALSHA of script s with argv[3..argc-1] (numkeys keys first): the
+ * first three slots are the call's own. NULL without memory. */
+leash__cmd *leash__script_cmd(const leash__script *s, int numkeys, int argc, const char **argv,
+                              size_t *lens, unsigned flags, int64_t deadline);
 
 void leash__names_clear(leash__names *n);
 /* "publish" or "spublish" (sharded), for n's messages; its length in *len. */

@@ -218,12 +218,13 @@ static const char raise_lua[] = "local cur = tonumber(redis.call('get', KEYS[1])
                                 "end\n"
                                 "return 1\n";
 
-static leash__script acquire_script, release_script, renew_script, force_script, raise_script;
+static leash__script acquire_script, release_script, renew_script, force_script;
+leash__script leash__raise_script;
 static const leash__script *const scripts[] = {&acquire_script,
                                                &release_script,
                                                &renew_script,
                                                &force_script,
-                                               &raise_script,
+                                               &leash__raise_script,
                                                &leash__family_acquire_script,
                                                &leash__family_release_script};
 
@@ -244,8 +245,9 @@ void leash__dialects_init(void) {
     leash__script_init(&release_script, release_lua);
     leash__script_init(&renew_script, renew_lua);
     leash__script_init(&force_script, force_lua);
-    leash__script_init(&raise_script, raise_lua);
+    leash__script_init(&leash__raise_script, raise_lua);
     leash__family_scripts_init();
+    leash__redisson_scripts_init();
     atomic_store(&state, 2);
 }
 
@@ -340,7 +342,7 @@ static int make_names(leash__names *n, const leash__logger *lg, const char *pref
 
 /* The fence floor of lock n (Redlock): the companion "fence" of its key,
  * into buf (LEASH__FLOOR_MAX bytes). Its length. */
-static size_t floor_name(const leash__names *n, char *buf) {
+size_t leash__floor_name(const leash__names *n, char *buf) {
     size_t len = leash__companion_len(n->key, n->key_len, 5);
     leash__companion(buf, n->key, n->key_len, "fence", 5);
     return len;
@@ -351,7 +353,7 @@ static size_t floor_name(const leash__names *n, char *buf) {
 /* The zeros the connection overwrites with a server-time stamp. */
 const char leash__stamp_zeros[LEASH__STAMP_DIGITS + 1] = "0000000000000000000";
 
-static leash__cmd *script_cmd(const leash__script *s, int numkeys, int argc, const char **argv,
+leash__cmd *leash__script_cmd(const leash__script *s, int numkeys, int argc, const char **argv,
                               size_t *lens, unsigned flags, int64_t deadline) {
     size_t len;
     char *buf = leash__script_call(&len, s, numkeys, argc, argv, lens);
@@ -370,7 +372,7 @@ static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t
     lens[3] = n->key_len;
     if (n->fenced) {
         argv[4] = floor;
-        lens[4] = floor_name(n, floor);
+        lens[4] = leash__floor_name(n, floor);
     }
     argv[3 + k] = token;
     lens[3 + k] = LEASH__TOKEN_LEN;
@@ -380,7 +382,7 @@ static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t
     lens[5 + k] = leash__resp_int(cnt, count);
     argv[6 + k] = leash__stamp_zeros;
     lens[6 + k] = LEASH__STAMP_DIGITS;
-    cmd = script_cmd(&acquire_script, k, 7 + k, argv, lens, LEASH__CMD_RETRY, deadline);
+    cmd = leash__script_cmd(&acquire_script, k, 7 + k, argv, lens, LEASH__CMD_RETRY, deadline);
     if (cmd != NULL)
         leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
     return cmd;
@@ -409,10 +411,15 @@ static leash__cmd *release_cmd(const leash__names *n, const char *token, int cou
     argv[7] = leash__publish_verb(n, &lens[7]);
     argv[8] = leash__stamp_zeros;
     lens[8] = LEASH__STAMP_DIGITS;
-    cmd = script_cmd(&release_script, 1, 9, argv, lens, LEASH__CMD_RETRY, deadline);
+    cmd = leash__script_cmd(&release_script, 1, 9, argv, lens, LEASH__CMD_RETRY, deadline);
     if (cmd != NULL && valid_until != 0)
         leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
     return cmd;
+}
+
+/* The script publishes only when someone found the hold busy ("w"). */
+static leash__cmd *giveback_cmd(const leash__names *n, const char *token, int64_t deadline) {
+    return release_cmd(n, token, 0, 0, deadline);
 }
 
 /* Per lock: its key (the family: its four keys), and ARGV token, lease,
@@ -458,7 +465,7 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t d
     memcpy(lens + 3, klens, k * sizeof(*klens));
     memcpy(argv + 3 + k, args, a * sizeof(*args));
     memcpy(lens + 3 + k, alens, a * sizeof(*alens));
-    cmd = script_cmd(&renew_script, (int)k, (int)(3 + k + a), argv, lens, 0, deadline);
+    cmd = leash__script_cmd(&renew_script, (int)k, (int)(3 + k + a), argv, lens, 0, deadline);
     free(bufs);
     return cmd;
 }
@@ -479,20 +486,20 @@ static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
     return buf ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;
 }
 
-static leash__cmd *raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_ms,
+leash__cmd *leash__raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_ms,
                              int64_t deadline) {
     const char *argv[3 + 3];
     size_t lens[3 + 3];
     char floor[LEASH__FLOOR_MAX], f[21], ttl[21];
 
     argv[3] = floor;
-    lens[3] = floor_name(n, floor);
+    lens[3] = leash__floor_name(n, floor);
     argv[4] = f;
     lens[4] = leash__resp_int(f, (long long)fence);
     argv[5] = ttl;
     lens[5] = leash__resp_int(ttl, ttl_ms);
     /* Raising twice is raising once. */
-    return script_cmd(&raise_script, 1, 6, argv, lens, LEASH__CMD_RETRY, deadline);
+    return leash__script_cmd(&leash__raise_script, 1, 6, argv, lens, LEASH__CMD_RETRY, deadline);
 }
 
 /* ---- answers ---- */
@@ -607,10 +614,10 @@ static void parse_force(const redisReply *r, leash__answer *a, size_t n, const l
     bad_reply(r, a, 1, lg, "force release", what);
 }
 
-static const leash__opdef acquire_op = {"acquire", LEASH__OP_GRANT, parse_acquire};
-static const leash__opdef release_op = {"release", LEASH__OP_RELEASE, parse_release};
-static const leash__opdef renew_op = {"renew", LEASH__OP_RENEW, parse_renew};
-static const leash__opdef force_op = {"force release", LEASH__OP_FORCE, parse_force};
+const leash__opdef leash__op_acquire = {"acquire", LEASH__OP_GRANT, parse_acquire};
+const leash__opdef leash__op_release = {"release", LEASH__OP_RELEASE, parse_release};
+const leash__opdef leash__op_renew = {"renew", LEASH__OP_RENEW, parse_renew};
+const leash__opdef leash__op_force = {"force release", LEASH__OP_FORCE, parse_force};
 
 /* 1; anything else is a protocol error. */
 static void parse_raise(const redisReply *r, leash__answer *a, size_t n, const leash__logger *lg,
@@ -624,7 +631,7 @@ static void parse_raise(const redisReply *r, leash__answer *a, size_t n, const l
     bad_reply(r, a, 1, lg, "fence raise", what);
 }
 
-static const leash__opdef raise_op = {"fence raise", LEASH__OP_RAISE, parse_raise};
+const leash__opdef leash__op_raise = {"fence raise", LEASH__OP_RAISE, parse_raise};
 
 /* ---- messages ---- */
 
@@ -666,16 +673,17 @@ const leash__dialect leash__dialect_leash = {
     .names = make_names,
     .scripts = scripts,
     .nscripts = 7,
-    .acquire = &acquire_op,
-    .release = &release_op,
-    .renew = &renew_op,
-    .force = &force_op,
-    .raise = &raise_op,
+    .acquire = &leash__op_acquire,
+    .release = &leash__op_release,
+    .renew = &leash__op_renew,
+    .force = &leash__op_force,
+    .raise = &leash__op_raise,
     .acquire_cmd = acquire_cmd,
     .release_cmd = release_cmd,
+    .giveback_cmd = giveback_cmd,
     .renew_cmd = renew_cmd,
     .force_cmd = force_cmd,
-    .raise_cmd = raise_cmd,
+    .raise_cmd = leash__raise_cmd,
     .message = message,
     .family_names = leash__family_names,
     .family_acquire_cmd = leash__family_acquire_cmd,

@@ -9,11 +9,11 @@
  *            server's fence floor is raised to the largest fence any of
  *            them returned, and the grant is reported once M confirmed the
  *            raise (the fence is that largest one). An extra (reentrant)
- *            hold: granted by M. Not granted: released on all N (the ones
- *            that answered busy or nothing included), and reported busy,
- *            with the time after which a majority could be free, or a short
- *            random pause when nobody can hold a majority (a split vote);
- *            late or failed otherwise.
+ *            hold: granted by M. Not granted: given back on all N (the
+ *            ones that answered busy or nothing included; giveback_cmd,
+ *            dialect.h), and reported busy, with the time after which a
+ *            majority could be free, or a short random pause when nobody
+ *            can hold a majority (a split vote); late or failed otherwise.
  *   release  released by M (or M holds left); not ours for M; else the
  *            failure.
  *   renew    per lock: renewed by M; not ours as soon as more than N - M
@@ -401,7 +401,7 @@ static void finish(qreq *q) {
     req_free(q);
 }
 
-/* A release of the attempt's token on every server, nobody listening.
+/* A give-back of the attempt's token on every server, nobody listening.
  * An extra hold's attempt has no token of its own: the hold stays. */
 static void release_everywhere(qreq *q) {
     const leash__dialect *d = q->qu->base.dialect;
@@ -410,8 +410,8 @@ static void release_everywhere(qreq *q) {
 
     if (q->token[0] == '\0')
         return;
-    cmd = d->release_cmd(q->names, q->token, 0, 0,
-                         leash__now_ms() + q->qu->base.cfg->conn->command_timeout_ms);
+    cmd = d->giveback_cmd(q->names, q->token,
+                          leash__now_ms() + q->qu->base.cfg->conn->command_timeout_ms);
 
     if (cmd == NULL) {
         leash__log(log_of(q->qu), LEASH_LOG_WARN,
@@ -747,9 +747,10 @@ static void node_message(void *owner, leash__node *n, const char *chan, size_t l
     (void)n;
     /* Only releases repeat: every server of the holder's majority announces
      * the same one (the token says which). A renewal's announcement is news
-     * each time, whichever server says it. */
+     * each time, whichever server says it; so is a release that names no
+     * token (Redisson's "0": two of them may be two releases). */
     qu->base.dialect->message(msg, msg_len, &m);
-    if (ch != NULL && m.kind == LEASH__MSG_RELEASED && msg_len <= MSG_MAX) {
+    if (ch != NULL && m.kind == LEASH__MSG_RELEASED && m.token_len > 0 && msg_len <= MSG_MAX) {
         if (msg_len == ch->last_len && now - ch->last_at < DEDUP_MS &&
             memcmp(msg, ch->last, msg_len) == 0)
             return; /* the same release (or renewal) from another server */

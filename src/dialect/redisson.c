@@ -1,0 +1,356 @@
+#include "dialect/dialect.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <leash/leash.h>
+
+#include "base/token.h"
+#include "wire/resp.h"
+
+/*
+ * Redisson's RLock layout (Redisson 3.x, RedissonLock), so that leash and
+ * Redisson exclude each other on one name and wake each other's waiters.
+ * What Redisson's own scripts do with it:
+ *
+ *   lock key   the name (here key_prefix + name): a hash, field
+ *              "<uuid>:<thread id>" = the reentrant count, PEXPIRE = lease
+ *   tryLock    if the key is missing or has our field: HINCRBY field 1,
+ *              PEXPIRE lease, answer nil; else answer the key's PTTL
+ *   unlock     KEYS lock, channel, latch "redisson_unlock_latch:{name}:<id>":
+ *              a latch that exists answers its value (a resent unlock);
+ *              no field: nil; else HINCRBY -1: above 0 PEXPIRE lease, latch
+ *              "0", answer 0; else DEL, PUBLISH channel "0", latch "1",
+ *              answer 1. The latch has a PX of about a command's retries.
+ *   renew      if HEXISTS field then PEXPIRE lease, 1 else 0 (its watchdog,
+ *              every lockWatchdogTimeout / 3, 30 s / 3 by default)
+ *   forceUnlock  if DEL removed the key: PUBLISH channel "0", 1 else 0
+ *   waiters    SUBSCRIBE redisson_lock__channel:{name} (the name as is when
+ *              it holds a '{'), try again on "0" or after the PTTL
+ *
+ * leash's scripts below write exactly that data, and answer in the shapes
+ * of leash's own scripts (dialect/leash.c), so the answers are read by the
+ * same code:
+ *
+ * Field. A leash hold's field is its owner token as a UUID (8-4-4-4-12
+ * hex digits) and thread id 0: new for every hold (and for every attempt
+ * of a Redlock), so a late release of an earlier hold or attempt can never
+ * take a later one, which a field per handle could. No Java thread has the
+ * id 0.
+ *
+ * Counts are absolute: an acquire sets the field to the hold count (never
+ * lower), a release to the count after it. So a resent acquire or partial
+ * release does what the first copy did, and leash needs no unlock latch:
+ * a final release resent after a lost answer finds the field gone, and
+ * valid_until (the hold's local deadline on the server's clock) tells
+ * "released by the first copy" (0) from "cannot tell" (-2), as in leash's
+ * dialect. Redisson's latch keys are never read nor written here, so the
+ * ones Redisson leaves confuse nothing (they expire by their PX).
+ *
+ * acquire  KEYS: lock [, fence floor]  ARGV: field, lease_ms, count, not_after
+ *          -> {1, fence, count, now} granted: the key was missing (count 1)
+ *             or holds our field (a retry, or an extra hold: count set,
+ *             never lowered); the lease PEXPIREd
+ *          -> {0, pttl, 0, now} held by another
+ *          -> {0, -3, 0, now} too late (not_after passed): it did nothing
+ *          -> {0, -4, 0, now} an extra hold (count > 1) whose hold is gone
+ *          fence: the server's clock in microseconds (above the floor with
+ *          one): Redisson keeps none, so nothing is written for it.
+ * release  KEYS: lock  ARGV: field, count_after, channel, publish, valid_until
+ *          -> count left (> 0; the TTL kept), 0 released (key deleted, "0"
+ *             published: Redisson's waiters do not say that they wait, so
+ *             every final release publishes, as Redisson's does; except a
+ *             give-back, whose publish is "", see giveback_cmd in
+ *             dialect.h), -1 not ours, -2 a resend that cannot tell.
+ * renew    KEYS: lock1..lockN  ARGV: field1, lease1, ...
+ *          -> {r1..rN}: 1 HEXISTS, PEXPIREd; 0 not ours (gone, another's,
+ *             another type). Nothing is published: Redisson's renewals do
+ *             not, and its waiters sleep on the PTTL.
+ * force    KEYS: lock  ARGV: channel, publish
+ *          -> 1 the hash was deleted and "0" published, 0 nobody held it,
+ *             a WRONGTYPE error when the key is not a hash (left alone).
+ *             Sent as EVAL (see dialect/leash.c).
+ * raise    leash's own (dialect/leash.c): the floor is a companion key
+ *          with a TTL whose name holds a NUL, so Redisson never names it.
+ *
+ * Every key is written with a TTL: the lock's hash by its PEXPIRE (a
+ * Redisson holder's too), the floor by its PX.
+ *
+ * Wake-ups. "0" on the channel is a release (or a force release) by
+ * anyone; it names nobody, so a release of this client is announced twice
+ * to its waiters (its answer, then the message) and may cost one extra
+ * attempt.
+ */
+
+#define WRONGTYPE "redis.error_reply('WRONGTYPE the key holds a value that is not a lock')"
+
+static const char acquire_lua[] =
+    "local t = redis.call('time')\n"
+    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+    "if ARGV[4] + 0 > 0 and now >= ARGV[4] + 0 then return {0, -3, 0, now} end\n"
+    "local k, fld, n = KEYS[1], ARGV[1], tonumber(ARGV[3])\n"
+    "local f = t[1] * 1000000 + t[2]\n"
+    "if KEYS[2] then\n"
+    "  local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"
+    "  if fl >= f then f = fl + 1 end\n"
+    "end\n"
+    "local ty = redis.call('type', k)['ok']\n"
+    "if ty == 'none' then\n"
+    "  if n > 1 then return {0, -4, 0, now} end\n"
+    "  redis.call('hset', k, fld, 1)\n"
+    "  redis.call('pexpire', k, ARGV[2])\n"
+    "  return {1, f, 1, now}\n"
+    "end\n"
+    "if ty ~= 'hash' then return " WRONGTYPE " end\n"
+    "local c = redis.call('hget', k, fld)\n"
+    "if not c then\n"
+    "  if n > 1 then return {0, -4, 0, now} end\n"
+    "  return {0, redis.call('pttl', k), 0, now}\n"
+    "end\n"
+    "c = tonumber(c)\n"
+    "if not c then return " WRONGTYPE " end\n"
+    "if n < c then n = c end\n"
+    "redis.call('hset', k, fld, n)\n"
+    "redis.call('pexpire', k, ARGV[2])\n"
+    "return {1, f, n, now}\n";
+
+static const char release_lua[] =
+    "if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then\n"
+    "  if ARGV[2] ~= '0' then\n"
+    "    redis.call('hset', KEYS[1], ARGV[1], ARGV[2])\n"
+    "    return tonumber(ARGV[2])\n"
+    "  end\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  if ARGV[4] ~= '' then redis.call(ARGV[4], ARGV[3], '0') end\n"
+    "  return 0\n"
+    "end\n"
+    "if ARGV[5] + 0 == 0 then return -1 end\n"
+    "local t = redis.call('time')\n"
+    "if t[1] * 1000 + math.floor(t[2] / 1000) < ARGV[5] + 0 then return 0 end\n"
+    "return -2\n";
+
+static const char renew_lua[] = "local r = {}\n"
+                                "for i = 1, #KEYS do\n"
+                                "  if redis.pcall('hexists', KEYS[i], ARGV[2 * i - 1]) == 1 then\n"
+                                "    redis.call('pexpire', KEYS[i], ARGV[2 * i])\n"
+                                "    r[i] = 1\n"
+                                "  else\n"
+                                "    r[i] = 0\n"
+                                "  end\n"
+                                "end\n"
+                                "return r\n";
+
+static const char force_lua[] = "local ty = redis.call('type', KEYS[1])['ok']\n"
+                                "if ty == 'none' then return 0 end\n"
+                                "if ty ~= 'hash' then return " WRONGTYPE " end\n"
+                                "redis.call('del', KEYS[1])\n"
+                                "redis.call(ARGV[2], ARGV[1], '0')\n"
+                                "return 1\n";
+
+static leash__script acquire_script, release_script, renew_script, force_script;
+static const leash__script *const scripts[] = {&acquire_script, &release_script, &renew_script,
+                                               &force_script, &leash__raise_script};
+
+void leash__redisson_scripts_init(void) {
+    leash__script_init(&acquire_script, acquire_lua);
+    leash__script_init(&release_script, release_lua);
+    leash__script_init(&renew_script, renew_lua);
+    leash__script_init(&force_script, force_lua);
+}
+
+/* ---- names ---- */
+
+static const char channel_prefix[] = "redisson_lock__channel:";
+#define CHANNEL_PREFIX_LEN (sizeof(channel_prefix) - 1)
+
+/* Key prefix + name; the channel as Redisson's prefixName() writes it:
+ * "redisson_lock__channel:{key}", or without the braces when the key
+ * holds a '{' (then it has a valid hash tag: leash__names_make refuses
+ * other braces, whose channel would hash elsewhere than the key). */
+static int make_names(leash__names *n, const leash__logger *lg, const char *prefix,
+                      const char *name, int db) {
+    leash__names checked;
+    size_t chan_len;
+    int tagged, rc;
+    char *p;
+
+    (void)db; /* Redisson's channel carries none */
+    if ((rc = leash__names_make(&checked, lg, prefix, name, "", 0)) != LEASH_OK)
+        return rc;
+    tagged = memchr(checked.key, '{', checked.key_len) != NULL;
+    chan_len = CHANNEL_PREFIX_LEN + checked.key_len + (tagged ? 0 : 2);
+    p = malloc(checked.key_len + 1 + chan_len + 1);
+    if (p == NULL) {
+        leash__names_clear(&checked);
+        return LEASH_ENOMEM;
+    }
+    memset(n, 0, sizeof(*n));
+    n->mem = p;
+    n->key = p;
+    n->key_len = checked.key_len;
+    memcpy(p, checked.key, checked.key_len + 1);
+    n->channel = p + n->key_len + 1;
+    n->channel_len = chan_len;
+    p = n->channel;
+    memcpy(p, channel_prefix, CHANNEL_PREFIX_LEN);
+    p += CHANNEL_PREFIX_LEN;
+    if (!tagged)
+        *p++ = '{';
+    memcpy(p, n->key, n->key_len);
+    p += n->key_len;
+    if (!tagged)
+        *p++ = '}';
+    *p = '\0';
+    n->slot = checked.slot;
+    leash__names_clear(&checked);
+    return LEASH_OK;
+}
+
+/* ---- commands ---- */
+
+/* "<uuid>:0": the hold's field (see the top). */
+#define FIELD_LEN (LEASH__TOKEN_LEN + 4 + 2)
+
+static void field_of(char *out, const char *token) {
+    static const int groups[] = {8, 4, 4, 4, 12};
+    size_t i;
+
+    for (i = 0; i < sizeof(groups) / sizeof(groups[0]); i++) {
+        if (i > 0)
+            *out++ = '-';
+        memcpy(out, token, (size_t)groups[i]);
+        out += groups[i];
+        token += groups[i];
+    }
+    memcpy(out, ":0", 2);
+}
+
+static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
+                               int count, int64_t validity_ms, int64_t deadline) {
+    const char *argv[3 + 6];
+    size_t lens[3 + 6];
+    char lease[21], cnt[21], floor[LEASH__FLOOR_MAX], field[FIELD_LEN];
+    int k = n->fenced ? 2 : 1;
+    leash__cmd *cmd;
+
+    field_of(field, token);
+    argv[3] = n->key;
+    lens[3] = n->key_len;
+    if (n->fenced) {
+        argv[4] = floor;
+        lens[4] = leash__floor_name(n, floor);
+    }
+    argv[3 + k] = field;
+    lens[3 + k] = FIELD_LEN;
+    argv[4 + k] = lease;
+    lens[4 + k] = leash__resp_int(lease, lease_ms);
+    argv[5 + k] = cnt;
+    lens[5 + k] = leash__resp_int(cnt, count);
+    argv[6 + k] = leash__stamp_zeros;
+    lens[6 + k] = LEASH__STAMP_DIGITS;
+    cmd = leash__script_cmd(&acquire_script, k, 7 + k, argv, lens, LEASH__CMD_RETRY, deadline);
+    if (cmd != NULL)
+        leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
+    return cmd;
+}
+
+/* announce 0: the final release publishes nothing (a give-back). */
+static leash__cmd *release_as(const leash__names *n, const char *token, int count_after,
+                              int64_t valid_until, int64_t deadline, int announce) {
+    const char *argv[3 + 6];
+    size_t lens[3 + 6];
+    char cnt[21], field[FIELD_LEN];
+    leash__cmd *cmd;
+
+    field_of(field, token);
+    argv[3] = n->key;
+    lens[3] = n->key_len;
+    argv[4] = field;
+    lens[4] = FIELD_LEN;
+    argv[5] = cnt;
+    lens[5] = leash__resp_int(cnt, count_after);
+    argv[6] = n->channel;
+    lens[6] = n->channel_len;
+    if (announce) {
+        argv[7] = leash__publish_verb(n, &lens[7]);
+    } else {
+        argv[7] = "";
+        lens[7] = 0;
+    }
+    argv[8] = leash__stamp_zeros;
+    lens[8] = LEASH__STAMP_DIGITS;
+    cmd = leash__script_cmd(&release_script, 1, 9, argv, lens, LEASH__CMD_RETRY, deadline);
+    if (cmd != NULL && valid_until != 0)
+        leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
+    return cmd;
+}
+
+static leash__cmd *release_cmd(const leash__names *n, const char *token, int count_after,
+                               int64_t valid_until, int64_t deadline) {
+    return release_as(n, token, count_after, valid_until, deadline, 1);
+}
+
+static leash__cmd *giveback_cmd(const leash__names *n, const char *token, int64_t deadline) {
+    return release_as(n, token, 0, 0, deadline, 0);
+}
+
+static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t deadline) {
+    const char *argv[3 + 3 * LEASH__RENEW_BATCH];
+    size_t lens[3 + 3 * LEASH__RENEW_BATCH], i;
+    char leases[LEASH__RENEW_BATCH][21], fields[LEASH__RENEW_BATCH][FIELD_LEN];
+
+    if (n == 0 || n > LEASH__RENEW_BATCH)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        argv[3 + i] = items[i].names->key;
+        lens[3 + i] = items[i].names->key_len;
+        field_of(fields[i], items[i].token);
+        argv[3 + n + 2 * i] = fields[i];
+        lens[3 + n + 2 * i] = FIELD_LEN;
+        lens[4 + n + 2 * i] = leash__resp_int(leases[i], items[i].lease_ms);
+        argv[4 + n + 2 * i] = leases[i];
+    }
+    return leash__script_cmd(&renew_script, (int)n, (int)(3 + 3 * n), argv, lens, 0, deadline);
+}
+
+static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
+    const char *argv[3 + 3];
+    size_t lens[3 + 3], len;
+    char *buf;
+
+    argv[3] = n->key;
+    lens[3] = n->key_len;
+    argv[4] = n->channel;
+    lens[4] = n->channel_len;
+    argv[5] = leash__publish_verb(n, &lens[5]);
+    buf = leash__script_eval_call(&len, &force_script, 1, 6, argv, lens);
+    return buf ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;
+}
+
+/* ---- messages ---- */
+
+/* "0": Redisson's unlock message, sent by every release and force release
+ * (its read-write lock's "1" goes to another channel). */
+static void message(const char *msg, size_t len, leash__msg *out) {
+    memset(out, 0, sizeof(*out));
+    out->kind = len == 1 && msg[0] == '0' ? LEASH__MSG_RELEASED : LEASH__MSG_OTHER;
+}
+
+const leash__dialect leash__dialect_redisson = {
+    .name = "redisson",
+    .names = make_names,
+    .scripts = scripts,
+    .nscripts = 5,
+    .acquire = &leash__op_acquire,
+    .release = &leash__op_release,
+    .renew = &leash__op_renew,
+    .force = &leash__op_force,
+    .raise = &leash__op_raise,
+    .acquire_cmd = acquire_cmd,
+    .release_cmd = release_cmd,
+    .giveback_cmd = giveback_cmd,
+    .renew_cmd = renew_cmd,
+    .force_cmd = force_cmd,
+    .raise_cmd = leash__raise_cmd,
+    .message = message,
+};
