@@ -204,11 +204,13 @@ expect_rc 0 L ls --json
 json=$out
 jq -e . >/dev/null <<<"$json" || fail "ls --json is not JSON: $json"
 if [[ $mode == redlock ]]; then
+    # A majority granted it: a server slower than the other two (or not
+    # connected yet) may have been left out.
     jq -e --argjson f "$f0" '.[] | select(.name == "job:1") |
-        .kind == "mutex" and .majority.servers == 3 and .majority.of == 3 and
+        .kind == "mutex" and .majority.servers >= 2 and .majority.of == 3 and
         .majority.fence <= $f and $f <= .majority.fence_max and
         ([.servers[].holders[0].fence] | max) == .majority.fence_max and
-        ([.servers[].holders[0].count] | unique) == [2]' <<<"$json" >/dev/null ||
+        ([.servers[].holders[0].count | values] | unique) == [2]' <<<"$json" >/dev/null ||
         fail "ls --json, job:1: $json"
 else
     jq -e --argjson f "$f0" '.[] | select(.name == "job:1") |
@@ -231,7 +233,7 @@ expect_rc 0 L show job:1
 echo "$out"
 grep -Eq "^  [0-9a-f]{32}  holds 2  fence $fence_re  ttl " <<<"$out" || fail "show job:1: $out"
 if [[ $mode == redlock ]]; then
-    grep -Eq '^majority  [0-9a-f]{32} on 3 of 3 servers \(2 needed\): held, fence [0-9]+\.\.[0-9]+$' \
+    grep -Eq '^majority  [0-9a-f]{32} on [23] of 3 servers \(2 needed\): held, fence [0-9]+\.\.[0-9]+$' \
         <<<"$out" ||
         fail "show job:1, majority: $out"
     [[ $(grep -c '^server ' <<<"$out") == 3 ]] || fail "show job:1: not 3 servers: $out"
@@ -316,11 +318,41 @@ expect_rc 0 L watch job2 --events 1 --seconds 2
 [[ $out == *"  state      free"* ]] || fail "watch --seconds: $out"
 
 # --- release --force --------------------------------------------------------
+# tty_run ANSWER CMD...: runs CMD on a terminal of script(1)'s, typing
+# ANSWER; its exit status in $rc, what it printed in $out.
+tty_run() {
+    local answer=$1 cmd
+    shift
+    printf -v cmd '%q ' "$@"
+    rc=0
+    out=$(printf '%s\n' "$answer" | script -qec "$cmd" /dev/null 2>&1) || rc=$?
+}
+tty_run n "$leash" "${conn[@]}" release --force job:1
+[[ $rc == 2 && $out == *'Force-release mutex lock "job:1"'*'[y/N]'*'not released'* ]] ||
+    fail "release on a terminal, answered n: exit $rc: $out"
+expect_rc 0 L show job:1
+if [[ $family == 1 ]]; then
+    tty_run y "$leash" "${conn[@]}" release --force q
+    [[ $rc == 0 && $out == *'Force-release fair lock "q"'*'released q'* ]] ||
+        fail "release on a terminal, answered y: exit $rc: $out"
+    wait_line a '^1 lost expired' 5
+fi
 expect_rc 2 L release job:1 --yes
 expect_rc 2 L release --force job:1 # stdin is not a terminal, no --yes
 expect_rc 0 L release --force --yes job:1
 [[ $out == "released job:1" ]] || fail "release: $out"
 wait_line a '^0 lost expired' 5
+if [[ $mode == redlock ]]; then
+    # A server that the force release did not reach (it completes once any
+    # server removed the hold) keeps the lost hold until its lease ends;
+    # a minority, which holds nothing.
+    for _ in $(seq 100); do
+        L show job:1 >/dev/null 2>&1 || break
+        L show job:1 --json | jq -e '.majority.holder == null' >/dev/null ||
+            fail "a majority still holds job:1 after the force release"
+        sleep 0.05
+    done
+fi
 expect_rc 1 L show job:1
 expect_rc 1 L release --force --yes job:1
 expect_rc 1 L ls job:1
@@ -338,6 +370,16 @@ if [[ $family == 1 ]]; then
 fi
 tell a quit
 tell b quit
+
+# --- credentials -------------------------------------------------------------
+if [[ $mode == single ]]; then
+    redis-cli -p "${ports[0]}" config set requirepass s3cret >/dev/null
+    expect_rc 3 L show nothing
+    LEASH_PASSWORD=s3cret expect_rc 1 L show nothing
+    expect_rc 1 "$leash" -u "redis://:s3cret@127.0.0.1:${ports[0]}" show nothing
+    expect_rc 3 "$leash" -u "redis://:n0pe-xyz@127.0.0.1:${ports[0]}" show nothing
+    [[ $out == *"AUTH refused"* && $out != *n0pe-xyz* ]] || fail "wrong password: $out"
+fi
 
 # --- unreachable halfway: the servers go away ------------------------------
 for pid in "${servers[@]}"; do

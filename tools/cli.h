@@ -149,9 +149,10 @@ typedef struct cli_args {
     int64_t interval_ms, events, seconds;
     const char *pattern, *name;
 } cli_args;
-/* The state of lock `name` (the caller clears *out); with Redlock, the
+/* The state of lock `name` (the caller clears *out). With Redlock, the
  * one standing for the majority, *agree of *of servers holding it, its
- * holder's fence between fence and fence_max. */
+ * holder's fence between fence and fence_max; without a majority, no
+ * holder (a minority's leftovers hold nothing). */
 int cli_read_one(cli_conn *c, const char *name, cli_lockstate *out, int *agree, int *of);
 int cli_ls(cli_conn *c, const cli_args *a);
 int cli_show(cli_conn *c, const cli_args *a);

@@ -13,6 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Force releases of one lock on Redlock, at most (see force()). */
+#define FORCE_TRIES 3
+
 typedef struct forcing {
     struct ev_loop *loop;
     int status;
@@ -27,25 +30,30 @@ static void on_forced(leash_lock *l, int status, void *arg) {
     ev_break(f->loop, EVBREAK_ALL);
 }
 
-static void on_grace(struct ev_loop *loop, ev_timer *w, int revents) {
-    (void)w;
-    (void)revents;
-    ev_break(loop, EVBREAK_ALL);
-}
-
 static void on_log(int level, const char *msg, void *arg) {
     (void)level;
     (void)arg;
     fprintf(stderr, "leash: %s\n", msg);
 }
 
-static int force(cli_conn *c, const char *name, int kind, int *status) {
+/* Whether `token` still holds lock `name` on a majority of the servers. */
+static int majority_holds(cli_conn *c, const char *name, const char *token) {
+    cli_lockstate s;
+    int agree = 0, of = 1, held;
+
+    held = cli_read_one(c, name, &s, &agree, &of) == CLI_OK && agree >= of / 2 + 1 &&
+           s.nholders == 1 && strcmp(s.holders[0].token, token) == 0;
+    cli_lockstate_clear(&s);
+    return held;
+}
+
+static int force(cli_conn *c, const char *name, int kind, const char *token, int *status) {
     const char *nodes[LEASH_NODES_MAX];
     leash_options o;
     leash_client *client = NULL;
-    leash_lock *l;
+    leash_lock *l = NULL;
     forcing f = {ev_loop_new(EVFLAG_AUTO), 0, 0};
-    int i, n = 0, rc;
+    int i, n = 0, rc, tries;
 
     if (f.loop == NULL)
         return -1;
@@ -80,17 +88,19 @@ static int force(cli_conn *c, const char *name, int kind, int *status) {
                                    : leash_fair_lock_new(client, name);
         rc = l == NULL ? LEASH_EINVAL : leash_force_release(l, on_forced, &f);
     }
-    if (rc == LEASH_OK)
+    for (tries = 1; rc == LEASH_OK; tries++) {
         ev_run(f.loop, 0);
-    if (f.done && c->topology == LEASH_TOPOLOGY_REDLOCK) {
-        /* Redlock's force completes once any server removed the hold
-         * (route/quorum.c); the others' commands may still be waiting for
-         * their connections, which a free would drop. */
-        ev_timer grace;
-        ev_timer_init(&grace, on_grace, (c->timeout_ms < 1000 ? c->timeout_ms : 1000) / 1e3, 0);
-        ev_timer_start(f.loop, &grace);
-        ev_run(f.loop, 0);
-        ev_timer_stop(f.loop, &grace);
+        /* Redlock's force is done once any server removed the hold, and
+         * the copies still waiting for a connection are dropped then
+         * (route/quorum.c: finish): from a client that has just started,
+         * it may reach one server only. While the same holder still has
+         * a majority nobody else can hold it, so a second force, on warm
+         * connections now, removes nobody else's hold. */
+        if (!f.done || f.status != LEASH_OK || c->topology != LEASH_TOPOLOGY_REDLOCK ||
+            tries == FORCE_TRIES || !majority_holds(c, name, token))
+            break;
+        f.done = 0;
+        rc = leash_force_release(l, on_forced, &f);
     }
     leash_client_free(client);
     ev_loop_destroy(f.loop);
@@ -146,7 +156,7 @@ int cli_release(cli_conn *c, const cli_args *a) {
         cli_lockstate_clear(&s);
         return CLI_USAGE;
     }
-    if (force(c, a->name, s.kind, &status) != 0)
+    if (force(c, a->name, s.kind, s.nholders == 1 ? s.holders[0].token : "", &status) != 0)
         status = LEASH_ENOMEM;
     cli_lockstate_clear(&s);
     if (a->json) {

@@ -445,6 +445,8 @@ int cli_read_one(cli_conn *c, const char *name, cli_lockstate *out, int *agree, 
                 if (m != NULL) {
                     out->fence = out->holders[0].fence = lo;
                     out->fence_max = hi;
+                } else if (v.n > 1) {
+                    out->nholders = 0; /* a minority holds nothing */
                 }
             }
         }
