@@ -348,8 +348,9 @@ if [[ $mode == redlock ]]; then
     # a minority, which holds nothing.
     for _ in $(seq 100); do
         L show job:1 >/dev/null 2>&1 || break
-        L show job:1 --json | jq -e '.majority.holder == null' >/dev/null ||
-            fail "a majority still holds job:1 after the force release"
+        out=$(L show job:1 --json) || true
+        jq -e '.majority.holder == null' <<<"$out" >/dev/null ||
+            fail "a majority still holds job:1 after the force release: $out"
         sleep 0.05
     done
 fi

@@ -53,7 +53,7 @@ static int force(cli_conn *c, const char *name, int kind, const char *token, int
     leash_client *client = NULL;
     leash_lock *l = NULL;
     forcing f = {ev_loop_new(EVFLAG_AUTO), 0, 0};
-    int i, n = 0, rc, tries;
+    int i, n = 0, rc, tries, removed = 0;
 
     if (f.loop == NULL)
         return -1;
@@ -99,12 +99,15 @@ static int force(cli_conn *c, const char *name, int kind, const char *token, int
         if (!f.done || f.status != LEASH_OK || c->topology != LEASH_TOPOLOGY_REDLOCK ||
             tries == FORCE_TRIES || !majority_holds(c, name, token))
             break;
+        /* A hold was removed: whatever the next try says (nobody held it,
+         * when the first one's copies got there after all), that stands. */
+        removed = 1;
         f.done = 0;
         rc = leash_force_release(l, on_forced, &f);
     }
     leash_client_free(client);
     ev_loop_destroy(f.loop);
-    *status = f.done ? f.status : rc;
+    *status = removed ? LEASH_OK : f.done ? f.status : rc;
     return 0;
 }
 

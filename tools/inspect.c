@@ -186,7 +186,6 @@ static void view_json(FILE *f, const cli_conn *c, const view *v) {
 /* The HOLDER column: who holds, as briefly as the kind allows. */
 static const char *holder_text(const cli_lockstate *s, int full, char *buf, size_t size) {
     char tok[CLI_TOKEN_MAX + 4];
-    size_t i;
 
     if (s->nholders == 0)
         return "-";
@@ -206,7 +205,6 @@ static const char *holder_text(const cli_lockstate *s, int full, char *buf, size
             snprintf(buf, size, "%zu holders", s->nholders);
             return buf;
         }
-        (void)i;
         return cli_token_text(s->holders[0].token, full, buf, size);
     }
 }

@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,11 +206,17 @@ int main(int argc, char **argv) {
         } else if (strcmp(o, "--version") == 0) {
             printf("leash %s\n", leash_version());
             return CLI_OK;
-        } else if (strcmp(o, "--json") == 0 || strcmp(o, "--full") == 0 ||
-                   strcmp(o, "--yes") == 0 || strcmp(o, "--force") == 0) {
-            *(o[2] == 'j'   ? &a.json
-              : o[2] == 'f' ? (o[3] == 'u' ? &a.full : &a.force)
-                            : &a.yes) = 1;
+        } else if (strcmp(o, "--json") == 0) {
+            a.json = 1;
+            takes = 0;
+        } else if (strcmp(o, "--full") == 0) {
+            a.full = 1;
+            takes = 0;
+        } else if (strcmp(o, "--yes") == 0) {
+            a.yes = 1;
+            takes = 0;
+        } else if (strcmp(o, "--force") == 0) {
+            a.force = 1;
             takes = 0;
         } else if (o[0] == '-' && o[1] != '\0' && val == NULL) {
             return usage("%s needs a value, or is unknown", o);
@@ -293,6 +300,9 @@ int main(int argc, char **argv) {
         getenv("LEASH_PASSWORD")[0] != '\0')
         c->password = getenv("LEASH_PASSWORD");
 
+    /* A server that closes the connection makes a write fail, not the
+     * process die (the library asks the same of its programs). */
+    signal(SIGPIPE, SIG_IGN);
     if (cli_conn_open(c) != 0) {
         fprintf(stderr, "leash: %s\n", c->err);
         cli_conn_close(c);

@@ -16,13 +16,14 @@ static void set_err(cli_conn *c, const char *what, const cli_node *n, const char
     snprintf(c->err, sizeof(c->err), "%.40s %.300s: %.600s", what, n->label, why);
 }
 
-static void label_of(cli_node *n) {
-    if (n->url.unix_path[0] != '\0')
-        snprintf(n->label, sizeof(n->label), "%s", n->url.unix_path);
-    else if (strchr(n->url.host, ':') != NULL)
-        snprintf(n->label, sizeof(n->label), "[%s]:%d", n->url.host, n->url.port);
+/* Written from u, not n->url, so that gcc -O3 sees no overlap. */
+static void label_of(char *label, size_t size, const leash_url *u) {
+    if (u->unix_path[0] != '\0')
+        snprintf(label, size, "%s", u->unix_path);
+    else if (strchr(u->host, ':') != NULL)
+        snprintf(label, size, "[%s]:%d", u->host, u->port);
     else
-        snprintf(n->label, sizeof(n->label), "%s:%d", n->url.host, n->url.port);
+        snprintf(label, size, "%s:%d", u->host, u->port);
 }
 
 int cli_node_add(cli_conn *c, const leash_url *u) {
@@ -41,7 +42,7 @@ int cli_node_add(cli_conn *c, const leash_url *u) {
     memset(n, 0, sizeof(*n));
     n->url = *u;
     n->master = 1;
-    label_of(n);
+    label_of(n->label, sizeof(n->label), u);
     return c->nnodes++;
 }
 

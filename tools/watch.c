@@ -310,7 +310,6 @@ int cli_watch(cli_conn *c, const cli_args *a) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
 
     rc = cli_read_one(c, a->name, &first, &agree, &of);
     if (rc == CLI_UNREACHABLE) {
