@@ -358,6 +358,12 @@ expect_rc 1 L show job:1
 expect_rc 1 L release --force --yes job:1
 expect_rc 1 L ls job:1
 if [[ $family == 1 ]]; then
+    # A family lock watched through it: the readers go, the queued writer
+    # comes in, a reader queues behind it.
+    "$leash" "${conn[@]}" watch rw --json --interval 50 >"$tmp/watch-rw.out" 2>&1 &
+    watch_pid=$!
+    started+=("$watch_pid")
+    sleep 0.3
     expect_rc 0 L release --force --yes --json rw
     jq -e '.released == true and .status == "LEASH_OK"' <<<"$out" >/dev/null ||
         fail "release --json: $out"
@@ -368,6 +374,20 @@ if [[ $family == 1 ]]; then
     expect_rc 0 L show rw --json
     jq -e '.holders[0].mode == "write" and (.waiters | length) == 0' <<<"$out" >/dev/null ||
         fail "show rw after the force release: $out"
+    tell b "new 5 read rw"
+    tell b "acquire 5 30000"
+    sleep 0.4
+    kill -TERM "$watch_pid"
+    wait "$watch_pid" || fail "watch rw exited $?"
+    fw=$(fence_of a 5)
+    jq -se --argjson fw "$fw" '
+        (map(select(.event == "released" and .mode == "r")) | length) == 2 and
+        (map(select(.event == "acquired" and .mode == "w" and .fence == $fw)) | length) == 1 and
+        (map(select(.event == "queued" and .mode == "r" and .place > 0)) | length) == 1' \
+        "$tmp/watch-rw.out" >/dev/null || {
+        fail "watch rw: events missing or wrong"
+        cat "$tmp/watch-rw.out"
+    }
 fi
 tell a quit
 tell b quit
