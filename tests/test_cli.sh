@@ -259,6 +259,15 @@ jq -e --arg t "$rs_field" '(.kind // .servers[0].kind) == "redisson" and
     >/dev/null || fail "show rs: $out"
 expect_rc 2 L release --force --yes rs
 "${rcli[@]}" del "$rs_key" >/dev/null
+# A prefix with glob characters matches itself only.
+"${rcli[@]}" set 'p[1]:m' 0123456789abcdef0123456789abcdef:0:1:42 px 30000 >/dev/null
+"${rcli[@]}" set 'p1:m' 0123456789abcdef0123456789abcdef:0:1:43 px 30000 >/dev/null
+expect_rc 0 L --prefix 'p[1]:' ls --json
+jq -e 'length == 1 and .[0].name == "m" and (.[0].fence // .[0].servers[0].fence) == 42' \
+    <<<"$out" >/dev/null ||
+    fail "ls --prefix 'p[1]:': $out"
+"${rcli[@]}" del 'p[1]:m' >/dev/null
+"${rcli[@]}" del 'p1:m' >/dev/null
 "${rcli[@]}" set leash:plain hello >/dev/null
 expect_rc 1 L show plain
 "${rcli[@]}" del leash:plain >/dev/null

@@ -254,6 +254,16 @@ static int is_lock(const view *v) {
     return 0;
 }
 
+/* The prefix as a SCAN pattern that matches itself only. */
+static void glob_escape(char *out, const char *s) {
+    for (; *s; s++) {
+        if (strchr("*?[]\\", *s) != NULL)
+            *out++ = '\\';
+        *out++ = *s;
+    }
+    *out = '\0';
+}
+
 int cli_ls(cli_conn *c, const cli_args *a) {
     views vs = {0};
     char *pattern, *table = NULL;
@@ -262,10 +272,10 @@ int cli_ls(cli_conn *c, const cli_args *a) {
     size_t i, shown = 0;
     int rc = CLI_OK, n;
 
-    pattern = malloc(strlen(c->prefix) + strlen(a->pattern) + 1);
+    pattern = malloc(2 * strlen(c->prefix) + strlen(a->pattern) + 1);
     if (pattern == NULL)
         return CLI_UNREACHABLE;
-    strcpy(pattern, c->prefix);
+    glob_escape(pattern, c->prefix);
     strcat(pattern, a->pattern);
     for (n = 0; n < c->nnodes && rc == CLI_OK; n++) {
         if (!cli_is_master(c, n))

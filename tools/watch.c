@@ -232,6 +232,7 @@ static int drain(watcher *w, const struct pollfd *pf) {
         while (redisGetReplyFromReader(rc, &rep) == REDIS_OK && rep != NULL) {
             redisReply *r = rep;
             if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+                r->element[0]->type == REDIS_REPLY_STRING &&
                 r->element[2]->type == REDIS_REPLY_STRING &&
                 (strcmp(r->element[0]->str, "message") == 0 ||
                  strcmp(r->element[0]->str, "smessage") == 0))
