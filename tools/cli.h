@@ -2,8 +2,9 @@
  * The `leash` command-line tool (leash.1 is its manual): what its files
  * share. main.c reads the command line; redis.c talks to the servers of a
  * topology through hiredis's blocking API; lockstate.c reads one lock's
- * state from one server; output.c prints it for people or as JSON;
- * watch.c follows a lock; force.c removes one through the library.
+ * state from one server; inspect.c lists and shows locks (every server of
+ * a topology); output.c prints for people or as JSON; watch.c follows a
+ * lock; force.c removes one through the library.
  */
 #ifndef LEASH_TOOLS_CLI_H
 #define LEASH_TOOLS_CLI_H
@@ -79,8 +80,8 @@ int cli_scan(cli_conn *c, int i, const char *pattern,
 /* The servers to read: the masters (cluster), all of them (Redlock), the
  * one. */
 int cli_is_master(const cli_conn *c, int i);
-/* A lock's companion kind of key (dialect/leash.c): key \0 [{key}] kind.
- * Returns its length; out holds at least len + 2 * key_len + 4 bytes. */
+/* A lock's companion `kind` of key (dialect/leash.c): key \0 [{key}] kind.
+ * Returns its length; out holds at least 2 * len + strlen(kind) + 3 bytes. */
 size_t cli_companion(char *out, const char *key, size_t len, const char *kind);
 
 /* lockstate.c */
