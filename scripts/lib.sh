@@ -69,6 +69,8 @@ leash_missing_packages() {
     command -v redis-cli >/dev/null 2>&1 || echo redis-tools
     # tests/test_prefork.sh sends its HTTP requests with curl.
     command -v curl >/dev/null 2>&1 || echo curl
+    # tests/test_cli.sh reads the leash tool's JSON with jq.
+    command -v jq >/dev/null 2>&1 || echo jq
     # clang's sanitizer runtimes are only a recommendation of clang.
     if [[ -n $LEASH_SANITIZE && $cc_name == clang* ]]; then
         if ! command -v "$CC" >/dev/null 2>&1 || ! leash__sanitizers_link; then

@@ -3,7 +3,7 @@
 # both ways a user would do it:
 #   1. builds the leash tree (no tests, examples or benchmarks) in a temporary
 #      folder and installs it with `cmake --install --prefix` into another;
-#   2. checks the installed files;
+#   2. checks the installed files (the leash tool and its man page too);
 #   3. builds consumer/ with find_package(leash) (CMAKE_PREFIX_PATH=prefix),
 #      against the shared and the static library;
 #   4. builds consumer.c with `cc ... $(pkg-config --cflags --libs leash) -lev`;
@@ -96,9 +96,13 @@ for f in \
     lib/cmake/leash/leash-config.cmake \
     lib/cmake/leash/leash-config-version.cmake \
     lib/cmake/leash/leash-targets.cmake \
-    lib/pkgconfig/leash.pc; do
+    lib/pkgconfig/leash.pc \
+    bin/leash \
+    share/man/man1/leash.1; do
     [[ -f $prefix/$f ]] || fail "missing $f"
 done
+[[ $("$prefix/bin/leash" --version) == "leash $version" ]] ||
+    fail "bin/leash --version says '$("$prefix/bin/leash" --version)', not 'leash $version'"
 [[ -L $prefix/lib/libleash.so ]] || fail "missing the link lib/libleash.so"
 soname=$(objdump -p "$prefix/lib/libleash.so" 2>/dev/null | awk '$1 == "SONAME" { print $2 }') ||
     true
@@ -112,7 +116,7 @@ for leak in "$configured_prefix" "$tmp/build" "$src"; do
         fail "the files above name $leak"
     fi
 done
-echo "ok: headers, adapters, libraries, leash.pc, leash-config*.cmake"
+echo "ok: headers, adapters, libraries, leash.pc, leash-config*.cmake, bin/leash and its man page"
 
 step "consumer with find_package(leash)"
 cmake -S "$here/consumer" -B "$tmp/consumer-cmake" \

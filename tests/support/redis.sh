@@ -32,3 +32,51 @@ test_redis_start() {
     done
     return 1
 }
+
+#   test_redis_cluster_start DIR N   N masters (no replicas) on free loopback
+#                          ports, each in DIR/<port>, made one cluster with
+#                          redis-cli --cluster create; sets cluster_pids and
+#                          cluster_ports (arrays), or returns 1. The caller
+#                          stops every pid of cluster_pids, as above.
+test_redis_cluster_start() {
+    local dir=$1 n=$2 bin=${LEASH_REDIS_SERVER:-redis-server} port pid i addrs=()
+    cluster_pids=()
+    cluster_ports=()
+    for i in $(seq "$n"); do
+        for _ in $(seq 20); do
+            port=$((20000 + RANDOM % 30000))
+            # The cluster bus listens on port + 10000: both must be free.
+            mkdir -p "$dir/$port"
+            "$bin" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+                --cluster-enabled yes --cluster-config-file "$dir/$port/nodes.conf" \
+                --dir "$dir/$port" --logfile "$dir/$port/redis.log" &
+            pid=$!
+            for _ in $(seq 50); do
+                redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.05
+            done
+            if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
+                cluster_pids+=("$pid")
+                cluster_ports+=("$port")
+                addrs+=("127.0.0.1:$port")
+                break
+            fi
+            kill -KILL "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        done
+        ((${#cluster_ports[@]} == i)) || return 1
+    done
+    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes \
+        >"$dir/create.log" 2>&1 || return 1
+    for _ in $(seq 200); do
+        local ok=0
+        for port in "${cluster_ports[@]}"; do
+            redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' &&
+                ok=$((ok + 1))
+        done
+        ((ok == n)) && return 0
+        sleep 0.05
+    done
+    return 1
+}

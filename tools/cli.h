@@ -1,0 +1,163 @@
+/*
+ * The `leash` command-line tool (leash.1 is its manual): what its files
+ * share. main.c reads the command line; redis.c talks to the servers of a
+ * topology through hiredis's blocking API; lockstate.c reads one lock's
+ * state from one server; inspect.c lists and shows locks (every server of
+ * a topology); output.c prints for people or as JSON; watch.c follows a
+ * lock; force.c removes one through the library.
+ */
+#ifndef LEASH_TOOLS_CLI_H
+#define LEASH_TOOLS_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <hiredis/hiredis.h>
+#include <leash/leash.h>
+#include <leash/url.h>
+
+/* Exit codes a script can use (leash.1, EXIT STATUS). */
+enum {
+    CLI_OK = 0,
+    CLI_NOT_FOUND = 1,
+    CLI_USAGE = 2,
+    CLI_UNREACHABLE = 3
+};
+
+/* The most servers a cluster may tell of (its masters), and redirections
+ * followed for one command before giving up. */
+#define CLI_NODES_MAX 256
+#define CLI_REDIRECTS_MAX 5
+/* The longest the --timeout of a command may be, in ms. */
+#define CLI_TIMEOUT_MAX_MS 600000
+
+typedef struct cli_node {
+    leash_url url; /* where; credentials and db come from cli_conn */
+    redisContext *rc;
+    int master;                     /* a cluster's master that CLUSTER SLOTS named; else 1 */
+    char label[LEASH_NODE_MAX + 1]; /* "host:port" or the socket path */
+} cli_node;
+
+typedef struct cli_conn {
+    int topology; /* LEASH_TOPOLOGY_* */
+    int pubsub;   /* LEASH_PUBSUB_*, as given */
+    const char *prefix;
+    const char *username, *password; /* NULL: none */
+    int db;
+    int timeout_ms;
+    /* Single: 1; Redlock: the servers given; cluster: the seeds, then
+     * every master CLUSTER SLOTS and redirections name. */
+    cli_node nodes[CLI_NODES_MAX];
+    int nnodes;
+    int nseeds;
+    short slot_node[16384]; /* cluster: the node of each slot, -1 unknown */
+    char err[1024];         /* why the last call failed */
+} cli_conn;
+
+/* redis.c */
+int cli_node_add(cli_conn *c, const leash_url *u);
+/* Connects every server the topology has (a cluster: its masters, from
+ * CLUSTER SLOTS of the first seed that answers). 0, or -1 with c->err. */
+int cli_conn_open(cli_conn *c);
+/* Connects n (AUTH, SELECT) unless it is; also for a node of the caller's
+ * own, such as a subscriber. 0, or -1 with c->err. */
+int cli_node_open(cli_conn *c, cli_node *n);
+void cli_conn_close(cli_conn *c);
+/* One command on node i, connecting first if need be. NULL on a broken
+ * connection (c->err says why; the node is reconnected next time). */
+redisReply *cli_node_cmd(cli_conn *c, int i, int argc, const char **argv, const size_t *lens);
+/* One command about a key, on *node; in a cluster, a MOVED answer moves
+ * *node to the node named (learnt if new), an ASK one is followed once. */
+redisReply *cli_key_cmd(cli_conn *c, int *node, int argc, const char **argv, const size_t *lens);
+/* The node of a key: *node, after asking the cluster (CLUSTER KEYSLOT and
+ * a probe) when there is one. -1 when unreachable. */
+int cli_key_node(cli_conn *c, const char *key, size_t len, int *node);
+/* Calls fn for every key of node i matching pattern (SCAN), NUL-free keys
+ * only (companions have a NUL). 0, or -1 with c->err. */
+int cli_scan(cli_conn *c, int i, const char *pattern,
+             void (*fn)(const char *key, size_t len, void *arg), void *arg);
+/* The servers to read: the masters (cluster), all of them (Redlock), the
+ * one. */
+int cli_is_master(const cli_conn *c, int i);
+/* A lock's companion `kind` of key (dialect/leash.c): key \0 [{key}] kind.
+ * Returns its length; out holds at least 2 * len + strlen(kind) + 3 bytes. */
+size_t cli_companion(char *out, const char *key, size_t len, const char *kind);
+
+/* lockstate.c */
+enum cli_kind {
+    CLI_KIND_NONE = 0,  /* no key */
+    CLI_KIND_OTHER,     /* a key that is no lock leash knows */
+    CLI_KIND_MUTEX,     /* leash_lock_new */
+    CLI_KIND_FAIR,      /* leash_fair_lock_new */
+    CLI_KIND_RW,        /* leash_read_lock_new / leash_write_lock_new */
+    CLI_KIND_SEMAPHORE, /* leash_semaphore_new */
+    CLI_KIND_FAMILY,    /* a family lock with nobody in it now */
+    CLI_KIND_REDISSON   /* Redisson's RLock layout */
+};
+const char *cli_kind_name(int kind);
+
+#define CLI_TOKEN_MAX 96
+
+typedef struct cli_holder {
+    char token[CLI_TOKEN_MAX]; /* leash: 32 hex digits; Redisson: uuid:thread */
+    char mode;                 /* m mutex, f, r, w, s (family), R Redisson */
+    int64_t count;             /* reentrant holds */
+    uint64_t fence;            /* 0: none (Redisson) */
+    int64_t ttl_ms;            /* left; -1 none */
+} cli_holder;
+
+typedef struct cli_lockstate {
+    int kind;
+    int64_t ttl_ms;     /* the key's PTTL */
+    uint64_t fence;     /* the last fence given; Redlock: the least the hold's can be */
+    uint64_t fence_max; /* Redlock: the most it can be (inspect.c says why); else 0 */
+    int marked;         /* mutex: someone found it busy ("w") */
+    int64_t permits;    /* semaphore; 0 otherwise */
+    int64_t server_ms;  /* the server's clock when read */
+    cli_holder *holders;
+    size_t nholders;
+    cli_holder *waiters; /* in queue order; count = place */
+    size_t nwaiters;
+    char node[LEASH_NODE_MAX + 1]; /* where it was read */
+} cli_lockstate;
+
+/* Reads key's lock on *node (moved along in a cluster). 0, or -1 when the
+ * server could not be reached (c->err). */
+int cli_lock_read(cli_conn *c, int *node, const char *key, size_t len, cli_lockstate *out);
+void cli_lockstate_clear(cli_lockstate *s);
+/* The holder token a majority of n Redlock servers agree on (states of
+ * the same key), or NULL; *agree is how many hold it. */
+const char *cli_majority(const cli_lockstate *s, int n, int *agree);
+
+/* output.c */
+void cli_json_str(FILE *f, const char *s, size_t len);
+/* A lock name for people: bytes outside printable ASCII as \xHH. */
+void cli_text_str(FILE *f, const char *s, size_t len);
+void cli_print_state_json(FILE *f, const cli_lockstate *s);
+/* Prints lines of tab-separated cells as aligned columns (16 at most). */
+void cli_print_table(FILE *f, const char *text, size_t len);
+/* "12.3s", "250ms", "-" */
+const char *cli_ms_text(int64_t ms, char *buf, size_t size);
+/* Now, UTC, to the millisecond: 2026-11-24T11:50:01.123Z. */
+const char *cli_now_text(char *buf, size_t size);
+/* The first 12 digits of a token, all of it when full. */
+const char *cli_token_text(const char *tok, int full, char *buf, size_t size);
+
+/* The commands, each returning an exit code. */
+typedef struct cli_args {
+    int json, full, yes, force;
+    int64_t interval_ms, events, seconds;
+    const char *pattern, *name;
+} cli_args;
+/* The state of lock `name` (the caller clears *out). With Redlock, the
+ * one standing for the majority, *agree of *of servers holding it, its
+ * holder's fence between fence and fence_max; without a majority, no
+ * holder (a minority's leftovers hold nothing). */
+int cli_read_one(cli_conn *c, const char *name, cli_lockstate *out, int *agree, int *of);
+int cli_ls(cli_conn *c, const cli_args *a);
+int cli_show(cli_conn *c, const cli_args *a);
+int cli_watch(cli_conn *c, const cli_args *a);
+int cli_release(cli_conn *c, const cli_args *a);
+
+#endif

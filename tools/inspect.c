@@ -1,0 +1,464 @@
+/*
+ * `leash ls` and `leash show`: find lock keys (SCAN every server that has
+ * keys: the one, each master, each Redlock server) and print their state.
+ * With Redlock each name is read on every server, and the holder a
+ * majority agrees on is the one that holds it.
+ */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct view {
+    char *key;
+    size_t len;
+    int node; /* where ls found it (single, cluster) */
+    int n;    /* states: 1, or one per Redlock server */
+    cli_lockstate *st;
+    int *up; /* st[i] was read */
+} view;
+
+typedef struct views {
+    view *v;
+    size_t n;
+    int failed;
+    int scanning; /* the node being scanned */
+} views;
+
+static void view_clear(view *v) {
+    int i;
+    for (i = 0; i < v->n; i++)
+        cli_lockstate_clear(&v->st[i]);
+    free(v->st);
+    free(v->up);
+    free(v->key);
+}
+
+/* Reads v's key on its node, or on every Redlock server. 0, or -1 when
+ * no server answered. */
+static int view_read(cli_conn *c, view *v) {
+    int i, any = 0;
+
+    v->n = c->topology == LEASH_TOPOLOGY_REDLOCK ? c->nnodes : 1;
+    v->st = calloc((size_t)v->n, sizeof(*v->st));
+    v->up = calloc((size_t)v->n, sizeof(*v->up));
+    if (v->st == NULL || v->up == NULL) {
+        snprintf(c->err, sizeof(c->err), "out of memory");
+        return -1;
+    }
+    for (i = 0; i < v->n; i++) {
+        int node = v->n > 1 ? i : v->node;
+        v->up[i] = cli_lock_read(c, &node, v->key, v->len, &v->st[i]) == 0;
+        if (!v->up[i])
+            snprintf(v->st[i].node, sizeof(v->st[i].node), "%s", c->nodes[node].label);
+        any |= v->up[i];
+    }
+    return any ? 0 : -1;
+}
+
+/* The state that stands for v: the one server's, or with Redlock the
+ * first that holds what the majority holds (else the first with a lock). */
+static const cli_lockstate *view_state(const view *v, const char **majority, int *agree) {
+    int i;
+    const char *m = NULL;
+
+    *agree = 0;
+    if (v->n > 1)
+        m = cli_majority(v->st, v->n, agree);
+    if (majority)
+        *majority = m;
+    for (i = 0; i < v->n; i++)
+        if (m != NULL && v->st[i].nholders == 1 && strcmp(v->st[i].holders[0].token, m) == 0)
+            return &v->st[i];
+    for (i = 0; i < v->n; i++)
+        if (v->st[i].kind > CLI_KIND_OTHER)
+            return &v->st[i];
+    return &v->st[0];
+}
+
+/* Redlock: a hold's fence is the largest of those the servers of the
+ * first majority to grant gave (route/quorum.c), and which servers those
+ * were is the client's to know. Of the servers that agree on holder m,
+ * any majority's largest lies between the needed-th smallest (*lo) and
+ * the largest (*hi). 0 when there is no majority. */
+static void majority_fence(const view *v, const char *m, uint64_t *lo, uint64_t *hi) {
+    uint64_t f[LEASH_NODES_MAX], t;
+    int i, j, k = 0;
+
+    *lo = *hi = 0;
+    for (i = 0; m != NULL && i < v->n && k < LEASH_NODES_MAX; i++)
+        if (v->st[i].nholders == 1 && strcmp(v->st[i].holders[0].token, m) == 0)
+            f[k++] = v->st[i].holders[0].fence;
+    if (k < v->n / 2 + 1)
+        return;
+    for (i = 1; i < k; i++)
+        for (j = i; j > 0 && f[j - 1] > f[j]; j--)
+            t = f[j], f[j] = f[j - 1], f[j - 1] = t;
+    *lo = f[v->n / 2];
+    *hi = f[k - 1];
+}
+
+static int key_seen(const views *vs, const char *key, size_t len) {
+    size_t i;
+    for (i = 0; i < vs->n; i++)
+        if (vs->v[i].len == len && memcmp(vs->v[i].key, key, len) == 0)
+            return 1;
+    return 0;
+}
+
+static void on_key(const char *key, size_t len, void *arg) {
+    views *vs = arg;
+    view *g;
+
+    if (key_seen(vs, key, len))
+        return; /* Redlock: on another server too */
+    g = realloc(vs->v, (vs->n + 1) * sizeof(*g));
+    if (g == NULL) {
+        vs->failed = 1;
+        return;
+    }
+    vs->v = g;
+    g = &vs->v[vs->n];
+    memset(g, 0, sizeof(*g));
+    if ((g->key = malloc(len + 1)) == NULL) {
+        vs->failed = 1;
+        return;
+    }
+    memcpy(g->key, key, len);
+    g->key[len] = '\0';
+    g->len = len;
+    g->node = vs->scanning;
+    vs->n++;
+}
+
+static int view_cmp(const void *a, const void *b) {
+    const view *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int d = memcmp(x->key, y->key, n);
+    return d ? d : (x->len > y->len) - (x->len < y->len);
+}
+
+static void name_json(FILE *f, const cli_conn *c, const view *v) {
+    size_t plen = strlen(c->prefix);
+    fputs("{\"name\":", f);
+    cli_json_str(f, v->key + plen, v->len - plen);
+    fputs(",\"key\":", f);
+    cli_json_str(f, v->key, v->len);
+}
+
+static void view_json(FILE *f, const cli_conn *c, const view *v) {
+    uint64_t lo, hi;
+    const char *m;
+    int agree, i;
+    const cli_lockstate *s = view_state(v, &m, &agree);
+
+    name_json(f, c, v);
+    if (v->n == 1) {
+        fputc(',', f);
+        cli_print_state_json(f, s);
+        fputs("}", f);
+        return;
+    }
+    fprintf(f, ",\"kind\":\"%s\",\"majority\":{\"holder\":", cli_kind_name(s->kind));
+    if (m != NULL)
+        cli_json_str(f, m, strlen(m));
+    else
+        fputs("null", f);
+    majority_fence(v, m, &lo, &hi);
+    if (m != NULL)
+        fprintf(f, ",\"fence\":%" PRIu64 ",\"fence_max\":%" PRIu64, lo, hi);
+    fprintf(f, ",\"servers\":%d,\"of\":%d,\"needed\":%d},\"servers\":[", agree, v->n, v->n / 2 + 1);
+    for (i = 0; i < v->n; i++) {
+        fputs(i ? ",{" : "{", f);
+        if (v->up[i]) {
+            cli_print_state_json(f, &v->st[i]);
+        } else {
+            fputs("\"server\":", f);
+            cli_json_str(f, v->st[i].node, strlen(v->st[i].node));
+            fputs(",\"unreachable\":true", f);
+        }
+        fputc('}', f);
+    }
+    fputs("]}", f);
+}
+
+/* The HOLDER column: who holds, as briefly as the kind allows. */
+static const char *holder_text(const cli_lockstate *s, int full, char *buf, size_t size) {
+    char tok[CLI_TOKEN_MAX + 4];
+
+    if (s->nholders == 0)
+        return "-";
+    switch (s->kind) {
+    case CLI_KIND_RW:
+        if (s->holders[0].mode == 'w')
+            snprintf(buf, size, "writer %s",
+                     cli_token_text(s->holders[0].token, full, tok, sizeof(tok)));
+        else
+            snprintf(buf, size, "%zu reader%s", s->nholders, s->nholders == 1 ? "" : "s");
+        return buf;
+    case CLI_KIND_SEMAPHORE:
+        snprintf(buf, size, "%zu/%" PRId64 " permits", s->nholders, s->permits);
+        return buf;
+    default:
+        if (s->nholders > 1) {
+            snprintf(buf, size, "%zu holders", s->nholders);
+            return buf;
+        }
+        return cli_token_text(s->holders[0].token, full, buf, size);
+    }
+}
+
+static void view_line(FILE *f, const cli_conn *c, const view *v, int full) {
+    const char *m;
+    int agree;
+    const cli_lockstate *s = view_state(v, &m, &agree);
+    size_t plen = strlen(c->prefix), i;
+    int64_t holds = 0, ttl = s->ttl_ms;
+    char hb[CLI_TOKEN_MAX + 32], tb[32], fb[24], wb[24];
+    uint64_t lo, hi;
+
+    for (i = 0; i < s->nholders; i++) {
+        holds += s->holders[i].count;
+        if (s->kind != CLI_KIND_MUTEX && s->kind != CLI_KIND_REDISSON &&
+            (i == 0 || s->holders[i].ttl_ms > ttl))
+            ttl = s->holders[i].ttl_ms;
+    }
+    if (s->kind >= CLI_KIND_FAIR && s->kind <= CLI_KIND_FAMILY && s->nholders == 0)
+        ttl = -1;
+    majority_fence(v, m, &lo, &hi);
+    if (m != NULL && lo != hi)
+        snprintf(fb, sizeof(fb), ">=%" PRIu64, lo);
+    else
+        snprintf(fb, sizeof(fb), "%" PRIu64, m ? lo : s->fence);
+    if (s->kind == CLI_KIND_MUTEX)
+        snprintf(wb, sizeof(wb), "%s", s->marked ? "marked" : "-");
+    else if (s->kind == CLI_KIND_REDISSON)
+        snprintf(wb, sizeof(wb), "-");
+    else
+        snprintf(wb, sizeof(wb), "%zu", s->nwaiters);
+    cli_text_str(f, v->key + plen, v->len - plen);
+    fprintf(f, "\t%s\t%s\t%" PRId64 "\t%s\t%s\t%s", cli_kind_name(s->kind),
+            holder_text(s, full, hb, sizeof(hb)), holds, cli_ms_text(ttl, tb, sizeof(tb)),
+            s->fence ? fb : "-", wb);
+    if (v->n > 1)
+        fprintf(f, "\t%d/%d%s", agree, v->n, m ? "" : " (no majority)");
+    fputc('\n', f);
+}
+
+static int is_lock(const view *v) {
+    int i;
+    for (i = 0; i < v->n; i++)
+        if (v->up[i] && v->st[i].kind > CLI_KIND_OTHER)
+            return 1;
+    return 0;
+}
+
+/* The prefix as a SCAN pattern that matches itself only. */
+static void glob_escape(char *out, const char *s) {
+    for (; *s; s++) {
+        if (strchr("*?[]\\", *s) != NULL)
+            *out++ = '\\';
+        *out++ = *s;
+    }
+    *out = '\0';
+}
+
+int cli_ls(cli_conn *c, const cli_args *a) {
+    views vs = {0};
+    char *pattern, *table = NULL;
+    size_t table_len = 0;
+    FILE *out = NULL;
+    size_t i, shown = 0;
+    int rc = CLI_OK, n;
+
+    pattern = malloc(2 * strlen(c->prefix) + strlen(a->pattern) + 1);
+    if (pattern == NULL)
+        return CLI_UNREACHABLE;
+    glob_escape(pattern, c->prefix);
+    strcat(pattern, a->pattern);
+    for (n = 0; n < c->nnodes && rc == CLI_OK; n++) {
+        if (!cli_is_master(c, n))
+            continue;
+        vs.scanning = n;
+        if (cli_scan(c, n, pattern, on_key, &vs) != 0 && c->topology != LEASH_TOPOLOGY_REDLOCK) {
+            fprintf(stderr, "leash: %s\n", c->err);
+            rc = CLI_UNREACHABLE;
+        }
+    }
+    free(pattern);
+    if (vs.failed && rc == CLI_OK) {
+        fprintf(stderr, "leash: out of memory\n");
+        rc = CLI_UNREACHABLE;
+    }
+    if (vs.n > 1)
+        qsort(vs.v, vs.n, sizeof(*vs.v), view_cmp);
+    for (i = 0; i < vs.n && rc == CLI_OK; i++) {
+        if (view_read(c, &vs.v[i]) != 0) {
+            fprintf(stderr, "leash: %s\n", c->err);
+            rc = CLI_UNREACHABLE;
+        }
+    }
+    if (rc == CLI_OK && !a->json && (out = open_memstream(&table, &table_len)) == NULL)
+        rc = CLI_UNREACHABLE;
+    if (rc == CLI_OK) {
+        if (a->json)
+            fputc('[', stdout);
+        else
+            fprintf(out, "NAME\tKIND\tHOLDER\tHOLDS\tTTL\tFENCE\tWAITING%s\n",
+                    c->topology == LEASH_TOPOLOGY_REDLOCK ? "\tAGREE" : "");
+        for (i = 0; i < vs.n; i++) {
+            if (!is_lock(&vs.v[i]))
+                continue;
+            if (a->json) {
+                if (shown)
+                    fputc(',', stdout);
+                view_json(stdout, c, &vs.v[i]);
+            } else {
+                view_line(out, c, &vs.v[i], a->full);
+            }
+            shown++;
+        }
+        if (a->json) {
+            fputs("]\n", stdout);
+        } else {
+            fclose(out);
+            if (shown)
+                cli_print_table(stdout, table, table_len);
+            free(table);
+        }
+        rc = shown ? CLI_OK : CLI_NOT_FOUND;
+    }
+    for (i = 0; i < vs.n; i++)
+        view_clear(&vs.v[i]);
+    free(vs.v);
+    return rc;
+}
+
+static void show_state(FILE *f, const cli_lockstate *s) {
+    char tb[32];
+    size_t i;
+
+    fprintf(f, "server    %s\n", s->node);
+    if (s->kind <= CLI_KIND_OTHER) {
+        fprintf(f, "state     %s\n", s->kind == CLI_KIND_NONE ? "free (no key)" : "not a lock");
+        return;
+    }
+    fprintf(f, "kind      %s\n", cli_kind_name(s->kind));
+    fprintf(f, "ttl       %s\n", cli_ms_text(s->ttl_ms, tb, sizeof(tb)));
+    if (s->fence)
+        fprintf(f, "fence     %" PRIu64 "%s\n", s->fence,
+                s->kind == CLI_KIND_MUTEX ? "" : " (the last one given)");
+    if (s->kind == CLI_KIND_SEMAPHORE)
+        fprintf(f, "permits   %zu of %" PRId64 " in use\n", s->nholders, s->permits);
+    if (s->kind == CLI_KIND_MUTEX)
+        fprintf(f, "marked    %s\n",
+                s->marked ? "yes (someone found it busy: its release and renewals publish)"
+                          : "no (nobody waited)");
+    fprintf(f, "holders   %zu\n", s->nholders);
+    for (i = 0; i < s->nholders; i++) {
+        const cli_holder *h = &s->holders[i];
+        fprintf(f, "  %s", h->token);
+        if (h->mode != 'm' && h->mode != 'R')
+            fprintf(f, "  %c", h->mode);
+        fprintf(f, "  holds %" PRId64, h->count);
+        if (h->fence)
+            fprintf(f, "  fence %" PRIu64, h->fence);
+        fprintf(f, "  ttl %s\n", cli_ms_text(h->ttl_ms, tb, sizeof(tb)));
+    }
+    if (s->kind == CLI_KIND_MUTEX || s->kind == CLI_KIND_REDISSON)
+        return;
+    fprintf(f, "waiters   %zu\n", s->nwaiters);
+    for (i = 0; i < s->nwaiters; i++)
+        fprintf(f, "  %zu. %s  %c  place ttl %s\n", i + 1, s->waiters[i].token, s->waiters[i].mode,
+                cli_ms_text(s->waiters[i].ttl_ms, tb, sizeof(tb)));
+}
+
+/* Reads lock `name` into *v (cleared by the caller). An exit code. */
+static int read_named(cli_conn *c, const char *name, view *v) {
+    size_t plen = strlen(c->prefix), nlen = strlen(name);
+
+    memset(v, 0, sizeof(*v));
+    if ((v->key = malloc(plen + nlen + 1)) == NULL)
+        return CLI_UNREACHABLE;
+    memcpy(v->key, c->prefix, plen);
+    memcpy(v->key + plen, name, nlen + 1);
+    v->len = plen + nlen;
+    if (cli_key_node(c, v->key, v->len, &v->node) != 0 || view_read(c, v) != 0) {
+        fprintf(stderr, "leash: %s\n", c->err);
+        return CLI_UNREACHABLE;
+    }
+    return is_lock(v) ? CLI_OK : CLI_NOT_FOUND;
+}
+
+int cli_show(cli_conn *c, const cli_args *a) {
+    uint64_t lo, hi;
+    view v;
+    int rc = read_named(c, a->name, &v), i, agree;
+    const char *m;
+
+    if (rc == CLI_UNREACHABLE) {
+        view_clear(&v);
+        return rc;
+    }
+    if (a->json) {
+        view_json(stdout, c, &v);
+        fputc('\n', stdout);
+    } else {
+        printf("name      ");
+        cli_text_str(stdout, a->name, strlen(a->name));
+        printf("\nkey       ");
+        cli_text_str(stdout, v.key, v.len);
+        fputc('\n', stdout);
+        for (i = 0; i < v.n; i++) {
+            if (v.up[i])
+                show_state(stdout, &v.st[i]);
+            else
+                printf("server    %s\nstate     unreachable\n", v.st[i].node);
+        }
+        if (v.n > 1) {
+            view_state(&v, &m, &agree);
+            majority_fence(&v, m, &lo, &hi);
+            if (m != NULL)
+                printf("majority  %s on %d of %d servers (%d needed): held, fence %" PRIu64
+                       "..%" PRIu64 "\n",
+                       m, agree, v.n, v.n / 2 + 1, lo, hi);
+            else
+                printf("majority  none (%d of %d agree at most, %d needed): not held\n", agree, v.n,
+                       v.n / 2 + 1);
+        }
+    }
+    view_clear(&v);
+    return rc;
+}
+
+/* For watch and release: the state of `name` (a copy the caller clears);
+ * with Redlock, the state standing for the majority. An exit code. */
+int cli_read_one(cli_conn *c, const char *name, cli_lockstate *out, int *agree, int *of) {
+    view v;
+    int rc = read_named(c, name, &v), i;
+    const cli_lockstate *s;
+    const char *m;
+
+    memset(out, 0, sizeof(*out));
+    if (rc != CLI_UNREACHABLE) {
+        s = view_state(&v, &m, agree);
+        *of = v.n;
+        uint64_t lo, hi;
+        majority_fence(&v, m, &lo, &hi);
+        for (i = 0; i < v.n; i++) {
+            if (&v.st[i] == s) {
+                *out = v.st[i];
+                memset(&v.st[i], 0, sizeof(v.st[i]));
+                if (m != NULL) {
+                    out->fence = out->holders[0].fence = lo;
+                    out->fence_max = hi;
+                } else if (v.n > 1) {
+                    out->nholders = 0; /* a minority holds nothing */
+                }
+            }
+        }
+    }
+    view_clear(&v);
+    return rc;
+}

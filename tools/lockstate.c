@@ -1,0 +1,312 @@
+/*
+ * One lock's state as one server has it, read (never written) from the
+ * layouts of src/dialect: the mutex's string "<token>:<w>:<count>:<fence>"
+ * (dialect/leash.c), the lock family's hash and three sorted sets
+ * (dialect/family.c), and Redisson's RLock hash of "<uuid>:<thread>" ->
+ * count. The reads are separate commands, so a state caught while a script
+ * ran between them can be a mix of before and after; watch reads again.
+ */
+#include "cli.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *cli_kind_name(int kind) {
+    switch (kind) {
+    case CLI_KIND_NONE:
+        return "none";
+    case CLI_KIND_MUTEX:
+        return "mutex";
+    case CLI_KIND_FAIR:
+        return "fair";
+    case CLI_KIND_RW:
+        return "rwlock";
+    case CLI_KIND_SEMAPHORE:
+        return "semaphore";
+    case CLI_KIND_FAMILY:
+        return "family";
+    case CLI_KIND_REDISSON:
+        return "redisson";
+    default:
+        return "other";
+    }
+}
+
+void cli_lockstate_clear(cli_lockstate *s) {
+    free(s->holders);
+    free(s->waiters);
+    memset(s, 0, sizeof(*s));
+}
+
+static redisReply *key1(cli_conn *c, int *node, const char *cmd, const char *key, size_t len) {
+    const char *argv[] = {cmd, key};
+    size_t lens[] = {strlen(cmd), len};
+    return cli_key_cmd(c, node, 2, argv, lens);
+}
+
+static int64_t server_ms(cli_conn *c, int node) {
+    const char *argv[] = {"TIME"};
+    redisReply *r = cli_node_cmd(c, node, 1, argv, NULL);
+    int64_t ms = -1;
+
+    if (r == NULL)
+        return -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+             strtoll(r->element[1]->str, NULL, 10) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+static int all_digits(const char *p, size_t n) {
+    size_t i;
+    if (n == 0)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (!isdigit((unsigned char)p[i]))
+            return 0;
+    return 1;
+}
+
+static cli_holder *add(cli_holder **v, size_t *n) {
+    cli_holder *g = realloc(*v, (*n + 1) * sizeof(**v));
+    if (g == NULL)
+        return NULL;
+    *v = g;
+    memset(&g[*n], 0, sizeof(**v));
+    g[*n].ttl_ms = -1;
+    return &g[(*n)++];
+}
+
+static void copy_token(cli_holder *h, const char *p, size_t n) {
+    if (n >= sizeof(h->token))
+        n = sizeof(h->token) - 1;
+    memcpy(h->token, p, n);
+    h->token[n] = '\0';
+}
+
+/* "<token>:<w>:<count>:<fence>" */
+static int read_mutex(const redisReply *v, cli_lockstate *s) {
+    char buf[160];
+    char *w, *cnt, *fence;
+    cli_holder *h;
+
+    if (v->type != REDIS_REPLY_STRING || v->len >= sizeof(buf))
+        return 0;
+    memcpy(buf, v->str, v->len);
+    buf[v->len] = '\0';
+    if ((w = strchr(buf, ':')) == NULL || (cnt = strchr(w + 1, ':')) == NULL ||
+        (fence = strchr(cnt + 1, ':')) == NULL)
+        return 0;
+    *w++ = *cnt++ = *fence++ = '\0';
+    if (buf[0] == '\0' || strspn(buf, "0123456789abcdef") != strlen(buf) ||
+        (strcmp(w, "0") != 0 && strcmp(w, "1") != 0) || !all_digits(cnt, strlen(cnt)) ||
+        !all_digits(fence, strlen(fence)))
+        return 0;
+    if ((h = add(&s->holders, &s->nholders)) == NULL)
+        return 0;
+    copy_token(h, buf, strlen(buf));
+    h->mode = 'm';
+    h->count = strtoll(cnt, NULL, 10);
+    h->fence = strtoull(fence, NULL, 10);
+    h->ttl_ms = s->ttl_ms;
+    s->fence = h->fence;
+    s->marked = w[0] == '1';
+    s->kind = CLI_KIND_MUTEX;
+    return 1;
+}
+
+/* Redisson: every field "<uuid>:<digits>", every value an integer. */
+static int read_redisson(const redisReply *v, cli_lockstate *s) {
+    size_t i;
+    if (v->elements == 0)
+        return 0;
+    for (i = 0; i + 1 < v->elements; i += 2) {
+        const redisReply *f = v->element[i], *n = v->element[i + 1];
+        const char *colon = f->len ? memchr(f->str, ':', f->len) : NULL;
+        size_t id = colon ? (size_t)(colon - f->str) : 0;
+        if (colon == NULL || id < 8 || strspn(f->str, "0123456789abcdefABCDEF-") != id ||
+            !all_digits(colon + 1, f->len - id - 1) || !all_digits(n->str, n->len))
+            return 0;
+    }
+    for (i = 0; i + 1 < v->elements; i += 2) {
+        cli_holder *h = add(&s->holders, &s->nholders);
+        if (h == NULL)
+            return 0;
+        copy_token(h, v->element[i]->str, v->element[i]->len);
+        h->mode = 'R';
+        h->count = strtoll(v->element[i + 1]->str, NULL, 10);
+        h->ttl_ms = s->ttl_ms;
+    }
+    s->kind = CLI_KIND_REDISSON;
+    return 1;
+}
+
+static const redisReply *field(const redisReply *v, const char *name, size_t nlen) {
+    size_t i;
+    for (i = 0; i + 1 < v->elements; i += 2)
+        if (v->element[i]->len == nlen && memcmp(v->element[i]->str, name, nlen) == 0)
+            return v->element[i + 1];
+    return NULL;
+}
+
+/* The score of member tok in a WITHSCORES reply, or -1. */
+static int64_t score(const redisReply *z, const char *tok, size_t len) {
+    size_t i;
+    if (z == NULL || z->type != REDIS_REPLY_ARRAY)
+        return -1;
+    for (i = 0; i + 1 < z->elements; i += 2)
+        if (z->element[i]->len == len && memcmp(z->element[i]->str, tok, len) == 0)
+            return strtoll(z->element[i + 1]->str, NULL, 10);
+    return -1;
+}
+
+static redisReply *zrange(cli_conn *c, int *node, const char *key, size_t len, const char *kind) {
+    char *name = malloc(2 * len + 8);
+    const char *argv[] = {"ZRANGE", name, "0", "-1", "WITHSCORES"};
+    size_t lens[] = {6, 0, 1, 2, 10};
+    redisReply *r;
+
+    if (name == NULL)
+        return NULL;
+    lens[1] = cli_companion(name, key, len, kind);
+    r = cli_key_cmd(c, node, 5, argv, lens);
+    free(name);
+    return r;
+}
+
+static int place_cmp(const void *a, const void *b) {
+    const cli_holder *x = a, *y = b;
+    return (x->count > y->count) - (x->count < y->count);
+}
+
+/* h<token> = "<mode>:<count>:<fence>:<client>", q<token> = "<mode>:<client>";
+ * entries whose lease ran out are left out: they hold nothing, and the
+ * next script that meets them drops them. */
+static int read_family(cli_conn *c, int *node, const char *key, size_t len, const redisReply *v,
+                       cli_lockstate *s) {
+    redisReply *hz = zrange(c, node, key, len, "h");
+    redisReply *qz = hz ? zrange(c, node, key, len, "q") : NULL;
+    redisReply *xz = qz ? zrange(c, node, key, len, "x") : NULL;
+    const redisReply *f = field(v, "fence", 5), *p = field(v, "permits", 7);
+    int modes[128] = {0}, rc = -1;
+    size_t i;
+
+    if (xz == NULL)
+        goto out;
+    s->fence = strtoull(f->str, NULL, 10);
+    s->permits = p ? strtoll(p->str, NULL, 10) : 0;
+    for (i = 0; i + 1 < v->elements; i += 2) {
+        const redisReply *k = v->element[i], *val = v->element[i + 1];
+        const char *tok = k->str + 1;
+        size_t tlen = k->len ? k->len - 1 : 0;
+        int64_t exp;
+        cli_holder *h;
+        char buf[128], *part;
+
+        if (tlen == 0 || (k->str[0] != 'h' && k->str[0] != 'q') || val->len >= sizeof(buf) ||
+            val->len < 2)
+            continue;
+        memcpy(buf, val->str, val->len);
+        buf[val->len] = '\0';
+        exp = score(k->str[0] == 'h' ? hz : xz, tok, tlen);
+        if (exp <= s->server_ms)
+            continue;
+        h = k->str[0] == 'h' ? add(&s->holders, &s->nholders) : add(&s->waiters, &s->nwaiters);
+        if (h == NULL)
+            goto out;
+        copy_token(h, tok, tlen);
+        h->mode = buf[0];
+        h->ttl_ms = exp - s->server_ms;
+        modes[(unsigned char)buf[0] & 127] = 1;
+        if (k->str[0] == 'h') {
+            part = strchr(buf, ':');
+            h->count = part ? strtoll(part + 1, &part, 10) : 0;
+            h->fence = part && *part == ':' ? strtoull(part + 1, NULL, 10) : 0;
+        } else {
+            h->count = score(qz, tok, tlen);
+        }
+    }
+    if (s->nwaiters > 1)
+        qsort(s->waiters, s->nwaiters, sizeof(*s->waiters), place_cmp);
+    s->kind = modes['f']                 ? CLI_KIND_FAIR
+              : modes['r'] || modes['w'] ? CLI_KIND_RW
+              : modes['s'] || p != NULL  ? CLI_KIND_SEMAPHORE
+                                         : CLI_KIND_FAMILY;
+    rc = 0;
+out:
+    if (hz)
+        freeReplyObject(hz);
+    if (qz)
+        freeReplyObject(qz);
+    if (xz)
+        freeReplyObject(xz);
+    return rc;
+}
+
+int cli_lock_read(cli_conn *c, int *node, const char *key, size_t len, cli_lockstate *s) {
+    redisReply *t = NULL, *v = NULL, *ttl = NULL;
+    int rc = -1;
+
+    memset(s, 0, sizeof(*s));
+    s->ttl_ms = -1;
+    if ((t = key1(c, node, "TYPE", key, len)) == NULL)
+        goto out;
+    if (t->type != REDIS_REPLY_STATUS) {
+        snprintf(c->err, sizeof(c->err), "TYPE: %s",
+                 t->type == REDIS_REPLY_ERROR ? t->str : "unexpected reply");
+        goto out;
+    }
+    snprintf(s->node, sizeof(s->node), "%s", c->nodes[*node].label);
+    rc = 0;
+    if (strcmp(t->str, "none") == 0)
+        goto out;
+    s->kind = CLI_KIND_OTHER;
+    if (strcmp(t->str, "string") != 0 && strcmp(t->str, "hash") != 0)
+        goto out;
+    rc = -1;
+    v = key1(c, node, strcmp(t->str, "string") == 0 ? "GET" : "HGETALL", key, len);
+    ttl = v ? key1(c, node, "PTTL", key, len) : NULL;
+    if (ttl == NULL || (s->server_ms = server_ms(c, *node)) < 0)
+        goto out;
+    s->ttl_ms = ttl->type == REDIS_REPLY_INTEGER && ttl->integer >= 0 ? ttl->integer : -1;
+    rc = 0;
+    if (v->type == REDIS_REPLY_NIL) {
+        s->kind = CLI_KIND_NONE; /* gone between TYPE and GET */
+    } else if (v->type == REDIS_REPLY_STRING) {
+        read_mutex(v, s);
+    } else if (v->type == REDIS_REPLY_ARRAY) {
+        const redisReply *f = field(v, "fence", 5);
+        if (f != NULL && f->type == REDIS_REPLY_STRING)
+            rc = read_family(c, node, key, len, v, s);
+        else
+            read_redisson(v, s);
+    }
+out:
+    if (t)
+        freeReplyObject(t);
+    if (v)
+        freeReplyObject(v);
+    if (ttl)
+        freeReplyObject(ttl);
+    return rc;
+}
+
+const char *cli_majority(const cli_lockstate *s, int n, int *agree) {
+    int i, j, k;
+
+    *agree = 0;
+    for (i = 0; i < n; i++) {
+        if (s[i].nholders != 1)
+            continue;
+        for (k = 0, j = 0; j < n; j++)
+            if (s[j].nholders == 1 && strcmp(s[j].holders[0].token, s[i].holders[0].token) == 0)
+                k++;
+        if (k > *agree)
+            *agree = k;
+        if (k >= n / 2 + 1)
+            return s[i].holders[0].token;
+    }
+    return NULL;
+}

@@ -1,0 +1,142 @@
+/*
+ * Printing: strings for people (lock names may hold any byte but NUL) and
+ * for JSON, durations, timestamps, and one lock state as a JSON object.
+ */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+void cli_json_str(FILE *f, const char *s, size_t len) {
+    size_t i;
+
+    fputc('"', f);
+    for (i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch == '\n')
+            fputs("\\n", f);
+        else if (ch == '\t')
+            fputs("\\t", f);
+        else if (ch < 0x20 || ch == 0x7f)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f); /* UTF-8 passes through; other bytes too, as given */
+    }
+    fputc('"', f);
+}
+
+void cli_text_str(FILE *f, const char *s, size_t len) {
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch >= 0x7f || ch == '\\')
+            fprintf(f, "\\x%02x", ch);
+        else
+            fputc(ch, f);
+    }
+}
+
+const char *cli_ms_text(int64_t ms, char *buf, size_t size) {
+    if (ms < 0)
+        snprintf(buf, size, "-");
+    else if (ms < 1000)
+        snprintf(buf, size, "%" PRId64 "ms", ms);
+    else
+        snprintf(buf, size, "%" PRId64 ".%" PRId64 "s", ms / 1000, ms % 1000 / 100);
+    return buf;
+}
+
+const char *cli_now_text(char *buf, size_t size) {
+    struct timespec ts;
+    struct tm tm;
+    char day[32];
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, size, "%s.%03ldZ", day, ts.tv_nsec / 1000000);
+    return buf;
+}
+
+const char *cli_token_text(const char *tok, int full, char *buf, size_t size) {
+    if (full || strlen(tok) <= 12)
+        snprintf(buf, size, "%s", tok);
+    else
+        snprintf(buf, size, "%.12s..", tok);
+    return buf;
+}
+
+static void holders_json(FILE *f, const char *name, const cli_holder *h, size_t n, int queue) {
+    size_t i;
+
+    fprintf(f, ",\"%s\":[", name);
+    for (i = 0; i < n; i++) {
+        fprintf(f, "%s{\"token\":", i ? "," : "");
+        cli_json_str(f, h[i].token, strlen(h[i].token));
+        if (h[i].mode != 'm' && h[i].mode != 'R')
+            fprintf(f, ",\"mode\":\"%s\"",
+                    h[i].mode == 'r'   ? "read"
+                    : h[i].mode == 'w' ? "write"
+                    : h[i].mode == 's' ? "permit"
+                                       : "fair");
+        if (queue)
+            fprintf(f, ",\"place\":%" PRId64, h[i].count);
+        else
+            fprintf(f, ",\"count\":%" PRId64, h[i].count);
+        if (h[i].fence != 0)
+            fprintf(f, ",\"fence\":%" PRIu64, h[i].fence);
+        fprintf(f, ",\"ttl_ms\":%" PRId64 "}", h[i].ttl_ms);
+    }
+    fputc(']', f);
+}
+
+/* The fields of one state, without braces, so that callers can add theirs. */
+void cli_print_state_json(FILE *f, const cli_lockstate *s) {
+    fprintf(f, "\"kind\":\"%s\",\"server\":", cli_kind_name(s->kind));
+    cli_json_str(f, s->node, strlen(s->node));
+    fprintf(f, ",\"ttl_ms\":%" PRId64, s->ttl_ms);
+    if (s->fence != 0)
+        fprintf(f, ",\"fence\":%" PRIu64, s->fence);
+    if (s->fence_max > s->fence)
+        fprintf(f, ",\"fence_max\":%" PRIu64, s->fence_max);
+    if (s->kind == CLI_KIND_MUTEX)
+        fprintf(f, ",\"marked\":%s", s->marked ? "true" : "false");
+    if (s->kind == CLI_KIND_SEMAPHORE)
+        fprintf(f, ",\"permits\":%" PRId64, s->permits);
+    holders_json(f, "holders", s->holders, s->nholders, 0);
+    if (s->kind != CLI_KIND_MUTEX && s->kind != CLI_KIND_REDISSON && s->kind != CLI_KIND_NONE &&
+        s->kind != CLI_KIND_OTHER)
+        holders_json(f, "waiters", s->waiters, s->nwaiters, 1);
+}
+
+void cli_print_table(FILE *f, const char *text, size_t len) {
+    size_t width[16] = {0}, i, col = 0, cell = 0;
+
+    for (i = 0; i < len; i++) {
+        if (text[i] == '\t' || text[i] == '\n') {
+            if (col < 16 && cell > width[col])
+                width[col] = cell;
+            col = text[i] == '\t' ? col + 1 : 0;
+            cell = 0;
+        } else {
+            cell++;
+        }
+    }
+    for (i = 0, col = 0, cell = 0; i < len; i++) {
+        if (text[i] == '\t') {
+            for (; col < 16 && cell < width[col] + 2; cell++)
+                fputc(' ', f);
+            col++;
+            cell = 0;
+        } else {
+            fputc(text[i], f);
+            cell++;
+            if (text[i] == '\n')
+                col = cell = 0;
+        }
+    }
+}

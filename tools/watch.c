@@ -1,0 +1,342 @@
+/*
+ * `leash watch NAME`: what happens to one lock, as it happens.
+ *
+ * Two sources. The lock's state is read every --interval ms and compared
+ * with the last reading: a holder that appears was granted ("acquired"),
+ * one whose deadline moved later was renewed, one that is gone was
+ * released, or expired when its lease had run out by then; waiters that
+ * join or leave a family lock's queue likewise. A mutex's channel
+ * (dialect/leash.c: the key's companion "released:<db>") carries its
+ * holder's release, renewals and force releases only while someone waits
+ * (the holder publishes once a waiter marked the key), so polling is what
+ * sees an uncontended lock; the messages that do come are shown when they
+ * arrive. A hold that begins and ends between two readings is not seen.
+ * The watcher writes nothing: marking the key would make every holder
+ * publish, a cost it has no business adding.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static volatile sig_atomic_t stopping;
+
+static void on_signal(int sig) {
+    (void)sig;
+    stopping = 1;
+}
+
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct watcher {
+    cli_conn *c;
+    const cli_args *a;
+    int64_t printed;
+    cli_node subs[LEASH_NODES_MAX];
+    int nsubs;
+} watcher;
+
+/* Starts a line (an object, with --json) for event `ev`. */
+static void begin(watcher *w, const char *ev, const char *source) {
+    char now[40];
+
+    cli_now_text(now, sizeof(now));
+    if (w->a->json) {
+        printf("{\"time\":\"%s\",\"event\":\"%s\",\"source\":\"%s\",\"lock\":", now, ev, source);
+        cli_json_str(stdout, w->a->name, strlen(w->a->name));
+    } else {
+        printf("%s  %-9s", now, ev);
+    }
+}
+
+static void end(watcher *w) {
+    fputs(w->a->json ? "}\n" : "\n", stdout);
+    fflush(stdout);
+    w->printed++;
+}
+
+/* fence_max: a Redlock hold's fence lies in fence..fence_max. */
+static void holder_event(watcher *w, const char *ev, const cli_holder *h, uint64_t fence_max,
+                         int waiter) {
+    char tb[32];
+
+    begin(w, ev, "poll");
+    if (w->a->json) {
+        fputs(",\"token\":", stdout);
+        cli_json_str(stdout, h->token, strlen(h->token));
+        if (h->mode != 'm' && h->mode != 'R')
+            printf(",\"mode\":\"%c\"", h->mode);
+        printf(",\"%s\":%" PRId64, waiter ? "place" : "count", h->count);
+        if (h->fence)
+            printf(",\"fence\":%" PRIu64, h->fence);
+        if (fence_max > h->fence)
+            printf(",\"fence_max\":%" PRIu64, fence_max);
+        printf(",\"ttl_ms\":%" PRId64, h->ttl_ms);
+    } else {
+        printf("  %s", h->token);
+        if (h->mode != 'm' && h->mode != 'R')
+            printf("  %c", h->mode);
+        if (!waiter)
+            printf("  holds %" PRId64, h->count);
+        if (h->fence)
+            printf("  fence %" PRIu64, h->fence);
+        if (fence_max > h->fence)
+            printf("..%" PRIu64, fence_max);
+        printf("  ttl %s", cli_ms_text(h->ttl_ms, tb, sizeof(tb)));
+    }
+    end(w);
+}
+
+static const cli_holder *find(const cli_holder *v, size_t n, const char *tok) {
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (strcmp(v[i].token, tok) == 0)
+            return &v[i];
+    return NULL;
+}
+
+/* Compares two readings `elapsed` ms apart and prints what changed. */
+static void diff(watcher *w, const cli_lockstate *o, const cli_lockstate *s, int64_t elapsed) {
+    size_t i;
+
+    for (i = 0; i < o->nholders; i++) {
+        const cli_holder *h = &o->holders[i];
+        if (find(s->holders, s->nholders, h->token) == NULL)
+            holder_event(w, h->ttl_ms >= 0 && h->ttl_ms <= elapsed ? "expired" : "released", h,
+                         o->fence_max, 0);
+    }
+    for (i = 0; i < o->nwaiters; i++) {
+        const cli_holder *h = &o->waiters[i];
+        if (find(s->waiters, s->nwaiters, h->token) == NULL &&
+            find(s->holders, s->nholders, h->token) == NULL)
+            holder_event(w, "left", h, 0, 1);
+    }
+    for (i = 0; i < s->nwaiters; i++)
+        if (find(o->waiters, o->nwaiters, s->waiters[i].token) == NULL)
+            holder_event(w, "queued", &s->waiters[i], 0, 1);
+    for (i = 0; i < s->nholders; i++) {
+        const cli_holder *h = &s->holders[i], *p = find(o->holders, o->nholders, h->token);
+        if (p == NULL || p->fence != h->fence)
+            holder_event(w, "acquired", h, s->fence_max, 0);
+        else if (h->count != p->count)
+            holder_event(w, "count", h, s->fence_max, 0);
+        /* Without a renewal the lease left shrinks by the time that
+         * passed; the slack covers PTTL's rounding and the reads. */
+        else if (h->ttl_ms >= 0 && p->ttl_ms >= 0 && h->ttl_ms > p->ttl_ms - elapsed + 20)
+            holder_event(w, "renewed", h, s->fence_max, 0);
+    }
+}
+
+static void state_event(watcher *w, const cli_lockstate *s, int agree, int of) {
+    char tb[32];
+    size_t i;
+
+    begin(w, "state", "poll");
+    if (w->a->json) {
+        fputc(',', stdout);
+        cli_print_state_json(stdout, s);
+        if (of > 1)
+            printf(",\"agree\":%d,\"of\":%d", agree, of);
+    } else {
+        printf("  %s", s->kind == CLI_KIND_NONE ? "free" : cli_kind_name(s->kind));
+        for (i = 0; i < s->nholders; i++)
+            printf("  holder %s fence %" PRIu64 " ttl %s", s->holders[i].token, s->holders[i].fence,
+                   cli_ms_text(s->holders[i].ttl_ms, tb, sizeof(tb)));
+        if (s->nwaiters)
+            printf("  %zu waiting", s->nwaiters);
+        if (of > 1)
+            printf("  on %d of %d servers", agree, of);
+    }
+    end(w);
+    w->printed--; /* the opening state is not an event */
+}
+
+/* A message on the lock's channel: a release (the holder's token), a
+ * renewal ("renewed:<lease>") or a force release ("forced"). */
+static void message_event(watcher *w, const cli_node *from, const char *p, size_t len) {
+    int renewed = len > 8 && memcmp(p, "renewed:", 8) == 0;
+    int forced = len == 6 && memcmp(p, "forced", 6) == 0;
+    const char *what = renewed ? "renewed" : forced ? "forced" : "released";
+
+    begin(w, what, "channel");
+    if (w->a->json) {
+        fputs(",\"server\":", stdout);
+        cli_json_str(stdout, from->label, strlen(from->label));
+        fputs(",\"message\":", stdout);
+        cli_json_str(stdout, p, len);
+    } else {
+        printf("  message ");
+        cli_text_str(stdout, p, len);
+        printf(" on %s", from->label);
+    }
+    end(w);
+}
+
+static int subscribe(watcher *w, const cli_node *at, const char *key, size_t len) {
+    cli_conn *c = w->c;
+    int sharded = c->pubsub == LEASH_PUBSUB_SHARDED ||
+                  (c->pubsub == LEASH_PUBSUB_AUTO && c->topology == LEASH_TOPOLOGY_CLUSTER);
+    char kind[32], *chan = malloc(2 * len + 40);
+    const char *argv[2] = {sharded ? "SSUBSCRIBE" : "SUBSCRIBE", chan};
+    size_t lens[2] = {strlen(argv[0]), 0};
+    cli_node *n = &w->subs[w->nsubs];
+    redisReply *r;
+
+    if (chan == NULL)
+        return -1;
+    snprintf(kind, sizeof(kind), "released:%d", c->db);
+    lens[1] = cli_companion(chan, key, len, kind);
+    *n = *at;
+    n->rc = NULL;
+    r = cli_node_open(c, n) == 0 ? redisCommandArgv(n->rc, 2, argv, lens) : NULL;
+    free(chan);
+    if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+        /* Without a reply or a context, c->err already says why. */
+        if (r != NULL || n->rc != NULL)
+            snprintf(c->err, sizeof(c->err), "%s on %.300s: %.600s", argv[0], n->label,
+                     r ? r->str : n->rc->errstr);
+        if (r)
+            freeReplyObject(r);
+        if (n->rc)
+            redisFree(n->rc);
+        return -1;
+    }
+    freeReplyObject(r);
+    w->nsubs++;
+    return 0;
+}
+
+/* Reads what the subscribers have; -1 when one broke. */
+static int drain(watcher *w, const struct pollfd *pf) {
+    int i;
+
+    for (i = 0; i < w->nsubs; i++) {
+        redisContext *rc = w->subs[i].rc;
+        void *rep;
+        if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        if (redisBufferRead(rc) != REDIS_OK) {
+            snprintf(w->c->err, sizeof(w->c->err), "subscriber to %s: %s", w->subs[i].label,
+                     rc->errstr);
+            return -1;
+        }
+        while (redisGetReplyFromReader(rc, &rep) == REDIS_OK && rep != NULL) {
+            redisReply *r = rep;
+            if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+                r->element[0]->type == REDIS_REPLY_STRING &&
+                r->element[2]->type == REDIS_REPLY_STRING &&
+                (strcmp(r->element[0]->str, "message") == 0 ||
+                 strcmp(r->element[0]->str, "smessage") == 0))
+                message_event(w, &w->subs[i], r->element[2]->str, r->element[2]->len);
+            freeReplyObject(r);
+        }
+    }
+    return 0;
+}
+
+static int watch_loop(watcher *w, const cli_lockstate *first) {
+    const cli_args *a = w->a;
+    cli_lockstate last = *first, now;
+    int64_t last_at = mono_ms(), until = a->seconds ? last_at + a->seconds * 1000 : 0;
+    struct pollfd pf[LEASH_NODES_MAX];
+    int i, rc = CLI_OK, agree, of, last_agree = -1;
+
+    while (!stopping && (a->events == 0 || w->printed < a->events)) {
+        int64_t t = mono_ms(), wait = last_at + a->interval_ms - t;
+        if (until && t >= until)
+            break;
+        if (wait > 0) {
+            for (i = 0; i < w->nsubs; i++) {
+                pf[i].fd = w->subs[i].rc->fd;
+                pf[i].events = POLLIN;
+                pf[i].revents = 0;
+            }
+            if (poll(pf, (nfds_t)w->nsubs, (int)wait) < 0 && errno != EINTR)
+                break;
+            if (drain(w, pf) != 0) {
+                rc = CLI_UNREACHABLE;
+                break;
+            }
+            continue;
+        }
+        if (cli_read_one(w->c, a->name, &now, &agree, &of) == CLI_UNREACHABLE) {
+            rc = CLI_UNREACHABLE;
+            break;
+        }
+        diff(w, &last, &now, t - last_at);
+        if (of > 1 && agree != last_agree && last_agree >= 0) {
+            begin(w, "agree", "poll");
+            if (a->json)
+                printf(",\"agree\":%d,\"of\":%d", agree, of);
+            else
+                printf("  %d of %d servers hold it alike", agree, of);
+            end(w);
+        }
+        last_agree = agree;
+        cli_lockstate_clear(&last);
+        last = now;
+        last_at = t;
+    }
+    cli_lockstate_clear(&last);
+    if (rc == CLI_UNREACHABLE)
+        fprintf(stderr, "leash: %s\n", w->c->err);
+    return rc;
+}
+
+int cli_watch(cli_conn *c, const cli_args *a) {
+    watcher w;
+    cli_lockstate first;
+    struct sigaction sa;
+    size_t plen = strlen(c->prefix), nlen = strlen(a->name);
+    char *key = malloc(plen + nlen + 1);
+    int agree, of, node = 0, i, rc;
+
+    memset(&w, 0, sizeof(w));
+    w.c = c;
+    w.a = a;
+    if (key == NULL)
+        return CLI_UNREACHABLE;
+    memcpy(key, c->prefix, plen);
+    memcpy(key + plen, a->name, nlen + 1);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    rc = cli_read_one(c, a->name, &first, &agree, &of);
+    if (rc == CLI_UNREACHABLE) {
+        free(key);
+        return rc;
+    }
+    /* Every server that may publish: the key's master, or each Redlock
+     * server. A family lock has no channel of its own to listen to. */
+    if (first.kind != CLI_KIND_FAIR && first.kind != CLI_KIND_RW &&
+        first.kind != CLI_KIND_SEMAPHORE && first.kind != CLI_KIND_FAMILY) {
+        if (c->topology == LEASH_TOPOLOGY_REDLOCK) {
+            for (i = 0; i < c->nnodes; i++)
+                if (subscribe(&w, &c->nodes[i], key, plen + nlen) != 0)
+                    fprintf(stderr, "leash: %s (watching the others)\n", c->err);
+        } else if (cli_key_node(c, key, plen + nlen, &node) != 0 ||
+                   subscribe(&w, &c->nodes[node], key, plen + nlen) != 0) {
+            fprintf(stderr, "leash: %s\n", c->err);
+            cli_lockstate_clear(&first);
+            free(key);
+            return CLI_UNREACHABLE;
+        }
+    }
+    free(key);
+    state_event(&w, &first, agree, of);
+    rc = watch_loop(&w, &first);
+    for (i = 0; i < w.nsubs; i++)
+        redisFree(w.subs[i].rc);
+    return rc;
+}
