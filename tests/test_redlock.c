@@ -124,6 +124,44 @@ TEST(two_clients_exclude_each_other_and_fences_grow) {
     rw_down(&w);
 }
 
+/* A force release from a client that just started (an operator's tool):
+ * its copies go out as each connection gets ready, and it is done only
+ * when every server had its say, so no majority of the hold is left. */
+TEST(a_force_release_from_a_new_client_reaches_every_server) {
+    rworld w;
+    leash_client *holder, *op;
+    leash_lock *h, *f;
+    leash_options o;
+    int ports[N], i;
+    fx_result done = {0};
+
+    rw_up(&w);
+    holder = rw_client(&w, 10000);
+    h = leash_lock_new(holder, "forced");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    fx_run_for(w.loop, 100); /* copies of the grant still unwritten reach their servers */
+    CHECK_EQ_INT(holding_servers(&w, "leash:forced"), N);
+    for (i = 0; i < N; i++)
+        ports[i] = w.s[i].port;
+    redlock_options(&w, &o, ports, 10000);
+    /* Two servers slow to answer the new client's handshake: three
+     * removals come first. */
+    test_redis_freeze(&w.s[3]);
+    test_redis_freeze(&w.s[4]);
+    op = fx_client_opts(w.loop, &o); /* not waited for: connecting */
+    f = leash_lock_new(op, "forced");
+    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
+    fx_run_for(w.loop, 200);
+    test_redis_thaw(&w.s[3]);
+    test_redis_thaw(&w.s[4]);
+    fx_run_until(w.loop, &done, 5000);
+    CHECK_EQ_INT(done.status, LEASH_OK);
+    CHECK_EQ_INT(holding_servers(&w, "leash:forced"), 0);
+    leash_client_free(op);
+    leash_client_free(holder);
+    rw_down(&w);
+}
+
 static int lost_calls, lost_reason;
 static int64_t lost_at;
 static void on_lost(leash_lock *l, int reason, void *arg) {
@@ -615,6 +653,7 @@ TEST(fences_never_go_back_across_handoffs_while_servers_restart) {
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(two_clients_exclude_each_other_and_fences_grow),
+        TEST_CASE(a_force_release_from_a_new_client_reaches_every_server),
         TEST_CASE(two_servers_killed_keep_the_hold_a_third_loses_it),
         TEST_CASE(two_servers_down_and_a_crashed_holder_on_a_third_is_waited_out),
         TEST_CASE(grants_short_of_replicas_end_ereplicas_without_a_retry_loop),

@@ -13,9 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Force releases of one lock on Redlock, at most (see force()). */
-#define FORCE_TRIES 3
-
 typedef struct forcing {
     struct ev_loop *loop;
     int status;
@@ -36,24 +33,13 @@ static void on_log(int level, const char *msg, void *arg) {
     fprintf(stderr, "leash: %s\n", msg);
 }
 
-/* Whether `token` still holds lock `name` on a majority of the servers. */
-static int majority_holds(cli_conn *c, const char *name, const char *token) {
-    cli_lockstate s;
-    int agree = 0, of = 1, held;
-
-    held = cli_read_one(c, name, &s, &agree, &of) == CLI_OK && agree >= of / 2 + 1 &&
-           s.nholders == 1 && strcmp(s.holders[0].token, token) == 0;
-    cli_lockstate_clear(&s);
-    return held;
-}
-
-static int force(cli_conn *c, const char *name, int kind, const char *token, int *status) {
+static int force(cli_conn *c, const char *name, int kind, int *status) {
     const char *nodes[LEASH_NODES_MAX];
     leash_options o;
     leash_client *client = NULL;
     leash_lock *l = NULL;
     forcing f = {ev_loop_new(EVFLAG_AUTO), 0, 0};
-    int i, n = 0, rc, tries, removed = 0;
+    int i, n = 0, rc;
 
     if (f.loop == NULL)
         return -1;
@@ -88,26 +74,13 @@ static int force(cli_conn *c, const char *name, int kind, const char *token, int
                                    : leash_fair_lock_new(client, name);
         rc = l == NULL ? LEASH_EINVAL : leash_force_release(l, on_forced, &f);
     }
-    for (tries = 1; rc == LEASH_OK; tries++) {
+    /* On Redlock the force is done once every server answered
+     * (route/quorum.c), so a new client's copies all go out. */
+    if (rc == LEASH_OK)
         ev_run(f.loop, 0);
-        /* Redlock's force is done once any server removed the hold, and
-         * the copies still waiting for a connection are dropped then
-         * (route/quorum.c: finish): from a client that has just started,
-         * it may reach one server only. While the same holder still has
-         * a majority nobody else can hold it, so a second force, on warm
-         * connections now, removes nobody else's hold. */
-        if (!f.done || f.status != LEASH_OK || c->topology != LEASH_TOPOLOGY_REDLOCK ||
-            tries == FORCE_TRIES || !majority_holds(c, name, token))
-            break;
-        /* A hold was removed: whatever the next try says (nobody held it,
-         * when the first one's copies got there after all), that stands. */
-        removed = 1;
-        f.done = 0;
-        rc = leash_force_release(l, on_forced, &f);
-    }
     leash_client_free(client);
     ev_loop_destroy(f.loop);
-    *status = removed ? LEASH_OK : f.done ? f.status : rc;
+    *status = f.done ? f.status : rc;
     return 0;
 }
 
@@ -159,7 +132,7 @@ int cli_release(cli_conn *c, const cli_args *a) {
         cli_lockstate_clear(&s);
         return CLI_USAGE;
     }
-    if (force(c, a->name, s.kind, s.nholders == 1 ? s.holders[0].token : "", &status) != 0)
+    if (force(c, a->name, s.kind, &status) != 0)
         status = LEASH_ENOMEM;
     cli_lockstate_clear(&s);
     if (a->json) {

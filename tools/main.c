@@ -105,7 +105,7 @@ static const char release_text[] =
     "On a terminal it shows the lock and asks first; --yes releases without\n"
     "asking. When standard input is not a terminal, --yes is required (exit 2\n"
     "without it). A Redisson lock is left to Redisson (exit 2). With\n"
-    "--redlock it forces again while the same holder keeps a majority.\n"
+    "--redlock it is done once every server answered.\n"
     "Exit status 0 released, 1 nobody held it, 2 refused, 3 unreachable.\n";
 
 static int help(const char *cmd) {

@@ -636,6 +636,9 @@ LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
  * safe: the next holder's fence is higher.
  * A key at the lock's name that is not a lock is left alone (LEASH_EREDIS,
  * WRONGTYPE in the log).
+ * With Redlock it goes to every server and completes once each answered
+ * (one that is down, after command_timeout_ms): LEASH_OK when any removed
+ * a hold.
  * `l` must be idle: not holding, not acquiring, no release in flight; it may
  * acquire again at once, from the callback or right after this call (the
  * force release runs first).

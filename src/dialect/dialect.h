@@ -79,7 +79,7 @@ enum leash__op_class {
     LEASH__OP_GRANT,   /* granted by a majority within the validity, else given back */
     LEASH__OP_RELEASE, /* done when a majority released or had nothing */
     LEASH__OP_RENEW,   /* per lock: renewed by a majority */
-    LEASH__OP_FORCE,   /* removed anywhere */
+    LEASH__OP_FORCE,   /* removed anywhere; decided once every server answered */
     LEASH__OP_RAISE    /* the quorum's own step after a grant */
 };
 

@@ -325,18 +325,19 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
     }
     memset(out, 0, sizeof(*out));
     if (cls == LEASH__OP_FORCE) {
-        if (yes > 0) {
+        /* Decided once every server had its say (a down or silent one by
+         * its command timeout): deciding sooner drops the copies not yet
+         * written (a new client's, while its connections get ready), and
+         * the holder keeps a majority on the servers they were for. */
+        if (answered < q->qu->n)
+            return 0;
+        if (yes > 0)
             out->kind = LEASH__ANS_REMOVED;
-            return 1;
-        }
-        if (nobody >= m || answered == q->qu->n) {
-            if (nobody >= m)
-                out->kind = LEASH__ANS_NOBODY;
-            else
-                out->status = failure_of(q, i);
-            return answered == q->qu->n || nobody >= m;
-        }
-        return 0;
+        else if (nobody >= m)
+            out->kind = LEASH__ANS_NOBODY;
+        else
+            out->status = failure_of(q, i);
+        return 1;
     }
     if (yes >= m) {
         *out = *kept;
