@@ -372,8 +372,8 @@ TEST(redissons_unlock_latches_do_not_confuse_leash) {
 }
 
 /* A key of another type (a string of another program, a lock of leash's
- * own dialect) is neither taken, renewed nor removed: every script
- * checks before it writes. */
+ * own dialect) is neither taken nor removed: the scripts check before
+ * they write. */
 TEST(a_key_that_is_no_redisson_hash_is_left_alone) {
     fx_world w;
     leash_client *c;
@@ -395,6 +395,16 @@ TEST(a_key_that_is_no_redisson_hash_is_left_alone) {
     CHECK_STR_EQ(r->str, "precious");
     freeReplyObject(r);
     CHECK_EQ_INT(test_redis_int(fx_redis_of(&w, "app-data"), "PTTL app-data"), -1);
+
+    /* A client of leash's own dialect holds "leash:shared". */
+    {
+        leash_lock *own = leash_lock_new(w.c, "shared"), *other = leash_lock_new(c, "leash:shared");
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, own, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_EREDIS);
+        CHECK_EQ_INT(fx_force_release_sync(w.loop, other, 5000), LEASH_EREDIS);
+        CHECK(leash_held(own));
+        CHECK_EQ_INT(fx_release_sync(w.loop, own, 5000), LEASH_OK);
+    }
     leash_client_free(c);
     fx_world_down(&w);
 }
