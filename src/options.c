@@ -57,12 +57,14 @@ void(leash_options_init)(leash_options *o) {
 
 /* The caller's options as this version lays them out: fields the caller's
  * header did not have take their defaults; fields this version does not
- * know must be zero. o->struct_size is at least OPTIONS_SIZE_0_2. */
+ * know must be zero, also one in what is tail padding here (a newer
+ * header's int after the last field lands there). o->struct_size is at
+ * least OPTIONS_SIZE_0_2. */
 static int widen(const leash__logger *lg, leash_options *out, const leash_options *o) {
     const unsigned char *bytes = (const unsigned char *)o;
     size_t n = o->struct_size;
 
-    for (size_t i = sizeof(*out); i < n; i++) {
+    for (size_t i = OPTIONS_SIZE_LAST; i < n; i++) {
         if (bytes[i] != 0) {
             leash__log(lg, LEASH_LOG_ERROR,
                        "leash_client_new: an option this library (%s) does not know is set "

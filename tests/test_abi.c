@@ -100,6 +100,27 @@ TEST(a_newer_headers_option_set_is_refused_with_a_log_line) {
     CHECK(fx_log_contains("does not know"));
 }
 
+/* The next header's field may be an int right after dialect: it lands in
+ * what is tail padding here, inside sizeof(leash_options). A program that
+ * sets it must be refused as one that sets a field past the struct is. */
+TEST(a_newer_headers_option_in_this_headers_tail_padding_is_refused) {
+    union {
+        leash_options o;
+        unsigned char b[sizeof(leash_options)];
+    } n;
+    size_t at = offsetof(leash_options, dialect) + sizeof(n.o.dialect);
+    int seven = 7;
+
+    if (at + sizeof(seven) > sizeof(n.o))
+        return; /* no room for an int there on this ABI */
+    leash_options_init_sized(&n.o, sizeof(n.o));
+    n.o.log_cb = fx_log_cb;
+    memcpy(n.b + at, &seven, sizeof(seven));
+    fx_log_clear();
+    CHECK_EQ_INT(new_client(&n.o), LEASH_EINVAL);
+    CHECK(fx_log_contains("does not know"));
+}
+
 TEST(options_not_filled_by_init_are_refused) {
     leash_options o;
 
@@ -201,6 +222,7 @@ int main(int argc, char **argv) {
         TEST_CASE(fields_added_after_0_2_default_to_zero_and_are_checked),
         TEST_CASE(a_newer_headers_options_left_at_their_defaults_are_taken),
         TEST_CASE(a_newer_headers_option_set_is_refused_with_a_log_line),
+        TEST_CASE(a_newer_headers_option_in_this_headers_tail_padding_is_refused),
         TEST_CASE(options_not_filled_by_init_are_refused),
         TEST_CASE(hooks_not_made_by_loop_init_are_refused),
         TEST_CASE(a_newer_adapters_hooks_are_taken_unless_it_sets_one_unknown),

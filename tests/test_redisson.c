@@ -371,6 +371,83 @@ TEST(redissons_unlock_latches_do_not_confuse_leash) {
     fx_world_down(&w);
 }
 
+/* A key of another type (a string of another program, a lock of leash's
+ * own dialect) is neither taken nor removed: the scripts check before
+ * they write. */
+TEST(a_key_that_is_no_redisson_hash_is_left_alone) {
+    fx_world w;
+    leash_client *c;
+    leash_lock *a;
+    redisReply *r;
+
+    fx_world_up(&w, 5000, 0);
+    c = rds_client(&w, 5000);
+    CHECK_EQ_INT(fx_key_cmd(&w, "app-data", "SET app-data precious"), FX_COPIES);
+    a = leash_lock_new(c, "app-data");
+    fx_log_clear();
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_EREDIS);
+    CHECK(fx_log_contains("WRONGTYPE"));
+    fx_log_clear();
+    CHECK_EQ_INT(fx_force_release_sync(w.loop, a, 5000), LEASH_EREDIS);
+    CHECK(fx_log_contains("WRONGTYPE"));
+    r = test_redis_cmd(fx_redis_of(&w, "app-data"), "GET app-data");
+    CHECK(r != NULL && r->type == REDIS_REPLY_STRING);
+    CHECK_STR_EQ(r->str, "precious");
+    freeReplyObject(r);
+    CHECK_EQ_INT(test_redis_int(fx_redis_of(&w, "app-data"), "PTTL app-data"), -1);
+
+    /* A client of leash's own dialect holds "leash:shared". */
+    {
+        leash_lock *own = leash_lock_new(w.c, "shared"), *other = leash_lock_new(c, "leash:shared");
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, own, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_EREDIS);
+        CHECK_EQ_INT(fx_force_release_sync(w.loop, other, 5000), LEASH_EREDIS);
+        CHECK(leash_held(own));
+        CHECK_EQ_INT(fx_release_sync(w.loop, own, 5000), LEASH_OK);
+    }
+    leash_client_free(c);
+    fx_world_down(&w);
+}
+
+/* Redisson's forceUnlock removed leash's hold: an extra (reentrant) hold
+ * asked for afterwards must not write a new hash, which would be a hold
+ * nobody released (its field is the removed hold's) and a fence its
+ * holder never saw. */
+TEST(an_extra_hold_after_a_force_unlock_does_not_bring_the_hold_back) {
+    fx_world w;
+    leash_client *c;
+    leash_lock *a;
+    rs_client rc;
+    fx_result lost = {0};
+
+    fx_world_up(&w, 5000, 0);
+    c = rds_client(&w, 30000);
+    rs_client_init(&rc, fx_redis_of(&w, "res"), SHARDED);
+    a = leash_lock_new(c, "res");
+    leash_on_lost(a, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(rs_force_unlock(&rc, "res"), 1);
+    CHECK(fx_acquire_sync(w.loop, a, 0, 5000) != LEASH_OK);
+    CHECK_EQ_INT(lost.calls, 1);
+    CHECK(!leash_held(a));
+    CHECK_EQ_INT(fx_redis_exists(fx_redis_of(&w, "res"), "res"), 0);
+    /* Nor while a Redisson thread holds it. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(rs_force_unlock(&rc, "res"), 1);
+    CHECK_EQ_INT(rs_try_lock(&rc, "res", 1, REDISSON_LEASE_MS), -1);
+    CHECK(fx_acquire_sync(w.loop, a, 0, 5000) != LEASH_OK);
+    CHECK_EQ_INT(lost.calls, 2);
+    {
+        char field[64];
+        CHECK_EQ_INT(only_field(&w, "res", field), 1);
+        CHECK(!leash_field_shape(field));
+    }
+    CHECK_EQ_INT(rs_unlock(&rc, "res", 1, REDISSON_LEASE_MS, "u1"), 1);
+    rs_client_close(&rc);
+    leash_client_free(c);
+    fx_world_down(&w);
+}
+
 /* Redisson names the channel of a name with a '{' without adding braces:
  * the name's own tag keeps it in the key's slot (a cluster's SSUBSCRIBE
  * at the key's master would answer MOVED otherwise). */
@@ -486,6 +563,54 @@ TEST(a_release_retried_after_a_lost_answer_needs_no_latch) {
 
     rs_waiter_close(&rw);
     rs_client_close(&rc);
+    leash_client_free(c);
+    fp_stop(&p);
+    fx_loop_free(loop);
+    test_redis_stop(&r);
+}
+
+/* The grant's answer is lost and the acquire goes again with the same
+ * token: it finds its own field and must leave the count at 1 (Redisson's
+ * HINCRBY would make it 2, and the one release the caller makes would
+ * leave the lock held). */
+TEST(an_acquire_retried_after_a_lost_answer_holds_once) {
+    test_redis r;
+    fault_proxy p;
+    fx_loop *loop = fx_loop_new();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result got = {0};
+    char field[64];
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    CHECK_EQ_INT(fp_start(&p, r.port), 0);
+    fx_options(&o, &r, 10000);
+    o.port = p.port;
+    o.command_timeout_ms = 300;
+    o.dialect = LEASH_DIALECT_REDISSON;
+    o.key_prefix = "";
+    c = fx_client_opts(loop, &o);
+    fx_wait_connected(loop, c, 5000);
+    l = leash_lock_new(c, "res");
+    CHECK_EQ_INT(fp_blackhole(&p, FP_CMD, FP_DOWN, 1), 0);
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_for(loop, 100);
+    CHECK_EQ_INT(fx_redis_exists(&r, "res"), 1); /* it ran */
+    CHECK_EQ_INT(fp_blackhole(&p, FP_CMD, FP_DOWN, 0), 0);
+    fx_run_until(loop, &got, 5000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_EQ_INT(leash_hold_count(l), 1);
+    {
+        redisReply *h = test_redis_cmd(&r, "HGETALL res");
+        CHECK(h != NULL && h->type == REDIS_REPLY_ARRAY);
+        CHECK_EQ_INT((long long)h->elements, 2);
+        strcpy(field, h->element[0]->str);
+        CHECK_STR_EQ(h->element[1]->str, "1");
+        freeReplyObject(h);
+    }
+    CHECK_EQ_INT(fx_release_sync(loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_redis_exists(&r, "res"), 0);
     leash_client_free(c);
     fp_stop(&p);
     fx_loop_free(loop);
@@ -609,8 +734,11 @@ int main(int argc, char **argv) {
         TEST_CASE(renewals_keep_the_pttl_up_as_redissons_watchdog_does),
         TEST_CASE(redissons_unlock_latches_do_not_confuse_leash),
         TEST_CASE(names_with_a_hash_tag_and_a_key_prefix),
+        TEST_CASE(a_key_that_is_no_redisson_hash_is_left_alone),
+        TEST_CASE(an_extra_hold_after_a_force_unlock_does_not_bring_the_hold_back),
 #ifdef LEASH_TEST_ONE_SERVER
         TEST_CASE(a_release_retried_after_a_lost_answer_needs_no_latch),
+        TEST_CASE(an_acquire_retried_after_a_lost_answer_holds_once),
 #endif
 #else
         TEST_CASE(a_redisson_redlock_and_a_leash_redlock_exclude_each_other),
