@@ -12,9 +12,14 @@
  * what the plain leash_options_init fills. */
 #define OPTIONS_SIZE_0_2 \
     (offsetof(leash_options, wait_timeout_ms) + sizeof(((leash_options *)0)->wait_timeout_ms))
-/* The end of the last field: a field added after it must move this (and
- * default to zero, see "Structs that grow" in leash.h). */
-#define OPTIONS_SIZE_LAST (offsetof(leash_options, dialect) + sizeof(((leash_options *)0)->dialect))
+/* The end of each field added after 0.2: a struct_size may end at one,
+ * never inside one (a binding's packed struct ends before the padding). */
+#define OPTIONS_SIZE_DIALECT \
+    (offsetof(leash_options, dialect) + sizeof(((leash_options *)0)->dialect))
+/* The end of the last field: a field added after it must move this, get
+ * a size of its own above (and default to zero, see "Structs that grow"
+ * in leash.h). */
+#define OPTIONS_SIZE_LAST OPTIONS_SIZE_DIALECT
 _Static_assert(sizeof(leash_options) - OPTIONS_SIZE_LAST < _Alignof(leash_options),
                "leash_options grew: keep OPTIONS_SIZE_LAST at the end of its last field");
 
@@ -245,6 +250,15 @@ static int validate(const leash__logger *lg, const leash_options *o) {
                    o->dialect);
         return LEASH_EINVAL;
     }
+    /* Redisson subscribes with SSUBSCRIBE in a cluster only: its waiters
+     * would never hear a SPUBLISH anywhere else. */
+    if (o->dialect == LEASH_DIALECT_REDISSON && o->pubsub == LEASH_PUBSUB_SHARDED &&
+        o->topology != LEASH_TOPOLOGY_CLUSTER) {
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_client_new: the redisson dialect uses sharded pub/sub in a cluster "
+                   "only, as Redisson does");
+        return LEASH_EINVAL;
+    }
     if (o->log_level < LEASH_LOG_ERROR || o->log_level > LEASH_LOG_DEBUG) {
         leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: log_level %d is out of range",
                    o->log_level);
@@ -308,7 +322,7 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
     /* Without a struct_size from leash_options_init, not even the log
      * callback can be trusted: refuse silently. */
     if (given->struct_size < OPTIONS_SIZE_0_2 || given->struct_size > LEASH__STRUCT_SIZE_MAX ||
-        (given->struct_size > OPTIONS_SIZE_0_2 && given->struct_size < OPTIONS_SIZE_LAST))
+        (given->struct_size > OPTIONS_SIZE_0_2 && given->struct_size < OPTIONS_SIZE_DIALECT))
         return LEASH_EINVAL; /* the last: it ends inside a field added after 0.2 */
     lg.cb = given->log_cb;
     lg.arg = given->log_arg;

@@ -94,6 +94,10 @@ static void defaults(leash_options *o) {
 static void dialect_unknown(leash_options *o) {
     o->dialect = 9;
 }
+static void redisson_sharded_on_one_server(leash_options *o) {
+    o->dialect = LEASH_DIALECT_REDISSON;
+    o->pubsub = LEASH_PUBSUB_SHARDED;
+}
 static void unix_only(leash_options *o) {
     o->host = NULL;
     o->unix_path = "/tmp/x.sock";
@@ -120,6 +124,7 @@ TEST(bad_options_are_refused_with_a_log_line) {
         {backoff_inverted, "reconnect_max_ms (100) is below"},
         {negative_db, "db must be >= 0"},
         {dialect_unknown, "dialect 9 is neither"},
+        {redisson_sharded_on_one_server, "sharded pub/sub in a cluster only"},
     };
     size_t i;
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -152,7 +152,8 @@ enum leash_pubsub {
  *   carries no db, as Redisson's does not: the same name in two dbs of one
  *   server wakes the other db's waiters once, needlessly. In a cluster,
  *   leash_options.pubsub and the shardedSubscriptionMode of Redisson's
- *   cluster config must agree.
+ *   cluster config must agree; LEASH_PUBSUB_SHARDED with another topology
+ *   is refused (LEASH_EINVAL), as Redisson shards in a cluster only.
  * - Redisson's unlock latches (redisson_unlock_latch:{name}:<request id>)
  *   are Redisson's own: leash neither reads nor writes them. Its own
  *   release sent again after a lost answer is told apart without a key
@@ -162,7 +163,9 @@ enum leash_pubsub {
  *   companion key with a TTL whose name Redisson never uses), so fences
  *   grow across leash's holds as in the leash dialect. A Redisson holder
  *   has no fence: a store that checks fences cannot stop a stale Redisson
- *   writer, nor a stale leash writer after a Redisson hold.
+ *   writer, nor a stale leash writer after a Redisson hold. Nor can these
+ *   fences be mixed with Redisson's RFencedLock tokens (a counter far
+ *   below the server's clock in microseconds).
  * - The lock family (leash_fair_lock_new, leash_read_lock_new,
  *   leash_write_lock_new, leash_semaphore_new) is not available: Redisson's
  *   RFairLock, RReadWriteLock and RSemaphore have layouts of their own. The
@@ -172,8 +175,9 @@ enum leash_pubsub {
  *   exclude each other. An attempt that missed its majority gives its
  *   partial grants back without publishing (Redisson's waiters do not say
  *   that they wait, and the message would wake the attempt's own waiter
- *   again and again): a Redisson waiter kept out by such a partial grant
- *   tries again after its own wait or the key's TTL.
+ *   again and again): a waiter kept out by such a partial grant (a
+ *   Redisson one, or a leash one of another client whose own attempt got
+ *   no grant) tries again after its own wait or the key's TTL.
  */
 enum leash_dialect {
     LEASH_DIALECT_LEASH = 0,
