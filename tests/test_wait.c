@@ -359,6 +359,46 @@ TEST(one_subscription_per_name_shared_by_local_waiters) {
     fx_world_down(&w);
 }
 
+/* A handle freed while it holds (a server's request that ended) gives the
+ * lock to the next local waiter as a release does: no waiter sleeps out a
+ * TTL or its wait. */
+TEST(a_holder_freed_wakes_the_next_local_waiter) {
+    fx_world w;
+    leash_lock *cur, *ws[4];
+    fx_result g[4];
+    int i;
+
+    memset(g, 0, sizeof(g));
+    fx_world_up(&w, 5000, 0);
+    cur = leash_lock_new(w.c, "freed-holder");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, cur, 0, 5000), LEASH_OK);
+    for (i = 0; i < 4; i++) {
+        ws[i] = leash_lock_new(w.c, "freed-holder");
+        CHECK_EQ_INT(leash_acquire(ws[i], 3000, fx_acquire_cb, &g[i]), LEASH_OK);
+    }
+    for (i = 0; i < 4; i++)
+        run_until_parked(&w, ws[i]);
+    for (i = 0; i < 4; i++) {
+        int64_t t0 = test_now_ms();
+        int j, next = -1;
+
+        leash_lock_free(cur);
+        while (next < 0 && test_now_ms() - t0 < 2000) {
+            fx_run_for(w.loop, 5);
+            for (j = 0; j < 4; j++)
+                if (ws[j] != NULL && g[j].done && leash_held(ws[j]))
+                    next = j;
+        }
+        CHECK_MSG(next >= 0, "no waiter took it within 2 s of free %d", i);
+        CHECK_MSG(test_now_ms() - t0 < 500 + TEST_SLACK_MS, "took %lld ms",
+                  (long long)(test_now_ms() - t0));
+        cur = ws[next];
+        ws[next] = NULL;
+    }
+    leash_lock_free(cur);
+    fx_world_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep),
@@ -368,6 +408,7 @@ int main(int argc, char **argv) {
         TEST_CASE(release_seen_between_attempt_and_sleep_is_not_lost),
         TEST_CASE(waiters_survive_the_subscriber_connection_being_killed),
         TEST_CASE(one_subscription_per_name_shared_by_local_waiters),
+        TEST_CASE(a_holder_freed_wakes_the_next_local_waiter),
         {0},
     };
     return fx_main(argc, argv, cases);

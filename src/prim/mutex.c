@@ -1108,8 +1108,16 @@ static void free_handle(leash_lock *l) {
     if (!tearing_down && l->core->env.freeing)
         return;
     abandon_attempt(l, !held);
-    if (held)
+    if (held) {
         release_in_background(l, l->hold.token, 0);
+        /* Nobody hears that release's answer, which wakes this client's
+         * next waiter (no message does: a key granted to a local waiter
+         * was never found busy). Woken now, its attempt follows the
+         * release on every connection. A family script hands over itself. */
+        if (!family(l))
+            leash__waitqs_released(&l->core->waitqs, l->names.channel, l->names.channel_len,
+                                   l->hold.token, LEASH__TOKEN_LEN);
+    }
     set_state(l, M_IDLE);
     leash__timer_clear(&l->timer);
     if (l->rel != NULL) {
