@@ -24,6 +24,12 @@
 #define NGX_LEASH_WAIT_MAX_MS ((ngx_msec_t)3600000)
 #define NGX_LEASH_LEASE_MIN_MS ((ngx_msec_t)100)
 #define NGX_LEASH_LEASE_MAX_MS ((ngx_msec_t)3600000)
+/* A waiting request's own timer runs this much past leash_wait: leash
+ * answers first (a late answer comes at most command_timeout_ms after the
+ * wait), so it only fires if something is broken. Being an nginx timer that
+ * is not cancelable, it also keeps a worker that shuts down alive for the
+ * requests that still wait. */
+#define NGX_LEASH_GUARD_MS ((ngx_msec_t)5000)
 
 enum {
     NGX_LEASH_NONE = 0,
@@ -484,10 +490,37 @@ static void ngx_http_leash_decided(leash_lock *l, int status, void *arg) {
         leash_lock_free(l);
     }
     c = r->connection;
+    if (c->write->timer_set)
+        ngx_del_timer(c->write);
     r->read_event_handler = ngx_http_block_reading;
     r->write_event_handler = ngx_http_core_run_phases;
     ngx_http_core_run_phases(r);
     ngx_http_run_posted_requests(c);
+}
+
+/* The waiting request's own timer (NGX_LEASH_GUARD_MS): the answer never
+ * came. Other write events while waiting mean nothing. */
+static void ngx_http_leash_guard(ngx_http_request_t *r) {
+    ngx_http_leash_ctx_t *ctx = ngx_http_leash_get_ctx(r);
+    ngx_http_leash_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_leash_module);
+    ngx_connection_t *c = r->connection;
+    leash_lock *l;
+
+    if (!c->write->timedout || ctx == NULL || ctx->state != NGX_LEASH_WAITING)
+        return;
+    c->write->timedout = 0;
+    ngx_log_error(NGX_LOG_ERR, c->log, 0, "leash: no answer for the lock \"%V\" in %Mms", &ctx->key,
+                  ngx_current_msec - ctx->started);
+    l = ctx->lock;
+    ctx->lock = NULL; /* its callback fires ECANCELED inside the free: ignored */
+    leash_lock_free(l);
+    ctx->state = NGX_LEASH_DECIDED;
+    ctx->status = "error";
+    ctx->wait_ms = ngx_current_msec - ctx->started;
+    ctx->rc = lcf->fail == NGX_LEASH_FAIL_OPEN ? NGX_DECLINED : (ngx_int_t)lcf->busy_status;
+    r->read_event_handler = ngx_http_block_reading;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
 }
 
 /* Writes the key of this request into ctx->key, NUL-terminated. */
@@ -570,7 +603,8 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
      * the wait) at once. */
     ctx->state = NGX_LEASH_WAITING;
     r->read_event_handler = ngx_http_test_reading;
-    r->write_event_handler = ngx_http_request_empty_handler;
+    r->write_event_handler = ngx_http_leash_guard;
+    ngx_add_timer(r->connection->write, lcf->wait + NGX_LEASH_GUARD_MS);
     return NGX_AGAIN;
 }
 

@@ -15,10 +15,11 @@
  *   the socket mid-way; level-triggered registration (flags 0) needs no
  *   such reasoning: whatever is left fires again on the next turn.
  * - A worker that shuts down (reload, QUIT) waits for every timer not
- *   marked cancelable. A leash timer is cancelable unless the core says it
- *   keeps the loop alive (keep_alive: only while a request waits on it,
- *   bounded by that request's wait), so an idle client never holds an old
- *   worker back, and a waiting request still gets its answer.
+ *   marked cancelable. Every leash timer is cancelable, also with
+ *   keep_alive: the core leaves its command timer keep-alive for
+ *   command_timeout_ms after the last reply, which would hold an old worker
+ *   back by that much. What must keep a worker alive is a request that
+ *   waits: the module gives such a request a timer of its own.
  * - ngx_add_timer keeps the old deadline when the new one is within
  *   NGX_TIMER_LAZY_DELAY (300 ms) of it, and counts from ngx_current_msec,
  *   the time the loop last woke. leash's deadlines are exact: a timer is
@@ -95,7 +96,6 @@ static void ngx_leash_timer_start(void *data, void *timer, uint64_t delay_ms, in
     ngx_leash_timer_stop(data, timer);
     /* leash caps every duration at 10 years; ngx_msec_t is 64 bits here. */
     delay = (ngx_msec_t)delay_ms + ngx_leash_lag();
-    t->ev.cancelable = keep_alive ? 0 : 1;
     ngx_add_timer(&t->ev, delay);
 }
 
