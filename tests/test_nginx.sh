@@ -10,11 +10,16 @@
 #   2. requests for different keys run side by side;
 #   3. leash_wait 0 answers the busy status at once while the key is held;
 #   4. a semaphore of 3 lets exactly 3 requests in at once;
-#   5. a client that hangs up while it waits never reaches the backend and
+#   5. the fair lock serves waiters in arrival order across both instances;
+#   6. a client that hangs up while it waits never reaches the backend and
 #      delays nobody;
-#   6. a SIGHUP reload while a request holds a lock: the request completes,
+#   7. a SIGHUP reload while a request holds a lock: the request completes,
 #      the old workers exit within a second after it, new workers serve;
-#   7. nginx -t refuses each bad configuration with a message naming the
+#   8. a key over the length limit answers 500 and the error log names it;
+#   9. with Redis down, leash_fail closed answers the busy status and
+#      leash_fail open lets the request through, by leash_wait; once Redis
+#      is back the locks work again;
+#  10. nginx -t refuses each bad configuration with a message naming the
 #      directive and the problem;
 # and checks that no worker exited on a signal and no log line holds the
 # Redis password.
@@ -145,6 +150,9 @@ http {
         location /try { leash_lock one:\$arg_key; leash_wait 0; leash_busy_status 429; $proxy }
         location /sem { leash_semaphore sem:\$arg_key 3; leash_wait 10s; $proxy }
         location /fair { leash_fair_lock fair:\$arg_key; leash_wait 10s; $proxy }
+        location /closed { leash_lock down:\$arg_key; leash_wait 1s; $proxy }
+        location /open { leash_lock down:\$arg_key; leash_wait 1s; leash_fail open; $proxy }
+        location /long { leash_lock \$arg_key; $proxy }
         location /free { $proxy }
     }
 }
@@ -256,7 +264,22 @@ done
 [[ $(stat_of z peak) == 3 && $(stat_of z served) == 9 ]] || fail "semaphore 3: the backend saw $(stats z)"
 pass "a semaphore of 3 peaks at exactly 3 (9 requests, 2 instances)"
 
-# ---- 5. a client that hangs up while it waits ----
+# ---- 5. the fair lock serves waiters in arrival order across the fleet ----
+
+req fair-0 0 "/fair?key=f&ms=600&n=0"
+for i in $(seq 1 6); do
+    sleep 0.1
+    req "fair-$i" $((i % 2)) "/fair?key=f&ms=50&n=$i"
+done
+wait_reqs
+for i in $(seq 0 6); do
+    [[ $(code_of "fair-$i") == 200 ]] || fail "fair lock request $i: $(code_of "fair-$i")"
+done
+[[ $(stat_of f order) == 0,1,2,3,4,5,6 && $(stat_of f peak) == 1 ]] ||
+    fail "fair lock: the backend saw $(stats f)"
+pass "the fair lock serves waiters in arrival order across both instances"
+
+# ---- 6. a client that hangs up while it waits ----
 
 req hang-holder 0 "/one?key=hang&ms=800"
 sleep 0.2
@@ -271,7 +294,7 @@ t1=$(now_ms)
 ((t1 - t0 < 600 + 2 * SLACK_MS)) || fail "hang-up: the next request ended $((t1 - t0)) ms later"
 pass "a client that hangs up while waiting never reaches the backend and delays nobody"
 
-# ---- 6. reload while a request holds a lock ----
+# ---- 7. reload while a request holds a lock ----
 
 old=$(workers_of "${masters[0]}")
 req reload 0 "/one?key=reload&ms=1500"
@@ -297,7 +320,42 @@ done
 ((gone)) || fail "reload: old workers $old (done at $t_done) still there $(($(now_ms) - t_done)) ms after their last request"
 pass "SIGHUP with a lock held: the request completes, old workers exit after it, new ones serve"
 
-# ---- 7. nginx -t refuses bad configurations ----
+# ---- 8. a key over LEASH_NAME_MAX: 500 and a log line naming it ----
+
+long=$(printf 'k%.0s' $(seq 513))
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/long?key=$long")
+[[ $code == 500 ]] || fail "a key of 513 bytes answered $code"
+grep -q "leash: the key \"$long\" of \"leash_lock\" is 513 bytes" "$tmp"/a/error.log ||
+    fail "no error line names the long key"
+pass "a key over 512 bytes answers 500 and the error log names it"
+
+# ---- 9. Redis down: leash_fail closed and open; back: service resumes ----
+
+kill -TERM "$redis_pid"
+wait "$redis_pid" 2>/dev/null || true
+t0=$(now_ms)
+req down-closed 0 "/closed?key=d&ms=1"
+req down-open 1 "/open?key=d&ms=1"
+wait_reqs
+t1=$(now_ms)
+[[ $(code_of down-closed) == 503 ]] || fail "Redis down, leash_fail closed: $(code_of down-closed) $(leash_of down-closed)"
+[[ $(code_of down-open) == 200 && $(leash_of down-open) == error* ]] ||
+    fail "Redis down, leash_fail open: $(code_of down-open) $(leash_of down-open)"
+((t1 - t0 < 1000 + 2 * SLACK_MS)) || fail "Redis down: the answers took $((t1 - t0)) ms (leash_wait 1s)"
+"${LEASH_REDIS_SERVER:-redis-server}" --port "$redis_port" --bind 127.0.0.1 --save '' \
+    --appendonly no --dir "$tmp" --logfile "$tmp/redis.log" --requirepass "$PASSWORD" &
+redis_pid=$!
+started+=("$redis_pid")
+code=
+for _ in $(seq 60); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/closed?key=back&ms=1")
+    [[ $code == 200 ]] && break
+    sleep 0.1
+done
+[[ $code == 200 ]] || fail "Redis back: still $code"
+pass "Redis down: closed answers 503, open goes on with \$leash_status error, both by leash_wait; Redis back: served"
+
+# ---- 10. nginx -t refuses bad configurations ----
 
 refuse() {
     local what=$1 expect=$2 out
