@@ -441,14 +441,25 @@ static ngx_http_leash_ctx_t *ngx_http_leash_get_ctx(ngx_http_request_t *r) {
 static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
     ngx_http_leash_ctx_t *ctx = arg;
     ngx_http_request_t *r = ctx->r;
+    ngx_connection_t *c = r->connection;
 
-    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+    ngx_log_error(NGX_LOG_ERR, c->log, 0,
                   "leash: lost the lock \"%V\" mid-request (%s): the request ends", &ctx->key,
                   leash_lost_reason_name(reason));
     ctx->status = "lost";
     ctx->fence = 0;
-    /* The backend must not see a second writer: end the request now. */
+    /* The backend must not see a second writer: end the request now, its
+     * upstream included. NGX_ERROR terminates: the request's cleanups run
+     * (the upstream's finalizes with NGX_DONE, which drops one reference:
+     * the one taken here, or the request would be freed under the
+     * terminating code), then a posted request closes it (and resets the
+     * count). This is no event of the request's connection: run the posted
+     * requests here. A 500 instead of the close, when nothing was sent
+     * yet, is not done: nginx has no call for a module to stop an
+     * upstream first. */
+    r->main->count++;
     ngx_http_finalize_request(r, NGX_ERROR);
+    ngx_http_run_posted_requests(c);
 }
 
 static void ngx_http_leash_decided(leash_lock *l, int status, void *arg) {

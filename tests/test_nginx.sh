@@ -19,7 +19,9 @@
 #   9. with Redis down, leash_fail closed answers the busy status and
 #      leash_fail open lets the request through, by leash_wait; once Redis
 #      is back the locks work again;
-#  10. nginx -t refuses each bad configuration with a message naming the
+#  10. a lock lost mid-request (Redis frozen past the lease) ends the
+#      request within the lease, with an error-log line;
+#  11. nginx -t refuses each bad configuration with a message naming the
 #      directive and the problem;
 # and checks that no worker exited on a signal and no log line holds the
 # Redis password.
@@ -355,7 +357,32 @@ done
 [[ $code == 200 ]] || fail "Redis back: still $code"
 pass "Redis down: closed answers 503, open goes on with \$leash_status error, both by leash_wait; Redis back: served"
 
-# ---- 10. nginx -t refuses bad configurations ----
+# ---- 10. lost mid-request: Redis frozen past the lease ----
+
+req lost 0 "/one?key=lost&ms=3000"
+for _ in $(seq 100); do
+    [[ $(stat_of lost served) == 0 ]] && break
+    sleep 0.02
+done
+kill -STOP "$redis_pid"
+t0=$(now_ms)
+wait_reqs
+t1=$(now_ms)
+kill -CONT "$redis_pid"
+[[ $(code_of lost) == 000 ]] || fail "lost: the request answered $(code_of lost)"
+((t1 - t0 < 1000 + SLACK_MS)) || fail "lost: the request ended $((t1 - t0)) ms after Redis froze (lease 1s)"
+grep -q 'leash: lost the lock "one:lost" mid-request (unreachable)' "$tmp"/a/error.log ||
+    fail "lost: no error line: $(grep lost "$tmp"/a/error.log | tail -n 3)"
+code=
+for _ in $(seq 60); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/one?key=lost&ms=1")
+    [[ $code == 200 ]] && break
+    sleep 0.1
+done
+[[ $code == 200 ]] || fail "lost: the key stays unusable ($code)"
+pass "lost mid-request: logged, the request and its upstream end within the lease ($((t1 - t0)) ms)"
+
+# ---- 11. nginx -t refuses bad configurations ----
 
 refuse() {
     local what=$1 expect=$2 out
