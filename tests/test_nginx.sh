@@ -15,16 +15,17 @@
 #      delays nobody;
 #   7. a SIGHUP reload while a request holds a lock: the request completes,
 #      the old workers exit within a second after it, new workers serve;
-#   8. a key over the length limit answers 500 and the error log names it;
-#   9. with Redis down, leash_fail closed answers the busy status and
+#   8. an internal redirect goes on with the lock the request has;
+#   9. a key over the length limit answers 500 and the error log names it;
+#  10. with Redis down, leash_fail closed answers the busy status and
 #      leash_fail open lets the request through, by leash_wait; once Redis
 #      is back the locks work again;
-#  10. a lock lost mid-request (Redis frozen past the lease) ends the
+#  11. a lock lost mid-request (Redis frozen past the lease) ends the
 #      request within the lease, with an error-log line;
-#  11. nginx -t refuses each bad configuration with a message naming the
+#  12. nginx -t refuses each bad configuration with a message naming the
 #      directive and the problem;
-# and checks that no worker exited on a signal and no log line holds the
-# Redis password.
+# and checks that no worker exited on a signal, nginx logged no alert, no
+# sanitizer spoke and no log line holds the Redis password.
 #
 # Every process it signals is one it started (or a worker of one), by pid.
 # Needs redis-server, redis-cli, curl and python3. TEST_SLACK_MS (default
@@ -155,6 +156,8 @@ http {
         location /closed { leash_lock down:\$arg_key; leash_wait 1s; $proxy }
         location /open { leash_lock down:\$arg_key; leash_wait 1s; leash_fail open; $proxy }
         location /long { leash_lock \$arg_key; $proxy }
+        location /redirect { leash_lock ir:\$arg_key; leash_wait 1s; root /nonexistent; try_files /none @named; }
+        location @named { leash_lock ir:\$arg_key; leash_wait 1s; $proxy }
         location /free { $proxy }
     }
 }
@@ -322,7 +325,14 @@ done
 ((gone)) || fail "reload: old workers $old (done at $t_done) still there $(($(now_ms) - t_done)) ms after their last request"
 pass "SIGHUP with a lock held: the request completes, old workers exit after it, new ones serve"
 
-# ---- 8. a key over LEASH_NAME_MAX: 500 and a log line naming it ----
+# ---- 8. an internal redirect does not take the lock again ----
+
+code=$(curl -s -o /dev/null -D "$tmp/ir.h" -w '%{http_code}' "http://127.0.0.1:${ports[0]}/redirect?key=ir&ms=1")
+[[ $code == 200 ]] || fail "internal redirect: $code $(grep X-Leash "$tmp/ir.h")"
+grep -q '^X-Leash: granted' "$tmp/ir.h" || fail "internal redirect: $(grep X-Leash "$tmp/ir.h")"
+pass "an internal redirect to a location with the same lock goes on with the lock it has"
+
+# ---- 9. a key over LEASH_NAME_MAX: 500 and a log line naming it ----
 
 long=$(printf 'k%.0s' $(seq 513))
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/long?key=$long")
@@ -331,7 +341,7 @@ grep -q "leash: the key \"$long\" of \"leash_lock\" is 513 bytes" "$tmp"/a/error
     fail "no error line names the long key"
 pass "a key over 512 bytes answers 500 and the error log names it"
 
-# ---- 9. Redis down: leash_fail closed and open; back: service resumes ----
+# ---- 10. Redis down: leash_fail closed and open; back: service resumes ----
 
 kill -TERM "$redis_pid"
 wait "$redis_pid" 2>/dev/null || true
@@ -357,7 +367,7 @@ done
 [[ $code == 200 ]] || fail "Redis back: still $code"
 pass "Redis down: closed answers 503, open goes on with \$leash_status error, both by leash_wait; Redis back: served"
 
-# ---- 10. lost mid-request: Redis frozen past the lease ----
+# ---- 11. lost mid-request: Redis frozen past the lease ----
 
 req lost 0 "/one?key=lost&ms=3000"
 for _ in $(seq 100); do
@@ -382,7 +392,7 @@ done
 [[ $code == 200 ]] || fail "lost: the key stays unusable ($code)"
 pass "lost mid-request: logged, the request and its upstream end within the lease ($((t1 - t0)) ms)"
 
-# ---- 11. nginx -t refuses bad configurations ----
+# ---- 12. nginx -t refuses bad configurations ----
 
 refuse() {
     local what=$1 expect=$2 out
@@ -422,8 +432,8 @@ pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies,
 
 # ---- the logs ----
 
-if grep -hE 'exited on signal|exited with code [1-9]' "$tmp"/a/error.log "$tmp"/b/error.log; then
-    fail "a worker exited on a signal or with an error"
+if grep -hE 'exited on signal|exited with code [1-9]|\[(alert|crit|emerg)\]' "$tmp"/[ab]/error.log; then
+    fail "a worker exited on a signal or with an error, or nginx logged an alert"
 fi
 if grep -hE 'Sanitizer|runtime error:' "$tmp"/[ab]/stderr "$tmp"/[ab]/error.log; then
     fail "a sanitizer spoke"
@@ -431,6 +441,6 @@ fi
 if grep -lF "$PASSWORD" "$tmp"/a/*.log "$tmp"/a/stderr "$tmp"/b/*.log "$tmp"/b/stderr; then
     fail "the password is in a log"
 fi
-pass "no worker exited on a signal, no log holds the password"
+pass "no worker exited on a signal, no alert, no sanitizer report, no log holds the password"
 
 echo "all $passed nginx checks passed"
