@@ -425,10 +425,15 @@ refuse "too many permits" '"leash_semaphore": permits must be 1..1000000' \
     "leash_redis redis://127.0.0.1:1;" "leash_semaphore k 1000001;"
 refuse "a wait too long" 'must be 0ms..3600000ms' "leash_redis redis://127.0.0.1:1;" "leash_wait 2h;"
 refuse "a lease too long" 'must be 100ms..3600000ms' "leash_redis redis://127.0.0.1:1; leash_lease 2h;"
+refuse "a queue on Redlock" 'does not work with leash_redlock (a queue needs one server' \
+    "leash_redlock 127.0.0.1:1 127.0.0.1:2 127.0.0.1:3;"
+conf "$tmp/good" 1 "leash_cluster 127.0.0.1:7000 127.0.0.1:7001;"
+(nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
+    fail "nginx -t refused leash_cluster"
 conf "$tmp/good" 1
 (nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
     fail "nginx -t refused the good configuration"
-pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease"
+pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease, a queue on Redlock"
 
 # ---- the logs ----
 
