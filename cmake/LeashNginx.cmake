@@ -55,6 +55,9 @@ if(LEASH_NGINX)
   endif()
   file(GLOB _leash_ngx_sources CONFIGURE_DEPENDS
        "${PROJECT_SOURCE_DIR}/nginx/*.c" "${PROJECT_SOURCE_DIR}/nginx/*.h")
+  # leash_metrics shares prefork-server's Prometheus writer (nginx/config).
+  list(APPEND _leash_ngx_sources "${PROJECT_SOURCE_DIR}/examples/prefork-server/metrics.c"
+       "${PROJECT_SOURCE_DIR}/examples/prefork-server/metrics.h")
   add_custom_command(
     OUTPUT "${LEASH_NGINX_MODULE}"
     COMMAND ${CMAKE_COMMAND} -E env

@@ -8,12 +8,13 @@
 #
 # with LEASH_NGX_INCS and LEASH_NGX_LIBS in the environment (see
 # nginx/config). NGINX_SRC is only read: it is copied into WORK_DIR, and
-# configured again when the arguments or the environment change.
+# configured again when the arguments, the environment or nginx/config
+# change.
 set -euo pipefail
 
 src=$1 work=$2 module=$3 cc=$4 cc_opt=$5 ld_opt=$6
 tree=$work/nginx-src
-want="$src|$module|$cc|$cc_opt|$ld_opt|${LEASH_NGX_INCS:-}|${LEASH_NGX_LIBS:-}"
+want="$src|$module|$cc|$cc_opt|$ld_opt|${LEASH_NGX_INCS:-}|${LEASH_NGX_LIBS:-}|$(cksum <"$module/config")"
 
 if [ ! -f "$tree/objs/Makefile" ] || [ "$(cat "$work/configured" 2>/dev/null)" != "$want" ]; then
     rm -rf "$tree"

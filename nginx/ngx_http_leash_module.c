@@ -16,6 +16,7 @@
 #include <leash/leash.h>
 #include <leash/url.h>
 
+#include "metrics.h"
 #include "ngx_leash_loop.h"
 
 /* The longest leash_wait and leash_lease: a request that waits longer than
@@ -90,6 +91,7 @@ static char *ngx_http_leash_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 static char *ngx_http_leash_nodes(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_leash_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_leash_msec_max(ngx_conf_t *cf, void *post, void *data);
+static char *ngx_http_leash_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 
 static ngx_conf_enum_t ngx_http_leash_fail_modes[] = {
     {ngx_string("closed"), NGX_LEASH_FAIL_CLOSED},
@@ -137,6 +139,8 @@ static ngx_command_t ngx_http_leash_commands[] = {
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
      ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(ngx_http_leash_loc_conf_t, fail),
      &ngx_http_leash_fail_modes},
+    {ngx_string("leash_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, ngx_http_leash_metrics, 0, 0,
+     NULL},
     ngx_null_command,
 };
 
@@ -617,6 +621,54 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     r->write_event_handler = ngx_http_leash_guard;
     ngx_add_timer(r->connection->write, lcf->wait + NGX_LEASH_GUARD_MS);
     return NGX_AGAIN;
+}
+
+/* ---- leash_metrics ---- */
+
+/* Room for every sample (about 4 KB with the longest numbers). */
+#define NGX_LEASH_METRICS_MAX 16384
+
+static ngx_int_t ngx_http_leash_metrics_handler(ngx_http_request_t *r) {
+    leash_stats st;
+    ngx_chain_t out;
+    ngx_buf_t *b;
+    ngx_int_t rc;
+    size_t n;
+
+    if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD)))
+        return NGX_HTTP_NOT_ALLOWED;
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK)
+        return rc;
+    b = ngx_create_temp_buf(r->pool, NGX_LEASH_METRICS_MAX);
+    if (b == NULL)
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    /* This worker's client (zeros where none): each worker is its own
+     * target, told apart by the pid label. */
+    leash_client_stats(ngx_http_leash_client, &st);
+    n = metrics_write((char *)b->pos, NGX_LEASH_METRICS_MAX, &st, (int)ngx_pid);
+    if (n >= NGX_LEASH_METRICS_MAX)
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    b->last = b->pos + n;
+    b->last_buf = r == r->main ? 1 : 0;
+    b->last_in_chain = 1;
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = (off_t)n;
+    ngx_str_set(&r->headers_out.content_type, "text/plain; version=0.0.4");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    rc = ngx_http_send_header(r);
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only)
+        return rc;
+    out.buf = b;
+    out.next = NULL;
+    return ngx_http_output_filter(r, &out);
+}
+
+static char *ngx_http_leash_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    ngx_http_core_loc_conf_t *clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+
+    clcf->handler = ngx_http_leash_metrics_handler;
+    return NGX_CONF_OK;
 }
 
 /* ---- variables ---- */

@@ -16,6 +16,7 @@
 #   7. a SIGHUP reload while a request holds a lock: the request completes,
 #      the old workers exit within a second after it, new workers serve;
 #   8. an internal redirect goes on with the lock the request has;
+#      leash_metrics answers the worker's stats in Prometheus text;
 #   9. a key over the length limit answers 500 and the error log names it;
 #  10. with Redis down, leash_fail closed answers the busy status and
 #      leash_fail open lets the request through, by leash_wait; once Redis
@@ -158,6 +159,7 @@ http {
         location /long { leash_lock \$arg_key; $proxy }
         location /redirect { leash_lock ir:\$arg_key; leash_wait 1s; root /nonexistent; try_files /none @named; }
         location @named { leash_lock ir:\$arg_key; leash_wait 1s; $proxy }
+        location = /metrics { leash_metrics; }
         location /free { $proxy }
     }
 }
@@ -331,6 +333,16 @@ code=$(curl -s -o /dev/null -D "$tmp/ir.h" -w '%{http_code}' "http://127.0.0.1:$
 [[ $code == 200 ]] || fail "internal redirect: $code $(grep X-Leash "$tmp/ir.h")"
 grep -q '^X-Leash: granted' "$tmp/ir.h" || fail "internal redirect: $(grep X-Leash "$tmp/ir.h")"
 pass "an internal redirect to a location with the same lock goes on with the lock it has"
+
+# ---- 8b. leash_metrics: this worker's stats ----
+
+metrics=$(curl -s -D "$tmp/metrics.h" "http://127.0.0.1:${ports[0]}/metrics")
+grep -qi '^Content-Type: text/plain; version=0.0.4' "$tmp/metrics.h" ||
+    fail "leash_metrics: $(cat "$tmp/metrics.h")"
+granted=$(sed -n 's/^leash_acquires_total{pid="[0-9]*",result="granted"} \([0-9]*\)$/\1/p' <<<"$metrics")
+[[ -n $granted && $granted -gt 0 ]] || fail "leash_metrics: no grants in $metrics"
+grep -q '^# TYPE leash_locks_held gauge$' <<<"$metrics" || fail "leash_metrics: $metrics"
+pass "leash_metrics answers this worker's stats in Prometheus text ($granted grants)"
 
 # ---- 9. a key over LEASH_NAME_MAX: 500 and a log line naming it ----
 
