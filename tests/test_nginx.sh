@@ -25,6 +25,8 @@
 #      request within the lease, with an error-log line;
 #  12. nginx -t refuses each bad configuration with a message naming the
 #      directive and the problem;
+#  13. a graceful stop (QUIT) while a request holds a lock: the request
+#      completes, nginx exits right after it, the lock is free;
 # and checks that no worker exited on a signal, nginx logged no alert, no
 # sanitizer spoke and no log line holds the Redis password.
 #
@@ -446,6 +448,28 @@ conf "$tmp/good" 1
 (nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
     fail "nginx -t refused the good configuration"
 pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease, a queue on Redlock"
+
+# ---- 13. graceful stop (QUIT) while a request holds a lock ----
+
+req quit 1 "/one?key=quit&ms=800"
+for _ in $(seq 100); do
+    [[ $(stat_of quit served) == 0 ]] && break
+    sleep 0.02
+done
+kill -QUIT "${masters[1]}"
+wait_reqs
+t_done=$(now_ms)
+[[ $(code_of quit) == 200 ]] || fail "QUIT: the request that held the lock: $(code_of quit)"
+while kill -0 "${masters[1]}" 2>/dev/null && (($(now_ms) - t_done < 1000 + SLACK_MS)); do
+    sleep 0.05
+done
+if kill -0 "${masters[1]}" 2>/dev/null; then
+    fail "QUIT: nginx b still runs $(($(now_ms) - t_done)) ms after its last request"
+fi
+wait "${masters[1]}" || fail "QUIT: nginx b exited with status $?"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/try?key=quit&ms=1")
+[[ $code == 200 ]] || fail "QUIT: the lock stays taken after nginx b stopped ($code)"
+pass "QUIT with a lock held: the request completes, nginx exits right after it, the lock is free"
 
 # ---- the logs ----
 
