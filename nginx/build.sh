@@ -34,4 +34,6 @@ cd "$tree"
 # The link rule does not know libleash.a: link again every time (it is quick).
 rm -f objs/ngx_http_leash_module.so
 make -s -f objs/Makefile modules
-cp objs/ngx_http_leash_module.so "$work/ngx_http_leash_module.so"
+# A new file, not the old one overwritten: a running nginx maps the old one.
+cp objs/ngx_http_leash_module.so "$work/ngx_http_leash_module.so.tmp"
+mv -f "$work/ngx_http_leash_module.so.tmp" "$work/ngx_http_leash_module.so"

@@ -442,6 +442,12 @@ static ngx_http_leash_ctx_t *ngx_http_leash_get_ctx(ngx_http_request_t *r) {
     return NULL;
 }
 
+/* How the phase goes on when the lock could not be asked for (Redis
+ * unreachable, no memory): leash_fail. */
+static ngx_int_t ngx_http_leash_failed(const ngx_http_leash_loc_conf_t *lcf) {
+    return lcf->fail == NGX_LEASH_FAIL_OPEN ? NGX_DECLINED : (ngx_int_t)lcf->busy_status;
+}
+
 static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
     ngx_http_leash_ctx_t *ctx = arg;
     ngx_http_request_t *r = ctx->r;
@@ -497,7 +503,7 @@ static void ngx_http_leash_decided(leash_lock *l, int status, void *arg) {
                       leash_strerror(status),
                       lcf->fail == NGX_LEASH_FAIL_OPEN ? " (leash_fail open: going on)" : "");
         ctx->status = "error";
-        ctx->rc = lcf->fail == NGX_LEASH_FAIL_OPEN ? NGX_DECLINED : (ngx_int_t)lcf->busy_status;
+        ctx->rc = ngx_http_leash_failed(lcf);
         break;
     }
     if (ctx->rc != NGX_DECLINED) {
@@ -521,8 +527,13 @@ static void ngx_http_leash_guard(ngx_http_request_t *r) {
     ngx_connection_t *c = r->connection;
     leash_lock *l;
 
-    if (!c->write->timedout || ctx == NULL || ctx->state != NGX_LEASH_WAITING)
+    if (!c->write->timedout || ctx == NULL || ctx->state != NGX_LEASH_WAITING) {
+        /* A level-triggered event method would report a writable socket
+         * again and again. */
+        if (ngx_handle_write_event(c->write, 0) != NGX_OK)
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
+    }
     c->write->timedout = 0;
     ngx_log_error(NGX_LOG_ERR, c->log, 0, "leash: no answer for the lock \"%V\" in %Mms", &ctx->key,
                   ngx_current_msec - ctx->started);
@@ -532,7 +543,7 @@ static void ngx_http_leash_guard(ngx_http_request_t *r) {
     ctx->state = NGX_LEASH_DECIDED;
     ctx->status = "error";
     ctx->wait_ms = ngx_current_msec - ctx->started;
-    ctx->rc = lcf->fail == NGX_LEASH_FAIL_OPEN ? NGX_DECLINED : (ngx_int_t)lcf->busy_status;
+    ctx->rc = ngx_http_leash_failed(lcf);
     r->read_event_handler = ngx_http_block_reading;
     r->write_event_handler = ngx_http_core_run_phases;
     ngx_http_core_run_phases(r);
@@ -600,7 +611,7 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "leash: no lock handle for \"%V\"%s",
                       &ctx->key,
                       ngx_http_leash_client == NULL ? " (this process has no leash client)" : "");
-        ctx->rc = lcf->fail == NGX_LEASH_FAIL_OPEN ? NGX_DECLINED : (ngx_int_t)lcf->busy_status;
+        ctx->rc = ngx_http_leash_failed(lcf);
         return ctx->rc;
     }
     ctx->started = ngx_current_msec;
@@ -610,7 +621,7 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
                       &ctx->key, leash_strerror(rc));
         leash_lock_free(ctx->lock);
         ctx->lock = NULL;
-        ctx->rc = lcf->fail == NGX_LEASH_FAIL_OPEN ? NGX_DECLINED : (ngx_int_t)lcf->busy_status;
+        ctx->rc = ngx_http_leash_failed(lcf);
         return ctx->rc;
     }
     /* The answer always comes from the loop, after this returned. Watching

@@ -93,6 +93,7 @@ static void ngx_leash_timer_start(void *data, void *timer, uint64_t delay_ms, in
     ngx_leash_timer_t *t = timer;
     ngx_msec_t delay;
 
+    (void)keep_alive; /* always cancelable: see the top of this file */
     ngx_leash_timer_stop(data, timer);
     /* leash caps every duration at 10 years; ngx_msec_t is 64 bits here. */
     delay = (ngx_msec_t)delay_ms + ngx_leash_lag();
