@@ -71,6 +71,12 @@ leash_missing_packages() {
     command -v curl >/dev/null 2>&1 || echo curl
     # tests/test_cli.sh reads the leash tool's JSON with jq.
     command -v jq >/dev/null 2>&1 || echo jq
+    # The nginx module (cmake/LeashNginx.cmake: nginx-dev's source tree and
+    # the libraries its configure checks for) and tests/test_nginx.sh
+    # (Debian's nginx, and python3 for its backend).
+    leash__dpkg_has nginx-dev || [[ -f /usr/share/nginx/src/conf_flags ]] || echo nginx-dev
+    [[ -x /usr/sbin/nginx ]] || echo nginx
+    command -v python3 >/dev/null 2>&1 || echo python3
     # clang's sanitizer runtimes are only a recommendation of clang.
     if [[ -n $LEASH_SANITIZE && $cc_name == clang* ]]; then
         if ! command -v "$CC" >/dev/null 2>&1 || ! leash__sanitizers_link; then

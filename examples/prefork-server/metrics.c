@@ -12,7 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "server.h"
+#include "metrics.h"
 
 typedef struct out {
     char *buf;

@@ -12,6 +12,8 @@
 #include <hiredis/hiredis.h>
 #include <leash/adapters/libev.h> /* <ev.h>, <leash/leash.h> */
 
+#include "metrics.h"
+
 typedef struct server_config {
     const char *redis_host;
     int redis_port;
@@ -38,10 +40,6 @@ void say(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
-
-/* Writes st as Prometheus text (every sample labelled with pid) into buf:
- * the length, which is >= size when it did not fit. */
-size_t metrics_write(char *buf, size_t size, const leash_stats *st, int pid);
 
 /* The periodic maintenance job: in exactly one worker at a time across every
  * server that shares the Redis. */

@@ -1,0 +1,755 @@
+/*
+ * ngx_http_leash_module — fleet-wide locks and concurrency limits for
+ * nginx requests (DESIGN section 13, README "nginx").
+ *
+ * One leash client per worker process, made in init_process and freed in
+ * exit_process. A location with leash_lock, leash_fair_lock or
+ * leash_semaphore takes one handle per main request in the access phase:
+ * the request waits suspended (its phases stop, the worker goes on), goes
+ * on at the grant, and its pool cleanup frees the handle, which releases
+ * the hold or cancels the wait: a lock never outlives its request.
+ */
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <leash/leash.h>
+#include <leash/url.h>
+
+#include "metrics.h"
+#include "ngx_leash_loop.h"
+
+/* The longest leash_wait and leash_lease: a request that waits longer than
+ * an hour has no client left, and a lease is what a crashed worker's lock
+ * stays taken. */
+#define NGX_LEASH_WAIT_MAX_MS ((ngx_msec_t)3600000)
+#define NGX_LEASH_LEASE_MIN_MS ((ngx_msec_t)100)
+#define NGX_LEASH_LEASE_MAX_MS ((ngx_msec_t)3600000)
+/* A waiting request's own timer runs this much past leash_wait: leash
+ * answers first (a late answer comes at most command_timeout_ms after the
+ * wait), so it only fires if something is broken. Being an nginx timer that
+ * is not cancelable, it also keeps a worker that shuts down alive for the
+ * requests that still wait. */
+#define NGX_LEASH_GUARD_MS ((ngx_msec_t)5000)
+
+enum {
+    NGX_LEASH_NONE = 0,
+    NGX_LEASH_MUTEX,
+    NGX_LEASH_FAIR,
+    NGX_LEASH_SEMAPHORE
+};
+
+enum {
+    NGX_LEASH_FAIL_CLOSED = 0,
+    NGX_LEASH_FAIL_OPEN
+};
+
+typedef struct {
+    int topology; /* LEASH_TOPOLOGY_*, or -1 when nothing was configured */
+    const char *topology_directive;
+    leash_url *url;     /* leash_redis */
+    ngx_array_t *nodes; /* leash_cluster, leash_redlock: char * */
+    ngx_msec_t lease;   /* leash_lease */
+} ngx_http_leash_main_conf_t;
+
+typedef struct {
+    ngx_uint_t kind; /* NGX_LEASH_* */
+    const char *directive;
+    ngx_http_complex_value_t *key;
+    ngx_int_t permits;
+    ngx_msec_t wait;
+    ngx_uint_t busy_status;
+    ngx_uint_t fail;
+} ngx_http_leash_loc_conf_t;
+
+typedef enum {
+    NGX_LEASH_WAITING = 1,
+    NGX_LEASH_DECIDED /* rc says how the phase goes on */
+} ngx_http_leash_state_e;
+
+typedef struct {
+    ngx_http_request_t *r; /* the main request */
+    leash_lock *lock;      /* NULL once freed */
+    ngx_http_leash_state_e state;
+    ngx_int_t rc;
+    const char *status; /* $leash_status */
+    uint64_t fence;
+    ngx_msec_t started;
+    ngx_msec_t wait_ms;
+    ngx_str_t key;
+} ngx_http_leash_ctx_t;
+
+static ngx_int_t ngx_http_leash_preconfiguration(ngx_conf_t *cf);
+static ngx_int_t ngx_http_leash_postconfiguration(ngx_conf_t *cf);
+static void *ngx_http_leash_create_main_conf(ngx_conf_t *cf);
+static char *ngx_http_leash_init_main_conf(ngx_conf_t *cf, void *conf);
+static void *ngx_http_leash_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_leash_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
+static ngx_int_t ngx_http_leash_init_process(ngx_cycle_t *cycle);
+static void ngx_http_leash_exit_process(ngx_cycle_t *cycle);
+static char *ngx_http_leash_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_leash_nodes(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_leash_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_leash_msec_max(ngx_conf_t *cf, void *post, void *data);
+static char *ngx_http_leash_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+
+static ngx_conf_enum_t ngx_http_leash_fail_modes[] = {
+    {ngx_string("closed"), NGX_LEASH_FAIL_CLOSED},
+    {ngx_string("open"), NGX_LEASH_FAIL_OPEN},
+    {ngx_null_string, 0},
+};
+
+static ngx_conf_num_bounds_t ngx_http_leash_status_bounds = {ngx_conf_check_num_bounds, 400, 599};
+
+typedef struct {
+    ngx_conf_post_handler_pt post_handler;
+    ngx_msec_t min, max;
+} ngx_http_leash_msec_bounds_t;
+
+static ngx_http_leash_msec_bounds_t ngx_http_leash_wait_bounds = {ngx_http_leash_msec_max, 0,
+                                                                  NGX_LEASH_WAIT_MAX_MS};
+static ngx_http_leash_msec_bounds_t ngx_http_leash_lease_bounds = {
+    ngx_http_leash_msec_max, NGX_LEASH_LEASE_MIN_MS, NGX_LEASH_LEASE_MAX_MS};
+
+static ngx_command_t ngx_http_leash_commands[] = {
+    {ngx_string("leash_redis"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_http_leash_redis,
+     NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    {ngx_string("leash_cluster"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE, ngx_http_leash_nodes,
+     NGX_HTTP_MAIN_CONF_OFFSET, LEASH_TOPOLOGY_CLUSTER, NULL},
+    {ngx_string("leash_redlock"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE, ngx_http_leash_nodes,
+     NGX_HTTP_MAIN_CONF_OFFSET, LEASH_TOPOLOGY_REDLOCK, NULL},
+    {ngx_string("leash_lease"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, lease),
+     &ngx_http_leash_lease_bounds},
+    {ngx_string("leash_lock"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1, ngx_http_leash_lock,
+     NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_MUTEX, NULL},
+    {ngx_string("leash_fair_lock"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1, ngx_http_leash_lock,
+     NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_FAIR, NULL},
+    {ngx_string("leash_semaphore"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE2, ngx_http_leash_lock,
+     NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_SEMAPHORE, NULL},
+    {ngx_string("leash_wait"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_msec_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(ngx_http_leash_loc_conf_t, wait),
+     &ngx_http_leash_wait_bounds},
+    {ngx_string("leash_busy_status"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_leash_loc_conf_t, busy_status), &ngx_http_leash_status_bounds},
+    {ngx_string("leash_fail"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(ngx_http_leash_loc_conf_t, fail),
+     &ngx_http_leash_fail_modes},
+    {ngx_string("leash_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, ngx_http_leash_metrics, 0, 0,
+     NULL},
+    ngx_null_command,
+};
+
+static ngx_http_module_t ngx_http_leash_module_ctx = {
+    ngx_http_leash_preconfiguration,
+    ngx_http_leash_postconfiguration,
+    ngx_http_leash_create_main_conf,
+    ngx_http_leash_init_main_conf,
+    NULL,
+    NULL,
+    ngx_http_leash_create_loc_conf,
+    ngx_http_leash_merge_loc_conf,
+};
+
+ngx_module_t ngx_http_leash_module = {
+    NGX_MODULE_V1,
+    &ngx_http_leash_module_ctx,
+    ngx_http_leash_commands,
+    NGX_HTTP_MODULE,
+    NULL,
+    NULL,
+    ngx_http_leash_init_process,
+    NULL,
+    NULL,
+    ngx_http_leash_exit_process,
+    NULL,
+    NGX_MODULE_V1_PADDING,
+};
+
+/* This worker's client; NULL in the master and where no Redis is set. */
+static leash_client *ngx_http_leash_client;
+
+/* ---- configuration ---- */
+
+static char *ngx_http_leash_msec_max(ngx_conf_t *cf, void *post, void *data) {
+    ngx_http_leash_msec_bounds_t *b = post;
+    ngx_msec_t *v = data;
+
+    if (*v < b->min || *v > b->max) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "must be %Mms..%Mms", b->min, b->max);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+static char *ngx_http_leash_topology(ngx_conf_t *cf, ngx_http_leash_main_conf_t *mcf,
+                                     int topology) {
+    ngx_str_t *name = &((ngx_str_t *)cf->args->elts)[0];
+
+    if (mcf->topology != -1) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\": Redis is already set by \"%s\" (one topology per http block)",
+                           name, mcf->topology_directive);
+        return NGX_CONF_ERROR;
+    }
+    mcf->topology = topology;
+    mcf->topology_directive = topology == LEASH_TOPOLOGY_SINGLE    ? "leash_redis"
+                              : topology == LEASH_TOPOLOGY_CLUSTER ? "leash_cluster"
+                                                                   : "leash_redlock";
+    return NGX_CONF_OK;
+}
+
+static char *ngx_http_leash_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    ngx_http_leash_main_conf_t *mcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    char err[LEASH_URL_ERR_MAX];
+    char *text;
+
+    if (ngx_http_leash_topology(cf, mcf, LEASH_TOPOLOGY_SINGLE) != NGX_CONF_OK)
+        return NGX_CONF_ERROR;
+    mcf->url = ngx_pcalloc(cf->pool, sizeof(leash_url));
+    text = ngx_pnalloc(cf->pool, value[1].len + 1);
+    if (mcf->url == NULL || text == NULL)
+        return NGX_CONF_ERROR;
+    ngx_memcpy(text, value[1].data, value[1].len);
+    text[value[1].len] = '\0';
+    if (leash_url_parse(text, mcf->url, err, sizeof(err)) != LEASH_OK) {
+        /* err never holds the user or the password; the URL may. */
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"leash_redis\": %s", err);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+static char *ngx_http_leash_nodes(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    ngx_http_leash_main_conf_t *mcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    ngx_uint_t i;
+
+    if (ngx_http_leash_topology(cf, mcf, (int)cmd->offset) != NGX_CONF_OK)
+        return NGX_CONF_ERROR;
+    if (cf->args->nelts - 1 > LEASH_NODES_MAX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\": at most %d servers", &cmd->name,
+                           LEASH_NODES_MAX);
+        return NGX_CONF_ERROR;
+    }
+    mcf->nodes = ngx_array_create(cf->pool, cf->args->nelts - 1, sizeof(char *));
+    if (mcf->nodes == NULL)
+        return NGX_CONF_ERROR;
+    for (i = 1; i < cf->args->nelts; i++) {
+        char **node = ngx_array_push(mcf->nodes);
+        if (node == NULL)
+            return NGX_CONF_ERROR;
+        if (value[i].len == 0 || value[i].len > LEASH_NODE_MAX) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\": \"%V\" is not host:port, [v6]:port or a socket path "
+                               "of at most %d bytes",
+                               &cmd->name, &value[i], LEASH_NODE_MAX);
+            return NGX_CONF_ERROR;
+        }
+        *node = ngx_pnalloc(cf->pool, value[i].len + 1);
+        if (*node == NULL)
+            return NGX_CONF_ERROR;
+        ngx_memcpy(*node, value[i].data, value[i].len);
+        (*node)[value[i].len] = '\0';
+    }
+    return NGX_CONF_OK;
+}
+
+static char *ngx_http_leash_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    ngx_http_leash_loc_conf_t *lcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    ngx_http_compile_complex_value_t ccv;
+
+    if (lcf->kind != NGX_LEASH_NONE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\": this location already has \"%s\" (one lock per location)",
+                           &cmd->name, lcf->directive);
+        return NGX_CONF_ERROR;
+    }
+    lcf->key = ngx_palloc(cf->pool, sizeof(ngx_http_complex_value_t));
+    if (lcf->key == NULL)
+        return NGX_CONF_ERROR;
+    ngx_memzero(&ccv, sizeof(ccv));
+    ccv.cf = cf;
+    ccv.value = &value[1];
+    ccv.complex_value = lcf->key;
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK)
+        return NGX_CONF_ERROR;
+    if (value[1].len == 0 || value[1].len > LEASH_NAME_MAX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\": the key must be 1..%d bytes", &cmd->name,
+                           LEASH_NAME_MAX);
+        return NGX_CONF_ERROR;
+    }
+    if (cmd->offset == NGX_LEASH_SEMAPHORE) {
+        lcf->permits = ngx_atoi(value[2].data, value[2].len);
+        if (lcf->permits < 1 || lcf->permits > LEASH_PERMITS_MAX) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"leash_semaphore\": permits must be 1..%d, not \"%V\"",
+                               LEASH_PERMITS_MAX, &value[2]);
+            return NGX_CONF_ERROR;
+        }
+    }
+    lcf->kind = cmd->offset;
+    lcf->directive = (const char *)cmd->name.data; /* a literal: NUL-terminated */
+    return NGX_CONF_OK;
+}
+
+static void *ngx_http_leash_create_main_conf(ngx_conf_t *cf) {
+    ngx_http_leash_main_conf_t *mcf = ngx_pcalloc(cf->pool, sizeof(*mcf));
+
+    if (mcf == NULL)
+        return NULL;
+    mcf->topology = -1;
+    mcf->lease = NGX_CONF_UNSET_MSEC;
+    return mcf;
+}
+
+static char *ngx_http_leash_init_main_conf(ngx_conf_t *cf, void *conf) {
+    ngx_http_leash_main_conf_t *mcf = conf;
+
+    ngx_conf_init_msec_value(mcf->lease, 30000);
+    return NGX_CONF_OK;
+}
+
+static void *ngx_http_leash_create_loc_conf(ngx_conf_t *cf) {
+    ngx_http_leash_loc_conf_t *lcf = ngx_pcalloc(cf->pool, sizeof(*lcf));
+
+    if (lcf == NULL)
+        return NULL;
+    lcf->wait = NGX_CONF_UNSET_MSEC;
+    lcf->busy_status = NGX_CONF_UNSET_UINT;
+    lcf->fail = NGX_CONF_UNSET_UINT;
+    return lcf;
+}
+
+static char *ngx_http_leash_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child) {
+    ngx_http_leash_loc_conf_t *prev = parent;
+    ngx_http_leash_loc_conf_t *conf = child;
+    ngx_http_leash_main_conf_t *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_leash_module);
+
+    ngx_conf_merge_msec_value(conf->wait, prev->wait, 10000);
+    ngx_conf_merge_uint_value(conf->busy_status, prev->busy_status, NGX_HTTP_SERVICE_UNAVAILABLE);
+    ngx_conf_merge_uint_value(conf->fail, prev->fail, NGX_LEASH_FAIL_CLOSED);
+    if (conf->kind != NGX_LEASH_NONE && mcf->topology == -1) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%s\" needs a Redis: set leash_redis, leash_cluster or "
+                           "leash_redlock in the http block",
+                           conf->directive);
+        return NGX_CONF_ERROR;
+    }
+    if (conf->kind != NGX_LEASH_NONE && conf->kind != NGX_LEASH_MUTEX &&
+        mcf->topology == LEASH_TOPOLOGY_REDLOCK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%s\" does not work with leash_redlock (a queue needs one server "
+                           "that orders it): use leash_lock",
+                           conf->directive);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+/* ---- worker life ---- */
+
+static void ngx_http_leash_log(int level, const char *msg, void *arg) {
+    ngx_uint_t lv = level == LEASH_LOG_ERROR  ? NGX_LOG_ERR
+                    : level == LEASH_LOG_WARN ? NGX_LOG_WARN
+                    : level == LEASH_LOG_INFO ? NGX_LOG_INFO
+                                              : NGX_LOG_DEBUG;
+
+    ngx_log_error(lv, ngx_cycle->log, 0, "leash: %s", msg);
+}
+
+static ngx_int_t ngx_http_leash_init_process(ngx_cycle_t *cycle) {
+    ngx_http_leash_main_conf_t *mcf;
+    leash_options opts;
+    leash_client *c;
+    int rc;
+
+    /* Workers only: the cache manager and loader run init_process too. */
+    if (ngx_process != NGX_PROCESS_WORKER && ngx_process != NGX_PROCESS_SINGLE)
+        return NGX_OK;
+    mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_leash_module);
+    if (mcf == NULL || mcf->topology == -1)
+        return NGX_OK;
+    leash_options_init(&opts);
+    opts.lease_ms = (int64_t)mcf->lease;
+    opts.log_cb = ngx_http_leash_log;
+    opts.topology = mcf->topology;
+    if (mcf->url != NULL) {
+        leash_url_apply(mcf->url, &opts);
+    } else {
+        opts.nodes = (const char *const *)mcf->nodes->elts;
+        opts.nodes_count = (int)mcf->nodes->nelts;
+    }
+    rc = leash_client_new(&c, &opts);
+    if (rc != LEASH_OK) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "leash: no client: %s", leash_strerror(rc));
+        return NGX_ERROR;
+    }
+    rc = ngx_leash_loop_attach(c, cycle->log);
+    if (rc != LEASH_OK) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "leash: cannot attach to the loop: %s",
+                      leash_strerror(rc));
+        leash_client_free(c);
+        return NGX_ERROR;
+    }
+    ngx_http_leash_client = c;
+    return NGX_OK;
+}
+
+static void ngx_http_leash_exit_process(ngx_cycle_t *cycle) {
+    leash_client *c = ngx_http_leash_client;
+
+    /* Held locks are released on the way out (best effort; a release that
+     * cannot be sent expires with its lease). */
+    ngx_http_leash_client = NULL;
+    leash_client_free(c);
+}
+
+/* ---- request life ---- */
+
+static void ngx_http_leash_cleanup(void *data) {
+    ngx_http_leash_ctx_t *ctx = data;
+    leash_lock *l = ctx->lock;
+
+    /* Frees the handle: releases a hold, cancels a wait (its callback then
+     * fires inside this call and sees lock NULL). */
+    ctx->lock = NULL;
+    leash_lock_free(l);
+}
+
+/* The main request's context; after an internal redirect (which clears
+ * r->ctx) it is found again through the pool cleanup that owns it. */
+static ngx_http_leash_ctx_t *ngx_http_leash_get_ctx(ngx_http_request_t *r) {
+    ngx_http_request_t *mr = r->main;
+    ngx_http_leash_ctx_t *ctx = ngx_http_get_module_ctx(mr, ngx_http_leash_module);
+    ngx_pool_cleanup_t *cln;
+
+    if (ctx != NULL)
+        return ctx;
+    for (cln = mr->pool->cleanup; cln != NULL; cln = cln->next) {
+        if (cln->handler == ngx_http_leash_cleanup) {
+            ctx = cln->data;
+            ngx_http_set_ctx(mr, ctx, ngx_http_leash_module);
+            return ctx;
+        }
+    }
+    return NULL;
+}
+
+/* How the phase goes on when the lock could not be asked for (Redis
+ * unreachable, no memory): leash_fail. */
+static ngx_int_t ngx_http_leash_failed(const ngx_http_leash_loc_conf_t *lcf) {
+    return lcf->fail == NGX_LEASH_FAIL_OPEN ? NGX_DECLINED : (ngx_int_t)lcf->busy_status;
+}
+
+static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
+    ngx_http_leash_ctx_t *ctx = arg;
+    ngx_http_request_t *r = ctx->r;
+    ngx_connection_t *c = r->connection;
+
+    ngx_log_error(NGX_LOG_ERR, c->log, 0,
+                  "leash: lost the lock \"%V\" mid-request (%s): the request ends", &ctx->key,
+                  leash_lost_reason_name(reason));
+    ctx->status = "lost";
+    ctx->fence = 0;
+    /* The backend must not see a second writer: end the request now, its
+     * upstream included. NGX_ERROR terminates: the request's cleanups run
+     * (the upstream's finalizes with NGX_DONE, which drops one reference:
+     * the one taken here, or the request would be freed under the
+     * terminating code), then a posted request closes it (and resets the
+     * count). This is no event of the request's connection: run the posted
+     * requests here. A 500 instead of the close, when nothing was sent
+     * yet, is not done: nginx has no call for a module to stop an
+     * upstream first. */
+    r->main->count++;
+    ngx_http_finalize_request(r, NGX_ERROR);
+    ngx_http_run_posted_requests(c);
+}
+
+static void ngx_http_leash_decided(leash_lock *l, int status, void *arg) {
+    ngx_http_leash_ctx_t *ctx = arg;
+    ngx_http_request_t *r = ctx->r;
+    ngx_http_leash_loc_conf_t *lcf;
+    ngx_connection_t *c;
+
+    if (ctx->lock == NULL)
+        return; /* cancelled by the request's end */
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_leash_module);
+    ctx->wait_ms = ngx_current_msec - ctx->started;
+    ctx->state = NGX_LEASH_DECIDED;
+    switch (status) {
+    case LEASH_OK:
+        ctx->status = "granted";
+        ctx->fence = leash_fence(l);
+        ctx->rc = NGX_DECLINED;
+        leash_on_lost(l, ngx_http_leash_lost, ctx);
+        break;
+    case LEASH_EBUSY:
+        ctx->status = "busy";
+        ctx->rc = (ngx_int_t)lcf->busy_status;
+        break;
+    case LEASH_ETIMEDOUT:
+        ctx->status = "timeout";
+        ctx->rc = (ngx_int_t)lcf->busy_status;
+        break;
+    default:
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "leash: no lock \"%V\": %s%s", &ctx->key,
+                      leash_strerror(status),
+                      lcf->fail == NGX_LEASH_FAIL_OPEN ? " (leash_fail open: going on)" : "");
+        ctx->status = "error";
+        ctx->rc = ngx_http_leash_failed(lcf);
+        break;
+    }
+    if (ctx->rc != NGX_DECLINED) {
+        ctx->lock = NULL;
+        leash_lock_free(l);
+    }
+    c = r->connection;
+    if (c->write->timer_set)
+        ngx_del_timer(c->write);
+    r->read_event_handler = ngx_http_block_reading;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+    ngx_http_run_posted_requests(c);
+}
+
+/* The waiting request's own timer (NGX_LEASH_GUARD_MS): the answer never
+ * came. Other write events while waiting mean nothing. */
+static void ngx_http_leash_guard(ngx_http_request_t *r) {
+    ngx_http_leash_ctx_t *ctx = ngx_http_leash_get_ctx(r);
+    ngx_http_leash_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_leash_module);
+    ngx_connection_t *c = r->connection;
+    leash_lock *l;
+
+    if (!c->write->timedout || ctx == NULL || ctx->state != NGX_LEASH_WAITING) {
+        /* A level-triggered event method would report a writable socket
+         * again and again. */
+        if (ngx_handle_write_event(c->write, 0) != NGX_OK)
+            ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+    c->write->timedout = 0;
+    ngx_log_error(NGX_LOG_ERR, c->log, 0, "leash: no answer for the lock \"%V\" in %Mms", &ctx->key,
+                  ngx_current_msec - ctx->started);
+    l = ctx->lock;
+    ctx->lock = NULL; /* its callback fires ECANCELED inside the free: ignored */
+    leash_lock_free(l);
+    ctx->state = NGX_LEASH_DECIDED;
+    ctx->status = "error";
+    ctx->wait_ms = ngx_current_msec - ctx->started;
+    ctx->rc = ngx_http_leash_failed(lcf);
+    r->read_event_handler = ngx_http_block_reading;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+}
+
+/* Writes the key of this request into ctx->key, NUL-terminated. */
+static ngx_int_t ngx_http_leash_key(ngx_http_request_t *r, ngx_http_leash_loc_conf_t *lcf,
+                                    ngx_str_t *key) {
+    ngx_str_t v;
+
+    if (ngx_http_complex_value(r, lcf->key, &v) != NGX_OK)
+        return NGX_ERROR;
+    if (v.len == 0 || v.len > LEASH_NAME_MAX) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "leash: the key \"%V\" of \"%s\" is %uz bytes, not 1..%d", &v, lcf->directive,
+                      v.len, LEASH_NAME_MAX);
+        return NGX_ERROR;
+    }
+    key->data = ngx_pnalloc(r->pool, v.len + 1);
+    if (key->data == NULL)
+        return NGX_ERROR;
+    ngx_memcpy(key->data, v.data, v.len);
+    key->data[v.len] = '\0';
+    key->len = v.len;
+    return NGX_OK;
+}
+
+static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
+    ngx_http_leash_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_leash_module);
+    ngx_http_leash_ctx_t *ctx;
+    ngx_pool_cleanup_t *cln;
+    const char *name;
+    int rc;
+
+    if (lcf->kind == NGX_LEASH_NONE || r != r->main)
+        return NGX_DECLINED;
+    ctx = ngx_http_leash_get_ctx(r);
+    if (ctx != NULL) {
+        /* Woken while waiting (a stray write event), or back after the
+         * decision, or an internal redirect of a request that asked. */
+        if (ctx->state == NGX_LEASH_WAITING)
+            return NGX_AGAIN;
+        return ctx->rc;
+    }
+    cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_leash_ctx_t));
+    if (cln == NULL)
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    ctx = cln->data;
+    ngx_memzero(ctx, sizeof(*ctx));
+    ctx->r = r;
+    ctx->state = NGX_LEASH_DECIDED;
+    ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
+    ctx->status = "error"; /* until decided otherwise */
+    cln->handler = ngx_http_leash_cleanup;
+    ngx_http_set_ctx(r, ctx, ngx_http_leash_module);
+    if (ngx_http_leash_key(r, lcf, &ctx->key) != NGX_OK)
+        return ctx->rc;
+
+    name = (const char *)ctx->key.data;
+    ctx->lock = lcf->kind == NGX_LEASH_MUTEX ? leash_lock_new(ngx_http_leash_client, name)
+                : lcf->kind == NGX_LEASH_FAIR
+                    ? leash_fair_lock_new(ngx_http_leash_client, name)
+                    : leash_semaphore_new(ngx_http_leash_client, name, (int)lcf->permits);
+    if (ctx->lock == NULL) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "leash: no lock handle for \"%V\"%s",
+                      &ctx->key,
+                      ngx_http_leash_client == NULL ? " (this process has no leash client)" : "");
+        ctx->rc = ngx_http_leash_failed(lcf);
+        return ctx->rc;
+    }
+    ctx->started = ngx_current_msec;
+    rc = leash_acquire(ctx->lock, (int64_t)lcf->wait, ngx_http_leash_decided, ctx);
+    if (rc != LEASH_OK) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "leash: cannot acquire \"%V\": %s",
+                      &ctx->key, leash_strerror(rc));
+        leash_lock_free(ctx->lock);
+        ctx->lock = NULL;
+        ctx->rc = ngx_http_leash_failed(lcf);
+        return ctx->rc;
+    }
+    /* The answer always comes from the loop, after this returned. Watching
+     * the read event lets a client that hangs up end the request (and so
+     * the wait) at once. */
+    ctx->state = NGX_LEASH_WAITING;
+    r->read_event_handler = ngx_http_test_reading;
+    r->write_event_handler = ngx_http_leash_guard;
+    ngx_add_timer(r->connection->write, lcf->wait + NGX_LEASH_GUARD_MS);
+    return NGX_AGAIN;
+}
+
+/* ---- leash_metrics ---- */
+
+/* Room for every sample (about 4 KB with the longest numbers). */
+#define NGX_LEASH_METRICS_MAX 16384
+
+static ngx_int_t ngx_http_leash_metrics_handler(ngx_http_request_t *r) {
+    leash_stats st;
+    ngx_chain_t out;
+    ngx_buf_t *b;
+    ngx_int_t rc;
+    size_t n;
+
+    if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD)))
+        return NGX_HTTP_NOT_ALLOWED;
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK)
+        return rc;
+    b = ngx_create_temp_buf(r->pool, NGX_LEASH_METRICS_MAX);
+    if (b == NULL)
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    /* This worker's client (zeros where none): each worker is its own
+     * target, told apart by the pid label. */
+    leash_client_stats(ngx_http_leash_client, &st);
+    n = metrics_write((char *)b->pos, NGX_LEASH_METRICS_MAX, &st, (int)ngx_pid);
+    if (n >= NGX_LEASH_METRICS_MAX)
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    b->last = b->pos + n;
+    b->last_buf = r == r->main ? 1 : 0;
+    b->last_in_chain = 1;
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = (off_t)n;
+    ngx_str_set(&r->headers_out.content_type, "text/plain; version=0.0.4");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    rc = ngx_http_send_header(r);
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only)
+        return rc;
+    out.buf = b;
+    out.next = NULL;
+    return ngx_http_output_filter(r, &out);
+}
+
+static char *ngx_http_leash_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    ngx_http_core_loc_conf_t *clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+
+    clcf->handler = ngx_http_leash_metrics_handler;
+    return NGX_CONF_OK;
+}
+
+/* ---- variables ---- */
+
+static ngx_int_t ngx_http_leash_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+                                         uintptr_t data) {
+    ngx_http_leash_ctx_t *ctx = ngx_http_leash_get_ctx(r);
+    u_char *p;
+
+    v->valid = 1;
+    v->no_cacheable = 1;
+    v->not_found = 0;
+    v->len = 0;
+    v->data = (u_char *)"";
+    if (ctx == NULL)
+        return NGX_OK;
+    switch (data) {
+    case 0: /* $leash_status */
+        if (ctx->state == NGX_LEASH_DECIDED) {
+            v->data = (u_char *)ctx->status;
+            v->len = ngx_strlen(ctx->status);
+        }
+        return NGX_OK;
+    case 1: /* $leash_fence */
+        if (ctx->fence == 0)
+            return NGX_OK;
+        p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+        if (p == NULL)
+            return NGX_ERROR;
+        v->data = p;
+        v->len = ngx_sprintf(p, "%uL", (unsigned long long)ctx->fence) - p;
+        return NGX_OK;
+    default: /* $leash_wait_ms */
+        if (ctx->state != NGX_LEASH_DECIDED)
+            return NGX_OK;
+        p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+        if (p == NULL)
+            return NGX_ERROR;
+        v->data = p;
+        v->len = ngx_sprintf(p, "%M", ctx->wait_ms) - p;
+        return NGX_OK;
+    }
+}
+
+static ngx_http_variable_t ngx_http_leash_vars[] = {
+    {ngx_string("leash_status"), NULL, ngx_http_leash_variable, 0, NGX_HTTP_VAR_NOCACHEABLE, 0},
+    {ngx_string("leash_fence"), NULL, ngx_http_leash_variable, 1, NGX_HTTP_VAR_NOCACHEABLE, 0},
+    {ngx_string("leash_wait_ms"), NULL, ngx_http_leash_variable, 2, NGX_HTTP_VAR_NOCACHEABLE, 0},
+    ngx_http_null_variable,
+};
+
+static ngx_int_t ngx_http_leash_preconfiguration(ngx_conf_t *cf) {
+    ngx_http_variable_t *var, *v;
+
+    for (v = ngx_http_leash_vars; v->name.len; v++) {
+        var = ngx_http_add_variable(cf, &v->name, v->flags);
+        if (var == NULL)
+            return NGX_ERROR;
+        var->get_handler = v->get_handler;
+        var->data = v->data;
+    }
+    return NGX_OK;
+}
+
+static ngx_int_t ngx_http_leash_postconfiguration(ngx_conf_t *cf) {
+    ngx_http_core_main_conf_t *cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+    ngx_http_handler_pt *h = ngx_array_push(&cmcf->phases[NGX_HTTP_ACCESS_PHASE].handlers);
+
+    if (h == NULL)
+        return NGX_ERROR;
+    *h = ngx_http_leash_handler;
+    return NGX_OK;
+}

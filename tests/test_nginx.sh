@@ -1,0 +1,487 @@
+#!/usr/bin/env bash
+# test_nginx.sh NGINX MODULE_SO: ngx_http_leash_module in real nginx processes.
+#
+# Starts its own redis-server on a free loopback port, a slow backend that
+# records per key how many requests it serves at once and the X-Fence each
+# brought (support/nginx_backend.py), and two nginx instances with two
+# workers each, from temporary prefixes, then:
+#   1. requests for one key, through both instances at once, reach the
+#      backend one at a time, with fences that grow;
+#   2. requests for different keys run side by side;
+#   3. leash_wait 0 answers the busy status at once while the key is held;
+#   4. a semaphore of 3 lets exactly 3 requests in at once;
+#   5. the fair lock serves waiters in arrival order across both instances;
+#   6. a client that hangs up while it waits never reaches the backend and
+#      delays nobody;
+#   7. a SIGHUP reload while a request holds a lock: the request completes,
+#      the old workers exit within a second after it, new workers serve;
+#   8. an internal redirect goes on with the lock the request has;
+#      leash_metrics answers the worker's stats in Prometheus text;
+#   9. a key over the length limit answers 500 and the error log names it;
+#  10. with Redis down, leash_fail closed answers the busy status and
+#      leash_fail open lets the request through, by leash_wait; once Redis
+#      is back the locks work again;
+#  11. a lock lost mid-request (Redis frozen past the lease) ends the
+#      request within the lease, with an error-log line;
+#  12. nginx -t refuses each bad configuration with a message naming the
+#      directive and the problem;
+#  13. a graceful stop (QUIT) while a request holds a lock: the request
+#      completes, nginx exits right after it, the lock is free;
+# and checks that no worker exited on a signal, nginx logged no alert, no
+# sanitizer spoke and no log line holds the Redis password.
+#
+# Every process it signals is one it started (or a worker of one), by pid.
+# Needs redis-server, redis-cli, curl and python3. TEST_SLACK_MS (default
+# 300) widens upper time bounds on a loaded machine. LEASH_NGINX_PRELOAD: a
+# sanitizer runtime that nginx (not instrumented) loads first, for a module
+# built with the sanitizers (cmake/LeashNginx.cmake sets it).
+set -euo pipefail
+
+# shellcheck source=tests/support/redis.sh
+source "$(dirname "${BASH_SOURCE[0]}")/support/redis.sh"
+
+nginx_bin=${1:?usage: test_nginx.sh NGINX MODULE_SO}
+module=${2:?usage: test_nginx.sh NGINX MODULE_SO}
+backend_py="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/support/nginx_backend.py"
+for tool in "${LEASH_REDIS_SERVER:-redis-server}" redis-cli curl python3; do
+    command -v "$tool" >/dev/null 2>&1 || {
+        echo "FAIL: $tool is missing"
+        exit 1
+    }
+done
+SLACK_MS=${TEST_SLACK_MS:-300}
+PASSWORD=s3cr3t-pw
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/leash-nginx.XXXXXX")
+started=() # pids of what this test started: redis-server, backend, nginx masters
+masters=()
+passed=0
+
+cleanup() {
+    local pid i workers=()
+    # An nginx worker outlives a master that was killed: stop them too.
+    for pid in "${masters[@]}"; do
+        mapfile -t -O "${#workers[@]}" workers < <(pgrep -P "$pid" || true)
+    done
+    for pid in "${started[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${started[@]}"; do
+        for i in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    for pid in "${workers[@]}"; do
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    [[ -n ${LEASH_TEST_KEEP:-} ]] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'echo "FAIL: line $LINENO: $BASH_COMMAND exited with status $?"' ERR
+
+fail() {
+    local f
+    echo "FAIL: $*"
+    for f in "$tmp"/*/error.log; do
+        [[ -f $f ]] || continue
+        echo "--- last lines of $f"
+        tail -n 20 "$f"
+    done
+    exit 1
+}
+pass() {
+    echo "PASS $*"
+    passed=$((passed + 1))
+}
+now_ms() { date +%s%3N; }
+# nginx ARGS...: Debian's nginx, with the sanitizer runtime of the module;
+# exec, so that "(nginx ...) &" leaves $! the master's pid.
+nginx() {
+    if [[ -n ${LEASH_NGINX_PRELOAD:-} ]]; then
+        export LD_PRELOAD=$LEASH_NGINX_PRELOAD ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1}
+    fi
+    exec "$nginx_bin" "$@"
+}
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# ---- Redis (with a password, to see that no log line shows it) and the backend ----
+
+test_redis_start "$tmp" || fail "no redis-server came up"
+started+=("$redis_pid")
+redis-cli -p "$redis_port" config set requirepass "$PASSWORD" >/dev/null
+
+python3 "$backend_py" "$tmp/backend.port" &
+started+=("$!")
+for _ in $(seq 100); do
+    [[ -s $tmp/backend.port ]] && break
+    sleep 0.05
+done
+backend_port=$(cat "$tmp/backend.port")
+stats() { curl -sf "http://127.0.0.1:$backend_port/stats" | grep "^$1 " || true; }
+stat_of() { stats "$1" | sed -n "s/.* $2=\([^ ]*\).*/\1/p"; }
+
+# ---- nginx ----
+
+# conf DIR PORT [HTTP_EXTRA]: writes DIR/nginx.conf; the module needs the
+# http block's leash_redis unless HTTP_EXTRA replaces it.
+conf() {
+    local dir=$1 port=$2 redis=${3-"leash_redis redis://:$PASSWORD@127.0.0.1:$redis_port/0;"}
+    local proxy="proxy_set_header X-Fence \$leash_fence; proxy_pass http://127.0.0.1:$backend_port;
+            add_header X-Leash \"\$leash_status \$leash_wait_ms\" always;"
+    mkdir -p "$dir"
+    cat >"$dir/nginx.conf" <<EOF
+load_module $module;
+worker_processes 2;
+error_log $dir/error.log ${NGX_LOG_LEVEL:-info};
+pid $dir/nginx.pid;
+daemon off;
+events { worker_connections 256; }
+http {
+    access_log $dir/access.log;
+    client_body_temp_path $dir/body;
+    proxy_temp_path $dir/proxy;
+    fastcgi_temp_path $dir/fastcgi;
+    uwsgi_temp_path $dir/uwsgi;
+    scgi_temp_path $dir/scgi;
+    $redis
+    leash_lease 1s;
+    server {
+        listen 127.0.0.1:$port;
+        location /one { leash_lock one:\$arg_key; leash_wait 10s; $proxy }
+        location /try { leash_lock one:\$arg_key; leash_wait 0; leash_busy_status 429; $proxy }
+        location /sem { leash_semaphore sem:\$arg_key 3; leash_wait 10s; $proxy }
+        location /fair { leash_fair_lock fair:\$arg_key; leash_wait 10s; $proxy }
+        location /closed { leash_lock down:\$arg_key; leash_wait 1s; $proxy }
+        location /open { leash_lock down:\$arg_key; leash_wait 1s; leash_fail open; $proxy }
+        location /long { leash_lock \$arg_key; $proxy }
+        location /redirect { leash_lock ir:\$arg_key; leash_wait 1s; root /nonexistent; try_files /none @named; }
+        location @named { leash_lock ir:\$arg_key; leash_wait 1s; $proxy }
+        location = /metrics { leash_metrics; }
+        location /free { $proxy }
+    }
+}
+EOF
+}
+
+ports=()
+start_nginx() {
+    local name=$1 port
+    port=$(free_port)
+    conf "$tmp/$name" "$port"
+    (nginx -p "$tmp/$name" -c "$tmp/$name/nginx.conf" >"$tmp/$name/stdout" 2>"$tmp/$name/stderr") &
+    started+=("$!")
+    masters+=("$!")
+    ports+=("$port")
+    for _ in $(seq 100); do
+        curl -s -o /dev/null "http://127.0.0.1:$port/free?key=warmup&ms=1" && return 0
+        sleep 0.05
+    done
+    fail "nginx $name did not start: $(cat "$tmp/$name/stderr")"
+}
+start_nginx a
+start_nginx b
+echo "redis on $redis_port, backend on $backend_port, nginx on ${ports[*]} (masters ${masters[*]})"
+workers_of() { pgrep -P "$1" | sort; }
+
+# req NAME INSTANCE PATH: one request in the background; its status code
+# and X-Leash header go to $tmp/req-NAME.
+req() {
+    curl -s -o /dev/null -D "$tmp/req-$1.h" -w '%{http_code}\n' \
+        "http://127.0.0.1:${ports[$2]}$3" >"$tmp/req-$1" 2>/dev/null &
+    reqs+=("$!")
+}
+reqs=()
+# Waits for the requests in the background (not for the servers).
+wait_reqs() {
+    local pid
+    for pid in "${reqs[@]}"; do
+        wait "$pid" || true
+    done
+    reqs=()
+}
+code_of() { head -n 1 "$tmp/req-$1"; }
+leash_of() { sed -n 's/^X-Leash: \([^\r]*\)\r*$/\1/p' "$tmp/req-$1.h"; }
+
+# ---- 1. one key, one request at a time across the fleet, growing fences ----
+
+t0=$(now_ms)
+for i in $(seq 1 8); do
+    req "ser-$i" $((i % 2)) "/one?key=ser&ms=150"
+done
+wait_reqs
+t1=$(now_ms)
+for i in $(seq 1 8); do
+    [[ $(code_of "ser-$i") == 200 ]] || fail "serial request $i: $(code_of "ser-$i") $(leash_of "ser-$i")"
+    [[ $(leash_of "ser-$i") == granted* ]] || fail "serial request $i: \$leash_status $(leash_of "ser-$i")"
+done
+[[ $(stat_of ser peak) == 1 ]] || fail "one key: the backend saw $(stats ser)"
+[[ $(stat_of ser served) == 8 ]] || fail "one key: the backend saw $(stats ser)"
+fences=$(stat_of ser fences)
+sorted=$(tr , '\n' <<<"$fences" | sort -n | paste -sd,)
+uniq=$(tr , '\n' <<<"$fences" | sort -nu | paste -sd,)
+[[ $fences == "$sorted" && $fences == "$uniq" && $fences != *none* ]] ||
+    fail "one key: fences not growing: $fences"
+((t1 - t0 >= 8 * 150)) || fail "one key: 8 x 150 ms took $((t1 - t0)) ms"
+pass "one key: 8 requests through 2 instances x 2 workers one at a time, fences grow ($((t1 - t0)) ms)"
+
+# ---- 2. different keys side by side ----
+
+t0=$(now_ms)
+for i in $(seq 1 6); do
+    req "par-$i" $((i % 2)) "/one?key=par-$i&ms=400"
+done
+wait_reqs
+t1=$(now_ms)
+for i in $(seq 1 6); do
+    [[ $(code_of "par-$i") == 200 ]] || fail "key par-$i: $(code_of "par-$i")"
+done
+((t1 - t0 < 2 * 400 + SLACK_MS)) || fail "6 keys x 400 ms took $((t1 - t0)) ms: not side by side"
+pass "different keys run side by side (6 x 400 ms in $((t1 - t0)) ms)"
+
+# ---- 3. leash_wait 0 answers the busy status at once ----
+
+req busy-holder 0 "/one?key=busy&ms=1000"
+for _ in $(seq 100); do
+    [[ $(stat_of busy served) == 0 ]] && break
+    sleep 0.02
+done
+[[ $(stat_of busy served) == 0 ]] || fail "the holder of key busy never reached the backend"
+t0=$(now_ms)
+code=$(curl -s -o /dev/null -D "$tmp/busy.h" -w '%{http_code}' "http://127.0.0.1:${ports[1]}/try?key=busy&ms=1")
+t1=$(now_ms)
+[[ $code == 429 ]] || fail "leash_wait 0 on a held key answered $code"
+grep -q '^X-Leash: busy' "$tmp/busy.h" || fail "leash_wait 0: $(grep X-Leash "$tmp/busy.h")"
+((t1 - t0 < SLACK_MS)) || fail "leash_wait 0 took $((t1 - t0)) ms"
+wait_reqs
+[[ $(code_of busy-holder) == 200 ]] || fail "the holder of key busy: $(code_of busy-holder)"
+pass "leash_wait 0 answers 429 (leash_busy_status) in $((t1 - t0)) ms while the key is held"
+
+# ---- 4. a semaphore of 3 ----
+
+for i in $(seq 1 9); do
+    req "sem-$i" $((i % 2)) "/sem?key=z&ms=300"
+done
+wait_reqs
+for i in $(seq 1 9); do
+    [[ $(code_of "sem-$i") == 200 ]] || fail "semaphore request $i: $(code_of "sem-$i")"
+done
+[[ $(stat_of z peak) == 3 && $(stat_of z served) == 9 ]] || fail "semaphore 3: the backend saw $(stats z)"
+pass "a semaphore of 3 peaks at exactly 3 (9 requests, 2 instances)"
+
+# ---- 5. the fair lock serves waiters in arrival order across the fleet ----
+
+req fair-0 0 "/fair?key=f&ms=600&n=0"
+for i in $(seq 1 6); do
+    sleep 0.1
+    req "fair-$i" $((i % 2)) "/fair?key=f&ms=50&n=$i"
+done
+wait_reqs
+for i in $(seq 0 6); do
+    [[ $(code_of "fair-$i") == 200 ]] || fail "fair lock request $i: $(code_of "fair-$i")"
+done
+[[ $(stat_of f order) == 0,1,2,3,4,5,6 && $(stat_of f peak) == 1 ]] ||
+    fail "fair lock: the backend saw $(stats f)"
+pass "the fair lock serves waiters in arrival order across both instances"
+
+# ---- 6. a client that hangs up while it waits ----
+
+req hang-holder 0 "/one?key=hang&ms=800"
+sleep 0.2
+t0=$(now_ms)
+curl -s -o /dev/null --max-time 0.3 "http://127.0.0.1:${ports[1]}/one?key=hang&ms=1" || true
+req hang-next 0 "/one?key=hang&ms=1"
+wait_reqs
+t1=$(now_ms)
+[[ $(code_of hang-holder) == 200 && $(code_of hang-next) == 200 ]] ||
+    fail "hang-up: holder $(code_of hang-holder), next $(code_of hang-next)"
+[[ $(stat_of hang served) == 2 ]] || fail "hang-up: the backend saw $(stats hang)"
+((t1 - t0 < 600 + 2 * SLACK_MS)) || fail "hang-up: the next request ended $((t1 - t0)) ms later"
+pass "a client that hangs up while waiting never reaches the backend and delays nobody"
+
+# ---- 7. reload while a request holds a lock ----
+
+old=$(workers_of "${masters[0]}")
+req reload 0 "/one?key=reload&ms=1500"
+for _ in $(seq 100); do
+    [[ $(stat_of reload served) == 0 ]] && break
+    sleep 0.02
+done
+kill -HUP "${masters[0]}"
+sleep 0.5
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/one?key=after-reload&ms=1")
+[[ $code == 200 ]] || fail "reload: a new request answered $code"
+wait_reqs
+t_done=$(now_ms)
+[[ $(code_of reload) == 200 ]] || fail "reload: the request that held the lock: $(code_of reload)"
+gone=0
+while ((!gone && $(now_ms) - t_done < 1000 + SLACK_MS)); do
+    gone=1
+    for pid in $old; do
+        kill -0 "$pid" 2>/dev/null && gone=0
+    done
+    sleep 0.05
+done
+((gone)) || fail "reload: old workers $old (done at $t_done) still there $(($(now_ms) - t_done)) ms after their last request"
+pass "SIGHUP with a lock held: the request completes, old workers exit after it, new ones serve"
+
+# ---- 8. an internal redirect does not take the lock again ----
+
+code=$(curl -s -o /dev/null -D "$tmp/ir.h" -w '%{http_code}' "http://127.0.0.1:${ports[0]}/redirect?key=ir&ms=1")
+[[ $code == 200 ]] || fail "internal redirect: $code $(grep X-Leash "$tmp/ir.h")"
+grep -q '^X-Leash: granted' "$tmp/ir.h" || fail "internal redirect: $(grep X-Leash "$tmp/ir.h")"
+pass "an internal redirect to a location with the same lock goes on with the lock it has"
+
+# ---- 8b. leash_metrics: this worker's stats ----
+
+metrics=$(curl -s -D "$tmp/metrics.h" "http://127.0.0.1:${ports[0]}/metrics")
+grep -qi '^Content-Type: text/plain; version=0.0.4' "$tmp/metrics.h" ||
+    fail "leash_metrics: $(cat "$tmp/metrics.h")"
+granted=$(sed -n 's/^leash_acquires_total{pid="[0-9]*",result="granted"} \([0-9]*\)$/\1/p' <<<"$metrics")
+[[ -n $granted && $granted -gt 0 ]] || fail "leash_metrics: no grants in $metrics"
+grep -q '^# TYPE leash_locks_held gauge$' <<<"$metrics" || fail "leash_metrics: $metrics"
+pass "leash_metrics answers this worker's stats in Prometheus text ($granted grants)"
+
+# ---- 9. a key over LEASH_NAME_MAX: 500 and a log line naming it ----
+
+long=$(printf 'k%.0s' $(seq 513))
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/long?key=$long")
+[[ $code == 500 ]] || fail "a key of 513 bytes answered $code"
+grep -q "leash: the key \"$long\" of \"leash_lock\" is 513 bytes" "$tmp"/a/error.log ||
+    fail "no error line names the long key"
+pass "a key over 512 bytes answers 500 and the error log names it"
+
+# ---- 10. Redis down: leash_fail closed and open; back: service resumes ----
+
+kill -TERM "$redis_pid"
+wait "$redis_pid" 2>/dev/null || true
+t0=$(now_ms)
+req down-closed 0 "/closed?key=d&ms=1"
+req down-open 1 "/open?key=d&ms=1"
+wait_reqs
+t1=$(now_ms)
+[[ $(code_of down-closed) == 503 ]] || fail "Redis down, leash_fail closed: $(code_of down-closed) $(leash_of down-closed)"
+[[ $(code_of down-open) == 200 && $(leash_of down-open) == error* ]] ||
+    fail "Redis down, leash_fail open: $(code_of down-open) $(leash_of down-open)"
+((t1 - t0 < 1000 + 2 * SLACK_MS)) || fail "Redis down: the answers took $((t1 - t0)) ms (leash_wait 1s)"
+"${LEASH_REDIS_SERVER:-redis-server}" --port "$redis_port" --bind 127.0.0.1 --save '' \
+    --appendonly no --dir "$tmp" --logfile "$tmp/redis.log" --requirepass "$PASSWORD" &
+redis_pid=$!
+started+=("$redis_pid")
+code=
+for _ in $(seq 60); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/closed?key=back&ms=1")
+    [[ $code == 200 ]] && break
+    sleep 0.1
+done
+[[ $code == 200 ]] || fail "Redis back: still $code"
+pass "Redis down: closed answers 503, open goes on with \$leash_status error, both by leash_wait; Redis back: served"
+
+# ---- 11. lost mid-request: Redis frozen past the lease ----
+
+req lost 0 "/one?key=lost&ms=3000"
+for _ in $(seq 100); do
+    [[ $(stat_of lost served) == 0 ]] && break
+    sleep 0.02
+done
+kill -STOP "$redis_pid"
+t0=$(now_ms)
+wait_reqs
+t1=$(now_ms)
+kill -CONT "$redis_pid"
+[[ $(code_of lost) == 000 ]] || fail "lost: the request answered $(code_of lost)"
+((t1 - t0 < 1000 + SLACK_MS)) || fail "lost: the request ended $((t1 - t0)) ms after Redis froze (lease 1s)"
+grep -q 'leash: lost the lock "one:lost" mid-request (unreachable)' "$tmp"/a/error.log ||
+    fail "lost: no error line: $(grep lost "$tmp"/a/error.log | tail -n 3)"
+code=
+for _ in $(seq 60); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/one?key=lost&ms=1")
+    [[ $code == 200 ]] && break
+    sleep 0.1
+done
+[[ $code == 200 ]] || fail "lost: the key stays unusable ($code)"
+pass "lost mid-request: logged, the request and its upstream end within the lease ($((t1 - t0)) ms)"
+
+# ---- 12. nginx -t refuses bad configurations ----
+
+refuse() {
+    local what=$1 expect=$2 out
+    conf "$tmp/bad" 1 "$3"
+    if [[ -n ${4:-} ]]; then
+        sed -i "s|location /free { |location /free { $4 |" "$tmp/bad/nginx.conf"
+    fi
+    # nginx itself leaves its configuration's pool behind when it refuses
+    # one (it exits at once): no leak report here, only other errors.
+    if out=$( (ASAN_OPTIONS=abort_on_error=1:detect_leaks=0 nginx -t -p "$tmp/bad" \
+        -c "$tmp/bad/nginx.conf") 2>&1); then
+        fail "nginx -t accepted $what"
+    fi
+    grep -qF -- "$expect" <<<"$out" || fail "nginx -t on $what said: $out"
+    if grep -qE 'Sanitizer|runtime error:' <<<"$out"; then
+        fail "nginx -t on $what: $out"
+    fi
+    if grep -qF "$PASSWORD" <<<"$out"; then
+        fail "nginx -t on $what showed the password: $out"
+    fi
+}
+refuse "an unknown scheme" '"leash_redis": ' "leash_redis http://:$PASSWORD@127.0.0.1:6379;"
+refuse "a bad port" '"leash_redis": ' "leash_redis redis://:$PASSWORD@127.0.0.1:99999;"
+refuse "leash_lock without Redis" '"leash_lock" needs a Redis' ""
+refuse "two topologies" '"leash_cluster": Redis is already set by "leash_redis"' \
+    "leash_redis redis://127.0.0.1:1; leash_cluster 127.0.0.1:7000;"
+refuse "0 permits" '"leash_semaphore": permits must be 1..1000000' \
+    "leash_redis redis://127.0.0.1:1;" "leash_semaphore k 0;"
+refuse "too many permits" '"leash_semaphore": permits must be 1..1000000' \
+    "leash_redis redis://127.0.0.1:1;" "leash_semaphore k 1000001;"
+refuse "a wait too long" 'must be 0ms..3600000ms' "leash_redis redis://127.0.0.1:1;" "leash_wait 2h;"
+refuse "a lease too long" 'must be 100ms..3600000ms' "leash_redis redis://127.0.0.1:1; leash_lease 2h;"
+refuse "a queue on Redlock" 'does not work with leash_redlock (a queue needs one server' \
+    "leash_redlock 127.0.0.1:1 127.0.0.1:2 127.0.0.1:3;"
+conf "$tmp/good" 1 "leash_cluster 127.0.0.1:7000 127.0.0.1:7001;"
+(nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
+    fail "nginx -t refused leash_cluster"
+conf "$tmp/good" 1
+(nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
+    fail "nginx -t refused the good configuration"
+pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease, a queue on Redlock"
+
+# ---- 13. graceful stop (QUIT) while a request holds a lock ----
+
+req quit 1 "/one?key=quit&ms=800"
+for _ in $(seq 100); do
+    [[ $(stat_of quit served) == 0 ]] && break
+    sleep 0.02
+done
+kill -QUIT "${masters[1]}"
+wait_reqs
+t_done=$(now_ms)
+[[ $(code_of quit) == 200 ]] || fail "QUIT: the request that held the lock: $(code_of quit)"
+while kill -0 "${masters[1]}" 2>/dev/null && (($(now_ms) - t_done < 1000 + SLACK_MS)); do
+    sleep 0.05
+done
+if kill -0 "${masters[1]}" 2>/dev/null; then
+    fail "QUIT: nginx b still runs $(($(now_ms) - t_done)) ms after its last request"
+fi
+wait "${masters[1]}" || fail "QUIT: nginx b exited with status $?"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/try?key=quit&ms=1")
+[[ $code == 200 ]] || fail "QUIT: the lock stays taken after nginx b stopped ($code)"
+pass "QUIT with a lock held: the request completes, nginx exits right after it, the lock is free"
+
+# ---- the logs ----
+
+if grep -hE 'exited on signal|exited with code [1-9]|\[(alert|crit|emerg)\]' "$tmp"/[ab]/error.log; then
+    fail "a worker exited on a signal or with an error, or nginx logged an alert"
+fi
+if grep -hE 'Sanitizer|runtime error:' "$tmp"/[ab]/stderr "$tmp"/[ab]/error.log; then
+    fail "a sanitizer spoke"
+fi
+if grep -lF "$PASSWORD" "$tmp"/a/*.log "$tmp"/a/stderr "$tmp"/b/*.log "$tmp"/b/stderr; then
+    fail "the password is in a log"
+fi
+pass "no worker exited on a signal, no alert, no sanitizer report, no log holds the password"
+
+echo "all $passed nginx checks passed"
