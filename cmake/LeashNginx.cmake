@@ -24,9 +24,34 @@ if(LEASH_NGINX)
   string(REPLACE ";" " " _leash_ngx_libs "$<TARGET_FILE:leash_static>;${HIREDIS_LINK_LIBRARIES}")
   set(_leash_ngx_cc_opt "")
   set(_leash_ngx_ld_opt "")
+  # With the sanitizers the module is instrumented too; Debian's nginx is
+  # not, so it must load the sanitizer's runtime first (LD_PRELOAD):
+  # LEASH_NGINX_PRELOAD is that runtime, for test_nginx.
+  set(LEASH_NGINX_PRELOAD "")
   if(LEASH_SANITIZE)
     set(_leash_ngx_cc_opt "-fsanitize=${LEASH_SANITIZE} -fno-omit-frame-pointer")
     set(_leash_ngx_ld_opt "-fsanitize=${LEASH_SANITIZE}")
+    # The module defines its own ngx_modules[] (nginx's generated
+    # *_modules.c), which the binary's exported one of the same name
+    # interposes: ASan would register the binary's array with the module's
+    # size and report the binary's own reads of it (on a reload) as an
+    # overflow. So ASan leaves the globals of what nginx compiles alone;
+    # libleash.a keeps full instrumentation.
+    if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+      set(_leash_rt "libclang_rt.ubsan_standalone-${CMAKE_SYSTEM_PROCESSOR}.so")
+      if(LEASH_SANITIZE MATCHES "address")
+        set(_leash_rt "libclang_rt.asan-${CMAKE_SYSTEM_PROCESSOR}.so")
+        string(APPEND _leash_ngx_cc_opt " -mllvm -asan-globals=0")
+      endif()
+    else()
+      set(_leash_rt "libubsan.so")
+      if(LEASH_SANITIZE MATCHES "address")
+        set(_leash_rt "libasan.so")
+        string(APPEND _leash_ngx_cc_opt " --param=asan-globals=0")
+      endif()
+    endif()
+    execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=${_leash_rt}
+                    OUTPUT_VARIABLE LEASH_NGINX_PRELOAD OUTPUT_STRIP_TRAILING_WHITESPACE)
   endif()
   file(GLOB _leash_ngx_sources CONFIGURE_DEPENDS
        "${PROJECT_SOURCE_DIR}/nginx/*.c" "${PROJECT_SOURCE_DIR}/nginx/*.h")

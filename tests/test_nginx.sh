@@ -10,18 +10,25 @@
 #   2. requests for different keys run side by side;
 #   3. leash_wait 0 answers the busy status at once while the key is held;
 #   4. a semaphore of 3 lets exactly 3 requests in at once;
-#   5. a client that hangs up while it waits never reaches the backend and
+#   5. the fair lock serves waiters in arrival order across both instances;
+#   6. a client that hangs up while it waits never reaches the backend and
 #      delays nobody;
-#   6. a SIGHUP reload while a request holds a lock: the request completes,
+#   7. a SIGHUP reload while a request holds a lock: the request completes,
 #      the old workers exit within a second after it, new workers serve;
-#   7. nginx -t refuses each bad configuration with a message naming the
+#   8. a key over the length limit answers 500 and the error log names it;
+#   9. with Redis down, leash_fail closed answers the busy status and
+#      leash_fail open lets the request through, by leash_wait; once Redis
+#      is back the locks work again;
+#  10. nginx -t refuses each bad configuration with a message naming the
 #      directive and the problem;
 # and checks that no worker exited on a signal and no log line holds the
 # Redis password.
 #
 # Every process it signals is one it started (or a worker of one), by pid.
 # Needs redis-server, redis-cli, curl and python3. TEST_SLACK_MS (default
-# 300) widens upper time bounds on a loaded machine.
+# 300) widens upper time bounds on a loaded machine. LEASH_NGINX_PRELOAD: a
+# sanitizer runtime that nginx (not instrumented) loads first, for a module
+# built with the sanitizers (cmake/LeashNginx.cmake sets it).
 set -euo pipefail
 
 # shellcheck source=tests/support/redis.sh
@@ -41,10 +48,15 @@ PASSWORD=s3cr3t-pw
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leash-nginx.XXXXXX")
 started=() # pids of what this test started: redis-server, backend, nginx masters
+masters=()
 passed=0
 
 cleanup() {
-    local pid i
+    local pid i workers=()
+    # An nginx worker outlives a master that was killed: stop them too.
+    for pid in "${masters[@]}"; do
+        mapfile -t -O "${#workers[@]}" workers < <(pgrep -P "$pid" || true)
+    done
     for pid in "${started[@]}"; do
         kill -TERM "$pid" 2>/dev/null || true
     done
@@ -55,6 +67,9 @@ cleanup() {
         done
         kill -KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
+    done
+    for pid in "${workers[@]}"; do
+        kill -KILL "$pid" 2>/dev/null || true
     done
     [[ -n ${LEASH_TEST_KEEP:-} ]] || rm -rf "$tmp"
 }
@@ -76,6 +91,14 @@ pass() {
     passed=$((passed + 1))
 }
 now_ms() { date +%s%3N; }
+# nginx ARGS...: Debian's nginx, with the sanitizer runtime of the module;
+# exec, so that "(nginx ...) &" leaves $! the master's pid.
+nginx() {
+    if [[ -n ${LEASH_NGINX_PRELOAD:-} ]]; then
+        export LD_PRELOAD=$LEASH_NGINX_PRELOAD ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1}
+    fi
+    exec "$nginx_bin" "$@"
+}
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -127,19 +150,21 @@ http {
         location /try { leash_lock one:\$arg_key; leash_wait 0; leash_busy_status 429; $proxy }
         location /sem { leash_semaphore sem:\$arg_key 3; leash_wait 10s; $proxy }
         location /fair { leash_fair_lock fair:\$arg_key; leash_wait 10s; $proxy }
+        location /closed { leash_lock down:\$arg_key; leash_wait 1s; $proxy }
+        location /open { leash_lock down:\$arg_key; leash_wait 1s; leash_fail open; $proxy }
+        location /long { leash_lock \$arg_key; $proxy }
         location /free { $proxy }
     }
 }
 EOF
 }
 
-masters=()
 ports=()
 start_nginx() {
     local name=$1 port
     port=$(free_port)
     conf "$tmp/$name" "$port"
-    "$nginx_bin" -p "$tmp/$name" -c "$tmp/$name/nginx.conf" 2>"$tmp/$name/stderr" &
+    (nginx -p "$tmp/$name" -c "$tmp/$name/nginx.conf" >"$tmp/$name/stdout" 2>"$tmp/$name/stderr") &
     started+=("$!")
     masters+=("$!")
     ports+=("$port")
@@ -239,7 +264,22 @@ done
 [[ $(stat_of z peak) == 3 && $(stat_of z served) == 9 ]] || fail "semaphore 3: the backend saw $(stats z)"
 pass "a semaphore of 3 peaks at exactly 3 (9 requests, 2 instances)"
 
-# ---- 5. a client that hangs up while it waits ----
+# ---- 5. the fair lock serves waiters in arrival order across the fleet ----
+
+req fair-0 0 "/fair?key=f&ms=600&n=0"
+for i in $(seq 1 6); do
+    sleep 0.1
+    req "fair-$i" $((i % 2)) "/fair?key=f&ms=50&n=$i"
+done
+wait_reqs
+for i in $(seq 0 6); do
+    [[ $(code_of "fair-$i") == 200 ]] || fail "fair lock request $i: $(code_of "fair-$i")"
+done
+[[ $(stat_of f order) == 0,1,2,3,4,5,6 && $(stat_of f peak) == 1 ]] ||
+    fail "fair lock: the backend saw $(stats f)"
+pass "the fair lock serves waiters in arrival order across both instances"
+
+# ---- 6. a client that hangs up while it waits ----
 
 req hang-holder 0 "/one?key=hang&ms=800"
 sleep 0.2
@@ -254,7 +294,7 @@ t1=$(now_ms)
 ((t1 - t0 < 600 + 2 * SLACK_MS)) || fail "hang-up: the next request ended $((t1 - t0)) ms later"
 pass "a client that hangs up while waiting never reaches the backend and delays nobody"
 
-# ---- 6. reload while a request holds a lock ----
+# ---- 7. reload while a request holds a lock ----
 
 old=$(workers_of "${masters[0]}")
 req reload 0 "/one?key=reload&ms=1500"
@@ -280,7 +320,42 @@ done
 ((gone)) || fail "reload: old workers $old (done at $t_done) still there $(($(now_ms) - t_done)) ms after their last request"
 pass "SIGHUP with a lock held: the request completes, old workers exit after it, new ones serve"
 
-# ---- 7. nginx -t refuses bad configurations ----
+# ---- 8. a key over LEASH_NAME_MAX: 500 and a log line naming it ----
+
+long=$(printf 'k%.0s' $(seq 513))
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/long?key=$long")
+[[ $code == 500 ]] || fail "a key of 513 bytes answered $code"
+grep -q "leash: the key \"$long\" of \"leash_lock\" is 513 bytes" "$tmp"/a/error.log ||
+    fail "no error line names the long key"
+pass "a key over 512 bytes answers 500 and the error log names it"
+
+# ---- 9. Redis down: leash_fail closed and open; back: service resumes ----
+
+kill -TERM "$redis_pid"
+wait "$redis_pid" 2>/dev/null || true
+t0=$(now_ms)
+req down-closed 0 "/closed?key=d&ms=1"
+req down-open 1 "/open?key=d&ms=1"
+wait_reqs
+t1=$(now_ms)
+[[ $(code_of down-closed) == 503 ]] || fail "Redis down, leash_fail closed: $(code_of down-closed) $(leash_of down-closed)"
+[[ $(code_of down-open) == 200 && $(leash_of down-open) == error* ]] ||
+    fail "Redis down, leash_fail open: $(code_of down-open) $(leash_of down-open)"
+((t1 - t0 < 1000 + 2 * SLACK_MS)) || fail "Redis down: the answers took $((t1 - t0)) ms (leash_wait 1s)"
+"${LEASH_REDIS_SERVER:-redis-server}" --port "$redis_port" --bind 127.0.0.1 --save '' \
+    --appendonly no --dir "$tmp" --logfile "$tmp/redis.log" --requirepass "$PASSWORD" &
+redis_pid=$!
+started+=("$redis_pid")
+code=
+for _ in $(seq 60); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/closed?key=back&ms=1")
+    [[ $code == 200 ]] && break
+    sleep 0.1
+done
+[[ $code == 200 ]] || fail "Redis back: still $code"
+pass "Redis down: closed answers 503, open goes on with \$leash_status error, both by leash_wait; Redis back: served"
+
+# ---- 10. nginx -t refuses bad configurations ----
 
 refuse() {
     local what=$1 expect=$2 out
@@ -288,10 +363,16 @@ refuse() {
     if [[ -n ${4:-} ]]; then
         sed -i "s|location /free { |location /free { $4 |" "$tmp/bad/nginx.conf"
     fi
-    if out=$("$nginx_bin" -t -p "$tmp/bad" -c "$tmp/bad/nginx.conf" 2>&1); then
+    # nginx itself leaves its configuration's pool behind when it refuses
+    # one (it exits at once): no leak report here, only other errors.
+    if out=$( (ASAN_OPTIONS=abort_on_error=1:detect_leaks=0 nginx -t -p "$tmp/bad" \
+        -c "$tmp/bad/nginx.conf") 2>&1); then
         fail "nginx -t accepted $what"
     fi
     grep -qF -- "$expect" <<<"$out" || fail "nginx -t on $what said: $out"
+    if grep -qE 'Sanitizer|runtime error:' <<<"$out"; then
+        fail "nginx -t on $what: $out"
+    fi
     if grep -qF "$PASSWORD" <<<"$out"; then
         fail "nginx -t on $what showed the password: $out"
     fi
@@ -308,14 +389,17 @@ refuse "too many permits" '"leash_semaphore": permits must be 1..1000000' \
 refuse "a wait too long" 'must be 0ms..3600000ms' "leash_redis redis://127.0.0.1:1;" "leash_wait 2h;"
 refuse "a lease too long" 'must be 100ms..3600000ms' "leash_redis redis://127.0.0.1:1; leash_lease 2h;"
 conf "$tmp/good" 1
-"$nginx_bin" -t -p "$tmp/good" -c "$tmp/good/nginx.conf" >/dev/null 2>&1 ||
+(nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
     fail "nginx -t refused the good configuration"
 pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease"
 
 # ---- the logs ----
 
-if grep -h 'exited on signal' "$tmp"/a/error.log "$tmp"/b/error.log; then
-    fail "a worker exited on a signal"
+if grep -hE 'exited on signal|exited with code [1-9]' "$tmp"/a/error.log "$tmp"/b/error.log; then
+    fail "a worker exited on a signal or with an error"
+fi
+if grep -hE 'Sanitizer|runtime error:' "$tmp"/[ab]/stderr "$tmp"/[ab]/error.log; then
+    fail "a sanitizer spoke"
 fi
 if grep -lF "$PASSWORD" "$tmp"/a/*.log "$tmp"/a/stderr "$tmp"/b/*.log "$tmp"/b/stderr; then
     fail "the password is in a log"

@@ -5,9 +5,10 @@ at once per key and the X-Fence each one brought.
     nginx_backend.py PORT_FILE
 
 Listens on a free loopback port and writes it to PORT_FILE. A request for
-/<anything>?key=K&ms=N sleeps N ms (default 200) and answers "ok". GET
-/stats answers one line per key: "K peak=P served=S fences=F1,F2,..." with
-the fences in the order the requests started; /reset forgets everything.
+/<anything>?key=K&ms=N&n=I sleeps N ms (default 200) and answers "ok".
+GET /stats answers one line per key: "K peak=P served=S fences=F1,...
+order=I1,..." with the fences and the n of the requests in the order they
+started; /reset forgets everything.
 """
 import sys
 import threading
@@ -37,8 +38,8 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/stats":
             with lock:
                 lines = [
-                    "%s peak=%d served=%d fences=%s\n"
-                    % (k, v["peak"], v["served"], ",".join(v["fences"]))
+                    "%s peak=%d served=%d fences=%s order=%s\n"
+                    % (k, v["peak"], v["served"], ",".join(v["fences"]), ",".join(v["order"]))
                     for k, v in sorted(keys.items())
                 ]
             self.answer("".join(lines))
@@ -52,10 +53,11 @@ class Handler(BaseHTTPRequestHandler):
         key = q.get("key", ["-"])[0]
         ms = int(q.get("ms", ["200"])[0])
         with lock:
-            k = keys.setdefault(key, {"now": 0, "peak": 0, "served": 0, "fences": []})
+            k = keys.setdefault(key, {"now": 0, "peak": 0, "served": 0, "fences": [], "order": []})
             k["now"] += 1
             k["peak"] = max(k["peak"], k["now"])
             k["fences"].append(self.headers.get("X-Fence", "none") or "empty")
+            k["order"].append(q.get("n", ["-"])[0])
         time.sleep(ms / 1000.0)
         with lock:
             k["now"] -= 1
