@@ -51,7 +51,7 @@ in_order '^==> backend on 127\.0\.0\.1:[0-9]+ \(pid [0-9]+\)' \
     '^==> nginx b on 127\.0\.0\.1:[0-9]+ \(master pid [0-9]+, 2 workers\)' \
     '^burst: 18 requests for report ids 1-3' \
     '^answers: 30 x 200 granted \(status, \$leash_status\)' \
-    '^  report:1 +6  1 +[0-9]+( [0-9]+){5} \(growing\)$' \
+    '^  report:1 +6  1 +[0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+ \(growing\)$' \
     '^  report:2 +6  1 ' \
     '^  report:3 +6  1 ' \
     '^  [0-9.]+ "GET /(report\?id=[1-3]|fragile/job)[^"]*" 200 leash=granted fence=[0-9]* waited=[0-9]+ms$' \
