@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""A slow backend for the nginx example (scripts/demo --nginx, bench/nginx.sh):
+it records, per key, how many requests it serves at once, when each one
+started and ended, and the X-Fence each one brought.
+
+    backend.py PORT_FILE [PORT]
+
+Listens on 127.0.0.1:PORT (default: a free port) and writes the port to
+PORT_FILE once it listens. A request is slow: it sleeps ms=N milliseconds
+(default 200) before it answers "ok". Its key is its key=K argument, or else
+the first part of its path and its id argument: /report?id=7 is "report:7",
+/fragile/x is "fragile" (the names the example's locks give them).
+
+    GET /stats            one line per key:
+                          "K peak=P served=S fences=F1,F2,..." (fences in the
+                          order the requests started; "none" for a request
+                          without X-Fence)
+    GET /analyse?key=K&slots=N
+                          "handoffs=H p50_us=.. p99_us=.. busy=B": the gaps
+                          from the end of one request to the start of the next
+                          one (by start time), and the share of N slots in use
+                          from the first start to the last start (while
+                          requests were still arriving)
+    GET /reset            forgets everything
+"""
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+lock = threading.Lock()
+keys = {}  # key -> {"now", "peak", "served", "fences": [], "spans": [[start, end]]}
+
+
+def key_of(url, q):
+    if "key" in q:
+        return q["key"][0]
+    first = url.path.strip("/").split("/")[0] or "-"
+    return first + (":" + q["id"][0] if "id" in q else "")
+
+
+def percentile(sorted_values, p):
+    if not sorted_values:
+        return 0
+    return sorted_values[min(len(sorted_values) - 1, int(p * len(sorted_values)))]
+
+
+def analyse(k, slots):
+    spans = sorted(s for s in k["spans"] if s[1] is not None)
+    gaps = sorted(b[0] - a[1] for a, b in zip(spans, spans[1:]))
+    busy = 0.0
+    if len(spans) > 1:
+        lo, hi = spans[0][0], spans[-1][0]
+        used = sum(max(0, min(e, hi) - max(s, lo)) for s, e in spans)
+        busy = used / (slots * (hi - lo)) if hi > lo else 0.0
+    return "handoffs=%d p50_us=%d p99_us=%d busy=%.3f\n" % (
+        len(gaps),
+        percentile(gaps, 0.50) // 1000,
+        percentile(gaps, 0.99) // 1000,
+        busy,
+    )
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # a burst of 64 and more must not be refused
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, body):
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # nginx gave up on the request (its client left): nothing to tell
+
+    def do_GET(self):
+        start = time.monotonic_ns()
+        url = urlparse(self.path)
+        q = parse_qs(url.query)
+        if url.path == "/stats":
+            with lock:
+                lines = [
+                    "%s peak=%d served=%d fences=%s\n"
+                    % (k, v["peak"], v["served"], ",".join(v["fences"]))
+                    for k, v in sorted(keys.items())
+                ]
+            self.answer("".join(lines))
+            return
+        if url.path == "/analyse":
+            with lock:
+                k = keys.get(q.get("key", ["-"])[0])
+                text = analyse(k, int(q.get("slots", ["1"])[0])) if k else "no such key\n"
+            self.answer(text)
+            return
+        if url.path == "/reset":
+            with lock:
+                keys.clear()
+            self.answer("reset\n")
+            return
+        key = key_of(url, q)
+        ms = int(q.get("ms", ["200"])[0])
+        span = [start, None]
+        with lock:
+            k = keys.setdefault(
+                key, {"now": 0, "peak": 0, "served": 0, "fences": [], "spans": []}
+            )
+            k["now"] += 1
+            k["peak"] = max(k["peak"], k["now"])
+            k["fences"].append(self.headers.get("X-Fence", "none") or "none")
+            k["spans"].append(span)
+        time.sleep(ms / 1000.0)
+        # The request ends for the lock's sake when its slot is free again:
+        # count it out before the answer leaves, as a real backend would.
+        with lock:
+            k["now"] -= 1
+            k["served"] += 1
+            span[1] = time.monotonic_ns()
+        self.answer("ok\n")
+
+
+def main():
+    port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    server = Server(("127.0.0.1", port), Handler)
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write("%d\n" % server.server_address[1])
+    os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
