@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage_text[] =
     "usage: leash [CONNECTION] [--prefix P] [--json] COMMAND [ARGS]\n"
@@ -296,6 +297,16 @@ int main(int argc, char **argv) {
         return rc;
     if (c->topology == LEASH_TOPOLOGY_CLUSTER && c->db != 0)
         return usage("%s", "a Redis Cluster has db 0 only");
+    /* Refused before any server is asked, so that the exit status is 2
+     * whether Redis is up or not, and nothing is read. */
+    if (cmd[0] == 'r' && !a.force) {
+        fprintf(stderr, "leash: release needs --force (it removes another's hold)\n");
+        return CLI_USAGE;
+    }
+    if (cmd[0] == 'r' && !a.yes && !isatty(0)) {
+        fprintf(stderr, "leash: not a terminal: pass --yes to release without asking\n");
+        return CLI_USAGE;
+    }
     if (c->password == NULL && getenv("LEASH_PASSWORD") != NULL &&
         getenv("LEASH_PASSWORD")[0] != '\0')
         c->password = getenv("LEASH_PASSWORD");
