@@ -141,6 +141,8 @@ expect_rc 0 "$leash" --help
 [[ $out == *"release --force NAME"* && $out == *"Exit status"* ]] || fail "--help: $out"
 expect_rc 0 "$leash" watch --help
 [[ $out == *"--interval MS"* ]] || fail "watch --help: $out"
+expect_rc 2 "$leash" help frobnicate
+expect_rc 2 "$leash" frobnicate --help
 expect_rc 3 "$leash" "${bad[@]}" --timeout 500 ls
 # A release refused on its arguments is refused before any server is
 # asked: 2 whether Redis answers or not.

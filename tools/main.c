@@ -109,22 +109,6 @@ static const char release_text[] =
     "--redlock it is done once every server answered.\n"
     "Exit status 0 released, 1 nobody held it, 2 refused, 3 unreachable.\n";
 
-static int help(const char *cmd) {
-    const char *t = usage_text;
-    if (cmd == NULL)
-        t = usage_text;
-    else if (strcmp(cmd, "ls") == 0)
-        t = ls_text;
-    else if (strcmp(cmd, "show") == 0)
-        t = show_text;
-    else if (strcmp(cmd, "watch") == 0)
-        t = watch_text;
-    else if (strcmp(cmd, "release") == 0)
-        t = release_text;
-    fputs(t, stdout);
-    return CLI_OK;
-}
-
 __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...) {
     va_list ap;
 
@@ -134,6 +118,24 @@ __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "\nTry `leash --help`.\n");
     return CLI_USAGE;
+}
+
+static int help(const char *cmd) {
+    const char *t = usage_text;
+    if (cmd == NULL || strcmp(cmd, "help") == 0)
+        t = usage_text;
+    else if (strcmp(cmd, "ls") == 0)
+        t = ls_text;
+    else if (strcmp(cmd, "show") == 0)
+        t = show_text;
+    else if (strcmp(cmd, "watch") == 0)
+        t = watch_text;
+    else if (strcmp(cmd, "release") == 0)
+        t = release_text;
+    else
+        return usage("no command %s: ls, show, watch, release", cmd);
+    fputs(t, stdout);
+    return CLI_OK;
 }
 
 static int number(const char *s, int64_t lo, int64_t hi, int64_t *out) {
