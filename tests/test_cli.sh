@@ -141,7 +141,13 @@ expect_rc 0 "$leash" --help
 [[ $out == *"release --force NAME"* && $out == *"Exit status"* ]] || fail "--help: $out"
 expect_rc 0 "$leash" watch --help
 [[ $out == *"--interval MS"* ]] || fail "watch --help: $out"
+expect_rc 2 "$leash" help frobnicate
+expect_rc 2 "$leash" frobnicate --help
 expect_rc 3 "$leash" "${bad[@]}" --timeout 500 ls
+# A release refused on its arguments is refused before any server is
+# asked: 2 whether Redis answers or not.
+expect_rc 2 "$leash" "${bad[@]}" --timeout 500 release --force x
+expect_rc 2 "$leash" "${bad[@]}" --timeout 500 release --yes x
 expect_rc 3 "$leash" "${bad[@]}" --timeout 500 show x
 
 # --- nothing there ----------------------------------------------------------
@@ -271,6 +277,67 @@ jq -e 'length == 1 and .[0].name == "m" and (.[0].fence // .[0].servers[0].fence
 "${rcli[@]}" set leash:plain hello >/dev/null
 expect_rc 1 L show plain
 "${rcli[@]}" del leash:plain >/dev/null
+
+# A name that is not UTF-8 still makes JSON that a strict reader takes.
+printf 'SET "leash:bin\\xff\\xc3(" 0123456789abcdef0123456789abcdef:0:1:7 PX 30000\n' |
+    "${rcli[@]}" >/dev/null
+expect_rc 0 L ls 'bin*' --json
+iconv -f UTF-8 -t UTF-8 <<<"$out" >/dev/null 2>&1 || fail "ls --json is not UTF-8: $out"
+expect_rc 0 L show $'bin\xff\xc3(' --json
+iconv -f UTF-8 -t UTF-8 <<<"$out" >/dev/null 2>&1 || fail "show --json is not UTF-8: $out"
+jq -e '.name == "bin\ufffd\ufffd("' <<<"$out" >/dev/null || fail "show --json, bin: $out"
+printf 'DEL "leash:bin\\xff\\xc3("\n' | "${rcli[@]}" >/dev/null
+
+if [[ $mode != redlock ]]; then
+    # watch in a pipeline stops once its reader is gone (SIGPIPE is
+    # ignored: the failed write stops it).
+    (
+        for i in $(seq 200); do
+            "${rcli[@]}" set leash:piped "0123456789abcdef0123456789abcdef:0:1:$i" px 30000 \
+                >/dev/null 2>&1 || break
+            sleep 0.05
+        done
+    ) &
+    writer=$!
+    started+=("$writer")
+    "$leash" "${conn[@]}" watch piped --interval 20 > >(head -1 >/dev/null) 2>&1 &
+    watch_pid=$!
+    started+=("$watch_pid")
+    for _ in $(seq 160); do
+        kill -0 "$watch_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if kill -0 "$watch_pid" 2>/dev/null; then
+        fail "watch | head -1 still runs 8 s after head left"
+        kill -TERM "$watch_pid"
+    fi
+    watch_rc=0
+    wait "$watch_pid" || watch_rc=$?
+    [[ $watch_rc == 0 ]] || fail "watch | head -1 exited $watch_rc"
+    kill "$writer" 2>/dev/null || true
+    wait "$writer" 2>/dev/null || true
+    "${rcli[@]}" del leash:piped >/dev/null
+fi
+
+if [[ $mode == redlock ]]; then
+    # A server that accepts connections but never answers costs one
+    # timeout, not one per lock.
+    for p in "${ports[@]:0:2}"; do
+        redis-cli -p "$p" eval "for i = 1, 30 do redis.call('set', 'leash:hung' .. i,
+            '0123456789abcdef0123456789abcdef:0:1:' .. i, 'px', 30000) end" 0 >/dev/null
+    done
+    kill -STOP "${servers[2]}"
+    t0=$(now_ms)
+    expect_rc 0 L --timeout 300 ls 'hung*'
+    t1=$(now_ms)
+    kill -CONT "${servers[2]}"
+    [[ $(grep -c '^hung' <<<"$out") == 30 ]] || fail "ls with a server stopped: $out"
+    ((t1 - t0 < 3000)) || fail "ls with a server stopped took $((t1 - t0)) ms"
+    for p in "${ports[@]:0:2}"; do
+        redis-cli -p "$p" eval "for i = 1, 30 do redis.call('del', 'leash:hung' .. i) end" 0 \
+            >/dev/null
+    done
+fi
 
 # --- watch ------------------------------------------------------------------
 start_holder b

@@ -36,6 +36,7 @@ typedef struct cli_node {
     leash_url url; /* where; credentials and db come from cli_conn */
     redisContext *rc;
     int master;                     /* a cluster's master that CLUSTER SLOTS named; else 1 */
+    int down;                       /* failed: not tried again until cli_conn_retry */
     char label[LEASH_NODE_MAX + 1]; /* "host:port" or the socket path */
 } cli_node;
 
@@ -64,6 +65,10 @@ int cli_conn_open(cli_conn *c);
  * own, such as a subscriber. 0, or -1 with c->err. */
 int cli_node_open(cli_conn *c, cli_node *n);
 void cli_conn_close(cli_conn *c);
+/* A node that failed (no connection, or no answer within the timeout) is
+ * not tried again by the same command: a Redlock server that hangs would
+ * cost a timeout per lock. watch calls this before each reading. */
+void cli_conn_retry(cli_conn *c);
 /* One command on node i, connecting first if need be. NULL on a broken
  * connection (c->err says why; the node is reconnected next time). */
 redisReply *cli_node_cmd(cli_conn *c, int i, int argc, const char **argv, const size_t *lens);
@@ -158,6 +163,8 @@ int cli_read_one(cli_conn *c, const char *name, cli_lockstate *out, int *agree, 
 int cli_ls(cli_conn *c, const cli_args *a);
 int cli_show(cli_conn *c, const cli_args *a);
 int cli_watch(cli_conn *c, const cli_args *a);
+/* main.c has refused a release without --force, or without --yes off a
+ * terminal. */
 int cli_release(cli_conn *c, const cli_args *a);
 
 #endif

@@ -11,7 +11,6 @@
 
 #include <inttypes.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct forcing {
     struct ev_loop *loop;
@@ -104,14 +103,6 @@ int cli_release(cli_conn *c, const cli_args *a) {
     cli_lockstate s;
     int rc, agree = 0, of = 1, status;
 
-    if (!a->force) {
-        fprintf(stderr, "leash: release needs --force (it removes another's hold)\n");
-        return CLI_USAGE;
-    }
-    if (!a->yes && !isatty(0)) {
-        fprintf(stderr, "leash: not a terminal: pass --yes to release without asking\n");
-        return CLI_USAGE;
-    }
     rc = cli_read_one(c, a->name, &s, &agree, &of);
     if (rc != CLI_OK) {
         if (rc == CLI_NOT_FOUND)

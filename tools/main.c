@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage_text[] =
     "usage: leash [CONNECTION] [--prefix P] [--json] COMMAND [ARGS]\n"
@@ -108,22 +109,6 @@ static const char release_text[] =
     "--redlock it is done once every server answered.\n"
     "Exit status 0 released, 1 nobody held it, 2 refused, 3 unreachable.\n";
 
-static int help(const char *cmd) {
-    const char *t = usage_text;
-    if (cmd == NULL)
-        t = usage_text;
-    else if (strcmp(cmd, "ls") == 0)
-        t = ls_text;
-    else if (strcmp(cmd, "show") == 0)
-        t = show_text;
-    else if (strcmp(cmd, "watch") == 0)
-        t = watch_text;
-    else if (strcmp(cmd, "release") == 0)
-        t = release_text;
-    fputs(t, stdout);
-    return CLI_OK;
-}
-
 __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...) {
     va_list ap;
 
@@ -133,6 +118,24 @@ __attribute__((format(printf, 1, 2))) static int usage(const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "\nTry `leash --help`.\n");
     return CLI_USAGE;
+}
+
+static int help(const char *cmd) {
+    const char *t = usage_text;
+    if (cmd == NULL || strcmp(cmd, "help") == 0)
+        t = usage_text;
+    else if (strcmp(cmd, "ls") == 0)
+        t = ls_text;
+    else if (strcmp(cmd, "show") == 0)
+        t = show_text;
+    else if (strcmp(cmd, "watch") == 0)
+        t = watch_text;
+    else if (strcmp(cmd, "release") == 0)
+        t = release_text;
+    else
+        return usage("no command %s: ls, show, watch, release", cmd);
+    fputs(t, stdout);
+    return CLI_OK;
 }
 
 static int number(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -296,6 +299,16 @@ int main(int argc, char **argv) {
         return rc;
     if (c->topology == LEASH_TOPOLOGY_CLUSTER && c->db != 0)
         return usage("%s", "a Redis Cluster has db 0 only");
+    /* Refused before any server is asked, so that the exit status is 2
+     * whether Redis is up or not, and nothing is read. */
+    if (cmd[0] == 'r' && !a.force) {
+        fprintf(stderr, "leash: release needs --force (it removes another's hold)\n");
+        return CLI_USAGE;
+    }
+    if (cmd[0] == 'r' && !a.yes && !isatty(0)) {
+        fprintf(stderr, "leash: not a terminal: pass --yes to release without asking\n");
+        return CLI_USAGE;
+    }
     if (c->password == NULL && getenv("LEASH_PASSWORD") != NULL &&
         getenv("LEASH_PASSWORD")[0] != '\0')
         c->password = getenv("LEASH_PASSWORD");

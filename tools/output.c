@@ -8,13 +8,55 @@
 #include <string.h>
 #include <time.h>
 
+/* The length of the well-formed UTF-8 sequence of more than one byte at
+ * p (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF),
+ * or 0. */
+static size_t utf8_len(const unsigned char *p, size_t left) {
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t n, i;
+
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        n = 2;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        n = 3;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (p[0] == 0xe0)
+        lo = 0xa0;
+    else if (p[0] == 0xed)
+        hi = 0x9f;
+    else if (p[0] == 0xf0)
+        lo = 0x90;
+    else if (p[0] == 0xf4)
+        hi = 0x8f;
+    if (left < n || p[1] < lo || p[1] > hi)
+        return 0;
+    for (i = 2; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* JSON text is UTF-8 (RFC 8259): a byte of a name that is not part of a
+ * well-formed sequence becomes U+FFFD, as a strict reader would make it,
+ * rather than output that such a reader refuses whole. */
 void cli_json_str(FILE *f, const char *s, size_t len) {
-    size_t i;
+    size_t i, n;
 
     fputc('"', f);
     for (i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\')
+        if (ch >= 0x80) {
+            n = utf8_len((const unsigned char *)s + i, len - i);
+            if (n == 0) {
+                fputs("\\ufffd", f);
+            } else {
+                fwrite(s + i, 1, n, f);
+                i += n - 1;
+            }
+        } else if (ch == '"' || ch == '\\')
             fprintf(f, "\\%c", ch);
         else if (ch == '\n')
             fputs("\\n", f);
@@ -23,7 +65,7 @@ void cli_json_str(FILE *f, const char *s, size_t len) {
         else if (ch < 0x20 || ch == 0x7f)
             fprintf(f, "\\u%04x", ch);
         else
-            fputc(ch, f); /* UTF-8 passes through; other bytes too, as given */
+            fputc(ch, f);
     }
     fputc('"', f);
 }

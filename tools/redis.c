@@ -58,6 +58,7 @@ static redisReply *raw_cmd(cli_conn *c, cli_node *n, int argc, const char **argv
     if (r == NULL) {
         set_err(c, "lost the connection to", n, n->rc->errstr);
         node_drop(n);
+        n->down = 1;
     }
     return r;
 }
@@ -71,6 +72,10 @@ int cli_node_open(cli_conn *c, cli_node *n) {
 
     if (n->rc != NULL)
         return 0;
+    if (n->down) {
+        set_err(c, "no answer earlier from", n, "not tried again");
+        return -1;
+    }
     if (n->url.unix_path[0] != '\0')
         n->rc = redisConnectUnixWithTimeout(n->url.unix_path, tv);
     else
@@ -78,6 +83,7 @@ int cli_node_open(cli_conn *c, cli_node *n) {
     if (n->rc == NULL || n->rc->err) {
         set_err(c, "cannot connect to", n, n->rc ? n->rc->errstr : "out of memory");
         node_drop(n);
+        n->down = 1;
         return -1;
     }
     redisSetTimeout(n->rc, tv);
@@ -195,6 +201,12 @@ void cli_conn_close(cli_conn *c) {
     int i;
     for (i = 0; i < c->nnodes; i++)
         node_drop(&c->nodes[i]);
+}
+
+void cli_conn_retry(cli_conn *c) {
+    int i;
+    for (i = 0; i < c->nnodes; i++)
+        c->nodes[i].down = 0;
 }
 
 int cli_is_master(const cli_conn *c, int i) {

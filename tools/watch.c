@@ -58,9 +58,12 @@ static void begin(watcher *w, const char *ev, const char *source) {
     }
 }
 
+/* SIGPIPE is ignored (main.c), so a reader that went away (`| head -1`)
+ * shows as a failed write: that stops the watch, as the signal would. */
 static void end(watcher *w) {
     fputs(w->a->json ? "}\n" : "\n", stdout);
-    fflush(stdout);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        stopping = 1;
     w->printed++;
 }
 
@@ -268,6 +271,7 @@ static int watch_loop(watcher *w, const cli_lockstate *first) {
             }
             continue;
         }
+        cli_conn_retry(w->c);
         if (cli_read_one(w->c, a->name, &now, &agree, &of) == CLI_UNREACHABLE) {
             rc = CLI_UNREACHABLE;
             break;
