@@ -217,6 +217,15 @@ void fx_log_clear(void) {
     log_buf[0] = '\0';
 }
 
+/* The end of the case's leash log, where a failure in CI can be read. */
+static void print_log_tail(void) {
+    size_t from = log_len > 6000 ? log_len - 6000 : 0;
+
+    fflush(stdout);
+    fprintf(stderr, "--- the case's leash log (its last %zu bytes):\n%s--- end of log\n",
+            log_len - from, log_buf + from);
+}
+
 static void record(fx_result *r, leash_lock *l, int status) {
     r->calls++;
     r->done = 1;
@@ -436,6 +445,7 @@ long long fx_channels(fx_world *w) {
 int fx_main(int argc, char **argv, const test_case *cases) {
     int rc, i;
 
+    test_on_fail = print_log_tail;
     for (i = 1; i < argc; i++)
         if (strcmp(argv[i], "--list") == 0)
             return test_main(argc, argv, cases);
@@ -539,6 +549,7 @@ long long fx_channels(fx_world *w) {
 int fx_main(int argc, char **argv, const test_case *cases) {
     int rc, i;
 
+    test_on_fail = print_log_tail;
     for (i = 1; i < argc; i++)
         if (strcmp(argv[i], "--list") == 0)
             return test_main(argc, argv, cases);
@@ -622,9 +633,9 @@ long long fx_channels(fx_world *w) {
 }
 
 int fx_main(int argc, char **argv, const test_case *cases) {
+    test_on_fail = print_log_tail;
     return test_main(argc, argv, cases);
 }
-
 #endif
 
 /* What one server said to fx_key_cmd. */

@@ -55,8 +55,15 @@ const char *test_tmpdir(void) {
     return t && *t ? t : "/tmp";
 }
 
+void (*test_on_fail)(void);
+
 static TEST_NORETURN_ void fail_out(const char *msg) {
     size_t len = strlen(msg);
+    void (*on_fail)(void) = test_on_fail;
+
+    test_on_fail = NULL; /* a CHECK that fails inside it ends here */
+    if (on_fail != NULL)
+        on_fail();
 
     /* stdout may hold output of the case that helps to read the failure. */
     fflush(stdout);

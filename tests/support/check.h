@@ -90,6 +90,9 @@ void test_remove_tree(const char *path);
 
 /* Report a failed check and end the case with exit(1). Not called
  * directly; use the macros below. */
+/* Called once when a case fails, before the failure is printed: a suite
+ * prints what helps to read it (fixture.c: the leash log of the case). */
+extern void (*test_on_fail)(void);
 TEST_NORETURN_ void test_fail_(const char *file, int line, const char *what);
 TEST_NORETURN_ void test_failf_(const char *file, int line, const char *what, const char *fmt, ...)
     TEST_PRINTF_(4, 5);
