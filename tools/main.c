@@ -31,7 +31,7 @@ static const char usage_text[] =
     "  --redlock NODES        Redlock's independent servers: host:port,host:port,...\n"
     "                         (NODES entries may also be redis:// or unix:// URLs)\n"
     "  The password may come from $LEASH_PASSWORD instead of the command line (a\n"
-    "  password in the URL wins); the user from the URL only.\n"
+    "  password in the URL wins), with an ACL user's name in $LEASH_USER.\n"
     "\n"
     "Options:\n"
     "  --prefix P             the key_prefix of the programs (default \"leash:\")\n"
@@ -310,8 +310,13 @@ int main(int argc, char **argv) {
         return CLI_USAGE;
     }
     if (c->password == NULL && getenv("LEASH_PASSWORD") != NULL &&
-        getenv("LEASH_PASSWORD")[0] != '\0')
+        getenv("LEASH_PASSWORD")[0] != '\0') {
         c->password = getenv("LEASH_PASSWORD");
+        /* An ACL user's, when the URL names none (a URL's user comes
+         * with its password: leash/url.h). */
+        if (c->username == NULL && getenv("LEASH_USER") != NULL && getenv("LEASH_USER")[0] != '\0')
+            c->username = getenv("LEASH_USER");
+    }
 
     /* A server that closes the connection makes a write fail, not the
      * process die (the library asks the same of its programs). */
