@@ -459,16 +459,23 @@ static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
     ctx->status = "lost";
     ctx->fence = 0;
     /* The backend must not see a second writer: end the request now, its
-     * upstream included. NGX_ERROR terminates: the request's cleanups run
-     * (the upstream's finalizes with NGX_DONE, which drops one reference:
-     * the one taken here, or the request would be freed under the
-     * terminating code), then a posted request closes it (and resets the
-     * count). This is no event of the request's connection: run the posted
-     * requests here. A 500 instead of the close, when nothing was sent
-     * yet, is not done: nginx has no call for a module to stop an
-     * upstream first. */
+     * upstream included. The reference taken here is the one the upstream's
+     * end (or the terminate below) drops, or the request would be freed
+     * under the code that ends it. This is no event of the request's
+     * connection: run the posted requests here. */
     r->main->count++;
-    ngx_http_finalize_request(r, NGX_ERROR);
+    if (!r->header_sent && c->sent == 0 && r->upstream != NULL && r->upstream->cleanup != NULL) {
+        /* Nothing was sent: stop the upstream (closes its connection and
+         * finalizes with NGX_DONE, which drops that reference), then the
+         * request answers 500 as when its upstream fails. */
+        (*r->upstream->cleanup)(r);
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+    } else {
+        /* Part of the answer went out (or no upstream runs, and whatever
+         * does owns the request): NGX_ERROR terminates, running every
+         * cleanup (the upstream's among them), then closes. */
+        ngx_http_finalize_request(r, NGX_ERROR);
+    }
     ngx_http_run_posted_requests(c);
 }
 

@@ -22,7 +22,9 @@
 #      leash_fail open lets the request through, by leash_wait; once Redis
 #      is back the locks work again;
 #  11. a lock lost mid-request (Redis frozen past the lease) ends the
-#      request within the lease, with an error-log line;
+#      request within the lease, with an error-log line, and aborts the
+#      backend's request: 500 when nothing was sent yet, the connection
+#      closed mid-answer otherwise;
 #  12. nginx -t refuses each bad configuration with a message naming the
 #      directive and the problem;
 #  13. a graceful stop (QUIT) while a request holds a lock: the request
@@ -383,28 +385,60 @@ pass "Redis down: closed answers 503, open goes on with \$leash_status error, bo
 
 # ---- 11. lost mid-request: Redis frozen past the lease ----
 
-req lost 0 "/one?key=lost&ms=3000"
-for _ in $(seq 100); do
-    [[ $(stat_of lost served) == 0 ]] && break
-    sleep 0.02
-done
-kill -STOP "$redis_pid"
-t0=$(now_ms)
-wait_reqs
-t1=$(now_ms)
-kill -CONT "$redis_pid"
-[[ $(code_of lost) == 000 ]] || fail "lost: the request answered $(code_of lost)"
-((t1 - t0 < 1000 + SLACK_MS)) || fail "lost: the request ended $((t1 - t0)) ms after Redis froze (lease 1s)"
-grep -q 'leash: lost the lock "one:lost" mid-request (unreachable)' "$tmp"/a/error.log ||
-    fail "lost: no error line: $(grep lost "$tmp"/a/error.log | tail -n 3)"
-code=
-for _ in $(seq 60); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/one?key=lost&ms=1")
-    [[ $code == 200 ]] && break
-    sleep 0.1
-done
-[[ $code == 200 ]] || fail "lost: the key stays unusable ($code)"
-pass "lost mid-request: logged, the request and its upstream end within the lease ($((t1 - t0)) ms)"
+# lost NAME QUERY: a request of key NAME reaches the backend (which answers
+# by QUERY), then Redis freezes past the lease; the request must end within
+# it, logged, and the backend's request is aborted. Its curl exit status
+# goes to $tmp/req-NAME.rc.
+lost() {
+    local name=$1 query=$2 code
+    (
+        rc=0
+        curl -s -o "$tmp/req-$name.body" -D "$tmp/req-$name.h" -w '%{http_code}\n' \
+            "http://127.0.0.1:${ports[0]}/one?key=$name&ms=3000$query" >"$tmp/req-$name" 2>/dev/null ||
+            rc=$?
+        echo "$rc" >"$tmp/req-$name.rc"
+    ) &
+    reqs+=("$!")
+    for _ in $(seq 100); do
+        [[ $(stat_of "$name" served) == 0 ]] && break
+        sleep 0.02
+    done
+    [[ $(stat_of "$name" served) == 0 ]] || fail "lost: $name never reached the backend"
+    kill -STOP "$redis_pid"
+    t0=$(now_ms)
+    wait_reqs
+    t1=$(now_ms)
+    kill -CONT "$redis_pid"
+    ((t1 - t0 < 1000 + SLACK_MS)) || fail "lost: $name ended $((t1 - t0)) ms after Redis froze (lease 1s)"
+    grep -q "leash: lost the lock \"one:$name\" mid-request (unreachable)" "$tmp"/a/error.log ||
+        fail "lost: no error line for $name: $(grep lost "$tmp"/a/error.log | tail -n 3)"
+    for _ in $(seq 50); do
+        [[ $(stat_of "$name" aborted) == 1 ]] && break
+        sleep 0.02
+    done
+    [[ $(stat_of "$name" aborted) == 1 && $(stat_of "$name" served) == 0 ]] ||
+        fail "lost: the backend's request of $name was not aborted: $(stats "$name")"
+    code=
+    for _ in $(seq 60); do
+        code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/one?key=$name&ms=1")
+        [[ $code == 200 ]] && break
+        sleep 0.1
+    done
+    [[ $code == 200 ]] || fail "lost: the key $name stays unusable ($code)"
+}
+
+# Nothing sent yet: the client gets 500, with $leash_status lost.
+lost lost ""
+[[ $(code_of lost) == 500 && $(leash_of lost) == lost* ]] ||
+    fail "lost before the answer: $(code_of lost) $(leash_of lost) (curl $(cat "$tmp/req-lost.rc"))"
+pass "lost before the backend answered: logged, 500 within the lease ($((t1 - t0)) ms), the backend's request aborted"
+
+# Headers and part of the body sent: the connection is closed mid-body.
+lost lost-stream "&stream=1"
+size=$(stat -c %s "$tmp/req-lost-stream.body")
+[[ $(code_of lost-stream) == 200 && $(cat "$tmp/req-lost-stream.rc") == 18 && $size -lt 4096 ]] ||
+    fail "lost mid-answer: $(code_of lost-stream), curl $(cat "$tmp/req-lost-stream.rc"), $size bytes"
+pass "lost mid-answer: logged, the connection closed within the lease ($((t1 - t0)) ms, $size of 4096 bytes), the backend's request aborted"
 
 # ---- 12. nginx -t refuses bad configurations ----
 
