@@ -585,6 +585,8 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     const char *name;
     int rc;
 
+    /* nginx skips the access phase of subrequests:
+     * ngx_http_leash_subrequest stands guard for them. */
     if (lcf->kind == NGX_LEASH_NONE || r != r->main)
         return NGX_DECLINED;
     ctx = ngx_http_leash_get_ctx(r);
@@ -639,6 +641,23 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     r->write_event_handler = ngx_http_leash_guard;
     ngx_add_timer(r->connection->write, lcf->wait + NGX_LEASH_GUARD_MS);
     return NGX_AGAIN;
+}
+
+/* nginx runs no access phase for a subrequest, so none takes a lock. One
+ * in a location with a lock goes on under its main request's lock, if that
+ * asked for one; otherwise it fails, since letting it through would break
+ * the lock (and it cannot wait: the connection's events go to the request
+ * that may write, not to it). */
+static ngx_int_t ngx_http_leash_subrequest(ngx_http_request_t *r) {
+    ngx_http_leash_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_leash_module);
+
+    if (lcf->kind == NGX_LEASH_NONE || r == r->main || ngx_http_leash_get_ctx(r) != NULL)
+        return NGX_DECLINED;
+    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                  "leash: \"%s\" in a subrequest (\"%V\") whose main request holds no lock: "
+                  "refused",
+                  lcf->directive, &r->uri);
+    return NGX_HTTP_INTERNAL_SERVER_ERROR;
 }
 
 /* ---- leash_metrics ---- */
@@ -758,5 +777,9 @@ static ngx_int_t ngx_http_leash_postconfiguration(ngx_conf_t *cf) {
     if (h == NULL)
         return NGX_ERROR;
     *h = ngx_http_leash_handler;
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+    if (h == NULL)
+        return NGX_ERROR;
+    *h = ngx_http_leash_subrequest;
     return NGX_OK;
 }

@@ -29,6 +29,12 @@
 #      directive and the problem;
 #  13. a graceful stop (QUIT) while a request holds a lock: the request
 #      completes, nginx exits right after it, the lock is free;
+#  14. keepalive: a request's lock ends with it although its connection
+#      stays open, the next request on the connection takes its own;
+#  15. HTTP/2: two streams of one connection take one key in turn, a stream
+#      that hangs up while it waits delays nobody;
+#  16. a subrequest (auth_request) into a location with a lock goes on
+#      under its main request's lock, and fails (500, logged) without one;
 # and checks that no worker exited on a signal, nginx logged no alert, no
 # sanitizer spoke and no log line holds the Redis password.
 #
@@ -129,10 +135,12 @@ stat_of() { stats "$1" | sed -n "s/.* $2=\([^ ]*\).*/\1/p"; }
 
 # ---- nginx ----
 
-# conf DIR PORT [HTTP_EXTRA]: writes DIR/nginx.conf; the module needs the
-# http block's leash_redis unless HTTP_EXTRA replaces it.
+# conf DIR PORT [HTTP_EXTRA [H2PORT]]: writes DIR/nginx.conf; the module
+# needs the http block's leash_redis unless HTTP_EXTRA replaces it; H2PORT
+# is a second port, for HTTP/2 without TLS.
 conf() {
     local dir=$1 port=$2 redis=${3-"leash_redis redis://:$PASSWORD@127.0.0.1:$redis_port/0;"}
+    local h2=${4:+"listen 127.0.0.1:$4 http2;"}
     local proxy="proxy_set_header X-Fence \$leash_fence; proxy_pass http://127.0.0.1:$backend_port;
             add_header X-Leash \"\$leash_status \$leash_wait_ms\" always;"
     mkdir -p "$dir"
@@ -154,6 +162,7 @@ http {
     leash_lease 1s;
     server {
         listen 127.0.0.1:$port;
+        $h2
         location /one { leash_lock one:\$arg_key; leash_wait 10s; $proxy }
         location /try { leash_lock one:\$arg_key; leash_wait 0; leash_busy_status 429; $proxy }
         location /sem { leash_semaphore sem:\$arg_key 3; leash_wait 10s; $proxy }
@@ -165,16 +174,25 @@ http {
         location @named { leash_lock ir:\$arg_key; leash_wait 1s; $proxy }
         location = /metrics { leash_metrics; }
         location /free { $proxy }
+        location /authsub { auth_request /authlock; $proxy }
+        location /authheld { leash_lock held:\$arg_key; auth_request /authlock; $proxy }
+        location = /authlock {
+            leash_lock sub:fixed; leash_wait 10s;
+            proxy_pass http://127.0.0.1:$backend_port/x?key=authlock&ms=300;
+        }
     }
 }
 EOF
 }
 
 ports=()
+h2ports=()
 start_nginx() {
-    local name=$1 port
+    local name=$1 port h2port
     port=$(free_port)
-    conf "$tmp/$name" "$port"
+    h2port=$(free_port)
+    h2ports+=("$h2port")
+    conf "$tmp/$name" "$port" "leash_redis redis://:$PASSWORD@127.0.0.1:$redis_port/0;" "$h2port"
     (nginx -p "$tmp/$name" -c "$tmp/$name/nginx.conf" >"$tmp/$name/stdout" 2>"$tmp/$name/stderr") &
     started+=("$!")
     masters+=("$!")
@@ -482,6 +500,64 @@ conf "$tmp/good" 1
 (nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
     fail "nginx -t refused the good configuration"
 pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease, a queue on Redlock"
+
+# ---- 14. keepalive: each request on a connection takes and ends its own lock ----
+
+curl -s -o /dev/null -o /dev/null -w '%{http_code} %{num_connects}\n' \
+    "http://127.0.0.1:${ports[0]}/one?key=ka&ms=1" \
+    "http://127.0.0.1:${ports[0]}/free?key=ka-next&ms=800" >"$tmp/ka" &
+reqs+=("$!")
+for _ in $(seq 100); do
+    [[ $(stat_of ka-next served) == 0 ]] && break
+    sleep 0.02
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/try?key=ka&ms=1")
+wait_reqs
+[[ $(tr '\n' ' ' <"$tmp/ka") == "200 1 200 0 " ]] || fail "keepalive: $(cat "$tmp/ka")"
+[[ $code == 200 ]] || fail "keepalive: the lock of a request that ended stays taken on its open connection ($code)"
+out=$(curl -s -o /dev/null -o /dev/null -w '%{http_code} ' "http://127.0.0.1:${ports[0]}/one?key=kb&ms=1" \
+    "http://127.0.0.1:${ports[0]}/try?key=kb&ms=1")
+fences=$(stat_of kb fences)
+[[ $out == "200 200 " && $fences =~ ^[0-9]+,[0-9]+$ && ${fences%,*} -lt ${fences#*,} ]] ||
+    fail "keepalive: two requests for one key on one connection: $out, fences $fences"
+pass "keepalive: a request's lock ends with it, the next request on the connection takes its own"
+
+# ---- 15. HTTP/2: streams wait, take and end their own locks ----
+
+h2() { curl -s --http2-prior-knowledge "$@"; }
+out=$(h2 -o /dev/null -o /dev/null -w '%{http_code} %{http_version}\n' --parallel --parallel-immediate \
+    "http://127.0.0.1:${h2ports[0]}/one?key=h2&ms=300" "http://127.0.0.1:${h2ports[0]}/one?key=h2&ms=300")
+[[ $(tr '\n' ' ' <<<"$out") == "200 2 200 2 " ]] || fail "HTTP/2: two streams for one key: $out"
+[[ $(stat_of h2 peak) == 1 && $(stat_of h2 served) == 2 ]] || fail "HTTP/2: the backend saw $(stats h2)"
+req h2-holder 0 "/one?key=h2-hang&ms=800"
+sleep 0.2
+t0=$(now_ms)
+h2 -o /dev/null --max-time 0.3 "http://127.0.0.1:${h2ports[1]}/one?key=h2-hang&ms=1" || true
+req h2-next 0 "/one?key=h2-hang&ms=1"
+wait_reqs
+t1=$(now_ms)
+[[ $(code_of h2-holder) == 200 && $(code_of h2-next) == 200 && $(stat_of h2-hang served) == 2 ]] ||
+    fail "HTTP/2 hang-up: holder $(code_of h2-holder), next $(code_of h2-next), backend $(stats h2-hang)"
+((t1 - t0 < 600 + 2 * SLACK_MS)) || fail "HTTP/2 hang-up: the next request ended $((t1 - t0)) ms later"
+pass "HTTP/2: two streams of one connection take one key in turn; a stream that hangs up while waiting delays nobody"
+
+# ---- 16. a subrequest (auth_request) into a location with a lock ----
+
+# It cannot wait for the lock (the connection's events are not its own);
+# letting it through would break the lock: it fails, logged.
+req sub-1 0 "/authsub?key=authsub&ms=1"
+req sub-2 1 "/authsub?key=authsub&ms=1"
+wait_reqs
+[[ $(stat_of authlock served) == "" ]] ||
+    fail "subrequest: the locked location reached the backend without the lock: $(stats authlock)"
+[[ $(code_of sub-1) == 500 && $(code_of sub-2) == 500 ]] ||
+    fail "subrequest: $(code_of sub-1) $(code_of sub-2)"
+grep -q 'leash: "leash_lock" in a subrequest ("/authlock") whose main request holds no lock: refused' \
+    "$tmp"/[ab]/error.log || fail "subrequest: no error line"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/authheld?key=authheld&ms=1")
+[[ $code == 200 && $(stat_of authlock served) == 1 ]] ||
+    fail "subrequest of a main request with a lock: $code, $(stats authlock)"
+pass "a subrequest into a location with a lock goes on under the main request's lock, fails (500, logged) without one"
 
 # ---- 13. graceful stop (QUIT) while a request holds a lock ----
 
