@@ -13,8 +13,9 @@
 #   5. the fair lock serves waiters in arrival order across both instances;
 #   6. a client that hangs up while it waits never reaches the backend and
 #      delays nobody;
-#   7. a SIGHUP reload while a request holds a lock: the request completes,
-#      the old workers exit within a second after it, new workers serve;
+#   7. a SIGHUP reload while a request holds a lock and another waits for
+#      it: both complete, the old workers exit within a second after them,
+#      new workers serve;
 #   8. an internal redirect goes on with the lock the request has;
 #      leash_metrics answers the worker's stats in Prometheus text;
 #   9. a key over the length limit answers 500 and the error log names it;
@@ -35,6 +36,8 @@
 #      that hangs up while it waits delays nobody;
 #  16. a subrequest (auth_request) into a location with a lock goes on
 #      under its main request's lock, and fails (500, logged) without one;
+#  17. a fast stop (TERM) while a request holds a lock: the worker releases
+#      it on its way out, long before its lease ends;
 # and checks that no worker exited on a signal, nginx logged no alert, no
 # sanitizer spoke and no log line holds the Redis password.
 #
@@ -331,6 +334,8 @@ for _ in $(seq 100); do
     [[ $(stat_of reload served) == 0 ]] && break
     sleep 0.02
 done
+req reload-wait 0 "/one?key=reload&ms=1"
+sleep 0.1
 kill -HUP "${masters[0]}"
 sleep 0.5
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/one?key=after-reload&ms=1")
@@ -338,6 +343,8 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/one?
 wait_reqs
 t_done=$(now_ms)
 [[ $(code_of reload) == 200 ]] || fail "reload: the request that held the lock: $(code_of reload)"
+[[ $(code_of reload-wait) == 200 && $(stat_of reload served) == 2 ]] ||
+    fail "reload: the request that waited: $(code_of reload-wait), backend $(stats reload)"
 gone=0
 while ((!gone && $(now_ms) - t_done < 1000 + SLACK_MS)); do
     gone=1
@@ -347,7 +354,7 @@ while ((!gone && $(now_ms) - t_done < 1000 + SLACK_MS)); do
     sleep 0.05
 done
 ((gone)) || fail "reload: old workers $old (done at $t_done) still there $(($(now_ms) - t_done)) ms after their last request"
-pass "SIGHUP with a lock held: the request completes, old workers exit after it, new ones serve"
+pass "SIGHUP with a lock held and a request waiting: both complete, old workers exit after them, new ones serve"
 
 # ---- 8. an internal redirect does not take the lock again ----
 
@@ -580,6 +587,28 @@ wait "${masters[1]}" || fail "QUIT: nginx b exited with status $?"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/try?key=quit&ms=1")
 [[ $code == 200 ]] || fail "QUIT: the lock stays taken after nginx b stopped ($code)"
 pass "QUIT with a lock held: the request completes, nginx exits right after it, the lock is free"
+
+# ---- 17. a fast stop (TERM) while a request holds a lock ----
+
+rcli() { redis-cli -p "$redis_port" -a "$PASSWORD" --no-auth-warning "$@"; }
+req term 0 "/one?key=term&ms=3000"
+for _ in $(seq 100); do
+    [[ $(stat_of term served) == 0 ]] && break
+    sleep 0.02
+done
+pttl=$(rcli pttl leash:one:term)
+((pttl > 0)) || fail "TERM: the lock of the running request is not in Redis ($pttl)"
+t0=$(now_ms)
+kill -TERM "${masters[0]}"
+wait "${masters[0]}" || fail "TERM: nginx a exited with status $?"
+while [[ $(rcli exists leash:one:term) == 1 ]] && (($(now_ms) - t0 < 2000)); do
+    sleep 0.01
+done
+t1=$(now_ms)
+wait_reqs
+[[ $(rcli exists leash:one:term) == 0 ]] || fail "TERM: the lock outlived its lease"
+((t1 - t0 + 50 < pttl)) || fail "TERM: the lock went $((t1 - t0)) ms after TERM, with $pttl ms of lease left: not released"
+pass "TERM with a lock held: the worker releases it on its way out ($((t1 - t0)) ms, $pttl ms of lease left)"
 
 # ---- the logs ----
 
