@@ -4,10 +4,11 @@
  *
  * One leash client per worker process, made in init_process and freed in
  * exit_process. A location with leash_lock, leash_fair_lock or
- * leash_semaphore takes one handle per main request in the access phase:
- * the request waits suspended (its phases stop, the worker goes on), goes
- * on at the grant, and its pool cleanup frees the handle, which releases
- * the hold or cancels the wait: a lock never outlives its request.
+ * leash_semaphore takes one handle per main request once the access checks
+ * passed (in the precontent phase): the request waits suspended (its
+ * phases stop, the worker goes on), goes on at the grant, and its pool
+ * cleanup frees the handle, which releases the hold or cancels the wait: a
+ * lock never outlives its request.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -585,11 +586,22 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     const char *name;
     int rc;
 
-    /* nginx skips the access phase of subrequests:
-     * ngx_http_leash_subrequest stands guard for them. */
-    if (lcf->kind == NGX_LEASH_NONE || r != r->main)
+    if (lcf->kind == NGX_LEASH_NONE)
         return NGX_DECLINED;
     ctx = ngx_http_leash_get_ctx(r);
+    if (r != r->main) {
+        /* A subrequest goes on under its main request's lock. It cannot
+         * wait for one (the connection's events go to the request that may
+         * write, not to it), and letting it through would break the lock:
+         * without a lock of the main request it fails. */
+        if (ctx != NULL)
+            return ctx->rc;
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "leash: \"%s\" in a subrequest (\"%V\") whose main request holds no "
+                      "lock: refused",
+                      lcf->directive, &r->uri);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
     if (ctx != NULL) {
         /* Woken while waiting (a stray write event), or back after the
          * decision, or an internal redirect of a request that asked. */
@@ -641,23 +653,6 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     r->write_event_handler = ngx_http_leash_guard;
     ngx_add_timer(r->connection->write, lcf->wait + NGX_LEASH_GUARD_MS);
     return NGX_AGAIN;
-}
-
-/* nginx runs no access phase for a subrequest, so none takes a lock. One
- * in a location with a lock goes on under its main request's lock, if that
- * asked for one; otherwise it fails, since letting it through would break
- * the lock (and it cannot wait: the connection's events go to the request
- * that may write, not to it). */
-static ngx_int_t ngx_http_leash_subrequest(ngx_http_request_t *r) {
-    ngx_http_leash_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_leash_module);
-
-    if (lcf->kind == NGX_LEASH_NONE || r == r->main || ngx_http_leash_get_ctx(r) != NULL)
-        return NGX_DECLINED;
-    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                  "leash: \"%s\" in a subrequest (\"%V\") whose main request holds no lock: "
-                  "refused",
-                  lcf->directive, &r->uri);
-    return NGX_HTTP_INTERNAL_SERVER_ERROR;
 }
 
 /* ---- leash_metrics ---- */
@@ -772,14 +767,17 @@ static ngx_int_t ngx_http_leash_preconfiguration(ngx_conf_t *cf) {
 
 static ngx_int_t ngx_http_leash_postconfiguration(ngx_conf_t *cf) {
     ngx_http_core_main_conf_t *cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
-    ngx_http_handler_pt *h = ngx_array_push(&cmcf->phases[NGX_HTTP_ACCESS_PHASE].handlers);
+    ngx_http_handler_pt *h;
 
-    if (h == NULL)
-        return NGX_ERROR;
-    *h = ngx_http_leash_handler;
+    /* Not the access phase: its handlers run last added first, so the lock
+     * would come before allow/deny, auth_basic and auth_request (a refused
+     * client would wait for it, or hold it), and "satisfy any" skips the
+     * access handlers after the first that allows. Subrequests, which have
+     * no access phase, come here too. This phase's own handlers (mirror,
+     * try_files) run after this one. */
     h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
     if (h == NULL)
         return NGX_ERROR;
-    *h = ngx_http_leash_subrequest;
+    *h = ngx_http_leash_handler;
     return NGX_OK;
 }

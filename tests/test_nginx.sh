@@ -34,8 +34,11 @@
 #      stays open, the next request on the connection takes its own;
 #  15. HTTP/2: two streams of one connection take one key in turn, a stream
 #      that hangs up while it waits delays nobody;
-#  16. a subrequest (auth_request) into a location with a lock goes on
-#      under its main request's lock, and fails (500, logged) without one;
+#  16. a subrequest into a location with a lock goes on under its main
+#      request's lock (mirror), and fails (500, logged) without one
+#      (auth_request);
+#  18. a request that deny refuses answers at once, never waiting for the
+#      lock; satisfy any does not skip the lock;
 #  17. a fast stop (TERM) while a request holds a lock: the worker releases
 #      it on its way out, long before its lease ends;
 # and checks that no worker exited on a signal, nginx logged no alert, no
@@ -178,10 +181,16 @@ http {
         location = /metrics { leash_metrics; }
         location /free { $proxy }
         location /authsub { auth_request /authlock; $proxy }
-        location /authheld { leash_lock held:\$arg_key; auth_request /authlock; $proxy }
+        location /denied { deny all; leash_lock one:\$arg_key; leash_wait 10s; $proxy }
+        location /any {
+            satisfy any; allow 127.0.0.1; deny all;
+            leash_lock one:\$arg_key; leash_wait 0; leash_busy_status 429; $proxy
+        }
+        location /mirrored { leash_lock held:\$arg_key; mirror /authlock; $proxy }
         location = /authlock {
             leash_lock sub:fixed; leash_wait 10s;
-            proxy_pass http://127.0.0.1:$backend_port/x?key=authlock&ms=300;
+            set \$args key=authlock&ms=300;
+            proxy_pass http://127.0.0.1:$backend_port;
         }
     }
 }
@@ -548,10 +557,12 @@ t1=$(now_ms)
 ((t1 - t0 < 600 + 2 * SLACK_MS)) || fail "HTTP/2 hang-up: the next request ended $((t1 - t0)) ms later"
 pass "HTTP/2: two streams of one connection take one key in turn; a stream that hangs up while waiting delays nobody"
 
-# ---- 16. a subrequest (auth_request) into a location with a lock ----
+# ---- 16. a subrequest into a location with a lock ----
 
 # It cannot wait for the lock (the connection's events are not its own);
-# letting it through would break the lock: it fails, logged.
+# letting it through would break the lock: without a lock of its main
+# request (auth_request runs before the main request takes its lock) it
+# fails, logged; a mirror of a request that holds one goes on under it.
 req sub-1 0 "/authsub?key=authsub&ms=1"
 req sub-2 1 "/authsub?key=authsub&ms=1"
 wait_reqs
@@ -561,10 +572,31 @@ wait_reqs
     fail "subrequest: $(code_of sub-1) $(code_of sub-2)"
 grep -q 'leash: "leash_lock" in a subrequest ("/authlock") whose main request holds no lock: refused' \
     "$tmp"/[ab]/error.log || fail "subrequest: no error line"
-code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/authheld?key=authheld&ms=1")
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/mirrored?key=mirrored&ms=1")
+for _ in $(seq 50); do
+    [[ $(stat_of authlock served) == 1 ]] && break
+    sleep 0.02
+done
 [[ $code == 200 && $(stat_of authlock served) == 1 ]] ||
     fail "subrequest of a main request with a lock: $code, $(stats authlock)"
 pass "a subrequest into a location with a lock goes on under the main request's lock, fails (500, logged) without one"
+
+# ---- 18. access checks come before the lock ----
+
+req den-holder 1 "/one?key=den&ms=800"
+for _ in $(seq 100); do
+    [[ $(stat_of den served) == 0 ]] && break
+    sleep 0.02
+done
+t0=$(now_ms)
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/denied?key=den&ms=1")
+t1=$(now_ms)
+[[ $code == 403 ]] || fail "deny all with a lock: $code"
+((t1 - t0 < SLACK_MS)) || fail "deny all: a denied request waited $((t1 - t0)) ms for the lock"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/any?key=den&ms=1")
+[[ $code == 429 ]] || fail "satisfy any: a request allowed by address went past a held lock ($code)"
+wait_reqs
+pass "a request that allow/deny refuses never waits for the lock; satisfy any does not skip it"
 
 # ---- 13. graceful stop (QUIT) while a request holds a lock ----
 
