@@ -419,16 +419,20 @@ pass "Redis down: closed answers 503, open goes on with \$leash_status error, bo
 
 # ---- 11. lost mid-request: Redis frozen past the lease ----
 
-# lost NAME QUERY: a request of key NAME reaches the backend (which answers
-# by QUERY), then Redis freezes past the lease; the request must end within
-# it, logged, and the backend's request is aborted. Its curl exit status
-# goes to $tmp/req-NAME.rc.
+# lost NAME QUERY [h2]: a request of key NAME (over HTTP/2 with h2)
+# reaches the backend (which answers by QUERY), then Redis freezes past the
+# lease; the request must end within it, logged, and the backend's request
+# is aborted. Its curl exit status goes to $tmp/req-NAME.rc.
 lost() {
-    local name=$1 query=$2 code
+    local name=$1 query=$2 code port=${ports[0]} opts=()
+    if [[ ${3:-} == h2 ]]; then
+        port=${h2ports[0]}
+        opts=(--http2-prior-knowledge)
+    fi
     (
         rc=0
-        curl -s -o "$tmp/req-$name.body" -D "$tmp/req-$name.h" -w '%{http_code}\n' \
-            "http://127.0.0.1:${ports[0]}/one?key=$name&ms=3000$query" >"$tmp/req-$name" 2>/dev/null ||
+        curl -s "${opts[@]}" -o "$tmp/req-$name.body" -D "$tmp/req-$name.h" -w '%{http_code}\n' \
+            "http://127.0.0.1:$port/one?key=$name&ms=3000$query" >"$tmp/req-$name" 2>/dev/null ||
             rc=$?
         echo "$rc" >"$tmp/req-$name.rc"
     ) &
@@ -466,6 +470,13 @@ lost lost ""
 [[ $(code_of lost) == 500 && $(leash_of lost) == lost* ]] ||
     fail "lost before the answer: $(code_of lost) $(leash_of lost) (curl $(cat "$tmp/req-lost.rc"))"
 pass "lost before the backend answered: logged, 500 within the lease ($((t1 - t0)) ms), the backend's request aborted"
+
+lost lost-h2 "" h2
+[[ $(code_of lost-h2) == 500 ]] || fail "lost before the answer, HTTP/2: $(code_of lost-h2)"
+lost lost-h2-stream "&stream=1" h2
+[[ $(code_of lost-h2-stream) == 200 && $(cat "$tmp/req-lost-h2-stream.rc") != 0 ]] ||
+    fail "lost mid-answer, HTTP/2: $(code_of lost-h2-stream), curl $(cat "$tmp/req-lost-h2-stream.rc")"
+pass "lost over HTTP/2: 500 before the answer, the stream reset after it"
 
 # Headers and part of the body sent: the connection is closed mid-body.
 lost lost-stream "&stream=1"
