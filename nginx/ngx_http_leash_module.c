@@ -4,10 +4,11 @@
  *
  * One leash client per worker process, made in init_process and freed in
  * exit_process. A location with leash_lock, leash_fair_lock or
- * leash_semaphore takes one handle per main request in the access phase:
- * the request waits suspended (its phases stop, the worker goes on), goes
- * on at the grant, and its pool cleanup frees the handle, which releases
- * the hold or cancels the wait: a lock never outlives its request.
+ * leash_semaphore takes one handle per main request once the access checks
+ * passed (in the precontent phase): the request waits suspended (its
+ * phases stop, the worker goes on), goes on at the grant, and its pool
+ * cleanup frees the handle, which releases the hold or cancels the wait: a
+ * lock never outlives its request.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -459,16 +460,23 @@ static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
     ctx->status = "lost";
     ctx->fence = 0;
     /* The backend must not see a second writer: end the request now, its
-     * upstream included. NGX_ERROR terminates: the request's cleanups run
-     * (the upstream's finalizes with NGX_DONE, which drops one reference:
-     * the one taken here, or the request would be freed under the
-     * terminating code), then a posted request closes it (and resets the
-     * count). This is no event of the request's connection: run the posted
-     * requests here. A 500 instead of the close, when nothing was sent
-     * yet, is not done: nginx has no call for a module to stop an
-     * upstream first. */
+     * upstream included. The reference taken here is the one the upstream's
+     * end (or the terminate below) drops, or the request would be freed
+     * under the code that ends it. This is no event of the request's
+     * connection: run the posted requests here. */
     r->main->count++;
-    ngx_http_finalize_request(r, NGX_ERROR);
+    if (!r->header_sent && c->sent == 0 && r->upstream != NULL && r->upstream->cleanup != NULL) {
+        /* Nothing was sent: stop the upstream (closes its connection and
+         * finalizes with NGX_DONE, which drops that reference), then the
+         * request answers 500 as when its upstream fails. */
+        (*r->upstream->cleanup)(r);
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+    } else {
+        /* Part of the answer went out (or no upstream runs, and whatever
+         * does owns the request): NGX_ERROR terminates, running every
+         * cleanup (the upstream's among them), then closes. */
+        ngx_http_finalize_request(r, NGX_ERROR);
+    }
     ngx_http_run_posted_requests(c);
 }
 
@@ -578,9 +586,22 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     const char *name;
     int rc;
 
-    if (lcf->kind == NGX_LEASH_NONE || r != r->main)
+    if (lcf->kind == NGX_LEASH_NONE)
         return NGX_DECLINED;
     ctx = ngx_http_leash_get_ctx(r);
+    if (r != r->main) {
+        /* A subrequest goes on under its main request's lock. It cannot
+         * wait for one (the connection's events go to the request that may
+         * write, not to it), and letting it through would break the lock:
+         * without a lock of the main request it fails. */
+        if (ctx != NULL)
+            return ctx->rc;
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "leash: \"%s\" in a subrequest (\"%V\") whose main request holds no "
+                      "lock: refused",
+                      lcf->directive, &r->uri);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
     if (ctx != NULL) {
         /* Woken while waiting (a stray write event), or back after the
          * decision, or an internal redirect of a request that asked. */
@@ -746,8 +767,15 @@ static ngx_int_t ngx_http_leash_preconfiguration(ngx_conf_t *cf) {
 
 static ngx_int_t ngx_http_leash_postconfiguration(ngx_conf_t *cf) {
     ngx_http_core_main_conf_t *cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
-    ngx_http_handler_pt *h = ngx_array_push(&cmcf->phases[NGX_HTTP_ACCESS_PHASE].handlers);
+    ngx_http_handler_pt *h;
 
+    /* Not the access phase: its handlers run last added first, so the lock
+     * would come before allow/deny, auth_basic and auth_request (a refused
+     * client would wait for it, or hold it), and "satisfy any" skips the
+     * access handlers after the first that allows. Subrequests, which have
+     * no access phase, come here too. This phase's own handlers (mirror,
+     * try_files) run after this one. */
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
     if (h == NULL)
         return NGX_ERROR;
     *h = ngx_http_leash_handler;

@@ -13,8 +13,9 @@
 #   5. the fair lock serves waiters in arrival order across both instances;
 #   6. a client that hangs up while it waits never reaches the backend and
 #      delays nobody;
-#   7. a SIGHUP reload while a request holds a lock: the request completes,
-#      the old workers exit within a second after it, new workers serve;
+#   7. a SIGHUP reload while a request holds a lock and another waits for
+#      it: both complete, the old workers exit within a second after them,
+#      new workers serve;
 #   8. an internal redirect goes on with the lock the request has;
 #      leash_metrics answers the worker's stats in Prometheus text;
 #   9. a key over the length limit answers 500 and the error log names it;
@@ -22,11 +23,24 @@
 #      leash_fail open lets the request through, by leash_wait; once Redis
 #      is back the locks work again;
 #  11. a lock lost mid-request (Redis frozen past the lease) ends the
-#      request within the lease, with an error-log line;
+#      request within the lease, with an error-log line, and aborts the
+#      backend's request: 500 when nothing was sent yet, the connection
+#      closed mid-answer otherwise;
 #  12. nginx -t refuses each bad configuration with a message naming the
 #      directive and the problem;
 #  13. a graceful stop (QUIT) while a request holds a lock: the request
 #      completes, nginx exits right after it, the lock is free;
+#  14. keepalive: a request's lock ends with it although its connection
+#      stays open, the next request on the connection takes its own;
+#  15. HTTP/2: two streams of one connection take one key in turn, a stream
+#      that hangs up while it waits delays nobody;
+#  16. a subrequest into a location with a lock goes on under its main
+#      request's lock (mirror), and fails (500, logged) without one
+#      (auth_request);
+#  18. a request that deny refuses answers at once, never waiting for the
+#      lock; satisfy any does not skip the lock;
+#  17. a fast stop (TERM) while a request holds a lock: the worker releases
+#      it on its way out, long before its lease ends;
 # and checks that no worker exited on a signal, nginx logged no alert, no
 # sanitizer spoke and no log line holds the Redis password.
 #
@@ -127,10 +141,12 @@ stat_of() { stats "$1" | sed -n "s/.* $2=\([^ ]*\).*/\1/p"; }
 
 # ---- nginx ----
 
-# conf DIR PORT [HTTP_EXTRA]: writes DIR/nginx.conf; the module needs the
-# http block's leash_redis unless HTTP_EXTRA replaces it.
+# conf DIR PORT [HTTP_EXTRA [H2PORT]]: writes DIR/nginx.conf; the module
+# needs the http block's leash_redis unless HTTP_EXTRA replaces it; H2PORT
+# is a second port, for HTTP/2 without TLS.
 conf() {
     local dir=$1 port=$2 redis=${3-"leash_redis redis://:$PASSWORD@127.0.0.1:$redis_port/0;"}
+    local h2=${4:+"listen 127.0.0.1:$4 http2;"}
     local proxy="proxy_set_header X-Fence \$leash_fence; proxy_pass http://127.0.0.1:$backend_port;
             add_header X-Leash \"\$leash_status \$leash_wait_ms\" always;"
     mkdir -p "$dir"
@@ -152,6 +168,7 @@ http {
     leash_lease 1s;
     server {
         listen 127.0.0.1:$port;
+        $h2
         location /one { leash_lock one:\$arg_key; leash_wait 10s; $proxy }
         location /try { leash_lock one:\$arg_key; leash_wait 0; leash_busy_status 429; $proxy }
         location /sem { leash_semaphore sem:\$arg_key 3; leash_wait 10s; $proxy }
@@ -163,16 +180,31 @@ http {
         location @named { leash_lock ir:\$arg_key; leash_wait 1s; $proxy }
         location = /metrics { leash_metrics; }
         location /free { $proxy }
+        location /authsub { auth_request /authlock; $proxy }
+        location /denied { deny all; leash_lock one:\$arg_key; leash_wait 10s; $proxy }
+        location /any {
+            satisfy any; allow 127.0.0.1; deny all;
+            leash_lock one:\$arg_key; leash_wait 0; leash_busy_status 429; $proxy
+        }
+        location /mirrored { leash_lock held:\$arg_key; mirror /authlock; $proxy }
+        location = /authlock {
+            leash_lock sub:fixed; leash_wait 10s;
+            set \$args key=authlock&ms=300;
+            proxy_pass http://127.0.0.1:$backend_port;
+        }
     }
 }
 EOF
 }
 
 ports=()
+h2ports=()
 start_nginx() {
-    local name=$1 port
+    local name=$1 port h2port
     port=$(free_port)
-    conf "$tmp/$name" "$port"
+    h2port=$(free_port)
+    h2ports+=("$h2port")
+    conf "$tmp/$name" "$port" "leash_redis redis://:$PASSWORD@127.0.0.1:$redis_port/0;" "$h2port"
     (nginx -p "$tmp/$name" -c "$tmp/$name/nginx.conf" >"$tmp/$name/stdout" 2>"$tmp/$name/stderr") &
     started+=("$!")
     masters+=("$!")
@@ -311,6 +343,8 @@ for _ in $(seq 100); do
     [[ $(stat_of reload served) == 0 ]] && break
     sleep 0.02
 done
+req reload-wait 0 "/one?key=reload&ms=1"
+sleep 0.1
 kill -HUP "${masters[0]}"
 sleep 0.5
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/one?key=after-reload&ms=1")
@@ -318,6 +352,8 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/one?
 wait_reqs
 t_done=$(now_ms)
 [[ $(code_of reload) == 200 ]] || fail "reload: the request that held the lock: $(code_of reload)"
+[[ $(code_of reload-wait) == 200 && $(stat_of reload served) == 2 ]] ||
+    fail "reload: the request that waited: $(code_of reload-wait), backend $(stats reload)"
 gone=0
 while ((!gone && $(now_ms) - t_done < 1000 + SLACK_MS)); do
     gone=1
@@ -327,7 +363,7 @@ while ((!gone && $(now_ms) - t_done < 1000 + SLACK_MS)); do
     sleep 0.05
 done
 ((gone)) || fail "reload: old workers $old (done at $t_done) still there $(($(now_ms) - t_done)) ms after their last request"
-pass "SIGHUP with a lock held: the request completes, old workers exit after it, new ones serve"
+pass "SIGHUP with a lock held and a request waiting: both complete, old workers exit after them, new ones serve"
 
 # ---- 8. an internal redirect does not take the lock again ----
 
@@ -383,28 +419,71 @@ pass "Redis down: closed answers 503, open goes on with \$leash_status error, bo
 
 # ---- 11. lost mid-request: Redis frozen past the lease ----
 
-req lost 0 "/one?key=lost&ms=3000"
-for _ in $(seq 100); do
-    [[ $(stat_of lost served) == 0 ]] && break
-    sleep 0.02
-done
-kill -STOP "$redis_pid"
-t0=$(now_ms)
-wait_reqs
-t1=$(now_ms)
-kill -CONT "$redis_pid"
-[[ $(code_of lost) == 000 ]] || fail "lost: the request answered $(code_of lost)"
-((t1 - t0 < 1000 + SLACK_MS)) || fail "lost: the request ended $((t1 - t0)) ms after Redis froze (lease 1s)"
-grep -q 'leash: lost the lock "one:lost" mid-request (unreachable)' "$tmp"/a/error.log ||
-    fail "lost: no error line: $(grep lost "$tmp"/a/error.log | tail -n 3)"
-code=
-for _ in $(seq 60); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/one?key=lost&ms=1")
-    [[ $code == 200 ]] && break
-    sleep 0.1
-done
-[[ $code == 200 ]] || fail "lost: the key stays unusable ($code)"
-pass "lost mid-request: logged, the request and its upstream end within the lease ($((t1 - t0)) ms)"
+# lost NAME QUERY [h2]: a request of key NAME (over HTTP/2 with h2)
+# reaches the backend (which answers by QUERY), then Redis freezes past the
+# lease; the request must end within it, logged, and the backend's request
+# is aborted. Its curl exit status goes to $tmp/req-NAME.rc.
+lost() {
+    local name=$1 query=$2 code port=${ports[0]} opts=()
+    if [[ ${3:-} == h2 ]]; then
+        port=${h2ports[0]}
+        opts=(--http2-prior-knowledge)
+    fi
+    (
+        rc=0
+        curl -s "${opts[@]}" -o "$tmp/req-$name.body" -D "$tmp/req-$name.h" -w '%{http_code}\n' \
+            "http://127.0.0.1:$port/one?key=$name&ms=3000$query" >"$tmp/req-$name" 2>/dev/null ||
+            rc=$?
+        echo "$rc" >"$tmp/req-$name.rc"
+    ) &
+    reqs+=("$!")
+    for _ in $(seq 100); do
+        [[ $(stat_of "$name" served) == 0 ]] && break
+        sleep 0.02
+    done
+    [[ $(stat_of "$name" served) == 0 ]] || fail "lost: $name never reached the backend"
+    kill -STOP "$redis_pid"
+    t0=$(now_ms)
+    wait_reqs
+    t1=$(now_ms)
+    kill -CONT "$redis_pid"
+    ((t1 - t0 < 1000 + SLACK_MS)) || fail "lost: $name ended $((t1 - t0)) ms after Redis froze (lease 1s)"
+    grep -q "leash: lost the lock \"one:$name\" mid-request (unreachable)" "$tmp"/a/error.log ||
+        fail "lost: no error line for $name: $(grep lost "$tmp"/a/error.log | tail -n 3)"
+    for _ in $(seq 50); do
+        [[ $(stat_of "$name" aborted) == 1 ]] && break
+        sleep 0.02
+    done
+    [[ $(stat_of "$name" aborted) == 1 && $(stat_of "$name" served) == 0 ]] ||
+        fail "lost: the backend's request of $name was not aborted: $(stats "$name")"
+    code=
+    for _ in $(seq 60); do
+        code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/one?key=$name&ms=1")
+        [[ $code == 200 ]] && break
+        sleep 0.1
+    done
+    [[ $code == 200 ]] || fail "lost: the key $name stays unusable ($code)"
+}
+
+# Nothing sent yet: the client gets 500, with $leash_status lost.
+lost lost ""
+[[ $(code_of lost) == 500 && $(leash_of lost) == lost* ]] ||
+    fail "lost before the answer: $(code_of lost) $(leash_of lost) (curl $(cat "$tmp/req-lost.rc"))"
+pass "lost before the backend answered: logged, 500 within the lease ($((t1 - t0)) ms), the backend's request aborted"
+
+lost lost-h2 "" h2
+[[ $(code_of lost-h2) == 500 ]] || fail "lost before the answer, HTTP/2: $(code_of lost-h2)"
+lost lost-h2-stream "&stream=1" h2
+[[ $(code_of lost-h2-stream) == 200 && $(cat "$tmp/req-lost-h2-stream.rc") != 0 ]] ||
+    fail "lost mid-answer, HTTP/2: $(code_of lost-h2-stream), curl $(cat "$tmp/req-lost-h2-stream.rc")"
+pass "lost over HTTP/2: 500 before the answer, the stream reset after it"
+
+# Headers and part of the body sent: the connection is closed mid-body.
+lost lost-stream "&stream=1"
+size=$(stat -c %s "$tmp/req-lost-stream.body")
+[[ $(code_of lost-stream) == 200 && $(cat "$tmp/req-lost-stream.rc") == 18 && $size -lt 4096 ]] ||
+    fail "lost mid-answer: $(code_of lost-stream), curl $(cat "$tmp/req-lost-stream.rc"), $size bytes"
+pass "lost mid-answer: logged, the connection closed within the lease ($((t1 - t0)) ms, $size of 4096 bytes), the backend's request aborted"
 
 # ---- 12. nginx -t refuses bad configurations ----
 
@@ -449,6 +528,87 @@ conf "$tmp/good" 1
     fail "nginx -t refused the good configuration"
 pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease, a queue on Redlock"
 
+# ---- 14. keepalive: each request on a connection takes and ends its own lock ----
+
+curl -s -o /dev/null -o /dev/null -w '%{http_code} %{num_connects}\n' \
+    "http://127.0.0.1:${ports[0]}/one?key=ka&ms=1" \
+    "http://127.0.0.1:${ports[0]}/free?key=ka-next&ms=800" >"$tmp/ka" &
+reqs+=("$!")
+for _ in $(seq 100); do
+    [[ $(stat_of ka-next served) == 0 ]] && break
+    sleep 0.02
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/try?key=ka&ms=1")
+wait_reqs
+[[ $(tr '\n' ' ' <"$tmp/ka") == "200 1 200 0 " ]] || fail "keepalive: $(cat "$tmp/ka")"
+[[ $code == 200 ]] || fail "keepalive: the lock of a request that ended stays taken on its open connection ($code)"
+out=$(curl -s -o /dev/null -o /dev/null -w '%{http_code} ' "http://127.0.0.1:${ports[0]}/one?key=kb&ms=1" \
+    "http://127.0.0.1:${ports[0]}/try?key=kb&ms=1")
+fences=$(stat_of kb fences)
+[[ $out == "200 200 " && $fences =~ ^[0-9]+,[0-9]+$ && ${fences%,*} -lt ${fences#*,} ]] ||
+    fail "keepalive: two requests for one key on one connection: $out, fences $fences"
+pass "keepalive: a request's lock ends with it, the next request on the connection takes its own"
+
+# ---- 15. HTTP/2: streams wait, take and end their own locks ----
+
+h2() { curl -s --http2-prior-knowledge "$@"; }
+out=$(h2 -o /dev/null -o /dev/null -w '%{http_code} %{http_version}\n' --parallel --parallel-immediate \
+    "http://127.0.0.1:${h2ports[0]}/one?key=h2&ms=300" "http://127.0.0.1:${h2ports[0]}/one?key=h2&ms=300")
+[[ $(tr '\n' ' ' <<<"$out") == "200 2 200 2 " ]] || fail "HTTP/2: two streams for one key: $out"
+[[ $(stat_of h2 peak) == 1 && $(stat_of h2 served) == 2 ]] || fail "HTTP/2: the backend saw $(stats h2)"
+req h2-holder 0 "/one?key=h2-hang&ms=800"
+sleep 0.2
+t0=$(now_ms)
+h2 -o /dev/null --max-time 0.3 "http://127.0.0.1:${h2ports[1]}/one?key=h2-hang&ms=1" || true
+req h2-next 0 "/one?key=h2-hang&ms=1"
+wait_reqs
+t1=$(now_ms)
+[[ $(code_of h2-holder) == 200 && $(code_of h2-next) == 200 && $(stat_of h2-hang served) == 2 ]] ||
+    fail "HTTP/2 hang-up: holder $(code_of h2-holder), next $(code_of h2-next), backend $(stats h2-hang)"
+((t1 - t0 < 600 + 2 * SLACK_MS)) || fail "HTTP/2 hang-up: the next request ended $((t1 - t0)) ms later"
+pass "HTTP/2: two streams of one connection take one key in turn; a stream that hangs up while waiting delays nobody"
+
+# ---- 16. a subrequest into a location with a lock ----
+
+# It cannot wait for the lock (the connection's events are not its own);
+# letting it through would break the lock: without a lock of its main
+# request (auth_request runs before the main request takes its lock) it
+# fails, logged; a mirror of a request that holds one goes on under it.
+req sub-1 0 "/authsub?key=authsub&ms=1"
+req sub-2 1 "/authsub?key=authsub&ms=1"
+wait_reqs
+[[ $(stat_of authlock served) == "" ]] ||
+    fail "subrequest: the locked location reached the backend without the lock: $(stats authlock)"
+[[ $(code_of sub-1) == 500 && $(code_of sub-2) == 500 ]] ||
+    fail "subrequest: $(code_of sub-1) $(code_of sub-2)"
+grep -q 'leash: "leash_lock" in a subrequest ("/authlock") whose main request holds no lock: refused' \
+    "$tmp"/[ab]/error.log || fail "subrequest: no error line"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/mirrored?key=mirrored&ms=1")
+for _ in $(seq 50); do
+    [[ $(stat_of authlock served) == 1 ]] && break
+    sleep 0.02
+done
+[[ $code == 200 && $(stat_of authlock served) == 1 ]] ||
+    fail "subrequest of a main request with a lock: $code, $(stats authlock)"
+pass "a subrequest into a location with a lock goes on under the main request's lock, fails (500, logged) without one"
+
+# ---- 18. access checks come before the lock ----
+
+req den-holder 1 "/one?key=den&ms=800"
+for _ in $(seq 100); do
+    [[ $(stat_of den served) == 0 ]] && break
+    sleep 0.02
+done
+t0=$(now_ms)
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/denied?key=den&ms=1")
+t1=$(now_ms)
+[[ $code == 403 ]] || fail "deny all with a lock: $code"
+((t1 - t0 < SLACK_MS)) || fail "deny all: a denied request waited $((t1 - t0)) ms for the lock"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/any?key=den&ms=1")
+[[ $code == 429 ]] || fail "satisfy any: a request allowed by address went past a held lock ($code)"
+wait_reqs
+pass "a request that allow/deny refuses never waits for the lock; satisfy any does not skip it"
+
 # ---- 13. graceful stop (QUIT) while a request holds a lock ----
 
 req quit 1 "/one?key=quit&ms=800"
@@ -470,6 +630,28 @@ wait "${masters[1]}" || fail "QUIT: nginx b exited with status $?"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/try?key=quit&ms=1")
 [[ $code == 200 ]] || fail "QUIT: the lock stays taken after nginx b stopped ($code)"
 pass "QUIT with a lock held: the request completes, nginx exits right after it, the lock is free"
+
+# ---- 17. a fast stop (TERM) while a request holds a lock ----
+
+rcli() { redis-cli -p "$redis_port" -a "$PASSWORD" --no-auth-warning "$@"; }
+req term 0 "/one?key=term&ms=3000"
+for _ in $(seq 100); do
+    [[ $(stat_of term served) == 0 ]] && break
+    sleep 0.02
+done
+pttl=$(rcli pttl leash:one:term)
+((pttl > 0)) || fail "TERM: the lock of the running request is not in Redis ($pttl)"
+t0=$(now_ms)
+kill -TERM "${masters[0]}"
+wait "${masters[0]}" || fail "TERM: nginx a exited with status $?"
+while [[ $(rcli exists leash:one:term) == 1 ]] && (($(now_ms) - t0 < 2000)); do
+    sleep 0.01
+done
+t1=$(now_ms)
+wait_reqs
+[[ $(rcli exists leash:one:term) == 0 ]] || fail "TERM: the lock outlived its lease"
+((t1 - t0 + 50 < pttl)) || fail "TERM: the lock went $((t1 - t0)) ms after TERM, with $pttl ms of lease left: not released"
+pass "TERM with a lock held: the worker releases it on its way out ($((t1 - t0)) ms, $pttl ms of lease left)"
 
 # ---- the logs ----
 
