@@ -122,9 +122,12 @@ TEST(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep) {
     calls_after = script_calls(&w, "leash:wake");
 #ifdef LEASH_TEST_TOPOLOGY_REDLOCK
     /* The first server also gets the raise when it was among the first M to
-     * grant; a second attempt would add its copy and its give-back (4). */
-    CHECK_MSG(calls_after - calls_before >= 2 && calls_after - calls_before <= 3,
-              "%lld script calls on the first server", calls_after - calls_before);
+     * grant; a second attempt would add its copy and its give-back (4). On
+     * a busy machine it may get none: copies still unwritten once a
+     * majority decided are dropped (quorum.c); the client's own count below
+     * still says one attempt. */
+    CHECK_MSG(calls_after - calls_before <= 3, "%lld script calls on the first server",
+              calls_after - calls_before);
 #else
     CHECK_EQ_INT(calls_after - calls_before, 2);
 #endif
@@ -306,12 +309,20 @@ TEST(waiters_survive_the_subscriber_connection_being_killed) {
     CHECK(s.sub_connects - before.sub_connects >= (uint64_t)killed); /* each came back */
     CHECK_EQ_INT(g1.calls + g2.calls, 0);
     CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
-    fx_run_until(w.loop, &g1, 2000);
-    CHECK_EQ_INT(g1.status, LEASH_OK);
-    CHECK_EQ_INT(g2.calls, 0);
-    leash_release(w1, NULL, NULL);
-    fx_run_until(w.loop, &g2, 2000);
-    CHECK_EQ_INT(g2.status, LEASH_OK);
+    /* Either waiter may be first: both tried again once resubscribed, and
+     * on a busy machine the second one's try can come after the release
+     * (the mutex promises no order). */
+    for (i = 0; i < 200 && !g1.done && !g2.done; i++)
+        fx_run_for(w.loop, 10);
+    CHECK_MSG(g1.done + g2.done == 1, "%d waiters granted within 2 s", g1.done + g2.done);
+    {
+        fx_result *first = g1.done ? &g1 : &g2, *second = g1.done ? &g2 : &g1;
+
+        CHECK_EQ_INT(first->status, LEASH_OK);
+        leash_release(first->lock, NULL, NULL);
+        fx_run_until(w.loop, second, 2000);
+        CHECK_EQ_INT(second->status, LEASH_OK);
+    }
     leash_client_free(holder_client);
     fx_world_down(&w);
 }
