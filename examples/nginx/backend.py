@@ -6,21 +6,25 @@ started and ended, and the X-Fence each one brought.
     backend.py PORT_FILE [PORT]
 
 Listens on 127.0.0.1:PORT (default: a free port) and writes the port to
-PORT_FILE once it listens. A request is slow: it sleeps ms=N milliseconds
-(default 200) before it answers "ok". Its key is its key=K argument, or else
-the first part of its path and its id argument: /report?id=7 is "report:7",
-/fragile/x is "fragile" (the names the example's locks give them).
+PORT_FILE once it listens. It speaks HTTP/1.1: a proxy may keep its
+connections open (nginx's upstream keepalive, as bench/nginx.sh does). A
+request is slow: it sleeps ms=N milliseconds (default 200) before it answers
+"ok". Its key is its key=K argument, or else the first part of its path and
+its id argument: /report?id=7 is "report:7", /fragile/x is "fragile" (the
+names the example's locks give them).
 
     GET /stats            one line per key:
                           "K peak=P served=S fences=F1,F2,..." (fences in the
                           order the requests started; "none" for a request
                           without X-Fence)
     GET /analyse?key=K&slots=N
-                          "handoffs=H p50_us=.. p99_us=.. busy=B": the gaps
-                          from the end of one request to the start of the next
-                          one (by start time), and the share of N slots in use
-                          from the first start to the last start (while
-                          requests were still arriving)
+                          "handoffs=H p50_us=.. p99_us=.. overlaps=O busy=B":
+                          the gaps from the end of one request (its answer
+                          written) to the start of the next one (its request
+                          line read; by start time), how many of them are
+                          negative, and the share of N slots in use from the
+                          first start to the last start (while requests were
+                          still arriving)
     GET /reset            forgets everything
 """
 import os
@@ -55,10 +59,11 @@ def analyse(k, slots):
         lo, hi = spans[0][0], spans[-1][0]
         used = sum(max(0, min(e, hi) - max(s, lo)) for s, e in spans)
         busy = used / (slots * (hi - lo)) if hi > lo else 0.0
-    return "handoffs=%d p50_us=%d p99_us=%d busy=%.3f\n" % (
+    return "handoffs=%d p50_us=%d p99_us=%d overlaps=%d busy=%.3f\n" % (
         len(gaps),
         percentile(gaps, 0.50) // 1000,
         percentile(gaps, 0.99) // 1000,
+        sum(1 for g in gaps if g < 0),
         busy,
     )
 
@@ -67,9 +72,25 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # a burst of 64 and more must not be refused
 
+    def handle_error(self, request, client_address):
+        # nginx closes kept-alive connections when it stops or has too many
+        # idle: not worth a traceback.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
+    protocol_version = "HTTP/1.1"
+    # An answer is two writes (head, body): with Nagle's algorithm the body
+    # waits for the ACK of the head, which a kept-alive peer delays ~40 ms.
+    disable_nagle_algorithm = True
+
+    def parse_request(self):
+        # A request's span at the backend runs from its request line's
+        # arrival to its answer written: the Python server's own parsing and
+        # writing keep a slot busy too.
+        self.received = time.monotonic_ns()
+        return super().parse_request()
 
     def log_message(self, *args):
         pass
@@ -85,7 +106,6 @@ class Handler(BaseHTTPRequestHandler):
             pass  # nginx gave up on the request (its client left): nothing to tell
 
     def do_GET(self):
-        start = time.monotonic_ns()
         url = urlparse(self.path)
         q = parse_qs(url.query)
         if url.path == "/stats":
@@ -110,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         key = key_of(url, q)
         ms = int(q.get("ms", ["200"])[0])
-        span = [start, None]
+        span = [self.received, None]
         with lock:
             k = keys.setdefault(
                 key, {"now": 0, "peak": 0, "served": 0, "fences": [], "spans": []}
@@ -125,8 +145,9 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             k["now"] -= 1
             k["served"] += 1
-            span[1] = time.monotonic_ns()
         self.answer("ok\n")
+        with lock:
+            span[1] = time.monotonic_ns()
 
 
 def main():
