@@ -198,6 +198,20 @@ extern const leash__opdef leash__op_acquire, leash__op_release, leash__op_renew,
 extern leash__script leash__raise_script;
 leash__cmd *leash__raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_ms,
                              int64_t deadline);
+/* The commands of a one-key hold, as both dialects' scripts take them
+ * (s: the dialect's script; holder: how it names the holder, the token or
+ * Redisson's field):
+ *   acquire  KEYS: lock [, fence floor]  ARGV: holder, lease_ms, count, not_after
+ *   release  KEYS: lock  ARGV: holder, count_after, channel, publish verb
+ *            ("" with announce 0: nothing published), valid_until
+ *   force    KEYS: lock  ARGV: channel, publish verb (EVAL, see dialect/leash.c) */
+leash__cmd *leash__hold_acquire_cmd(const leash__script *s, const leash__names *n,
+                                    const char *holder, size_t holder_len, int64_t lease_ms,
+                                    int count, int64_t validity_ms, int64_t deadline);
+leash__cmd *leash__hold_release_cmd(const leash__script *s, const leash__names *n,
+                                    const char *holder, size_t holder_len, int count_after,
+                                    int announce, int64_t valid_until, int64_t deadline);
+leash__cmd *leash__hold_force_cmd(const leash__script *s, const leash__names *n, int64_t deadline);
 /* The fence floor's name for lock n into buf (LEASH__FLOOR_MAX bytes); its
  * length. */
 size_t leash__floor_name(const leash__names *n, char *buf);

@@ -360,8 +360,9 @@ leash__cmd *leash__script_cmd(const leash__script *s, int numkeys, int argc, con
     return buf ? leash__cmd_new(buf, len, s, flags, deadline, NULL, NULL) : NULL;
 }
 
-static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
-                               int count, int64_t validity_ms, int64_t deadline) {
+leash__cmd *leash__hold_acquire_cmd(const leash__script *s, const leash__names *n,
+                                    const char *holder, size_t holder_len, int64_t lease_ms,
+                                    int count, int64_t validity_ms, int64_t deadline) {
     const char *argv[3 + 6];
     size_t lens[3 + 6];
     char lease[21], cnt[21], floor[LEASH__FLOOR_MAX];
@@ -374,18 +375,24 @@ static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t
         argv[4] = floor;
         lens[4] = leash__floor_name(n, floor);
     }
-    argv[3 + k] = token;
-    lens[3 + k] = LEASH__TOKEN_LEN;
+    argv[3 + k] = holder;
+    lens[3 + k] = holder_len;
     argv[4 + k] = lease;
     lens[4 + k] = leash__resp_int(lease, lease_ms);
     argv[5 + k] = cnt;
     lens[5 + k] = leash__resp_int(cnt, count);
     argv[6 + k] = leash__stamp_zeros;
     lens[6 + k] = LEASH__STAMP_DIGITS;
-    cmd = leash__script_cmd(&acquire_script, k, 7 + k, argv, lens, LEASH__CMD_RETRY, deadline);
+    cmd = leash__script_cmd(s, k, 7 + k, argv, lens, LEASH__CMD_RETRY, deadline);
     if (cmd != NULL)
         leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
     return cmd;
+}
+
+static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
+                               int count, int64_t validity_ms, int64_t deadline) {
+    return leash__hold_acquire_cmd(&acquire_script, n, token, LEASH__TOKEN_LEN, lease_ms, count,
+                                   validity_ms, deadline);
 }
 
 const char *leash__publish_verb(const leash__names *n, size_t *len) {
@@ -393,8 +400,9 @@ const char *leash__publish_verb(const leash__names *n, size_t *len) {
     return n->sharded ? "spublish" : "publish";
 }
 
-static leash__cmd *release_cmd(const leash__names *n, const char *token, int count_after,
-                               int64_t valid_until, int64_t deadline) {
+leash__cmd *leash__hold_release_cmd(const leash__script *s, const leash__names *n,
+                                    const char *holder, size_t holder_len, int count_after,
+                                    int announce, int64_t valid_until, int64_t deadline) {
     const char *argv[3 + 6];
     size_t lens[3 + 6];
     char cnt[21];
@@ -402,19 +410,30 @@ static leash__cmd *release_cmd(const leash__names *n, const char *token, int cou
 
     argv[3] = n->key;
     lens[3] = n->key_len;
-    argv[4] = token;
-    lens[4] = LEASH__TOKEN_LEN;
+    argv[4] = holder;
+    lens[4] = holder_len;
     argv[5] = cnt;
     lens[5] = leash__resp_int(cnt, count_after);
     argv[6] = n->channel;
     lens[6] = n->channel_len;
-    argv[7] = leash__publish_verb(n, &lens[7]);
+    if (announce) {
+        argv[7] = leash__publish_verb(n, &lens[7]);
+    } else {
+        argv[7] = "";
+        lens[7] = 0;
+    }
     argv[8] = leash__stamp_zeros;
     lens[8] = LEASH__STAMP_DIGITS;
-    cmd = leash__script_cmd(&release_script, 1, 9, argv, lens, LEASH__CMD_RETRY, deadline);
+    cmd = leash__script_cmd(s, 1, 9, argv, lens, LEASH__CMD_RETRY, deadline);
     if (cmd != NULL && valid_until != 0)
         leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
     return cmd;
+}
+
+static leash__cmd *release_cmd(const leash__names *n, const char *token, int count_after,
+                               int64_t valid_until, int64_t deadline) {
+    return leash__hold_release_cmd(&release_script, n, token, LEASH__TOKEN_LEN, count_after, 1,
+                                   valid_until, deadline);
 }
 
 /* The script publishes only when someone found the hold busy ("w"). */
@@ -470,7 +489,7 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t d
     return cmd;
 }
 
-static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
+leash__cmd *leash__hold_force_cmd(const leash__script *s, const leash__names *n, int64_t deadline) {
     const char *argv[3 + 3];
     size_t lens[3 + 3], len;
     char *buf;
@@ -482,8 +501,12 @@ static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
     argv[5] = leash__publish_verb(n, &lens[5]);
     /* EVAL, never resent after a lost answer nor after NOSCRIPT: a second
      * run behind commands issued later would remove the hold they made. */
-    buf = leash__script_eval_call(&len, &force_script, 1, 6, argv, lens);
+    buf = leash__script_eval_call(&len, s, 1, 6, argv, lens);
     return buf ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;
+}
+
+static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
+    return leash__hold_force_cmd(&force_script, n, deadline);
 }
 
 leash__cmd *leash__raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_ms,

@@ -227,62 +227,21 @@ static void field_of(char *out, const char *token) {
 
 static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
                                int count, int64_t validity_ms, int64_t deadline) {
-    const char *argv[3 + 6];
-    size_t lens[3 + 6];
-    char lease[21], cnt[21], floor[LEASH__FLOOR_MAX], field[FIELD_LEN];
-    int k = n->fenced ? 2 : 1;
-    leash__cmd *cmd;
+    char field[FIELD_LEN];
 
     field_of(field, token);
-    argv[3] = n->key;
-    lens[3] = n->key_len;
-    if (n->fenced) {
-        argv[4] = floor;
-        lens[4] = leash__floor_name(n, floor);
-    }
-    argv[3 + k] = field;
-    lens[3 + k] = FIELD_LEN;
-    argv[4 + k] = lease;
-    lens[4 + k] = leash__resp_int(lease, lease_ms);
-    argv[5 + k] = cnt;
-    lens[5 + k] = leash__resp_int(cnt, count);
-    argv[6 + k] = leash__stamp_zeros;
-    lens[6 + k] = LEASH__STAMP_DIGITS;
-    cmd = leash__script_cmd(&acquire_script, k, 7 + k, argv, lens, LEASH__CMD_RETRY, deadline);
-    if (cmd != NULL)
-        leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
-    return cmd;
+    return leash__hold_acquire_cmd(&acquire_script, n, field, FIELD_LEN, lease_ms, count,
+                                   validity_ms, deadline);
 }
 
 /* announce 0: the final release publishes nothing (a give-back). */
 static leash__cmd *release_as(const leash__names *n, const char *token, int count_after,
                               int64_t valid_until, int64_t deadline, int announce) {
-    const char *argv[3 + 6];
-    size_t lens[3 + 6];
-    char cnt[21], field[FIELD_LEN];
-    leash__cmd *cmd;
+    char field[FIELD_LEN];
 
     field_of(field, token);
-    argv[3] = n->key;
-    lens[3] = n->key_len;
-    argv[4] = field;
-    lens[4] = FIELD_LEN;
-    argv[5] = cnt;
-    lens[5] = leash__resp_int(cnt, count_after);
-    argv[6] = n->channel;
-    lens[6] = n->channel_len;
-    if (announce) {
-        argv[7] = leash__publish_verb(n, &lens[7]);
-    } else {
-        argv[7] = "";
-        lens[7] = 0;
-    }
-    argv[8] = leash__stamp_zeros;
-    lens[8] = LEASH__STAMP_DIGITS;
-    cmd = leash__script_cmd(&release_script, 1, 9, argv, lens, LEASH__CMD_RETRY, deadline);
-    if (cmd != NULL && valid_until != 0)
-        leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
-    return cmd;
+    return leash__hold_release_cmd(&release_script, n, field, FIELD_LEN, count_after, announce,
+                                   valid_until, deadline);
 }
 
 static leash__cmd *release_cmd(const leash__names *n, const char *token, int count_after,
@@ -314,17 +273,7 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t d
 }
 
 static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
-    const char *argv[3 + 3];
-    size_t lens[3 + 3], len;
-    char *buf;
-
-    argv[3] = n->key;
-    lens[3] = n->key_len;
-    argv[4] = n->channel;
-    lens[4] = n->channel_len;
-    argv[5] = leash__publish_verb(n, &lens[5]);
-    buf = leash__script_eval_call(&len, &force_script, 1, 6, argv, lens);
-    return buf ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;
+    return leash__hold_force_cmd(&force_script, n, deadline);
 }
 
 /* ---- messages ---- */
