@@ -7,6 +7,8 @@
  */
 #include "cli.h"
 
+#include "dialect/dialect.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,20 +319,8 @@ int cli_scan(cli_conn *c, int i, const char *pattern,
 }
 
 size_t cli_companion(char *out, const char *key, size_t len, const char *kind) {
-    const char *open = memchr(key, '{', len), *close = NULL;
-    size_t at = len, klen = strlen(kind);
+    size_t klen = strlen(kind);
 
-    if (open != NULL)
-        close = memchr(open + 1, '}', len - (size_t)(open + 1 - key));
-    memcpy(out, key, len);
-    out[at++] = '\0';
-    if (close == NULL || close == open + 1) {
-        /* No hash tag: "{key}" makes one that hashes like the key. */
-        out[at++] = '{';
-        memcpy(out + at, key, len);
-        at += len;
-        out[at++] = '}';
-    }
-    memcpy(out + at, kind, klen);
-    return at + klen;
+    leash__companion(out, key, len, kind, klen);
+    return leash__companion_len(key, len, klen);
 }
