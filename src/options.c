@@ -19,7 +19,11 @@
 /* The end of the last field: a field added after it must move this, get
  * a size of its own above (and default to zero, see "Structs that grow"
  * in leash.h). */
-#define OPTIONS_SIZE_LAST OPTIONS_SIZE_DIALECT
+#define OPTIONS_SIZE_TLS_VERIFY \
+    (offsetof(leash_options, tls_verify) + sizeof(((leash_options *)0)->tls_verify))
+#define OPTIONS_SIZE_DNS_SERVERS \
+    (offsetof(leash_options, dns_servers) + sizeof(((leash_options *)0)->dns_servers))
+#define OPTIONS_SIZE_LAST OPTIONS_SIZE_DNS_SERVERS
 _Static_assert(sizeof(leash_options) - OPTIONS_SIZE_LAST < _Alignof(leash_options),
                "leash_options grew: keep OPTIONS_SIZE_LAST at the end of its last field");
 
@@ -41,6 +45,7 @@ static void defaults(leash_options *o) {
     o->topology = LEASH_TOPOLOGY_SINGLE;
     o->pubsub = LEASH_PUBSUB_AUTO;
     o->wait_timeout_ms = 100;
+    o->tls_verify = 1;
     /* A field added later defaults to zero (see "Structs that grow" in
      * leash.h): a program that does not know it leaves it zero. */
 }
@@ -58,6 +63,13 @@ void leash_options_init_sized(leash_options *o, size_t struct_size) {
 
 void(leash_options_init)(leash_options *o) {
     leash_options_init_sized(o, OPTIONS_SIZE_0_2);
+}
+
+/* Whether a struct_size ends at 0.2's last field or at one added since
+ * (each group of fields added together counts as one). */
+static int size_ends_a_field(size_t n) {
+    return n <= OPTIONS_SIZE_0_2 || n == OPTIONS_SIZE_DIALECT || n == OPTIONS_SIZE_TLS_VERIFY ||
+           n >= OPTIONS_SIZE_LAST;
 }
 
 /* The caller's options as this version lays them out: fields the caller's
@@ -195,6 +207,44 @@ static int validate_topology(const leash__logger *lg, const leash_options *o) {
     return LEASH_OK;
 }
 
+/* An optional string option: NULL, or 1..max bytes. */
+static int check_length(const leash__logger *lg, const char *name, const char *v, size_t max) {
+    if (v != NULL && (v[0] == '\0' || strlen(v) > max)) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: %s must be NULL or 1..%zu bytes", name,
+                   max);
+        return LEASH_EINVAL;
+    }
+    return LEASH_OK;
+}
+
+/* TLS and name resolution (README "TLS"). */
+static int validate_reach(const leash__logger *lg, const leash_options *o) {
+    int rc;
+
+    if (o->tls != 0 && o->tls != 1) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: tls must be 0 or 1 (got %d)", o->tls);
+        return LEASH_EINVAL;
+    }
+    if (o->tls_verify != 0 && o->tls_verify != 1) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: tls_verify must be 0 or 1 (got %d)",
+                   o->tls_verify);
+        return LEASH_EINVAL;
+    }
+    if ((rc = check_length(lg, "tls_ca_file", o->tls_ca_file, LEASH_PATH_MAX)) != 0 ||
+        (rc = check_length(lg, "tls_ca_dir", o->tls_ca_dir, LEASH_PATH_MAX)) != 0 ||
+        (rc = check_length(lg, "tls_cert_file", o->tls_cert_file, LEASH_PATH_MAX)) != 0 ||
+        (rc = check_length(lg, "tls_key_file", o->tls_key_file, LEASH_PATH_MAX)) != 0 ||
+        (rc = check_length(lg, "tls_server_name", o->tls_server_name, 255)) != 0 ||
+        (rc = check_length(lg, "dns_servers", o->dns_servers, LEASH_DNS_SERVERS_MAX)) != 0)
+        return rc;
+    if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL)) {
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_client_new: tls_cert_file and tls_key_file go together");
+        return LEASH_EINVAL;
+    }
+    return LEASH_OK;
+}
+
 static int validate(const leash__logger *lg, const leash_options *o) {
     int rc;
 
@@ -259,6 +309,8 @@ static int validate(const leash__logger *lg, const leash_options *o) {
                    "only, as Redisson does");
         return LEASH_EINVAL;
     }
+    if ((rc = validate_reach(lg, o)) != LEASH_OK)
+        return rc;
     if (o->log_level < LEASH_LOG_ERROR || o->log_level > LEASH_LOG_DEBUG) {
         leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: log_level %d is out of range",
                    o->log_level);
@@ -306,6 +358,12 @@ void leash__config_clear(leash__config *cfg) {
         free(cfg->password);
     }
     free(cfg->key_prefix);
+    free(cfg->tls_ca_file);
+    free(cfg->tls_ca_dir);
+    free(cfg->tls_cert_file);
+    free(cfg->tls_key_file);
+    free(cfg->tls_server_name);
+    free(cfg->dns_servers);
     for (int i = 0; i < cfg->nnodes; i++)
         free(cfg->node_text[i]);
     free(cfg->node_text);
@@ -322,8 +380,8 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
     /* Without a struct_size from leash_options_init, not even the log
      * callback can be trusted: refuse silently. */
     if (given->struct_size < OPTIONS_SIZE_0_2 || given->struct_size > LEASH__STRUCT_SIZE_MAX ||
-        (given->struct_size > OPTIONS_SIZE_0_2 && given->struct_size < OPTIONS_SIZE_DIALECT))
-        return LEASH_EINVAL; /* the last: it ends inside a field added after 0.2 */
+        !size_ends_a_field(given->struct_size))
+        return LEASH_EINVAL; /* it ends inside a field added after 0.2 */
     lg.cb = given->log_cb;
     lg.arg = given->log_arg;
     lg.level = given->log_level < LEASH_LOG_ERROR ? LEASH_LOG_ERROR : given->log_level;
@@ -332,7 +390,12 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
 
     memset(&c, 0, sizeof(c));
     if (copy_string(&c.host, o->host) || copy_string(&c.unix_path, o->unix_path) ||
-        copy_string(&c.username, o->username) || copy_string(&c.password, o->password)) {
+        copy_string(&c.username, o->username) || copy_string(&c.password, o->password) ||
+        copy_string(&c.tls_ca_file, o->tls_ca_file) || copy_string(&c.tls_ca_dir, o->tls_ca_dir) ||
+        copy_string(&c.tls_cert_file, o->tls_cert_file) ||
+        copy_string(&c.tls_key_file, o->tls_key_file) ||
+        copy_string(&c.tls_server_name, o->tls_server_name) ||
+        copy_string(&c.dns_servers, o->dns_servers)) {
         leash__config_clear(&c);
         return LEASH_ENOMEM;
     }
@@ -359,6 +422,8 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
     c.wait_replicas = o->wait_replicas;
     c.wait_timeout_ms = o->wait_timeout_ms;
     c.dialect = o->dialect;
+    c.tls = o->tls;
+    c.tls_verify = o->tls_verify;
     if (copy_nodes(&c, o) != 0) {
         leash__config_clear(&c);
         return LEASH_ENOMEM;

@@ -31,7 +31,11 @@ typedef struct leash__config {
     int sharded; /* SSUBSCRIBE/SPUBLISH */
     int wait_replicas;
     int64_t wait_timeout_ms;
-    int dialect;             /* enum leash_dialect */
+    int dialect; /* enum leash_dialect */
+    int tls;
+    char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file, *tls_server_name;
+    int tls_verify;
+    char *dns_servers;       /* NULL: the system's resolvers */
     leash__sock_addr *nodes; /* nnodes, pointing into node_text */
     char **node_text;
     int nnodes;

@@ -100,15 +100,16 @@ TEST(a_newer_headers_option_set_is_refused_with_a_log_line) {
     CHECK(fx_log_contains("does not know"));
 }
 
-/* The next header's field may be an int right after dialect: it lands in
- * what is tail padding here, inside sizeof(leash_options). A program that
+/* The next header's field may be an int right after the last one: it lands
+ * in what is tail padding here, inside sizeof(leash_options) (none on LP64
+ * while the last field is a pointer). A program that
  * sets it must be refused as one that sets a field past the struct is. */
 TEST(a_newer_headers_option_in_this_headers_tail_padding_is_refused) {
     union {
         leash_options o;
         unsigned char b[sizeof(leash_options)];
     } n;
-    size_t at = offsetof(leash_options, dialect) + sizeof(n.o.dialect);
+    size_t at = offsetof(leash_options, dns_servers) + sizeof(n.o.dns_servers);
     int seven = 7;
 
     if (at + sizeof(seven) > sizeof(n.o))
@@ -135,6 +136,37 @@ TEST(options_not_filled_by_init_are_refused) {
     /* It ends right after that field: a binding's struct without padding. */
     o.struct_size = offsetof(leash_options, dialect) + sizeof(o.dialect);
     CHECK_EQ_INT(new_client(&o), LEASH_OK);
+    /* The TLS fields came together (0.3): inside them, or after them. */
+    o.struct_size = offsetof(leash_options, tls_ca_file) + 1;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    o.struct_size = offsetof(leash_options, tls_verify) + sizeof(o.tls_verify);
+    CHECK_EQ_INT(new_client(&o), LEASH_OK);
+    o.struct_size = offsetof(leash_options, dns_servers) + 1;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    o.struct_size = offsetof(leash_options, dns_servers) + sizeof(o.dns_servers);
+    CHECK_EQ_INT(new_client(&o), LEASH_OK);
+}
+
+TEST(the_reach_options_are_checked) {
+    leash_options o;
+
+    leash_options_init(&o);
+    CHECK_EQ_INT(o.tls, 0);
+    CHECK_EQ_INT(o.tls_verify, 1);
+    CHECK(o.dns_servers == NULL);
+    o.log_cb = fx_log_cb;
+    o.tls = 2;
+    fx_log_clear();
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    CHECK(fx_log_contains("tls must be 0 or 1"));
+    o.tls = 1;
+    o.tls_cert_file = "/etc/leash/client.pem";
+    fx_log_clear();
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    CHECK(fx_log_contains("go together"));
+    o.tls_cert_file = NULL;
+    o.dns_servers = "";
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
 }
 
 /* The libev adapter's hooks, in a struct the caller sized. */
@@ -224,6 +256,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_newer_headers_option_set_is_refused_with_a_log_line),
         TEST_CASE(a_newer_headers_option_in_this_headers_tail_padding_is_refused),
         TEST_CASE(options_not_filled_by_init_are_refused),
+        TEST_CASE(the_reach_options_are_checked),
         TEST_CASE(hooks_not_made_by_loop_init_are_refused),
         TEST_CASE(a_newer_adapters_hooks_are_taken_unless_it_sets_one_unknown),
         TEST_CASE(stats_fill_only_the_programs_struct),

@@ -75,7 +75,8 @@ LEASH_EXPORT const char *leash_version(void);
     X(ESTATE, -10, "call not valid in the current state")      /* 0.1 */ \
     X(EAUTH, -11, "Redis refused the credentials or database") /* 0.1 */ \
     X(ELOOP, -12, "client is not attached to an event loop")   /* 0.1 */ \
-    X(EREPLICAS, -13, "too few replicas acknowledged in time") /* 0.2 */
+    X(EREPLICAS, -13, "too few replicas acknowledged in time") /* 0.2 */ \
+    X(ETLS, -14, "TLS handshake or certificate check failed")  /* 0.3 */
 
 enum leash_status {
 #define LEASH_STATUS_ENUM_(name, num, msg) LEASH_##name = (num),
@@ -187,6 +188,9 @@ enum leash_dialect {
 /* The most entries of leash_options.nodes, and the longest entry. */
 #define LEASH_NODES_MAX 64
 #define LEASH_NODE_MAX 300
+/* The longest TLS file path (tls_ca_file, ...) and dns_servers list. */
+#define LEASH_PATH_MAX 4095
+#define LEASH_DNS_SERVERS_MAX 1024
 /* The most replicas leash_options.wait_replicas may ask for. */
 #define LEASH_WAIT_REPLICAS_MAX 64
 
@@ -284,6 +288,28 @@ typedef struct leash_options {
     /* LEASH_DIALECT_LEASH (default, 0) or LEASH_DIALECT_REDISSON: see
      * enum leash_dialect. */
     int dialect;
+
+    /* TLS (README "TLS"), to every server of every topology. Off (0) by
+     * default; rediss:// URLs turn it on (leash/url.h). A failed handshake
+     * or certificate check is LEASH_ETLS, with a log line that says why.
+     * Paths are at most LEASH_PATH_MAX bytes; the files are read once, by
+     * leash_client_new (an unreadable one: LEASH_ETLS there). */
+    int tls;
+    const char *tls_ca_file;     /* PEM bundle of trusted CAs; NULL: the system's store */
+    const char *tls_ca_dir;      /* a hashed CA directory (c_rehash); NULL: none */
+    const char *tls_cert_file;   /* client certificate (PEM), for tls-auth-clients; NULL: none */
+    const char *tls_key_file;    /* its private key (PEM); required with tls_cert_file */
+    const char *tls_server_name; /* SNI and the name verified; NULL: the host connected to */
+    /* 1 (the default that leash_options_init sets): verify the server's
+     * chain and name. 0 only when asked for: the connection is then open
+     * to anyone in the middle, and the client logs a warning. */
+    int tls_verify;
+
+    /* Name resolution never blocks the loop (c-ares on the loop's hooks).
+     * NULL (default): the system's resolvers (/etc/resolv.conf). Else a
+     * comma-separated list of "ip", "ip:port" or "[ipv6]:port" to ask
+     * instead, at most LEASH_DNS_SERVERS_MAX bytes. */
+    const char *dns_servers;
 } leash_options;
 
 /* Fills every field of *o with its default: leash_options_init(&opts).
