@@ -22,12 +22,14 @@
 #include "prim/core.h"
 #include "prim/lock.h"
 #include "route/route.h"
+#include "wire/tls.h"
 
 struct leash_client {
     uint32_t magic;
     leash__core core;
     leash__config cfg;
     leash__conn_cfg conn_cfg;
+    leash__tls *tls; /* with the tls option: the one context of every connection */
     leash__route_cfg route_cfg;
     leash_stats stats;
     void *data;
@@ -54,6 +56,7 @@ static void destroy(leash_client *c) {
         leash__watchdog_clear(&core->dog);
         core->env.loop.cleanup(core->env.loop.data);
     }
+    leash__tls_free(c->tls);
     leash__config_clear(&c->cfg);
     c->magic = 0;
     free(c);
@@ -88,6 +91,15 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
         free(c);
         return rc;
     }
+    if (c->cfg.tls) {
+        leash__tls_cfg tc = {c->cfg.tls_ca_file, c->cfg.tls_ca_dir, c->cfg.tls_cert_file,
+                             c->cfg.tls_key_file, c->cfg.tls_verify};
+        if ((rc = leash__tls_new(&c->tls, &tc, &c->cfg.log)) != LEASH_OK) {
+            leash__config_clear(&c->cfg);
+            free(c);
+            return rc;
+        }
+    }
     leash__dialects_init();
     core = &c->core;
     core->env.log = c->cfg.log;
@@ -118,6 +130,8 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     c->conn_cfg.command_timeout_ms = c->cfg.command_timeout_ms;
     c->conn_cfg.reconnect_min_ms = c->cfg.reconnect_min_ms;
     c->conn_cfg.reconnect_max_ms = c->cfg.reconnect_max_ms;
+    c->conn_cfg.tls = c->tls;
+    c->conn_cfg.tls_server_name = c->cfg.tls_server_name;
     c->conn_cfg.scripts = core->dialect->scripts;
     c->conn_cfg.nscripts = core->dialect->nscripts;
     c->route_cfg.conn = &c->conn_cfg;
@@ -138,6 +152,7 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
         break;
     }
     if (core->route == NULL) {
+        leash__tls_free(c->tls);
         leash__config_clear(&c->cfg);
         free(c);
         return LEASH_ENOMEM;

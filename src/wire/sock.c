@@ -29,6 +29,13 @@ struct leash__sock {
     void *io;
     int events; /* what the watcher waits for */
     int connecting;
+    leash__tls *tls;        /* TLS once connected (NULL: plain) */
+    const char *tls_name;   /* the name sent and verified */
+    leash__tls_session *ts; /* from the connect on, with tls */
+    int handshaking;        /* the TLS handshake runs */
+    int write_wants_read;   /* the last TLS write waits for the fd to be readable */
+    int read_wants_write;   /* the last TLS read waits for it to be writable */
+    int heard;              /* the server sent data: TLS was accepted */
     char *obuf;
     size_t olen, opos, ocap;
     redisReader *reader;
@@ -121,6 +128,10 @@ static void shut(leash__sock *s) {
         s->env->loop.io_free(s->env->loop.data, s->io);
         s->io = NULL;
     }
+    if (s->ts != NULL) {
+        leash__tls_session_free(s->ts);
+        s->ts = NULL;
+    }
     if (s->fd >= 0) {
         close(s->fd);
         s->fd = -1;
@@ -134,17 +145,39 @@ static void sock_free(leash__sock *s) {
     free(s);
 }
 
+static void fail_status(leash__sock *s, int status, const char *why) {
+    if (s->dead)
+        return;
+    shut(s);
+    s->hooks->closed(s->owner, status, why);
+}
+
 static void fail(leash__sock *s, const char *what, int err) {
     char why[256]; /* room for the longest `what` a caller makes (180) and an errno text */
 
-    if (s->dead)
-        return;
     if (err != 0)
         snprintf(why, sizeof(why), "%s: %s", what, strerror(err));
     else
         snprintf(why, sizeof(why), "%s", what);
-    shut(s);
-    s->hooks->closed(s->owner, why);
+    fail_status(s, LEASH_ECONN, why);
+}
+
+/* A TLS call ended the connection (n: LEASH__TLS_CLOSED, _BROKEN or
+ * _FAILED, why from the session). A refusal counts as TLS's (LEASH_ETLS)
+ * until the server has sent data: with TLS 1.3 a server that wants a
+ * client certificate says so only after the client's handshake is done. */
+static void tls_fail(leash__sock *s, long n, const char *why) {
+    fail_status(s, n == LEASH__TLS_FAILED && !s->heard ? LEASH_ETLS : LEASH_ECONN, why);
+}
+
+/* The output buffer went out whole. */
+static void drained(leash__sock *s) {
+    s->opos = s->olen = 0;
+    if (s->ocap > OBUF_KEEP) {
+        free(s->obuf);
+        s->obuf = NULL;
+        s->ocap = 0;
+    }
 }
 
 /* Sends what the socket takes: 0 (all of it, or it would block), or -1
@@ -162,12 +195,30 @@ static int send_out(leash__sock *s) {
             return -1;
         }
     }
-    s->opos = s->olen = 0;
-    if (s->ocap > OBUF_KEEP) {
-        free(s->obuf);
-        s->obuf = NULL;
-        s->ocap = 0;
+    drained(s);
+    return 0;
+}
+
+/* The same through the TLS session: 0, or the LEASH__TLS_* failure with
+ * why. A record that could not go out whole stays in the session, and the
+ * next try passes the same bytes again (the buffer may have moved or
+ * grown: SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER). */
+static long tls_send_out(leash__sock *s, char *why, size_t whylen) {
+    s->write_wants_read = 0;
+    while (s->opos < s->olen) {
+        long n = leash__tls_write(s->ts, s->obuf + s->opos, s->olen - s->opos, why, whylen);
+        if (n > 0) {
+            s->opos += (size_t)n;
+        } else if (n == LEASH__TLS_WANT_WRITE) {
+            return 0;
+        } else if (n == LEASH__TLS_WANT_READ) {
+            s->write_wants_read = 1;
+            return 0;
+        } else {
+            return n;
+        }
     }
+    drained(s);
     return 0;
 }
 
@@ -177,6 +228,15 @@ static void write_some(leash__sock *s) {
         return;
     }
     set_events(s, LEASH_IO_READ | (s->olen > s->opos ? LEASH_IO_WRITE : 0));
+}
+
+/* What the events of a TLS socket are: always readable (replies, the
+ * server's close), writable while output waits and the session does not
+ * wait for a read first, or while a read waits for it. */
+static void tls_watch(leash__sock *s) {
+    int write = s->read_wants_write || (s->olen > s->opos && !s->write_wants_read);
+
+    set_events(s, LEASH_IO_READ | (write ? LEASH_IO_WRITE : 0));
 }
 
 /* Hands every complete reply to the owner. 0 once the socket died. */
@@ -201,6 +261,15 @@ static int deliver(leash__sock *s) {
     }
 }
 
+/* Input from the server, cut into replies: 0 once the socket died. */
+static int take_input(leash__sock *s, const char *buf, size_t n) {
+    if (redisReaderFeed(s->reader, buf, n) != REDIS_OK) {
+        fail(s, "protocol error: out of memory", 0);
+        return 0;
+    }
+    return deliver(s);
+}
+
 static void read_some(leash__sock *s) {
     char buf[READ_CHUNK];
 
@@ -217,13 +286,87 @@ static void read_some(leash__sock *s) {
                 fail(s, "read failed", errno);
             return;
         }
-        if (redisReaderFeed(s->reader, buf, (size_t)n) != REDIS_OK) {
-            fail(s, "protocol error: out of memory", 0);
-            return;
-        }
-        if (!deliver(s) || (size_t)n < sizeof(buf))
+        if (!take_input(s, buf, (size_t)n) || (size_t)n < sizeof(buf))
             return;
     }
+}
+
+/* Reads until the session wants the fd to be readable again: a short read
+ * does not mean that the socket is empty (a record is read whole or not
+ * at all), and records the session already holds show on no fd. */
+static void tls_read_some(leash__sock *s) {
+    char buf[READ_CHUNK], why[256];
+
+    s->read_wants_write = 0;
+    for (;;) {
+        long n = leash__tls_read(s->ts, buf, sizeof(buf), why, sizeof(why));
+        if (n == LEASH__TLS_WANT_READ)
+            return;
+        if (n == LEASH__TLS_WANT_WRITE) {
+            s->read_wants_write = 1;
+            return;
+        }
+        if (n < 0) {
+            tls_fail(s, n, why);
+            return;
+        }
+        s->heard = 1;
+        if (!take_input(s, buf, (size_t)n))
+            return;
+    }
+}
+
+static void tls_io(leash__sock *s, int events) {
+    char why[256], alert[256], c;
+    long rc;
+
+    if (s->olen > s->opos && ((events & LEASH_IO_WRITE) || s->write_wants_read) &&
+        (rc = tls_send_out(s, why, sizeof(why))) != 0) {
+        /* A server that refused this client (TLS 1.3: after the handshake)
+         * sent its alert and closed; the write met the close. The alert,
+         * when it came first, is still to be read: it says why. */
+        if (!s->heard && rc == LEASH__TLS_BROKEN &&
+            leash__tls_read(s->ts, &c, 1, alert, sizeof(alert)) == LEASH__TLS_FAILED)
+            tls_fail(s, LEASH__TLS_FAILED, alert);
+        else
+            tls_fail(s, rc, why);
+        return;
+    }
+    if ((events & LEASH_IO_READ) || s->read_wants_write)
+        tls_read_some(s);
+    if (!s->dead)
+        tls_watch(s);
+}
+
+/* The TLS handshake, as far as the socket allows; the owner hears of the
+ * connection once it is done. */
+static void tls_handshake(leash__sock *s) {
+    char why[256];
+    int rc = leash__tls_handshake(s->ts, why, sizeof(why));
+
+    if (rc == LEASH__TLS_DONE) {
+        s->handshaking = 0;
+        tls_watch(s);
+        s->hooks->connected(s->owner);
+    } else if (rc == LEASH__TLS_WANT_READ) {
+        set_events(s, LEASH_IO_READ);
+    } else if (rc == LEASH__TLS_WANT_WRITE) {
+        set_events(s, LEASH_IO_WRITE);
+    } else {
+        tls_fail(s, rc, why);
+    }
+}
+
+static void start_tls(leash__sock *s) {
+    char err[160];
+
+    s->ts = leash__tls_session_new(s->tls, s->fd, s->tls_name, err, sizeof(err));
+    if (s->ts == NULL) {
+        fail(s, err, 0);
+        return;
+    }
+    s->handshaking = 1;
+    tls_handshake(s);
 }
 
 static void finish_connect(leash__sock *s) {
@@ -237,6 +380,10 @@ static void finish_connect(leash__sock *s) {
         return;
     }
     s->connecting = 0;
+    if (s->tls != NULL) {
+        start_tls(s);
+        return;
+    }
     set_events(s, LEASH_IO_READ | (s->olen > s->opos ? LEASH_IO_WRITE : 0));
     s->hooks->connected(s->owner);
 }
@@ -249,6 +396,10 @@ static void on_io(void *arg, int events) {
     s->dispatching++;
     if (s->connecting) {
         finish_connect(s);
+    } else if (s->handshaking) {
+        tls_handshake(s);
+    } else if (s->ts != NULL) {
+        tls_io(s, events);
     } else {
         if (!s->dead && (events & LEASH_IO_WRITE))
             write_some(s);
@@ -352,6 +503,10 @@ leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
     s->env = env;
     s->hooks = hooks;
     s->owner = owner;
+    if (addr->unix_path == NULL) {
+        s->tls = addr->tls;
+        s->tls_name = addr->tls_name;
+    }
     s->fd = addr->unix_path != NULL ? connect_unix(addr->unix_path, err, errlen)
                                     : connect_tcp(addr->host, addr->port, err, errlen);
     if (s->fd < 0) {
@@ -393,7 +548,7 @@ int leash__sock_write(leash__sock *s, const char *buf, size_t len) {
     }
     memcpy(s->obuf + s->olen, buf, len);
     s->olen += len;
-    if (!s->connecting)
+    if (!s->connecting && !s->handshaking && !s->write_wants_read)
         set_events(s, LEASH_IO_READ | LEASH_IO_WRITE);
     return 0;
 }
@@ -403,7 +558,13 @@ void leash__sock_unwrite(leash__sock *s, size_t n) {
 }
 
 void leash__sock_flush_now(leash__sock *s) {
-    if (!s->dead && !s->connecting)
+    char why[256];
+
+    if (s->dead || s->connecting || s->handshaking)
+        return;
+    if (s->ts != NULL)
+        (void)tls_send_out(s, why, sizeof(why));
+    else
         (void)send_out(s);
 }
 
@@ -414,7 +575,14 @@ size_t leash__sock_unsent(const leash__sock *s) {
 int leash__sock_has_input(const leash__sock *s) {
     char c;
 
-    return s->fd >= 0 && recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+    if (s->fd < 0)
+        return 0;
+    return (s->ts != NULL && leash__tls_pending(s->ts)) ||
+           recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+}
+
+int leash__sock_in_tls_handshake(const leash__sock *s) {
+    return s->handshaking;
 }
 
 int leash__sock_fd(const leash__sock *s) {
