@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_cli.sh MODE LEASH HOLDER: the `leash` tool (tools/) end to end on
-# MODE single (one redis-server), cluster (3 masters) or redlock (3
-# servers) of its own. HOLDER (tests/cli_holder.c) takes locks of every
+# MODE single (one redis-server), cluster (3 masters), redlock (3
+# servers) or tls (one server, every command over rediss://) of its own. HOLDER (tests/cli_holder.c) takes locks of every
 # kind through the library; the test checks what ls, show, watch and
 # release --force say and do about them, human and --json (read with jq),
 # and every exit code: 0 found/done, 1 not found, 2 usage, 3 unreachable.
@@ -13,7 +13,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/support/redis.sh"
 
 [[ $# == 3 ]] || {
-    echo "usage: test_cli.sh single|cluster|redlock LEASH HOLDER"
+    echo "usage: test_cli.sh single|cluster|redlock|tls LEASH HOLDER"
     exit 2
 }
 mode=$1
@@ -43,6 +43,7 @@ now_ms() {
 
 # --- servers ----------------------------------------------------------------
 ports=()
+cli_tls=() # what redis-cli needs for the servers the tool names
 case $mode in
 single)
     test_redis_start "$tmp" || {
@@ -54,6 +55,21 @@ single)
     conn=(-u "redis://127.0.0.1:$redis_port")
     hconn=("redis://127.0.0.1:$redis_port")
     bad=(-u redis://127.0.0.1:1)
+    ;;
+tls)
+    # Certificates of the test's own; the plain port stays for redis-cli.
+    certs=$tmp/certs
+    "$(dirname "${BASH_SOURCE[0]}")/../scripts/make-certs" "$certs"
+    redis_tls_dir=$certs test_redis_start "$tmp" || {
+        echo "FAIL: no redis-server came up"
+        exit 1
+    }
+    servers=("$redis_pid")
+    ports=("$redis_port")
+    conn=(-u "rediss://127.0.0.1:$redis_tls_port?ca=$certs/ca.pem")
+    hconn=("rediss://127.0.0.1:$redis_tls_port?ca=$certs/ca.pem")
+    bad=(-u "rediss://127.0.0.1:1?ca=$certs/ca.pem")
+    cli_tls=(--tls --cacert "$certs/ca.pem")
     ;;
 cluster)
     if ! test_redis_cluster_start "$tmp" 3; then
@@ -230,7 +246,8 @@ else
         (.holders | length) == 1' <<<"$json" >/dev/null || fail "ls --json, pool: $json"
     # Each lock was read where it lives.
     while read -r name server; do
-        [[ $(redis-cli -h "${server%:*}" -p "${server##*:}" exists "leash:$name") == 1 ]] ||
+        [[ $(redis-cli "${cli_tls[@]}" -h "${server%:*}" -p "${server##*:}" \
+            exists "leash:$name") == 1 ]] ||
             fail "ls --json says $name is on $server, it is not"
     done < <(jq -r '.[] | "\(.name) \(.server)"' <<<"$json")
 fi
@@ -481,6 +498,27 @@ if [[ $mode == single ]]; then
         acl setuser ops on '>0ps-pw' '~*' '&*' '+@all' >/dev/null
     LEASH_USER=ops LEASH_PASSWORD=0ps-pw expect_rc 1 L show nothing
     LEASH_USER=ops LEASH_PASSWORD=wrong-pw expect_rc 3 L show nothing
+fi
+
+# --- TLS refused, and the options of the command line -----------------------
+if [[ $mode == tls ]]; then
+    tls_at="127.0.0.1:$redis_tls_port"
+    expect_rc 1 "$leash" -u "rediss://$tls_at" --tls-ca "$certs/ca.pem" show nothing
+    expect_rc 1 "$leash" -u "rediss://localhost:$redis_tls_port" --tls-ca "$certs/ca.pem" \
+        --tls-cert "$certs/client.pem" --tls-key "$certs/client.key" show nothing
+    expect_rc 3 "$leash" -u "rediss://$tls_at" --tls-ca "$certs/other-ca.pem" show nothing
+    [[ $out == *"certificate verify failed"* ]] || fail "another CA: $out"
+    expect_rc 3 "$leash" -u "rediss://$tls_at" --tls-ca "$certs/ca.pem" --tls-sni other.example \
+        show nothing
+    [[ $out == *"hostname mismatch"* ]] || fail "another name: $out"
+    expect_rc 1 "$leash" -u "rediss://$tls_at" --insecure show nothing
+    [[ $out == *"TLS without verification"* ]] || fail "--insecure warns: $out"
+    expect_rc 3 "$leash" -u "rediss://$tls_at" --tls-ca "$tmp/missing.pem" show nothing
+    [[ $out == *"missing.pem"* ]] || fail "a missing CA file: $out"
+    expect_rc 3 "$leash" -u "redis://127.0.0.1:${ports[0]}" --tls-ca "$certs/ca.pem" \
+        --timeout 300 show nothing
+    [[ $out == *"is this port TLS?"* ]] || fail "TLS to the plain port: $out"
+    expect_rc 2 "$leash" -u "rediss://$tls_at" --tls-cert "$certs/client.pem" show nothing
 fi
 
 # --- unreachable halfway: the servers go away ------------------------------

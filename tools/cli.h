@@ -54,7 +54,21 @@ typedef struct cli_conn {
     int nseeds;
     short slot_node[16384]; /* cluster: the node of each slot, -1 unknown */
     char err[1024];         /* why the last call failed */
+    /* TLS to every server (rediss:// or a --tls option), as the library's
+     * leash_options.tls* (the force release passes them on). */
+    int tls;
+    const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file, *tls_server_name;
+    int tls_verify;
+    struct leash__tls *tls_ctx; /* made once by cli_tls_prepare */
 } cli_conn;
+
+/* tls.c */
+/* Makes c->tls_ctx when c->tls (the files are read here). 0, or -1 with
+ * the reason logged on stderr. */
+int cli_tls_prepare(cli_conn *c);
+/* A TLS connection to host:port within c->timeout_ms, handshake done, as
+ * an fd for redisConnectFd (a thread relays it). -1 with err. */
+int cli_tls_connect(cli_conn *c, const char *host, int port, char *err, size_t errlen);
 
 /* redis.c */
 int cli_node_add(cli_conn *c, const leash_url *u);

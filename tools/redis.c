@@ -78,10 +78,22 @@ int cli_node_open(cli_conn *c, cli_node *n) {
         set_err(c, "no answer earlier from", n, "not tried again");
         return -1;
     }
-    if (n->url.unix_path[0] != '\0')
+    if (n->url.unix_path[0] != '\0') {
         n->rc = redisConnectUnixWithTimeout(n->url.unix_path, tv);
-    else
+    } else if (c->tls) {
+        char why[512];
+        int fd = cli_tls_prepare(c) == 0
+                     ? cli_tls_connect(c, n->url.host, n->url.port, why, sizeof(why))
+                     : -1;
+        if (fd < 0) {
+            set_err(c, "cannot connect to", n, c->tls_ctx != NULL ? why : c->err);
+            n->down = 1;
+            return -1;
+        }
+        n->rc = redisConnectFd(fd);
+    } else {
         n->rc = redisConnectWithTimeout(n->url.host, n->url.port, tv);
+    }
     if (n->rc == NULL || n->rc->err) {
         set_err(c, "cannot connect to", n, n->rc ? n->rc->errstr : "out of memory");
         node_drop(n);
@@ -199,6 +211,8 @@ int cli_conn_open(cli_conn *c) {
     return ok > 0 ? 0 : -1;
 }
 
+/* c->tls_ctx stays: a relay thread (tls.c) may still be closing its
+ * session, which uses it; the process ends next. */
 void cli_conn_close(cli_conn *c) {
     int i;
     for (i = 0; i < c->nnodes; i++)
