@@ -9,13 +9,13 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: test_demo.sh PROGRAM [--cluster | --redlock]"
+    echo "usage: test_demo.sh PROGRAM [--cluster | --redlock | --tls]"
     exit 2
 }
 [[ $# -ge 1 && $# -le 2 ]] || usage
 program=$1
 mode=${2:-}
-[[ $mode == "" || $mode == --cluster || $mode == --redlock ]] || usage
+[[ $mode == "" || $mode == --cluster || $mode == --redlock || $mode == --tls ]] || usage
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leash-test-demo.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -61,6 +61,17 @@ if grep -n '!!' "$tmp/out" >"$tmp/problems"; then
 fi
 
 case $mode in
+--tls)
+    # The one-server story, over TLS to the server's TLS port.
+    in_order '^==> certificates of a CA of its own in ' \
+        '^==> demo: .* rediss://127\.0\.0\.1:[0-9]+\?ca=.*/certs/ca\.pem' \
+        'ACQUIRED, fence [0-9]+' \
+        'parent +SIGSTOP w[1-3] \(pid [0-9]+\): frozen mid-job' \
+        'parent +SIGCONT w[1-3]' \
+        'w[1-3] +LOST \([a-z]+\)' \
+        'the run is over, workers stop' \
+        '^summary$'
+    ;;
 "")
     in_order 'ACQUIRED, fence [0-9]+' \
         'parent +SIGSTOP w[1-3] \(pid [0-9]+\): frozen mid-job' \
