@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "proxy.h"
 
 static struct ev_loop *new_loop(void) {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
@@ -386,6 +387,83 @@ TEST(many_held_locks_renew_over_tls) {
     ev_loop_destroy(loop);
 }
 
+/* The fault proxy between leash and a TLS server (it cannot tell TLS
+ * connections apart: every fault is for FP_ALL). Replies thrown away in
+ * the middle of a burst of records, then the connection closed: the client
+ * holds part of a record when the stream ends. That is a broken connection
+ * (LEASH_ECONN or a retry), not a TLS refusal; the held locks survive, and
+ * the client works again over a new handshake. */
+#define CUT_LOCKS 2000
+
+TEST(a_connection_cut_mid_record_over_tls) {
+    test_redis r;
+    fault_proxy p;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock **locks = calloc(CUT_LOCKS, sizeof(*locks));
+    int *st = calloc(CUT_LOCKS, sizeof(*st));
+    leash_lock *held;
+    fx_result lost = {0};
+    fp_stats ps;
+    char name[32];
+    int i, ok = 0, econn = 0;
+
+    CHECK(locks != NULL && st != NULL);
+    start_tls_server(&r, NULL, 0);
+    CHECK_EQ_INT(fp_start(&p, r.tls_port), 0);
+    tls_options(&o, &r, p.port);
+    o.tls_server_name = "localhost";
+    o.lease_ms = 3000;
+    o.command_timeout_ms = 500;
+    c = fx_client_opts(loop, &o);
+    held = leash_lock_new(c, "tls-cut-held");
+    leash_on_lost(held, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(loop, held, 0, 5000), LEASH_OK);
+
+    deep_left = CUT_LOCKS;
+    deep_all_done = 0;
+    for (i = 0; i < CUT_LOCKS; i++) {
+        snprintf(name, sizeof name, "cut-%d", i);
+        locks[i] = leash_lock_new(c, name);
+        CHECK(locks[i] != NULL);
+        CHECK_EQ_INT(leash_acquire(locks[i], 0, deep_cb, &st[i]), LEASH_OK);
+    }
+    /* Some replies came whole; then the rest goes nowhere, and lifting
+     * the blackhole closes the connection that lost bytes. */
+    fx_run_for(loop, 2);
+    CHECK_EQ_INT(fp_blackhole(&p, FP_ALL, FP_DOWN, 1), 0);
+    fx_run_for(loop, 50);
+    CHECK_EQ_INT(fp_clear(&p), 0);
+    CHECK_EQ_INT(fx_run_until_flag(loop, &deep_all_done, 10000), 0);
+    for (i = 0; i < CUT_LOCKS; i++) {
+        CHECK_MSG(st[i] == LEASH_OK || st[i] == LEASH_ECONN || st[i] == LEASH_EBUSY, "lock %d: %s",
+                  i, leash_strerror(st[i]));
+        ok += st[i] == LEASH_OK;
+        econn += st[i] == LEASH_ECONN;
+    }
+    CHECK(fp_stats_get(&p, &ps) == 0 && ps.bytes_dropped > 0 && ps.cut > 0);
+    /* A break, not a refusal. */
+    CHECK(fx_log_contains(" lost: ") || fx_log_contains("no reply for"));
+    CHECK(!fx_log_contains("TLS failed") && !fx_log_contains("TLS handshake failed"));
+    /* The held lock outlives the cut; the client works again. */
+    fx_run_for(loop, 3500);
+    CHECK_EQ_INT(lost.calls, 0);
+    CHECK(leash_held(held));
+    roundtrip(loop, c, &r, "tls-after-cut");
+    fprintf(stderr, "  %d granted, %d ECONN, %d busy of %d; %llu bytes dropped\n", ok, econn,
+            CUT_LOCKS - ok - econn, CUT_LOCKS, (unsigned long long)ps.bytes_dropped);
+    for (i = 0; i < CUT_LOCKS; i++)
+        leash_lock_free(locks[i]);
+    leash_lock_free(held);
+    leash_client_free(c);
+    free(locks);
+    free(st);
+    fp_stop(&p);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(acquire_and_release_over_tls),
@@ -401,6 +479,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_deep_pipeline_over_tls),
         TEST_CASE(reconnects_over_tls_after_a_restart),
         TEST_CASE(many_held_locks_renew_over_tls),
+        TEST_CASE(a_connection_cut_mid_record_over_tls),
         {0},
     };
     return test_main(argc, argv, cases);
