@@ -265,54 +265,76 @@ TEST(a_handshake_never_answered_ends_at_the_connect_timeout) {
     close(fd);
 }
 
+/* n try-once acquires issued at once on c, each lock its own name
+ * "<prefix>-<i>": the handles, and each acquire's status once done. */
+typedef struct burst {
+    int n, left, done;
+    leash_lock **locks;
+    int *st;
+} burst;
+
+static void burst_cb(leash_lock *l, int status, void *arg) {
+    burst *b = arg;
+
+    *(int *)leash_lock_get_data(l) = status;
+    if (--b->left == 0)
+        b->done = 1;
+}
+
+static void burst_start(burst *b, leash_client *c, const char *prefix, int n, fx_result *lost) {
+    char name[32];
+    int i;
+
+    b->n = b->left = n;
+    b->done = 0;
+    b->locks = calloc((size_t)n, sizeof(*b->locks));
+    b->st = calloc((size_t)n, sizeof(*b->st));
+    CHECK(b->locks != NULL && b->st != NULL);
+    for (i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s-%d", prefix, i);
+        b->locks[i] = leash_lock_new(c, name);
+        CHECK(b->locks[i] != NULL);
+        leash_lock_set_data(b->locks[i], &b->st[i]);
+        if (lost != NULL)
+            leash_on_lost(b->locks[i], fx_lost_cb, lost);
+        CHECK_EQ_INT(leash_acquire(b->locks[i], 0, burst_cb, b), LEASH_OK);
+    }
+}
+
+static void burst_free(burst *b) {
+    int i;
+
+    for (i = 0; i < b->n; i++)
+        leash_lock_free(b->locks[i]);
+    free(b->locks);
+    free(b->st);
+}
+
 /* Thousands of acquires at once: megabytes of pipeline, more than the
  * socket takes at once, so writes stop at WANT_WRITE and resume. */
 #define DEEP_LOCKS 20000
-
-static int deep_left, deep_all_done;
-
-static void deep_cb(leash_lock *l, int status, void *arg) {
-    (void)l;
-    *(int *)arg = status;
-    if (--deep_left == 0)
-        deep_all_done = 1;
-}
 
 TEST(a_deep_pipeline_over_tls) {
     test_redis r;
     struct ev_loop *loop = new_loop();
     leash_options o;
     leash_client *c;
-    leash_lock **locks = calloc(DEEP_LOCKS, sizeof(*locks));
-    int *st = calloc(DEEP_LOCKS, sizeof(*st));
-    char name[32];
+    burst b;
     int i;
 
-    CHECK(locks != NULL && st != NULL);
     start_tls_server(&r, NULL, 0);
     tls_options(&o, &r, r.tls_port);
     o.command_timeout_ms = 5000;
     c = fx_client_opts(loop, &o);
     fx_wait_connected(loop, c, 5000);
-    deep_left = DEEP_LOCKS;
-    deep_all_done = 0;
-    for (i = 0; i < DEEP_LOCKS; i++) {
-        snprintf(name, sizeof name, "deep-%d", i);
-        locks[i] = leash_lock_new(c, name);
-        CHECK(locks[i] != NULL);
-        st[i] = 1;
-        CHECK_EQ_INT(leash_acquire(locks[i], 0, deep_cb, &st[i]), LEASH_OK);
-    }
-    CHECK_EQ_INT(fx_run_until_flag(loop, &deep_all_done, 30000), 0);
+    burst_start(&b, c, "deep", DEEP_LOCKS, NULL);
+    CHECK_EQ_INT(fx_run_until_flag(loop, &b.done, 30000), 0);
     for (i = 0; i < DEEP_LOCKS; i++)
-        CHECK_EQ_INT(st[i], LEASH_OK);
+        CHECK_EQ_INT(b.st[i], LEASH_OK);
     CHECK_EQ_INT(fx_redis_exists(&r, "leash:deep-0"), 1);
     CHECK_EQ_INT(fx_redis_exists(&r, "leash:deep-19999"), 1);
-    for (i = 0; i < DEEP_LOCKS; i++)
-        leash_lock_free(locks[i]);
+    burst_free(&b);
     leash_client_free(c);
-    free(locks);
-    free(st);
     test_redis_stop(&r);
     ev_loop_destroy(loop);
 }
@@ -345,14 +367,11 @@ TEST(many_held_locks_renew_over_tls) {
     struct ev_loop *loop = new_loop();
     leash_options o;
     leash_client *c;
-    leash_lock **locks = calloc(HELD_LOCKS, sizeof(*locks));
-    int *st = calloc(HELD_LOCKS, sizeof(*st));
     fx_result lost = {0};
     leash_stats stats;
-    char name[32];
+    burst b;
     int i;
 
-    CHECK(locks != NULL && st != NULL);
     start_tls_server(&r, NULL, 0);
     tls_options(&o, &r, r.tls_port);
     o.lease_ms = 1500;
@@ -360,29 +379,18 @@ TEST(many_held_locks_renew_over_tls) {
     o.command_timeout_ms = 5000;
     c = fx_client_opts(loop, &o);
     fx_wait_connected(loop, c, 5000);
-    deep_left = HELD_LOCKS;
-    deep_all_done = 0;
-    for (i = 0; i < HELD_LOCKS; i++) {
-        snprintf(name, sizeof name, "held-%d", i);
-        locks[i] = leash_lock_new(c, name);
-        CHECK(locks[i] != NULL);
-        leash_on_lost(locks[i], fx_lost_cb, &lost);
-        CHECK_EQ_INT(leash_acquire(locks[i], 0, deep_cb, &st[i]), LEASH_OK);
-    }
-    CHECK_EQ_INT(fx_run_until_flag(loop, &deep_all_done, 30000), 0);
+    burst_start(&b, c, "held", HELD_LOCKS, &lost);
+    CHECK_EQ_INT(fx_run_until_flag(loop, &b.done, 30000), 0);
     for (i = 0; i < HELD_LOCKS; i++)
-        CHECK_EQ_INT(st[i], LEASH_OK);
+        CHECK_EQ_INT(b.st[i], LEASH_OK);
     fx_run_for(loop, 4500); /* three leases */
     CHECK_EQ_INT(lost.calls, 0);
     for (i = 0; i < HELD_LOCKS; i++)
-        CHECK(leash_held(locks[i]));
+        CHECK(leash_held(b.locks[i]));
     leash_client_stats(c, &stats);
     CHECK(stats.renewals >= (uint64_t)HELD_LOCKS * 6);
-    for (i = 0; i < HELD_LOCKS; i++)
-        leash_lock_free(locks[i]);
+    burst_free(&b);
     leash_client_free(c);
-    free(locks);
-    free(st);
     test_redis_stop(&r);
     ev_loop_destroy(loop);
 }
@@ -401,15 +409,12 @@ TEST(a_connection_cut_mid_record_over_tls) {
     struct ev_loop *loop = new_loop();
     leash_options o;
     leash_client *c;
-    leash_lock **locks = calloc(CUT_LOCKS, sizeof(*locks));
-    int *st = calloc(CUT_LOCKS, sizeof(*st));
     leash_lock *held;
     fx_result lost = {0};
     fp_stats ps;
-    char name[32];
+    burst b;
     int i, ok = 0, econn = 0;
 
-    CHECK(locks != NULL && st != NULL);
     start_tls_server(&r, NULL, 0);
     CHECK_EQ_INT(fp_start(&p, r.tls_port), 0);
     tls_options(&o, &r, p.port);
@@ -421,26 +426,19 @@ TEST(a_connection_cut_mid_record_over_tls) {
     leash_on_lost(held, fx_lost_cb, &lost);
     CHECK_EQ_INT(fx_acquire_sync(loop, held, 0, 5000), LEASH_OK);
 
-    deep_left = CUT_LOCKS;
-    deep_all_done = 0;
-    for (i = 0; i < CUT_LOCKS; i++) {
-        snprintf(name, sizeof name, "cut-%d", i);
-        locks[i] = leash_lock_new(c, name);
-        CHECK(locks[i] != NULL);
-        CHECK_EQ_INT(leash_acquire(locks[i], 0, deep_cb, &st[i]), LEASH_OK);
-    }
+    burst_start(&b, c, "cut", CUT_LOCKS, NULL);
     /* Some replies came whole; then the rest goes nowhere, and lifting
      * the blackhole closes the connection that lost bytes. */
     fx_run_for(loop, 2);
     CHECK_EQ_INT(fp_blackhole(&p, FP_ALL, FP_DOWN, 1), 0);
     fx_run_for(loop, 50);
     CHECK_EQ_INT(fp_clear(&p), 0);
-    CHECK_EQ_INT(fx_run_until_flag(loop, &deep_all_done, 10000), 0);
+    CHECK_EQ_INT(fx_run_until_flag(loop, &b.done, 10000), 0);
     for (i = 0; i < CUT_LOCKS; i++) {
-        CHECK_MSG(st[i] == LEASH_OK || st[i] == LEASH_ECONN || st[i] == LEASH_EBUSY, "lock %d: %s",
-                  i, leash_strerror(st[i]));
-        ok += st[i] == LEASH_OK;
-        econn += st[i] == LEASH_ECONN;
+        CHECK_MSG(b.st[i] == LEASH_OK || b.st[i] == LEASH_ECONN || b.st[i] == LEASH_EBUSY,
+                  "lock %d: %s", i, leash_strerror(b.st[i]));
+        ok += b.st[i] == LEASH_OK;
+        econn += b.st[i] == LEASH_ECONN;
     }
     CHECK(fp_stats_get(&p, &ps) == 0 && ps.bytes_dropped > 0 && ps.cut > 0);
     /* A break, not a refusal. */
@@ -453,12 +451,9 @@ TEST(a_connection_cut_mid_record_over_tls) {
     roundtrip(loop, c, &r, "tls-after-cut");
     fprintf(stderr, "  %d granted, %d ECONN, %d busy of %d; %llu bytes dropped\n", ok, econn,
             CUT_LOCKS - ok - econn, CUT_LOCKS, (unsigned long long)ps.bytes_dropped);
-    for (i = 0; i < CUT_LOCKS; i++)
-        leash_lock_free(locks[i]);
+    burst_free(&b);
     leash_lock_free(held);
     leash_client_free(c);
-    free(locks);
-    free(st);
     fp_stop(&p);
     test_redis_stop(&r);
     ev_loop_destroy(loop);

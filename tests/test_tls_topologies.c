@@ -28,6 +28,17 @@ static void start_tls_cluster(test_cluster *c) {
     CHECK_EQ_INT(test_cluster_start(c, &cfg), 0);
 }
 
+/* A TLS cluster client whose one seed is the first master's TLS port. */
+static void seed_options(leash_options *o, test_cluster *c, char *seed, size_t cap,
+                         const char **seeds) {
+    tls_base(o, 5000);
+    snprintf(seed, cap, "127.0.0.1:%d", c->node[0].server.tls_port);
+    seeds[0] = seed;
+    o->topology = LEASH_TOPOLOGY_CLUSTER;
+    o->nodes = seeds;
+    o->nodes_count = 1;
+}
+
 /* A key of the lock `name` prefix that lives on master m (slots in equal
  * ranges, in order). */
 static void name_on_master(int m, char *out, size_t cap) {
@@ -54,12 +65,7 @@ TEST(a_tls_cluster_from_one_seed) {
 
     start_tls_cluster(&c);
     loop = fx_loop_new();
-    tls_base(&o, 5000);
-    snprintf(seed, sizeof seed, "127.0.0.1:%d", c.node[0].server.tls_port);
-    seeds[0] = seed;
-    o.topology = LEASH_TOPOLOGY_CLUSTER;
-    o.nodes = seeds;
-    o.nodes_count = 1;
+    seed_options(&o, &c, seed, sizeof seed, seeds);
     fx_log_clear();
     a = fx_client_opts(loop, &o);
     b = fx_client_opts(loop, &o);
@@ -114,13 +120,8 @@ TEST(a_tls_cluster_with_the_wrong_ca_is_etls) {
 
     start_tls_cluster(&c);
     loop = fx_loop_new();
-    tls_base(&o, 5000);
+    seed_options(&o, &c, seed, sizeof seed, seeds);
     o.tls_ca_file = test_tls_file(0, "other-ca.pem");
-    snprintf(seed, sizeof seed, "127.0.0.1:%d", c.node[0].server.tls_port);
-    seeds[0] = seed;
-    o.topology = LEASH_TOPOLOGY_CLUSTER;
-    o.nodes = seeds;
-    o.nodes_count = 1;
     fx_log_clear();
     a = fx_client_opts(loop, &o);
     l = leash_lock_new(a, "tls-wrong-ca");
