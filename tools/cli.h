@@ -69,6 +69,9 @@ int cli_tls_prepare(cli_conn *c);
 /* A TLS connection to host:port within c->timeout_ms, handshake done, as
  * an fd for redisConnectFd (a thread relays it). -1 with err. */
 int cli_tls_connect(cli_conn *c, const char *host, int port, char *err, size_t errlen);
+/* Once every connection is closed: waits for the relays to end (each
+ * ends when its hiredis side closes), then frees c->tls_ctx. */
+void cli_tls_close(cli_conn *c);
 
 /* redis.c */
 int cli_node_add(cli_conn *c, const leash_url *u);

@@ -211,12 +211,11 @@ int cli_conn_open(cli_conn *c) {
     return ok > 0 ? 0 : -1;
 }
 
-/* c->tls_ctx stays: a relay thread (tls.c) may still be closing its
- * session, which uses it; the process ends next. */
 void cli_conn_close(cli_conn *c) {
     int i;
     for (i = 0; i < c->nnodes; i++)
         node_drop(&c->nodes[i]);
+    cli_tls_close(c);
 }
 
 void cli_conn_retry(cli_conn *c) {

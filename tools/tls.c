@@ -18,9 +18,16 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wire/tls.h"
+
+/* The relays started, joined by cli_tls_close: a thread still running at
+ * exit would leave OpenSSL's per-thread state behind. */
+#define RELAYS_MAX (2 * CLI_NODES_MAX)
+static pthread_t relays[RELAYS_MAX];
+static int nrelays;
 
 typedef struct relay {
     int plain; /* our end of the socketpair */
@@ -164,6 +171,22 @@ int cli_tls_prepare(cli_conn *c) {
     return 0;
 }
 
+void cli_tls_close(cli_conn *c) {
+    struct timespec until;
+    int i, all = 1;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    for (i = 0; i < nrelays; i++)
+        all &= pthread_timedjoin_np(relays[i], NULL, &until) == 0;
+    nrelays = 0;
+    /* A relay that did not end still uses the context. */
+    if (all) {
+        leash__tls_free(c->tls_ctx);
+        c->tls_ctx = NULL;
+    }
+}
+
 int cli_tls_connect(cli_conn *c, const char *host, int port, char *err, size_t errlen) {
     struct timeval none = {0, 0};
     pthread_t thread;
@@ -196,12 +219,12 @@ int cli_tls_connect(cli_conn *c, const char *host, int port, char *err, size_t e
         goto fail;
     }
     r->plain = pair[1];
-    if (pthread_create(&thread, NULL, relay_run, r) != 0) {
+    if (nrelays == RELAYS_MAX || pthread_create(&thread, NULL, relay_run, r) != 0) {
         snprintf(err, errlen, "cannot start the TLS relay");
         close(pair[0]);
         goto fail;
     }
-    pthread_detach(thread);
+    relays[nrelays++] = thread;
     return pair[0];
 fail:
     leash__tls_session_free(r->ts);
