@@ -326,6 +326,7 @@ int main(int argc, char **argv) {
     cfg.tls_dir = test_tls_certs();
     if (loop == NULL || cfg.tls_dir == NULL || bench_start_server(&srv, &cfg, 1, &cpus) != 0)
         return 1;
+    printf("### TLS against plain TCP (leash-bench-tls)\n\n");
     bench_print_cpus(&cpus);
     if (s.held > 0) {
         printf("| what | figure |\n|---|---|\n");
