@@ -457,6 +457,11 @@ static int failure_level(leash__conn *conn) {
     return conn->failures++ == 0 ? LEASH_LOG_WARN : LEASH_LOG_DEBUG;
 }
 
+/* The same for a refusal that needs the user (TLS): an error first. */
+static int refusal_level(leash__conn *conn) {
+    return conn->failures++ == 0 ? LEASH_LOG_ERROR : LEASH_LOG_DEBUG;
+}
+
 static void schedule_reconnect(leash__conn *conn) {
     const leash__conn_cfg *cfg = conn->cfg;
     int64_t delay;
@@ -630,8 +635,7 @@ static void on_sock_closed(void *owner, int status, const char *why) {
 
     if (status == LEASH_ETLS) {
         /* Refused, like a wrong password: it would be refused again. */
-        leash__log(conn_log(conn), conn->failures++ == 0 ? LEASH_LOG_ERROR : LEASH_LOG_DEBUG,
-                   "%s: %s", role_name(conn), why);
+        leash__log(conn_log(conn), refusal_level(conn), "%s: %s", role_name(conn), why);
         conn->refused = LEASH_ETLS;
     } else if (conn->state == LEASH__CONN_CONNECTING)
         leash__log(conn_log(conn), failure_level(conn), "%s: %s", role_name(conn), why);
@@ -832,7 +836,7 @@ static void conn_timer_fired(void *arg) {
             leash__sock_in_tls_handshake(conn->sock)) {
             /* TCP connected, TLS never answered: what a plain-TCP port
              * does (Redis waits for a line that a ClientHello lacks). */
-            leash__log(conn_log(conn), conn->failures++ == 0 ? LEASH_LOG_ERROR : LEASH_LOG_DEBUG,
+            leash__log(conn_log(conn), refusal_level(conn),
                        "%s: TLS handshake not answered within connect_timeout_ms (%lld ms): "
                        "is this port TLS? (a plain-TCP Redis never answers a ClientHello)",
                        role_name(conn), (long long)conn->cfg->connect_timeout_ms);
