@@ -58,15 +58,22 @@ if(LEASH_NGINX)
   # leash_metrics shares prefork-server's Prometheus writer (nginx/config).
   list(APPEND _leash_ngx_sources "${PROJECT_SOURCE_DIR}/examples/prefork-server/metrics.c"
        "${PROJECT_SOURCE_DIR}/examples/prefork-server/metrics.h")
+  # nginx's Makefile knows no leash header: a module object compiled
+  # against an older leash/url.h (a smaller leash_url) would overflow what
+  # it allocates. The module's objects are compiled again whenever the
+  # command runs (three files).
+  file(GLOB _leash_ngx_headers CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/include/leash/*.h")
   add_custom_command(
     OUTPUT "${LEASH_NGINX_MODULE}"
+    COMMAND bash -c "rm -f \"$0\"/nginx-src/objs/addon/*/*.o" "${LEASH_NGINX_DIR}"
     COMMAND ${CMAKE_COMMAND} -E env
             "LEASH_NGX_INCS=${PROJECT_SOURCE_DIR}/include"
             "LEASH_NGX_LIBS=${_leash_ngx_libs}"
             bash "${PROJECT_SOURCE_DIR}/nginx/build.sh" "${LEASH_NGINX_SRC}" "${LEASH_NGINX_DIR}"
             "${PROJECT_SOURCE_DIR}/nginx" "${CMAKE_C_COMPILER}" "${_leash_ngx_cc_opt}"
             "${_leash_ngx_ld_opt}"
-    DEPENDS leash_static ${_leash_ngx_sources} "${PROJECT_SOURCE_DIR}/nginx/config"
+    DEPENDS leash_static ${_leash_ngx_sources} ${_leash_ngx_headers}
+            "${PROJECT_SOURCE_DIR}/nginx/config"
             "${PROJECT_SOURCE_DIR}/nginx/build.sh"
     COMMENT "Building ngx_http_leash_module.so with nginx's configure"
     VERBATIM)
