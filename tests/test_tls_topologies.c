@@ -135,7 +135,8 @@ TEST(a_tls_cluster_with_the_wrong_ca_is_etls) {
 #define REDLOCK_N 3
 
 /* Redlock over three TLS servers, one of them with a client certificate
- * required: the client has one, so all three grant. */
+ * required: the client has one, so all three grant; a client that trusts
+ * another CA gets ETLS. */
 TEST(redlock_over_tls) {
     test_redis r[REDLOCK_N];
     test_redis_config cfg = {0};
@@ -185,6 +186,15 @@ TEST(redlock_over_tls) {
     CHECK_EQ_INT(fx_release_sync(loop, lb, 5000), LEASH_OK);
     leash_client_free(a);
     leash_client_free(b);
+
+    /* Every server refuses a client that trusts another CA: ETLS. */
+    o.tls_ca_file = test_tls_file(0, "other-ca.pem");
+    fx_log_clear();
+    a = fx_client_opts(loop, &o);
+    la = leash_lock_new(a, "tls-redlock");
+    CHECK_EQ_INT(fx_acquire_sync(loop, la, 0, 5000), LEASH_ETLS);
+    CHECK(fx_log_contains("certificate verify failed"));
+    leash_client_free(a);
     fx_loop_free(loop);
     for (i = 0; i < REDLOCK_N; i++)
         test_redis_stop(&r[i]);

@@ -289,7 +289,8 @@ typedef struct leash_options {
      * enum leash_dialect. */
     int dialect;
 
-    /* TLS (README "TLS"), to every server of every topology. Off (0) by
+    /* TLS (README "TLS"), to every server of every topology (never over a
+     * unix socket: Redis serves TLS on TCP only). Off (0) by
      * default; rediss:// URLs turn it on (leash/url.h). A failed handshake
      * or certificate check is LEASH_ETLS, with a log line that says why.
      * Paths are at most LEASH_PATH_MAX bytes; the files are read once, by
