@@ -96,8 +96,8 @@ static const char *queued_reason(void) {
 }
 
 static int refuse_file(const leash__logger *log, const char *what, const char *path) {
-    leash__log(log, LEASH_LOG_ERROR, "leash_client_new: TLS: cannot use %s %s: %s", what, path,
-               queued_reason());
+    leash__log(log, LEASH_LOG_ERROR, "leash_client_new: TLS: cannot use %s%s%s: %s", what,
+               path[0] != '\0' ? " " : "", path, queued_reason());
     return LEASH_ETLS;
 }
 
