@@ -78,6 +78,12 @@ typedef struct {
     ngx_msec_t started;
     ngx_msec_t wait_ms;
     ngx_str_t key;
+    /* The hold was lost: from here on the request reaches no backend, in
+     * this location or any it is redirected to. */
+    unsigned lost : 1;
+    /* A subrequest went on under the lock (mirror, SSI): it may outlive the
+     * answer, so the lock stays until the request's pool goes. */
+    unsigned shared : 1;
 } ngx_http_leash_ctx_t;
 
 static ngx_int_t ngx_http_leash_preconfiguration(ngx_conf_t *cf);
@@ -100,7 +106,8 @@ static ngx_conf_enum_t ngx_http_leash_fail_modes[] = {
     {ngx_null_string, 0},
 };
 
-static ngx_conf_num_bounds_t ngx_http_leash_status_bounds = {ngx_conf_check_num_bounds, 400, 599};
+static char *ngx_http_leash_busy_status_check(ngx_conf_t *cf, void *post, void *data);
+static ngx_conf_post_t ngx_http_leash_busy_status_post = {ngx_http_leash_busy_status_check};
 
 typedef struct {
     ngx_conf_post_handler_pt post_handler;
@@ -122,22 +129,25 @@ static ngx_command_t ngx_http_leash_commands[] = {
     {ngx_string("leash_lease"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, lease),
      &ngx_http_leash_lease_bounds},
-    {ngx_string("leash_lock"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1, ngx_http_leash_lock,
-     NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_MUTEX, NULL},
-    {ngx_string("leash_fair_lock"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1, ngx_http_leash_lock,
-     NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_FAIR, NULL},
-    {ngx_string("leash_semaphore"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE2, ngx_http_leash_lock,
-     NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_SEMAPHORE, NULL},
+    {ngx_string("leash_lock"), NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF | NGX_CONF_TAKE1,
+     ngx_http_leash_lock, NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_MUTEX, NULL},
+    {ngx_string("leash_fair_lock"), NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF | NGX_CONF_TAKE1,
+     ngx_http_leash_lock, NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_FAIR, NULL},
+    {ngx_string("leash_semaphore"), NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF | NGX_CONF_TAKE2,
+     ngx_http_leash_lock, NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_SEMAPHORE, NULL},
     {ngx_string("leash_wait"),
-     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF |
+         NGX_CONF_TAKE1,
      ngx_conf_set_msec_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(ngx_http_leash_loc_conf_t, wait),
      &ngx_http_leash_wait_bounds},
     {ngx_string("leash_busy_status"),
-     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF |
+         NGX_CONF_TAKE1,
      ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET,
-     offsetof(ngx_http_leash_loc_conf_t, busy_status), &ngx_http_leash_status_bounds},
+     offsetof(ngx_http_leash_loc_conf_t, busy_status), &ngx_http_leash_busy_status_post},
     {ngx_string("leash_fail"),
-     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF |
+         NGX_CONF_TAKE1,
      ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(ngx_http_leash_loc_conf_t, fail),
      &ngx_http_leash_fail_modes},
     {ngx_string("leash_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, ngx_http_leash_metrics, 0, 0,
@@ -182,6 +192,25 @@ static char *ngx_http_leash_msec_max(ngx_conf_t *cf, void *post, void *data) {
 
     if (*v < b->min || *v > b->max) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "must be %Mms..%Mms", b->min, b->max);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+/* 400..599, less the codes with which nginx closes the connection instead
+ * of answering (408, 444, 499): a busy request gets an answer. */
+static char *ngx_http_leash_busy_status_check(ngx_conf_t *cf, void *post, void *data) {
+    ngx_uint_t *status = data;
+
+    if (*status < 400 || *status > 599) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "must be 400..599");
+        return NGX_CONF_ERROR;
+    }
+    if (*status == NGX_HTTP_REQUEST_TIME_OUT || *status == NGX_HTTP_CLOSE ||
+        *status == NGX_HTTP_CLIENT_CLOSED_REQUEST) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "%ui closes the connection without an answer: use another status",
+                           *status);
         return NGX_CONF_ERROR;
     }
     return NGX_CONF_OK;
@@ -310,11 +339,60 @@ static void *ngx_http_leash_create_main_conf(ngx_conf_t *cf) {
     return mcf;
 }
 
+/* The worker's client options from the http block's directives (strings
+ * point into mcf, which outlives the client's creation). */
+static void ngx_http_leash_options(const ngx_http_leash_main_conf_t *mcf, leash_options *opts) {
+    leash_options_init(opts);
+    opts->lease_ms = (int64_t)mcf->lease;
+    opts->topology = mcf->topology;
+    if (mcf->url != NULL) {
+        leash_url_apply(mcf->url, opts);
+    } else {
+        opts->nodes = (const char *const *)mcf->nodes->elts;
+        opts->nodes_count = (int)mcf->nodes->nelts;
+    }
+}
+
+/* Keeps the first line the library logs, for nginx -t to show. */
+static void ngx_http_leash_keep_log(int level, const char *msg, void *arg) {
+    char *kept = arg;
+
+    if (kept[0] == '\0')
+        ngx_cpystrn((u_char *)kept, (u_char *)msg, NGX_MAX_ERROR_STR);
+}
+
+/* Everything leash_client_new would refuse in a worker is refused here, by
+ * nginx -t and by a reload, with the library's own reason: a worker must
+ * never find out that its configuration cannot work. The client made here
+ * is never attached to a loop, so it connects nowhere. */
+static char *ngx_http_leash_check_client(ngx_conf_t *cf, const ngx_http_leash_main_conf_t *mcf) {
+    char kept[NGX_MAX_ERROR_STR + 1];
+    leash_options opts;
+    leash_client *c;
+    int rc;
+
+    kept[0] = '\0';
+    ngx_http_leash_options(mcf, &opts);
+    opts.log_cb = ngx_http_leash_keep_log;
+    opts.log_arg = kept;
+    opts.log_level = LEASH_LOG_ERROR;
+    rc = leash_client_new(&c, &opts);
+    if (rc != LEASH_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": %s", mcf->topology_directive,
+                           kept[0] != '\0' ? kept : leash_strerror(rc));
+        return NGX_CONF_ERROR;
+    }
+    leash_client_free(c);
+    return NGX_CONF_OK;
+}
+
 static char *ngx_http_leash_init_main_conf(ngx_conf_t *cf, void *conf) {
     ngx_http_leash_main_conf_t *mcf = conf;
 
     ngx_conf_init_msec_value(mcf->lease, 30000);
-    return NGX_CONF_OK;
+    if (mcf->topology == -1)
+        return NGX_CONF_OK;
+    return ngx_http_leash_check_client(cf, mcf);
 }
 
 static void *ngx_http_leash_create_loc_conf(ngx_conf_t *cf) {
@@ -333,6 +411,15 @@ static char *ngx_http_leash_merge_loc_conf(ngx_conf_t *cf, void *parent, void *c
     ngx_http_leash_loc_conf_t *conf = child;
     ngx_http_leash_main_conf_t *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_leash_module);
 
+    /* The lock inherits into if, limit_except and nested locations, as
+     * limit_req does: a block without a lock of its own has its parent's
+     * (a request that lands there must not skip it). */
+    if (conf->kind == NGX_LEASH_NONE) {
+        conf->kind = prev->kind;
+        conf->directive = prev->directive;
+        conf->key = prev->key;
+        conf->permits = prev->permits;
+    }
     ngx_conf_merge_msec_value(conf->wait, prev->wait, 10000);
     ngx_conf_merge_uint_value(conf->busy_status, prev->busy_status, NGX_HTTP_SERVICE_UNAVAILABLE);
     ngx_conf_merge_uint_value(conf->fail, prev->fail, NGX_LEASH_FAIL_CLOSED);
@@ -377,27 +464,26 @@ static ngx_int_t ngx_http_leash_init_process(ngx_cycle_t *cycle) {
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_leash_module);
     if (mcf == NULL || mcf->topology == -1)
         return NGX_OK;
-    leash_options_init(&opts);
-    opts.lease_ms = (int64_t)mcf->lease;
+    ngx_http_leash_options(mcf, &opts);
     opts.log_cb = ngx_http_leash_log;
-    opts.topology = mcf->topology;
-    if (mcf->url != NULL) {
-        leash_url_apply(mcf->url, &opts);
-    } else {
-        opts.nodes = (const char *const *)mcf->nodes->elts;
-        opts.nodes_count = (int)mcf->nodes->nelts;
-    }
+    /* A worker that exits here is not respawned, and takes every location
+     * with it, locked or not: without a client it serves, and its locked
+     * locations answer by leash_fail. */
     rc = leash_client_new(&c, &opts);
     if (rc != LEASH_OK) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "leash: no client: %s", leash_strerror(rc));
-        return NGX_ERROR;
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "leash: no client: %s (locked locations answer by leash_fail)",
+                      leash_strerror(rc));
+        return NGX_OK;
     }
     rc = ngx_leash_loop_attach(c, cycle->log);
     if (rc != LEASH_OK) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "leash: cannot attach to the loop: %s",
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "leash: cannot attach to the loop: %s (locked locations answer by "
+                      "leash_fail)",
                       leash_strerror(rc));
         leash_client_free(c);
-        return NGX_ERROR;
+        return NGX_OK;
     }
     ngx_http_leash_client = c;
     return NGX_OK;
@@ -431,7 +517,8 @@ static ngx_http_leash_ctx_t *ngx_http_leash_get_ctx(ngx_http_request_t *r) {
     ngx_http_leash_ctx_t *ctx = ngx_http_get_module_ctx(mr, ngx_http_leash_module);
     ngx_pool_cleanup_t *cln;
 
-    if (ctx != NULL)
+    /* Only a redirect clears r->ctx: most requests stop here. */
+    if (ctx != NULL || !mr->internal)
         return ctx;
     for (cln = mr->pool->cleanup; cln != NULL; cln = cln->next) {
         if (cln->handler == ngx_http_leash_cleanup) {
@@ -449,6 +536,24 @@ static ngx_int_t ngx_http_leash_failed(const ngx_http_leash_loc_conf_t *lcf) {
     return lcf->fail == NGX_LEASH_FAIL_OPEN ? NGX_DECLINED : (ngx_int_t)lcf->busy_status;
 }
 
+/* Whether an acquire's error says Redis cannot be used now (leash_fail
+ * decides), rather than that this lock is wrong: two permit counts on one
+ * name (EINVAL), a name that is another kind's (a WRONGTYPE error,
+ * EREDIS), an answer leash does not understand. A wrong lock fails closed
+ * whatever leash_fail says: opening would let every request through. */
+static int ngx_http_leash_unreachable(int status) {
+    switch (status) {
+    case LEASH_ECONN:
+    case LEASH_EAUTH:
+    case LEASH_ETLS:
+    case LEASH_EREPLICAS:
+    case LEASH_ENOMEM:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
     ngx_http_leash_ctx_t *ctx = arg;
     ngx_http_request_t *r = ctx->r;
@@ -459,6 +564,8 @@ static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
                   leash_lost_reason_name(reason));
     ctx->status = "lost";
     ctx->fence = 0;
+    ctx->lost = 1;
+    ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
     /* The backend must not see a second writer: end the request now, its
      * upstream included. The reference taken here is the one the upstream's
      * end (or the terminate below) drops, or the request would be freed
@@ -507,6 +614,15 @@ static void ngx_http_leash_decided(leash_lock *l, int status, void *arg) {
         ctx->rc = (ngx_int_t)lcf->busy_status;
         break;
     default:
+        if (!ngx_http_leash_unreachable(status)) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "leash: no lock \"%V\": %s (a lock misconfigured: 500, whatever "
+                          "leash_fail says)",
+                          &ctx->key, leash_strerror(status));
+            ctx->status = "error";
+            ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
+            break;
+        }
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "leash: no lock \"%V\": %s%s", &ctx->key,
                       leash_strerror(status),
                       lcf->fail == NGX_LEASH_FAIL_OPEN ? " (leash_fail open: going on)" : "");
@@ -586,16 +702,30 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     const char *name;
     int rc;
 
+    ctx = ngx_http_leash_get_ctx(r);
+    if (ctx != NULL && ctx->lost) {
+        /* error_page, try_files or X-Accel-Redirect after a lost lock:
+         * whatever would run here next, no backend sees this request
+         * again (a location of its own content handler, a lock: 500). */
+        ngx_http_core_loc_conf_t *clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+        if (lcf->kind == NGX_LEASH_NONE && clcf->handler == NULL)
+            return NGX_DECLINED;
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "leash: \"%V\" refused: the request lost its lock \"%V\"", &r->uri,
+                      &ctx->key);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
     if (lcf->kind == NGX_LEASH_NONE)
         return NGX_DECLINED;
-    ctx = ngx_http_leash_get_ctx(r);
     if (r != r->main) {
         /* A subrequest goes on under its main request's lock. It cannot
          * wait for one (the connection's events go to the request that may
          * write, not to it), and letting it through would break the lock:
          * without a lock of the main request it fails. */
-        if (ctx != NULL)
+        if (ctx != NULL) {
+            ctx->shared = 1;
             return ctx->rc;
+        }
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "leash: \"%s\" in a subrequest (\"%V\") whose main request holds no "
                       "lock: refused",
@@ -653,6 +783,38 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     r->write_event_handler = ngx_http_leash_guard;
     ngx_add_timer(r->connection->write, lcf->wait + NGX_LEASH_GUARD_MS);
     return NGX_AGAIN;
+}
+
+/* ---- the end of the answer ---- */
+
+static ngx_http_output_body_filter_pt ngx_http_leash_next_body_filter;
+
+/* The answer's last buffer passes: the work the lock guarded is done, and
+ * the lock goes now, not when the request's pool goes (a client that
+ * sends a body nobody reads keeps the request for lingering_time: any
+ * client could pin a key). Not while a subrequest works under it. */
+static ngx_int_t ngx_http_leash_body_filter(ngx_http_request_t *r, ngx_chain_t *in) {
+    ngx_http_leash_ctx_t *ctx;
+    ngx_chain_t *cl;
+    leash_lock *l;
+
+    if (r != r->main)
+        return ngx_http_leash_next_body_filter(r, in);
+    for (cl = in; cl != NULL; cl = cl->next) {
+        if (cl->buf->last_buf)
+            break;
+    }
+    if (cl == NULL)
+        return ngx_http_leash_next_body_filter(r, in);
+    ctx = ngx_http_leash_get_ctx(r);
+    if (ctx != NULL && ctx->lock != NULL && ctx->state == NGX_LEASH_DECIDED && !ctx->shared) {
+        l = ctx->lock;
+        ctx->lock = NULL;
+        /* Nothing of this request may go on under it now. */
+        ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
+        leash_lock_free(l);
+    }
+    return ngx_http_leash_next_body_filter(r, in);
 }
 
 /* ---- leash_metrics ---- */
@@ -779,5 +941,7 @@ static ngx_int_t ngx_http_leash_postconfiguration(ngx_conf_t *cf) {
     if (h == NULL)
         return NGX_ERROR;
     *h = ngx_http_leash_handler;
+    ngx_http_leash_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = ngx_http_leash_body_filter;
     return NGX_OK;
 }

@@ -109,6 +109,9 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.answer("ok\n")
 
+    # limit_except tests send other methods: served as GET.
+    do_DELETE = do_GET
+
 
 def main():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
