@@ -51,6 +51,10 @@ typedef struct {
     leash_url *url;     /* leash_redis */
     ngx_array_t *nodes; /* leash_cluster, leash_redlock: char * */
     ngx_msec_t lease;   /* leash_lease */
+    /* leash_tls (NGX_CONF_UNSET: as the URL says), leash_tls_verify */
+    ngx_flag_t tls, tls_verify;
+    /* leash_tls_ca, _cert, _key (full paths, NUL-terminated), _name */
+    ngx_str_t tls_ca, tls_cert, tls_key, tls_name;
 } ngx_http_leash_main_conf_t;
 
 typedef struct {
@@ -99,6 +103,7 @@ static char *ngx_http_leash_nodes(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 static char *ngx_http_leash_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_leash_msec_max(ngx_conf_t *cf, void *post, void *data);
 static char *ngx_http_leash_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_leash_tls_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 
 static ngx_conf_enum_t ngx_http_leash_fail_modes[] = {
     {ngx_string("closed"), NGX_LEASH_FAIL_CLOSED},
@@ -129,6 +134,18 @@ static ngx_command_t ngx_http_leash_commands[] = {
     {ngx_string("leash_lease"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, lease),
      &ngx_http_leash_lease_bounds},
+    {ngx_string("leash_tls"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls), NULL},
+    {ngx_string("leash_tls_ca"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_http_leash_tls_file,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_ca), NULL},
+    {ngx_string("leash_tls_cert"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_http_leash_tls_file,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_cert), NULL},
+    {ngx_string("leash_tls_key"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_http_leash_tls_file,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_key), NULL},
+    {ngx_string("leash_tls_name"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_name), NULL},
+    {ngx_string("leash_tls_verify"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_verify), NULL},
     {ngx_string("leash_lock"), NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF | NGX_CONF_TAKE1,
      ngx_http_leash_lock, NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_MUTEX, NULL},
     {ngx_string("leash_fair_lock"), NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF | NGX_CONF_TAKE1,
@@ -211,6 +228,31 @@ static char *ngx_http_leash_busy_status_check(ngx_conf_t *cf, void *post, void *
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "%ui closes the connection without an answer: use another status",
                            *status);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+/* leash_tls_ca, _cert, _key: a path relative to nginx's prefix, as
+ * ssl_certificate's, that the master can read now (the workers read it
+ * when they start: it must be readable by nginx's worker user too). */
+static char *ngx_http_leash_tls_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    ngx_str_t *path = (ngx_str_t *)((char *)conf + cmd->offset);
+    ngx_str_t *value = cf->args->elts;
+
+    if (path->data != NULL)
+        return "is duplicate";
+    *path = value[1];
+    if (path->len == 0 || ngx_conf_full_name(cf->cycle, path, 1) != NGX_OK)
+        return NGX_CONF_ERROR;
+    if (path->len > LEASH_PATH_MAX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\": the path is over %d bytes", &cmd->name,
+                           LEASH_PATH_MAX);
+        return NGX_CONF_ERROR;
+    }
+    if (access((const char *)path->data, R_OK) != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno, "\"%V\": cannot read \"%V\"", &cmd->name,
+                           path);
         return NGX_CONF_ERROR;
     }
     return NGX_CONF_OK;
@@ -336,6 +378,8 @@ static void *ngx_http_leash_create_main_conf(ngx_conf_t *cf) {
         return NULL;
     mcf->topology = -1;
     mcf->lease = NGX_CONF_UNSET_MSEC;
+    mcf->tls = NGX_CONF_UNSET;
+    mcf->tls_verify = NGX_CONF_UNSET;
     return mcf;
 }
 
@@ -351,6 +395,19 @@ static void ngx_http_leash_options(const ngx_http_leash_main_conf_t *mcf, leash_
         opts->nodes = (const char *const *)mcf->nodes->elts;
         opts->nodes_count = (int)mcf->nodes->nelts;
     }
+    /* The directives over what a rediss:// URL says. */
+    if (mcf->tls != NGX_CONF_UNSET)
+        opts->tls = mcf->tls ? 1 : 0;
+    if (mcf->tls_verify != NGX_CONF_UNSET)
+        opts->tls_verify = mcf->tls_verify ? 1 : 0;
+    if (mcf->tls_ca.data != NULL)
+        opts->tls_ca_file = (const char *)mcf->tls_ca.data;
+    if (mcf->tls_cert.data != NULL)
+        opts->tls_cert_file = (const char *)mcf->tls_cert.data;
+    if (mcf->tls_key.data != NULL)
+        opts->tls_key_file = (const char *)mcf->tls_key.data;
+    if (mcf->tls_name.data != NULL)
+        opts->tls_server_name = (const char *)mcf->tls_name.data;
 }
 
 /* Keeps the first line the library logs, for nginx -t to show. */

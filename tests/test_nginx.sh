@@ -797,6 +797,11 @@ for st in 408 444 499; do
         "leash_redis redis://127.0.0.1:1;" "leash_busy_status $st;"
 done
 pass "leash_busy_status 408, 444 and 499 fail nginx -t"
+refuse "a CA file that cannot be read" '"leash_tls_ca": cannot read "/nonexistent/ca.pem"' \
+    "leash_redis redis://127.0.0.1:1; leash_tls_ca /nonexistent/ca.pem;"
+refuse "a tls_name too long" '"leash_redis": leash_client_new: tls_server_name must be' \
+    "leash_redis redis://127.0.0.1:1; leash_tls_name $(printf 'n%.0s' $(seq 300));"
+pass "nginx -t refuses a TLS file it cannot read and a name leash_client_new refuses"
 
 # ---- 25. leash_fail open does not open on a misconfigured lock ----
 
