@@ -85,8 +85,10 @@ typedef struct {
     /* The hold was lost: from here on the request reaches no backend, in
      * this location or any it is redirected to. */
     unsigned lost : 1;
-    /* A subrequest went on under the lock (mirror, SSI): it may outlive the
-     * answer, so the lock stays until the request's pool goes. */
+    /* Subrequests that ran while the lock was held (mirror, SSI): they may
+     * outlive the answer, so the lock stays until the request's pool goes,
+     * and a lost lock stops their upstreams too. */
+    ngx_array_t *subs; /* ngx_http_request_t * */
     unsigned shared : 1;
 } ngx_http_leash_ctx_t;
 
@@ -611,6 +613,49 @@ static int ngx_http_leash_unreachable(int status) {
     }
 }
 
+/* A subrequest that runs while the main request holds the lock. */
+static void ngx_http_leash_add_sub(ngx_http_leash_ctx_t *ctx, ngx_http_request_t *sr) {
+    ngx_http_request_t **slot;
+
+    ctx->shared = 1;
+    if (ctx->subs == NULL)
+        ctx->subs = ngx_array_create(ctx->r->pool, 2, sizeof(ngx_http_request_t *));
+    slot = ctx->subs != NULL ? ngx_array_push(ctx->subs) : NULL;
+    if (slot == NULL) {
+        ngx_log_error(NGX_LOG_ERR, sr->connection->log, 0,
+                      "leash: out of memory: a lost lock will not stop \"%V\"", &sr->uri);
+        return;
+    }
+    *slot = sr;
+}
+
+/* Stops the upstream of every background subrequest (mirror) that still
+ * runs under the lost lock: it would go on after the request's answer.
+ * Ending its upstream ends it (its reference on the main request goes, as
+ * at its normal end). The caller holds a reference of its own, so the
+ * main request stays. Subrequests live in the main request's pool: each
+ * pointer is valid; an upstream that finished has no cleanup left. 1 when
+ * a subrequest that is part of the answer (SSI) still runs an upstream:
+ * only terminating the request stops that one. */
+static int ngx_http_leash_stop_subs(ngx_http_leash_ctx_t *ctx) {
+    ngx_http_request_t **sr;
+    ngx_uint_t i;
+    int inline_running = 0;
+
+    if (ctx->subs == NULL)
+        return 0;
+    sr = ctx->subs->elts;
+    for (i = 0; i < ctx->subs->nelts; i++) {
+        if (sr[i]->upstream == NULL || sr[i]->upstream->cleanup == NULL)
+            continue;
+        if (sr[i]->background)
+            (*sr[i]->upstream->cleanup)(sr[i]);
+        else
+            inline_running = 1;
+    }
+    return inline_running;
+}
+
 static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
     ngx_http_leash_ctx_t *ctx = arg;
     ngx_http_request_t *r = ctx->r;
@@ -624,12 +669,13 @@ static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
     ctx->lost = 1;
     ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
     /* The backend must not see a second writer: end the request now, its
-     * upstream included. The reference taken here is the one the upstream's
+     * upstream and its subrequests' included. The reference taken here is the one the upstream's
      * end (or the terminate below) drops, or the request would be freed
      * under the code that ends it. This is no event of the request's
      * connection: run the posted requests here. */
     r->main->count++;
-    if (!r->header_sent && c->sent == 0 && r->upstream != NULL && r->upstream->cleanup != NULL) {
+    if (!ngx_http_leash_stop_subs(ctx) && !r->header_sent && c->sent == 0 && r->upstream != NULL &&
+        r->upstream->cleanup != NULL) {
         /* Nothing was sent: stop the upstream (closes its connection and
          * finalizes with NGX_DONE, which drops that reference), then the
          * request answers 500 as when its upstream fails. */
@@ -772,6 +818,8 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
                       &ctx->key);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
+    if (r != r->main && ctx != NULL && ctx->lock != NULL)
+        ngx_http_leash_add_sub(ctx, r);
     if (lcf->kind == NGX_LEASH_NONE)
         return NGX_DECLINED;
     if (r != r->main) {
@@ -779,10 +827,8 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
          * wait for one (the connection's events go to the request that may
          * write, not to it), and letting it through would break the lock:
          * without a lock of the main request it fails. */
-        if (ctx != NULL) {
-            ctx->shared = 1;
+        if (ctx != NULL)
             return ctx->rc;
-        }
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "leash: \"%s\" in a subrequest (\"%V\") whose main request holds no "
                       "lock: refused",

@@ -3,7 +3,7 @@
 #
 # Starts its own redis-server on a free loopback port, a slow backend that
 # records per key how many requests it serves at once and the X-Fence each
-# brought (support/nginx_backend.py), and two nginx instances with two
+# brought (examples/nginx/backend.py), and two nginx instances with two
 # workers each, from temporary prefixes, then:
 #   1. requests for one key, through both instances at once, reach the
 #      backend one at a time, with fences that grow;
@@ -44,7 +44,7 @@
 #  19. the lock inherits into if, limit_except and nested locations, for
 #      the mutex, the fair lock and the semaphore;
 #  20. a request that lost its lock reaches no backend again, whatever
-#      error_page does next: 500;
+#      error_page does next: 500; its mirror's upstream is stopped too;
 #  21. a typo in leash_cluster or leash_redlock fails nginx -t and a reload
 #      (the running workers go on serving); a database Redis refuses leaves
 #      the workers up, answering by leash_fail;
@@ -69,7 +69,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/support/redis.sh"
 
 nginx_bin=${1:?usage: test_nginx.sh NGINX MODULE_SO}
 module=${2:?usage: test_nginx.sh NGINX MODULE_SO}
-backend_py="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/support/nginx_backend.py"
+backend_py="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/examples/nginx/backend.py"
 for tool in "${LEASH_REDIS_SERVER:-redis-server}" redis-cli curl python3; do
     command -v "$tool" >/dev/null 2>&1 || {
         echo "FAIL: $tool is missing"
@@ -218,6 +218,8 @@ http {
         $blocks
         location /ep2 { leash_lock one:\$arg_key; error_page 500 = @retry; $proxy }
         location @retry { leash_lock one:\$arg_key; $proxy }
+        location /mlost { leash_lock one:\$arg_key; mirror /mslow; $proxy }
+        location = /mslow { internal; proxy_pass http://127.0.0.1:$backend_port/m?key=\$arg_key-mirror&ms=3000; }
         location /static { leash_lock one:\$arg_key; alias $dir/static.txt; }
         location /ret { leash_lock one:\$arg_key; return 200 "returned\\n"; }
         location /semopen { leash_semaphore semo:\$arg_key 3; leash_wait 1s; leash_fail open; $proxy }
@@ -669,19 +671,16 @@ reqm() {
 # lands in its if block, its limit_except block or its nested location:
 # the second must wait for the first.
 for k in l f s; do
-    req "inh-$k-if-0" 0 "/${k}if?key=$k-if&ms=700"
-    req "inh-$k-lx-0" 0 "/${k}lx?key=$k-lx&ms=700"
-    req "inh-$k-nest-0" 0 "/${k}nest/?key=$k-nest&ms=700"
+    req "inh-$k-if-0" 0 "/${k}if?key=$k-if&ms=1500"
+    req "inh-$k-lx-0" 0 "/${k}lx?key=$k-lx&ms=1500"
+    req "inh-$k-nest-0" 0 "/${k}nest/?key=$k-nest&ms=1500"
 done
-for k in l f s; do
-    for b in if lx nest; do
-        for _ in $(seq 100); do
-            [[ $(stat_of "$k-$b" served) == 0 ]] && break
-            sleep 0.02
-        done
-        [[ $(stat_of "$k-$b" served) == 0 ]] || fail "inheritance: the holder of $k-$b never reached the backend"
-    done
+for _ in $(seq 250); do
+    [[ $(stats '[lfs]-\(if\|lx\|nest\)' | grep -c ' served=0 ') == 9 ]] && break
+    sleep 0.02
 done
+[[ $(stats '[lfs]-\(if\|lx\|nest\)' | grep -c ' served=0 ') == 9 ]] ||
+    fail "inheritance: not every holder reached the backend: $(stats '[lfs]-\(if\|lx\|nest\)')"
 for k in l f s; do
     req "inh-$k-if-1" 1 "/${k}if?key=$k-if&ms=1&debug=1"
     reqm "inh-$k-lx-1" 1 DELETE "/${k}lx?key=$k-lx&ms=1"
@@ -694,6 +693,9 @@ for k in l f s; do
             [[ $(code_of "inh-$k-$b-$i") == 200 && $(leash_of "inh-$k-$b-$i") == granted* ]] ||
                 fail "inheritance $k $b request $i: $(code_of "inh-$k-$b-$i") $(leash_of "inh-$k-$b-$i")"
         done
+        # The second waited for the first (a grant after 0 ms: it came late).
+        waited=$(leash_of "inh-$k-$b-1")
+        ((${waited#granted } > 0)) || fail "inheritance $k $b: the second request did not wait ($waited)"
         [[ $(stat_of "$k-$b" peak) == 1 && $(stat_of "$k-$b" served) == 2 ]] ||
             fail "inheritance $k $b: the backend saw $(stats "$k-$b")"
     done
@@ -710,6 +712,18 @@ lost ep2 "" "" /ep2
 grep -q 'leash: "/ep2" refused: the request lost its lock "one:ep2"' "$tmp"/a/error.log ||
     fail "lost then error_page: no error line for @retry"
 pass "a request that lost its lock and is sent on by error_page reaches no backend: 500"
+
+# A mirror (a background subrequest) of a request that loses its lock:
+# its upstream is stopped with the request's.
+lost mlost "" "" /mlost
+[[ $(code_of mlost) == 500 ]] || fail "lost with a mirror: $(code_of mlost)"
+for _ in $(seq 50); do
+    [[ $(stat_of mlost-mirror aborted) == 1 ]] && break
+    sleep 0.02
+done
+[[ $(stat_of mlost-mirror aborted) == 1 && $(stat_of mlost-mirror served) == 0 ]] ||
+    fail "lost with a mirror: the mirror's backend request goes on: $(stats mlost-mirror)"
+pass "a lost lock stops the upstream of the request's mirror too"
 
 # ---- 21. typos fail nginx -t and a reload; a refused database does not stop workers ----
 
