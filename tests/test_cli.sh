@@ -264,7 +264,27 @@ jq -e --arg t "$rs_field" '(.kind // .servers[0].kind) == "redisson" and
     ((.holders // .servers[0].holders)[0] | .token == $t and .count == 2)' <<<"$out" \
     >/dev/null || fail "show rs: $out"
 expect_rc 2 L release --force --yes rs
+# watch hears Redisson's own unlock message (on its channel, sharded in a
+# cluster as Redisson sends it), long before its next poll.
+"$leash" "${conn[@]}" watch rs --json --interval 10000 >"$tmp/watch-rs.out" 2>&1 &
+watch_pid=$!
+started+=("$watch_pid")
+for _ in $(seq 100); do
+    [[ -s $tmp/watch-rs.out ]] && break
+    sleep 0.02
+done
 "${rcli[@]}" del "$rs_key" >/dev/null
+rs_pub=publish
+[[ $mode == cluster ]] && rs_pub=spublish
+"${rcli[@]}" "$rs_pub" "redisson_lock__channel:{$rs_key}" 0 >/dev/null
+for _ in $(seq 50); do
+    grep -q '"source":"channel"' "$tmp/watch-rs.out" && break
+    sleep 0.02
+done
+kill -TERM "$watch_pid"
+wait "$watch_pid" || true
+jq -se '.[1].event == "released" and .[1].source == "channel" and .[1].message == "0"' \
+    "$tmp/watch-rs.out" >/dev/null || fail "watch rs: Redisson's unlock message unheard: $(cat "$tmp/watch-rs.out")"
 # A prefix with glob characters matches itself only.
 "${rcli[@]}" set 'p[1]:m' 0123456789abcdef0123456789abcdef:0:1:42 px 30000 >/dev/null
 "${rcli[@]}" set 'p1:m' 0123456789abcdef0123456789abcdef:0:1:43 px 30000 >/dev/null

@@ -88,6 +88,10 @@ int cli_is_master(const cli_conn *c, int i);
 /* A lock's companion `kind` of key (dialect/leash.c): key \0 [{key}] kind.
  * Returns its length; out holds at least 2 * len + strlen(kind) + 3 bytes. */
 size_t cli_companion(char *out, const char *key, size_t len, const char *kind);
+/* The channel Redisson announces lock `name`'s releases on (the library's
+ * Redisson dialect names it), malloc'ed, its length in *len; NULL without
+ * memory or for a name the dialect refuses. */
+char *cli_redisson_channel(const cli_conn *c, const char *name, size_t *len);
 
 /* lockstate.c */
 enum cli_kind {

@@ -318,6 +318,22 @@ int cli_scan(cli_conn *c, int i, const char *pattern,
     return 0;
 }
 
+char *cli_redisson_channel(const cli_conn *c, const char *name, size_t *len) {
+    leash__names n;
+    leash__logger quiet = {0};
+    char *chan;
+
+    *len = 0;
+    if (leash__dialect_redisson.names(&n, &quiet, c->prefix, name, c->db) != LEASH_OK)
+        return NULL;
+    if ((chan = malloc(n.channel_len + 1)) != NULL) {
+        memcpy(chan, n.channel, n.channel_len + 1);
+        *len = n.channel_len;
+    }
+    leash__names_clear(&n);
+    return chan;
+}
+
 size_t cli_companion(char *out, const char *key, size_t len, const char *kind) {
     size_t klen = strlen(kind);
 
