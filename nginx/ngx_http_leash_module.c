@@ -58,7 +58,8 @@ typedef struct {
 } ngx_http_leash_main_conf_t;
 
 typedef struct {
-    ngx_uint_t kind; /* NGX_LEASH_* */
+    ngx_uint_t kind;      /* NGX_LEASH_* */
+    ngx_flag_t inherited; /* the lock is the parent block's */
     const char *directive;
     ngx_http_complex_value_t *key;
     ngx_int_t permits;
@@ -90,6 +91,9 @@ typedef struct {
      * and a lost lock stops their upstreams too. */
     ngx_array_t *subs; /* ngx_http_request_t * */
     unsigned shared : 1;
+    /* The answer was complete and the lock released before the request's
+     * end: a subrequest that comes after it is refused. */
+    unsigned answered : 1;
 } ngx_http_leash_ctx_t;
 
 static ngx_int_t ngx_http_leash_preconfiguration(ngx_conf_t *cf);
@@ -473,7 +477,8 @@ static char *ngx_http_leash_merge_loc_conf(ngx_conf_t *cf, void *parent, void *c
     /* The lock inherits into if, limit_except and nested locations, as
      * limit_req does: a block without a lock of its own has its parent's
      * (a request that lands there must not skip it). */
-    if (conf->kind == NGX_LEASH_NONE) {
+    if (conf->kind == NGX_LEASH_NONE && prev->kind != NGX_LEASH_NONE) {
+        conf->inherited = 1;
         conf->kind = prev->kind;
         conf->directive = prev->directive;
         conf->key = prev->key;
@@ -576,8 +581,9 @@ static ngx_http_leash_ctx_t *ngx_http_leash_get_ctx(ngx_http_request_t *r) {
     ngx_http_leash_ctx_t *ctx = ngx_http_get_module_ctx(mr, ngx_http_leash_module);
     ngx_pool_cleanup_t *cln;
 
-    /* Only a redirect clears r->ctx: most requests stop here. */
-    if (ctx != NULL || !mr->internal)
+    /* An internal redirect clears r->ctx, and so does a filter that
+     * finalizes the request (412 from not_modified, image_filter). */
+    if (ctx != NULL)
         return ctx;
     for (cln = mr->pool->cleanup; cln != NULL; cln = cln->next) {
         if (cln->handler == ngx_http_leash_cleanup) {
@@ -607,6 +613,7 @@ static int ngx_http_leash_unreachable(int status) {
     case LEASH_ETLS:
     case LEASH_EREPLICAS:
     case LEASH_ENOMEM:
+    case LEASH_ECANCELED: /* the worker exits (leash_client_free) */
         return 1;
     default:
         return 0;
@@ -827,8 +834,20 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
          * wait for one (the connection's events go to the request that may
          * write, not to it), and letting it through would break the lock:
          * without a lock of the main request it fails. */
-        if (ctx != NULL)
+        if (ctx != NULL) {
+            if (ctx->answered)
+                ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                              "leash: \"%s\" in a subrequest (\"%V\") after the main request "
+                              "answered and released its lock: refused",
+                              lcf->directive, &r->uri);
             return ctx->rc;
+        }
+        /* An access check's subrequest (auth_request) into a block that
+         * only inherits the lock, e.g. a nested location: it runs before
+         * the main request asks for the lock, and goes on without it, as
+         * in a block with no lock at all. */
+        if (lcf->inherited)
+            return NGX_DECLINED;
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "leash: \"%s\" in a subrequest (\"%V\") whose main request holds no "
                       "lock: refused",
@@ -892,14 +911,48 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
 
 static ngx_http_output_body_filter_pt ngx_http_leash_next_body_filter;
 
-/* The answer's last buffer passes: the work the lock guarded is done, and
- * the lock goes now, not when the request's pool goes (a client that
- * sends a body nobody reads keeps the request for lingering_time: any
- * client could pin a key). Not while a subrequest works under it. */
-static ngx_int_t ngx_http_leash_body_filter(ngx_http_request_t *r, ngx_chain_t *in) {
-    ngx_http_leash_ctx_t *ctx;
-    ngx_chain_t *cl;
+static ngx_http_output_header_filter_pt ngx_http_leash_next_header_filter;
+static ngx_http_output_body_filter_pt ngx_http_leash_next_body_filter;
+
+/* The main request's answer is complete (its last buffer, or a header-only
+ * answer, went through the filters below): the work the lock guarded is
+ * done, and the lock goes now rather than when the request's pool goes (a
+ * client that sends a body nobody reads keeps the request for
+ * lingering_time: any client could pin a key). Not while anything else
+ * of the request may still work under it: a subrequest holds a reference
+ * on the main request (mirror, slice, a cache's background update) or is
+ * postponed (SSI, addition). Beside the connection's own reference, only
+ * discarding a body may hold one. */
+static void ngx_http_leash_answered(ngx_http_request_t *r) {
+    ngx_http_leash_ctx_t *ctx = ngx_http_leash_get_ctx(r);
     leash_lock *l;
+
+    if (ctx == NULL || ctx->lock == NULL || ctx->state != NGX_LEASH_DECIDED || ctx->shared)
+        return;
+    if (r->count > 1u + (r->discard_body ? 1u : 0u) || r->postponed != NULL)
+        return;
+    l = ctx->lock;
+    ctx->lock = NULL;
+    ctx->answered = 1;
+    /* Nothing of this request may go on under it now. */
+    ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
+    leash_lock_free(l);
+}
+
+static ngx_int_t ngx_http_leash_header_filter(ngx_http_request_t *r) {
+    ngx_int_t rc = ngx_http_leash_next_header_filter(r);
+
+    /* HEAD, 304 (set by a filter below): no last buffer follows. */
+    if (r == r->main && r->header_only && rc != NGX_ERROR)
+        ngx_http_leash_answered(r);
+    return rc;
+}
+
+/* After the filters below ran: a slice or SSI subrequest they start for
+ * this buffer exists by then. */
+static ngx_int_t ngx_http_leash_body_filter(ngx_http_request_t *r, ngx_chain_t *in) {
+    ngx_int_t rc;
+    ngx_chain_t *cl;
 
     if (r != r->main)
         return ngx_http_leash_next_body_filter(r, in);
@@ -907,17 +960,10 @@ static ngx_int_t ngx_http_leash_body_filter(ngx_http_request_t *r, ngx_chain_t *
         if (cl->buf->last_buf)
             break;
     }
-    if (cl == NULL)
-        return ngx_http_leash_next_body_filter(r, in);
-    ctx = ngx_http_leash_get_ctx(r);
-    if (ctx != NULL && ctx->lock != NULL && ctx->state == NGX_LEASH_DECIDED && !ctx->shared) {
-        l = ctx->lock;
-        ctx->lock = NULL;
-        /* Nothing of this request may go on under it now. */
-        ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
-        leash_lock_free(l);
-    }
-    return ngx_http_leash_next_body_filter(r, in);
+    rc = ngx_http_leash_next_body_filter(r, in);
+    if (cl != NULL && rc != NGX_ERROR)
+        ngx_http_leash_answered(r);
+    return rc;
 }
 
 /* ---- leash_metrics ---- */
@@ -1044,6 +1090,8 @@ static ngx_int_t ngx_http_leash_postconfiguration(ngx_conf_t *cf) {
     if (h == NULL)
         return NGX_ERROR;
     *h = ngx_http_leash_handler;
+    ngx_http_leash_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_http_leash_header_filter;
     ngx_http_leash_next_body_filter = ngx_http_top_body_filter;
     ngx_http_top_body_filter = ngx_http_leash_body_filter;
     return NGX_OK;

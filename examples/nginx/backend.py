@@ -16,6 +16,8 @@ during the sleep is counted as aborted, not served. Its key is its key=K
 argument, or else the first part of its path and its id argument:
 /report?id=7 is "report:7", /fragile/x is "fragile" (the names the example's
 locks give them). GET and DELETE (a test's limit_except) are served alike.
+With size=N the body is N bytes of "x" and a Range: bytes=A-B header is
+answered 206 with that part (nginx's slice module asks so).
 
     GET /stats            one line per key:
                           "K peak=P served=S fences=F1,F2,... order=N1,...
@@ -133,6 +135,24 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # nginx gave up on the request (its client left): nothing to tell
 
+    def answer_part(self, size):
+        """size bytes of "x", or the part a Range header asks for (206)."""
+        first, last = 0, size - 1
+        rng = self.headers.get("Range", "")
+        if rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            first, last = int(a), min(int(b) if b else size - 1, size - 1)
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, size))
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", str(last - first + 1))
+        self.end_headers()
+        try:
+            self.wfile.write(b"x" * (last - first + 1))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
     def do_GET(self):
         url = urlparse(self.path)
         q = parse_qs(url.query)
@@ -193,7 +213,9 @@ class Handler(BaseHTTPRequestHandler):
         if aborted:
             self.close_connection = True
             return
-        if stream:
+        if "size" in q:
+            self.answer_part(int(q["size"][0]))
+        elif stream:
             try:
                 self.wfile.write(b"!\n")
             except (BrokenPipeError, ConnectionResetError):
