@@ -503,6 +503,24 @@ if [[ $mode == single ]]; then
     LEASH_USER=ops LEASH_PASSWORD=wrong-pw expect_rc 3 L show nothing
 fi
 
+# --- a cluster with a master down: what the others hold is listed ---------
+if [[ $mode == cluster ]]; then
+    for i in $(seq 30); do
+        redis-cli -c -p "${ports[0]}" set "leash:kp:$i" \
+            "0123456789abcdef0123456789abcdef:0:1:$i" px 30000 >/dev/null
+    done
+    on_down=$(redis-cli -p "${ports[2]}" --scan --pattern 'leash:kp:*' | wc -l)
+    kill -TERM "${servers[2]}"
+    wait "${servers[2]}" 2>/dev/null || true
+    rc=0
+    L --timeout 500 ls 'kp:*' >"$tmp/ls-down.out" 2>"$tmp/ls-down.err" || rc=$?
+    listed=$(grep -c '^kp:' "$tmp/ls-down.out" || true)
+    [[ $rc == 3 && $listed == $((30 - on_down)) && $on_down -gt 0 ]] ||
+        fail "ls, one master down: exit $rc, $listed of $((30 - on_down)) listed: $(cat "$tmp/ls-down.out" "$tmp/ls-down.err")"
+    grep -q "127.0.0.1:${ports[2]}" "$tmp/ls-down.err" ||
+        fail "ls, one master down: stderr does not name it: $(cat "$tmp/ls-down.err")"
+fi
+
 # --- unreachable halfway: the servers go away ------------------------------
 for pid in "${servers[@]}"; do
     kill -TERM "$pid" 2>/dev/null || true

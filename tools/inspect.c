@@ -45,6 +45,7 @@ static int view_read(cli_conn *c, view *v) {
     v->up = calloc((size_t)v->n, sizeof(*v->up));
     if (v->st == NULL || v->up == NULL) {
         snprintf(c->err, sizeof(c->err), "out of memory");
+        v->n = 0; /* nothing to show or clear */
         return -1;
     }
     for (i = 0; i < v->n; i++) {
@@ -277,31 +278,35 @@ int cli_ls(cli_conn *c, const cli_args *a) {
         return CLI_UNREACHABLE;
     glob_escape(pattern, c->prefix);
     strcat(pattern, a->pattern);
-    for (n = 0; n < c->nnodes && rc == CLI_OK; n++) {
+    /* A server that cannot be read is named on stderr, and what the others
+     * hold is still listed: the exit status says the list is partial.
+     * (Redlock shows an unreachable server in each lock's AGREE.) */
+    for (n = 0; n < c->nnodes; n++) {
         if (!cli_is_master(c, n))
             continue;
         vs.scanning = n;
         if (cli_scan(c, n, pattern, on_key, &vs) != 0 && c->topology != LEASH_TOPOLOGY_REDLOCK) {
-            fprintf(stderr, "leash: %s\n", c->err);
+            fprintf(stderr, "leash: %s (its locks are not listed)\n", c->err);
             rc = CLI_UNREACHABLE;
         }
     }
     free(pattern);
-    if (vs.failed && rc == CLI_OK) {
+    if (vs.failed) {
         fprintf(stderr, "leash: out of memory\n");
         rc = CLI_UNREACHABLE;
+        vs.n = 0;
     }
     if (vs.n > 1)
         qsort(vs.v, vs.n, sizeof(*vs.v), view_cmp);
-    for (i = 0; i < vs.n && rc == CLI_OK; i++) {
+    for (i = 0; i < vs.n; i++) {
         if (view_read(c, &vs.v[i]) != 0) {
             fprintf(stderr, "leash: %s\n", c->err);
             rc = CLI_UNREACHABLE;
         }
     }
-    if (rc == CLI_OK && !a->json && (out = open_memstream(&table, &table_len)) == NULL)
+    if (!a->json && (out = open_memstream(&table, &table_len)) == NULL) {
         rc = CLI_UNREACHABLE;
-    if (rc == CLI_OK) {
+    } else {
         if (a->json)
             fputc('[', stdout);
         else
@@ -327,7 +332,8 @@ int cli_ls(cli_conn *c, const cli_args *a) {
                 cli_print_table(stdout, table, table_len);
             free(table);
         }
-        rc = shown ? CLI_OK : CLI_NOT_FOUND;
+        if (rc == CLI_OK)
+            rc = shown ? CLI_OK : CLI_NOT_FOUND;
     }
     for (i = 0; i < vs.n; i++)
         view_clear(&vs.v[i]);
