@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 
 #include "redis_server.h"
 
+/* Connections open at once; a slot whose relay ended is used again. */
 #define FRONT_CONNS 64
 
 typedef struct front_conn {
@@ -29,6 +31,8 @@ typedef struct front_conn {
     int tls_fd, plain_fd;
     SSL *ssl;
     pthread_t thread;
+    int used;          /* a relay was started in this slot */
+    _Atomic int ended; /* ... and has returned */
 } front_conn;
 
 struct tls_front {
@@ -37,7 +41,6 @@ struct tls_front {
     pthread_t acceptor;
     pthread_mutex_t lock;
     front_conn conns[FRONT_CONNS];
-    int nconns;
 };
 
 static int plain_connect(int port) {
@@ -131,6 +134,32 @@ out:
     shutdown(c->plain_fd, SHUT_RDWR);
     ERR_clear_error();
     OPENSSL_thread_stop();
+    atomic_store(&c->ended, 1);
+    return NULL;
+}
+
+/* Joins the relay of a used slot and frees what it had. */
+static void slot_clear(front_conn *c) {
+    pthread_join(c->thread, NULL);
+    SSL_free(c->ssl);
+    close(c->tls_fd);
+    close(c->plain_fd);
+    c->used = 0;
+    atomic_store(&c->ended, 0);
+}
+
+/* A slot that is free, or whose relay ended (cleared first); NULL when all
+ * FRONT_CONNS are busy. */
+static front_conn *free_slot(tls_front *tf) {
+    int i;
+
+    for (i = 0; i < FRONT_CONNS; i++) {
+        front_conn *c = &tf->conns[i];
+        if (c->used && atomic_load(&c->ended))
+            slot_clear(c);
+        if (!c->used)
+            return c;
+    }
     return NULL;
 }
 
@@ -148,7 +177,7 @@ static void *acceptor(void *arg) {
             return NULL; /* the listener was shut down */
         }
         pthread_mutex_lock(&tf->lock);
-        c = tf->nconns < FRONT_CONNS ? &tf->conns[tf->nconns] : NULL;
+        c = free_slot(tf);
         if (c != NULL) {
             c->tf = tf;
             c->tls_fd = fd;
@@ -156,7 +185,7 @@ static void *acceptor(void *arg) {
             c->ssl = SSL_new(tf->ctx);
             if (c->plain_fd >= 0 && c->ssl != NULL && SSL_set_fd(c->ssl, fd) == 1 &&
                 pthread_create(&c->thread, NULL, relay, c) == 0) {
-                tf->nconns++;
+                c->used = 1;
             } else {
                 SSL_free(c->ssl);
                 if (c->plain_fd >= 0)
@@ -220,14 +249,13 @@ void tls_front_stop(tls_front *tf) {
     shutdown(tf->listen_fd, SHUT_RDWR);
     pthread_join(tf->acceptor, NULL);
     close(tf->listen_fd);
-    for (i = 0; i < tf->nconns; i++) {
+    for (i = 0; i < FRONT_CONNS; i++) {
         front_conn *c = &tf->conns[i];
+        if (!c->used)
+            continue;
         shutdown(c->tls_fd, SHUT_RDWR);
         shutdown(c->plain_fd, SHUT_RDWR);
-        pthread_join(c->thread, NULL);
-        SSL_free(c->ssl);
-        close(c->tls_fd);
-        close(c->plain_fd);
+        slot_clear(c);
     }
     pthread_mutex_destroy(&tf->lock);
     SSL_CTX_free(tf->ctx);
