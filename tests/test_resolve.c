@@ -11,6 +11,7 @@
 
 #include "dns_server.h"
 #include "fixture.h"
+#include "redis_cluster.h"
 
 #define NAME "redis.leash.test"
 
@@ -420,7 +421,7 @@ TEST(a_dead_dns_server_is_econn_with_the_resolvers_error) {
                  "cannot resolve dead.leash.test: Could not contact DNS servers");
 }
 
-TEST(a_bad_server_list_is_refused) {
+TEST(a_server_list_is_checked) {
     leash_options o;
     leash_client *c = NULL;
 
@@ -430,6 +431,56 @@ TEST(a_bad_server_list_is_refused) {
     CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_EINVAL);
     CHECK(c == NULL);
     CHECK(fx_log_contains("dns_servers \"not-an-address\""));
+    o.dns_servers = "127.0.0.1,127.0.0.2:5353,[::1]:53";
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
+    leash_client_free(c);
+}
+
+/* A cluster whose nodes announce a host name (cluster-announce-hostname):
+ * leash reaches every master through that name, by the same path. */
+TEST(cluster_nodes_announced_by_name) {
+    test_cluster cl;
+    test_cluster_config cfg = {0};
+    test_dns d;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    char seed[32];
+    const char *seeds[1] = {seed};
+
+    cfg.masters = 3;
+    cfg.replicas = TEST_CLUSTER_NO_REPLICAS;
+    cfg.extra = "cluster-announce-hostname node.leash.test\n"
+                "cluster-preferred-endpoint-type hostname";
+    CHECK_EQ_INT(test_cluster_start(&cl, &cfg), 0);
+    CHECK_EQ_INT(test_dns_start(&d), 0);
+    CHECK_EQ_INT(test_dns_set(&d, "node.leash.test", "127.0.0.1"), 0);
+    leash_options_init(&o);
+    o.log_cb = fx_log_cb;
+    o.log_level = LEASH_LOG_DEBUG;
+    o.lease_ms = 5000;
+    snprintf(seed, sizeof(seed), "127.0.0.1:%d", test_cluster_port(&cl, 0));
+    o.topology = LEASH_TOPOLOGY_CLUSTER;
+    o.nodes = seeds;
+    o.nodes_count = 1;
+    o.dns_servers = d.servers;
+    c = fx_client_opts(loop, &o);
+    /* Names whose slots belong to each of the three masters. */
+    for (int i = 0; i < 3; i++) {
+        char key[80];
+        leash_lock *l;
+        CHECK(test_cluster_key_in_slot(TEST_CLUSTER_SLOTS / 3 * i + 1, "leash:", key,
+                                       sizeof(key)) == 0);
+        l = leash_lock_new(c, key + strlen("leash:"));
+        CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+        leash_lock_free(l);
+    }
+    CHECK(test_dns_queries(&d, "node.leash.test") >= 2);
+    leash_client_free(c);
+    test_dns_stop(&d);
+    test_cluster_stop(&cl);
+    ev_loop_destroy(loop);
 }
 
 int main(int argc, char **argv) {
@@ -444,7 +495,8 @@ int main(int argc, char **argv) {
         TEST_CASE(no_address_answers),
         TEST_CASE(nxdomain_is_econn_with_the_resolvers_error),
         TEST_CASE(a_dead_dns_server_is_econn_with_the_resolvers_error),
-        TEST_CASE(a_bad_server_list_is_refused),
+        TEST_CASE(a_server_list_is_checked),
+        TEST_CASE_T(cluster_nodes_announced_by_name, 90),
         {0},
     };
     return test_main(argc, argv, cases);
