@@ -270,32 +270,6 @@ TEST(a_name_that_moves_is_followed) {
     ev_loop_destroy(loop);
 }
 
-/* (d) Two addresses, the first refuses: the second is used. */
-TEST(every_address_is_tried_in_order) {
-    test_redis r;
-    test_dns d;
-    struct ev_loop *loop = new_loop();
-    leash_options o;
-    leash_client *c;
-    char line[128];
-
-    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
-    CHECK_EQ_INT(test_dns_start(&d), 0);
-    CHECK_EQ_INT(test_dns_set(&d, NAME, "127.0.0.3,127.0.0.1"), 0);
-    name_options(&o, &r, &d, NAME, 5000);
-    c = fx_client_opts(loop, &o);
-    roundtrip(loop, c, &r, "second-address");
-    snprintf(line, sizeof(line),
-             "connect to 127.0.0.3:%d failed (Connection refused): trying "
-             "127.0.0.1:%d",
-             r.port, r.port);
-    CHECK(fx_log_contains(line));
-    leash_client_free(c);
-    test_dns_stop(&d);
-    test_redis_stop(&r);
-    ev_loop_destroy(loop);
-}
-
 /* Whether this machine has ::1 (a container may not). */
 static int have_ipv6_loopback(void) {
     struct sockaddr_in6 sa;
@@ -311,9 +285,9 @@ static int have_ipv6_loopback(void) {
     return ok;
 }
 
-/* (d) IPv6 and IPv4 alike: ::1 (RFC 6724 puts it first; Redis listens on
- * 127.0.0.1 only, so it refuses), then 127.0.0.1. */
-TEST(ipv6_then_ipv4) {
+/* NAME has addrs; `refused` (as logged, "[::1]") comes first and refuses,
+ * Redis listens on 127.0.0.1: locks work, and the log shows the move. */
+static void falls_to_the_next_address(const char *addrs, const char *refused) {
     test_redis r;
     test_dns d;
     struct ev_loop *loop = new_loop();
@@ -323,20 +297,34 @@ TEST(ipv6_then_ipv4) {
 
     CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
     CHECK_EQ_INT(test_dns_start(&d), 0);
-    CHECK_EQ_INT(test_dns_set(&d, NAME, "127.0.0.1,::1"), 0);
+    CHECK_EQ_INT(test_dns_set(&d, NAME, addrs), 0);
     name_options(&o, &r, &d, NAME, 5000);
     c = fx_client_opts(loop, &o);
-    roundtrip(loop, c, &r, "dual-stack");
+    roundtrip(loop, c, &r, "next-address");
     snprintf(line, sizeof(line),
-             "connect to [::1]:%d failed (Connection refused): trying "
-             "127.0.0.1:%d",
-             r.port, r.port);
-    if (have_ipv6_loopback())
-        CHECK(fx_log_contains(line));
+             "connect to %s:%d failed (Connection refused): trying 127.0.0.1:%d", refused, r.port,
+             r.port);
+    CHECK_MSG(fx_log_contains(line), "no log line \"%s\"", line);
     leash_client_free(c);
     test_dns_stop(&d);
     test_redis_stop(&r);
     ev_loop_destroy(loop);
+}
+
+/* (d) Two addresses, the first refuses: the second is used. */
+TEST(every_address_is_tried_in_order) {
+    falls_to_the_next_address("127.0.0.3,127.0.0.1", "127.0.0.3");
+}
+
+/* (d) IPv6 and IPv4 alike: ::1 (RFC 6724 puts it first whatever the
+ * answers' order; Redis listens on 127.0.0.1 only, so it refuses), then
+ * 127.0.0.1. */
+TEST(ipv6_then_ipv4) {
+    if (!have_ipv6_loopback()) {
+        printf("  (skipped: no ::1 here)\n");
+        return;
+    }
+    falls_to_the_next_address("127.0.0.1,::1", "[::1]");
 }
 
 /* Every address refuses: ECONN, and the log names the last failure. */
@@ -371,7 +359,6 @@ TEST(no_address_answers) {
 /* (e) A failed lookup is ECONN within the connect timeout, and the log
  * names the host and the resolver's error. */
 static void lookup_fails(const char *servers, const char *host, const char *says) {
-    test_redis r;
     struct ev_loop *loop = new_loop();
     leash_options o;
     leash_client *c;
@@ -379,8 +366,8 @@ static void lookup_fails(const char *servers, const char *host, const char *says
     fx_result res = {0};
     int64_t t0;
 
-    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
-    fx_options(&o, &r, 5000);
+    /* The name never resolves: the port is never tried. */
+    fx_fault_options(&o, 1, 5000);
     o.host = host;
     o.dns_servers = servers;
     o.connect_timeout_ms = 1000;
@@ -396,7 +383,6 @@ static void lookup_fails(const char *servers, const char *host, const char *says
     CHECK_MSG(fx_log_contains(says), "no log line \"%s\"", says);
     leash_lock_free(l);
     leash_client_free(c);
-    test_redis_stop(&r);
     ev_loop_destroy(loop);
 }
 

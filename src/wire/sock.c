@@ -338,7 +338,6 @@ static int watch_fd(leash__sock *s, int fd) {
  * before is closed): 0; or -1 once none is left, with why (err: errno of
  * the address before, 0 for none). */
 static int connect_next(leash__sock *s, int err, char *why, size_t len) {
-    const struct sockaddr *sa = NULL;
     char at[64], then[64];
 
     drop_fd(s);
@@ -347,6 +346,7 @@ static int connect_next(leash__sock *s, int err, char *why, size_t len) {
         return -1;
     }
     while (s->next < s->addrs->n) {
+        const struct sockaddr *sa = (const struct sockaddr *)&s->addrs->at[s->next].sa;
         int fd;
 
         if (err != 0) {
@@ -357,7 +357,6 @@ static int connect_next(leash__sock *s, int err, char *why, size_t len) {
             leash__log(&s->env->log, LEASH_LOG_INFO, "%s: connect to %s failed (%s): trying %s",
                        s->host, at, strerror(err), then);
         }
-        sa = (const struct sockaddr *)&s->addrs->at[s->next].sa;
         fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
             err = errno;
