@@ -42,6 +42,20 @@ static void roundtrip(struct ev_loop *loop, leash_client *c, test_redis *r, cons
     leash_lock_free(l);
 }
 
+/* A try-once acquire of name on c, run to its end, which must be
+ * LEASH_ECONN: the ms from t0 to its callback. */
+static int64_t econn_after(struct ev_loop *loop, leash_client *c, const char *name, int64_t t0) {
+    leash_lock *l = leash_lock_new(c, name);
+    fx_result res = {0};
+
+    CHECK(l != NULL);
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_ECONN);
+    leash_lock_free(l);
+    return res.at_ms - t0;
+}
+
 /* ---- the loop's longest stall, from a timer that repeats every 5 ms ---- */
 
 #define TICK_MS 5
@@ -158,9 +172,7 @@ TEST(the_connect_timeout_covers_the_lookup) {
     struct ev_loop *loop = new_loop();
     leash_options o;
     leash_client *c;
-    leash_lock *l;
-    fx_result res = {0};
-    int64_t t0;
+    int64_t t0, took;
 
     CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
     CHECK_EQ_INT(test_dns_start(&d), 0);
@@ -173,12 +185,9 @@ TEST(the_connect_timeout_covers_the_lookup) {
     o.reconnect_max_ms = 1000;
     t0 = test_now_ms();
     c = fx_client_opts(loop, &o);
-    l = leash_lock_new(c, "too-slow");
-    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &res), LEASH_OK);
-    fx_run_until(loop, &res, 3000);
-    CHECK_EQ_INT(res.status, LEASH_ECONN);
-    CHECK_MSG(res.at_ms - t0 >= 500 && res.at_ms - t0 <= 500 + TEST_SLACK_MS,
-              "ECONN %lld ms after the start", (long long)(res.at_ms - t0));
+    took = econn_after(loop, c, "too-slow", t0);
+    CHECK_MSG(took >= 500 && took <= 500 + TEST_SLACK_MS, "ECONN %lld ms after the start",
+              (long long)took);
     CHECK(fx_log_contains("connect timed out (no answer from DNS yet)"));
     CHECK(!leash_client_connected(c));
 
@@ -188,7 +197,6 @@ TEST(the_connect_timeout_covers_the_lookup) {
     CHECK_EQ_INT(test_dns_delay(&d, 0), 0);
     fx_wait_connected(loop, c, 5000);
     roundtrip(loop, c, &r, "in-time");
-    leash_lock_free(l);
     leash_client_free(c);
     test_dns_stop(&d);
     test_redis_stop(&r);
@@ -362,9 +370,7 @@ static void lookup_fails(const char *servers, const char *host, const char *says
     struct ev_loop *loop = new_loop();
     leash_options o;
     leash_client *c;
-    leash_lock *l;
-    fx_result res = {0};
-    int64_t t0;
+    int64_t t0, took;
 
     /* The name never resolves: the port is never tried. */
     fx_fault_options(&o, 1, 5000);
@@ -374,14 +380,9 @@ static void lookup_fails(const char *servers, const char *host, const char *says
     o.command_timeout_ms = 1000;
     t0 = test_now_ms();
     c = fx_client_opts(loop, &o);
-    l = leash_lock_new(c, "unresolved");
-    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &res), LEASH_OK);
-    fx_run_until(loop, &res, 3000);
-    CHECK_EQ_INT(res.status, LEASH_ECONN);
-    CHECK_MSG(res.at_ms - t0 <= 1000 + TEST_SLACK_MS, "ECONN %lld ms after the start",
-              (long long)(res.at_ms - t0));
+    took = econn_after(loop, c, "unresolved", t0);
+    CHECK_MSG(took <= 1000 + TEST_SLACK_MS, "ECONN %lld ms after the start", (long long)took);
     CHECK_MSG(fx_log_contains(says), "no log line \"%s\"", says);
-    leash_lock_free(l);
     leash_client_free(c);
     ev_loop_destroy(loop);
 }
