@@ -238,6 +238,31 @@ TEST(client_free_while_resolving) {
     ev_loop_destroy(loop);
 }
 
+/* A name in /etc/hosts ("localhost", as on every Debian machine): c-ares
+ * answers it inside the call that starts the lookup, and leash hands the
+ * answer over from the loop. A client freed before that turn drops it;
+ * one that waits connects. (Any DNS query still goes to d only.) */
+TEST(a_hosts_file_answer_comes_from_the_loop) {
+    test_redis r;
+    test_dns d;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    CHECK_EQ_INT(test_dns_start(&d), 0);
+    name_options(&o, &r, &d, "localhost", 5000);
+    c = fx_client_opts(loop, &o);
+    leash_client_free(c);
+    fx_run_for(loop, 50);
+    c = fx_client_opts(loop, &o);
+    roundtrip(loop, c, &r, "from-hosts");
+    leash_client_free(c);
+    test_dns_stop(&d);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
 /* (c) The name moves from A (127.0.0.1) to B (127.0.0.2, the same port),
  * then A dies: the reconnect resolves again and goes to B. */
 TEST(a_name_that_moves_is_followed) {
@@ -479,6 +504,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_slow_lookup_never_stalls_the_loop),
         TEST_CASE(the_connect_timeout_covers_the_lookup),
         TEST_CASE(client_free_while_resolving),
+        TEST_CASE(a_hosts_file_answer_comes_from_the_loop),
         TEST_CASE(a_name_that_moves_is_followed),
         TEST_CASE(every_address_is_tried_in_order),
         TEST_CASE(ipv6_then_ipv4),
