@@ -3,7 +3,8 @@
  *
  * Each server gets a fresh folder (under test_tmpdir()) holding its
  * config, its log and, for unix_socket, its socket; it listens on a free
- * port of 127.0.0.1 or on that socket only, keeps no data on disk, and
+ * port of 127.0.0.1 (or the host and port its config gives) or on that
+ * socket only, keeps no data on disk, and
  * is stopped by its pid. The binary is $LEASH_REDIS_SERVER, else
  * redis-server from $PATH, else /usr/bin/redis-server.
  *
