@@ -61,6 +61,8 @@ leash_missing_packages() {
     leash__dpkg_has libc6-dev || [[ -f /usr/include/stdio.h ]] || echo libc6-dev
     leash__dpkg_has libhiredis-dev || [[ -f /usr/include/hiredis/async.h ]] || echo libhiredis-dev
     leash__dpkg_has libev-dev || [[ -f /usr/include/ev.h ]] || echo libev-dev
+    # Host names are resolved with c-ares (src/wire/resolve.c).
+    leash__dpkg_has libc-ares-dev || [[ -f /usr/include/ares.h ]] || echo libc-ares-dev
     # The libevent and libuv adapters' tests and examples (built only when
     # these are there, but the CI must run them).
     leash__dpkg_has libevent-dev || [[ -f /usr/include/event2/event.h ]] || echo libevent-dev

@@ -3,7 +3,8 @@
  *
  * Each server gets a fresh folder (under test_tmpdir()) holding its
  * config, its log and, for unix_socket, its socket; it listens on a free
- * port of 127.0.0.1 or on that socket only, keeps no data on disk, and
+ * port of 127.0.0.1 (or the host and port its config gives) or on that
+ * socket only, keeps no data on disk, and
  * is stopped by its pid. The binary is $LEASH_REDIS_SERVER, else
  * redis-server from $PATH, else /usr/bin/redis-server.
  *
@@ -41,6 +42,12 @@ typedef struct test_redis_config {
     /* NULL or more config lines, "\n"-separated, e.g.
      * "enable-debug-command yes\nmaxclients 50". */
     const char *extra;
+    /* NULL, or the address of 127.0.0.0/8 to listen on and be reached at
+     * instead of 127.0.0.1 (Linux routes all of 127/8 to lo). */
+    const char *host;
+    /* 0, or the TCP port to listen on instead of a free one (a start on it
+     * is not tried again on another). */
+    int port;
 } test_redis_config;
 
 typedef struct test_redis {
