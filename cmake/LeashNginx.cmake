@@ -21,7 +21,8 @@ if(LEASH_NGINX)
 
   set(LEASH_NGINX_DIR "${PROJECT_BINARY_DIR}/nginx")
   set(LEASH_NGINX_MODULE "${LEASH_NGINX_DIR}/ngx_http_leash_module.so")
-  string(REPLACE ";" " " _leash_ngx_libs "$<TARGET_FILE:leash_static>;${HIREDIS_LINK_LIBRARIES};${OPENSSL_LINK_LIBRARIES}")
+  string(REPLACE ";" " " _leash_ngx_libs
+         "$<TARGET_FILE:leash_static>;${HIREDIS_LINK_LIBRARIES};${CARES_LINK_LIBRARIES};${OPENSSL_LINK_LIBRARIES}")
   set(_leash_ngx_cc_opt "")
   set(_leash_ngx_ld_opt "")
   # With the sanitizers the module is instrumented too; Debian's nginx is

@@ -22,6 +22,7 @@
 #include "prim/core.h"
 #include "prim/lock.h"
 #include "route/route.h"
+#include "wire/resolve.h"
 #include "wire/tls.h"
 
 struct leash_client {
@@ -50,6 +51,8 @@ static void destroy(leash_client *c) {
             LEASH__CONTAINER(LEASH__LIST_FIRST(&core->graveyard), leash_lock, link));
     leash__waitqs_clear(&core->waitqs);
     core->route->ops->destroy(core->route);
+    /* Its sockets' watchers go before the loop's cleanup. */
+    leash__resolver_free(core->env.resolver);
     if (core->env.attached) {
         leash__timer_clear(&core->later.timer);
         leash__timer_clear(&c->close_timer);
@@ -103,6 +106,13 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     leash__dialects_init();
     core = &c->core;
     core->env.log = c->cfg.log;
+    if ((rc = leash__resolver_new(&core->env.resolver, &core->env, c->cfg.dns_servers)) !=
+        LEASH_OK) {
+        leash__tls_free(c->tls);
+        leash__config_clear(&c->cfg);
+        free(c);
+        return rc;
+    }
     core->env.stats = &c->stats;
     core->env.settle = settle;
     core->client = c;
@@ -152,6 +162,7 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
         break;
     }
     if (core->route == NULL) {
+        leash__resolver_free(core->env.resolver);
         leash__tls_free(c->tls);
         leash__config_clear(&c->cfg);
         free(c);
@@ -174,6 +185,7 @@ static int create_timers(leash_client *c) {
     if (leash__timer_create(&core->later.timer) != LEASH_OK ||
         leash__timer_create(&c->close_timer) != LEASH_OK ||
         leash__watchdog_prepare(&core->dog) != LEASH_OK ||
+        leash__resolver_prepare(core->env.resolver) != LEASH_OK ||
         core->route->ops->prepare(core->route) != LEASH_OK)
         return LEASH_ENOMEM;
     for (n = core->locks.next; n != &core->locks; n = n->next)
@@ -189,6 +201,7 @@ static void clear_timers(leash_client *c) {
     leash__timer_clear(&core->later.timer);
     leash__timer_clear(&c->close_timer);
     leash__watchdog_clear(&core->dog);
+    leash__resolver_unprepare(core->env.resolver);
     core->route->ops->unprepare(core->route);
     for (n = core->locks.next; n != &core->locks; n = n->next)
         leash__timer_clear(&LEASH__CONTAINER(n, leash_lock, link)->timer);

@@ -132,6 +132,11 @@ TEST(the_name_verified_is_tls_server_name) {
     tls_options(&o, &r, r.tls_port);
     o.tls_server_name = "localhost";
     CHECK_EQ_INT(acquire_status(&o, NULL), LEASH_OK);
+    /* A host name (resolved off the loop) is itself the name verified. */
+    o.tls_server_name = NULL;
+    o.host = "localhost";
+    CHECK_EQ_INT(acquire_status(&o, NULL), LEASH_OK);
+    o.host = "127.0.0.1";
     o.tls_server_name = "redis.example.com";
     CHECK_EQ_INT(acquire_status(&o, &ms), LEASH_ETLS);
     CHECK(ms < 1000);

@@ -306,10 +306,13 @@ typedef struct leash_options {
      * to anyone in the middle, and the client logs a warning. */
     int tls_verify;
 
-    /* Name resolution never blocks the loop (c-ares on the loop's hooks).
+    /* Name resolution never blocks the loop (c-ares on the loop's hooks);
+     * a host name is resolved again on every connect, and each of its
+     * addresses is tried in turn, within connect_timeout_ms.
      * NULL (default): the system's resolvers (/etc/resolv.conf). Else a
      * comma-separated list of "ip", "ip:port" or "[ipv6]:port" to ask
-     * instead, at most LEASH_DNS_SERVERS_MAX bytes. */
+     * instead, at most LEASH_DNS_SERVERS_MAX bytes; one c-ares does not
+     * read is refused by leash_client_new (LEASH_EINVAL, logged). */
     const char *dns_servers;
 } leash_options;
 

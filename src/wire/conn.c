@@ -845,8 +845,11 @@ static void conn_timer_fired(void *arg) {
             if (env->freeing)
                 return;
         } else if (now >= conn->next_attempt) {
-            leash__log(conn_log(conn), failure_level(conn), "%s: connect timed out",
-                       role_name(conn));
+            leash__log(conn_log(conn), failure_level(conn), "%s: connect timed out%s",
+                       role_name(conn),
+                       conn->sock != NULL && leash__sock_resolving(conn->sock)
+                           ? " (no answer from DNS yet)"
+                           : "");
             conn_break(conn);
             if (env->freeing)
                 return;

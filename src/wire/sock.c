@@ -14,6 +14,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "wire/resolve.h"
+
 /* What one read takes at most; a read that fills it is followed by another
  * before the loop turns. */
 #define READ_CHUNK 16384
@@ -27,8 +29,12 @@ struct leash__sock {
     leash__env *env;
     int fd;
     void *io;
-    int events; /* what the watcher waits for */
-    int connecting;
+    int events;             /* what the watcher waits for */
+    int connecting;         /* resolving the name (query), then connecting */
+    char *host;             /* the name or address connected to, for log lines */
+    leash__query *query;    /* while the name resolves */
+    leash__addrs *addrs;    /* where to connect, in order (NULL: a unix socket) */
+    size_t next;            /* the next of them to try */
     leash__tls *tls;        /* TLS once connected (NULL: plain) */
     const char *tls_name;   /* the name sent and verified */
     leash__tls_session *ts; /* from the connect on, with tls */
@@ -121,9 +127,7 @@ static void set_events(leash__sock *s, int events) {
     }
 }
 
-/* Releases the fd and its watcher; hooks fire no more. */
-static void shut(leash__sock *s) {
-    s->dead = 1;
+static void drop_fd(leash__sock *s) {
     if (s->io != NULL) {
         s->env->loop.io_free(s->env->loop.data, s->io);
         s->io = NULL;
@@ -136,12 +140,26 @@ static void shut(leash__sock *s) {
         close(s->fd);
         s->fd = -1;
     }
+    s->events = 0;
+}
+
+/* Releases the fd and its watcher, or ends the name's query; hooks fire
+ * no more. */
+static void shut(leash__sock *s) {
+    s->dead = 1;
+    if (s->query != NULL) {
+        leash__resolve_cancel(s->query);
+        s->query = NULL;
+    }
+    drop_fd(s);
 }
 
 static void sock_free(leash__sock *s) {
     if (s->reader != NULL)
         redisReaderFree(s->reader);
     free(s->obuf);
+    free(s->host);
+    free(s->addrs);
     free(s);
 }
 
@@ -369,14 +387,18 @@ static void start_tls(leash__sock *s) {
     tls_handshake(s);
 }
 
+static int connect_next(leash__sock *s, int err, char *why, size_t len);
+
 static void finish_connect(leash__sock *s) {
     int err = 0;
     socklen_t len = sizeof(err);
+    char why[200];
 
     if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
         err = errno;
     if (err != 0) {
-        fail(s, "connect failed", err);
+        if (connect_next(s, err, why, sizeof(why)) != 0)
+            fail(s, why, 0);
         return;
     }
     s->connecting = 0;
@@ -449,55 +471,131 @@ static int connect_unix(const char *path, char *err, size_t errlen) {
     return fd;
 }
 
-static int connect_tcp(const char *host, int port, char *err, size_t errlen) {
-    struct addrinfo hints, *res = NULL, *ai;
+/* Watches fd, whose connect was started. 0, or -1 (fd closed). */
+static int watch_fd(leash__sock *s, int fd) {
+    s->io = s->env->loop.io_new(s->env->loop.data, fd, on_io, s);
+    if (s->io == NULL) {
+        close(fd);
+        return -1;
+    }
+    s->fd = fd;
+    /* The connect's end shows as writable, even when it is already done:
+     * the owner hears of it from the loop either way. */
+    set_events(s, LEASH_IO_WRITE);
+    return 0;
+}
+
+/* Starts a connect to the next address that takes one (the fd of the one
+ * before is closed): 0; or -1 once none is left, with why (err: errno of
+ * the address before, 0 for none). */
+static int connect_next(leash__sock *s, int err, char *why, size_t len) {
+    char at[64], then[64];
+
+    drop_fd(s);
+    if (s->addrs == NULL) { /* a unix socket */
+        snprintf(why, len, "connect failed: %s", strerror(err));
+        return -1;
+    }
+    while (s->next < s->addrs->n) {
+        const struct sockaddr *sa = (const struct sockaddr *)&s->addrs->at[s->next].sa;
+        int fd;
+
+        if (err != 0) {
+            leash__addr_text((const struct sockaddr *)&s->addrs->at[s->next - 1].sa, at,
+                             sizeof(at));
+            leash__addr_text((const struct sockaddr *)&s->addrs->at[s->next].sa, then,
+                             sizeof(then));
+            leash__log(&s->env->log, LEASH_LOG_INFO, "%s: connect to %s failed (%s): trying %s",
+                       s->host, at, strerror(err), then);
+        }
+        fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+        } else if (connect(fd, sa, s->addrs->at[s->next].len) != 0 && errno != EINPROGRESS) {
+            err = errno;
+            close(fd);
+        } else {
+            tune_tcp(fd);
+            if (watch_fd(s, fd) != 0) {
+                snprintf(why, len, "out of memory (fd watcher)");
+                return -1;
+            }
+            s->next++;
+            return 0;
+        }
+        s->next++;
+    }
+    leash__addr_text((const struct sockaddr *)&s->addrs->at[s->addrs->n - 1].sa, at, sizeof(at));
+    if (s->addrs->n > 1)
+        snprintf(why, len, "connect failed (%s, the last of %zu addresses of %s): %s", at,
+                 s->addrs->n, s->host, strerror(err));
+    else
+        snprintf(why, len, "connect failed (%s): %s", at, strerror(err));
+    return -1;
+}
+
+/* The name's addresses came (or why not). */
+static void on_resolved(void *arg, leash__addrs *addrs, const char *why_not) {
+    leash__sock *s = arg;
+    char why[200];
+
+    s->query = NULL;
+    s->dispatching++;
+    if (addrs == NULL) {
+        snprintf(why, sizeof(why), "cannot resolve %s: %s", s->host, why_not);
+        fail(s, why, 0);
+    } else {
+        s->addrs = addrs;
+        leash__log(&s->env->log, LEASH_LOG_DEBUG, "%s: %zu address%s", s->host, addrs->n,
+                   addrs->n == 1 ? "" : "es");
+        if (connect_next(s, 0, why, sizeof(why)) != 0)
+            fail(s, why, 0);
+    }
+    if (--s->dispatching == 0 && s->dead)
+        sock_free(s);
+}
+
+/* host as an IP address (never a DNS query): 1 with *out, 0 when it is a
+ * name, -1 without memory. */
+static int ip_literal(const char *host, int port, leash__addrs **out) {
+    struct addrinfo hints, *res = NULL;
     char service[16];
-    int rc, fd = -1, last = 0;
+    leash__addrs *a;
 
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
     snprintf(service, sizeof(service), "%d", port);
-    rc = getaddrinfo(host, service, &hints, &res);
-    if (rc == EAI_NONAME) {
-        /* A name, not an address: the system resolves it (may block). */
-        hints.ai_flags = AI_NUMERICSERV;
-        rc = getaddrinfo(host, service, &hints, &res);
-    }
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot resolve %s: %s", host, gai_strerror(rc));
+    if (getaddrinfo(host, service, &hints, &res) != 0)
+        return 0;
+    a = malloc(sizeof(*a) + sizeof(a->at[0]));
+    if (a == NULL || res->ai_addrlen > sizeof(a->at[0].sa)) {
+        free(a);
+        freeaddrinfo(res);
         return -1;
     }
-    for (ai = res; ai != NULL; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            last = errno;
-            continue;
-        }
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS)
-            break;
-        last = errno;
-        close(fd);
-        fd = -1;
-    }
+    a->n = 1;
+    memcpy(&a->at[0].sa, res->ai_addr, res->ai_addrlen);
+    a->at[0].len = res->ai_addrlen;
     freeaddrinfo(res);
-    if (fd < 0) {
-        snprintf(err, errlen, "connect %s:%d: %s", host, port, strerror(last));
-        return -1;
-    }
-    tune_tcp(fd);
-    return fd;
+    *out = a;
+    return 1;
 }
 
 leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
                               const leash__sock_hooks *hooks, void *owner, char *err,
                               size_t errlen) {
     leash__sock *s = calloc(1, sizeof(*s));
+    int literal = 0, fd;
 
-    if (s == NULL || (s->reader = reader_new()) == NULL) {
+    if (s == NULL || (s->reader = reader_new()) == NULL ||
+        (addr->unix_path == NULL &&
+         ((s->host = strdup(addr->host)) == NULL ||
+          (literal = ip_literal(addr->host, addr->port, &s->addrs)) < 0))) {
         snprintf(err, errlen, "out of memory");
-        free(s);
+        if (s != NULL)
+            sock_free(s);
         return NULL;
     }
     s->env = env;
@@ -507,24 +605,32 @@ leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
         s->tls = addr->tls;
         s->tls_name = addr->tls_name;
     }
-    s->fd = addr->unix_path != NULL ? connect_unix(addr->unix_path, err, errlen)
-                                    : connect_tcp(addr->host, addr->port, err, errlen);
-    if (s->fd < 0) {
-        sock_free(s);
-        return NULL;
-    }
-    s->io = env->loop.io_new(env->loop.data, s->fd, on_io, s);
-    if (s->io == NULL) {
-        snprintf(err, errlen, "out of memory (fd watcher)");
-        close(s->fd);
-        sock_free(s);
-        return NULL;
-    }
-    /* The connect's end shows as writable, even when it is already done:
-     * the owner hears of it from the loop either way. */
+    s->fd = -1;
     s->connecting = 1;
-    set_events(s, LEASH_IO_WRITE);
+    if (addr->unix_path != NULL) {
+        if ((fd = connect_unix(addr->unix_path, err, errlen)) < 0)
+            goto failed;
+        if (watch_fd(s, fd) != 0) {
+            snprintf(err, errlen, "out of memory (fd watcher)");
+            goto failed;
+        }
+    } else if (literal) {
+        /* An IP address connects at once. */
+        if (connect_next(s, 0, err, errlen) != 0)
+            goto failed;
+    } else {
+        /* A name: resolving, then connecting (on_resolved). */
+        s->query =
+            leash__resolve(env->resolver, addr->host, addr->port, on_resolved, s, err, errlen);
+        if (s->query == NULL)
+            goto failed;
+    }
     return s;
+
+failed:
+    drop_fd(s);
+    sock_free(s);
+    return NULL;
 }
 
 int leash__sock_write(leash__sock *s, const char *buf, size_t len) {
@@ -583,6 +689,10 @@ int leash__sock_has_input(const leash__sock *s) {
 
 int leash__sock_in_tls_handshake(const leash__sock *s) {
     return s->handshaking;
+}
+
+int leash__sock_resolving(const leash__sock *s) {
+    return s->query != NULL;
 }
 
 int leash__sock_fd(const leash__sock *s) {

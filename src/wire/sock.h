@@ -37,9 +37,10 @@ typedef struct leash__sock_hooks {
     void (*closed)(void *owner, int status, const char *why);
 } leash__sock_hooks;
 
-/* Where to connect: a unix socket path, or a host (an IP address; a name
- * is resolved by the system, which may block) and port; and, for a host,
- * TLS or not. */
+/* Where to connect: a unix socket path, or a host and port. An IP address
+ * connects at once; a name is resolved first, without blocking (the env's
+ * resolver, wire/resolve.h), again on every open, and each of its
+ * addresses is tried in turn until one connects. For a host, TLS or not. */
 typedef struct leash__sock_addr {
     const char *host;
     int port;
@@ -49,9 +50,10 @@ typedef struct leash__sock_addr {
 } leash__sock_addr;
 
 /*
- * Starts connecting; `connected` or `closed` follows from the loop. NULL
- * when it failed at once (no memory, no watcher, a bad address, a refused
- * unix socket): `err` then says why.
+ * Starts connecting (for a name: resolving, then connecting); `connected`
+ * or `closed` follows from the loop. NULL when it failed at once (no
+ * memory, no watcher, a refused unix socket or IP address): `err` then
+ * says why.
  */
 leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
                               const leash__sock_hooks *hooks, void *owner, char *err,
@@ -77,11 +79,13 @@ int leash__sock_has_input(const leash__sock *s);
 
 /* 1 while the TLS handshake runs (the connect itself completed). */
 int leash__sock_in_tls_handshake(const leash__sock *s);
+/* 1 while the host name is being resolved (no connect started yet). */
+int leash__sock_resolving(const leash__sock *s);
 
 /* The fd, for tests that drive the loop by hand; -1 once closed. */
 int leash__sock_fd(const leash__sock *s);
 
-/* Closes the socket; no hook fires any more. */
+/* Closes the socket (a query for its name ends); no hook fires any more. */
 void leash__sock_close(leash__sock *s);
 
 #endif

@@ -133,6 +133,10 @@ const char *test_tls_file(int slot, const char *name) {
     return paths[slot];
 }
 
+static const char *host_of(const test_redis *r) {
+    return r->cfg.host != NULL ? r->cfg.host : "127.0.0.1";
+}
+
 static int write_config(const test_redis *r) {
     char path[300], log[300];
     FILE *f;
@@ -143,7 +147,7 @@ static int write_config(const test_redis *r) {
     f = fopen(path, "w");
     if (!f)
         return -1;
-    fprintf(f, "port %d\nbind 127.0.0.1\n", r->port);
+    fprintf(f, "port %d\nbind %s\n", r->port, host_of(r));
     if (r->unix_path[0]) {
         test_redis_put_config(f, "unixsocket", r->unix_path);
         fputs("unixsocketperm 700\n", f);
@@ -260,7 +264,7 @@ static redisContext *connect_raw(const test_redis *r, int timeout_ms) {
     if (r->unix_path[0])
         c = redisConnectUnixWithTimeout(r->unix_path, tv);
     else
-        c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+        c = redisConnectWithTimeout(host_of(r), r->port, tv);
     if (c && c->err) {
         redisFree(c);
         c = NULL;
@@ -392,11 +396,12 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     r->strings_[0] = dup_or_null(cfg->requirepass);
     r->strings_[1] = dup_or_null(cfg->acl_user);
     r->strings_[2] = dup_or_null(cfg->extra);
-    r->strings_[3] = dup_or_null(cfg->tls_dir);
-    r->strings_[4] = dup_or_null(cfg->tls_cert);
+    r->strings_[3] = dup_or_null(cfg->host);
+    r->strings_[4] = dup_or_null(cfg->tls_dir);
+    r->strings_[5] = dup_or_null(cfg->tls_cert);
     if ((cfg->requirepass && !r->strings_[0]) || (cfg->acl_user && !r->strings_[1]) ||
-        (cfg->extra && !r->strings_[2]) || (cfg->tls_dir && !r->strings_[3]) ||
-        (cfg->tls_cert && !r->strings_[4])) {
+        (cfg->extra && !r->strings_[2]) || (cfg->host && !r->strings_[3]) ||
+        (cfg->tls_dir && !r->strings_[4]) || (cfg->tls_cert && !r->strings_[5])) {
         fprintf(stderr, "test_redis_start: out of memory\n");
         test_redis_stop(r);
         return -1;
@@ -404,8 +409,10 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     r->cfg.requirepass = r->strings_[0];
     r->cfg.acl_user = r->strings_[1];
     r->cfg.extra = r->strings_[2];
-    r->cfg.tls_dir = r->strings_[3];
-    r->cfg.tls_cert = r->strings_[4];
+    r->cfg.host = r->strings_[3];
+    r->cfg.port = cfg->port;
+    r->cfg.tls_dir = r->strings_[4];
+    r->cfg.tls_cert = r->strings_[5];
     r->cfg.tls_auth_clients = cfg->tls_auth_clients;
 
     /* Leave room for "/redis-XXXXXX/redis.sock" within sun_path. */
@@ -426,7 +433,9 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     }
 
     for (attempt = 0; attempt < START_ATTEMPTS; attempt++) {
-        if (!cfg->unix_socket) {
+        if (!cfg->unix_socket && cfg->port != 0) {
+            r->port = cfg->port;
+        } else if (!cfg->unix_socket) {
             r->port = test_redis_free_port();
             if (r->port <= 0) {
                 fprintf(stderr, "test_redis_start: no free port: %s\n", strerror(errno));
@@ -447,7 +456,7 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
         if (launch(r, &exited) == 0)
             return 0;
         /* Only a lost race for the port is worth another try. */
-        if (cfg->unix_socket || !exited)
+        if (cfg->unix_socket || cfg->port != 0 || !exited)
             break;
     }
     fprintf(stderr, "test_redis_start: %s did not come up\n", redis_binary());

@@ -3,7 +3,8 @@
  *
  * Each server gets a fresh folder (under test_tmpdir()) holding its
  * config, its log and, for unix_socket, its socket; it listens on a free
- * port of 127.0.0.1 or on that socket only, keeps no data on disk, and
+ * port of 127.0.0.1 (or the host and port its config gives) or on that
+ * socket only, keeps no data on disk, and
  * is stopped by its pid. The binary is $LEASH_REDIS_SERVER, else
  * redis-server from $PATH, else /usr/bin/redis-server.
  *
@@ -41,6 +42,12 @@ typedef struct test_redis_config {
     /* NULL or more config lines, "\n"-separated, e.g.
      * "enable-debug-command yes\nmaxclients 50". */
     const char *extra;
+    /* NULL, or the address of 127.0.0.0/8 to listen on and be reached at
+     * instead of 127.0.0.1 (Linux routes all of 127/8 to lo). */
+    const char *host;
+    /* 0, or the TCP port to listen on instead of a free one (a start on it
+     * is not tried again on another). */
+    int port;
     /* NULL, or a folder of certificates made by test_tls_certs(): the
      * server also serves TLS on tls_port (the plain port stays for the
      * harness' own connections), with tls_cert.pem and tls_cert.key of
@@ -62,7 +69,7 @@ typedef struct test_redis {
 
     /* Private. */
     redisContext *admin_; /* cached connection of test_redis_cmd */
-    char *strings_[5];    /* copies of the cfg strings */
+    char *strings_[6];    /* copies of the cfg strings */
 } test_redis;
 
 /* Starts a server with cfg (NULL: TCP, no password) and waits until it
