@@ -141,6 +141,9 @@ free_port() {
 
 # ---- Redis (with a password, to see that no log line shows it) and the backend ----
 
+# The server also speaks TLS on a port of its own (27).
+"$(dirname "${BASH_SOURCE[0]}")/../scripts/make-certs" "$tmp/certs" >/dev/null
+redis_tls_dir=$tmp/certs
 test_redis_start "$tmp" || fail "no redis-server came up"
 started+=("$redis_pid")
 redis-cli -p "$redis_port" config set requirepass "$PASSWORD" >/dev/null
@@ -328,6 +331,33 @@ for i in $(seq 1 6); do
 done
 ((t1 - t0 < 3 * 400 + SLACK_MS)) || fail "6 keys x 400 ms took $((t1 - t0)) ms: not side by side"
 pass "different keys run side by side (6 x 400 ms in $((t1 - t0)) ms)"
+
+# ---- 27. TLS: rediss:// with leash_tls_ca; another CA fails closed ----
+
+# tls_conf NAME CA: an instance on the TLS port, trusting CA.
+tls_conf() {
+    conf "$tmp/$1" "$(free_port)" "leash_redis rediss://:$PASSWORD@127.0.0.1:$redis_tls_port/0;
+    leash_tls_ca $tmp/certs/$2;"
+    (nginx -p "$tmp/$1" -c "$tmp/$1/nginx.conf" >"$tmp/$1/stdout" 2>"$tmp/$1/stderr") &
+    started+=("$!")
+    masters+=("$!")
+    tls_port=$(sed -n 's/^ *listen 127.0.0.1:\([0-9]*\);$/\1/p' "$tmp/$1/nginx.conf" | head -n 1)
+    for _ in $(seq 100); do
+        curl -s -o /dev/null "http://127.0.0.1:$tls_port/free?key=warmup&ms=1" && return 0
+        sleep 0.05
+    done
+    fail "nginx $1 did not start: $(cat "$tmp/$1/stderr")"
+}
+tls_conf t ca.pem
+code=$(curl -s -o /dev/null -D "$tmp/tls.h" -w '%{http_code}' "http://127.0.0.1:$tls_port/one?key=tls&ms=1")
+[[ $code == 200 ]] && grep -q '^X-Leash: granted' "$tmp/tls.h" ||
+    fail "TLS: $code $(grep X-Leash "$tmp/tls.h")"
+tls_conf u other-ca.pem
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$tls_port/closed?key=tls-bad&ms=1")
+[[ $code == 503 ]] || fail "TLS with another CA: $code"
+grep -q 'leash: no lock "down:tls-bad": TLS handshake or certificate check failed' "$tmp/u/error.log" ||
+    fail "TLS with another CA: no error line: $(tail -n 5 "$tmp/u/error.log")"
+pass "rediss:// with leash_tls_ca: granted; another CA: 503 (leash_fail closed), logged"
 
 # ---- 3. leash_wait 0 answers the busy status at once ----
 
