@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define LEASH_VERSION_MAJOR 0
-#define LEASH_VERSION_MINOR 2
+#define LEASH_VERSION_MINOR 3
 #define LEASH_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time comparisons. */
 #define LEASH_VERSION_NUMBER \
@@ -218,7 +218,7 @@ typedef struct leash_lock leash_lock;
  * a program built against a newer header runs on an older library as long as it leaves the fields
  * that library does not know at zero (leash_client_new() otherwise answers LEASH_EINVAL and logs
  * it). Before 1.0 every minor version may still change the ABI, and says so in the soname
- * (libleash.so.0.2): a program built against 0.1 does not load 0.2 by mistake. From 1.0 on the
+ * (libleash.so.0.3): a program built against 0.2 does not load 0.3 by mistake. From 1.0 on the
  * soname follows the major version.
  */
 
