@@ -27,6 +27,20 @@ enum {
 #define TRANSIENT_FIRST_MS 25
 #define TRANSIENT_MAX_MS 400
 
+/* The window: how many bytes of commands may be written and not answered
+ * yet. The rest wait in the queue, in order, and go as answers come back.
+ * A command's "not after" stamp is written when it is written, and counts
+ * command_timeout_ms from there: a command must not then wait behind more
+ * than the server runs in that time. Bounded by the window, what is
+ * ahead of a command takes a quarter of command_timeout_ms even on a
+ * server that runs only WINDOW_BYTES_PER_MS * 4 bytes of leash's scripts
+ * per ms (about 10 000 acquires a second; Redis runs ten times that). The
+ * queue, unlike the socket, is not silence either: the silence timer
+ * counts only what was written. */
+#define WINDOW_BYTES_PER_MS 512
+#define WINDOW_MIN 16384
+#define WINDOW_MAX (1024 * 1024)
+
 static void conn_arm(leash__conn *conn);
 static void conn_gone(leash__conn *conn);
 
@@ -320,6 +334,7 @@ static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
     cmd->written_at = leash__now_ms();
     cmd->replies_left = cmd->wait_replicas > 0 ? 2 : 1;
+    conn->window_used += cmd->len;
     leash__list_insert_tail(&conn->sent, &cmd->link);
     if (conn->role == LEASH__CONN_CMD)
         conn->env->stats->commands_sent++;
@@ -327,18 +342,50 @@ static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     return 0;
 }
 
-static void enqueue(leash__conn *conn, leash__cmd *cmd) {
-    leash__list_insert_tail(&conn->queue, &cmd->link);
-    /* The timer must also watch this command's deadline. */
-    if (cmd->deadline != 0 && (conn->timer.due == 0 || cmd->deadline < conn->timer.due))
-        conn_arm(conn);
+/* Whether a command of len bytes may be written now (see WINDOW_*): one
+ * always may when nothing else is waiting for its answer. */
+static int window_open(const leash__conn *conn, size_t len) {
+    int64_t t = conn->cfg->command_timeout_ms;
+    size_t window = t < WINDOW_MIN / WINDOW_BYTES_PER_MS   ? WINDOW_MIN
+                    : t > WINDOW_MAX / WINDOW_BYTES_PER_MS ? WINDOW_MAX
+                                                           : (size_t)t * WINDOW_BYTES_PER_MS;
+
+    if (conn->state != LEASH__CONN_READY || conn->sock == NULL)
+        return 0;
+    return conn->window_used == 0 || conn->window_used + len <= window;
 }
 
+/* Writes queued commands, in order, while the window lets them go. */
+static void pump(leash__conn *conn) {
+    while (!leash__list_empty(&conn->queue)) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->queue));
+        int last_resent = conn->retry_tail == &cmd->link;
+        if (!window_open(conn, cmd->len))
+            return;
+        queue_remove(conn, cmd);
+        if (write_cmd(conn, cmd) != 0) {
+            /* No memory: it stays first, and waits for the next answer. */
+            leash__list_insert_after(&conn->queue, &cmd->link);
+            if (last_resent)
+                conn->retry_tail = &cmd->link;
+            return;
+        }
+    }
+}
+
+/* A command is written from the loop (the connection's timer, due at
+ * once, or the answer that opened the window), not inside the call that
+ * sends it: a caller that issues thousands of commands in one go, or runs
+ * long after it, keeps the loop from turning, and a command written then
+ * would count that time as the server's silence and against its stamp. */
 void leash__conn_send(leash__conn *conn, leash__cmd *cmd) {
+    int first = leash__list_empty(&conn->queue);
+
     cmd->conn = conn;
-    if (conn->state == LEASH__CONN_READY && conn->sock != NULL && write_cmd(conn, cmd) == 0)
-        return;
-    enqueue(conn, cmd);
+    leash__list_insert_tail(&conn->queue, &cmd->link);
+    if ((first && window_open(conn, cmd->len)) ||
+        (cmd->deadline != 0 && (conn->timer.due == 0 || cmd->deadline < conn->timer.due)))
+        conn_arm(conn);
 }
 
 void leash__conn_send_at(leash__conn *conn, leash__cmd *cmd, int64_t send_at) {
@@ -390,8 +437,6 @@ int leash__conn_ready(const leash__conn *conn) {
 /* ---- the connection's life ---- */
 
 static void become_ready(leash__conn *conn) {
-    leash__list pending;
-
     conn->state = LEASH__CONN_READY;
     conn->backoff_ms = conn->cfg->reconnect_min_ms;
     conn->auth_failed = 0;
@@ -407,15 +452,7 @@ static void become_ready(leash__conn *conn) {
                "%s ready (after %u failed attempts)", role_name(conn), conn->failures);
     conn->failures = 0;
 
-    leash__list_init(&pending);
-    leash__list_splice_tail(&pending, &conn->queue);
-    conn->retry_tail = &conn->queue;
-    while (!leash__list_empty(&pending)) {
-        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&pending));
-        leash__list_remove(&cmd->link);
-        if (conn->sock == NULL || write_cmd(conn, cmd) != 0)
-            leash__list_insert_tail(&conn->queue, &cmd->link);
-    }
+    pump(conn);
     if (conn->on_ready)
         conn->on_ready(conn);
 }
@@ -432,6 +469,7 @@ static void lose_sent(leash__conn *conn) {
         cmd->fate = LEASH_OK;
     }
     leash__list_splice_tail(&conn->limbo, &conn->sent);
+    conn->window_used = 0;
     drain_limbo(conn);
 }
 
@@ -691,6 +729,7 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
         return 1;
     }
     leash__list_remove(&cmd->link);
+    conn->window_used -= cmd->len;
     cmd->flags &= ~(unsigned)LEASH__CMD_SENT;
     if (cmd->first != NULL) {
         if (reply->type == REDIS_REPLY_INTEGER)
@@ -727,6 +766,7 @@ out:
  * owner instead). */
 static int on_sock_reply(void *owner, redisReply *reply) {
     leash__conn *conn = owner;
+    int kept;
 
     if (conn->state == LEASH__CONN_HANDSHAKE && conn->handshake_next < conn->handshake_left) {
         int tag = conn->handshake_tags[conn->handshake_next++];
@@ -749,7 +789,11 @@ static int on_sock_reply(void *owner, redisReply *reply) {
         conn_break(conn);
         return 0;
     }
-    return on_cmd_reply(conn, cmd_of(LEASH__LIST_FIRST(&conn->sent)), reply);
+    kept = on_cmd_reply(conn, cmd_of(LEASH__LIST_FIRST(&conn->sent)), reply);
+    /* The answer made room in the window. */
+    if (!conn->env->freeing)
+        pump(conn);
+    return kept;
 }
 
 static const leash__sock_hooks sock_hooks = {on_sock_connected, on_sock_reply, on_sock_closed};
@@ -787,6 +831,9 @@ static void conn_arm(leash__conn *conn) {
     default:
         if (conn->inflight > 0)
             due = conn->last_progress + conn->cfg->command_timeout_ms;
+        if (!leash__list_empty(&conn->queue) &&
+            window_open(conn, cmd_of(LEASH__LIST_FIRST(&conn->queue))->len))
+            due = leash__now_ms(); /* to be written */
         break;
     }
     if (conn->state != LEASH__CONN_READY) {
@@ -831,6 +878,7 @@ static void conn_timer_fired(void *arg) {
         }
         break;
     default:
+        pump(conn);
         if (conn->inflight > 0 && now - conn->last_progress >= conn->cfg->command_timeout_ms) {
             /* An answer waits unread: this process did not run its loop
              * for that long (a callback that blocked), the server was not

@@ -2,8 +2,9 @@
  * One connection to one Redis server (a node's command connection or its
  * subscriber connection): connecting, the handshake (AUTH, SELECT, TIME,
  * SCRIPT LOAD), the silence timeout that hiredis 0.14 lacks, reconnecting
- * with exponential backoff and jitter, and the queue of commands issued
- * while it is not ready.
+ * with exponential backoff and jitter, and the queue of commands not
+ * written yet: issued while it is not ready, or waiting for the loop, or
+ * for room in the window of commands written and not answered.
  *
  * A command (leash__cmd) given to leash__conn_send completes exactly once,
  * never inside leash__conn_send: with the reply, or without one:
@@ -141,6 +142,7 @@ struct leash__conn {
     int64_t backoff_ms;
     int64_t last_progress;   /* last reply (or first send after idle) */
     unsigned inflight;       /* replies still expected */
+    size_t window_used;      /* bytes of the commands in `sent` */
     unsigned handshake_left; /* handshake commands written */
     unsigned handshake_next; /* ... and answered */
     int handshake_tags[LEASH__HANDSHAKE_MAX];
@@ -191,7 +193,9 @@ void leash__cmd_wait(leash__cmd *cmd, int n, int64_t timeout_ms);
  * delayed, or waiting to be resent after a reconnect): 0, and the caller
  * owns it; -1 when it is written and its answer is still to come. */
 int leash__cmd_take(leash__cmd *cmd);
-/* Queues or sends cmd (ownership passes to the connection). */
+/* Queues cmd (ownership passes to the connection); it is written from the
+ * loop, in the order sent, once the connection is ready and the window of
+ * written commands has room (conn.c). */
 void leash__conn_send(leash__conn *conn, leash__cmd *cmd);
 /* The same, not written before the monotonic time send_at. */
 void leash__conn_send_at(leash__conn *conn, leash__cmd *cmd, int64_t send_at);
