@@ -208,6 +208,14 @@ void leash__cmd_orphan(leash__cmd *cmd) {
     cmd->flags |= LEASH__CMD_ORPHAN;
 }
 
+void leash__cmd_drop(leash__cmd *cmd) {
+    if (!(cmd->flags & LEASH__CMD_SENT) && cmd->conn != NULL && leash__conn_ready(cmd->conn) &&
+        !(cmd->flags & LEASH__CMD_DELAYED))
+        leash__cmd_orphan(cmd);
+    else
+        leash__cmd_cancel(cmd);
+}
+
 int leash__cmd_take(leash__cmd *cmd) {
     if ((cmd->flags & LEASH__CMD_SENT) || cmd->conn == NULL)
         return -1;

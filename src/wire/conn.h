@@ -204,6 +204,11 @@ void leash__conn_send_at(leash__conn *conn, leash__cmd *cmd, int64_t send_at);
 void leash__cmd_cancel(leash__cmd *cmd);
 /* The owner stops waiting, but the command still goes out (e.g. a release). */
 void leash__cmd_orphan(leash__cmd *cmd);
+/* The owner stops waiting for a copy that others made moot: one written,
+ * or waiting for its turn on a ready connection (the loop, the window),
+ * goes out unheard, as it would have were it written at once; one that
+ * waits for its connection is dropped. */
+void leash__cmd_drop(leash__cmd *cmd);
 
 /* The server's clock read `server_ms` (ms since the epoch) during a reply
  * that just arrived: a lower bound of the clock offset. */
