@@ -318,6 +318,15 @@ int cli_scan(cli_conn *c, int i, const char *pattern,
     return 0;
 }
 
+int cli_server_version(redisContext *rc) {
+    redisReply *r = redisCommand(rc, "INFO server");
+    int v = r != NULL && r->type == REDIS_REPLY_STRING ? leash__info_version(r->str) : 0;
+
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
+}
+
 size_t cli_companion(char *out, const char *key, size_t len, const char *kind) {
     size_t klen = strlen(kind);
 

@@ -862,6 +862,7 @@ leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
     qu->base.env = env;
     qu->base.dialect = d;
     qu->base.cfg = cfg;
+    qu->base.sharded = cfg->sharded;
     qu->base.fresh_tokens = 1;
     qu->base.wake_jitter_ms = SPLIT_MAX_MS;
     qu->n = (unsigned)cfg->nseeds;
@@ -873,7 +874,7 @@ leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
         qn->cfg.host = cfg->seeds[s].host;
         qn->cfg.port = cfg->seeds[s].port;
         qn->cfg.unix_path = cfg->seeds[s].unix_path;
-        leash__node_init(&qn->node, env, &qn->cfg, cfg->sharded, &node_hooks, qu);
+        leash__node_init(&qn->node, env, &qn->cfg, &qu->base.sharded, &node_hooks, qu);
     }
     return &qu->base;
 fail:

@@ -18,6 +18,7 @@ enum {
     HS_AUTH = 1,
     HS_SELECT = 2,
     HS_TIME = 3,
+    HS_INFO = 4,
     HS_SCRIPT = 16
 };
 
@@ -77,6 +78,44 @@ int leash__reply_transient(const redisReply *r) {
     for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
         if (strncmp(r->str, words[i], strlen(words[i])) == 0)
             return 1;
+    return 0;
+}
+
+void leash__cmd_publish_arg(leash__cmd *cmd, unsigned arg) {
+    cmd->publish_arg = arg;
+}
+
+/* Makes cmd publish with PUBLISH where it says SPUBLISH (its publish_arg):
+ * 0, or -1 without memory. */
+static int publish_classic(leash__cmd *cmd) {
+    static const char sharded[] = "$8\r\nspublish\r\n", classic[] = "$7\r\npublish\r\n";
+    const char *p = memchr(cmd->buf, '\n', cmd->len), *end = cmd->buf + cmd->len;
+    size_t at, tail;
+    char *buf;
+    unsigned i;
+
+    for (i = 0; p != NULL && i < cmd->publish_arg; i++) {
+        char *q;
+        unsigned long n = strtoul(p + 2, &q, 10); /* p: the \n before "$<n>\r\n" */
+        p = q + 2 + n + 1 < end ? q + 2 + n + 1 : NULL;
+    }
+    if (p == NULL || (size_t)(end - p - 1) < sizeof(sharded) - 1 ||
+        memcmp(p + 1, sharded, sizeof(sharded) - 1) != 0) {
+        cmd->publish_arg = 0;
+        return 0;
+    }
+    at = (size_t)(p + 1 - cmd->buf);
+    tail = cmd->len - at - (sizeof(sharded) - 1);
+    buf = malloc(cmd->len - 1);
+    if (buf == NULL)
+        return -1;
+    memcpy(buf, cmd->buf, at);
+    memcpy(buf + at, classic, sizeof(classic) - 1);
+    memcpy(buf + at + sizeof(classic) - 1, cmd->buf + cmd->len - tail, tail);
+    free(cmd->buf);
+    cmd->buf = buf;
+    cmd->len -= 1;
+    cmd->publish_arg = 0;
     return 0;
 }
 
@@ -167,6 +206,7 @@ leash__cmd *leash__cmd_clone(const leash__cmd *cmd) {
         c->send_at = cmd->send_at;
         c->wait_replicas = cmd->wait_replicas;
         c->wait_timeout_ms = cmd->wait_timeout_ms;
+        c->publish_arg = cmd->publish_arg;
     }
     return c;
 }
@@ -295,7 +335,7 @@ static void expire_queue(leash__conn *conn, int64_t now) {
     if (conn->state != LEASH__CONN_READY)
         collect_expired(conn, &conn->queue, now, &doomed);
     collect_expired(conn, &conn->delayed, now, &doomed);
-    complete_all(conn, &doomed, conn->auth_failed ? LEASH_EAUTH : LEASH_ECONN);
+    complete_all(conn, &doomed, conn->refused ? conn->refused : LEASH_ECONN);
 }
 
 /* ---- sending ---- */
@@ -331,7 +371,12 @@ static int write_wait(leash__conn *conn, const leash__cmd *cmd) {
 static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     size_t before = leash__sock_unsent(conn->sock);
 
+    if (cmd->publish_arg != 0 && conn->cfg->pubsub_auto &&
+        conn->version < LEASH__VERSION(7, 0, 0) && publish_classic(cmd) != 0)
+        return -1;
     stamp_cmd(conn, cmd);
+    if (cmd->script != NULL)
+        leash__script_retarget(cmd->buf, cmd->len, leash__script_for(cmd->script, conn->version));
     if (leash__sock_write(conn->sock, cmd->buf, cmd->len) != 0)
         return -1;
     if (cmd->wait_replicas > 0 && write_wait(conn, cmd) != 0) {
@@ -447,7 +492,7 @@ int leash__conn_ready(const leash__conn *conn) {
 static void become_ready(leash__conn *conn) {
     conn->state = LEASH__CONN_READY;
     conn->backoff_ms = conn->cfg->reconnect_min_ms;
-    conn->auth_failed = 0;
+    conn->refused = 0;
     conn->handshake_busy = 0;
     if (conn->role == LEASH__CONN_CMD)
         conn->env->stats->connects++;
@@ -507,7 +552,7 @@ static void schedule_reconnect(leash__conn *conn) {
     const leash__conn_cfg *cfg = conn->cfg;
     int64_t delay;
 
-    if (conn->auth_failed)
+    if (conn->refused)
         conn->backoff_ms = cfg->reconnect_max_ms;
     /* A server that is loading or running a long script is back soon:
      * look again often, whatever the backoff has grown to. */
@@ -531,8 +576,8 @@ static void conn_down(leash__conn *conn) {
     if (was_ready && conn->role == LEASH__CONN_CMD)
         conn->env->stats->disconnects++;
     schedule_reconnect(conn);
-    if (conn->auth_failed) {
-        fail_queue(conn, LEASH_EAUTH);
+    if (conn->refused) {
+        fail_queue(conn, conn->refused);
         if (conn->env->freeing)
             return;
     }
@@ -578,17 +623,23 @@ static void start_handshake(leash__conn *conn) {
         failed |= handshake_cmd(conn, HS_AUTH, cfg->username ? 3 : 2, argv);
     }
     if (conn->role == LEASH__CONN_CMD) {
+        const char *info_argv[2] = {"INFO", "server"};
         const char *time_argv[1] = {"TIME"};
+        const leash__script *s;
+        failed |= handshake_cmd(conn, HS_INFO, 2, info_argv);
         failed |= handshake_cmd(conn, HS_TIME, 1, time_argv);
         if (cfg->db != 0) {
             const char *argv[2] = {"SELECT", db};
             snprintf(db, sizeof(db), "%d", cfg->db);
             failed |= handshake_cmd(conn, HS_SELECT, 2, argv);
         }
-        for (i = 0; i < cfg->nscripts; i++) {
-            const char *argv[3] = {"SCRIPT", "LOAD", cfg->scripts[i]->src};
-            failed |= handshake_cmd(conn, HS_SCRIPT + i, 3, argv);
-        }
+        /* Every variant: the version is not known yet, and loading one
+         * that this server does not run costs nothing. */
+        for (i = 0; i < cfg->nscripts; i++)
+            for (s = cfg->scripts[i]; s != NULL; s = s->older) {
+                const char *argv[3] = {"SCRIPT", "LOAD", s->src};
+                failed |= handshake_cmd(conn, HS_SCRIPT, 3, argv);
+            }
     }
     if (failed) {
         leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: could not send the handshake",
@@ -612,6 +663,84 @@ static void note_server_time(leash__conn *conn, const redisReply *r) {
     }
     leash__conn_server_time(conn, strtoll(r->element[0]->str, NULL, 10) * 1000 +
                                       strtoll(r->element[1]->str, NULL, 10) / 1000);
+}
+
+/* Whether sha (LEASH__SHA_LEN hex digits) is one of the scripts'. */
+static int known_sha(const leash__conn_cfg *cfg, const char *sha) {
+    const leash__script *s;
+    int i;
+
+    for (i = 0; i < cfg->nscripts; i++)
+        for (s = cfg->scripts[i]; s != NULL; s = s->older)
+            if (memcmp(s->sha, sha, LEASH__SHA_LEN) == 0)
+                return 1;
+    return 0;
+}
+
+/* The number of "field:7.2.4" in INFO's text (LEASH__VERSION), or 0. */
+static int info_version(const char *info, const char *field) {
+    const char *p = info;
+    size_t n = strlen(field);
+    int a = 0, b = 0, c = 0;
+
+    while ((p = strstr(p, field)) != NULL) {
+        if ((p == info || p[-1] == '\n') && p[n] == ':')
+            return sscanf(p + n + 1, "%d.%d.%d", &a, &b, &c) >= 2 && a > 0 && a < 100 && b >= 0 &&
+                           b < 100 && c >= 0 && c < 100
+                       ? LEASH__VERSION(a, b, c)
+                       : 0;
+        p += n;
+    }
+    return 0;
+}
+
+int leash__info_version(const char *info) {
+    return info_version(info, "redis_version");
+}
+
+static void version_text(char *out, size_t cap, int v) {
+    snprintf(out, cap, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+}
+
+/* INFO server: redis_version (Valkey keeps it, for the Redis version it is
+ * compatible with, beside its own valkey_version). INFO works on every
+ * version and needs nothing but the login before it (HELLO, which also
+ * says the version, is 6.0+, and switches the protocol when asked for
+ * RESP3). Returns 0 when the server is refused (cfg->min_version): the
+ * connection is then dropped. */
+static int note_server_version(leash__conn *conn, const redisReply *r) {
+    const leash__conn_cfg *cfg = conn->cfg;
+    char have[24], need[24];
+    int valkey;
+
+    conn->version = r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS
+                        ? leash__info_version(r->str)
+                        : 0;
+    if (conn->version == 0) {
+        leash__log(conn_log(conn), LEASH_LOG_WARN,
+                   "%s: INFO server did not say the version (%s): using only what Redis 6.0 "
+                   "has",
+                   role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "no redis_version");
+        return 1;
+    }
+    version_text(have, sizeof(have), conn->version);
+    valkey = info_version(r->str, "valkey_version");
+    if (valkey != 0) {
+        char own[24];
+        version_text(own, sizeof(own), valkey);
+        leash__log(conn_log(conn), LEASH_LOG_INFO, "%s: Valkey %s (Redis %s)", role_name(conn), own,
+                   have);
+    } else {
+        leash__log(conn_log(conn), LEASH_LOG_INFO, "%s: Redis %s", role_name(conn), have);
+    }
+    if (conn->version >= cfg->min_version)
+        return 1;
+    version_text(need, sizeof(need), cfg->min_version);
+    leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: %s needs Redis %s or later; the server is %s",
+               role_name(conn), cfg->min_version_for, need, have);
+    conn->refused = LEASH_EREDIS;
+    conn_break(conn);
+    return 0;
 }
 
 /* The socket is gone: what was written on it is lost, then the
@@ -644,23 +773,23 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
         else
             leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: SELECT %d refused by Redis: %s",
                        role_name(conn), conn->cfg->db, reply->str);
-        conn->auth_failed = 1;
+        conn->refused = LEASH_EAUTH;
         conn_break(conn);
     } else {
         if (tag == HS_TIME)
             note_server_time(conn, reply);
-        if (tag >= HS_SCRIPT) {
-            const leash__script *script = conn->cfg->scripts[tag - HS_SCRIPT];
+        if (tag == HS_INFO && !note_server_version(conn, reply))
+            return;
+        if (tag == HS_SCRIPT) {
             if (reply->type != REDIS_REPLY_STRING)
                 /* ACL users may lack SCRIPT: EVALSHA's NOSCRIPT path loads it. */
                 leash__log(conn_log(conn), LEASH_LOG_INFO,
                            "SCRIPT LOAD not accepted (%s): scripts load on first use",
                            reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
-            else if (reply->len != LEASH__SHA_LEN ||
-                     memcmp(reply->str, script->sha, LEASH__SHA_LEN) != 0)
+            else if (reply->len != LEASH__SHA_LEN || !known_sha(conn->cfg, reply->str))
                 leash__log(conn_log(conn), LEASH_LOG_WARN,
-                           "SCRIPT LOAD returned an unexpected SHA1 for script %d",
-                           (int)(tag - HS_SCRIPT));
+                           "SCRIPT LOAD returned an unexpected SHA1 (%.*s)", (int)reply->len,
+                           reply->str);
         }
         if (conn->handshake_next == conn->handshake_left)
             become_ready(conn);
@@ -750,7 +879,8 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
     if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
         strncmp(reply->str, "NOSCRIPT", 8) == 0) {
         size_t len;
-        char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len, cmd->script);
+        char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len,
+                                           leash__script_for(cmd->script, conn->version));
         if (eval != NULL) {
             conn->env->stats->noscript_reloads++;
             free(cmd->buf);

@@ -98,6 +98,7 @@ struct leash__cmd {
     struct redisReply *first; /* with WAIT: the command's own reply, until WAIT's comes */
     int fate;                 /* in limbo: LEASH_OK lost with its connection, else the status */
     int64_t written_at;       /* monotonic ms of its last write */
+    unsigned publish_arg;     /* the argument naming its publish verb (0: none) */
     leash__reply_fn *fn;
     void *arg;
 };
@@ -125,9 +126,18 @@ typedef struct leash__conn_cfg {
     int64_t reconnect_min_ms, reconnect_max_ms;
     const leash__script *const *scripts; /* SCRIPT LOADed on a command connection */
     int nscripts;
+    /* A server older than this (LEASH__VERSION) is refused: what the
+     * options ask for (min_version_for, for the log line) needs it. */
+    int min_version;
+    const char *min_version_for;
+    /* LEASH_PUBSUB_AUTO: on a server before 7.0 (or whose version is not
+     * known) the client uses classic pub/sub, and a command built with
+     * SPUBLISH before the version was known goes with PUBLISH. */
+    int pubsub_auto;
 } leash__conn_cfg;
 
-/* AUTH, TIME, SELECT and SCRIPT LOADs. */
+/* AUTH, INFO, TIME, SELECT and SCRIPT LOADs (the scripts and their
+ * variants for older servers). */
 #define LEASH__HANDSHAKE_MAX 16
 
 struct leash__conn {
@@ -146,7 +156,14 @@ struct leash__conn {
     unsigned handshake_left; /* handshake commands written */
     unsigned handshake_next; /* ... and answered */
     int handshake_tags[LEASH__HANDSHAKE_MAX];
-    int auth_failed;         /* the last handshake was refused */
+    int refused; /* the last handshake was refused: LEASH_EAUTH, or LEASH_EREDIS
+                    (a server older than cfg->min_version) */
+    /* The server's version (LEASH__VERSION; Valkey: the Redis version it
+     * is compatible with) from INFO in the handshake of a command
+     * connection; 0 while not known. Scripts go in their variant for it,
+     * and what only newer servers have is used from it, never from an
+     * error at run time. */
+    int version;
     int handshake_busy;      /* the last handshake got LOADING or BUSY */
     unsigned failures;       /* connect attempts that failed since it was last ready */
     int was_ready;           /* has been ready once: the next ready is a reconnect */
@@ -179,6 +196,10 @@ void leash__conn_teardown(leash__conn *conn);
  * without memory (buf is then freed). */
 leash__cmd *leash__cmd_new(char *buf, size_t len, const leash__script *script, unsigned flags,
                            int64_t deadline, leash__reply_fn *fn, void *arg);
+/* Argument `arg` of cmd (0 is the command's name) is the verb its script
+ * publishes with: "spublish" there becomes "publish" on a connection with
+ * cfg->pubsub_auto to a server without sharded pub/sub (see there). */
+void leash__cmd_publish_arg(leash__cmd *cmd, unsigned arg);
 /* Marks cmd's last argument as a stamp of the given kind. */
 void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms);
 /* Frees a command that no connection holds (never given to one, or a
@@ -226,6 +247,10 @@ void leash__conn_progress(leash__conn *conn, unsigned replies);
 int leash__reply_transient(const struct redisReply *reply);
 
 int leash__conn_ready(const leash__conn *conn);
+/* The Redis version (LEASH__VERSION) in the text of an INFO server reply:
+ * its redis_version, which Valkey keeps for the Redis version it is
+ * compatible with; 0 when it has none. */
+int leash__info_version(const char *info);
 /* Drops the connection now (the owner saw the server misbehave or refuse
  * something): what was written is lost as on any break; it reconnects
  * after the longest backoff (reconnect_max_ms). */
