@@ -290,6 +290,36 @@ TEST(an_attempt_that_waited_for_the_connection_longer_than_its_lease_is_granted)
     ev_loop_destroy(loop);
 }
 
+/* LEASH_PUBSUB_SHARDED works on a server with sharded pub/sub (7.0 and
+ * later) and is refused, with a log line, on one without: chosen by the
+ * version the handshake read, on whichever server the tests run
+ * (LEASH_REDIS_SERVER). */
+TEST(sharded_pubsub_needs_redis_7) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    int v = test_redis_version();
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    fx_options(&o, &r, 5000);
+    o.pubsub = LEASH_PUBSUB_SHARDED;
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "sharded");
+    if (v >= 70000) {
+        CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    } else {
+        CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_EREDIS);
+        CHECK(fx_log_contains("sharded pub/sub (LEASH_PUBSUB_SHARDED) needs Redis 7.0.0 or later"));
+        CHECK(!leash_client_connected(c));
+    }
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
 #define IN_FLIGHT 40
 
 TEST(client_free_with_commands_in_flight) {
@@ -478,6 +508,7 @@ int main(int argc, char **argv) {
         TEST_CASE(work_issued_while_disconnected_waits_for_the_connection),
         TEST_CASE(an_attempt_that_waited_for_the_connection_longer_than_its_lease_is_granted),
         TEST_CASE(a_burst_that_redis_keeps_answering_is_not_an_outage),
+        TEST_CASE(sharded_pubsub_needs_redis_7),
         TEST_CASE(client_free_with_commands_in_flight),
         TEST_CASE(client_free_inside_its_callback),
         TEST_CASE(attach_twice_is_refused),

@@ -41,6 +41,8 @@ typedef struct test_redis_config {
     /* NULL or more config lines, "\n"-separated, e.g.
      * "enable-debug-command yes\nmaxclients 50". */
     const char *extra;
+    /* 0: a free port; else this port, and no other is tried. */
+    int port;
 } test_redis_config;
 
 typedef struct test_redis {
@@ -54,6 +56,13 @@ typedef struct test_redis {
     redisContext *admin_; /* cached connection of test_redis_cmd */
     char *strings_[4];    /* copies of the cfg strings */
 } test_redis;
+
+/* The version of the redis-server binary the tests run (see above), from
+ * its --version, as major * 10000 + minor * 100 + patch (Valkey: its own
+ * version); 0 when it cannot be read. Read once. Where the versions
+ * differ (ACL channel rules are 6.2, sharded pub/sub and the cluster bus
+ * port settings 7.0), the launchers and the tests ask it. */
+int test_redis_version(void);
 
 /* Starts a server with cfg (NULL: TCP, no password) and waits until it
  * answers PING (at most 5 s). Another port is tried when the server does
