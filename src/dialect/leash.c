@@ -99,8 +99,9 @@
  */
 
 /* The grant is one SET ... NX GET from Redis 7.0 (NX with GET is 7.0);
- * before that a GET, then a SET that the GET found free. GRANT is the
- * part that differs. */
+ * before that a SET ... NX, and a GET only when the key was there (a busy
+ * lock, our own extra hold, a key of another type: GET's WRONGTYPE, before
+ * anything was written). GRANT is the part that differs. */
 #define ACQUIRE_LUA(GRANT)                                                                   \
     "local t = redis.call('time')\n"                                                         \
     "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"                                    \
@@ -133,11 +134,10 @@ static const char acquire_lua[] =
     ACQUIRE_LUA("  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
                 "  if not v then return {1, tonumber(f), 1, now} end\n");
 static const char acquire_lua_60[] =
-    ACQUIRE_LUA("  v = redis.call('get', k)\n"
-                "  if not v then\n"
-                "    redis.call('set', k, tok .. ':0:1:' .. f, 'PX', ARGV[2])\n"
+    ACQUIRE_LUA("  if redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2]) then\n"
                 "    return {1, tonumber(f), 1, now}\n"
-                "  end\n");
+                "  end\n"
+                "  v = redis.call('get', k)\n");
 
 static const char release_lua[] =
     "local v = redis.call('get', KEYS[1])\n"
