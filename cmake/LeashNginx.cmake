@@ -53,6 +53,13 @@ if(LEASH_NGINX)
     execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=${_leash_rt}
                     OUTPUT_VARIABLE LEASH_NGINX_PRELOAD OUTPUT_STRIP_TRAILING_WHITESPACE)
   endif()
+  # Flags of the distribution for the module, which nginx's configure takes
+  # as --with-cc-opt and --with-ld-opt (debian/rules passes Debian's
+  # CPPFLAGS and LDFLAGS: _FORTIFY_SOURCE, -z relro -z now).
+  set(LEASH_NGINX_CC_OPT "" CACHE STRING "Extra compiler flags for the nginx module")
+  set(LEASH_NGINX_LD_OPT "" CACHE STRING "Extra linker flags for the nginx module")
+  string(STRIP "${_leash_ngx_cc_opt} ${LEASH_NGINX_CC_OPT}" _leash_ngx_cc_opt)
+  string(STRIP "${_leash_ngx_ld_opt} ${LEASH_NGINX_LD_OPT}" _leash_ngx_ld_opt)
   file(GLOB _leash_ngx_sources CONFIGURE_DEPENDS
        "${PROJECT_SOURCE_DIR}/nginx/*.c" "${PROJECT_SOURCE_DIR}/nginx/*.h")
   # leash_metrics shares prefork-server's Prometheus writer (nginx/config).

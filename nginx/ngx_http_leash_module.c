@@ -51,10 +51,15 @@ typedef struct {
     leash_url *url;     /* leash_redis */
     ngx_array_t *nodes; /* leash_cluster, leash_redlock: char * */
     ngx_msec_t lease;   /* leash_lease */
+    /* leash_tls (NGX_CONF_UNSET: as the URL says), leash_tls_verify */
+    ngx_flag_t tls, tls_verify;
+    /* leash_tls_ca, _cert, _key (full paths, NUL-terminated), _name */
+    ngx_str_t tls_ca, tls_cert, tls_key, tls_name;
 } ngx_http_leash_main_conf_t;
 
 typedef struct {
-    ngx_uint_t kind; /* NGX_LEASH_* */
+    ngx_uint_t kind;      /* NGX_LEASH_* */
+    ngx_flag_t inherited; /* the lock is the parent block's */
     const char *directive;
     ngx_http_complex_value_t *key;
     ngx_int_t permits;
@@ -78,6 +83,17 @@ typedef struct {
     ngx_msec_t started;
     ngx_msec_t wait_ms;
     ngx_str_t key;
+    /* The hold was lost: from here on the request reaches no backend, in
+     * this location or any it is redirected to. */
+    unsigned lost : 1;
+    /* Subrequests that ran while the lock was held (mirror, SSI): they may
+     * outlive the answer, so the lock stays until the request's pool goes,
+     * and a lost lock stops their upstreams too. */
+    ngx_array_t *subs; /* ngx_http_request_t * */
+    unsigned shared : 1;
+    /* The answer was complete and the lock released before the request's
+     * end: a subrequest that comes after it is refused. */
+    unsigned answered : 1;
 } ngx_http_leash_ctx_t;
 
 static ngx_int_t ngx_http_leash_preconfiguration(ngx_conf_t *cf);
@@ -93,6 +109,7 @@ static char *ngx_http_leash_nodes(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
 static char *ngx_http_leash_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_leash_msec_max(ngx_conf_t *cf, void *post, void *data);
 static char *ngx_http_leash_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_leash_tls_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 
 static ngx_conf_enum_t ngx_http_leash_fail_modes[] = {
     {ngx_string("closed"), NGX_LEASH_FAIL_CLOSED},
@@ -100,7 +117,8 @@ static ngx_conf_enum_t ngx_http_leash_fail_modes[] = {
     {ngx_null_string, 0},
 };
 
-static ngx_conf_num_bounds_t ngx_http_leash_status_bounds = {ngx_conf_check_num_bounds, 400, 599};
+static char *ngx_http_leash_busy_status_check(ngx_conf_t *cf, void *post, void *data);
+static ngx_conf_post_t ngx_http_leash_busy_status_post = {ngx_http_leash_busy_status_check};
 
 typedef struct {
     ngx_conf_post_handler_pt post_handler;
@@ -122,22 +140,37 @@ static ngx_command_t ngx_http_leash_commands[] = {
     {ngx_string("leash_lease"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, lease),
      &ngx_http_leash_lease_bounds},
-    {ngx_string("leash_lock"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1, ngx_http_leash_lock,
-     NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_MUTEX, NULL},
-    {ngx_string("leash_fair_lock"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1, ngx_http_leash_lock,
-     NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_FAIR, NULL},
-    {ngx_string("leash_semaphore"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE2, ngx_http_leash_lock,
-     NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_SEMAPHORE, NULL},
+    {ngx_string("leash_tls"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls), NULL},
+    {ngx_string("leash_tls_ca"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_http_leash_tls_file,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_ca), NULL},
+    {ngx_string("leash_tls_cert"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_http_leash_tls_file,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_cert), NULL},
+    {ngx_string("leash_tls_key"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_http_leash_tls_file,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_key), NULL},
+    {ngx_string("leash_tls_name"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_name), NULL},
+    {ngx_string("leash_tls_verify"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_verify), NULL},
+    {ngx_string("leash_lock"), NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF | NGX_CONF_TAKE1,
+     ngx_http_leash_lock, NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_MUTEX, NULL},
+    {ngx_string("leash_fair_lock"), NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF | NGX_CONF_TAKE1,
+     ngx_http_leash_lock, NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_FAIR, NULL},
+    {ngx_string("leash_semaphore"), NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF | NGX_CONF_TAKE2,
+     ngx_http_leash_lock, NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_SEMAPHORE, NULL},
     {ngx_string("leash_wait"),
-     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF |
+         NGX_CONF_TAKE1,
      ngx_conf_set_msec_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(ngx_http_leash_loc_conf_t, wait),
      &ngx_http_leash_wait_bounds},
     {ngx_string("leash_busy_status"),
-     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF |
+         NGX_CONF_TAKE1,
      ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET,
-     offsetof(ngx_http_leash_loc_conf_t, busy_status), &ngx_http_leash_status_bounds},
+     offsetof(ngx_http_leash_loc_conf_t, busy_status), &ngx_http_leash_busy_status_post},
     {ngx_string("leash_fail"),
-     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF |
+         NGX_CONF_TAKE1,
      ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET, offsetof(ngx_http_leash_loc_conf_t, fail),
      &ngx_http_leash_fail_modes},
     {ngx_string("leash_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, ngx_http_leash_metrics, 0, 0,
@@ -182,6 +215,50 @@ static char *ngx_http_leash_msec_max(ngx_conf_t *cf, void *post, void *data) {
 
     if (*v < b->min || *v > b->max) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "must be %Mms..%Mms", b->min, b->max);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+/* 400..599, less the codes with which nginx closes the connection instead
+ * of answering (408, 444, 499): a busy request gets an answer. */
+static char *ngx_http_leash_busy_status_check(ngx_conf_t *cf, void *post, void *data) {
+    ngx_uint_t *status = data;
+
+    if (*status < 400 || *status > 599) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "must be 400..599");
+        return NGX_CONF_ERROR;
+    }
+    if (*status == NGX_HTTP_REQUEST_TIME_OUT || *status == NGX_HTTP_CLOSE ||
+        *status == NGX_HTTP_CLIENT_CLOSED_REQUEST) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "%ui closes the connection without an answer: use another status",
+                           *status);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+/* leash_tls_ca, _cert, _key: a path relative to nginx's prefix, as
+ * ssl_certificate's, that the master can read now (the workers read it
+ * when they start: it must be readable by nginx's worker user too). */
+static char *ngx_http_leash_tls_file(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    ngx_str_t *path = (ngx_str_t *)((char *)conf + cmd->offset);
+    ngx_str_t *value = cf->args->elts;
+
+    if (path->data != NULL)
+        return "is duplicate";
+    *path = value[1];
+    if (path->len == 0 || ngx_conf_full_name(cf->cycle, path, 1) != NGX_OK)
+        return NGX_CONF_ERROR;
+    if (path->len > LEASH_PATH_MAX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\": the path is over %d bytes", &cmd->name,
+                           LEASH_PATH_MAX);
+        return NGX_CONF_ERROR;
+    }
+    if (access((const char *)path->data, R_OK) != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno, "\"%V\": cannot read \"%V\"", &cmd->name,
+                           path);
         return NGX_CONF_ERROR;
     }
     return NGX_CONF_OK;
@@ -307,14 +384,78 @@ static void *ngx_http_leash_create_main_conf(ngx_conf_t *cf) {
         return NULL;
     mcf->topology = -1;
     mcf->lease = NGX_CONF_UNSET_MSEC;
+    mcf->tls = NGX_CONF_UNSET;
+    mcf->tls_verify = NGX_CONF_UNSET;
     return mcf;
+}
+
+/* The worker's client options from the http block's directives (strings
+ * point into mcf, which outlives the client's creation). */
+static void ngx_http_leash_options(const ngx_http_leash_main_conf_t *mcf, leash_options *opts) {
+    leash_options_init(opts);
+    opts->lease_ms = (int64_t)mcf->lease;
+    opts->topology = mcf->topology;
+    if (mcf->url != NULL) {
+        leash_url_apply(mcf->url, opts);
+    } else {
+        opts->nodes = (const char *const *)mcf->nodes->elts;
+        opts->nodes_count = (int)mcf->nodes->nelts;
+    }
+    /* The directives over what a rediss:// URL says. */
+    if (mcf->tls != NGX_CONF_UNSET)
+        opts->tls = mcf->tls ? 1 : 0;
+    if (mcf->tls_verify != NGX_CONF_UNSET)
+        opts->tls_verify = mcf->tls_verify ? 1 : 0;
+    if (mcf->tls_ca.data != NULL)
+        opts->tls_ca_file = (const char *)mcf->tls_ca.data;
+    if (mcf->tls_cert.data != NULL)
+        opts->tls_cert_file = (const char *)mcf->tls_cert.data;
+    if (mcf->tls_key.data != NULL)
+        opts->tls_key_file = (const char *)mcf->tls_key.data;
+    if (mcf->tls_name.data != NULL)
+        opts->tls_server_name = (const char *)mcf->tls_name.data;
+}
+
+/* Keeps the first line the library logs, for nginx -t to show. */
+static void ngx_http_leash_keep_log(int level, const char *msg, void *arg) {
+    char *kept = arg;
+
+    if (kept[0] == '\0')
+        ngx_cpystrn((u_char *)kept, (u_char *)msg, NGX_MAX_ERROR_STR);
+}
+
+/* Everything leash_client_new would refuse in a worker is refused here, by
+ * nginx -t and by a reload, with the library's own reason: a worker must
+ * never find out that its configuration cannot work. The client made here
+ * is never attached to a loop, so it connects nowhere. */
+static char *ngx_http_leash_check_client(ngx_conf_t *cf, const ngx_http_leash_main_conf_t *mcf) {
+    char kept[NGX_MAX_ERROR_STR + 1];
+    leash_options opts;
+    leash_client *c;
+    int rc;
+
+    kept[0] = '\0';
+    ngx_http_leash_options(mcf, &opts);
+    opts.log_cb = ngx_http_leash_keep_log;
+    opts.log_arg = kept;
+    opts.log_level = LEASH_LOG_ERROR;
+    rc = leash_client_new(&c, &opts);
+    if (rc != LEASH_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%s\": %s", mcf->topology_directive,
+                           kept[0] != '\0' ? kept : leash_strerror(rc));
+        return NGX_CONF_ERROR;
+    }
+    leash_client_free(c);
+    return NGX_CONF_OK;
 }
 
 static char *ngx_http_leash_init_main_conf(ngx_conf_t *cf, void *conf) {
     ngx_http_leash_main_conf_t *mcf = conf;
 
     ngx_conf_init_msec_value(mcf->lease, 30000);
-    return NGX_CONF_OK;
+    if (mcf->topology == -1)
+        return NGX_CONF_OK;
+    return ngx_http_leash_check_client(cf, mcf);
 }
 
 static void *ngx_http_leash_create_loc_conf(ngx_conf_t *cf) {
@@ -333,6 +474,16 @@ static char *ngx_http_leash_merge_loc_conf(ngx_conf_t *cf, void *parent, void *c
     ngx_http_leash_loc_conf_t *conf = child;
     ngx_http_leash_main_conf_t *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_leash_module);
 
+    /* The lock inherits into if, limit_except and nested locations, as
+     * limit_req does: a block without a lock of its own has its parent's
+     * (a request that lands there must not skip it). */
+    if (conf->kind == NGX_LEASH_NONE && prev->kind != NGX_LEASH_NONE) {
+        conf->inherited = 1;
+        conf->kind = prev->kind;
+        conf->directive = prev->directive;
+        conf->key = prev->key;
+        conf->permits = prev->permits;
+    }
     ngx_conf_merge_msec_value(conf->wait, prev->wait, 10000);
     ngx_conf_merge_uint_value(conf->busy_status, prev->busy_status, NGX_HTTP_SERVICE_UNAVAILABLE);
     ngx_conf_merge_uint_value(conf->fail, prev->fail, NGX_LEASH_FAIL_CLOSED);
@@ -377,27 +528,26 @@ static ngx_int_t ngx_http_leash_init_process(ngx_cycle_t *cycle) {
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_leash_module);
     if (mcf == NULL || mcf->topology == -1)
         return NGX_OK;
-    leash_options_init(&opts);
-    opts.lease_ms = (int64_t)mcf->lease;
+    ngx_http_leash_options(mcf, &opts);
     opts.log_cb = ngx_http_leash_log;
-    opts.topology = mcf->topology;
-    if (mcf->url != NULL) {
-        leash_url_apply(mcf->url, &opts);
-    } else {
-        opts.nodes = (const char *const *)mcf->nodes->elts;
-        opts.nodes_count = (int)mcf->nodes->nelts;
-    }
+    /* A worker that exits here is not respawned, and takes every location
+     * with it, locked or not: without a client it serves, and its locked
+     * locations answer by leash_fail. */
     rc = leash_client_new(&c, &opts);
     if (rc != LEASH_OK) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "leash: no client: %s", leash_strerror(rc));
-        return NGX_ERROR;
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "leash: no client: %s (locked locations answer by leash_fail)",
+                      leash_strerror(rc));
+        return NGX_OK;
     }
     rc = ngx_leash_loop_attach(c, cycle->log);
     if (rc != LEASH_OK) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "leash: cannot attach to the loop: %s",
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "leash: cannot attach to the loop: %s (locked locations answer by "
+                      "leash_fail)",
                       leash_strerror(rc));
         leash_client_free(c);
-        return NGX_ERROR;
+        return NGX_OK;
     }
     ngx_http_leash_client = c;
     return NGX_OK;
@@ -431,6 +581,8 @@ static ngx_http_leash_ctx_t *ngx_http_leash_get_ctx(ngx_http_request_t *r) {
     ngx_http_leash_ctx_t *ctx = ngx_http_get_module_ctx(mr, ngx_http_leash_module);
     ngx_pool_cleanup_t *cln;
 
+    /* An internal redirect clears r->ctx, and so does a filter that
+     * finalizes the request (412 from not_modified, image_filter). */
     if (ctx != NULL)
         return ctx;
     for (cln = mr->pool->cleanup; cln != NULL; cln = cln->next) {
@@ -449,6 +601,68 @@ static ngx_int_t ngx_http_leash_failed(const ngx_http_leash_loc_conf_t *lcf) {
     return lcf->fail == NGX_LEASH_FAIL_OPEN ? NGX_DECLINED : (ngx_int_t)lcf->busy_status;
 }
 
+/* Whether an acquire's error says Redis cannot be used now (leash_fail
+ * decides), rather than that this lock is wrong: two permit counts on one
+ * name (EINVAL), a name that is another kind's (a WRONGTYPE error,
+ * EREDIS), an answer leash does not understand. A wrong lock fails closed
+ * whatever leash_fail says: opening would let every request through. */
+static int ngx_http_leash_unreachable(int status) {
+    switch (status) {
+    case LEASH_ECONN:
+    case LEASH_EAUTH:
+    case LEASH_ETLS:
+    case LEASH_EREPLICAS:
+    case LEASH_ENOMEM:
+    case LEASH_ECANCELED: /* the worker exits (leash_client_free) */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* A subrequest that runs while the main request holds the lock. */
+static void ngx_http_leash_add_sub(ngx_http_leash_ctx_t *ctx, ngx_http_request_t *sr) {
+    ngx_http_request_t **slot;
+
+    ctx->shared = 1;
+    if (ctx->subs == NULL)
+        ctx->subs = ngx_array_create(ctx->r->pool, 2, sizeof(ngx_http_request_t *));
+    slot = ctx->subs != NULL ? ngx_array_push(ctx->subs) : NULL;
+    if (slot == NULL) {
+        ngx_log_error(NGX_LOG_ERR, sr->connection->log, 0,
+                      "leash: out of memory: a lost lock will not stop \"%V\"", &sr->uri);
+        return;
+    }
+    *slot = sr;
+}
+
+/* Stops the upstream of every background subrequest (mirror) that still
+ * runs under the lost lock: it would go on after the request's answer.
+ * Ending its upstream ends it (its reference on the main request goes, as
+ * at its normal end). The caller holds a reference of its own, so the
+ * main request stays. Subrequests live in the main request's pool: each
+ * pointer is valid; an upstream that finished has no cleanup left. 1 when
+ * a subrequest that is part of the answer (SSI) still runs an upstream:
+ * only terminating the request stops that one. */
+static int ngx_http_leash_stop_subs(ngx_http_leash_ctx_t *ctx) {
+    ngx_http_request_t **sr;
+    ngx_uint_t i;
+    int inline_running = 0;
+
+    if (ctx->subs == NULL)
+        return 0;
+    sr = ctx->subs->elts;
+    for (i = 0; i < ctx->subs->nelts; i++) {
+        if (sr[i]->upstream == NULL || sr[i]->upstream->cleanup == NULL)
+            continue;
+        if (sr[i]->background)
+            (*sr[i]->upstream->cleanup)(sr[i]);
+        else
+            inline_running = 1;
+    }
+    return inline_running;
+}
+
 static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
     ngx_http_leash_ctx_t *ctx = arg;
     ngx_http_request_t *r = ctx->r;
@@ -459,13 +673,16 @@ static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
                   leash_lost_reason_name(reason));
     ctx->status = "lost";
     ctx->fence = 0;
+    ctx->lost = 1;
+    ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
     /* The backend must not see a second writer: end the request now, its
-     * upstream included. The reference taken here is the one the upstream's
+     * upstream and its subrequests' included. The reference taken here is the one the upstream's
      * end (or the terminate below) drops, or the request would be freed
      * under the code that ends it. This is no event of the request's
      * connection: run the posted requests here. */
     r->main->count++;
-    if (!r->header_sent && c->sent == 0 && r->upstream != NULL && r->upstream->cleanup != NULL) {
+    if (!ngx_http_leash_stop_subs(ctx) && !r->header_sent && c->sent == 0 && r->upstream != NULL &&
+        r->upstream->cleanup != NULL) {
         /* Nothing was sent: stop the upstream (closes its connection and
          * finalizes with NGX_DONE, which drops that reference), then the
          * request answers 500 as when its upstream fails. */
@@ -507,6 +724,15 @@ static void ngx_http_leash_decided(leash_lock *l, int status, void *arg) {
         ctx->rc = (ngx_int_t)lcf->busy_status;
         break;
     default:
+        if (!ngx_http_leash_unreachable(status)) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "leash: no lock \"%V\": %s (a lock misconfigured: 500, whatever "
+                          "leash_fail says)",
+                          &ctx->key, leash_strerror(status));
+            ctx->status = "error";
+            ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
+            break;
+        }
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0, "leash: no lock \"%V\": %s%s", &ctx->key,
                       leash_strerror(status),
                       lcf->fail == NGX_LEASH_FAIL_OPEN ? " (leash_fail open: going on)" : "");
@@ -586,16 +812,42 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     const char *name;
     int rc;
 
+    ctx = ngx_http_leash_get_ctx(r);
+    if (ctx != NULL && ctx->lost) {
+        /* error_page, try_files or X-Accel-Redirect after a lost lock:
+         * whatever would run here next, no backend sees this request
+         * again (a location of its own content handler, a lock: 500). */
+        ngx_http_core_loc_conf_t *clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+        if (lcf->kind == NGX_LEASH_NONE && clcf->handler == NULL)
+            return NGX_DECLINED;
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "leash: \"%V\" refused: the request lost its lock \"%V\"", &r->uri,
+                      &ctx->key);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    if (r != r->main && ctx != NULL && ctx->lock != NULL)
+        ngx_http_leash_add_sub(ctx, r);
     if (lcf->kind == NGX_LEASH_NONE)
         return NGX_DECLINED;
-    ctx = ngx_http_leash_get_ctx(r);
     if (r != r->main) {
         /* A subrequest goes on under its main request's lock. It cannot
          * wait for one (the connection's events go to the request that may
          * write, not to it), and letting it through would break the lock:
          * without a lock of the main request it fails. */
-        if (ctx != NULL)
+        if (ctx != NULL) {
+            if (ctx->answered)
+                ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                              "leash: \"%s\" in a subrequest (\"%V\") after the main request "
+                              "answered and released its lock: refused",
+                              lcf->directive, &r->uri);
             return ctx->rc;
+        }
+        /* An access check's subrequest (auth_request) into a block that
+         * only inherits the lock, e.g. a nested location: it runs before
+         * the main request asks for the lock, and goes on without it, as
+         * in a block with no lock at all. */
+        if (lcf->inherited)
+            return NGX_DECLINED;
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "leash: \"%s\" in a subrequest (\"%V\") whose main request holds no "
                       "lock: refused",
@@ -653,6 +905,65 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     r->write_event_handler = ngx_http_leash_guard;
     ngx_add_timer(r->connection->write, lcf->wait + NGX_LEASH_GUARD_MS);
     return NGX_AGAIN;
+}
+
+/* ---- the end of the answer ---- */
+
+static ngx_http_output_body_filter_pt ngx_http_leash_next_body_filter;
+
+static ngx_http_output_header_filter_pt ngx_http_leash_next_header_filter;
+static ngx_http_output_body_filter_pt ngx_http_leash_next_body_filter;
+
+/* The main request's answer is complete (its last buffer, or a header-only
+ * answer, went through the filters below): the work the lock guarded is
+ * done, and the lock goes now rather than when the request's pool goes (a
+ * client that sends a body nobody reads keeps the request for
+ * lingering_time: any client could pin a key). Not while anything else
+ * of the request may still work under it: a subrequest holds a reference
+ * on the main request (mirror, slice, a cache's background update) or is
+ * postponed (SSI, addition). Beside the connection's own reference, only
+ * discarding a body may hold one. */
+static void ngx_http_leash_answered(ngx_http_request_t *r) {
+    ngx_http_leash_ctx_t *ctx = ngx_http_leash_get_ctx(r);
+    leash_lock *l;
+
+    if (ctx == NULL || ctx->lock == NULL || ctx->state != NGX_LEASH_DECIDED || ctx->shared)
+        return;
+    if (r->count > 1u + (r->discard_body ? 1u : 0u) || r->postponed != NULL)
+        return;
+    l = ctx->lock;
+    ctx->lock = NULL;
+    ctx->answered = 1;
+    /* Nothing of this request may go on under it now. */
+    ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
+    leash_lock_free(l);
+}
+
+static ngx_int_t ngx_http_leash_header_filter(ngx_http_request_t *r) {
+    ngx_int_t rc = ngx_http_leash_next_header_filter(r);
+
+    /* HEAD, 304 (set by a filter below): no last buffer follows. */
+    if (r == r->main && r->header_only && rc != NGX_ERROR)
+        ngx_http_leash_answered(r);
+    return rc;
+}
+
+/* After the filters below ran: a slice or SSI subrequest they start for
+ * this buffer exists by then. */
+static ngx_int_t ngx_http_leash_body_filter(ngx_http_request_t *r, ngx_chain_t *in) {
+    ngx_int_t rc;
+    ngx_chain_t *cl;
+
+    if (r != r->main)
+        return ngx_http_leash_next_body_filter(r, in);
+    for (cl = in; cl != NULL; cl = cl->next) {
+        if (cl->buf->last_buf)
+            break;
+    }
+    rc = ngx_http_leash_next_body_filter(r, in);
+    if (cl != NULL && rc != NGX_ERROR)
+        ngx_http_leash_answered(r);
+    return rc;
 }
 
 /* ---- leash_metrics ---- */
@@ -779,5 +1090,9 @@ static ngx_int_t ngx_http_leash_postconfiguration(ngx_conf_t *cf) {
     if (h == NULL)
         return NGX_ERROR;
     *h = ngx_http_leash_handler;
+    ngx_http_leash_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_http_leash_header_filter;
+    ngx_http_leash_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = ngx_http_leash_body_filter;
     return NGX_OK;
 }

@@ -3,7 +3,7 @@
 #
 # Starts its own redis-server on a free loopback port, a slow backend that
 # records per key how many requests it serves at once and the X-Fence each
-# brought (support/nginx_backend.py), and two nginx instances with two
+# brought (examples/nginx/backend.py), and two nginx instances with two
 # workers each, from temporary prefixes, then:
 #   1. requests for one key, through both instances at once, reach the
 #      backend one at a time, with fences that grow;
@@ -41,6 +41,21 @@
 #      lock; satisfy any does not skip the lock;
 #  17. a fast stop (TERM) while a request holds a lock: the worker releases
 #      it on its way out, long before its lease ends;
+#  19. the lock inherits into if, limit_except and nested locations, for
+#      the mutex, the fair lock and the semaphore;
+#  20. a request that lost its lock reaches no backend again, whatever
+#      error_page does next: 500; its mirror's upstream is stopped too;
+#  21. a typo in leash_cluster or leash_redlock fails nginx -t and a reload
+#      (the running workers go on serving); a database Redis refuses leaves
+#      the workers up, answering by leash_fail;
+#  22. the lock goes with the answer, not after lingering_timeout, while
+#      nginx discards a request body the client never finishes;
+#  23. return (the rewrite phase) answers without the lock;
+#  26. slices and SSI includes keep the lock until they end; auth_request
+#      into a nested location that inherits a lock goes on without it;
+#  24. busy statuses that close the connection (408, 444, 499) fail nginx -t;
+#  25. leash_fail open does not open on a misconfigured lock (two permit
+#      counts, two kinds on one name): 500;
 # and checks that no worker exited on a signal, nginx logged no alert, no
 # sanitizer spoke and no log line holds the Redis password.
 #
@@ -56,7 +71,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/support/redis.sh"
 
 nginx_bin=${1:?usage: test_nginx.sh NGINX MODULE_SO}
 module=${2:?usage: test_nginx.sh NGINX MODULE_SO}
-backend_py="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/support/nginx_backend.py"
+backend_py="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/examples/nginx/backend.py"
 for tool in "${LEASH_REDIS_SERVER:-redis-server}" redis-cli curl python3; do
     command -v "$tool" >/dev/null 2>&1 || {
         echo "FAIL: $tool is missing"
@@ -67,6 +82,7 @@ SLACK_MS=${TEST_SLACK_MS:-300}
 PASSWORD=s3cr3t-pw
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leash-nginx.XXXXXX")
+chmod 755 "$tmp" # the workers (user nobody) read a static file in it (22)
 started=() # pids of what this test started: redis-server, backend, nginx masters
 masters=()
 passed=0
@@ -149,7 +165,22 @@ conf() {
     local h2=${4:+"listen 127.0.0.1:$4 http2;"}
     local proxy="proxy_set_header X-Fence \$leash_fence; proxy_pass http://127.0.0.1:$backend_port;
             add_header X-Leash \"\$leash_status \$leash_wait_ms\" always;"
-    mkdir -p "$dir"
+    local k lock blocks=""
+    # 19: one location per kind and block: /Kif, /Klx, /Knest/ (K = l, f, s).
+    for k in l f s; do
+        case $k in
+        l) lock="leash_lock inh:\$arg_key" ;;
+        f) lock="leash_fair_lock inhf:\$arg_key" ;;
+        s) lock="leash_semaphore inhs:\$arg_key 1" ;;
+        esac
+        blocks+="
+        location /${k}if { $lock; leash_wait 10s; if (\$arg_debug) { set \$dbg 1; } $proxy }
+        location /${k}lx { $lock; leash_wait 10s; limit_except GET { allow 127.0.0.1; deny all; } $proxy }
+        location /${k}nest/ { $lock; leash_wait 10s; $proxy location /${k}nest/inner { $proxy } }"
+    done
+    mkdir -p "$dir/ssi"
+    echo "static file" >"$dir/static.txt"
+    printf 'head <!--# include virtual="/ssi/part?key=ssi-inc&ms=300" --> tail\n' >"$dir/ssi/page.html"
     cat >"$dir/nginx.conf" <<EOF
 load_module $module;
 worker_processes 2;
@@ -187,6 +218,29 @@ http {
             leash_lock one:\$arg_key; leash_wait 0; leash_busy_status 429; $proxy
         }
         location /mirrored { leash_lock held:\$arg_key; mirror /authlock; $proxy }
+        $blocks
+        location /ep2 { leash_lock one:\$arg_key; error_page 500 = @retry; $proxy }
+        location @retry { leash_lock one:\$arg_key; $proxy }
+        location /mlost { leash_lock one:\$arg_key; mirror /mslow; $proxy }
+        location = /mslow { internal; proxy_pass http://127.0.0.1:$backend_port/m?key=\$arg_key-mirror&ms=3000; }
+        location /static { leash_lock one:\$arg_key; alias $dir/static.txt; }
+        location /sl {
+            leash_lock one:\$arg_key; slice 100; proxy_set_header Range \$slice_range; $proxy
+        }
+        location /ssi/ {
+            leash_lock one:\$arg_key; ssi on; default_type text/html; alias $dir/ssi/;
+            location /ssi/part { $proxy }
+        }
+        location /app/ {
+            leash_lock one:\$arg_key; auth_request /app/auth; $proxy
+            location = /app/auth {
+                internal; proxy_pass http://127.0.0.1:$backend_port/auth?key=auth-nested&ms=1;
+            }
+        }
+        location /ret { leash_lock one:\$arg_key; return 200 "returned\\n"; }
+        location /semopen { leash_semaphore semo:\$arg_key 3; leash_wait 1s; leash_fail open; $proxy }
+        location /semopen4 { leash_semaphore semo:\$arg_key 4; leash_wait 1s; leash_fail open; $proxy }
+        location /kindopen { leash_fair_lock one:\$arg_key; leash_wait 1s; leash_fail open; $proxy }
         location = /authlock {
             leash_lock sub:fixed; leash_wait 10s;
             set \$args key=authlock&ms=300;
@@ -430,12 +484,13 @@ pass "Redis down: closed answers 503, open goes on with \$leash_status error, bo
 
 # ---- 11. lost mid-request: Redis frozen past the lease ----
 
-# lost NAME QUERY [h2]: a request of key NAME (over HTTP/2 with h2)
+# lost NAME QUERY [h2] [PATH]: a request of key NAME (over HTTP/2 with h2)
+# to PATH (default /one)
 # reaches the backend (which answers by QUERY), then Redis freezes past the
 # lease; the request must end within it, logged, and the backend's request
 # is aborted. Its curl exit status goes to $tmp/req-NAME.rc.
 lost() {
-    local name=$1 query=$2 code port=${ports[0]} opts=()
+    local name=$1 query=$2 code port=${ports[0]} opts=() path=${4:-/one}
     if [[ ${3:-} == h2 ]]; then
         port=${h2ports[0]}
         opts=(--http2-prior-knowledge)
@@ -443,7 +498,7 @@ lost() {
     (
         rc=0
         curl -s "${opts[@]}" -o "$tmp/req-$name.body" -D "$tmp/req-$name.h" -w '%{http_code}\n' \
-            "http://127.0.0.1:$port/one?key=$name&ms=3000$query" >"$tmp/req-$name" 2>/dev/null ||
+            "http://127.0.0.1:$port$path?key=$name&ms=3000$query" >"$tmp/req-$name" 2>/dev/null ||
             rc=$?
         echo "$rc" >"$tmp/req-$name.rc"
     ) &
@@ -619,6 +674,210 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/any?
 [[ $code == 429 ]] || fail "satisfy any: a request allowed by address went past a held lock ($code)"
 wait_reqs
 pass "a request that allow/deny refuses never waits for the lock; satisfy any does not skip it"
+
+# ---- 19. the lock inherits into if, limit_except and nested locations ----
+
+# reqm NAME INSTANCE METHOD PATH: req with another method.
+reqm() {
+    curl -s -o /dev/null -D "$tmp/req-$1.h" -w '%{http_code}\n' -X "$3" \
+        "http://127.0.0.1:${ports[$2]}$4" >"$tmp/req-$1" 2>/dev/null &
+    reqs+=("$!")
+}
+# For each kind, a holder in the location itself, then a request that
+# lands in its if block, its limit_except block or its nested location:
+# the second must wait for the first.
+for k in l f s; do
+    req "inh-$k-if-0" 0 "/${k}if?key=$k-if&ms=1500"
+    req "inh-$k-lx-0" 0 "/${k}lx?key=$k-lx&ms=1500"
+    req "inh-$k-nest-0" 0 "/${k}nest/?key=$k-nest&ms=1500"
+done
+for _ in $(seq 250); do
+    [[ $(stats '[lfs]-\(if\|lx\|nest\)' | grep -c ' served=0 ') == 9 ]] && break
+    sleep 0.02
+done
+[[ $(stats '[lfs]-\(if\|lx\|nest\)' | grep -c ' served=0 ') == 9 ]] ||
+    fail "inheritance: not every holder reached the backend: $(stats '[lfs]-\(if\|lx\|nest\)')"
+for k in l f s; do
+    req "inh-$k-if-1" 1 "/${k}if?key=$k-if&ms=1&debug=1"
+    reqm "inh-$k-lx-1" 1 DELETE "/${k}lx?key=$k-lx&ms=1"
+    req "inh-$k-nest-1" 1 "/${k}nest/inner?key=$k-nest&ms=1"
+done
+wait_reqs
+for k in l f s; do
+    for b in if lx nest; do
+        for i in 0 1; do
+            [[ $(code_of "inh-$k-$b-$i") == 200 && $(leash_of "inh-$k-$b-$i") == granted* ]] ||
+                fail "inheritance $k $b request $i: $(code_of "inh-$k-$b-$i") $(leash_of "inh-$k-$b-$i")"
+        done
+        # The second waited for the first (a grant after 0 ms: it came late).
+        waited=$(leash_of "inh-$k-$b-1")
+        ((${waited#granted } > 0)) || fail "inheritance $k $b: the second request did not wait ($waited)"
+        [[ $(stat_of "$k-$b" peak) == 1 && $(stat_of "$k-$b" served) == 2 ]] ||
+            fail "inheritance $k $b: the backend saw $(stats "$k-$b")"
+    done
+done
+pass "if, limit_except (DELETE) and nested locations take their location's lock: mutex, fair lock, semaphore"
+
+# ---- 20. lost, then error_page: no backend sees the request again ----
+
+lost ep2 "" "" /ep2
+[[ $(code_of ep2) == 500 && $(leash_of ep2) == lost* ]] ||
+    fail "lost then error_page: $(code_of ep2) $(leash_of ep2)"
+[[ $(stat_of ep2 fences) != *none* && $(stat_of ep2 fences) != *empty* ]] ||
+    fail "lost then error_page: a request reached the backend without a fence: $(stats ep2)"
+grep -q 'leash: "/ep2" refused: the request lost its lock "one:ep2"' "$tmp"/a/error.log ||
+    fail "lost then error_page: no error line for @retry"
+pass "a request that lost its lock and is sent on by error_page reaches no backend: 500"
+
+# A mirror (a background subrequest) of a request that loses its lock:
+# its upstream is stopped with the request's.
+lost mlost "" "" /mlost
+[[ $(code_of mlost) == 500 ]] || fail "lost with a mirror: $(code_of mlost)"
+for _ in $(seq 50); do
+    [[ $(stat_of mlost-mirror aborted) == 1 ]] && break
+    sleep 0.02
+done
+[[ $(stat_of mlost-mirror aborted) == 1 && $(stat_of mlost-mirror served) == 0 ]] ||
+    fail "lost with a mirror: the mirror's backend request goes on: $(stats mlost-mirror)"
+pass "a lost lock stops the upstream of the request's mirror too"
+
+# ---- 21. typos fail nginx -t and a reload; a refused database does not stop workers ----
+
+refuse "a bad cluster node" '"leash_cluster": leash_client_new: nodes[1] is not' \
+    "leash_cluster 127.0.0.1:6379 127.0.0.1:7001x;"
+refuse "a bad Redlock node" '"leash_redlock": leash_client_new: nodes[0] is not' \
+    "leash_redlock garbage:xx 127.0.0.1:2 127.0.0.1:3;"
+cport=$(free_port)
+conf "$tmp/c" "$cport" "leash_redis redis://:$PASSWORD@127.0.0.1:$redis_port/99999;"
+(nginx -p "$tmp/c" -c "$tmp/c/nginx.conf" >"$tmp/c/stdout" 2>"$tmp/c/stderr") &
+started+=("$!")
+cmaster=$!
+masters+=("$cmaster")
+for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$cport/free?key=warmup&ms=1" && break
+    sleep 0.05
+done
+cworkers=$(workers_of "$cmaster")
+closed=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$cport/closed?key=db&ms=1")
+open=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$cport/open?key=db&ms=1")
+[[ $closed == 503 && $open == 200 ]] || fail "a database Redis refuses: closed $closed, open $open"
+[[ $(workers_of "$cmaster") == "$cworkers" && $(wc -w <<<"$cworkers") == 2 ]] ||
+    fail "a database Redis refuses: workers $cworkers became $(workers_of "$cmaster")"
+sed -i "s|leash_redis redis://[^;]*;|leash_cluster 127.0.0.1:6379 127.0.0.1:7001x;|" "$tmp/c/nginx.conf"
+kill -HUP "$cmaster"
+sleep 1
+code=$(curl -s -o /dev/null --max-time 2 -w '%{http_code}' "http://127.0.0.1:$cport/free?key=c&ms=1" || true)
+[[ $code == 200 && $(workers_of "$cmaster") == "$cworkers" ]] ||
+    fail "a reload with a typo: $code, workers $cworkers became $(workers_of "$cmaster")"
+grep -q '"leash_cluster": leash_client_new: nodes\[1\] is not' "$tmp/c/error.log" ||
+    fail "a reload with a typo: no line names it"
+pass "typos in leash_cluster/leash_redlock fail nginx -t and a reload (workers serve on); a refused database answers by leash_fail"
+
+# ---- 22. the lock goes with the answer while nginx discards a body ----
+
+# A GET (and a HEAD: a header-only answer has no last buffer) that
+# announces 1000 bytes of body and sends 10, then stays: nginx answers (a
+# static file) and waits lingering_timeout for the rest.
+for method in GET HEAD; do
+gone=$(python3 - "${ports[0]}" "$redis_port" "$PASSWORD" "$method" <<'PY'
+import socket, subprocess, sys, time
+port, rport, pw, method = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+s = socket.create_connection(("127.0.0.1", int(port)))
+s.sendall(method.encode() + b" /static?key=body HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n0123456789")
+got = b""
+end = b"static file\n" if method == "GET" else b"\r\n\r\n"
+while end not in got:
+    d = s.recv(4096)
+    if not d:
+        break
+    got += d
+t0 = time.monotonic()
+ms = -1
+while time.monotonic() - t0 < 2.0:
+    out = subprocess.run(["redis-cli", "-p", rport, "-a", pw, "--no-auth-warning", "exists",
+                          "leash:one:body"], capture_output=True, text=True).stdout.strip()
+    if out == "0":
+        ms = int((time.monotonic() - t0) * 1000)
+        break
+    time.sleep(0.02)
+print("%s %d" % (got.split(b"\r\n")[0].decode(), ms))
+s.close()
+PY
+)
+[[ $gone == "HTTP/1.1 200 OK "* && ${gone##* } -ge 0 && ${gone##* } -lt $SLACK_MS ]] ||
+    fail "discarded body, $method: the lock went $gone ms after the answer (-1: still held after 2 s)"
+done
+pass "the lock goes with the answer (GET and HEAD, ${gone##* } ms), not when nginx gives up on a body"
+
+# ---- 26. what works under the lock after the main answer, and auth_request ----
+
+# slice: the main request's answer is only the first slice; the others are
+# subrequests the slice filter starts after it: the lock stays until the
+# last (another request for the key waits; the backend never sees two).
+req sl-main 0 "/sl?key=sl&ms=300&size=500"
+sleep 0.45
+req sl-other 1 "/one?key=sl&ms=1"
+wait_reqs
+[[ $(code_of sl-main) == 200 && $(code_of sl-other) == 200 ]] ||
+    fail "slice: $(code_of sl-main) $(code_of sl-other)"
+[[ $(stat_of sl peak) == 1 && $(stat_of sl served) == 6 ]] || fail "slice: the backend saw $(stats sl)"
+# SSI: the include runs under the main request's lock, after its file.
+body=$(curl -s "http://127.0.0.1:${ports[0]}/ssi/page.html?key=ssi")
+[[ $body == "head ok"*" tail" && $(stat_of ssi-inc served) == 1 ]] ||
+    fail "SSI include under the lock: '$body', $(stats ssi-inc)"
+# auth_request into a nested location that inherits the lock: it runs
+# before the lock is asked for, and goes on without it.
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/app/x?key=app&ms=1")
+[[ $code == 200 && $(stat_of auth-nested served) == 1 ]] ||
+    fail "auth_request into a nested location: $code, $(stats auth-nested)"
+pass "slices and SSI includes keep the lock until they end; auth_request into an inheriting block goes on"
+
+# ---- 23. return answers without the lock ----
+
+req ret-holder 0 "/one?key=ret&ms=1500"
+for _ in $(seq 100); do
+    [[ $(stat_of ret served) == 0 ]] && break
+    sleep 0.02
+done
+t0=$(now_ms)
+body=$(curl -s -D "$tmp/ret.h" "http://127.0.0.1:${ports[1]}/ret?key=ret")
+t1=$(now_ms)
+wait_reqs
+[[ $body == returned && $((t1 - t0)) -lt 1000 ]] ||
+    fail "return in a locked location: '$body' after $((t1 - t0)) ms"
+pass "return answers in the rewrite phase, before the lock (as the README says)"
+
+# ---- 24. busy statuses that close the connection ----
+
+for st in 408 444 499; do
+    refuse "leash_busy_status $st" "$st closes the connection without an answer" \
+        "leash_redis redis://127.0.0.1:1;" "leash_busy_status $st;"
+done
+pass "leash_busy_status 408, 444 and 499 fail nginx -t"
+refuse "a CA file that cannot be read" '"leash_tls_ca": cannot read "/nonexistent/ca.pem"' \
+    "leash_redis redis://127.0.0.1:1; leash_tls_ca /nonexistent/ca.pem;"
+refuse "a tls_name too long" '"leash_redis": leash_client_new: tls_server_name must be' \
+    "leash_redis redis://127.0.0.1:1; leash_tls_name $(printf 'n%.0s' $(seq 300));"
+pass "nginx -t refuses a TLS file it cannot read and a name leash_client_new refuses"
+
+# ---- 25. leash_fail open does not open on a misconfigured lock ----
+
+req semo-holder 0 "/semopen?key=m&ms=1500"
+req kind-holder 0 "/one?key=kd&ms=1500"
+for _ in $(seq 100); do
+    [[ $(stat_of m served) == 0 && $(stat_of kd served) == 0 ]] && break
+    sleep 0.02
+done
+semo=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/semopen4?key=m&ms=1")
+kind=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[1]}/kindopen?key=kd&ms=1")
+wait_reqs
+[[ $semo == 500 && $(stat_of m served) == 1 ]] ||
+    fail "fail open, two permit counts: $semo, the backend saw $(stats m)"
+[[ $kind == 500 && $(stat_of kd served) == 1 ]] ||
+    fail "fail open, two kinds: $kind, the backend saw $(stats kd)"
+grep -q 'leash: no lock "semo:m": invalid argument (a lock misconfigured: 500' "$tmp"/b/error.log ||
+    fail "fail open, two permit counts: no error line"
+pass "leash_fail open answers 500 for a misconfigured lock (two permit counts, two kinds)"
 
 # ---- 13. graceful stop (QUIT) while a request holds a lock ----
 
