@@ -226,8 +226,9 @@ void leash__names_clear(leash__names *n);
 /* "publish" or "spublish" (sharded), for n's messages; its length in *len.
  * A command with it marks its argument (leash__cmd_publish_arg). */
 const char *leash__publish_verb(const leash__names *n, size_t *len);
-/* The command of an EVAL in buf (NULL: none, no memory) that publishes
- * with its argument verb_arg; never resent. NULL without memory. */
+/* The command of the EVAL in buf (NULL after a failed allocation) whose
+ * argument verb_arg is its publish verb; never resent. NULL without
+ * memory (buf is then freed). */
 leash__cmd *leash__publishing_cmd(char *buf, size_t len, unsigned verb_arg, int64_t deadline);
 /* The zeros a stamped argument starts as (wire/conn.h). */
 extern const char leash__stamp_zeros[LEASH__STAMP_DIGITS + 1];

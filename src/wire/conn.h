@@ -1,10 +1,11 @@
 /*
  * One connection to one Redis server (a node's command connection or its
- * subscriber connection): connecting, the handshake (AUTH, SELECT, TIME,
- * SCRIPT LOAD), the silence timeout that hiredis 0.14 lacks, reconnecting
- * with exponential backoff and jitter, and the queue of commands not
- * written yet: issued while it is not ready, or waiting for the loop, or
- * for room in the window of commands written and not answered.
+ * subscriber connection): connecting, the handshake (AUTH, INFO for the
+ * server's version, SELECT, TIME, SCRIPT LOAD), the silence timeout that
+ * hiredis 0.14 lacks, reconnecting with exponential backoff and jitter,
+ * and the queue of commands not written yet: issued while it is not
+ * ready, or waiting for the loop, or for room in the window of commands
+ * written and not answered.
  *
  * A command (leash__cmd) given to leash__conn_send completes exactly once,
  * never inside leash__conn_send: with the reply, or without one:
