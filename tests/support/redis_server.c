@@ -58,12 +58,12 @@ static const char *redis_binary(void) {
     return "/usr/bin/redis-server";
 }
 
-/* The port is free now; nothing keeps it free until Redis binds it, which
- * is why a start that fails is tried again on another port. */
-int test_redis_free_port(void) {
+/* Binds 127.0.0.1:port (0: a port the kernel picks) and lets it go: the
+ * port, or -1 when it was taken. */
+static int bind_port(int port) {
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
-    int fd, port = -1;
+    int fd;
 
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -71,12 +71,23 @@ int test_redis_free_port(void) {
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sa.sin_port = 0;
+    sa.sin_port = htons((unsigned short)port);
+    port = -1;
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
         getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
         port = ntohs(sa.sin_port);
     close(fd);
     return port;
+}
+
+/* The port is free now; nothing keeps it free until Redis binds it, which
+ * is why a start that fails is tried again on another port. */
+int test_redis_free_port(void) {
+    return bind_port(0);
+}
+
+int test_redis_port_is_free(int port) {
+    return port > 0 && port < 65536 && bind_port(port) == port;
 }
 
 static void path_in_dir(const test_redis *r, const char *name, char *out, size_t cap) {

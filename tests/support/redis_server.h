@@ -108,6 +108,8 @@ long long test_redis_calls(test_redis *r, const char *command);
  * server binds it another process may take it, so a start that fails is
  * worth another try with another port. */
 int test_redis_free_port(void);
+/* 1 if 127.0.0.1:port is free now, as above. */
+int test_redis_port_is_free(int port);
 
 /* Writes the config line `name "value"`: the value in double quotes with
  * '"' and '\\' escaped (Redis reads C-like escapes there), so that paths
