@@ -116,7 +116,10 @@ LEASH_EXPORT const char *leash_lost_reason_name(int reason);
 enum leash_topology {
     LEASH_TOPOLOGY_SINGLE = 0,  /* one server: host and port, or unix_path */
     LEASH_TOPOLOGY_CLUSTER = 1, /* a Redis Cluster: nodes are seed nodes */
-    LEASH_TOPOLOGY_REDLOCK = 2  /* Redlock: nodes are N independent servers */
+    LEASH_TOPOLOGY_REDLOCK = 2, /* Redlock: nodes are N independent servers */
+    /* Redis Sentinel: nodes are the sentinels, sentinel_master the name of
+     * the master they watch (0.3) */
+    LEASH_TOPOLOGY_SENTINEL = 3
 };
 
 /* How releases wake waiters (leash_options.pubsub). */
@@ -191,6 +194,8 @@ enum leash_dialect {
 /* The longest TLS file path (tls_ca_file, ...) and dns_servers list. */
 #define LEASH_PATH_MAX 4095
 #define LEASH_DNS_SERVERS_MAX 1024
+/* The longest leash_options.sentinel_master (a master's name in Sentinel). */
+#define LEASH_SENTINEL_MASTER_MAX 255
 /* The most replicas leash_options.wait_replicas may ask for. */
 #define LEASH_WAIT_REPLICAS_MAX 64
 
@@ -310,6 +315,18 @@ typedef struct leash_options {
      * comma-separated list of "ip", "ip:port" or "[ipv6]:port" to ask
      * instead, at most LEASH_DNS_SERVERS_MAX bytes. */
     const char *dns_servers;
+
+    /* Redis Sentinel (README "Redis Sentinel"), with
+     * topology = LEASH_TOPOLOGY_SENTINEL: nodes are the sentinels
+     * ("host:port"), and the locks live on the master they name
+     * sentinel_master (required there, 1..LEASH_SENTINEL_MASTER_MAX
+     * bytes; NULL elsewhere). username and password are the data nodes';
+     * sentinel_username and sentinel_password (default NULL: none) are the
+     * sentinels' own (requirepass or an ACL user on the sentinel). With
+     * tls on, the sentinels are reached over TLS too. */
+    const char *sentinel_master;
+    const char *sentinel_username;
+    const char *sentinel_password;
 } leash_options;
 
 /* Fills every field of *o with its default: leash_options_init(&opts).

@@ -124,9 +124,14 @@ typedef struct leash__conn_cfg {
     int64_t reconnect_min_ms, reconnect_max_ms;
     const leash__script *const *scripts; /* SCRIPT LOADed on a command connection */
     int nscripts;
+    /* ROLE in the handshake of a command connection: a server that is not
+     * a master is refused (not_master, then the connection breaks and
+     * retries), and so is -READONLY answering a command. */
+    int require_master;
+    int sentinel; /* a Redis Sentinel: AUTH only, no TIME */
 } leash__conn_cfg;
 
-/* AUTH, TIME, SELECT and SCRIPT LOADs. */
+/* AUTH, ROLE, TIME, SELECT and SCRIPT LOADs. */
 #define LEASH__HANDSHAKE_MAX 16
 
 struct leash__conn {
@@ -146,6 +151,7 @@ struct leash__conn {
     int handshake_tags[LEASH__HANDSHAKE_MAX];
     int auth_failed;         /* the last handshake was refused */
     int handshake_busy;      /* the last handshake got LOADING or BUSY */
+    int not_master;          /* require_master: the server said it is a replica */
     unsigned failures;       /* connect attempts that failed since it was last ready */
     int was_ready;           /* has been ready once: the next ready is a reconnect */
     leash__list queue;       /* not sent yet */
@@ -221,6 +227,14 @@ int leash__conn_ready(const leash__conn *conn);
  * something): what was written is lost as on any break; it reconnects
  * after the longest backoff (reconnect_max_ms). */
 void leash__conn_reset(leash__conn *conn);
+/* The cfg's address was changed by its owner (a host of NULL and no
+ * unix_path: none yet, the connection then waits without connecting):
+ * what was written is lost as on any break, and it connects there now.
+ * The old address strings must stay readable until this returns. */
+void leash__conn_retarget(leash__conn *conn);
+/* Completes every command not written yet with status (a route that
+ * learned they cannot go anywhere, e.g. LEASH_EAUTH). */
+void leash__conn_fail_unsent(leash__conn *conn, int status);
 /* "command connection to HOST:PORT" (or the socket path), for log lines. */
 const char *leash__conn_role_name(const leash__conn *conn);
 

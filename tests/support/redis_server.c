@@ -143,7 +143,7 @@ static void close_from(int lowfd) {
 static pid_t spawn(const test_redis *r) {
     char conf[300], log[300];
     const char *bin = redis_binary();
-    char *argv[3];
+    char *argv[4];
     pid_t parent = getpid(), pid;
     int logfd, nullfd;
 
@@ -151,7 +151,8 @@ static pid_t spawn(const test_redis *r) {
     path_in_dir(r, "redis.log", log, sizeof log);
     argv[0] = (char *)bin;
     argv[1] = conf;
-    argv[2] = NULL;
+    argv[2] = r->cfg.sentinel ? (char *)"--sentinel" : NULL;
+    argv[3] = NULL;
 
     logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -340,7 +341,7 @@ static char *dup_or_null(const char *s) {
 }
 
 int test_redis_start(test_redis *r, const test_redis_config *cfg) {
-    static const test_redis_config none = {0, NULL, NULL, NULL};
+    static const test_redis_config none = {0, NULL, NULL, NULL, 0};
     const char *base = test_tmpdir();
     int attempt, exited;
 
@@ -348,6 +349,7 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     if (!cfg)
         cfg = &none;
     r->cfg.unix_socket = cfg->unix_socket;
+    r->cfg.sentinel = cfg->sentinel;
     r->strings_[0] = dup_or_null(cfg->requirepass);
     r->strings_[1] = dup_or_null(cfg->acl_user);
     r->strings_[2] = dup_or_null(cfg->extra);

@@ -1,0 +1,329 @@
+/*
+ * leash through Redis Sentinel (tests/support/redis_sentinel.h: one
+ * master, two replicas, three sentinels on loopback, down-after 1000 ms):
+ * discovery, failovers asked for and forced, the old master back as a
+ * replica, and credentials on both sides.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "fixture.h"
+#include "redis_sentinel.h"
+
+/* How long a killed master takes to be replaced (down-after 1000 ms, the
+ * vote, the promotion), with room for a slow machine. */
+#define FAILOVER_MS 20000
+
+typedef struct sworld {
+    test_sentinel t;
+    fx_loop *loop;
+    const char *nodes[TEST_SENTINEL_MAX_SENTINELS];
+    char text[TEST_SENTINEL_MAX_SENTINELS][32];
+} sworld;
+
+static void sw_up(sworld *w, const test_sentinel_config *cfg) {
+    int i;
+
+    memset(w, 0, sizeof *w);
+    CHECK_EQ_INT(test_sentinel_start(&w->t, cfg), 0);
+    w->loop = fx_loop_new();
+    for (i = 0; i < w->t.nsentinels; i++)
+        w->nodes[i] = test_sentinel_addr(&w->t, i, w->text[i], sizeof w->text[i]);
+}
+
+static void sw_down(sworld *w) {
+    fx_loop_free(w->loop);
+    test_sentinel_stop(&w->t);
+}
+
+static void sw_options(sworld *w, leash_options *o, int64_t lease_ms, int wait_replicas) {
+    fx_fault_options(o, 1, lease_ms);
+    o->command_timeout_ms = 1000;
+    o->connect_timeout_ms = 1000;
+    o->topology = LEASH_TOPOLOGY_SENTINEL;
+    o->nodes = w->nodes;
+    o->nodes_count = w->t.nsentinels;
+    o->sentinel_master = TEST_SENTINEL_MASTER;
+    o->sentinel_password = w->t.cfg.sentinel_password;
+    o->username = w->t.cfg.data_user;
+    o->password = w->t.cfg.data_password;
+    o->wait_replicas = wait_replicas;
+    o->wait_timeout_ms = 200;
+}
+
+static leash_client *sw_client(sworld *w, int64_t lease_ms, int wait_replicas) {
+    leash_options o;
+    leash_client *c;
+
+    sw_options(w, &o, lease_ms, wait_replicas);
+    c = fx_client_opts(w->loop, &o);
+    fx_wait_connected(w->loop, c, 10000);
+    return c;
+}
+
+static long long script_calls(test_redis *r) {
+    long long a = test_redis_calls(r, "evalsha"), b = test_redis_calls(r, "eval");
+    return (a < 0 ? 0 : a) + (b < 0 ? 0 : b);
+}
+
+/* A second client that tries the lock once every 100 ms while the test
+ * runs the loop, and notes a grant while the holder is still valid. */
+typedef struct prober {
+    leash_lock *l, *holder;
+    fx_result res;
+    int64_t next;
+    int grants, violations;
+    int pending;
+} prober;
+
+static void probe_cb(leash_lock *l, int status, void *arg) {
+    prober *p = arg;
+
+    p->pending = 0;
+    p->res.status = status;
+    if (status != LEASH_OK)
+        return;
+    p->grants++;
+    if (leash_held(p->holder) && leash_valid_ms(p->holder) > 0) {
+        p->violations++;
+        fprintf(stderr, "two valid holders: the holder has %lld ms left\n",
+                (long long)leash_valid_ms(p->holder));
+    }
+    (void)leash_release(l, NULL, NULL);
+}
+
+static void probe_for(sworld *w, prober *p, int64_t ms) {
+    int64_t until = test_now_ms() + ms;
+
+    while (test_now_ms() < until) {
+        if (test_now_ms() >= p->next && !p->pending && !leash_held(p->l) &&
+            leash_acquire(p->l, 0, probe_cb, p) == LEASH_OK) {
+            p->pending = 1;
+            p->next = test_now_ms() + 100;
+        }
+        fx_run_for(w->loop, 20);
+    }
+}
+
+/* The guidelines' first step: any one sentinel that answers will do. */
+TEST(discovery_through_any_one_sentinel_while_the_others_are_down) {
+    sworld w;
+    leash_client *c;
+    leash_lock *l;
+    int m;
+
+    sw_up(&w, NULL);
+    m = test_sentinel_master(&w.t);
+    CHECK(m >= 0);
+    test_redis_kill(&w.t.sentinel[0]);
+    test_redis_kill(&w.t.sentinel[1]);
+    CHECK_EQ_INT(test_redis_int(&w.t.data[m], "CONFIG RESETSTAT") == -1, 1);
+    fx_log_clear();
+    c = sw_client(&w, 5000, 0);
+    l = leash_lock_new(c, "found");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+    CHECK(script_calls(&w.t.data[m]) > 0);
+    CHECK(fx_log_contains("master mymaster is at"));
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+    sw_down(&w);
+}
+
+/* SENTINEL FAILOVER while a lock is held with wait_replicas = 1: the hold
+ * is kept, renewals go to the new master, and a waiter queued before the
+ * failover is woken by the release after it. */
+TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
+    sworld w;
+    leash_client *a, *b;
+    leash_lock *holder, *waiter;
+    fx_result lost = {0}, woken = {0};
+    int m, n;
+    int64_t released_at;
+
+    sw_up(&w, NULL);
+    a = sw_client(&w, 3000, 1);
+    b = sw_client(&w, 3000, 1);
+    holder = leash_lock_new(a, "moved");
+    waiter = leash_lock_new(b, "moved");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, LEASH_WAIT_FOREVER, fx_acquire_cb, &woken), LEASH_OK);
+    fx_run_for(w.loop, 300);
+    CHECK_EQ_INT(woken.calls, 0);
+    m = test_sentinel_master(&w.t);
+    fx_log_clear();
+    n = test_sentinel_failover(&w.t, FAILOVER_MS);
+    CHECK(n >= 0 && n != m);
+    CHECK_EQ_INT(test_redis_int(&w.t.data[n], "CONFIG RESETSTAT") == -1, 1);
+    /* Two leases: several renewals, every one at the new master. */
+    fx_run_for(w.loop, 6000);
+    CHECK_EQ_INT(lost.calls, 0);
+    CHECK(leash_held(holder));
+    CHECK(script_calls(&w.t.data[n]) > 0);
+    CHECK(fx_log_contains("+switch-master") || fx_log_contains("master mymaster is at"));
+    CHECK_EQ_INT(woken.calls, 0);
+    released_at = test_now_ms();
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
+    fx_run_until(w.loop, &woken, 5000);
+    CHECK_EQ_INT(woken.status, LEASH_OK);
+    CHECK(woken.at_ms - released_at < 1000 + TEST_SLACK_MS);
+    CHECK_EQ_INT(fx_release_sync(w.loop, waiter, 5000), LEASH_OK);
+    leash_lock_free(holder);
+    leash_lock_free(waiter);
+    leash_client_free(a);
+    leash_client_free(b);
+    sw_down(&w);
+}
+
+/* The master SIGKILLed mid-hold with wait_replicas = 1: the replica that
+ * is promoted acknowledged the hold, which is kept; a second client that
+ * tries all along never gets it meanwhile. Then the old master comes back
+ * (empty) and is made a replica: no lock command lands there. */
+TEST(a_killed_master_keeps_the_hold_with_wait_replicas) {
+    sworld w;
+    leash_client *a, *b;
+    leash_lock *holder;
+    prober p;
+    fx_result lost = {0};
+    int m, n = -1, i;
+
+    sw_up(&w, NULL);
+    a = sw_client(&w, 8000, 1);
+    b = sw_client(&w, 8000, 0);
+    holder = leash_lock_new(a, "kept");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    memset(&p, 0, sizeof p);
+    p.l = leash_lock_new(b, "kept");
+    p.holder = holder;
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    m = test_sentinel_master(&w.t);
+    CHECK_EQ_INT(test_redis_kill(&w.t.data[m]), 0);
+    for (i = 0; i < FAILOVER_MS / 100 && (n = test_sentinel_new_master(&w.t, m)) < 0; i++)
+        probe_for(&w, &p, 100);
+    CHECK(n >= 0 && n != m);
+    probe_for(&w, &p, 9000); /* past the lease it had at the kill */
+    CHECK_EQ_INT(lost.calls, 0);
+    CHECK(leash_held(holder));
+    CHECK_EQ_INT(p.violations, 0);
+    CHECK_EQ_INT(p.grants, 0);
+
+    /* The old master returns empty, as a master, until Sentinel makes it
+     * a replica: leash never takes it for the master. */
+    CHECK_EQ_INT(test_redis_restart(&w.t.data[m]), 0);
+    CHECK_EQ_INT(test_redis_int(&w.t.data[m], "CONFIG RESETSTAT") == -1, 1);
+    for (i = 0; i < FAILOVER_MS / 100 && !test_sentinel_is_replica(&w.t, m); i++)
+        probe_for(&w, &p, 100);
+    CHECK(test_sentinel_is_replica(&w.t, m));
+    probe_for(&w, &p, 1000);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
+    probe_for(&w, &p, 1000);
+    CHECK(p.grants > 0);
+    CHECK_EQ_INT(p.violations, 0);
+    CHECK_EQ_INT(script_calls(&w.t.data[m]), 0);
+    leash_lock_free(holder);
+    leash_lock_free(p.l);
+    leash_client_free(a);
+    leash_client_free(b);
+    sw_down(&w);
+}
+
+/* Without wait_replicas, a master killed before its replicas had the
+ * grant: the promoted replica lacks the hold, and the holder learns it at
+ * its next renewal (LEASH_LOST_EXPIRED), within the lease. */
+TEST(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked) {
+    sworld w;
+    leash_client *a;
+    leash_lock *holder;
+    fx_result lost = {0};
+    int m, n = -1, i;
+    int64_t killed_at;
+
+    sw_up(&w, NULL);
+    a = sw_client(&w, 8000, 0);
+    holder = leash_lock_new(a, "lacked");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    m = test_sentinel_master(&w.t);
+    /* The replicas do not get the grant: frozen, their links cut by the
+     * master (the stream stops there, no kernel buffer holds the grant),
+     * and the master dies before they thaw. */
+    for (i = 0; i < w.t.ndata; i++)
+        if (i != m)
+            test_redis_freeze(&w.t.data[i]);
+    freeReplyObject(test_redis_cmd(&w.t.data[m], "CLIENT KILL TYPE replica"));
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(test_redis_kill(&w.t.data[m]), 0);
+    killed_at = test_now_ms();
+    for (i = 0; i < w.t.ndata; i++)
+        if (i != m)
+            test_redis_thaw(&w.t.data[i]);
+    for (i = 0; i < FAILOVER_MS / 100 && (n = test_sentinel_new_master(&w.t, m)) < 0; i++)
+        fx_run_for(w.loop, 100);
+    CHECK(n >= 0 && n != m);
+    fx_run_until(w.loop, &lost, 8000 + TEST_SLACK_MS);
+    CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
+    CHECK(lost.at_ms - killed_at < FAILOVER_MS + 8000);
+    CHECK(!leash_held(holder));
+    leash_lock_free(holder);
+    leash_client_free(a);
+    sw_down(&w);
+}
+
+/* Sentinels with a password of their own, data nodes with an ACL user:
+ * each side takes its own credentials; a wrong sentinel password is
+ * LEASH_EAUTH with a log line naming the sentinel. */
+TEST(sentinel_and_data_credentials_are_separate) {
+    test_sentinel_config cfg = {0};
+    sworld w;
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    char name[64];
+
+    cfg.sentinel_password = "watchers-secret";
+    cfg.data_user = "locker";
+    cfg.data_password = "data-secret";
+    sw_up(&w, &cfg);
+    c = sw_client(&w, 5000, 0);
+    l = leash_lock_new(c, "authed");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+
+    /* Wrong sentinel password. */
+    sw_options(&w, &o, 5000, 0);
+    o.sentinel_password = "wrong";
+    fx_log_clear();
+    c = fx_client_opts(w.loop, &o);
+    l = leash_lock_new(c, "authed");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 8000), LEASH_EAUTH);
+    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d", w.t.sentinel[0].port);
+    CHECK(fx_log_contains(name));
+    leash_lock_free(l);
+    leash_client_free(c);
+
+    /* Right sentinel password, wrong data password. */
+    sw_options(&w, &o, 5000, 0);
+    o.password = "wrong";
+    c = fx_client_opts(w.loop, &o);
+    l = leash_lock_new(c, "authed");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 8000), LEASH_EAUTH);
+    leash_lock_free(l);
+    leash_client_free(c);
+    sw_down(&w);
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(discovery_through_any_one_sentinel_while_the_others_are_down),
+        TEST_CASE(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter),
+        TEST_CASE(a_killed_master_keeps_the_hold_with_wait_replicas),
+        TEST_CASE(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked),
+        TEST_CASE(sentinel_and_data_credentials_are_separate),
+        {0},
+    };
+    return fx_main(argc, argv, cases);
+}
