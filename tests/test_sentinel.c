@@ -4,9 +4,12 @@
  * discovery, failovers asked for and forced, the old master back as a
  * replica, and credentials on both sides.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "check.h"
 #include "fixture.h"
@@ -316,6 +319,57 @@ TEST(sentinel_and_data_credentials_are_separate) {
     sw_down(&w);
 }
 
+#ifdef LEASH_TEST_CLI
+/* Runs the leash tool with args; its exit status, its output in out. */
+static int run_cli(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    FILE *f;
+    size_t n;
+    int st;
+
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", LEASH_TEST_CLI, args);
+    f = popen(cmd, "r");
+    CHECK(f != NULL);
+    n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The tool through a redis+sentinel:// URL (the first sentinel down):
+ * ls, show and release --force reach the master the sentinels name. */
+TEST(the_tool_reads_and_releases_through_sentinel) {
+    sworld w;
+    leash_client *a;
+    leash_lock *holder;
+    fx_result lost = {0};
+    char url[256], args[512], out[8192];
+
+    sw_up(&w, NULL);
+    a = sw_client(&w, 10000, 0);
+    holder = leash_lock_new(a, "cli-held");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    test_redis_kill(&w.t.sentinel[0]);
+    snprintf(url, sizeof url, "redis+sentinel://%s,%s,%s/%s", w.text[0], w.text[1], w.text[2],
+             TEST_SENTINEL_MASTER);
+    snprintf(args, sizeof args, "-u %s ls", url);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "cli-held") != NULL, "ls said: %s", out);
+    snprintf(args, sizeof args, "-u %s show cli-held", url);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "-u %s release --force --yes cli-held < /dev/null", url);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 0);
+    fx_run_until(w.loop, &lost, 10000 + TEST_SLACK_MS);
+    CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
+    snprintf(args, sizeof args, "-u redis+sentinel://%s/nosuchmaster ls", w.text[1]);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 3);
+    leash_lock_free(holder);
+    leash_client_free(a);
+    sw_down(&w);
+}
+#endif
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(discovery_through_any_one_sentinel_while_the_others_are_down),
@@ -323,6 +377,9 @@ int main(int argc, char **argv) {
         TEST_CASE(a_killed_master_keeps_the_hold_with_wait_replicas),
         TEST_CASE(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked),
         TEST_CASE(sentinel_and_data_credentials_are_separate),
+#ifdef LEASH_TEST_CLI
+        TEST_CASE(the_tool_reads_and_releases_through_sentinel),
+#endif
         {0},
     };
     return fx_main(argc, argv, cases);

@@ -56,6 +56,11 @@ typedef struct cli_conn {
     char err[1024];         /* why the last call failed */
 } cli_conn;
 
+/* sentinel.c: the master the sentinels of a redis+sentinel:// URL name
+ * (ROLE master checked), as a URL with the data nodes' credentials and
+ * db. 0, or -1 with err. */
+int cli_sentinel_master(const char *url, int timeout_ms, leash_url *out, char *err, size_t cap);
+
 /* redis.c */
 int cli_node_add(cli_conn *c, const leash_url *u);
 /* Connects every server the topology has (a cluster: its masters, from
