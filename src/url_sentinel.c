@@ -12,9 +12,12 @@
 
 #include <leash/url.h>
 
+#include "base/log.h"
+
 #define SCHEME "redis+sentinel://"
 #define SENTINEL_PORT "26379"
 
+static int refuse(char *err, size_t err_size, const char *fmt, ...) LEASH__PRINTF(3, 4);
 static int refuse(char *err, size_t err_size, const char *fmt, ...) {
     va_list ap;
 

@@ -1,6 +1,6 @@
 /*
  * leash through Redis Sentinel (tests/support/redis_sentinel.h: one
- * master, two replicas, three sentinels on loopback, down-after 1000 ms):
+ * master, two replicas, three sentinels on loopback, down-after 2000 ms):
  * discovery, failovers asked for and forced, the old master back as a
  * replica, and credentials on both sides.
  */
@@ -15,7 +15,7 @@
 #include "fixture.h"
 #include "redis_sentinel.h"
 
-/* How long a killed master takes to be replaced (down-after 1000 ms, the
+/* How long a killed master takes to be replaced (down-after 2000 ms, the
  * vote, the promotion), with room for a slow machine. */
 #define FAILOVER_MS 20000
 
@@ -194,8 +194,8 @@ TEST(a_killed_master_keeps_the_hold_with_wait_replicas) {
     int m, n = -1, i;
 
     sw_up(&w, NULL);
-    a = sw_client(&w, 8000, 1);
-    b = sw_client(&w, 8000, 0);
+    a = sw_client(&w, 10000, 1);
+    b = sw_client(&w, 10000, 0);
     holder = leash_lock_new(a, "kept");
     leash_on_lost(holder, fx_lost_cb, &lost);
     memset(&p, 0, sizeof p);
@@ -207,7 +207,7 @@ TEST(a_killed_master_keeps_the_hold_with_wait_replicas) {
     for (i = 0; i < FAILOVER_MS / 100 && (n = test_sentinel_new_master(&w.t, m)) < 0; i++)
         probe_for(&w, &p, 100);
     CHECK(n >= 0 && n != m);
-    probe_for(&w, &p, 9000); /* past the lease it had at the kill */
+    probe_for(&w, &p, 11000); /* past the lease it had at the kill */
     CHECK_EQ_INT(lost.calls, 0);
     CHECK(leash_held(holder));
     CHECK_EQ_INT(p.violations, 0);

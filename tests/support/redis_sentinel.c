@@ -93,9 +93,9 @@ int test_sentinel_start(test_sentinel *t, const test_sentinel_config *cfg) {
     if (t->cfg.sentinels == 0)
         t->cfg.sentinels = 3;
     if (t->cfg.down_after_ms == 0)
-        t->cfg.down_after_ms = 1000;
+        t->cfg.down_after_ms = 2000;
     if (t->cfg.failover_timeout_ms == 0)
-        t->cfg.failover_timeout_ms = 3000;
+        t->cfg.failover_timeout_ms = 4000;
     if (t->cfg.replicas + 1 > TEST_SENTINEL_MAX_DATA ||
         t->cfg.sentinels > TEST_SENTINEL_MAX_SENTINELS) {
         fprintf(stderr, "test_sentinel_start: too many nodes\n");
@@ -223,23 +223,30 @@ int test_sentinel_wait_master(test_sentinel *t, int not_index, int timeout_ms) {
 
 int test_sentinel_failover(test_sentinel *t, int timeout_ms) {
     int old = test_sentinel_master(t), s;
+    int64_t until = test_now_ms() + timeout_ms;
 
-    for (s = 0; s < t->nsentinels; s++) {
-        redisReply *r;
-        int ok;
-        if (t->sentinel[s].pid == 0)
-            continue;
-        r = test_redis_cmd(&t->sentinel[s], "SENTINEL FAILOVER %s", TEST_SENTINEL_MASTER);
-        ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-        if (!ok)
-            fprintf(stderr, "test_sentinel_failover: %s\n",
-                    r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
-        freeReplyObject(r);
-        if (ok)
-            return test_sentinel_wait_master(t, old, timeout_ms);
-        break;
+    /* A sentinel refuses while an earlier failover is still under way
+     * (-INPROG) or no replica is ready yet (-NOGOODSLAVE): ask again. */
+    for (;;) {
+        for (s = 0; s < t->nsentinels; s++) {
+            redisReply *r;
+            int ok;
+            if (t->sentinel[s].pid == 0)
+                continue;
+            r = test_redis_cmd(&t->sentinel[s], "SENTINEL FAILOVER %s", TEST_SENTINEL_MASTER);
+            ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+            if (!ok && test_now_ms() > until)
+                fprintf(stderr, "test_sentinel_failover: %s\n",
+                        r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
+            freeReplyObject(r);
+            if (ok)
+                return test_sentinel_wait_master(t, old, (int)(until - test_now_ms()) + 1);
+            break;
+        }
+        if (test_now_ms() > until)
+            return -1;
+        test_sleep_ms(100);
     }
-    return -1;
 }
 
 int test_sentinel_is_replica(test_sentinel *t, int i) {

@@ -3,7 +3,7 @@
  * a redis-server of tests/support/redis_server.h (its own folder under
  * test_tmpdir(), a free port of 127.0.0.1, stopped by its pid, dies with
  * the thread that started it). The sentinels watch the master under the
- * name TEST_SENTINEL_MASTER with a short down-after-milliseconds (1 s), so that
+ * name TEST_SENTINEL_MASTER with a short down-after-milliseconds (2 s), so that
  * a killed master is replaced within a few seconds.
  *
  *     test_sentinel t;
@@ -33,11 +33,12 @@ extern "C" {
 typedef struct test_sentinel_config {
     int replicas;  /* 0: 2 */
     int sentinels; /* 0: 3 (quorum: a majority) */
-    /* down-after-milliseconds; 0: 1000 (500 saw a promoted replica, busy
-     * forking for its replica's sync on a loaded machine, failed over
-     * again) */
+    /* down-after-milliseconds; 0: 2000 (500 and 1000 saw a promoted
+     * replica failed over again, on a machine loaded well past its cores:
+     * a hold with WAIT 1 then has no replica to acknowledge it for
+     * seconds) */
     int down_after_ms;
-    int failover_timeout_ms; /* failover-timeout; 0: 3000 */
+    int failover_timeout_ms; /* failover-timeout; 0: 4000 */
     /* NULL, or the sentinels' own password (requirepass on the sentinel). */
     const char *sentinel_password;
     /* NULL, or an ACL user on the data nodes, "name" with password
@@ -69,8 +70,9 @@ int test_sentinel_wait_master(test_sentinel *t, int not_index, int timeout_ms);
 int test_sentinel_new_master(test_sentinel *t, int not_index);
 /* Without waiting: 1 when data[i] says ROLE slave with its link up. */
 int test_sentinel_is_replica(test_sentinel *t, int i);
-/* SENTINEL FAILOVER on a live sentinel, then test_sentinel_wait_master
- * for another master. Returns the new master's index. */
+/* SENTINEL FAILOVER on a live sentinel (asked again while one refuses:
+ * an earlier failover under way), then test_sentinel_wait_master for
+ * another master, all within timeout_ms. Returns the new master's index. */
 int test_sentinel_failover(test_sentinel *t, int timeout_ms);
 /* Waits until data[i] says ROLE slave with its link to the master up. */
 int test_sentinel_wait_replica(test_sentinel *t, int i, int timeout_ms);
