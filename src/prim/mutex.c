@@ -123,7 +123,8 @@
  *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD,
  *            REPLICAS) -> IDLE; the hold is released unless it expired, not
  *            before its local deadline (REPLICAS comes sooner); an extra
- *            hold then ends LEASH_ECANCELED
+ *            hold then ends LEASH_ECANCELED; renew-unrepl on a route
+ *            that retries it (route->retry_unreplicated: Sentinel) is retry
  *   retry    a renewal again soon
  *   renew    the renewal joins the next batch
  *   last     -> LAST (the answer on the wire decides)
