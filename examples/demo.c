@@ -2606,6 +2606,25 @@ static void usage(void) {
             LONG_LEASE_MS, LEASE_MS);
 }
 
+/* --cluster and --sentinel: a run with a failover, and its arguments
+ * after the nodes (--long-lease); -1 (said) when one is not right. */
+static int failover_run(int argc, char **argv) {
+    int i;
+
+    run.cluster = 1;
+    run.steps = CLUSTER_STEPS;
+    run.jobs_wanted = CLUSTER_JOBS_WANTED;
+    run.run_limit_ms = CLUSTER_RUN_LIMIT_MS;
+    for (i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--long-lease") != 0) {
+            fprintf(stderr, "leash-demo: unknown argument '%s'\n", argv[i]);
+            return -1;
+        }
+        run.lease_ms = LONG_LEASE_MS;
+    }
+    return 0;
+}
+
 /* The command line into *t and run; -1 (said) when it is not right. */
 static int parse_args(int argc, char **argv, struct target *t) {
     char err[LEASH_URL_ERR_MAX];
@@ -2632,18 +2651,8 @@ static int parse_args(int argc, char **argv, struct target *t) {
         snprintf(t->shown, sizeof(t->shown), "the master %.100s of %d sentinels (%.300s...)",
                  su.master, su.nsentinels, su.sentinels[0]);
         memset(&su, 0, sizeof(su));
-        run.cluster = run.sentinel = 1;
-        run.steps = CLUSTER_STEPS;
-        run.jobs_wanted = CLUSTER_JOBS_WANTED;
-        run.run_limit_ms = CLUSTER_RUN_LIMIT_MS;
-        for (i = 3; i < argc; i++) {
-            if (strcmp(argv[i], "--long-lease") != 0) {
-                fprintf(stderr, "leash-demo: unknown argument '%s'\n", argv[i]);
-                return -1;
-            }
-            run.lease_ms = LONG_LEASE_MS;
-        }
-        return 0;
+        run.sentinel = 1;
+        return failover_run(argc, argv);
     }
     if (argc == 2 && (strcmp(argv[1], "--cluster") == 0 || strcmp(argv[1], "--redlock") == 0 ||
                       strcmp(argv[1], "--sentinel") == 0)) {
@@ -2669,18 +2678,7 @@ static int parse_args(int argc, char **argv, struct target *t) {
             fprintf(stderr, "leash-demo: bad node list '%s': %s\n", argv[2], why);
             return -1;
         }
-        run.cluster = 1;
-        run.steps = CLUSTER_STEPS;
-        run.jobs_wanted = CLUSTER_JOBS_WANTED;
-        run.run_limit_ms = CLUSTER_RUN_LIMIT_MS;
-        for (i = 3; i < argc; i++) {
-            if (strcmp(argv[i], "--long-lease") != 0) {
-                fprintf(stderr, "leash-demo: unknown argument '%s'\n", argv[i]);
-                return -1;
-            }
-            run.lease_ms = LONG_LEASE_MS;
-        }
-        return 0;
+        return failover_run(argc, argv);
     }
     if (argc != 2)
         return -1;

@@ -84,11 +84,13 @@ case $mode in
         'parent +SIGKILL 127\.0\.0\.1:[0-9]+ \(pid [0-9]+\), the master mymaster' \
         'parent +a quorum of sentinels agree that 127\.0\.0\.1:[0-9]+ is down: \+odown' \
         'parent +\+switch-master: the sentinels name 127\.0\.0\.1:[0-9]+ \(pid [0-9]+\) the master mymaster' \
-        'leash warning: sentinel: master mymaster is at 127\.0\.0\.1:[0-9]+' \
         'the run is over, workers stop' \
         '^summary$' \
         '^  failover +127\.0\.0\.1:[0-9]+ \(pid [0-9]+\) killed' \
         '^  next holder +w[1-3], fence [0-9]+ > w[1-3].s [0-9]+, from the promoted master'
+    # The workers follow the new master, before or after the parent sees it.
+    in_order 'parent +SIGKILL 127\.0\.0\.1:[0-9]+ \(pid [0-9]+\), the master mymaster' \
+        'leash warning: sentinel: master mymaster is at 127\.0\.0\.1:[0-9]+'
     ;;
 --redlock)
     # The job goes on with two of five servers killed; the next holder

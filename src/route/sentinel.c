@@ -483,13 +483,18 @@ static leash__node *sentinel_node(leash__route *r, unsigned slot) {
     return ((sentinel *)r)->node;
 }
 
+/* The route's own timers (its connections' and the discovery's). */
+static void clear_timers(sentinel *s) {
+    leash__timer_clear(&s->timer);
+    leash__timer_clear(&s->ask.timer);
+    leash__timer_clear(&s->watch.timer);
+}
+
 static void sentinel_unprepare(leash__route *r) {
     sentinel *s = (sentinel *)r;
 
     s->inner->ops->unprepare(s->inner);
-    leash__timer_clear(&s->timer);
-    leash__timer_clear(&s->ask.timer);
-    leash__timer_clear(&s->watch.timer);
+    clear_timers(s);
 }
 
 static int sentinel_prepare(leash__route *r) {
@@ -526,9 +531,7 @@ static void sentinel_destroy(leash__route *r) {
     sentinel *s = (sentinel *)r;
 
     s->inner->ops->destroy(s->inner);
-    leash__timer_clear(&s->timer);
-    leash__timer_clear(&s->ask.timer);
-    leash__timer_clear(&s->watch.timer);
+    clear_timers(s);
     free(s->list);
     free(s);
 }
