@@ -2,14 +2,23 @@
  * leash through Redis Sentinel (tests/support/redis_sentinel.h: one
  * master, two replicas, three sentinels on loopback, down-after 2000 ms):
  * discovery, failovers asked for and forced, the old master back as a
- * replica, and credentials on both sides.
+ * replica, and credentials on both sides; and with a fake sentinel of the
+ * case's own, a replica named as the master (ROLE) and a master demoted
+ * under a connected client (-READONLY).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* MAP_ANONYMOUS, strcasecmp */
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "fixture.h"
@@ -319,6 +328,187 @@ TEST(sentinel_and_data_credentials_are_separate) {
     sw_down(&w);
 }
 
+/* ---- a fake sentinel: it names whatever port the test says ---- */
+
+/* A process of the case's own that answers as a sentinel would: SENTINEL
+ * get-master-addr-by-name names 127.0.0.1:*port (shared memory, changed
+ * by the test at any time), SENTINEL sentinels is empty, SUBSCRIBE is
+ * confirmed, anything else is +OK. It lets a case name a replica as the
+ * master, which real sentinels never do on purpose. */
+typedef struct fake_sentinel {
+    pid_t pid;
+    int port;
+    volatile int *master_port; /* MAP_SHARED */
+} fake_sentinel;
+
+static void fake_answer(int fd, const redisReply *r, int master_port) {
+    char out[256];
+    int n;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1)
+        return;
+    if (r->elements >= 2 && strcasecmp(r->element[0]->str, "SENTINEL") == 0 &&
+        strcasecmp(r->element[1]->str, "get-master-addr-by-name") == 0) {
+        char port[16];
+        snprintf(port, sizeof port, "%d", master_port);
+        n = snprintf(out, sizeof out, "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port),
+                     port);
+    } else if (strcasecmp(r->element[0]->str, "SENTINEL") == 0) {
+        n = snprintf(out, sizeof out, "*0\r\n");
+    } else if (strcasecmp(r->element[0]->str, "SUBSCRIBE") == 0 && r->elements == 2) {
+        n = snprintf(out, sizeof out, "*3\r\n$9\r\nsubscribe\r\n$%zu\r\n%s\r\n:1\r\n",
+                     r->element[1]->len, r->element[1]->str);
+    } else {
+        n = snprintf(out, sizeof out, "+OK\r\n");
+    }
+    if (write(fd, out, (size_t)n) != n)
+        return;
+}
+
+static void fake_serve(int lfd, volatile int *master_port) {
+    struct pollfd p[16];
+    redisReader *rd[16];
+    int n = 1, i;
+
+    p[0].fd = lfd;
+    p[0].events = POLLIN;
+    for (;;) {
+        if (poll(p, (nfds_t)n, -1) < 0)
+            continue;
+        if ((p[0].revents & POLLIN) && n < 16) {
+            int fd = accept(lfd, NULL, NULL);
+            if (fd >= 0) {
+                p[n].fd = fd;
+                p[n].events = POLLIN;
+                p[n].revents = 0;
+                rd[n] = redisReaderCreate();
+                n++;
+            }
+        }
+        for (i = 1; i < n; i++) {
+            char buf[4096];
+            ssize_t got;
+            void *reply;
+            if (!(p[i].revents & (POLLIN | POLLHUP)))
+                continue;
+            got = read(p[i].fd, buf, sizeof buf);
+            if (got <= 0) {
+                close(p[i].fd);
+                redisReaderFree(rd[i]);
+                p[i] = p[n - 1];
+                rd[i] = rd[n - 1];
+                n--;
+                i--;
+                continue;
+            }
+            redisReaderFeed(rd[i], buf, (size_t)got);
+            while (redisReaderGetReply(rd[i], &reply) == REDIS_OK && reply != NULL) {
+                fake_answer(p[i].fd, reply, *master_port);
+                freeReplyObject(reply);
+            }
+        }
+    }
+}
+
+static void fake_start(fake_sentinel *f, int master_port) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    pid_t parent = getpid();
+
+    CHECK(lfd >= 0);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 16) == 0);
+    CHECK(getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
+    f->port = ntohs(a.sin_port);
+    f->master_port =
+        mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(f->master_port != MAP_FAILED);
+    *f->master_port = master_port;
+    f->pid = fork();
+    CHECK(f->pid >= 0);
+    if (f->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(0);
+        fake_serve(lfd, f->master_port);
+        _exit(0);
+    }
+    close(lfd);
+}
+
+static void fake_stop(fake_sentinel *f) {
+    kill(f->pid, SIGKILL);
+    waitpid(f->pid, NULL, 0);
+    munmap((void *)f->master_port, sizeof(int));
+}
+
+/* A replica named as the master: ROLE refuses it before any lock command,
+ * and the client asks again until the sentinel names the master. Then the
+ * master demoted under a connected client: -READONLY answers its script,
+ * the connection goes back to the sentinel, and the acquire is granted at
+ * the new master. */
+TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
+    test_redis master, replica;
+    test_redis_config rc = {0};
+    char extra[128], node[32];
+    const char *nodes[1] = {node};
+    fake_sentinel f;
+    fx_loop *loop = fx_loop_new();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+
+    CHECK_EQ_INT(test_redis_start(&master, NULL), 0);
+    snprintf(extra, sizeof extra, "replicaof 127.0.0.1 %d", master.port);
+    rc.extra = extra;
+    CHECK_EQ_INT(test_redis_start(&replica, &rc), 0);
+    fake_start(&f, replica.port);
+    snprintf(node, sizeof node, "127.0.0.1:%d", f.port);
+    fx_fault_options(&o, 1, 5000);
+    o.topology = LEASH_TOPOLOGY_SENTINEL;
+    o.nodes = nodes;
+    o.nodes_count = 1;
+    o.sentinel_master = "mymaster";
+    fx_log_clear();
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "refused");
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(loop, 500);
+    CHECK_EQ_INT(res.calls, 0);
+    CHECK(fx_log_contains("ROLE says slave, not master"));
+    CHECK_EQ_INT(script_calls(&replica), 0);
+    *f.master_port = master.port;
+    fx_run_until(loop, &res, 5000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK(script_calls(&master) > 0);
+    CHECK_EQ_INT(fx_release_sync(loop, l, 3000), LEASH_OK);
+
+    /* The master becomes a replica of the other, which becomes a master;
+     * the sentinel names it. */
+    freeReplyObject(test_redis_cmd(&replica, "REPLICAOF NO ONE"));
+    freeReplyObject(test_redis_cmd(&master, "REPLICAOF 127.0.0.1 %d", replica.port));
+    *f.master_port = replica.port;
+    fx_log_clear();
+    memset(&res, 0, sizeof res);
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(loop, &res, 5000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK(script_calls(&replica) > 0);
+    CHECK(fx_log_contains("READONLY"));
+    CHECK_EQ_INT(fx_release_sync(loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+    fx_loop_free(loop);
+    fake_stop(&f);
+    test_redis_stop(&replica);
+    test_redis_stop(&master);
+}
+
 #ifdef LEASH_TEST_CLI
 /* Runs the leash tool with args; its exit status, its output in out. */
 static int run_cli(const char *args, char *out, size_t cap) {
@@ -377,6 +567,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_killed_master_keeps_the_hold_with_wait_replicas),
         TEST_CASE(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked),
         TEST_CASE(sentinel_and_data_credentials_are_separate),
+        TEST_CASE(a_replica_named_as_master_is_refused_and_readonly_sends_back),
 #ifdef LEASH_TEST_CLI
         TEST_CASE(the_tool_reads_and_releases_through_sentinel),
 #endif
