@@ -263,15 +263,17 @@ typedef struct leash_options {
     int64_t sub_linger_ms;
 
     /* Where the locks live: LEASH_TOPOLOGY_SINGLE (default),
-     * LEASH_TOPOLOGY_CLUSTER (README "Redis Cluster") or
-     * LEASH_TOPOLOGY_REDLOCK (README "Redlock"). */
+     * LEASH_TOPOLOGY_CLUSTER (README "Redis Cluster"),
+     * LEASH_TOPOLOGY_REDLOCK (README "Redlock") or
+     * LEASH_TOPOLOGY_SENTINEL (README "Redis Sentinel"). */
     int topology;
     /* A cluster's seed nodes (the cluster tells the rest), or the N
      * independent servers of Redlock (an odd number, usually 3 or 5; a
      * lock is held by a majority, N / 2 + 1); nodes_count
      * (1..LEASH_NODES_MAX) of them, each "host:port" ("[v6addr]:port") or
      * a unix socket path (starting with '/'), at most LEASH_NODE_MAX bytes;
-     * copied. Not used with LEASH_TOPOLOGY_SINGLE (default NULL, 0). */
+     * copied. With LEASH_TOPOLOGY_SENTINEL: the sentinels, "host:port"
+     * only. Not used with LEASH_TOPOLOGY_SINGLE (default NULL, 0). */
     const char *const *nodes;
     int nodes_count;
     /* LEASH_PUBSUB_AUTO (default), _CLASSIC or _SHARDED. */
@@ -283,7 +285,10 @@ typedef struct leash_options {
      * LEASH_EREPLICAS and is given back; a held lock is lost
      * LEASH_LOST_REPLICAS, and given back in Redis only at the end of the
      * validity leash_valid_ms() gave it (the last write that counted
-     * covers it), so that no one else holds it meanwhile. */
+     * covers it), so that no one else holds it meanwhile. Through
+     * Sentinel such a renewal is tried again until that validity ends
+     * (a failover re-points the replicas for a moment): the hold is lost
+     * UNREACHABLE then, if no renewal counted. */
     int wait_replicas;
     /* default 100; how long WAIT waits, 1..command_timeout_ms - 1 (WAIT
      * holds up the commands behind it on the connection). */
