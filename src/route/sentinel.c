@@ -14,9 +14,9 @@
  * sentinels.
  *
  * Failovers are followed without polling: one subscriber connection (the
- * "watch" connection, on the front sentinel) listens to +switch-master
- * ("name oldip oldport newip newport") and the node follows the new
- * address at once. Whenever that subscription is (re)made, the sentinels
+ * "watch" connection, on the front sentinel) listens to +promoted-slave
+ * (at the promotion) and +switch-master (at the failover's end), and the
+ * node follows the new address at once. Whenever that subscription is (re)made, the sentinels
  * are asked again: a switch made while nobody listened is not missed.
  *
  * What the node had in flight is resent or failed as on any reconnect
@@ -291,65 +291,81 @@ static void merge_list(sentinel *s, const redisReply *r) {
     }
 }
 
-/* ---- the +switch-master subscription ---- */
+/* ---- the subscription: +switch-master, +promoted-slave ---- */
 
+/* +switch-master comes at the failover's end, once the other replicas
+ * were re-pointed (a second or more after the promotion, while a live old
+ * master still takes writes); +promoted-slave comes at the promotion: the
+ * route follows the first it hears. */
 static const char switch_channel[] = "+switch-master";
+static const char promoted_channel[] = "+promoted-slave";
 
 static void on_watch_ready(leash__conn *conn) {
-    const char *argv[2] = {"SUBSCRIBE", switch_channel};
-    size_t lens[2] = {9, sizeof(switch_channel) - 1}, len;
-    char *buf = leash__resp_format(&len, 2, argv, lens);
+    const char *argv[3] = {"SUBSCRIBE", switch_channel, promoted_channel};
+    size_t lens[3] = {9, sizeof(switch_channel) - 1, sizeof(promoted_channel) - 1}, len;
+    char *buf = leash__resp_format(&len, 3, argv, lens);
 
-    if (buf == NULL || leash__conn_send_raw(conn, buf, len, 1) != 0)
+    if (buf == NULL || leash__conn_send_raw(conn, buf, len, 2) != 0)
         leash__conn_reset(conn);
     free(buf);
 }
 
-/* "name oldip oldport newip newport" */
-static void on_switch(sentinel *s, const char *msg, size_t len) {
-    const char *f[5];
-    size_t flen[5], nlen = strlen(s->name);
+/* A message's space-separated fields: "name oldip oldport newip newport"
+ * (+switch-master), "slave ip:port ip port @ name masterip masterport"
+ * (+promoted-slave). The master's name at field name_at, the new master's
+ * address at ip_at and ip_at + 1. */
+static void on_event(sentinel *s, const char *msg, size_t len, int name_at, int ip_at) {
+    const char *f[8];
+    size_t flen[8], nlen = strlen(s->name);
     const char *p = msg, *end = msg + len;
     int n = 0;
     char port[8];
 
-    while (p < end && n < 5) {
+    while (p < end && n < 8) {
         const char *sp = memchr(p, ' ', (size_t)(end - p));
         f[n] = p;
         flen[n] = sp != NULL ? (size_t)(sp - p) : (size_t)(end - p);
         n++;
         p = sp != NULL ? sp + 1 : end;
     }
-    if (n != 5 || flen[0] != nlen || memcmp(f[0], s->name, nlen) != 0 || flen[4] == 0 ||
-        flen[4] >= sizeof(port))
+    if (n <= name_at || n <= ip_at + 1 || flen[name_at] != nlen ||
+        memcmp(f[name_at], s->name, nlen) != 0 || flen[ip_at + 1] == 0 ||
+        flen[ip_at + 1] >= sizeof(port))
         return;
-    memcpy(port, f[4], flen[4]);
-    port[flen[4]] = '\0';
-    leash__log(log_of(s), LEASH_LOG_WARN, "sentinel: +switch-master %.*s", (int)len, msg);
+    memcpy(port, f[ip_at + 1], flen[ip_at + 1]);
+    port[flen[ip_at + 1]] = '\0';
+    leash__log(log_of(s), LEASH_LOG_WARN, "sentinel: %s %.*s",
+               name_at == 0 ? switch_channel : promoted_channel, (int)len, msg);
     if (atoi(port) >= 1 && atoi(port) <= 65535)
-        follow(s, f[3], flen[3], atoi(port));
+        follow(s, f[ip_at], flen[ip_at], atoi(port));
 }
 
 static void on_watch_frame(leash__conn *conn, redisReply *r) {
     sentinel *s = conn->owner;
+    const redisReply *chan;
 
     if (r->type == REDIS_REPLY_ERROR) {
-        leash__log(log_of(s), LEASH_LOG_ERROR, "sentinel: %s refused SUBSCRIBE %s: %s",
-                   leash__conn_role_name(conn), switch_channel, r->str);
+        leash__log(log_of(s), LEASH_LOG_ERROR, "sentinel: %s refused SUBSCRIBE %s %s: %s",
+                   leash__conn_role_name(conn), switch_channel, promoted_channel, r->str);
         leash__conn_reset(conn);
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[0]->type != REDIS_REPLY_STRING)
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
         return;
+    chan = r->element[1];
     if (strcmp(r->element[0]->str, "subscribe") == 0) {
         leash__conn_progress(conn, 1);
         /* From here on no switch is missed: ask about any before it. */
-        step(s, E_NEED, NULL, 0, 0, NULL);
+        if (r->element[2]->type == REDIS_REPLY_INTEGER && r->element[2]->integer == 2)
+            step(s, E_NEED, NULL, 0, 0, NULL);
     } else if (strcmp(r->element[0]->str, "message") == 0 &&
                r->element[2]->type == REDIS_REPLY_STRING) {
         leash__conn_progress(conn, 0);
-        on_switch(s, r->element[2]->str, r->element[2]->len);
+        if (strcmp(chan->str, switch_channel) == 0)
+            on_event(s, r->element[2]->str, r->element[2]->len, 0, 3);
+        else if (strcmp(chan->str, promoted_channel) == 0)
+            on_event(s, r->element[2]->str, r->element[2]->len, 5, 2);
     }
 }
 

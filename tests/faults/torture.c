@@ -121,13 +121,16 @@
  * Sentinel mode (--sentinel): the supervisor starts a master, two replicas
  * and three sentinels of tests/support/redis_sentinel.h (down-after
  * 2000 ms) and the workers' clients use LEASH_TOPOLOGY_SENTINEL with the
- * sentinels as nodes and WAIT 1, as in cluster mode (the same reasoning:
- * without it a killed master may take an acknowledged grant with it). The
+ * sentinels as nodes and WAIT 2, every replica (without it a killed master
+ * may take an acknowledged grant with it; and with WAIT 1 a SENTINEL
+ * FAILOVER made two valid holders: the live old master granted after the
+ * promotion, acknowledged by the replica that was then re-pointed). The
  * faults: SENTINEL FAILOVER; the master SIGKILLed, and once a replica was
  * promoted and the workers ran a while, restarted (empty, as a master,
  * until the sentinels make it a replica of its successor: leash must
- * never take it for the master); a sentinel frozen (SIGSTOP) for up to 2 s
- * (its subscribers hear no +switch-master meanwhile); CLIENT KILL TYPE
+ * never take it for the master); a sentinel frozen (SIGSTOP) for up to
+ * 1.5 s (its subscribers hear no +switch-master meanwhile; 2 s would put it
+ * in TILT mode for 30 s); CLIENT KILL TYPE
  * pubsub and SCRIPT FLUSH on the master; SIGSTOP / SIGCONT of a worker
  * that holds a lock. The checks are those above, "no lock left" asked of
  * the master the sentinels name at the end; the leases go up to 3 s as in
@@ -906,7 +909,7 @@ static void worker_main(int proc, int port) {
         o.nodes = seeds;
         o.nodes_count = nseeds;
         o.sentinel_master = TEST_SENTINEL_MASTER;
-        o.wait_replicas = 1;
+        o.wait_replicas = 2; /* every replica: see the top */
         o.wait_timeout_ms = CLUSTER_WAIT_TIMEOUT_MS;
     }
     if (leash_client_new(&W.c, &o) != LEASH_OK || leash_libev_attach(W.loop, W.c) != LEASH_OK) {
@@ -1458,8 +1461,11 @@ static void one_sentinel_fault(void) {
         break;
     case SF_FREEZE_SENTINEL:
         other = s_between(0, TS.nsentinels - 1);
+        /* Below 2 s: a sentinel whose timer was late by 2 s goes into
+         * TILT mode and takes no part in a failover for 30 s (two of
+         * them, and a killed master was never replaced). */
         test_redis_freeze(&TS.sentinel[other]);
-        sleep_ms(s_between(100, 2000));
+        sleep_ms(s_between(100, 1500));
         test_redis_thaw(&TS.sentinel[other]);
         break;
     case SF_KILL_PUBSUB:
@@ -1474,8 +1480,14 @@ static void one_sentinel_fault(void) {
     }
     if (r)
         freeReplyObject(r);
-    if (f == SF_FAILOVER || f == SF_KILL)
+    if (f == SF_FAILOVER || f == SF_KILL) {
+        /* WAIT 2 is short until the old master is a replica in sync
+         * again (the sentinels convert it when they see it). */
+        int64_t until = now_ms() + 30000;
+        while (!test_sentinel_is_replica(&TS, master) && now_ms() < until)
+            sleep_ms(50);
         note_short_of_replicas(t0, now_ms() + REPLICA_ACK_MS);
+    }
     fprintf(stderr, "torture: t=%lld fault %s: master %d", (long long)t0, sentinel_fault_names[f],
             master);
     if (f == SF_FAILOVER || f == SF_KILL)
