@@ -70,9 +70,10 @@ int test_sentinel_wait_master(test_sentinel *t, int not_index, int timeout_ms);
 int test_sentinel_new_master(test_sentinel *t, int not_index);
 /* Without waiting: 1 when data[i] says ROLE slave with its link up. */
 int test_sentinel_is_replica(test_sentinel *t, int i);
-/* SENTINEL FAILOVER on a live sentinel (asked again while one refuses:
- * an earlier failover under way), then test_sentinel_wait_master for
- * another master, all within timeout_ms. Returns the new master's index. */
+/* SENTINEL FAILOVER on a live sentinel, asked again every 5 s until the
+ * sentinels name another master (a refusal, or a failover that ended
+ * without a promotion), within timeout_ms. Returns the new master's
+ * index, or -1. */
 int test_sentinel_failover(test_sentinel *t, int timeout_ms);
 /* Waits until data[i] says ROLE slave with its link to the master up. */
 int test_sentinel_wait_replica(test_sentinel *t, int i, int timeout_ms);
