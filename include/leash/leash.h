@@ -326,9 +326,9 @@ typedef struct leash_options {
      * ("host:port"), and the locks live on the master they name
      * sentinel_master (required there, 1..LEASH_SENTINEL_MASTER_MAX
      * bytes; NULL elsewhere). username and password are the data nodes';
-     * sentinel_username and sentinel_password (default NULL: none) are the
-     * sentinels' own (requirepass or an ACL user on the sentinel). With
-     * tls on, the sentinels are reached over TLS too. */
+     * sentinel_username and sentinel_password (default NULL: none; at most
+     * LEASH_NODE_MAX bytes each) are the sentinels' own (requirepass or an ACL user on the
+     * sentinel). With tls on, the sentinels are reached over TLS too. */
     const char *sentinel_master;
     const char *sentinel_username;
     const char *sentinel_password;
