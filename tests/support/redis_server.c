@@ -341,7 +341,7 @@ static char *dup_or_null(const char *s) {
 }
 
 int test_redis_start(test_redis *r, const test_redis_config *cfg) {
-    static const test_redis_config none = {0, NULL, NULL, NULL, 0};
+    static const test_redis_config none = {0};
     const char *base = test_tmpdir();
     int attempt, exited;
 
