@@ -5,6 +5,12 @@
  * replica, and credentials on both sides; and with a fake sentinel of the
  * case's own, a replica named as the master (ROLE) and a master demoted
  * under a connected client (-READONLY).
+ *
+ * Not here yet: TLS to the sentinels and the data nodes. The sentinel
+ * connections are ordinary leash__conn ones with their own conn_cfg
+ * copied from the client's, so they take TLS with the TLS work; the case
+ * to add then is this file's credentials case with tls on both sides
+ * (redis-server --tls-port, sentinel tls-replication and tls-port).
  */
 #define _GNU_SOURCE /* MAP_ANONYMOUS, strcasecmp */
 
