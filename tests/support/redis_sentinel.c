@@ -248,8 +248,18 @@ int test_sentinel_failover(test_sentinel *t, int timeout_ms) {
 }
 
 int test_sentinel_is_replica(test_sentinel *t, int i) {
+    char line[32];
+    int m = t->nsentinels > 0 ? test_sentinel_master(t) : 0; /* at the start: data[0] */
+
+    /* Of the master the sentinels name: a data node restarted from its
+     * config comes back a replica of the first master, which may be a
+     * replica itself by now. */
+    if (m < 0 || m == i)
+        return 0;
+    snprintf(line, sizeof line, "master_port:%d\r", t->data[m].port);
     return role_is(&t->data[i], "slave") &&
-           info_has(&t->data[i], "replication", "master_link_status:up");
+           info_has(&t->data[i], "replication", "master_link_status:up") &&
+           info_has(&t->data[i], "replication", line);
 }
 
 int test_sentinel_wait_replica(test_sentinel *t, int i, int timeout_ms) {

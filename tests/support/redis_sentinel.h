@@ -68,14 +68,15 @@ int test_sentinel_wait_master(test_sentinel *t, int not_index, int timeout_ms);
 /* Without waiting: the index of the master every live sentinel names,
  * other than not_index and saying ROLE master, or -1. */
 int test_sentinel_new_master(test_sentinel *t, int not_index);
-/* Without waiting: 1 when data[i] says ROLE slave with its link up. */
+/* Without waiting: 1 when data[i] is a replica of the master the
+ * sentinels name, its link up. */
 int test_sentinel_is_replica(test_sentinel *t, int i);
 /* SENTINEL FAILOVER on a live sentinel, asked again every 5 s until the
  * sentinels name another master (a refusal, or a failover that ended
  * without a promotion), within timeout_ms. Returns the new master's
  * index, or -1. */
 int test_sentinel_failover(test_sentinel *t, int timeout_ms);
-/* Waits until data[i] says ROLE slave with its link to the master up. */
+/* Waits until test_sentinel_is_replica(t, i). */
 int test_sentinel_wait_replica(test_sentinel *t, int i, int timeout_ms);
 /* "127.0.0.1:port" of sentinel i into buf. */
 const char *test_sentinel_addr(const test_sentinel *t, int i, char *buf, size_t cap);
