@@ -40,8 +40,9 @@ install(TARGETS leash_shared leash_static EXPORT leash-targets
                 COMPONENT Runtime)
 
 # leash-targets.cmake: the imported targets leash::leash (shared) and
-# leash::leash_static. They name PkgConfig::HIREDIS, which
-# leash-config.cmake creates before it includes this file.
+# leash::leash_static. They name PkgConfig::HIREDIS and (the static one,
+# for its link) PkgConfig::OPENSSL, which leash-config.cmake creates before
+# it includes this file.
 install(EXPORT leash-targets
         FILE leash-targets.cmake
         NAMESPACE leash::

@@ -21,7 +21,8 @@ if(LEASH_NGINX)
 
   set(LEASH_NGINX_DIR "${PROJECT_BINARY_DIR}/nginx")
   set(LEASH_NGINX_MODULE "${LEASH_NGINX_DIR}/ngx_http_leash_module.so")
-  string(REPLACE ";" " " _leash_ngx_libs "$<TARGET_FILE:leash_static>;${HIREDIS_LINK_LIBRARIES}")
+  string(REPLACE ";" " " _leash_ngx_libs
+         "$<TARGET_FILE:leash_static>;${HIREDIS_LINK_LIBRARIES};${CARES_LINK_LIBRARIES};${OPENSSL_LINK_LIBRARIES}")
   set(_leash_ngx_cc_opt "")
   set(_leash_ngx_ld_opt "")
   # With the sanitizers the module is instrumented too; Debian's nginx is
@@ -53,20 +54,34 @@ if(LEASH_NGINX)
     execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=${_leash_rt}
                     OUTPUT_VARIABLE LEASH_NGINX_PRELOAD OUTPUT_STRIP_TRAILING_WHITESPACE)
   endif()
+  # Flags of the distribution for the module, which nginx's configure takes
+  # as --with-cc-opt and --with-ld-opt (debian/rules passes Debian's
+  # CPPFLAGS and LDFLAGS: _FORTIFY_SOURCE, -z relro -z now).
+  set(LEASH_NGINX_CC_OPT "" CACHE STRING "Extra compiler flags for the nginx module")
+  set(LEASH_NGINX_LD_OPT "" CACHE STRING "Extra linker flags for the nginx module")
+  string(STRIP "${_leash_ngx_cc_opt} ${LEASH_NGINX_CC_OPT}" _leash_ngx_cc_opt)
+  string(STRIP "${_leash_ngx_ld_opt} ${LEASH_NGINX_LD_OPT}" _leash_ngx_ld_opt)
   file(GLOB _leash_ngx_sources CONFIGURE_DEPENDS
        "${PROJECT_SOURCE_DIR}/nginx/*.c" "${PROJECT_SOURCE_DIR}/nginx/*.h")
   # leash_metrics shares prefork-server's Prometheus writer (nginx/config).
   list(APPEND _leash_ngx_sources "${PROJECT_SOURCE_DIR}/examples/prefork-server/metrics.c"
        "${PROJECT_SOURCE_DIR}/examples/prefork-server/metrics.h")
+  # nginx's Makefile knows no leash header: a module object compiled
+  # against an older leash/url.h (a smaller leash_url) would overflow what
+  # it allocates. The module's objects are compiled again whenever the
+  # command runs (three files).
+  file(GLOB _leash_ngx_headers CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/include/leash/*.h")
   add_custom_command(
     OUTPUT "${LEASH_NGINX_MODULE}"
+    COMMAND bash -c "rm -f \"$0\"/nginx-src/objs/addon/*/*.o" "${LEASH_NGINX_DIR}"
     COMMAND ${CMAKE_COMMAND} -E env
             "LEASH_NGX_INCS=${PROJECT_SOURCE_DIR}/include"
             "LEASH_NGX_LIBS=${_leash_ngx_libs}"
             bash "${PROJECT_SOURCE_DIR}/nginx/build.sh" "${LEASH_NGINX_SRC}" "${LEASH_NGINX_DIR}"
             "${PROJECT_SOURCE_DIR}/nginx" "${CMAKE_C_COMPILER}" "${_leash_ngx_cc_opt}"
             "${_leash_ngx_ld_opt}"
-    DEPENDS leash_static ${_leash_ngx_sources} "${PROJECT_SOURCE_DIR}/nginx/config"
+    DEPENDS leash_static ${_leash_ngx_sources} ${_leash_ngx_headers}
+            "${PROJECT_SOURCE_DIR}/nginx/config"
             "${PROJECT_SOURCE_DIR}/nginx/build.sh"
     COMMENT "Building ngx_http_leash_module.so with nginx's configure"
     VERBATIM)

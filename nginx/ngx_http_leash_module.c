@@ -60,7 +60,8 @@ typedef struct {
 } ngx_http_leash_main_conf_t;
 
 typedef struct {
-    ngx_uint_t kind; /* NGX_LEASH_* */
+    ngx_uint_t kind;      /* NGX_LEASH_* */
+    ngx_flag_t inherited; /* the lock is the parent block's */
     const char *directive;
     ngx_http_complex_value_t *key;
     ngx_int_t permits;
@@ -87,9 +88,14 @@ typedef struct {
     /* The hold was lost: from here on the request reaches no backend, in
      * this location or any it is redirected to. */
     unsigned lost : 1;
-    /* A subrequest went on under the lock (mirror, SSI): it may outlive the
-     * answer, so the lock stays until the request's pool goes. */
+    /* Subrequests that ran while the lock was held (mirror, SSI): they may
+     * outlive the answer, so the lock stays until the request's pool goes,
+     * and a lost lock stops their upstreams too. */
+    ngx_array_t *subs; /* ngx_http_request_t * */
     unsigned shared : 1;
+    /* The answer was complete and the lock released before the request's
+     * end: a subrequest that comes after it is refused. */
+    unsigned answered : 1;
 } ngx_http_leash_ctx_t;
 
 static ngx_int_t ngx_http_leash_preconfiguration(ngx_conf_t *cf);
@@ -525,7 +531,8 @@ static char *ngx_http_leash_merge_loc_conf(ngx_conf_t *cf, void *parent, void *c
     /* The lock inherits into if, limit_except and nested locations, as
      * limit_req does: a block without a lock of its own has its parent's
      * (a request that lands there must not skip it). */
-    if (conf->kind == NGX_LEASH_NONE) {
+    if (conf->kind == NGX_LEASH_NONE && prev->kind != NGX_LEASH_NONE) {
+        conf->inherited = 1;
         conf->kind = prev->kind;
         conf->directive = prev->directive;
         conf->key = prev->key;
@@ -628,8 +635,9 @@ static ngx_http_leash_ctx_t *ngx_http_leash_get_ctx(ngx_http_request_t *r) {
     ngx_http_leash_ctx_t *ctx = ngx_http_get_module_ctx(mr, ngx_http_leash_module);
     ngx_pool_cleanup_t *cln;
 
-    /* Only a redirect clears r->ctx: most requests stop here. */
-    if (ctx != NULL || !mr->internal)
+    /* An internal redirect clears r->ctx, and so does a filter that
+     * finalizes the request (412 from not_modified, image_filter). */
+    if (ctx != NULL)
         return ctx;
     for (cln = mr->pool->cleanup; cln != NULL; cln = cln->next) {
         if (cln->handler == ngx_http_leash_cleanup) {
@@ -659,10 +667,54 @@ static int ngx_http_leash_unreachable(int status) {
     case LEASH_ETLS:
     case LEASH_EREPLICAS:
     case LEASH_ENOMEM:
+    case LEASH_ECANCELED: /* the worker exits (leash_client_free) */
         return 1;
     default:
         return 0;
     }
+}
+
+/* A subrequest that runs while the main request holds the lock. */
+static void ngx_http_leash_add_sub(ngx_http_leash_ctx_t *ctx, ngx_http_request_t *sr) {
+    ngx_http_request_t **slot;
+
+    ctx->shared = 1;
+    if (ctx->subs == NULL)
+        ctx->subs = ngx_array_create(ctx->r->pool, 2, sizeof(ngx_http_request_t *));
+    slot = ctx->subs != NULL ? ngx_array_push(ctx->subs) : NULL;
+    if (slot == NULL) {
+        ngx_log_error(NGX_LOG_ERR, sr->connection->log, 0,
+                      "leash: out of memory: a lost lock will not stop \"%V\"", &sr->uri);
+        return;
+    }
+    *slot = sr;
+}
+
+/* Stops the upstream of every background subrequest (mirror) that still
+ * runs under the lost lock: it would go on after the request's answer.
+ * Ending its upstream ends it (its reference on the main request goes, as
+ * at its normal end). The caller holds a reference of its own, so the
+ * main request stays. Subrequests live in the main request's pool: each
+ * pointer is valid; an upstream that finished has no cleanup left. 1 when
+ * a subrequest that is part of the answer (SSI) still runs an upstream:
+ * only terminating the request stops that one. */
+static int ngx_http_leash_stop_subs(ngx_http_leash_ctx_t *ctx) {
+    ngx_http_request_t **sr;
+    ngx_uint_t i;
+    int inline_running = 0;
+
+    if (ctx->subs == NULL)
+        return 0;
+    sr = ctx->subs->elts;
+    for (i = 0; i < ctx->subs->nelts; i++) {
+        if (sr[i]->upstream == NULL || sr[i]->upstream->cleanup == NULL)
+            continue;
+        if (sr[i]->background)
+            (*sr[i]->upstream->cleanup)(sr[i]);
+        else
+            inline_running = 1;
+    }
+    return inline_running;
 }
 
 static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
@@ -678,12 +730,13 @@ static void ngx_http_leash_lost(leash_lock *l, int reason, void *arg) {
     ctx->lost = 1;
     ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
     /* The backend must not see a second writer: end the request now, its
-     * upstream included. The reference taken here is the one the upstream's
+     * upstream and its subrequests' included. The reference taken here is the one the upstream's
      * end (or the terminate below) drops, or the request would be freed
      * under the code that ends it. This is no event of the request's
      * connection: run the posted requests here. */
     r->main->count++;
-    if (!r->header_sent && c->sent == 0 && r->upstream != NULL && r->upstream->cleanup != NULL) {
+    if (!ngx_http_leash_stop_subs(ctx) && !r->header_sent && c->sent == 0 && r->upstream != NULL &&
+        r->upstream->cleanup != NULL) {
         /* Nothing was sent: stop the upstream (closes its connection and
          * finalizes with NGX_DONE, which drops that reference), then the
          * request answers 500 as when its upstream fails. */
@@ -826,6 +879,8 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
                       &ctx->key);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
+    if (r != r->main && ctx != NULL && ctx->lock != NULL)
+        ngx_http_leash_add_sub(ctx, r);
     if (lcf->kind == NGX_LEASH_NONE)
         return NGX_DECLINED;
     if (r != r->main) {
@@ -834,9 +889,19 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
          * write, not to it), and letting it through would break the lock:
          * without a lock of the main request it fails. */
         if (ctx != NULL) {
-            ctx->shared = 1;
+            if (ctx->answered)
+                ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                              "leash: \"%s\" in a subrequest (\"%V\") after the main request "
+                              "answered and released its lock: refused",
+                              lcf->directive, &r->uri);
             return ctx->rc;
         }
+        /* An access check's subrequest (auth_request) into a block that
+         * only inherits the lock, e.g. a nested location: it runs before
+         * the main request asks for the lock, and goes on without it, as
+         * in a block with no lock at all. */
+        if (lcf->inherited)
+            return NGX_DECLINED;
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "leash: \"%s\" in a subrequest (\"%V\") whose main request holds no "
                       "lock: refused",
@@ -900,14 +965,48 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
 
 static ngx_http_output_body_filter_pt ngx_http_leash_next_body_filter;
 
-/* The answer's last buffer passes: the work the lock guarded is done, and
- * the lock goes now, not when the request's pool goes (a client that
- * sends a body nobody reads keeps the request for lingering_time: any
- * client could pin a key). Not while a subrequest works under it. */
-static ngx_int_t ngx_http_leash_body_filter(ngx_http_request_t *r, ngx_chain_t *in) {
-    ngx_http_leash_ctx_t *ctx;
-    ngx_chain_t *cl;
+static ngx_http_output_header_filter_pt ngx_http_leash_next_header_filter;
+static ngx_http_output_body_filter_pt ngx_http_leash_next_body_filter;
+
+/* The main request's answer is complete (its last buffer, or a header-only
+ * answer, went through the filters below): the work the lock guarded is
+ * done, and the lock goes now rather than when the request's pool goes (a
+ * client that sends a body nobody reads keeps the request for
+ * lingering_time: any client could pin a key). Not while anything else
+ * of the request may still work under it: a subrequest holds a reference
+ * on the main request (mirror, slice, a cache's background update) or is
+ * postponed (SSI, addition). Beside the connection's own reference, only
+ * discarding a body may hold one. */
+static void ngx_http_leash_answered(ngx_http_request_t *r) {
+    ngx_http_leash_ctx_t *ctx = ngx_http_leash_get_ctx(r);
     leash_lock *l;
+
+    if (ctx == NULL || ctx->lock == NULL || ctx->state != NGX_LEASH_DECIDED || ctx->shared)
+        return;
+    if (r->count > 1u + (r->discard_body ? 1u : 0u) || r->postponed != NULL)
+        return;
+    l = ctx->lock;
+    ctx->lock = NULL;
+    ctx->answered = 1;
+    /* Nothing of this request may go on under it now. */
+    ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
+    leash_lock_free(l);
+}
+
+static ngx_int_t ngx_http_leash_header_filter(ngx_http_request_t *r) {
+    ngx_int_t rc = ngx_http_leash_next_header_filter(r);
+
+    /* HEAD, 304 (set by a filter below): no last buffer follows. */
+    if (r == r->main && r->header_only && rc != NGX_ERROR)
+        ngx_http_leash_answered(r);
+    return rc;
+}
+
+/* After the filters below ran: a slice or SSI subrequest they start for
+ * this buffer exists by then. */
+static ngx_int_t ngx_http_leash_body_filter(ngx_http_request_t *r, ngx_chain_t *in) {
+    ngx_int_t rc;
+    ngx_chain_t *cl;
 
     if (r != r->main)
         return ngx_http_leash_next_body_filter(r, in);
@@ -915,17 +1014,10 @@ static ngx_int_t ngx_http_leash_body_filter(ngx_http_request_t *r, ngx_chain_t *
         if (cl->buf->last_buf)
             break;
     }
-    if (cl == NULL)
-        return ngx_http_leash_next_body_filter(r, in);
-    ctx = ngx_http_leash_get_ctx(r);
-    if (ctx != NULL && ctx->lock != NULL && ctx->state == NGX_LEASH_DECIDED && !ctx->shared) {
-        l = ctx->lock;
-        ctx->lock = NULL;
-        /* Nothing of this request may go on under it now. */
-        ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
-        leash_lock_free(l);
-    }
-    return ngx_http_leash_next_body_filter(r, in);
+    rc = ngx_http_leash_next_body_filter(r, in);
+    if (cl != NULL && rc != NGX_ERROR)
+        ngx_http_leash_answered(r);
+    return rc;
 }
 
 /* ---- leash_metrics ---- */
@@ -1052,6 +1144,8 @@ static ngx_int_t ngx_http_leash_postconfiguration(ngx_conf_t *cf) {
     if (h == NULL)
         return NGX_ERROR;
     *h = ngx_http_leash_handler;
+    ngx_http_leash_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_http_leash_header_filter;
     ngx_http_leash_next_body_filter = ngx_http_top_body_filter;
     ngx_http_top_body_filter = ngx_http_leash_body_filter;
     return NGX_OK;

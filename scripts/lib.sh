@@ -61,6 +61,12 @@ leash_missing_packages() {
     leash__dpkg_has libc6-dev || [[ -f /usr/include/stdio.h ]] || echo libc6-dev
     leash__dpkg_has libhiredis-dev || [[ -f /usr/include/hiredis/async.h ]] || echo libhiredis-dev
     leash__dpkg_has libev-dev || [[ -f /usr/include/ev.h ]] || echo libev-dev
+    # Host names are resolved with c-ares (src/wire/resolve.c).
+    leash__dpkg_has libc-ares-dev || [[ -f /usr/include/ares.h ]] || echo libc-ares-dev
+    # TLS (src/wire/tls.c), and the openssl command that makes the tests'
+    # and the demo's certificates.
+    leash__dpkg_has libssl-dev || [[ -f /usr/include/openssl/ssl.h ]] || echo libssl-dev
+    command -v openssl >/dev/null 2>&1 || echo openssl
     # The libevent and libuv adapters' tests and examples (built only when
     # these are there, but the CI must run them).
     leash__dpkg_has libevent-dev || [[ -f /usr/include/event2/event.h ]] || echo libevent-dev

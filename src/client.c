@@ -22,12 +22,15 @@
 #include "prim/core.h"
 #include "prim/lock.h"
 #include "route/route.h"
+#include "wire/resolve.h"
+#include "wire/tls.h"
 
 struct leash_client {
     uint32_t magic;
     leash__core core;
     leash__config cfg;
     leash__conn_cfg conn_cfg;
+    leash__tls *tls; /* with the tls option: the one context of every connection */
     leash__route_cfg route_cfg;
     leash_stats stats;
     void *data;
@@ -48,12 +51,15 @@ static void destroy(leash_client *c) {
             LEASH__CONTAINER(LEASH__LIST_FIRST(&core->graveyard), leash_lock, link));
     leash__waitqs_clear(&core->waitqs);
     core->route->ops->destroy(core->route);
+    /* Its sockets' watchers go before the loop's cleanup. */
+    leash__resolver_free(core->env.resolver);
     if (core->env.attached) {
         leash__timer_clear(&core->later.timer);
         leash__timer_clear(&c->close_timer);
         leash__watchdog_clear(&core->dog);
         core->env.loop.cleanup(core->env.loop.data);
     }
+    leash__tls_free(c->tls);
     leash__config_clear(&c->cfg);
     c->magic = 0;
     free(c);
@@ -88,9 +94,25 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
         free(c);
         return rc;
     }
+    if (c->cfg.tls) {
+        leash__tls_cfg tc = {c->cfg.tls_ca_file, c->cfg.tls_ca_dir, c->cfg.tls_cert_file,
+                             c->cfg.tls_key_file, c->cfg.tls_verify};
+        if ((rc = leash__tls_new(&c->tls, &tc, &c->cfg.log)) != LEASH_OK) {
+            leash__config_clear(&c->cfg);
+            free(c);
+            return rc;
+        }
+    }
     leash__dialects_init();
     core = &c->core;
     core->env.log = c->cfg.log;
+    if ((rc = leash__resolver_new(&core->env.resolver, &core->env, c->cfg.dns_servers)) !=
+        LEASH_OK) {
+        leash__tls_free(c->tls);
+        leash__config_clear(&c->cfg);
+        free(c);
+        return rc;
+    }
     core->env.stats = &c->stats;
     core->env.settle = settle;
     core->client = c;
@@ -118,6 +140,8 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     c->conn_cfg.command_timeout_ms = c->cfg.command_timeout_ms;
     c->conn_cfg.reconnect_min_ms = c->cfg.reconnect_min_ms;
     c->conn_cfg.reconnect_max_ms = c->cfg.reconnect_max_ms;
+    c->conn_cfg.tls = c->tls;
+    c->conn_cfg.tls_server_name = c->cfg.tls_server_name;
     c->conn_cfg.scripts = core->dialect->scripts;
     c->conn_cfg.nscripts = core->dialect->nscripts;
     c->route_cfg.conn = &c->conn_cfg;
@@ -144,6 +168,8 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
         break;
     }
     if (core->route == NULL) {
+        leash__resolver_free(core->env.resolver);
+        leash__tls_free(c->tls);
         leash__config_clear(&c->cfg);
         free(c);
         return LEASH_ENOMEM;
@@ -165,6 +191,7 @@ static int create_timers(leash_client *c) {
     if (leash__timer_create(&core->later.timer) != LEASH_OK ||
         leash__timer_create(&c->close_timer) != LEASH_OK ||
         leash__watchdog_prepare(&core->dog) != LEASH_OK ||
+        leash__resolver_prepare(core->env.resolver) != LEASH_OK ||
         core->route->ops->prepare(core->route) != LEASH_OK)
         return LEASH_ENOMEM;
     for (n = core->locks.next; n != &core->locks; n = n->next)
@@ -180,6 +207,7 @@ static void clear_timers(leash_client *c) {
     leash__timer_clear(&core->later.timer);
     leash__timer_clear(&c->close_timer);
     leash__watchdog_clear(&core->dog);
+    leash__resolver_unprepare(core->env.resolver);
     core->route->ops->unprepare(core->route);
     for (n = core->locks.next; n != &core->locks; n = n->next)
         leash__timer_clear(&LEASH__CONTAINER(n, leash_lock, link)->timer);

@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,34 +186,89 @@ static int parse_hostport(const char *s, size_t len, leash_url *u, char *err, si
     return LEASH_OK;
 }
 
-/* The query s[0..len), after '?': db=N only, once. */
+/* The TLS parameters of a rediss:// query that name a file or a name. */
+typedef struct tls_param {
+    const char *name;
+    size_t offset; /* of the field in leash_url */
+    size_t cap;
+} tls_param;
+
+static const tls_param tls_params[] = {
+    {"ca", offsetof(leash_url, tls_ca_file), LEASH_URL_FILE_MAX + 1},
+    {"ca_dir", offsetof(leash_url, tls_ca_dir), LEASH_URL_FILE_MAX + 1},
+    {"cert", offsetof(leash_url, tls_cert_file), LEASH_URL_FILE_MAX + 1},
+    {"key", offsetof(leash_url, tls_key_file), LEASH_URL_FILE_MAX + 1},
+    {"sni", offsetof(leash_url, tls_server_name), LEASH_URL_HOST_MAX + 1},
+};
+#define NTLS_PARAMS (sizeof(tls_params) / sizeof(tls_params[0]))
+
+static int name_is(const char *s, size_t len, const char *name) {
+    return strlen(name) == len && memcmp(s, name, len) == 0;
+}
+
+/* The query s[0..len), after '?': db=N, and for rediss:// the TLS
+ * parameters (leash/url.h); each once. */
 static int parse_query(const char *s, size_t len, int db_given, leash_url *u, char *err,
                        size_t err_size) {
     const char *end = s + len;
+    int verify_given = 0;
+    unsigned seen = 0;
 
     while (s <= end) {
         const char *amp = memchr(s, '&', (size_t)(end - s));
         const char *param_end = amp != NULL ? amp : end;
         const char *eq = memchr(s, '=', (size_t)(param_end - s));
-        size_t name_len = (size_t)((eq != NULL ? eq : param_end) - s);
+        const char *value = eq != NULL ? eq + 1 : param_end;
+        size_t name_len = (size_t)((eq != NULL ? eq : param_end) - s), i;
+        size_t value_len = (size_t)(param_end - value);
         long v;
+        int rc;
 
         if (param_end == s)
             return refuse(err, err_size, "an empty query parameter (a stray '?' or '&')");
-        /* Only the name is quoted: the value may be a secret (?password=). */
-        if (name_len != 2 || memcmp(s, "db", 2) != 0)
-            return refuse(err, err_size, "unknown query parameter \"%.*s\" (only db=N is known)",
+        for (i = 0; i < NTLS_PARAMS && !name_is(s, name_len, tls_params[i].name); i++)
+            ;
+        /* Only names are quoted: a value may be a secret (?password=). */
+        if (name_is(s, name_len, "db")) {
+            if (db_given)
+                return refuse(err, err_size, "the db is given twice");
+            if (eq == NULL || parse_uint(value, value_len, INT_MAX, &v) != 0)
+                return refuse(err, err_size, "db must be a number in 0..%d (as ?db=N)", INT_MAX);
+            u->db = (int)v;
+            db_given = 1;
+        } else if (i == NTLS_PARAMS && !name_is(s, name_len, "verify")) {
+            return refuse(err, err_size,
+                          "unknown query parameter \"%.*s\" (db=N; with rediss:// also ca, "
+                          "ca_dir, cert, key, sni, verify)",
                           quote_len(name_len), s);
-        if (db_given)
-            return refuse(err, err_size, "the db is given twice");
-        if (eq == NULL || parse_uint(eq + 1, (size_t)(param_end - eq - 1), INT_MAX, &v) != 0)
-            return refuse(err, err_size, "db must be a number in 0..%d (as ?db=N)", INT_MAX);
-        u->db = (int)v;
-        db_given = 1;
+        } else if (!u->tls) {
+            return refuse(err, err_size, "%.*s= is a TLS parameter: the URL must be rediss://",
+                          quote_len(name_len), s);
+        } else if (i == NTLS_PARAMS) {
+            if (verify_given)
+                return refuse(err, err_size, "verify is given twice");
+            if (eq == NULL || value_len != 1 || (value[0] != '0' && value[0] != '1'))
+                return refuse(err, err_size, "verify must be 0 or 1");
+            u->tls_verify = value[0] - '0';
+            verify_given = 1;
+        } else {
+            if (seen & (1u << i))
+                return refuse(err, err_size, "%s is given twice", tls_params[i].name);
+            if (value_len == 0)
+                return refuse(err, err_size, "%s needs a value (%s=...)", tls_params[i].name,
+                              tls_params[i].name);
+            if ((rc = decode_field(value, value_len, (char *)u + tls_params[i].offset,
+                                   tls_params[i].cap, tls_params[i].name, err, err_size)) !=
+                LEASH_OK)
+                return rc;
+            seen |= 1u << i;
+        }
         if (amp == NULL)
             break;
         s = amp + 1;
     }
+    if ((u->tls_cert_file[0] != '\0') != (u->tls_key_file[0] != '\0'))
+        return refuse(err, err_size, "cert= and key= go together");
     return LEASH_OK;
 }
 
@@ -231,18 +287,16 @@ int leash_url_parse(const char *url, leash_url *out, char *err, size_t err_size)
     if (sep == NULL)
         return refuse(err, err_size,
                       "expected redis://[[user]:password@]host[:port][/db] or unix:///path");
-    if (scheme_is(url, (size_t)(sep - url), "rediss"))
-        return refuse(err, err_size,
-                      "rediss:// (TLS) is not supported: leash speaks plain TCP; put a TLS "
-                      "tunnel (stunnel, spiped) in front of the server");
+    u.tls = scheme_is(url, (size_t)(sep - url), "rediss");
+    u.tls_verify = 1;
     /* Only a word is quoted as a scheme: "user:secret@host://" is not one. */
     for (p = url; p < sep; p++)
         if (!isalnum((unsigned char)*p) && *p != '+' && *p != '-' && *p != '.')
             return refuse(err, err_size,
                           "expected redis://[[user]:password@]host[:port][/db] or unix:///path");
     unix_scheme = scheme_is(url, (size_t)(sep - url), "unix");
-    if (!unix_scheme && !scheme_is(url, (size_t)(sep - url), "redis"))
-        return refuse(err, err_size, "unknown scheme \"%.*s://\" (redis:// or unix://)",
+    if (!unix_scheme && !u.tls && !scheme_is(url, (size_t)(sep - url), "redis"))
+        return refuse(err, err_size, "unknown scheme \"%.*s://\" (redis://, rediss:// or unix://)",
                       quote_len((size_t)(sep - url)), url);
     rest = sep + 3;
     if (strchr(rest, '#') != NULL)
@@ -314,6 +368,21 @@ void leash_url_apply(const leash_url *u, leash_options *o) {
     o->username = u->username[0] != '\0' ? u->username : NULL;
     o->password = u->password[0] != '\0' ? u->password : NULL;
     o->db = u->db;
+    o->tls = u->tls;
+    if (!u->tls)
+        return;
+    if (!u->tls_verify)
+        o->tls_verify = 0;
+    if (u->tls_ca_file[0] != '\0')
+        o->tls_ca_file = u->tls_ca_file;
+    if (u->tls_ca_dir[0] != '\0')
+        o->tls_ca_dir = u->tls_ca_dir;
+    if (u->tls_cert_file[0] != '\0')
+        o->tls_cert_file = u->tls_cert_file;
+    if (u->tls_key_file[0] != '\0')
+        o->tls_key_file = u->tls_key_file;
+    if (u->tls_server_name[0] != '\0')
+        o->tls_server_name = u->tls_server_name;
 }
 
 /* What leash_url_format has written so far: like snprintf, it counts all
@@ -352,13 +421,34 @@ static void put_escaped(sink *s, const char *text, const char *keep) {
     }
 }
 
+/* The TLS parameters that differ from their defaults, as a query. */
+static void put_tls_query(sink *s, const leash_url *u) {
+    const char *sep = "?";
+    size_t i;
+
+    for (i = 0; i < NTLS_PARAMS; i++) {
+        const char *value = (const char *)u + tls_params[i].offset;
+        if (value[0] == '\0')
+            continue;
+        put_str(s, sep);
+        put_str(s, tls_params[i].name);
+        put_str(s, "=");
+        put_escaped(s, value, "/");
+        sep = "&";
+    }
+    if (!u->tls_verify) {
+        put_str(s, sep);
+        put_str(s, "verify=0");
+    }
+}
+
 int leash_url_format(const leash_url *u, char *buf, size_t size) {
     sink s = {buf, size, 0};
     char num[16];
 
     if (u == NULL || (buf == NULL && size > 0))
         return -1;
-    put_str(&s, u->unix_path[0] != '\0' ? "unix://" : "redis://");
+    put_str(&s, u->unix_path[0] != '\0' ? "unix://" : u->tls ? "rediss://" : "redis://");
     if (u->username[0] != '\0' || u->password[0] != '\0') {
         put_escaped(&s, u->username, "");
         put_str(&s, u->password[0] != '\0' ? ":***@" : ":@");
@@ -378,6 +468,8 @@ int leash_url_format(const leash_url *u, char *buf, size_t size) {
         put_str(&s, num);
         snprintf(num, sizeof(num), "%d", u->db);
         put_str(&s, num);
+        if (u->tls)
+            put_tls_query(&s, u);
     }
     if (size > 0)
         buf[s.len < size ? s.len : size - 1] = '\0';

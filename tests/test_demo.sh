@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_demo.sh PROGRAM [--cluster | --redlock | --sentinel]: runs scripts/demo in that
+# test_demo.sh PROGRAM [--cluster | --redlock | --sentinel | --tls]: runs scripts/demo in that
 # mode with PROGRAM as its leash-demo (LEASH_DEMO_PROGRAM: no package check,
 # no build) and checks the story: the run ends "result: OK" with status 0,
 # nothing marked "!!", the key lines of the mode in their order, the
@@ -9,13 +9,14 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: test_demo.sh PROGRAM [--cluster | --redlock | --sentinel]"
+    echo "usage: test_demo.sh PROGRAM [--cluster | --redlock | --sentinel | --tls]"
     exit 2
 }
 [[ $# -ge 1 && $# -le 2 ]] || usage
 program=$1
 mode=${2:-}
-[[ $mode == "" || $mode == --cluster || $mode == --redlock || $mode == --sentinel ]] || usage
+[[ $mode == "" || $mode == --cluster || $mode == --redlock || $mode == --sentinel ||
+    $mode == --tls ]] || usage
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leash-test-demo.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -61,6 +62,17 @@ if grep -n '!!' "$tmp/out" >"$tmp/problems"; then
 fi
 
 case $mode in
+--tls)
+    # The one-server story, over TLS to the server's TLS port.
+    in_order '^==> certificates of a CA of its own in ' \
+        '^==> demo: .* rediss://127\.0\.0\.1:[0-9]+\?ca=.*/certs/ca\.pem' \
+        'ACQUIRED, fence [0-9]+' \
+        'parent +SIGSTOP w[1-3] \(pid [0-9]+\): frozen mid-job' \
+        'parent +SIGCONT w[1-3]' \
+        'w[1-3] +LOST \([a-z]+\)' \
+        'the run is over, workers stop' \
+        '^summary$'
+    ;;
 "")
     in_order 'ACQUIRED, fence [0-9]+' \
         'parent +SIGSTOP w[1-3] \(pid [0-9]+\): frozen mid-job' \

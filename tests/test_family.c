@@ -1549,6 +1549,31 @@ TEST(rw_pair_needs_a_read_and_a_write_handle_of_one_name_and_client) {
     fx_world_down(&w);
 }
 
+/* A name's holders are of one kind at a time: a read lock and a semaphore
+ * of one name exclude each other like strangers, either way round and
+ * whatever permits are left. */
+TEST(a_semaphore_and_a_read_lock_of_one_name_exclude_each_other) {
+    fx_world w;
+    leash_client *c2;
+    leash_lock *s1, *s2, *r;
+
+    fx_world_up(&w, 2000, 0);
+    c2 = fx_world_client(&w, 2000);
+    s1 = sem(w.c, "sem-read", 2);
+    s2 = sem(c2, "sem-read", 2);
+    r = reader(c2, "sem-read");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, s1, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, r, 0, 5000), LEASH_EBUSY);
+    CHECK_EQ_INT(fx_release_sync(w.loop, s1, 2000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, r, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, s2, 0, 5000), LEASH_EBUSY);
+    CHECK_EQ_INT(fx_release_sync(w.loop, r, 2000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, s2, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, s2, 2000), LEASH_OK);
+    leash_client_free(c2);
+    fx_world_down(&w);
+}
+
 TEST(rw_handles_of_one_client_exclude_each_other_like_strangers) {
     fx_world w;
     leash_lock *wr, *r;
@@ -2114,6 +2139,7 @@ int main(int argc, char **argv) {
         TEST_CASE(rw_reentrant_holds_are_counted_per_handle),
         TEST_CASE(rw_pair_needs_a_read_and_a_write_handle_of_one_name_and_client),
         TEST_CASE(rw_handles_of_one_client_exclude_each_other_like_strangers),
+        TEST_CASE(a_semaphore_and_a_read_lock_of_one_name_exclude_each_other),
         TEST_CASE(rw_downgrade_paired_read_handle_goes_in_at_once_beside_its_writer),
         TEST_CASE(rw_upgrade_is_refused_with_estate_while_the_paired_read_holds_or_waits),
         TEST_CASE(rw_each_read_hold_has_its_own_lease_fence_and_lost_callback),

@@ -351,6 +351,27 @@ TEST(wrongtype_key_gives_eredis_and_client_stays_usable) {
     fx_world_down(&w);
 }
 
+/* The name's share of a log line is bounded: the Redis error after it
+ * must be in the line (a 512-byte name used to push it out). */
+TEST(a_long_name_leaves_the_redis_error_in_the_log_line) {
+    char name[LEASH_NAME_MAX + 1], key[LEASH_NAME_MAX + 16];
+    fx_world w;
+    leash_lock *x;
+
+    memset(name, 'n', LEASH_NAME_MAX);
+    name[LEASH_NAME_MAX] = '\0';
+    snprintf(key, sizeof(key), "leash:%s", name);
+    fx_world_up(&w, 5000, 0);
+    CHECK_EQ_INT(fx_key_cmd(&w, key, "SET %s hello", key), FX_COPIES);
+    x = leash_lock_new(w.c, name);
+    CHECK(x != NULL);
+    fx_log_clear();
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, x, 0, 5000), LEASH_EREDIS);
+    CHECK(fx_log_contains("Redis error: WRONGTYPE"));
+    CHECK(fx_log_contains("...(512 bytes)"));
+    fx_world_down(&w);
+}
+
 #define MANY 20000
 static int many_acquired, many_released, many_failed;
 
@@ -604,6 +625,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_grant_read_after_its_lease_ran_out_is_tried_again_while_the_wait_has_time),
         TEST_CASE(a_loop_that_stalls_past_the_command_timeout_keeps_its_connections),
         TEST_CASE(wrongtype_key_gives_eredis_and_client_stays_usable),
+        TEST_CASE(a_long_name_leaves_the_redis_error_in_the_log_line),
         TEST_CASE(force_release_wakes_the_waiters_of_every_client),
         TEST_CASE(force_released_holder_is_lost_at_its_next_renewal),
         TEST_CASE(force_release_runs_before_what_follows_it_after_a_script_flush),

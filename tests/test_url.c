@@ -57,7 +57,18 @@ typedef struct refused {
 static const refused bad[] = {
     {"", "expected redis://"},
     {"localhost:6379", "expected redis://"},
-    {"rediss://h:6380", "TLS"},
+    {"redis://h?ca=/ca.pem", "ca= is a TLS parameter: the URL must be rediss://"},
+    {"unix:///s?sni=h", "sni= is a TLS parameter"},
+    {"redis://h?verify=0", "verify= is a TLS parameter"},
+    {"rediss://h?cert=/c.pem", "cert= and key= go together"},
+    {"rediss://h?key=/k.pem", "cert= and key= go together"},
+    {"rediss://h?verify=2", "verify must be 0 or 1"},
+    {"rediss://h?verify", "verify must be 0 or 1"},
+    {"rediss://h?verify=0&verify=0", "verify is given twice"},
+    {"rediss://h?ca=", "ca needs a value"},
+    {"rediss://h?ca=/a&ca=/b", "ca is given twice"},
+    {"rediss://h?ca=/a%zz", "two hex digits"},
+    {"rediss://h?tls=1", "unknown query parameter \"tls\""},
     {"http://h", "unknown scheme"},
     {"://h", "unknown scheme"},
     {"h:6379/x://", "expected redis://"},
@@ -131,6 +142,32 @@ TEST(accepted_forms) {
     }
 }
 
+TEST(rediss_is_tls_with_its_files_in_the_query) {
+    char err[LEASH_URL_ERR_MAX];
+    leash_url u;
+
+    CHECK_EQ_INT(leash_url_parse("redis://h", &u, err, sizeof(err)), LEASH_OK);
+    CHECK(u.tls == 0 && u.tls_verify == 1 && u.tls_ca_file[0] == '\0');
+    CHECK_EQ_INT(leash_url_parse("rediss://:pw@cache.example.com:6380", &u, err, sizeof(err)),
+                 LEASH_OK);
+    CHECK(u.tls == 1 && u.tls_verify == 1 && u.port == 6380);
+    CHECK_STR_EQ(u.host, "cache.example.com");
+    CHECK_STR_EQ(u.tls_ca_file, "");
+    CHECK_STR_EQ(u.tls_server_name, "");
+    CHECK_MSG(leash_url_parse("REDISS://h/2?ca=/etc/ca%20files/ca.pem&ca_dir=/etc/certs&"
+                              "cert=/c%26d.pem&key=/k.pem&sni=redis.example&verify=0",
+                              &u, err, sizeof(err)) == LEASH_OK,
+              "%s", err);
+    CHECK(u.tls == 1 && u.tls_verify == 0 && u.db == 2);
+    CHECK_STR_EQ(u.tls_ca_file, "/etc/ca files/ca.pem");
+    CHECK_STR_EQ(u.tls_ca_dir, "/etc/certs");
+    CHECK_STR_EQ(u.tls_cert_file, "/c&d.pem");
+    CHECK_STR_EQ(u.tls_key_file, "/k.pem");
+    CHECK_STR_EQ(u.tls_server_name, "redis.example");
+    CHECK_EQ_INT(leash_url_parse("rediss://h?db=3&verify=1", &u, err, sizeof(err)), LEASH_OK);
+    CHECK(u.tls == 1 && u.tls_verify == 1 && u.db == 3);
+}
+
 TEST(refused_forms_leave_out_alone) {
     char err[LEASH_URL_ERR_MAX];
     size_t i;
@@ -157,7 +194,7 @@ TEST(messages_never_show_the_credentials) {
         "redis://sekrituser:topsecret@[zz]",
         "redis://sekrituser:topsecret%zz@h",
         "unix://sekrituser:topsecret@host/s",
-        "rediss://sekrituser:topsecret@h",
+        "rediss://sekrituser:topsecret@h?ca=",
         "redis://sekrituser:top/secret@h:1",
         "redis://sekrituser:top?secret@h:1",
         "redis://sekrituser:top#secret@h:1",
@@ -244,6 +281,19 @@ TEST(apply_points_the_options_at_the_url) {
     leash_url_apply(&u, &o);
     CHECK(o.unix_path == u.unix_path && o.db == 2);
     CHECK(o.username == NULL && o.password == NULL);
+    CHECK(o.tls == 0);
+
+    /* rediss://: what the URL gives; what it does not is left alone. */
+    o.tls_cert_file = "/from/the/command/line.pem";
+    CHECK_EQ_INT(leash_url_parse("rediss://h:6380?ca=/ca.pem&sni=n.example&verify=0", &u, NULL, 0),
+                 LEASH_OK);
+    leash_url_apply(&u, &o);
+    CHECK(o.tls == 1 && o.tls_verify == 0 && o.tls_ca_file == u.tls_ca_file);
+    CHECK(o.tls_server_name == u.tls_server_name && o.tls_ca_dir == NULL);
+    CHECK_STR_EQ(o.tls_cert_file, "/from/the/command/line.pem");
+    CHECK_EQ_INT(leash_url_parse("redis://h", &u, NULL, 0), LEASH_OK);
+    leash_url_apply(&u, &o);
+    CHECK(o.tls == 0);
 }
 
 TEST(format_masks_the_password_and_parses_back) {
@@ -253,12 +303,19 @@ TEST(format_masks_the_password_and_parses_back) {
         "redis://:pw@[::1]:6380",
         "unix:///run/a%3Fb.sock?db=2",
         "unix://bob:pw@/s",
+        "rediss://h:6380?sni=n.example&ca=/etc/a%26b.pem&verify=0",
+        "rediss://:pw@h?cert=/c.pem&key=/k.pem&ca_dir=/d",
         "unix:///s",
     };
     static const char *const shown[] = {
-        "redis://h:6379/0",          "redis://al%20ice:***@h:6390/3",
-        "redis://:***@[::1]:6380/0", "unix:///run/a%3Fb.sock?db=2",
-        "unix://bob:***@/s",         "unix:///s",
+        "redis://h:6379/0",
+        "redis://al%20ice:***@h:6390/3",
+        "redis://:***@[::1]:6380/0",
+        "unix:///run/a%3Fb.sock?db=2",
+        "unix://bob:***@/s",
+        "rediss://h:6380/0?ca=/etc/a%26b.pem&sni=n.example&verify=0",
+        "rediss://:***@h:6379/0?ca_dir=/d&cert=/c.pem&key=/k.pem",
+        "unix:///s",
     };
     char buf[LEASH_URL_ERR_MAX], small[10];
     leash_url u, back;
@@ -273,6 +330,12 @@ TEST(format_masks_the_password_and_parses_back) {
         CHECK_STR_EQ(back.unix_path, u.unix_path);
         CHECK_STR_EQ(back.username, u.username);
         CHECK(back.port == u.port && back.db == u.db);
+        CHECK(back.tls == u.tls && back.tls_verify == u.tls_verify);
+        CHECK_STR_EQ(back.tls_ca_file, u.tls_ca_file);
+        CHECK_STR_EQ(back.tls_ca_dir, u.tls_ca_dir);
+        CHECK_STR_EQ(back.tls_cert_file, u.tls_cert_file);
+        CHECK_STR_EQ(back.tls_key_file, u.tls_key_file);
+        CHECK_STR_EQ(back.tls_server_name, u.tls_server_name);
     }
     /* Like snprintf: the whole length, what fits, terminated. */
     CHECK_EQ_INT(leash_url_format(&u, small, sizeof(small)), (int)strlen("unix:///s"));
@@ -363,9 +426,27 @@ TEST(a_client_from_a_unix_url) {
     test_redis_stop(&r);
 }
 
+TEST(a_client_from_a_rediss_url) {
+    test_redis r;
+    test_redis_config cfg = {0};
+    char url[1200];
+
+    cfg.tls_dir = test_tls_certs();
+    CHECK(cfg.tls_dir != NULL);
+    cfg.tls_auth_clients = 1;
+    cfg.requirepass = "tls-pw";
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), 0);
+    snprintf(url, sizeof(url), "rediss://:tls-pw@127.0.0.1:%d/4?ca=%s&cert=%s&key=%s&sni=localhost",
+             r.tls_port, test_tls_file(0, "ca.pem"), test_tls_file(1, "client.pem"),
+             test_tls_file(2, "client.key"));
+    lock_through(&r, url, 4, "tls-pw");
+    test_redis_stop(&r);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(accepted_forms),
+        TEST_CASE(rediss_is_tls_with_its_files_in_the_query),
         TEST_CASE(refused_forms_leave_out_alone),
         TEST_CASE(messages_never_show_the_credentials),
         TEST_CASE(field_limits),
@@ -375,6 +456,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_client_from_a_url_with_an_acl_user_and_a_db),
         TEST_CASE(a_client_from_a_url_with_a_password_only),
         TEST_CASE(a_client_from_a_unix_url),
+        TEST_CASE(a_client_from_a_rediss_url),
         {0},
     };
     return test_main(argc, argv, cases);

@@ -54,12 +54,29 @@ typedef struct cli_conn {
     int nseeds;
     short slot_node[16384]; /* cluster: the node of each slot, -1 unknown */
     char err[1024];         /* why the last call failed */
+    /* TLS to every server (rediss:// or a --tls option), as the library's
+     * leash_options.tls* (the force release passes them on). */
+    int tls;
+    const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file, *tls_server_name;
+    int tls_verify;
+    struct leash__tls *tls_ctx; /* made once by cli_tls_prepare */
 } cli_conn;
 
 /* sentinel.c: the master the sentinels of a redis+sentinel:// URL name
  * (ROLE master checked), as a URL with the data nodes' credentials and
  * db. 0, or -1 with err. */
 int cli_sentinel_master(const char *url, int timeout_ms, leash_url *out, char *err, size_t cap);
+
+/* tls.c */
+/* Makes c->tls_ctx when c->tls (the files are read here). 0, or -1 with
+ * the reason logged on stderr. */
+int cli_tls_prepare(cli_conn *c);
+/* A TLS connection to host:port within c->timeout_ms, handshake done, as
+ * an fd for redisConnectFd (a thread relays it). -1 with err. */
+int cli_tls_connect(cli_conn *c, const char *host, int port, char *err, size_t errlen);
+/* Once every connection is closed: waits for the relays to end (each
+ * ends when its hiredis side closes), then frees c->tls_ctx. */
+void cli_tls_close(cli_conn *c);
 
 /* redis.c */
 int cli_node_add(cli_conn *c, const leash_url *u);
@@ -77,6 +94,16 @@ void cli_conn_retry(cli_conn *c);
 /* One command on node i, connecting first if need be. NULL on a broken
  * connection (c->err says why; the node is reconnected next time). */
 redisReply *cli_node_cmd(cli_conn *c, int i, int argc, const char **argv, const size_t *lens);
+/* A command of a pipeline: up to three arguments (NULL lens: strlen). */
+typedef struct cli_cmd {
+    int argc;
+    const char *argv[3];
+    size_t lens[3];
+} cli_cmd;
+/* Sends cmds[0..n) to node i in one go and reads their n replies into
+ * out[] (the caller frees each). 0, or -1 with c->err when the connection
+ * broke (out then holds nothing to free). */
+int cli_node_pipeline(cli_conn *c, int i, const cli_cmd *cmds, size_t n, redisReply **out);
 /* One command about a key, on *node; in a cluster, a MOVED answer moves
  * *node to the node named (learnt if new), an ASK one is followed once. */
 redisReply *cli_key_cmd(cli_conn *c, int *node, int argc, const char **argv, const size_t *lens);
@@ -93,6 +120,10 @@ int cli_is_master(const cli_conn *c, int i);
 /* A lock's companion `kind` of key (dialect/leash.c): key \0 [{key}] kind.
  * Returns its length; out holds at least 2 * len + strlen(kind) + 3 bytes. */
 size_t cli_companion(char *out, const char *key, size_t len, const char *kind);
+/* The channel Redisson announces lock `name`'s releases on (the library's
+ * Redisson dialect names it), malloc'ed, its length in *len; NULL without
+ * memory or for a name the dialect refuses. */
+char *cli_redisson_channel(const cli_conn *c, const char *name, size_t *len);
 
 /* lockstate.c */
 enum cli_kind {
@@ -135,6 +166,14 @@ typedef struct cli_lockstate {
 /* Reads key's lock on *node (moved along in a cluster). 0, or -1 when the
  * server could not be reached (c->err). */
 int cli_lock_read(cli_conn *c, int *node, const char *key, size_t len, cli_lockstate *out);
+/* Reads the locks of n keys on node, pipelined: a few round trips for the
+ * lot instead of four a key (`ls` over many locks). A key the pipeline
+ * cannot settle (a family lock's queues, a redirection, a key that
+ * changed under it) is read alone with cli_lock_read. up[i] says whether
+ * out[i] was read. 0, or -1 when the node did not answer (c->err; up[] all
+ * 0 but for keys read alone elsewhere). */
+int cli_lock_read_many(cli_conn *c, int node, char *const *keys, const size_t *lens, size_t n,
+                       cli_lockstate *out, int *up);
 void cli_lockstate_clear(cli_lockstate *s);
 /* The holder token a majority of n Redlock servers agree on (states of
  * the same key), or NULL; *agree is how many hold it. */

@@ -53,10 +53,18 @@ static int force(cli_conn *c, const char *name, int kind, int *status) {
     o.command_timeout_ms = c->timeout_ms;
     o.log_cb = on_log;
     o.log_level = LEASH_LOG_ERROR;
+    o.tls = c->tls;
+    o.tls_ca_file = c->tls_ca_file;
+    o.tls_ca_dir = c->tls_ca_dir;
+    o.tls_cert_file = c->tls_cert_file;
+    o.tls_key_file = c->tls_key_file;
+    o.tls_server_name = c->tls_server_name;
+    o.tls_verify = c->tls_verify;
     if (c->topology == LEASH_TOPOLOGY_SINGLE) {
         leash_url_apply(&c->nodes[0].url, &o);
         o.username = c->username;
         o.password = c->password;
+        o.tls = c->tls;
     } else {
         for (i = 0; i < c->nseeds && n < LEASH_NODES_MAX; i++)
             nodes[n++] = c->nodes[i].label;

@@ -21,11 +21,16 @@ typedef struct view {
 
 typedef struct views {
     view *v;
-    size_t n;
+    size_t n, cap;
+    /* The keys seen, by hash: 1 + an index into v, or 0 for a free slot
+     * (open addressing, at most half full): a key a Redlock server or a
+     * SCAN gives again is found at once, whatever the count. */
+    size_t *slots, nslots;
     int failed;
     int scanning; /* the node being scanned */
 } views;
 
+/* Frees what v holds; it can be cleared again. */
 static void view_clear(view *v) {
     int i;
     for (i = 0; i < v->n; i++)
@@ -33,6 +38,27 @@ static void view_clear(view *v) {
     free(v->st);
     free(v->up);
     free(v->key);
+    v->st = NULL;
+    v->up = NULL;
+    v->key = NULL;
+    v->n = 0;
+}
+
+/* Room for v's states: one, or one per Redlock server. */
+static int view_alloc(cli_conn *c, view *v) {
+    v->n = c->topology == LEASH_TOPOLOGY_REDLOCK ? c->nnodes : 1;
+    v->st = calloc((size_t)v->n, sizeof(*v->st));
+    v->up = calloc((size_t)v->n, sizeof(*v->up));
+    if (v->st == NULL || v->up == NULL) {
+        snprintf(c->err, sizeof(c->err), "out of memory");
+        free(v->st);
+        free(v->up);
+        v->st = NULL;
+        v->up = NULL;
+        v->n = 0; /* nothing to show or clear */
+        return -1;
+    }
+    return 0;
 }
 
 /* Reads v's key on its node, or on every Redlock server. 0, or -1 when
@@ -40,13 +66,8 @@ static void view_clear(view *v) {
 static int view_read(cli_conn *c, view *v) {
     int i, any = 0;
 
-    v->n = c->topology == LEASH_TOPOLOGY_REDLOCK ? c->nnodes : 1;
-    v->st = calloc((size_t)v->n, sizeof(*v->st));
-    v->up = calloc((size_t)v->n, sizeof(*v->up));
-    if (v->st == NULL || v->up == NULL) {
-        snprintf(c->err, sizeof(c->err), "out of memory");
+    if (view_alloc(c, v) != 0)
         return -1;
-    }
     for (i = 0; i < v->n; i++) {
         int node = v->n > 1 ? i : v->node;
         v->up[i] = cli_lock_read(c, &node, v->key, v->len, &v->st[i]) == 0;
@@ -99,26 +120,63 @@ static void majority_fence(const view *v, const char *m, uint64_t *lo, uint64_t 
     *hi = f[k - 1];
 }
 
-static int key_seen(const views *vs, const char *key, size_t len) {
+static size_t key_hash(const char *key, size_t len) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
     size_t i;
-    for (i = 0; i < vs->n; i++)
-        if (vs->v[i].len == len && memcmp(vs->v[i].key, key, len) == 0)
-            return 1;
+    for (i = 0; i < len; i++)
+        h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* The slot of key: where it is, or the free one where it goes. */
+static size_t *key_slot(const views *vs, const char *key, size_t len) {
+    size_t i = key_hash(key, len) & (vs->nslots - 1);
+    for (;; i = (i + 1) & (vs->nslots - 1)) {
+        const view *v = vs->slots[i] ? &vs->v[vs->slots[i] - 1] : NULL;
+        if (v == NULL || (v->len == len && memcmp(v->key, key, len) == 0))
+            return &vs->slots[i];
+    }
+}
+
+/* Keeps the slots at most half full (a power of two). 0, or -1. */
+static int slots_grow(views *vs) {
+    size_t n = vs->nslots ? vs->nslots * 2 : 1024, i, *old = vs->slots, oldn = vs->nslots;
+
+    if (vs->nslots >= 2 * (vs->n + 1))
+        return 0;
+    if ((vs->slots = calloc(n, sizeof(*vs->slots))) == NULL) {
+        vs->slots = old;
+        return -1;
+    }
+    vs->nslots = n;
+    for (i = 0; i < oldn; i++)
+        if (old[i])
+            *key_slot(vs, vs->v[old[i] - 1].key, vs->v[old[i] - 1].len) = old[i];
+    free(old);
     return 0;
 }
 
 static void on_key(const char *key, size_t len, void *arg) {
     views *vs = arg;
+    size_t *slot;
     view *g;
 
-    if (key_seen(vs, key, len))
-        return; /* Redlock: on another server too */
-    g = realloc(vs->v, (vs->n + 1) * sizeof(*g));
-    if (g == NULL) {
+    if (vs->failed || slots_grow(vs) != 0) {
         vs->failed = 1;
         return;
     }
-    vs->v = g;
+    slot = key_slot(vs, key, len);
+    if (*slot)
+        return; /* Redlock: on another server too */
+    if (vs->n == vs->cap) {
+        size_t cap = vs->cap ? 2 * vs->cap : 256;
+        if ((g = realloc(vs->v, cap * sizeof(*g))) == NULL) {
+            vs->failed = 1;
+            return;
+        }
+        vs->v = g;
+        vs->cap = cap;
+    }
     g = &vs->v[vs->n];
     memset(g, 0, sizeof(*g));
     if ((g->key = malloc(len + 1)) == NULL) {
@@ -130,6 +188,7 @@ static void on_key(const char *key, size_t len, void *arg) {
     g->len = len;
     g->node = vs->scanning;
     vs->n++;
+    *slot = vs->n;
 }
 
 static int view_cmp(const void *a, const void *b) {
@@ -264,12 +323,67 @@ static void glob_escape(char *out, const char *s) {
     *out = '\0';
 }
 
+/* How many locks `ls` reads in one pipeline per server. */
+#define LS_BATCH 1000
+
+/* Reads the states of v[0..n), pipelined per server (cli_lock_read_many):
+ * a cluster's keys on the master each was found on, Redlock's on every
+ * server. A server that does not answer leaves its states unread: a key
+ * read nowhere is not shown (one server, a cluster: named on stderr, and
+ * -1), a Redlock server's part shows as unreachable. */
+static int views_read(cli_conn *c, view *v, size_t n) {
+    char **keys = calloc(n, sizeof(*keys));
+    size_t *lens = calloc(n, sizeof(*lens)), *of = calloc(n, sizeof(*of)), i, m;
+    cli_lockstate *st = calloc(n, sizeof(*st));
+    int *up = calloc(n, sizeof(*up)), node, s, redlock = c->topology == LEASH_TOPOLOGY_REDLOCK;
+    int rc = 0;
+
+    if (keys == NULL || lens == NULL || of == NULL || st == NULL || up == NULL) {
+        fprintf(stderr, "leash: out of memory\n");
+        rc = -1;
+        goto out;
+    }
+    for (i = 0; i < n; i++)
+        if (view_alloc(c, &v[i]) != 0)
+            rc = -1;
+    for (node = 0; node < c->nnodes; node++) {
+        for (i = 0, m = 0; i < n; i++) {
+            if (v[i].n > 0 && (redlock || v[i].node == node)) {
+                keys[m] = v[i].key;
+                lens[m] = v[i].len;
+                of[m++] = i;
+            }
+        }
+        if (m == 0)
+            continue;
+        if (cli_lock_read_many(c, node, keys, lens, m, st, up) != 0 && !redlock) {
+            fprintf(stderr, "leash: %s\n", c->err);
+            rc = -1;
+        }
+        s = redlock ? node : 0;
+        for (i = 0; i < m; i++) {
+            view *w = &v[of[i]];
+            w->st[s] = st[i]; /* its holders go with it */
+            w->up[s] = up[i];
+            if (!up[i])
+                snprintf(w->st[s].node, sizeof(w->st[s].node), "%s", c->nodes[node].label);
+        }
+    }
+out:
+    free(keys);
+    free(lens);
+    free(of);
+    free(st);
+    free(up);
+    return rc;
+}
+
 int cli_ls(cli_conn *c, const cli_args *a) {
     views vs = {0};
     char *pattern, *table = NULL;
     size_t table_len = 0;
     FILE *out = NULL;
-    size_t i, shown = 0;
+    size_t i, b, shown = 0;
     int rc = CLI_OK, n;
 
     pattern = malloc(2 * strlen(c->prefix) + strlen(a->pattern) + 1);
@@ -277,47 +391,51 @@ int cli_ls(cli_conn *c, const cli_args *a) {
         return CLI_UNREACHABLE;
     glob_escape(pattern, c->prefix);
     strcat(pattern, a->pattern);
-    for (n = 0; n < c->nnodes && rc == CLI_OK; n++) {
+    /* A server that cannot be read is named on stderr, and what the others
+     * hold is still listed: the exit status says the list is partial.
+     * (Redlock shows an unreachable server in each lock's AGREE.) */
+    for (n = 0; n < c->nnodes; n++) {
         if (!cli_is_master(c, n))
             continue;
         vs.scanning = n;
         if (cli_scan(c, n, pattern, on_key, &vs) != 0 && c->topology != LEASH_TOPOLOGY_REDLOCK) {
-            fprintf(stderr, "leash: %s\n", c->err);
+            fprintf(stderr, "leash: %s (its locks are not listed)\n", c->err);
             rc = CLI_UNREACHABLE;
         }
     }
     free(pattern);
-    if (vs.failed && rc == CLI_OK) {
-        fprintf(stderr, "leash: out of memory\n");
-        rc = CLI_UNREACHABLE;
-    }
     if (vs.n > 1)
         qsort(vs.v, vs.n, sizeof(*vs.v), view_cmp);
-    for (i = 0; i < vs.n && rc == CLI_OK; i++) {
-        if (view_read(c, &vs.v[i]) != 0) {
-            fprintf(stderr, "leash: %s\n", c->err);
-            rc = CLI_UNREACHABLE;
-        }
-    }
-    if (rc == CLI_OK && !a->json && (out = open_memstream(&table, &table_len)) == NULL)
+    /* The states are read a batch at a time, in the order shown, and
+     * freed once printed: memory grows with the names, not their states. */
+    if (vs.failed) {
+        fprintf(stderr, "leash: out of memory\n");
         rc = CLI_UNREACHABLE;
-    if (rc == CLI_OK) {
+    } else if (!a->json && (out = open_memstream(&table, &table_len)) == NULL) {
+        rc = CLI_UNREACHABLE;
+    } else {
         if (a->json)
             fputc('[', stdout);
         else
             fprintf(out, "NAME\tKIND\tHOLDER\tHOLDS\tTTL\tFENCE\tWAITING%s\n",
                     c->topology == LEASH_TOPOLOGY_REDLOCK ? "\tAGREE" : "");
-        for (i = 0; i < vs.n; i++) {
-            if (!is_lock(&vs.v[i]))
-                continue;
-            if (a->json) {
-                if (shown)
-                    fputc(',', stdout);
-                view_json(stdout, c, &vs.v[i]);
-            } else {
-                view_line(out, c, &vs.v[i], a->full);
+        for (b = 0; b < vs.n; b += LS_BATCH) {
+            size_t nb = vs.n - b < LS_BATCH ? vs.n - b : LS_BATCH;
+            if (views_read(c, &vs.v[b], nb) != 0)
+                rc = CLI_UNREACHABLE;
+            for (i = b; i < b + nb; i++) {
+                if (is_lock(&vs.v[i])) {
+                    if (a->json) {
+                        if (shown)
+                            fputc(',', stdout);
+                        view_json(stdout, c, &vs.v[i]);
+                    } else {
+                        view_line(out, c, &vs.v[i], a->full);
+                    }
+                    shown++;
+                }
+                view_clear(&vs.v[i]);
             }
-            shown++;
         }
         if (a->json) {
             fputs("]\n", stdout);
@@ -327,11 +445,13 @@ int cli_ls(cli_conn *c, const cli_args *a) {
                 cli_print_table(stdout, table, table_len);
             free(table);
         }
-        rc = shown ? CLI_OK : CLI_NOT_FOUND;
+        if (rc == CLI_OK)
+            rc = shown ? CLI_OK : CLI_NOT_FOUND;
     }
     for (i = 0; i < vs.n; i++)
         view_clear(&vs.v[i]);
     free(vs.v);
+    free(vs.slots);
     return rc;
 }
 

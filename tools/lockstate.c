@@ -245,6 +245,30 @@ out:
     return rc;
 }
 
+/* The lock in what TYPE, the value (GET or HGETALL) and PTTL of a key
+ * answered; s has its node and server_ms. 0, or -1 when a family lock's
+ * queues could not be read. */
+static int read_value(cli_conn *c, int *node, const char *key, size_t len, const char *type,
+                      const redisReply *v, const redisReply *ttl, cli_lockstate *s) {
+    if (strcmp(type, "none") == 0)
+        return 0;
+    s->kind = CLI_KIND_OTHER;
+    if (strcmp(type, "string") != 0 && strcmp(type, "hash") != 0)
+        return 0;
+    s->ttl_ms = ttl->type == REDIS_REPLY_INTEGER && ttl->integer >= 0 ? ttl->integer : -1;
+    if (v->type == REDIS_REPLY_NIL) {
+        s->kind = CLI_KIND_NONE; /* gone between TYPE and GET */
+    } else if (v->type == REDIS_REPLY_STRING) {
+        read_mutex(v, s);
+    } else if (v->type == REDIS_REPLY_ARRAY) {
+        const redisReply *f = field(v, "fence", 5);
+        if (f != NULL && f->type == REDIS_REPLY_STRING)
+            return read_family(c, node, key, len, v, s);
+        read_redisson(v, s);
+    }
+    return 0;
+}
+
 int cli_lock_read(cli_conn *c, int *node, const char *key, size_t len, cli_lockstate *s) {
     redisReply *t = NULL, *v = NULL, *ttl = NULL;
     int rc = -1;
@@ -259,30 +283,13 @@ int cli_lock_read(cli_conn *c, int *node, const char *key, size_t len, cli_locks
         goto out;
     }
     snprintf(s->node, sizeof(s->node), "%s", c->nodes[*node].label);
-    rc = 0;
-    if (strcmp(t->str, "none") == 0)
-        goto out;
-    s->kind = CLI_KIND_OTHER;
-    if (strcmp(t->str, "string") != 0 && strcmp(t->str, "hash") != 0)
-        goto out;
-    rc = -1;
-    v = key1(c, node, strcmp(t->str, "string") == 0 ? "GET" : "HGETALL", key, len);
-    ttl = v ? key1(c, node, "PTTL", key, len) : NULL;
-    if (ttl == NULL || (s->server_ms = server_ms(c, *node)) < 0)
-        goto out;
-    s->ttl_ms = ttl->type == REDIS_REPLY_INTEGER && ttl->integer >= 0 ? ttl->integer : -1;
-    rc = 0;
-    if (v->type == REDIS_REPLY_NIL) {
-        s->kind = CLI_KIND_NONE; /* gone between TYPE and GET */
-    } else if (v->type == REDIS_REPLY_STRING) {
-        read_mutex(v, s);
-    } else if (v->type == REDIS_REPLY_ARRAY) {
-        const redisReply *f = field(v, "fence", 5);
-        if (f != NULL && f->type == REDIS_REPLY_STRING)
-            rc = read_family(c, node, key, len, v, s);
-        else
-            read_redisson(v, s);
+    if (strcmp(t->str, "string") == 0 || strcmp(t->str, "hash") == 0) {
+        v = key1(c, node, strcmp(t->str, "string") == 0 ? "GET" : "HGETALL", key, len);
+        ttl = v ? key1(c, node, "PTTL", key, len) : NULL;
+        if (ttl == NULL || (s->server_ms = server_ms(c, *node)) < 0)
+            goto out;
     }
+    rc = read_value(c, node, key, len, t->str, v, ttl, s);
 out:
     if (t)
         freeReplyObject(t);
@@ -290,6 +297,86 @@ out:
         freeReplyObject(v);
     if (ttl)
         freeReplyObject(ttl);
+    return rc;
+}
+
+/* The value command for what TYPE answered, or NULL: nothing to read. */
+static const char *value_cmd(const redisReply *t) {
+    if (t->type != REDIS_REPLY_STATUS)
+        return NULL;
+    return strcmp(t->str, "string") == 0 ? "GET" : strcmp(t->str, "hash") == 0 ? "HGETALL" : NULL;
+}
+
+/* Whether the pipeline's replies for one key settle it: no error (a
+ * redirection, a type that changed under it) and no family lock, whose
+ * queues take reads of their own. */
+static int settled(const redisReply *t, const redisReply *ttl, const redisReply *v) {
+    if (t->type != REDIS_REPLY_STATUS || ttl->type == REDIS_REPLY_ERROR)
+        return 0;
+    if (value_cmd(t) == NULL)
+        return 1;
+    if (v == NULL || v->type == REDIS_REPLY_ERROR)
+        return 0;
+    return v->type != REDIS_REPLY_ARRAY || field(v, "fence", 5) == NULL;
+}
+
+int cli_lock_read_many(cli_conn *c, int node, char *const *keys, const size_t *lens, size_t n,
+                       cli_lockstate *out, int *up) {
+    /* Per key: TYPE and PTTL, then its value; and the server's clock. */
+    cli_cmd *cmds = calloc(2 * n + 1, sizeof(*cmds));
+    redisReply **r = calloc(2 * n + 1, sizeof(*r)), **val = calloc(n + 1, sizeof(*val));
+    size_t i, k, nv = 0, got = 0, vgot = 0; /* replies held */
+    int64_t now = -1;
+    int rc = -1, at;
+
+    for (i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof(out[i]));
+        out[i].ttl_ms = -1;
+        up[i] = 0;
+    }
+    if (cmds == NULL || r == NULL || val == NULL) {
+        snprintf(c->err, sizeof(c->err), "out of memory");
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        cmds[2 * i] = (cli_cmd){2, {"TYPE", keys[i]}, {4, lens[i]}};
+        cmds[2 * i + 1] = (cli_cmd){2, {"PTTL", keys[i]}, {4, lens[i]}};
+    }
+    cmds[2 * n] = (cli_cmd){1, {"TIME"}, {4}};
+    if (cli_node_pipeline(c, node, cmds, 2 * n + 1, r) != 0)
+        goto done;
+    got = 2 * n + 1;
+    if (r[2 * n]->type == REDIS_REPLY_ARRAY && r[2 * n]->elements == 2)
+        now = strtoll(r[2 * n]->element[0]->str, NULL, 10) * 1000 +
+              strtoll(r[2 * n]->element[1]->str, NULL, 10) / 1000;
+    for (i = 0; i < n; i++) {
+        const char *cmd = value_cmd(r[2 * i]);
+        if (cmd != NULL)
+            cmds[nv++] = (cli_cmd){2, {cmd, keys[i]}, {strlen(cmd), lens[i]}};
+    }
+    if (nv > 0 && cli_node_pipeline(c, node, cmds, nv, val) != 0)
+        goto done;
+    vgot = nv;
+    rc = 0;
+    for (i = 0, k = 0; i < n; i++) {
+        redisReply *v = value_cmd(r[2 * i]) != NULL ? val[k++] : NULL;
+        at = node;
+        if (!settled(r[2 * i], r[2 * i + 1], v) || now < 0) {
+            up[i] = cli_lock_read(c, &at, keys[i], lens[i], &out[i]) == 0;
+            continue;
+        }
+        snprintf(out[i].node, sizeof(out[i].node), "%s", c->nodes[node].label);
+        out[i].server_ms = now;
+        up[i] = read_value(c, &at, keys[i], lens[i], r[2 * i]->str, v, r[2 * i + 1], &out[i]) == 0;
+    }
+done:
+    for (i = 0; i < got; i++)
+        freeReplyObject(r[i]);
+    for (i = 0; i < vgot; i++)
+        freeReplyObject(val[i]);
+    free(cmds);
+    free(r);
+    free(val);
     return rc;
 }
 

@@ -25,7 +25,8 @@ static const char usage_text[] =
     "  help [COMMAND]         this text, or a command's\n"
     "\n"
     "Connection (one of; default redis://127.0.0.1:6379, or $LEASH_URL):\n"
-    "  -u, --url URL          redis://[[user]:password@]host[:port][/db] or\n"
+    "  -u, --url URL          redis://[[user]:password@]host[:port][/db],\n"
+    "                         rediss://... (TLS, below) or\n"
     "                         unix://[[user]:password@]/path/to/socket[?db=N]\n"
     "                         redis+sentinel://[[user]:password@]host:port,.../master[/db]\n"
     "                         (the master the sentinels name; their own password in\n"
@@ -35,6 +36,16 @@ static const char usage_text[] =
     "                         (NODES entries may also be redis:// or unix:// URLs)\n"
     "  The password may come from $LEASH_PASSWORD instead of the command line (a\n"
     "  password in the URL wins), with an ACL user's name in $LEASH_USER.\n"
+    "\n"
+    "TLS (to every server; on with rediss:// or any of these):\n"
+    "  --tls                  TLS, trusting the system's CA store\n"
+    "  --tls-ca FILE          trusted CAs (PEM) instead of the system's store\n"
+    "  --tls-cert FILE        client certificate (PEM), for tls-auth-clients ...\n"
+    "  --tls-key FILE         ... and its private key\n"
+    "  --tls-sni NAME         the name sent and verified (default: each host)\n"
+    "  --insecure             no check of the server's certificate (warns)\n"
+    "  A rediss:// URL may give the same as ?ca=&cert=&key=&sni=&verify=0; the\n"
+    "  options win.\n"
     "\n"
     "Options:\n"
     "  --prefix P             the key_prefix of the programs (default \"leash:\")\n"
@@ -150,6 +161,30 @@ static int number(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     return 0;
 }
 
+/* What a rediss:// URL's query gives, unless an option gave it. */
+static void take_tls(cli_conn *c, const leash_url *u) {
+    static leash_url first; /* the strings must last: the first URL's */
+
+    if (!u->tls)
+        return;
+    c->tls = 1;
+    if (first.tls)
+        return;
+    first = *u;
+    if (!first.tls_verify)
+        c->tls_verify = 0;
+    if (c->tls_ca_file == NULL && first.tls_ca_file[0] != '\0')
+        c->tls_ca_file = first.tls_ca_file;
+    if (c->tls_ca_dir == NULL && first.tls_ca_dir[0] != '\0')
+        c->tls_ca_dir = first.tls_ca_dir;
+    if (c->tls_cert_file == NULL && first.tls_cert_file[0] != '\0') {
+        c->tls_cert_file = first.tls_cert_file;
+        c->tls_key_file = first.tls_key_file;
+    }
+    if (c->tls_server_name == NULL && first.tls_server_name[0] != '\0')
+        c->tls_server_name = first.tls_server_name;
+}
+
 /* One URL, or host:port (redis:// is put in front). */
 static int add_url(cli_conn *c, const char *s, size_t len) {
     char buf[1200], err[LEASH_URL_ERR_MAX];
@@ -179,6 +214,7 @@ static int add_url(cli_conn *c, const char *s, size_t len) {
     } else if (u.db != c->db) {
         return usage("every server needs the same db: %s", s);
     }
+    take_tls(c, &u);
     if (c->nnodes >= LEASH_NODES_MAX || cli_node_add(c, &u) < 0)
         return usage("too many servers (at most 64): %s", s);
     return CLI_OK;
@@ -211,6 +247,7 @@ int main(int argc, char **argv) {
     c->prefix = "leash:";
     c->timeout_ms = 2000;
     c->topology = LEASH_TOPOLOGY_SINGLE;
+    c->tls_verify = 1;
     for (i = 1; i < argc; i++) {
         const char *o = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1;
@@ -233,6 +270,13 @@ int main(int argc, char **argv) {
         } else if (strcmp(o, "--force") == 0) {
             a.force = 1;
             takes = 0;
+        } else if (strcmp(o, "--tls") == 0) {
+            c->tls = 1;
+            takes = 0;
+        } else if (strcmp(o, "--insecure") == 0) {
+            c->tls = 1;
+            c->tls_verify = 0;
+            takes = 0;
         } else if (o[0] == '-' && o[1] != '\0' && val == NULL) {
             return usage("%s needs a value, or is unknown", o);
         } else if (strcmp(o, "-u") == 0 || strcmp(o, "--url") == 0) {
@@ -242,6 +286,16 @@ int main(int argc, char **argv) {
                 return usage("%s: give one of -u, --cluster, --redlock", o);
             list = val;
             c->topology = o[2] == 'c' ? LEASH_TOPOLOGY_CLUSTER : LEASH_TOPOLOGY_REDLOCK;
+        } else if (strcmp(o, "--tls-ca") == 0 || strcmp(o, "--tls-cert") == 0 ||
+                   strcmp(o, "--tls-key") == 0 || strcmp(o, "--tls-sni") == 0) {
+            const char **field = strcmp(o, "--tls-ca") == 0     ? &c->tls_ca_file
+                                 : strcmp(o, "--tls-cert") == 0 ? &c->tls_cert_file
+                                 : strcmp(o, "--tls-key") == 0  ? &c->tls_key_file
+                                                                : &c->tls_server_name;
+            if (strlen(val) > LEASH_PATH_MAX)
+                return usage("%s: at most %d bytes", o, LEASH_PATH_MAX);
+            *field = val;
+            c->tls = 1;
         } else if (strcmp(o, "--prefix") == 0) {
             if (strlen(val) > LEASH_PREFIX_MAX)
                 return usage("--prefix: at most 128 bytes: %s", val);
@@ -309,6 +363,10 @@ int main(int argc, char **argv) {
     }
     if (rc != CLI_OK)
         return rc;
+    if ((c->tls_cert_file == NULL) != (c->tls_key_file == NULL))
+        return usage("%s", "--tls-cert and --tls-key go together");
+    if (c->tls && c->nodes[0].url.unix_path[0] != '\0')
+        return usage("%s", "TLS is for TCP servers, not a unix socket");
     if (c->topology == LEASH_TOPOLOGY_CLUSTER && c->db != 0)
         return usage("%s", "a Redis Cluster has db 0 only");
     /* Refused before any server is asked, so that the exit status is 2

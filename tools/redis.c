@@ -65,6 +65,32 @@ static redisReply *raw_cmd(cli_conn *c, cli_node *n, int argc, const char **argv
     return r;
 }
 
+int cli_node_pipeline(cli_conn *c, int i, const cli_cmd *cmds, size_t n, redisReply **out) {
+    cli_node *nd = &c->nodes[i];
+    size_t k, got = 0;
+    void *r;
+
+    if (cli_node_open(c, nd) != 0)
+        return -1;
+    for (k = 0; k < n; k++)
+        if (redisAppendCommandArgv(nd->rc, cmds[k].argc, (const char **)cmds[k].argv,
+                                   cmds[k].lens) != REDIS_OK)
+            break;
+    for (; k == n && got < n; got++) {
+        if (redisGetReply(nd->rc, &r) != REDIS_OK)
+            break;
+        out[got] = r;
+    }
+    if (got == n)
+        return 0;
+    while (got > 0)
+        freeReplyObject(out[--got]);
+    set_err(c, "lost the connection to", nd, nd->rc->errstr[0] ? nd->rc->errstr : "out of memory");
+    node_drop(nd);
+    nd->down = 1;
+    return -1;
+}
+
 int cli_node_open(cli_conn *c, cli_node *n) {
     struct timeval tv = {c->timeout_ms / 1000, (c->timeout_ms % 1000) * 1000};
     redisReply *r;
@@ -78,10 +104,22 @@ int cli_node_open(cli_conn *c, cli_node *n) {
         set_err(c, "no answer earlier from", n, "not tried again");
         return -1;
     }
-    if (n->url.unix_path[0] != '\0')
+    if (n->url.unix_path[0] != '\0') {
         n->rc = redisConnectUnixWithTimeout(n->url.unix_path, tv);
-    else
+    } else if (c->tls) {
+        char why[512];
+        int fd = cli_tls_prepare(c) == 0
+                     ? cli_tls_connect(c, n->url.host, n->url.port, why, sizeof(why))
+                     : -1;
+        if (fd < 0) {
+            set_err(c, "cannot connect to", n, c->tls_ctx != NULL ? why : c->err);
+            n->down = 1;
+            return -1;
+        }
+        n->rc = redisConnectFd(fd);
+    } else {
         n->rc = redisConnectWithTimeout(n->url.host, n->url.port, tv);
+    }
     if (n->rc == NULL || n->rc->err) {
         set_err(c, "cannot connect to", n, n->rc ? n->rc->errstr : "out of memory");
         node_drop(n);
@@ -203,6 +241,7 @@ void cli_conn_close(cli_conn *c) {
     int i;
     for (i = 0; i < c->nnodes; i++)
         node_drop(&c->nodes[i]);
+    cli_tls_close(c);
 }
 
 void cli_conn_retry(cli_conn *c) {
@@ -316,6 +355,22 @@ int cli_scan(cli_conn *c, int i, const char *pattern,
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0);
     return 0;
+}
+
+char *cli_redisson_channel(const cli_conn *c, const char *name, size_t *len) {
+    leash__names n;
+    leash__logger quiet = {0};
+    char *chan;
+
+    *len = 0;
+    if (leash__dialect_redisson.names(&n, &quiet, c->prefix, name, c->db) != LEASH_OK)
+        return NULL;
+    if ((chan = malloc(n.channel_len + 1)) != NULL) {
+        memcpy(chan, n.channel, n.channel_len + 1);
+        *len = n.channel_len;
+    }
+    leash__names_clear(&n);
+    return chan;
 }
 
 size_t cli_companion(char *out, const char *key, size_t len, const char *kind) {

@@ -184,24 +184,19 @@ static void message_event(watcher *w, const cli_node *from, const char *p, size_
     end(w);
 }
 
-static int subscribe(watcher *w, const cli_node *at, const char *key, size_t len) {
+/* Subscribes to chan on the server `at`, on a connection of its own. */
+static int subscribe(watcher *w, const cli_node *at, const char *chan, size_t chan_len) {
     cli_conn *c = w->c;
     int sharded = c->pubsub == LEASH_PUBSUB_SHARDED ||
                   (c->pubsub == LEASH_PUBSUB_AUTO && c->topology == LEASH_TOPOLOGY_CLUSTER);
-    char kind[32], *chan = malloc(2 * len + 40);
     const char *argv[2] = {sharded ? "SSUBSCRIBE" : "SUBSCRIBE", chan};
-    size_t lens[2] = {strlen(argv[0]), 0};
+    size_t lens[2] = {strlen(argv[0]), chan_len};
     cli_node *n = &w->subs[w->nsubs];
     redisReply *r;
 
-    if (chan == NULL)
-        return -1;
-    snprintf(kind, sizeof(kind), "released:%d", c->db);
-    lens[1] = cli_companion(chan, key, len, kind);
     *n = *at;
     n->rc = NULL;
     r = cli_node_open(c, n) == 0 ? redisCommandArgv(n->rc, 2, argv, lens) : NULL;
-    free(chan);
     if (r == NULL || r->type == REDIS_REPLY_ERROR) {
         /* Without a reply or a context, c->err already says why. */
         if (r != NULL || n->rc != NULL)
@@ -296,12 +291,30 @@ static int watch_loop(watcher *w, const cli_lockstate *first) {
     return rc;
 }
 
+/* The channel a lock's releases are announced on, as the library names it:
+ * leash's companion, or Redisson's redisson_lock__channel:{key}. Its
+ * length, or 0 without memory (*chan is then NULL). */
+static size_t channel_of(const cli_conn *c, int kind, const char *name, const char *key,
+                         size_t key_len, char **chan) {
+    size_t len = 0;
+    char what[32];
+
+    if (kind == CLI_KIND_REDISSON) {
+        *chan = cli_redisson_channel(c, name, &len);
+        return len;
+    }
+    snprintf(what, sizeof(what), "released:%d", c->db);
+    if ((*chan = malloc(2 * key_len + strlen(what) + 3)) == NULL)
+        return 0;
+    return cli_companion(*chan, key, key_len, what);
+}
+
 int cli_watch(cli_conn *c, const cli_args *a) {
     watcher w;
     cli_lockstate first;
     struct sigaction sa;
-    size_t plen = strlen(c->prefix), nlen = strlen(a->name);
-    char *key = malloc(plen + nlen + 1);
+    size_t plen = strlen(c->prefix), nlen = strlen(a->name), chan_len;
+    char *key = malloc(plen + nlen + 1), *chan = NULL;
     int agree, of, node = 0, i, rc;
 
     memset(&w, 0, sizeof(w));
@@ -325,17 +338,23 @@ int cli_watch(cli_conn *c, const cli_args *a) {
      * server. A family lock has no channel of its own to listen to. */
     if (first.kind != CLI_KIND_FAIR && first.kind != CLI_KIND_RW &&
         first.kind != CLI_KIND_SEMAPHORE && first.kind != CLI_KIND_FAMILY) {
-        if (c->topology == LEASH_TOPOLOGY_REDLOCK) {
+        if ((chan_len = channel_of(c, first.kind, a->name, key, plen + nlen, &chan)) == 0) {
+            snprintf(c->err, sizeof(c->err), "out of memory");
+        } else if (c->topology == LEASH_TOPOLOGY_REDLOCK) {
             for (i = 0; i < c->nnodes; i++)
-                if (subscribe(&w, &c->nodes[i], key, plen + nlen) != 0)
+                if (subscribe(&w, &c->nodes[i], chan, chan_len) != 0)
                     fprintf(stderr, "leash: %s (watching the others)\n", c->err);
-        } else if (cli_key_node(c, key, plen + nlen, &node) != 0 ||
-                   subscribe(&w, &c->nodes[node], key, plen + nlen) != 0) {
+        }
+        if (chan_len == 0 || (c->topology != LEASH_TOPOLOGY_REDLOCK &&
+                              (cli_key_node(c, key, plen + nlen, &node) != 0 ||
+                               subscribe(&w, &c->nodes[node], chan, chan_len) != 0))) {
             fprintf(stderr, "leash: %s\n", c->err);
             cli_lockstate_clear(&first);
+            free(chan);
             free(key);
             return CLI_UNREACHABLE;
         }
+        free(chan);
     }
     free(key);
     state_event(&w, &first, agree, of);

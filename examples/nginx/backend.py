@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""A slow backend for the nginx example (scripts/demo --nginx, bench/nginx.sh):
-it records, per key, how many requests it serves at once, when each one
-started and ended, and the X-Fence each one brought.
+"""A slow backend for the nginx module's example, benchmark and test
+(scripts/demo --nginx, bench/nginx.sh, tests/test_nginx.sh): it records, per
+key, how many requests it serves at once, when each one started and ended,
+the X-Fence each one brought, and which ones nginx gave up on.
 
     backend.py PORT_FILE [PORT]
 
@@ -9,14 +10,21 @@ Listens on 127.0.0.1:PORT (default: a free port) and writes the port to
 PORT_FILE once it listens. It speaks HTTP/1.1: a proxy may keep its
 connections open (nginx's upstream keepalive, as bench/nginx.sh does). A
 request is slow: it sleeps ms=N milliseconds (default 200) before it answers
-"ok". Its key is its key=K argument, or else the first part of its path and
-its id argument: /report?id=7 is "report:7", /fragile/x is "fragile" (the
-names the example's locks give them).
+"ok"; with stream=1 it sends its headers and all but the last 2 bytes of a
+4 KB body first, then sleeps. A request whose proxy closes the connection
+during the sleep is counted as aborted, not served. Its key is its key=K
+argument, or else the first part of its path and its id argument:
+/report?id=7 is "report:7", /fragile/x is "fragile" (the names the example's
+locks give them). GET and DELETE (a test's limit_except) are served alike.
+With size=N the body is N bytes of "x" and a Range: bytes=A-B header is
+answered 206 with that part (nginx's slice module asks so).
 
     GET /stats            one line per key:
-                          "K peak=P served=S fences=F1,F2,..." (fences in the
-                          order the requests started; "none" for a request
-                          without X-Fence)
+                          "K peak=P served=S fences=F1,F2,... order=N1,...
+                          aborted=A" (fences and the requests' n=N
+                          arguments in the order the requests started;
+                          "none" for a request without X-Fence, "empty"
+                          for an empty one)
     GET /analyse?key=K&slots=N
                           "handoffs=H p50_us=.. p99_us=.. overlaps=O busy=B":
                           the gaps from the end of one request (its answer
@@ -28,14 +36,19 @@ names the example's locks give them).
     GET /reset            forgets everything
 """
 import os
+import select
+import socket
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+# More than nginx's postpone_output (1460): the first part reaches the client.
+STREAM_BYTES = 4096
 lock = threading.Lock()
-keys = {}  # key -> {"now", "peak", "served", "fences": [], "spans": [[start, end]]}
+# key -> {"now", "peak", "served", "aborted", "fences": [], "order": [], "spans": [[start, end]]}
+keys = {}
 
 
 def key_of(url, q):
@@ -43,6 +56,23 @@ def key_of(url, q):
         return q["key"][0]
     first = url.path.strip("/").split("/")[0] or "-"
     return first + (":" + q["id"][0] if "id" in q else "")
+
+
+def gone_within(conn, seconds):
+    """Sleeps up to seconds; True as soon as the peer closed conn."""
+    end = time.monotonic() + seconds
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        readable, _, _ = select.select([conn], [], [], left)
+        if readable:
+            try:
+                if conn.recv(1, socket.MSG_PEEK) == b"":
+                    return True
+            except OSError:
+                return True
+            time.sleep(min(0.01, left))
 
 
 def percentile(sorted_values, p):
@@ -105,14 +135,39 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # nginx gave up on the request (its client left): nothing to tell
 
+    def answer_part(self, size):
+        """size bytes of "x", or the part a Range header asks for (206)."""
+        first, last = 0, size - 1
+        rng = self.headers.get("Range", "")
+        if rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            first, last = int(a), min(int(b) if b else size - 1, size - 1)
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, size))
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", str(last - first + 1))
+        self.end_headers()
+        try:
+            self.wfile.write(b"x" * (last - first + 1))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
     def do_GET(self):
         url = urlparse(self.path)
         q = parse_qs(url.query)
         if url.path == "/stats":
             with lock:
                 lines = [
-                    "%s peak=%d served=%d fences=%s\n"
-                    % (k, v["peak"], v["served"], ",".join(v["fences"]))
+                    "%s peak=%d served=%d fences=%s order=%s aborted=%d\n"
+                    % (
+                        k,
+                        v["peak"],
+                        v["served"],
+                        ",".join(v["fences"]),
+                        ",".join(v["order"]),
+                        v["aborted"],
+                    )
                     for k, v in sorted(keys.items())
                 ]
             self.answer("".join(lines))
@@ -133,21 +188,45 @@ class Handler(BaseHTTPRequestHandler):
         span = [self.received, None]
         with lock:
             k = keys.setdefault(
-                key, {"now": 0, "peak": 0, "served": 0, "fences": [], "spans": []}
+                key,
+                {"now": 0, "peak": 0, "served": 0, "aborted": 0, "fences": [], "order": [],
+                 "spans": []},
             )
             k["now"] += 1
             k["peak"] = max(k["peak"], k["now"])
-            k["fences"].append(self.headers.get("X-Fence", "none") or "none")
+            k["fences"].append(self.headers.get("X-Fence", "none") or "empty")
+            k["order"].append(q.get("n", ["-"])[0])
             k["spans"].append(span)
-        time.sleep(ms / 1000.0)
+        stream = q.get("stream", ["0"])[0] == "1"
+        if stream:
+            self.send_response(200)
+            self.send_header("Content-Length", str(STREAM_BYTES))
+            self.end_headers()
+            self.wfile.write(b"x" * (STREAM_BYTES - 2))
+            self.wfile.flush()
+        aborted = gone_within(self.connection, ms / 1000.0)
         # The request ends for the lock's sake when its slot is free again:
         # count it out before the answer leaves, as a real backend would.
         with lock:
             k["now"] -= 1
-            k["served"] += 1
-        self.answer("ok\n")
+            k["aborted" if aborted else "served"] += 1
+        if aborted:
+            self.close_connection = True
+            return
+        if "size" in q:
+            self.answer_part(int(q["size"][0]))
+        elif stream:
+            try:
+                self.wfile.write(b"!\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        else:
+            self.answer("ok\n")
         with lock:
             span[1] = time.monotonic_ns()
+
+    # limit_except tests send other methods: served as GET.
+    do_DELETE = do_GET
 
 
 def main():

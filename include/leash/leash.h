@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define LEASH_VERSION_MAJOR 0
-#define LEASH_VERSION_MINOR 2
+#define LEASH_VERSION_MINOR 3
 #define LEASH_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time comparisons. */
 #define LEASH_VERSION_NUMBER \
@@ -223,7 +223,7 @@ typedef struct leash_lock leash_lock;
  * a program built against a newer header runs on an older library as long as it leaves the fields
  * that library does not know at zero (leash_client_new() otherwise answers LEASH_EINVAL and logs
  * it). Before 1.0 every minor version may still change the ABI, and says so in the soname
- * (libleash.so.0.2): a program built against 0.1 does not load 0.2 by mistake. From 1.0 on the
+ * (libleash.so.0.3): a program built against 0.2 does not load 0.3 by mistake. From 1.0 on the
  * soname follows the major version.
  */
 
@@ -299,7 +299,8 @@ typedef struct leash_options {
      * enum leash_dialect. */
     int dialect;
 
-    /* TLS (README "TLS"), to every server of every topology. Off (0) by
+    /* TLS (README "TLS"), to every server of every topology (never over a
+     * unix socket: Redis serves TLS on TCP only). Off (0) by
      * default; rediss:// URLs turn it on (leash/url.h). A failed handshake
      * or certificate check is LEASH_ETLS, with a log line that says why.
      * Paths are at most LEASH_PATH_MAX bytes; the files are read once, by
@@ -315,10 +316,13 @@ typedef struct leash_options {
      * to anyone in the middle, and the client logs a warning. */
     int tls_verify;
 
-    /* Name resolution never blocks the loop (c-ares on the loop's hooks).
+    /* Name resolution never blocks the loop (c-ares on the loop's hooks);
+     * a host name is resolved again on every connect, and each of its
+     * addresses is tried in turn, within connect_timeout_ms.
      * NULL (default): the system's resolvers (/etc/resolv.conf). Else a
      * comma-separated list of "ip", "ip:port" or "[ipv6]:port" to ask
-     * instead, at most LEASH_DNS_SERVERS_MAX bytes. */
+     * instead, at most LEASH_DNS_SERVERS_MAX bytes; one c-ares does not
+     * read is refused by leash_client_new (LEASH_EINVAL, logged). */
     const char *dns_servers;
 
     /* Redis Sentinel (README "Redis Sentinel"), with

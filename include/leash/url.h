@@ -3,17 +3,31 @@
  * variables and config files:
  *
  *     redis://[[user]:password@]host[:port][/db][?db=N]
+ *     rediss://[[user]:password@]host[:port][/db][?db=N][&ca=FILE][&ca_dir=DIR]
+ *              [&cert=FILE&key=FILE][&sni=NAME][&verify=0]
  *     unix://[[user]:password@]/path/to/redis.sock[?db=N]
  *
  * host is a name, an IPv4 address or an IPv6 address in brackets
  * ("redis://[::1]:6380"). The port defaults to 6379 and the db to 0. In
  * user, password and the socket path, %XX stands for the byte XX, so a
- * password with '@', ':' or '/' in it is written %40, %3A, %2F. The only
- * query parameter is db (the place unix:// URLs have for it); a redis:// URL
- * gives the db once, after '/' or as ?db=.
+ * password with '@', ':' or '/' in it is written %40, %3A, %2F. The query
+ * takes db (the place unix:// URLs have for it); a redis:// URL gives the
+ * db once, after '/' or as ?db=.
  *
- * Refused: rediss:// (leash speaks no TLS: put a tunnel such as stunnel in
- * front of the server), any other scheme, a port outside 1..65535, a db
+ * rediss:// is TLS (README "TLS"; the leash_options fields tls_*), to the
+ * same default port 6379 (managed services often use 6380: give it). Its
+ * query parameters, each at most once, values %-decoded (a path with '&'
+ * writes it %26):
+ *     ca=FILE      trusted CAs, PEM (tls_ca_file; none: the system's store)
+ *     ca_dir=DIR   a hashed CA directory (tls_ca_dir)
+ *     cert=FILE    client certificate, PEM (tls_cert_file), with
+ *     key=FILE     its private key (tls_key_file)
+ *     sni=NAME     the name sent and verified (tls_server_name; none: host)
+ *     verify=0     no check of the server's certificate (tls_verify = 0;
+ *                  a warning in the log); verify=1 is the default
+ *
+ * Refused: TLS parameters in a redis:// or unix:// URL, cert without key
+ * (or the other way round), any other scheme, a port outside 1..65535, a db
  * outside 0..INT_MAX, an empty host or socket path, a field longer than its
  * LEASH_URL_*_MAX below, a user without a password (Redis AUTH needs one),
  * a fragment, an unknown query parameter, and anything after the parts
@@ -46,6 +60,8 @@ extern "C" {
 #define LEASH_URL_PATH_MAX 107
 #define LEASH_URL_USER_MAX 255
 #define LEASH_URL_PASSWORD_MAX 511
+/* The longest file path of a rediss:// URL's query, once decoded. */
+#define LEASH_URL_FILE_MAX 1023
 /* An err buffer of this size holds every message of leash_url_parse whole. */
 #define LEASH_URL_ERR_MAX 256
 
@@ -55,15 +71,22 @@ extern "C" {
  * is "". It holds the password in clear: wipe it when that matters.
  *
  * Its layout is part of the ABI: it changes only with the soname (leash.h,
- * "Structs that grow"), never within one.
+ * "Structs that grow"), never within one. 0.3 added the TLS fields.
  */
 typedef struct leash_url {
-    char host[LEASH_URL_HOST_MAX + 1];         /* without the brackets of an IPv6 address */
-    int port;                                  /* 1..65535; 6379 unless given; 0 with unix_path */
-    char unix_path[LEASH_URL_PATH_MAX + 1];    /* decoded */
-    char username[LEASH_URL_USER_MAX + 1];     /* decoded */
-    char password[LEASH_URL_PASSWORD_MAX + 1]; /* decoded */
-    int db;                                    /* 0..INT_MAX; 0 unless given */
+    char host[LEASH_URL_HOST_MAX + 1];          /* without the brackets of an IPv6 address */
+    int port;                                   /* 1..65535; 6379 unless given; 0 with unix_path */
+    char unix_path[LEASH_URL_PATH_MAX + 1];     /* decoded */
+    char username[LEASH_URL_USER_MAX + 1];      /* decoded */
+    char password[LEASH_URL_PASSWORD_MAX + 1];  /* decoded */
+    int db;                                     /* 0..INT_MAX; 0 unless given */
+    int tls;                                    /* 1 for rediss://, else 0 */
+    int tls_verify;                             /* 0 with ?verify=0, else 1 */
+    char tls_ca_file[LEASH_URL_FILE_MAX + 1];   /* ?ca=, decoded; "" when absent */
+    char tls_ca_dir[LEASH_URL_FILE_MAX + 1];    /* ?ca_dir= */
+    char tls_cert_file[LEASH_URL_FILE_MAX + 1]; /* ?cert= */
+    char tls_key_file[LEASH_URL_FILE_MAX + 1];  /* ?key= */
+    char tls_server_name[LEASH_URL_HOST_MAX + 1]; /* ?sni= */
 } leash_url;
 
 /*
@@ -80,7 +103,10 @@ LEASH_EXPORT int leash_url_parse(const char *url, leash_url *out, char *err, siz
  * Points the connection fields of *o at *u: host and port, or unix_path
  * (host is then left alone, and unix_path set to NULL for a TCP URL, so that
  * one options struct can take either); username and password (NULL when
- * empty), and db. The other fields are left alone. leash_client_new()
+ * empty), and db; tls (0 or 1), and for rediss:// tls_verify = 0 when the
+ * URL says verify=0, and each TLS file or name the URL gives (one it does
+ * not give is left as it was: a command line's --tls-ca may add it). The
+ * other fields are left alone. leash_client_new()
  * copies the strings, so *u must last until that call has returned, not
  * longer. Nothing happens when u or o is NULL.
  */
@@ -89,7 +115,8 @@ LEASH_EXPORT void leash_url_apply(const leash_url *u, leash_options *o);
 /*
  * Writes *u back as a URL for logs and messages, with the password shown as
  * "***" (and the user as given): "redis://alice:***@[::1]:6380/2",
- * "unix:///run/redis.sock?db=2". Reserved bytes in the user and the path
+ * "unix:///run/redis.sock?db=2", "rediss://h:6380/0?ca=/etc/ca.pem&verify=0".
+ * Reserved bytes in the user, the paths and the query values
  * are %-escaped again, so the result parses back (to *u but for the
  * password). Like snprintf: writes at most size bytes, NUL included, and
  * returns the length the whole URL has; -1 when u is NULL, or buf NULL with

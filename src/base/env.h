@@ -1,6 +1,6 @@
 /*
  * What every layer of one client shares: the loop's hooks, the logger, the
- * counters, and re-entrancy.
+ * counters, the resolver of host names, and re-entrancy.
  *
  * Re-entrancy: every entry from the loop (a timer, a hiredis callback) and
  * every public call that may run user callbacks is bracketed by
@@ -26,6 +26,8 @@ typedef struct leash__env {
     int freeing;    /* the client is being freed */
     /* Runs when the outermost leave returns (deferred frees). */
     void (*settle)(struct leash__env *env);
+    /* Host names resolved without blocking (wire/resolve.h). */
+    struct leash__resolver *resolver;
 } leash__env;
 
 static inline void leash__env_enter(leash__env *env) {

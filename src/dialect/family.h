@@ -23,7 +23,9 @@
  * up to date by these functions: fence, x (the exclusive holder), permits,
  * and the script's own token's h and q fields. fam_admit answers the fence
  * of `self` if it was let in, and how many were; while an exclusive holder
- * holds it looks at nobody (nobody fits). */
+ * holds it looks at nobody (nobody fits). The holders of a name are of one
+ * kind at a time (fam_fits: readers with readers, permits with permits),
+ * so one holder's mode tells the kind of all. */
 #define LEASH__FAMILY_LUA                                                                       \
     "local function fam_load(L, tok)\n"                                                         \
     "  local v = redis.pcall('hmget', L[1], 'fence', 'x', 'permits', 'h' .. tok, 'q' .. tok)\n" \
@@ -73,10 +75,14 @@
     "end\n"                                                                                     \
     "local function fam_fits(L, S, mode)\n"                                                     \
     "  if S.x then return false end\n"                                                          \
-    "  if mode == 'f' or mode == 'w' then return redis.call('zcard', L[2]) == 1 end\n"          \
-    "  if mode == 's' then\n"                                                                   \
-    "    return redis.call('zcard', L[2]) - 1 < tonumber(S.permits or 1)\n"                     \
+    "  local n = redis.call('zcard', L[2]) - 1\n"                                               \
+    "  if mode == 'f' or mode == 'w' then return n == 0 end\n"                                  \
+    "  if n > 0 then\n"                                                                         \
+    "    local h = redis.call('zrange', L[2], 1, 1)[1]\n"                                       \
+    "    local v = redis.call('hget', L[1], 'h' .. h) or ''\n"                                  \
+    "    if string.sub(v, 1, 1) ~= mode then return false end\n"                                \
     "  end\n"                                                                                   \
+    "  if mode == 's' then return n < tonumber(S.permits or 1) end\n"                           \
     "  return true\n"                                                                           \
     "end\n"                                                                                     \
     "local function fam_grant(L, S, tok, mode, cl, exp, t)\n"                                   \

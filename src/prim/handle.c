@@ -4,6 +4,7 @@
  * the per-lock settings and the queries. A kind's idle state is 0: the
  * settings may change only then.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,7 @@ static int usable(const leash_lock *l) {
 static int loop_attached(const leash_lock *l, const char *who) {
     if (!l->core->env.attached)
         leash__log(lg(l), LEASH_LOG_ERROR, "%s %s: the client is not attached to a loop", who,
-                   l->name);
+                   l->log_name);
     return l->core->env.attached;
 }
 
@@ -58,6 +59,11 @@ leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const c
     l->prim = prim;
     l->core = core;
     l->name = l->names.key + strlen(core->key_prefix);
+    if (strlen(l->name) <= LEASH__LOG_NAME_MAX)
+        snprintf(l->log_name, sizeof(l->log_name), "%s", l->name);
+    else
+        snprintf(l->log_name, sizeof(l->log_name), "%.*s...(%zu bytes)", LEASH__LOG_NAME_MAX - 16,
+                 l->name, strlen(l->name));
     l->lease_ms = core->lease_ms;
     l->renew_ms = core->renew_ms;
     l->max_hold_ms = core->max_hold_ms;
@@ -88,7 +94,7 @@ int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *ar
         if (l != NULL && l->magic == LEASH__LOCK_MAGIC && wait_ms > LEASH_DURATION_MAX_MS)
             leash__log(lg(l), LEASH_LOG_ERROR,
                        "leash_acquire: wait_ms %lld is over LEASH_DURATION_MAX_MS (lock %s)",
-                       (long long)wait_ms, l->name);
+                       (long long)wait_ms, l->log_name);
         return LEASH_EINVAL;
     }
     if (!usable(l))
@@ -194,7 +200,7 @@ static int settings_check(leash_lock *l, const char *who) {
     if (!usable(l))
         return l == NULL ? LEASH_EINVAL : LEASH_ESTATE;
     if (l->state != 0) {
-        leash__log(lg(l), LEASH_LOG_ERROR, "%s: lock %s is acquiring or held", who, l->name);
+        leash__log(lg(l), LEASH_LOG_ERROR, "%s: lock %s is acquiring or held", who, l->log_name);
         return LEASH_ESTATE;
     }
     return LEASH_OK;

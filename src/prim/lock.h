@@ -81,6 +81,9 @@ typedef struct leash__prim {
     void (*init)(leash_lock *l);
 } leash__prim;
 
+/* The most bytes of a lock's name a log line shows. */
+#define LEASH__LOG_NAME_MAX 64
+
 struct leash_lock {
     uint32_t magic;
     const leash__prim *prim;
@@ -88,6 +91,10 @@ struct leash_lock {
     leash__list link; /* core->locks, or core->graveyard once freed */
     leash__names names;
     const char *name; /* into names.key */
+    /* The name as log lines show it: whole up to LEASH__LOG_NAME_MAX
+     * bytes, else its start and its length, so that a long name leaves
+     * the line room for what it says (a 512-byte line). */
+    char log_name[LEASH__LOG_NAME_MAX + 24];
     void *data;
     int freed;
 

@@ -374,7 +374,7 @@ static leash__req *send(leash_lock *l, const leash__opdef *op, leash__cmd *cmd, 
     s.cmd = cmd;
     s.nanswers = 1;
     s.send_at = send_at;
-    s.what = l->name;
+    s.what = l->log_name;
     s.done = done;
     s.arg = arg;
     s.names = &l->names;
@@ -399,7 +399,7 @@ static void release_in_background(leash_lock *l, const char *token, int64_t send
 
     if (cmd == NULL || send(l, core->dialect->release, cmd, send_at, NULL, NULL) == NULL)
         leash__log(lg(l), LEASH_LOG_WARN,
-                   "lock %s: no memory to release it; it expires with its lease", l->name);
+                   "lock %s: no memory to release it; it expires with its lease", l->log_name);
 }
 
 /* The attempt of l's token was written and will not be sent again: once
@@ -650,7 +650,7 @@ static void lose_then(leash_lock *l, int reason, int owed) {
     int extra_owed = l->acq_cb != NULL;
     int64_t deadline = l->hold.deadline;
 
-    leash__log(lg(l), LEASH_LOG_WARN, "lock %s lost (%s), fence %llu", l->name,
+    leash__log(lg(l), LEASH_LOG_WARN, "lock %s lost (%s), fence %llu", l->log_name,
                leash_lost_reason_name(reason), (unsigned long long)l->hold.fence);
     abandon_attempt(l, 0);
     set_state(l, M_IDLE);
@@ -775,7 +775,7 @@ static void granted(leash_lock *l, const leash__answer *a) {
          * back while the others' grants ran out); the give-back goes
          * first, on the same connections. */
         leash__log(lg(l), LEASH_LOG_WARN,
-                   "acquire %s: granted after its lease ran out; releasing it", l->name);
+                   "acquire %s: granted after its lease ran out; releasing it", l->log_name);
         release_in_background(l, l->hold.token, 0);
         if (l->state == M_ATTEMPT && !l->wait_once &&
             (l->wait_deadline == 0 || leash__now_ms() < l->wait_deadline))
@@ -887,7 +887,7 @@ static void renewed(leash_lock *l, const leash__event *e) {
         arm(l);
         break;
     default:
-        leash__log(lg(l), LEASH_LOG_INFO, "renew %s failed (%s): trying again soon", l->name,
+        leash__log(lg(l), LEASH_LOG_INFO, "renew %s failed (%s): trying again soon", l->log_name,
                    leash_strerror(e->answer != NULL ? e->answer->status : LEASH_ECONN));
         leash__hold_retry_renewal(&l->hold, now);
         arm(l);
@@ -935,12 +935,13 @@ static int start(leash_lock *l, const leash__event *e) {
                    "leash_acquire %s: its paired read handle holds or waits (upgrading a read "
                    "to a write is refused: it would wait for its own read, and two upgraders "
                    "for each other)",
-                   l->name);
+                   l->log_name);
         return LEASH_ESTATE;
     }
 
     if (leash__token_new(l->hold.token) != 0) {
-        leash__log(lg(l), LEASH_LOG_ERROR, "leash_acquire %s: no randomness for a token", l->name);
+        leash__log(lg(l), LEASH_LOG_ERROR, "leash_acquire %s: no randomness for a token",
+                   l->log_name);
         return LEASH_ENOMEM;
     }
     l->wait_once = e->wait_ms == 0;
@@ -977,12 +978,12 @@ static int extra(leash_lock *l, const leash__event *e) {
 
     if (!l->reentrant) {
         leash__log(lg(l), LEASH_LOG_ERROR, "leash_acquire %s: already held and not reentrant",
-                   l->name);
+                   l->log_name);
         return LEASH_ESTATE;
     }
     if (release_busy(l)) {
         leash__log(lg(l), LEASH_LOG_ERROR,
-                   "leash_acquire %s: a release of this handle is in flight", l->name);
+                   "leash_acquire %s: a release of this handle is in flight", l->log_name);
         return LEASH_ESTATE;
     }
     if ((cmd = make_attempt(l)) == NULL || put_attempt(l, cmd) != 0)
@@ -1176,7 +1177,7 @@ static void close_handle(leash_lock *l) {
     set_state(l, M_IDLE);
     if (cmd == NULL || send(l, core->dialect->release, cmd, 0, on_close_release, core) == NULL) {
         leash__log(lg(l), LEASH_LOG_WARN,
-                   "lock %s: no memory to release it; it expires with its lease", l->name);
+                   "lock %s: no memory to release it; it expires with its lease", l->log_name);
         core->close_status = LEASH_ECONN;
         return;
     }
@@ -1247,7 +1248,7 @@ static void release_answered(leash_lock *l, const leash__answer *a) {
              * released by the first copy or expired before it, the hold is
              * over. */
             leash__log(lg(l), LEASH_LOG_INFO,
-                       "release %s: answer lost, hold over (released or expired)", l->name);
+                       "release %s: answer lost, hold over (released or expired)", l->log_name);
             status = LEASH_ECONN;
             break;
         default:
@@ -1278,14 +1279,14 @@ static void force_answered(leash_lock *l, const leash__answer *a) {
         status = a->kind == LEASH__ANS_REMOVED ? LEASH_OK : LEASH_ENOTHELD;
     if (status == LEASH_OK)
         leash__log(lg(l), LEASH_LOG_WARN, "lock %s: force-released (someone's hold removed)",
-                   l->name);
+                   l->log_name);
     finish_release(l, status);
 }
 
 /* ---- the dispatcher ---- */
 
 static int refuse(leash_lock *l, const char *call, const char *why) {
-    leash__log(lg(l), LEASH_LOG_ERROR, "%s %s: %s", call, l->name, why);
+    leash__log(lg(l), LEASH_LOG_ERROR, "%s %s: %s", call, l->log_name, why);
     return LEASH_ESTATE;
 }
 
@@ -1452,7 +1453,7 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
         return 0;
     case LEASH__EV_GONE:
         leash__log(lg(l), LEASH_LOG_ERROR, "acquire %s: the script answered an extra hold",
-                   l->name);
+                   l->log_name);
         acquire_ends(l, LEASH_EPROTO);
         return 0;
     case LEASH__EV_FAILED:
@@ -1625,7 +1626,7 @@ static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
         e.type = LEASH__EV_RENEW_FAILED;
     else if (!family(l) && a->kind != LEASH__ANS_RENEWED && a->kind != LEASH__ANS_NOT_OURS) {
         /* Only the family's renewals answer places and fences. */
-        leash__log(lg(l), LEASH_LOG_WARN, "renew %s: the answer is neither 0 nor 1", l->name);
+        leash__log(lg(l), LEASH_LOG_WARN, "renew %s: the answer is neither 0 nor 1", l->log_name);
         e.type = LEASH__EV_RENEW_FAILED;
     } else if (a->kind == LEASH__ANS_HANDED && !holding(l->state)) {
         /* A family waiter's place: it was let in. */

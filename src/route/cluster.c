@@ -28,6 +28,7 @@
  * (MOVED); the route takes it to the new owner, and the wait queue makes
  * every waiter of the channel try once more when it is confirmed there.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,7 @@ typedef struct cluster {
     int map_known;                /* a map came at least once */
     int asking_map;               /* CLUSTER SLOTS is on the wire */
     unsigned next_seed;           /* where to ask when no node is ready */
+    int refused;                  /* the last map source refused us: LEASH_EAUTH, LEASH_ETLS */
     int64_t last_ask;
     int prepared;
     leash__timer timer;  /* the next ask for the map; parked requests' deadlines */
@@ -347,6 +349,8 @@ static long read_map(cluster *cl, const redisReply *r, const cnode *from) {
     return unknown;
 }
 
+static void expire_parked(cluster *cl, int64_t now);
+
 static void on_map(void *arg, redisReply *reply, int status, const leash__reply_info *info) {
     cnode *from = arg;
     cluster *cl = from->cl;
@@ -356,9 +360,18 @@ static void on_map(void *arg, redisReply *reply, int status, const leash__reply_
     cl->asking_map = 0;
     if (status != LEASH_OK) {
         cl->next_seed++;
+        /* A refused login or TLS handshake is refused again: what waits
+         * for the map fails with it now, as on one server. */
+        if (status == LEASH_EAUTH || status == LEASH_ETLS) {
+            cl->refused = status;
+            expire_parked(cl, INT64_MAX);
+            if (cl->base.env->freeing)
+                return;
+        }
         arm(cl);
         return;
     }
+    cl->refused = 0;
     unknown = read_map(cl, reply, from);
     if (unknown < 0) {
         leash__log(log_of(cl), LEASH_LOG_ERROR, "cluster: CLUSTER SLOTS answered %s",
@@ -740,7 +753,7 @@ static void expire_parked(cluster *cl, int64_t now) {
         creq *q = LEASH__CONTAINER(n, creq, link);
         n = n->next;
         if (q->cmd->deadline != 0 && now >= q->cmd->deadline) {
-            finish(cl, q, NULL, LEASH_ECONN, &no_info);
+            finish(cl, q, NULL, cl->refused ? cl->refused : LEASH_ECONN, &no_info);
             n = cl->parked.next; /* a callback may have changed the list */
         }
     }

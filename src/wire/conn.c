@@ -274,7 +274,7 @@ static void expire_queue(leash__conn *conn, int64_t now) {
     if (conn->state != LEASH__CONN_READY)
         collect_expired(conn, &conn->queue, now, &doomed);
     collect_expired(conn, &conn->delayed, now, &doomed);
-    complete_all(conn, &doomed, conn->auth_failed ? LEASH_EAUTH : LEASH_ECONN);
+    complete_all(conn, &doomed, conn->refused ? conn->refused : LEASH_ECONN);
 }
 
 /* ---- sending ---- */
@@ -395,7 +395,7 @@ static void become_ready(leash__conn *conn) {
 
     conn->state = LEASH__CONN_READY;
     conn->backoff_ms = conn->cfg->reconnect_min_ms;
-    conn->auth_failed = 0;
+    conn->refused = 0;
     conn->handshake_busy = 0;
     if (conn->role == LEASH__CONN_CMD)
         conn->env->stats->connects++;
@@ -458,11 +458,16 @@ static int failure_level(leash__conn *conn) {
     return conn->failures++ == 0 ? LEASH_LOG_WARN : LEASH_LOG_DEBUG;
 }
 
+/* The same for a refusal that needs the user (TLS): an error first. */
+static int refusal_level(leash__conn *conn) {
+    return conn->failures++ == 0 ? LEASH_LOG_ERROR : LEASH_LOG_DEBUG;
+}
+
 static void schedule_reconnect(leash__conn *conn) {
     const leash__conn_cfg *cfg = conn->cfg;
     int64_t delay;
 
-    if (conn->auth_failed)
+    if (conn->refused)
         conn->backoff_ms = cfg->reconnect_max_ms;
     /* A server that is loading or running a long script is back soon:
      * look again often, whatever the backoff has grown to. */
@@ -486,8 +491,8 @@ static void conn_down(leash__conn *conn) {
     if (was_ready && conn->role == LEASH__CONN_CMD)
         conn->env->stats->disconnects++;
     schedule_reconnect(conn);
-    if (conn->auth_failed) {
-        fail_queue(conn, LEASH_EAUTH);
+    if (conn->refused) {
+        fail_queue(conn, conn->refused);
         if (conn->env->freeing)
             return;
     }
@@ -625,7 +630,7 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
         else
             leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: SELECT %d refused by Redis: %s",
                        role_name(conn), conn->cfg->db, reply->str);
-        conn->auth_failed = 1;
+        conn->refused = LEASH_EAUTH;
         conn_break(conn);
     } else if (tag == HS_ROLE && !role_is_master(conn, reply)) {
         conn->not_master = 1;
@@ -655,10 +660,14 @@ static void on_sock_connected(void *owner) {
     start_handshake(owner);
 }
 
-static void on_sock_closed(void *owner, const char *why) {
+static void on_sock_closed(void *owner, int status, const char *why) {
     leash__conn *conn = owner;
 
-    if (conn->state == LEASH__CONN_CONNECTING)
+    if (status == LEASH_ETLS) {
+        /* Refused, like a wrong password: it would be refused again. */
+        leash__log(conn_log(conn), refusal_level(conn), "%s: %s", role_name(conn), why);
+        conn->refused = LEASH_ETLS;
+    } else if (conn->state == LEASH__CONN_CONNECTING)
         leash__log(conn_log(conn), failure_level(conn), "%s: %s", role_name(conn), why);
     else
         leash__log(conn_log(conn), LEASH_LOG_WARN, "%s lost: %s", role_name(conn), why);
@@ -798,7 +807,8 @@ static const leash__sock_hooks sock_hooks = {on_sock_connected, on_sock_reply, o
 
 static void conn_connect(leash__conn *conn) {
     const leash__conn_cfg *cfg = conn->cfg;
-    leash__sock_addr addr = {cfg->host, cfg->port, cfg->unix_path};
+    leash__sock_addr addr = {cfg->host, cfg->port, cfg->unix_path, cfg->tls,
+                             cfg->tls_server_name ? cfg->tls_server_name : cfg->host};
     char err[160];
 
     if (cfg->host == NULL && cfg->unix_path == NULL)
@@ -866,9 +876,24 @@ static void conn_timer_fired(void *arg) {
             conn_connect(conn);
         break;
     case LEASH__CONN_CONNECTING:
-        if (now >= conn->next_attempt) {
-            leash__log(conn_log(conn), failure_level(conn), "%s: connect timed out",
-                       role_name(conn));
+        if (now >= conn->next_attempt && conn->sock != NULL &&
+            leash__sock_in_tls_handshake(conn->sock)) {
+            /* TCP connected, TLS never answered: what a plain-TCP port
+             * does (Redis waits for a line that a ClientHello lacks). */
+            leash__log(conn_log(conn), refusal_level(conn),
+                       "%s: TLS handshake not answered within connect_timeout_ms (%lld ms): "
+                       "is this port TLS? (a plain-TCP Redis never answers a ClientHello)",
+                       role_name(conn), (long long)conn->cfg->connect_timeout_ms);
+            conn->refused = LEASH_ETLS;
+            conn_break(conn);
+            if (env->freeing)
+                return;
+        } else if (now >= conn->next_attempt) {
+            leash__log(conn_log(conn), failure_level(conn), "%s: connect timed out%s",
+                       role_name(conn),
+                       conn->sock != NULL && leash__sock_resolving(conn->sock)
+                           ? " (no answer from DNS yet)"
+                           : "");
             conn_break(conn);
             if (env->freeing)
                 return;

@@ -12,6 +12,8 @@
  *                    BUSY, ...), or the connection broke after it was sent
  *                    and it is not LEASH__CMD_RETRY (or its deadline passed);
  *   LEASH_EAUTH      the handshake was refused while it waited;
+ *   LEASH_ETLS       TLS was refused while it waited (a certificate, an
+ *                    alert, a server that does not speak TLS);
  *   LEASH_ECANCELED  the connection is torn down (the client is freed).
  * A LEASH__CMD_RETRY command whose connection broke is sent again once the
  * connection is back (leash's scripts are idempotent per owner token). Any
@@ -107,7 +109,7 @@ enum leash__conn_role {
 };
 enum leash__conn_state {
     LEASH__CONN_DOWN,       /* waiting for the next connect attempt */
-    LEASH__CONN_CONNECTING, /* TCP / unix connect in progress */
+    LEASH__CONN_CONNECTING, /* TCP / unix connect (and TLS handshake) in progress */
     LEASH__CONN_HANDSHAKE,  /* AUTH / SELECT / TIME / SCRIPT LOAD sent */
     LEASH__CONN_READY
 };
@@ -122,6 +124,8 @@ typedef struct leash__conn_cfg {
     int db;
     int64_t connect_timeout_ms, command_timeout_ms;
     int64_t reconnect_min_ms, reconnect_max_ms;
+    leash__tls *tls;             /* NULL: plain TCP; else TLS to a host (not a unix socket) */
+    const char *tls_server_name; /* SNI and the name verified; NULL: host */
     const leash__script *const *scripts; /* SCRIPT LOADed on a command connection */
     int nscripts;
     /* ROLE in the handshake of a command connection: a server that is not
@@ -149,7 +153,7 @@ struct leash__conn {
     unsigned handshake_left; /* handshake commands written */
     unsigned handshake_next; /* ... and answered */
     int handshake_tags[LEASH__HANDSHAKE_MAX];
-    int auth_failed;         /* the last handshake was refused */
+    int refused;             /* the last handshake was refused: LEASH_EAUTH or LEASH_ETLS */
     int handshake_busy;      /* the last handshake got LOADING or BUSY */
     int not_master;          /* require_master: the server said it is a replica */
     unsigned failures;       /* connect attempts that failed since it was last ready */

@@ -14,6 +14,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "wire/resolve.h"
+
 /* What one read takes at most; a read that fills it is followed by another
  * before the loop turns. */
 #define READ_CHUNK 16384
@@ -27,8 +29,19 @@ struct leash__sock {
     leash__env *env;
     int fd;
     void *io;
-    int events; /* what the watcher waits for */
-    int connecting;
+    int events;             /* what the watcher waits for */
+    int connecting;         /* resolving the name (query), then connecting */
+    char *host;             /* the name or address connected to, for log lines */
+    leash__query *query;    /* while the name resolves */
+    leash__addrs *addrs;    /* where to connect, in order (NULL: a unix socket) */
+    size_t next;            /* the next of them to try */
+    leash__tls *tls;        /* TLS once connected (NULL: plain) */
+    const char *tls_name;   /* the name sent and verified */
+    leash__tls_session *ts; /* from the connect on, with tls */
+    int handshaking;        /* the TLS handshake runs */
+    int write_wants_read;   /* the last TLS write waits for the fd to be readable */
+    int read_wants_write;   /* the last TLS read waits for it to be writable */
+    int heard;              /* the server sent data: TLS was accepted */
     char *obuf;
     size_t olen, opos, ocap;
     redisReader *reader;
@@ -114,37 +127,75 @@ static void set_events(leash__sock *s, int events) {
     }
 }
 
-/* Releases the fd and its watcher; hooks fire no more. */
-static void shut(leash__sock *s) {
-    s->dead = 1;
+static void drop_fd(leash__sock *s) {
     if (s->io != NULL) {
         s->env->loop.io_free(s->env->loop.data, s->io);
         s->io = NULL;
+    }
+    if (s->ts != NULL) {
+        leash__tls_session_free(s->ts);
+        s->ts = NULL;
     }
     if (s->fd >= 0) {
         close(s->fd);
         s->fd = -1;
     }
+    s->events = 0;
+}
+
+/* Releases the fd and its watcher, or ends the name's query; hooks fire
+ * no more. */
+static void shut(leash__sock *s) {
+    s->dead = 1;
+    if (s->query != NULL) {
+        leash__resolve_cancel(s->query);
+        s->query = NULL;
+    }
+    drop_fd(s);
 }
 
 static void sock_free(leash__sock *s) {
     if (s->reader != NULL)
         redisReaderFree(s->reader);
     free(s->obuf);
+    free(s->host);
+    free(s->addrs);
     free(s);
+}
+
+static void fail_status(leash__sock *s, int status, const char *why) {
+    if (s->dead)
+        return;
+    shut(s);
+    s->hooks->closed(s->owner, status, why);
 }
 
 static void fail(leash__sock *s, const char *what, int err) {
     char why[256]; /* room for the longest `what` a caller makes (180) and an errno text */
 
-    if (s->dead)
-        return;
     if (err != 0)
         snprintf(why, sizeof(why), "%s: %s", what, strerror(err));
     else
         snprintf(why, sizeof(why), "%s", what);
-    shut(s);
-    s->hooks->closed(s->owner, why);
+    fail_status(s, LEASH_ECONN, why);
+}
+
+/* A TLS call ended the connection (n: LEASH__TLS_CLOSED, _BROKEN or
+ * _FAILED, why from the session). A refusal counts as TLS's (LEASH_ETLS)
+ * until the server has sent data: with TLS 1.3 a server that wants a
+ * client certificate says so only after the client's handshake is done. */
+static void tls_fail(leash__sock *s, long n, const char *why) {
+    fail_status(s, n == LEASH__TLS_FAILED && !s->heard ? LEASH_ETLS : LEASH_ECONN, why);
+}
+
+/* The output buffer went out whole. */
+static void drained(leash__sock *s) {
+    s->opos = s->olen = 0;
+    if (s->ocap > OBUF_KEEP) {
+        free(s->obuf);
+        s->obuf = NULL;
+        s->ocap = 0;
+    }
 }
 
 /* Sends what the socket takes: 0 (all of it, or it would block), or -1
@@ -162,12 +213,30 @@ static int send_out(leash__sock *s) {
             return -1;
         }
     }
-    s->opos = s->olen = 0;
-    if (s->ocap > OBUF_KEEP) {
-        free(s->obuf);
-        s->obuf = NULL;
-        s->ocap = 0;
+    drained(s);
+    return 0;
+}
+
+/* The same through the TLS session: 0, or the LEASH__TLS_* failure with
+ * why. A record that could not go out whole stays in the session, and the
+ * next try passes the same bytes again (the buffer may have moved or
+ * grown: SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER). */
+static long tls_send_out(leash__sock *s, char *why, size_t whylen) {
+    s->write_wants_read = 0;
+    while (s->opos < s->olen) {
+        long n = leash__tls_write(s->ts, s->obuf + s->opos, s->olen - s->opos, why, whylen);
+        if (n > 0) {
+            s->opos += (size_t)n;
+        } else if (n == LEASH__TLS_WANT_WRITE) {
+            return 0;
+        } else if (n == LEASH__TLS_WANT_READ) {
+            s->write_wants_read = 1;
+            return 0;
+        } else {
+            return n;
+        }
     }
+    drained(s);
     return 0;
 }
 
@@ -177,6 +246,15 @@ static void write_some(leash__sock *s) {
         return;
     }
     set_events(s, LEASH_IO_READ | (s->olen > s->opos ? LEASH_IO_WRITE : 0));
+}
+
+/* What the events of a TLS socket are: always readable (replies, the
+ * server's close), writable while output waits and the session does not
+ * wait for a read first, or while a read waits for it. */
+static void tls_watch(leash__sock *s) {
+    int write = s->read_wants_write || (s->olen > s->opos && !s->write_wants_read);
+
+    set_events(s, LEASH_IO_READ | (write ? LEASH_IO_WRITE : 0));
 }
 
 /* Hands every complete reply to the owner. 0 once the socket died. */
@@ -201,6 +279,15 @@ static int deliver(leash__sock *s) {
     }
 }
 
+/* Input from the server, cut into replies: 0 once the socket died. */
+static int take_input(leash__sock *s, const char *buf, size_t n) {
+    if (redisReaderFeed(s->reader, buf, n) != REDIS_OK) {
+        fail(s, "protocol error: out of memory", 0);
+        return 0;
+    }
+    return deliver(s);
+}
+
 static void read_some(leash__sock *s) {
     char buf[READ_CHUNK];
 
@@ -217,26 +304,108 @@ static void read_some(leash__sock *s) {
                 fail(s, "read failed", errno);
             return;
         }
-        if (redisReaderFeed(s->reader, buf, (size_t)n) != REDIS_OK) {
-            fail(s, "protocol error: out of memory", 0);
-            return;
-        }
-        if (!deliver(s) || (size_t)n < sizeof(buf))
+        if (!take_input(s, buf, (size_t)n) || (size_t)n < sizeof(buf))
             return;
     }
 }
 
+/* Reads until the session wants the fd to be readable again: a short read
+ * does not mean that the socket is empty (a record is read whole or not
+ * at all), and records the session already holds show on no fd. */
+static void tls_read_some(leash__sock *s) {
+    char buf[READ_CHUNK], why[256];
+
+    s->read_wants_write = 0;
+    for (;;) {
+        long n = leash__tls_read(s->ts, buf, sizeof(buf), why, sizeof(why));
+        if (n == LEASH__TLS_WANT_READ)
+            return;
+        if (n == LEASH__TLS_WANT_WRITE) {
+            s->read_wants_write = 1;
+            return;
+        }
+        if (n < 0) {
+            tls_fail(s, n, why);
+            return;
+        }
+        s->heard = 1;
+        if (!take_input(s, buf, (size_t)n))
+            return;
+    }
+}
+
+static void tls_io(leash__sock *s, int events) {
+    char why[256], alert[256], c;
+    long rc;
+
+    if (s->olen > s->opos && ((events & LEASH_IO_WRITE) || s->write_wants_read) &&
+        (rc = tls_send_out(s, why, sizeof(why))) != 0) {
+        /* A server that refused this client (TLS 1.3: after the handshake)
+         * sent its alert and closed; the write met the close. The alert,
+         * when it came first, is still to be read: it says why. */
+        if (!s->heard && rc == LEASH__TLS_BROKEN &&
+            leash__tls_read(s->ts, &c, 1, alert, sizeof(alert)) == LEASH__TLS_FAILED)
+            tls_fail(s, LEASH__TLS_FAILED, alert);
+        else
+            tls_fail(s, rc, why);
+        return;
+    }
+    if ((events & LEASH_IO_READ) || s->read_wants_write)
+        tls_read_some(s);
+    if (!s->dead)
+        tls_watch(s);
+}
+
+/* The TLS handshake, as far as the socket allows; the owner hears of the
+ * connection once it is done. */
+static void tls_handshake(leash__sock *s) {
+    char why[256];
+    int rc = leash__tls_handshake(s->ts, why, sizeof(why));
+
+    if (rc == LEASH__TLS_DONE) {
+        s->handshaking = 0;
+        tls_watch(s);
+        s->hooks->connected(s->owner);
+    } else if (rc == LEASH__TLS_WANT_READ) {
+        set_events(s, LEASH_IO_READ);
+    } else if (rc == LEASH__TLS_WANT_WRITE) {
+        set_events(s, LEASH_IO_WRITE);
+    } else {
+        tls_fail(s, rc, why);
+    }
+}
+
+static void start_tls(leash__sock *s) {
+    char err[160];
+
+    s->ts = leash__tls_session_new(s->tls, s->fd, s->tls_name, err, sizeof(err));
+    if (s->ts == NULL) {
+        fail(s, err, 0);
+        return;
+    }
+    s->handshaking = 1;
+    tls_handshake(s);
+}
+
+static int connect_next(leash__sock *s, int err, char *why, size_t len);
+
 static void finish_connect(leash__sock *s) {
     int err = 0;
     socklen_t len = sizeof(err);
+    char why[200];
 
     if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
         err = errno;
     if (err != 0) {
-        fail(s, "connect failed", err);
+        if (connect_next(s, err, why, sizeof(why)) != 0)
+            fail(s, why, 0);
         return;
     }
     s->connecting = 0;
+    if (s->tls != NULL) {
+        start_tls(s);
+        return;
+    }
     set_events(s, LEASH_IO_READ | (s->olen > s->opos ? LEASH_IO_WRITE : 0));
     s->hooks->connected(s->owner);
 }
@@ -249,6 +418,10 @@ static void on_io(void *arg, int events) {
     s->dispatching++;
     if (s->connecting) {
         finish_connect(s);
+    } else if (s->handshaking) {
+        tls_handshake(s);
+    } else if (s->ts != NULL) {
+        tls_io(s, events);
     } else {
         if (!s->dead && (events & LEASH_IO_WRITE))
             write_some(s);
@@ -298,78 +471,166 @@ static int connect_unix(const char *path, char *err, size_t errlen) {
     return fd;
 }
 
-static int connect_tcp(const char *host, int port, char *err, size_t errlen) {
-    struct addrinfo hints, *res = NULL, *ai;
+/* Watches fd, whose connect was started. 0, or -1 (fd closed). */
+static int watch_fd(leash__sock *s, int fd) {
+    s->io = s->env->loop.io_new(s->env->loop.data, fd, on_io, s);
+    if (s->io == NULL) {
+        close(fd);
+        return -1;
+    }
+    s->fd = fd;
+    /* The connect's end shows as writable, even when it is already done:
+     * the owner hears of it from the loop either way. */
+    set_events(s, LEASH_IO_WRITE);
+    return 0;
+}
+
+/* Starts a connect to the next address that takes one (the fd of the one
+ * before is closed): 0; or -1 once none is left, with why (err: errno of
+ * the address before, 0 for none). */
+static int connect_next(leash__sock *s, int err, char *why, size_t len) {
+    char at[64], then[64];
+
+    drop_fd(s);
+    if (s->addrs == NULL) { /* a unix socket */
+        snprintf(why, len, "connect failed: %s", strerror(err));
+        return -1;
+    }
+    while (s->next < s->addrs->n) {
+        const struct sockaddr *sa = (const struct sockaddr *)&s->addrs->at[s->next].sa;
+        int fd;
+
+        if (err != 0) {
+            leash__addr_text((const struct sockaddr *)&s->addrs->at[s->next - 1].sa, at,
+                             sizeof(at));
+            leash__addr_text((const struct sockaddr *)&s->addrs->at[s->next].sa, then,
+                             sizeof(then));
+            leash__log(&s->env->log, LEASH_LOG_INFO, "%s: connect to %s failed (%s): trying %s",
+                       s->host, at, strerror(err), then);
+        }
+        fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+        } else if (connect(fd, sa, s->addrs->at[s->next].len) != 0 && errno != EINPROGRESS) {
+            err = errno;
+            close(fd);
+        } else {
+            tune_tcp(fd);
+            if (watch_fd(s, fd) != 0) {
+                snprintf(why, len, "out of memory (fd watcher)");
+                return -1;
+            }
+            s->next++;
+            return 0;
+        }
+        s->next++;
+    }
+    leash__addr_text((const struct sockaddr *)&s->addrs->at[s->addrs->n - 1].sa, at, sizeof(at));
+    if (s->addrs->n > 1)
+        snprintf(why, len, "connect failed (%s, the last of %zu addresses of %s): %s", at,
+                 s->addrs->n, s->host, strerror(err));
+    else
+        snprintf(why, len, "connect failed (%s): %s", at, strerror(err));
+    return -1;
+}
+
+/* The name's addresses came (or why not). */
+static void on_resolved(void *arg, leash__addrs *addrs, const char *why_not) {
+    leash__sock *s = arg;
+    char why[200];
+
+    s->query = NULL;
+    s->dispatching++;
+    if (addrs == NULL) {
+        snprintf(why, sizeof(why), "cannot resolve %s: %s", s->host, why_not);
+        fail(s, why, 0);
+    } else {
+        s->addrs = addrs;
+        leash__log(&s->env->log, LEASH_LOG_DEBUG, "%s: %zu address%s", s->host, addrs->n,
+                   addrs->n == 1 ? "" : "es");
+        if (connect_next(s, 0, why, sizeof(why)) != 0)
+            fail(s, why, 0);
+    }
+    if (--s->dispatching == 0 && s->dead)
+        sock_free(s);
+}
+
+/* host as an IP address (never a DNS query): 1 with *out, 0 when it is a
+ * name, -1 without memory. */
+static int ip_literal(const char *host, int port, leash__addrs **out) {
+    struct addrinfo hints, *res = NULL;
     char service[16];
-    int rc, fd = -1, last = 0;
+    leash__addrs *a;
 
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
     snprintf(service, sizeof(service), "%d", port);
-    rc = getaddrinfo(host, service, &hints, &res);
-    if (rc == EAI_NONAME) {
-        /* A name, not an address: the system resolves it (may block). */
-        hints.ai_flags = AI_NUMERICSERV;
-        rc = getaddrinfo(host, service, &hints, &res);
-    }
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot resolve %s: %s", host, gai_strerror(rc));
+    if (getaddrinfo(host, service, &hints, &res) != 0)
+        return 0;
+    a = malloc(sizeof(*a) + sizeof(a->at[0]));
+    if (a == NULL || res->ai_addrlen > sizeof(a->at[0].sa)) {
+        free(a);
+        freeaddrinfo(res);
         return -1;
     }
-    for (ai = res; ai != NULL; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            last = errno;
-            continue;
-        }
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS)
-            break;
-        last = errno;
-        close(fd);
-        fd = -1;
-    }
+    a->n = 1;
+    memcpy(&a->at[0].sa, res->ai_addr, res->ai_addrlen);
+    a->at[0].len = res->ai_addrlen;
     freeaddrinfo(res);
-    if (fd < 0) {
-        snprintf(err, errlen, "connect %s:%d: %s", host, port, strerror(last));
-        return -1;
-    }
-    tune_tcp(fd);
-    return fd;
+    *out = a;
+    return 1;
 }
 
 leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
                               const leash__sock_hooks *hooks, void *owner, char *err,
                               size_t errlen) {
     leash__sock *s = calloc(1, sizeof(*s));
+    int literal = 0, fd;
 
-    if (s == NULL || (s->reader = reader_new()) == NULL) {
+    if (s == NULL || (s->reader = reader_new()) == NULL ||
+        (addr->unix_path == NULL &&
+         ((s->host = strdup(addr->host)) == NULL ||
+          (literal = ip_literal(addr->host, addr->port, &s->addrs)) < 0))) {
         snprintf(err, errlen, "out of memory");
-        free(s);
+        if (s != NULL)
+            sock_free(s);
         return NULL;
     }
     s->env = env;
     s->hooks = hooks;
     s->owner = owner;
-    s->fd = addr->unix_path != NULL ? connect_unix(addr->unix_path, err, errlen)
-                                    : connect_tcp(addr->host, addr->port, err, errlen);
-    if (s->fd < 0) {
-        sock_free(s);
-        return NULL;
+    if (addr->unix_path == NULL) {
+        s->tls = addr->tls;
+        s->tls_name = addr->tls_name;
     }
-    s->io = env->loop.io_new(env->loop.data, s->fd, on_io, s);
-    if (s->io == NULL) {
-        snprintf(err, errlen, "out of memory (fd watcher)");
-        close(s->fd);
-        sock_free(s);
-        return NULL;
-    }
-    /* The connect's end shows as writable, even when it is already done:
-     * the owner hears of it from the loop either way. */
+    s->fd = -1;
     s->connecting = 1;
-    set_events(s, LEASH_IO_WRITE);
+    if (addr->unix_path != NULL) {
+        if ((fd = connect_unix(addr->unix_path, err, errlen)) < 0)
+            goto failed;
+        if (watch_fd(s, fd) != 0) {
+            snprintf(err, errlen, "out of memory (fd watcher)");
+            goto failed;
+        }
+    } else if (literal) {
+        /* An IP address connects at once. */
+        if (connect_next(s, 0, err, errlen) != 0)
+            goto failed;
+    } else {
+        /* A name: resolving, then connecting (on_resolved). */
+        s->query =
+            leash__resolve(env->resolver, addr->host, addr->port, on_resolved, s, err, errlen);
+        if (s->query == NULL)
+            goto failed;
+    }
     return s;
+
+failed:
+    drop_fd(s);
+    sock_free(s);
+    return NULL;
 }
 
 int leash__sock_write(leash__sock *s, const char *buf, size_t len) {
@@ -393,7 +654,7 @@ int leash__sock_write(leash__sock *s, const char *buf, size_t len) {
     }
     memcpy(s->obuf + s->olen, buf, len);
     s->olen += len;
-    if (!s->connecting)
+    if (!s->connecting && !s->handshaking && !s->write_wants_read)
         set_events(s, LEASH_IO_READ | LEASH_IO_WRITE);
     return 0;
 }
@@ -403,7 +664,13 @@ void leash__sock_unwrite(leash__sock *s, size_t n) {
 }
 
 void leash__sock_flush_now(leash__sock *s) {
-    if (!s->dead && !s->connecting)
+    char why[256];
+
+    if (s->dead || s->connecting || s->handshaking)
+        return;
+    if (s->ts != NULL)
+        (void)tls_send_out(s, why, sizeof(why));
+    else
         (void)send_out(s);
 }
 
@@ -414,7 +681,18 @@ size_t leash__sock_unsent(const leash__sock *s) {
 int leash__sock_has_input(const leash__sock *s) {
     char c;
 
-    return s->fd >= 0 && recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+    if (s->fd < 0)
+        return 0;
+    return (s->ts != NULL && leash__tls_pending(s->ts)) ||
+           recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+}
+
+int leash__sock_in_tls_handshake(const leash__sock *s) {
+    return s->handshaking;
+}
+
+int leash__sock_resolving(const leash__sock *s) {
+    return s->query != NULL;
 }
 
 int leash__sock_fd(const leash__sock *s) {

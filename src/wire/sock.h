@@ -1,6 +1,8 @@
 /*
- * A nonblocking socket to one Redis server: the connect, an output buffer
- * that goes out as the socket takes it, and the input cut into replies by
+ * A nonblocking socket to one Redis server: the connect, TLS when asked
+ * (wire/tls.h: the handshake after the connect, then every read and write
+ * through the session), an output buffer that goes out as the socket takes
+ * it, and the input cut into replies by
  * hiredis's reply parser (redisReader; no hiredis connection is involved,
  * so no frame a server sends can trip hiredis's own asserts). The loop
  * watches the fd through the io hooks of leash/loop.h.
@@ -15,34 +17,43 @@
 #include <stddef.h>
 
 #include "base/env.h"
+#include "wire/tls.h"
 
 struct redisReply;
 typedef struct leash__sock leash__sock;
 
 typedef struct leash__sock_hooks {
-    /* The connect completed: writes go out from now on. */
+    /* The connect (and the TLS handshake) completed: writes go out from
+     * now on. */
     void (*connected)(void *owner);
     /* One reply, in the order they came. Returns 0 (the socket frees it
      * when the hook returns) or 1 (the owner took it: freeReplyObject). */
     int (*reply)(void *owner, struct redisReply *reply);
     /* The connect failed, or the peer closed, or a read, a write or the
-     * parser failed (why says which). The socket is closed and freed when
-     * the hook returns: forget it. */
-    void (*closed)(void *owner, const char *why);
+     * parser failed (why says which). status is LEASH_ETLS when TLS was
+     * refused before the server said anything (a certificate, an alert, a
+     * peer that does not speak TLS), else LEASH_ECONN. The socket is
+     * closed and freed when the hook returns: forget it. */
+    void (*closed)(void *owner, int status, const char *why);
 } leash__sock_hooks;
 
-/* Where to connect: a unix socket path, or a host (an IP address; a name
- * is resolved by the system, which may block) and port. */
+/* Where to connect: a unix socket path, or a host and port. An IP address
+ * connects at once; a name is resolved first, without blocking (the env's
+ * resolver, wire/resolve.h), again on every open, and each of its
+ * addresses is tried in turn until one connects. For a host, TLS or not. */
 typedef struct leash__sock_addr {
     const char *host;
     int port;
     const char *unix_path;
+    leash__tls *tls;      /* NULL: plain; else TLS once the connect completes */
+    const char *tls_name; /* with tls: the name sent (SNI) and verified */
 } leash__sock_addr;
 
 /*
- * Starts connecting; `connected` or `closed` follows from the loop. NULL
- * when it failed at once (no memory, no watcher, a bad address, a refused
- * unix socket): `err` then says why.
+ * Starts connecting (for a name: resolving, then connecting); `connected`
+ * or `closed` follows from the loop. NULL when it failed at once (no
+ * memory, no watcher, a refused unix socket or IP address): `err` then
+ * says why.
  */
 leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
                               const leash__sock_hooks *hooks, void *owner, char *err,
@@ -62,14 +73,19 @@ void leash__sock_flush_now(leash__sock *s);
 /* Bytes taken by leash__sock_write that the socket did not take yet. */
 size_t leash__sock_unsent(const leash__sock *s);
 
-/* Whether the socket has something to read (bytes, or the server's close)
- * that the loop has not delivered yet. */
+/* Whether the socket has something to read (bytes, or the server's close,
+ * or input the TLS session holds) that the loop has not delivered yet. */
 int leash__sock_has_input(const leash__sock *s);
+
+/* 1 while the TLS handshake runs (the connect itself completed). */
+int leash__sock_in_tls_handshake(const leash__sock *s);
+/* 1 while the host name is being resolved (no connect started yet). */
+int leash__sock_resolving(const leash__sock *s);
 
 /* The fd, for tests that drive the loop by hand; -1 once closed. */
 int leash__sock_fd(const leash__sock *s);
 
-/* Closes the socket; no hook fires any more. */
+/* Closes the socket (a query for its name ends); no hook fires any more. */
 void leash__sock_close(leash__sock *s);
 
 #endif

@@ -1,5 +1,7 @@
 #include "hostile.h"
 
+#include "tls_front.h"
+
 #include <string.h>
 #include <strings.h>
 
@@ -31,6 +33,7 @@ static int hook(fake_redis *f, fr_conn *c, int argc, const char **argv, const si
 }
 
 int64_t hw_command_timeout_ms = 300;
+int hw_tls;
 
 void hw_up(hworld *w, int64_t lease_ms) {
     leash_options o;
@@ -43,6 +46,13 @@ void hw_up(hworld *w, int64_t lease_ms) {
     w->h.script = FR_NOT_A_SCRIPT;
     fr_set_hook(w->f, hook, &w->h);
     fx_fault_options(&o, fr_port(w->f), lease_ms);
+    if (hw_tls) {
+        w->front = tls_front_start(fr_port(w->f));
+        CHECK(w->front != NULL);
+        o.port = tls_front_port(w->front);
+        o.tls = 1;
+        o.tls_ca_file = test_tls_file(0, "ca.pem");
+    }
     o.command_timeout_ms = hw_command_timeout_ms;
     w->c = fx_client_opts(w->loop, &o);
     fx_wait_connected(w->loop, w->c, 3000);
@@ -52,6 +62,7 @@ void hw_up(hworld *w, int64_t lease_ms) {
 void hw_down(hworld *w) {
     leash_client_free(w->c);
     test_run_for(w->loop, 5);
+    tls_front_stop(w->front);
     fr_stop(w->f);
     ev_loop_destroy(w->loop);
 }

@@ -31,12 +31,16 @@ typedef struct hostile {
 typedef struct hworld {
     struct ev_loop *loop;
     fake_redis *f;
+    struct tls_front *front; /* with hw_tls */
     leash_client *c;
     hostile h;
 } hworld;
 
 /* The client's command timeout (300 ms unless a test changes it first). */
 extern int64_t hw_command_timeout_ms;
+/* 1: the client reaches the fake through a TLS front (tls_front.h), so
+ * that every hostile reply arrives over TLS (test_hostile_tls). */
+extern int hw_tls;
 void hw_up(hworld *w, int64_t lease_ms);
 void hw_down(hworld *w);
 /* Misbehave on the next `times` commands that match. */

@@ -8,15 +8,25 @@
 #                          redis_port, or returns 1 when none came up after
 #                          20 ports. The caller stops redis_pid (it started
 #                          it, so it knows the pid is its own).
+#                          With redis_tls_dir set (a folder made by
+#                          scripts/make-certs) the server also serves TLS,
+#                          with its server.pem, on redis_tls_port.
 
 test_redis_start() {
-    local dir=$1 bin=${LEASH_REDIS_SERVER:-redis-server} port pid
+    local dir=$1 bin=${LEASH_REDIS_SERVER:-redis-server} port pid tls=()
     redis_pid=
     redis_port=
+    redis_tls_port=
     for _ in $(seq 20); do
         port=$((20000 + RANDOM % 40000))
+        if [[ -n ${redis_tls_dir:-} ]]; then
+            redis_tls_port=$((20000 + RANDOM % 40000))
+            tls=(--tls-port "$redis_tls_port" --tls-cert-file "$redis_tls_dir/server.pem"
+                --tls-key-file "$redis_tls_dir/server.key"
+                --tls-ca-cert-file "$redis_tls_dir/ca.pem" --tls-auth-clients no)
+        fi
         "$bin" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-            --dir "$dir" --logfile "$dir/redis.log" &
+            --dir "$dir" --logfile "$dir/redis.log" "${tls[@]}" &
         pid=$!
         for _ in $(seq 50); do
             if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then

@@ -497,6 +497,8 @@ static char *node_config(const test_cluster *c, int bus_port) {
     fputs("shutdown-on-sigterm now\n", f);
     if (c->cfg.requirepass)
         test_redis_put_config(f, "masterauth", c->cfg.requirepass);
+    if (c->cfg.tls_dir)
+        fputs("tls-cluster yes\ntls-replication yes\n", f);
     if (c->cfg.extra)
         fprintf(f, "%s\n", c->cfg.extra);
     if (fclose(f) != 0) {
@@ -545,6 +547,7 @@ static int start_node(test_cluster *c) {
         rc.requirepass = c->cfg.requirepass;
         rc.acl_user = c->cfg.acl_user;
         rc.extra = extra;
+        rc.tls_dir = c->cfg.tls_dir;
         rc_start = test_redis_start(&n->server, &rc);
         free(extra);
         if (rc_start == 0) {
@@ -573,7 +576,7 @@ static int replicate(test_cluster *c, int replica, int master) {
 
 static int copy_config(test_cluster *c, const test_cluster_config *cfg) {
     static const test_cluster_config none;
-    const char *src[3];
+    const char *src[4];
     size_t i;
 
     if (!cfg)
@@ -592,7 +595,8 @@ static int copy_config(test_cluster *c, const test_cluster_config *cfg) {
     src[0] = cfg->requirepass;
     src[1] = cfg->acl_user;
     src[2] = cfg->extra;
-    for (i = 0; i < 3; i++) {
+    src[3] = cfg->tls_dir;
+    for (i = 0; i < 4; i++) {
         if (src[i] && !(c->strings_[i] = strdup(src[i]))) {
             say("out of memory");
             return -1;
@@ -601,6 +605,7 @@ static int copy_config(test_cluster *c, const test_cluster_config *cfg) {
     c->cfg.requirepass = c->strings_[0];
     c->cfg.acl_user = c->strings_[1];
     c->cfg.extra = c->strings_[2];
+    c->cfg.tls_dir = c->strings_[3];
     return 0;
 }
 
@@ -935,7 +940,9 @@ static int migrate_keys(test_cluster *c, int from, int to, const redisReply *key
         say("migrate: out of memory");
         return -1;
     }
-    snprintf(port, sizeof port, "%d", c->node[to].server.port);
+    /* With tls-cluster, MIGRATE speaks TLS: to the TLS port. */
+    snprintf(port, sizeof port, "%d",
+             c->cfg.tls_dir ? c->node[to].server.tls_port : c->node[to].server.port);
     snprintf(timeout, sizeof timeout, "%d", MIGRATE_TIMEOUT_MS);
     argv[fixed++] = "MIGRATE";
     argv[fixed++] = "127.0.0.1";

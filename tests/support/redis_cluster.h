@@ -65,6 +65,11 @@ typedef struct test_cluster_config {
     const char *requirepass;
     const char *acl_user;
     const char *extra;
+    /* NULL, or a folder of certificates (test_tls_certs()): every node also
+     * serves TLS on its server.tls_port, and the cluster bus and the
+     * replication go over TLS (tls-cluster yes, tls-replication yes), so
+     * that CLUSTER SLOTS and MOVED name the TLS ports to TLS clients. */
+    const char *tls_dir;
 } test_cluster_config;
 
 typedef struct test_cluster_node {
@@ -84,7 +89,7 @@ typedef struct test_cluster {
 
     /* Private. */
     int master_[TEST_CLUSTER_MAX_NODES]; /* master of each node when last settled */
-    char *strings_[3];
+    char *strings_[4];
 } test_cluster;
 
 /* ---- life cycle ---- */

@@ -95,6 +95,48 @@ void test_redis_put_config(FILE *f, const char *name, const char *value) {
     fputs("\"\n", f);
 }
 
+void test_redis_put_tls_config(FILE *f, const char *dir, const char *cert, int tls_port,
+                               int auth_clients) {
+    char path[4096];
+
+    fprintf(f, "tls-port %d\n", tls_port);
+    snprintf(path, sizeof path, "%s/%s.pem", dir, cert ? cert : "server");
+    test_redis_put_config(f, "tls-cert-file", path);
+    snprintf(path, sizeof path, "%s/%s.key", dir, cert ? cert : "server");
+    test_redis_put_config(f, "tls-key-file", path);
+    snprintf(path, sizeof path, "%s/ca.pem", dir);
+    test_redis_put_config(f, "tls-ca-cert-file", path);
+    fprintf(f, "tls-auth-clients %s\n", auth_clients ? "yes" : "no");
+}
+
+const char *test_tls_certs(void) {
+    static char dir[512];
+    static int state; /* 0: not tried, 1: made, -1: failed */
+    char cmd[1200];
+
+    if (state == 0) {
+        snprintf(dir, sizeof dir, "%s/certs", test_tmpdir());
+        snprintf(cmd, sizeof cmd, "'%s/scripts/make-certs' '%s' >&2", LEASH_SOURCE_DIR, dir);
+        state = system(cmd) == 0 ? 1 : -1;
+        if (state < 0)
+            fprintf(stderr, "test_tls_certs: %s failed\n", cmd);
+    }
+    return state > 0 ? dir : NULL;
+}
+
+const char *test_tls_file(int slot, const char *name) {
+    static char paths[8][600];
+    const char *dir = test_tls_certs();
+
+    slot &= 7;
+    snprintf(paths[slot], sizeof paths[slot], "%s/%s", dir ? dir : "/nonexistent", name);
+    return paths[slot];
+}
+
+static const char *host_of(const test_redis *r) {
+    return r->cfg.host != NULL ? r->cfg.host : "127.0.0.1";
+}
+
 static int write_config(const test_redis *r) {
     char path[300], log[300];
     FILE *f;
@@ -105,7 +147,7 @@ static int write_config(const test_redis *r) {
     f = fopen(path, "w");
     if (!f)
         return -1;
-    fprintf(f, "port %d\nbind 127.0.0.1\n", r->port);
+    fprintf(f, "port %d\nbind %s\n", r->port, host_of(r));
     if (r->unix_path[0]) {
         test_redis_put_config(f, "unixsocket", r->unix_path);
         fputs("unixsocketperm 700\n", f);
@@ -119,6 +161,9 @@ static int write_config(const test_redis *r) {
         fprintf(f, "user %s\n", r->cfg.acl_user);
     if (r->cfg.extra)
         fprintf(f, "%s\n", r->cfg.extra);
+    if (r->cfg.tls_dir)
+        test_redis_put_tls_config(f, r->cfg.tls_dir, r->cfg.tls_cert, r->tls_port,
+                                  r->cfg.tls_auth_clients);
     ok = !ferror(f);
     return fclose(f) == 0 && ok ? 0 : -1;
 }
@@ -220,7 +265,7 @@ static redisContext *connect_raw(const test_redis *r, int timeout_ms) {
     if (r->unix_path[0])
         c = redisConnectUnixWithTimeout(r->unix_path, tv);
     else
-        c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+        c = redisConnectWithTimeout(host_of(r), r->port, tv);
     if (c && c->err) {
         redisFree(c);
         c = NULL;
@@ -353,8 +398,12 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     r->strings_[0] = dup_or_null(cfg->requirepass);
     r->strings_[1] = dup_or_null(cfg->acl_user);
     r->strings_[2] = dup_or_null(cfg->extra);
+    r->strings_[3] = dup_or_null(cfg->host);
+    r->strings_[4] = dup_or_null(cfg->tls_dir);
+    r->strings_[5] = dup_or_null(cfg->tls_cert);
     if ((cfg->requirepass && !r->strings_[0]) || (cfg->acl_user && !r->strings_[1]) ||
-        (cfg->extra && !r->strings_[2])) {
+        (cfg->extra && !r->strings_[2]) || (cfg->host && !r->strings_[3]) ||
+        (cfg->tls_dir && !r->strings_[4]) || (cfg->tls_cert && !r->strings_[5])) {
         fprintf(stderr, "test_redis_start: out of memory\n");
         test_redis_stop(r);
         return -1;
@@ -362,6 +411,11 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     r->cfg.requirepass = r->strings_[0];
     r->cfg.acl_user = r->strings_[1];
     r->cfg.extra = r->strings_[2];
+    r->cfg.host = r->strings_[3];
+    r->cfg.port = cfg->port;
+    r->cfg.tls_dir = r->strings_[4];
+    r->cfg.tls_cert = r->strings_[5];
+    r->cfg.tls_auth_clients = cfg->tls_auth_clients;
 
     /* Leave room for "/redis-XXXXXX/redis.sock" within sun_path. */
     if (strlen(base) > sizeof r->unix_path - 32)
@@ -381,12 +435,18 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     }
 
     for (attempt = 0; attempt < START_ATTEMPTS; attempt++) {
-        if (!cfg->unix_socket) {
+        if (!cfg->unix_socket && cfg->port != 0) {
+            r->port = cfg->port;
+        } else if (!cfg->unix_socket) {
             r->port = test_redis_free_port();
             if (r->port <= 0) {
                 fprintf(stderr, "test_redis_start: no free port: %s\n", strerror(errno));
                 break;
             }
+        }
+        if (cfg->tls_dir && (r->tls_port = test_redis_free_port()) <= 0) {
+            fprintf(stderr, "test_redis_start: no free port: %s\n", strerror(errno));
+            break;
         }
         if (attempt > 0) {
             char log[300];
@@ -398,7 +458,7 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
         if (launch(r, &exited) == 0)
             return 0;
         /* Only a lost race for the port is worth another try. */
-        if (cfg->unix_socket || !exited)
+        if (cfg->unix_socket || cfg->port != 0 || !exited)
             break;
     }
     fprintf(stderr, "test_redis_start: %s did not come up\n", redis_binary());

@@ -3,7 +3,8 @@
  *
  * Each server gets a fresh folder (under test_tmpdir()) holding its
  * config, its log and, for unix_socket, its socket; it listens on a free
- * port of 127.0.0.1 or on that socket only, keeps no data on disk, and
+ * port of 127.0.0.1 (or the host and port its config gives) or on that
+ * socket only, keeps no data on disk, and
  * is stopped by its pid. The binary is $LEASH_REDIS_SERVER, else
  * redis-server from $PATH, else /usr/bin/redis-server.
  *
@@ -45,18 +46,34 @@ typedef struct test_redis_config {
     /* NULL or more config lines, "\n"-separated, e.g.
      * "enable-debug-command yes\nmaxclients 50". */
     const char *extra;
+    /* NULL, or the address of 127.0.0.0/8 to listen on and be reached at
+     * instead of 127.0.0.1 (Linux routes all of 127/8 to lo). */
+    const char *host;
+    /* 0, or the TCP port to listen on instead of a free one (a start on it
+     * is not tried again on another). */
+    int port;
+    /* NULL, or a folder of certificates made by test_tls_certs(): the
+     * server also serves TLS on tls_port (the plain port stays for the
+     * harness' own connections), with tls_cert.pem and tls_cert.key of
+     * that folder ("server" when NULL) and its ca.pem for clients. */
+    const char *tls_dir;
+    const char *tls_cert;
+    /* With tls_dir: 1 asks every TLS client for a certificate signed by
+     * ca.pem (tls-auth-clients yes); 0 asks for none. */
+    int tls_auth_clients;
 } test_redis_config;
 
 typedef struct test_redis {
     pid_t pid;             /* 0 when not running */
     int port;              /* 0 with unix_socket */
+    int tls_port;          /* with cfg.tls_dir: where TLS is served, else 0 */
     char unix_path[108];   /* "" without unix_socket */
     char dir[256];         /* the server's folder; "" once stopped */
     test_redis_config cfg; /* a copy; its strings are owned by this struct */
 
     /* Private. */
     redisContext *admin_; /* cached connection of test_redis_cmd */
-    char *strings_[4];    /* copies of the cfg strings */
+    char *strings_[6];    /* copies of the cfg strings */
 } test_redis;
 
 /* Starts a server with cfg (NULL: TCP, no password) and waits until it
@@ -97,7 +114,21 @@ long long test_redis_int(test_redis *r, const char *fmt, ...);
  * CONFIG RESETSTAT sets them all back to 0. */
 long long test_redis_calls(test_redis *r, const char *command);
 
+/* A folder of throwaway certificates made once per process with
+ * scripts/make-certs (its top comment lists the files), under
+ * test_tmpdir(); NULL when that failed (said on stderr). */
+const char *test_tls_certs(void);
+
+/* The path of a file in test_tls_certs()'s folder, e.g. "ca.pem", in a
+ * static buffer of its own per call site's slot (0..7). */
+const char *test_tls_file(int slot, const char *name);
+
 /* ---- pieces for harnesses built on these servers (redis_cluster.c) ---- */
+
+/* The config lines of a TLS listener on tls_port (test_redis_config's
+ * tls_dir, tls_cert and tls_auth_clients). */
+void test_redis_put_tls_config(FILE *f, const char *dir, const char *cert, int tls_port,
+                               int auth_clients);
 
 /* A free TCP port of 127.0.0.1, or -1. Free now, not reserved: until the
  * server binds it another process may take it, so a start that fails is
