@@ -622,12 +622,19 @@ void bench_bus_delta(const bench_bus *before, const bench_bus *after, bench_bus 
 int bench_load_scripts(redisContext *c, bench_scripts *s) {
     /* In the dialect's order: acquire, release, renew (then force). */
     static const int which[BENCH_SCRIPT_COUNT] = {0, 1, 2};
-    int i;
+    redisReply *info = redisCommand(c, "INFO server");
+    int i, version = 0;
 
+    /* The variant of each script that the library sends to this server. */
+    if (info != NULL && info->type == REDIS_REPLY_STRING)
+        version = leash__info_version(info->str);
+    if (info != NULL)
+        freeReplyObject(info);
     leash__dialects_init();
     for (i = 0; i < BENCH_SCRIPT_COUNT; i++) {
         redisReply *r =
-            redisCommand(c, "SCRIPT LOAD %s", leash__dialect_leash.scripts[which[i]]->src);
+            redisCommand(c, "SCRIPT LOAD %s",
+                         leash__script_for(leash__dialect_leash.scripts[which[i]], version)->src);
         int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
         if (ok)
             memcpy(s->sha[i], r->str, 41);

@@ -223,7 +223,8 @@ typedef struct bench_scripts {
 } bench_scripts;
 
 /* SCRIPT LOAD of leash's acquire, release and renew scripts (the text the
- * library loads, from src/scripts.c). 0 or -1. */
+ * library loads, from src/dialect/, in the variant it sends to this
+ * server's version). 0 or -1. */
 int bench_load_scripts(redisContext *c, bench_scripts *s);
 
 /* bench_start_server (no config), a connection to it in *admin, and the

@@ -120,7 +120,6 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
         c->cfg.dialect == LEASH_DIALECT_REDISSON ? &leash__dialect_redisson : &leash__dialect_leash;
     core->key_prefix = c->cfg.key_prefix;
     core->db = c->cfg.db;
-    core->sharded = c->cfg.sharded;
     core->fenced = c->cfg.topology == LEASH_TOPOLOGY_REDLOCK;
     core->wait_replicas = c->cfg.wait_replicas;
     core->lease_ms = c->cfg.lease_ms;
@@ -148,6 +147,12 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     c->route_cfg.seeds = c->cfg.nodes;
     c->route_cfg.nseeds = c->cfg.nnodes;
     c->route_cfg.sharded = c->cfg.sharded;
+    c->route_cfg.sharded_auto = c->cfg.pubsub == LEASH_PUBSUB_AUTO;
+    c->conn_cfg.pubsub_auto = c->cfg.pubsub == LEASH_PUBSUB_AUTO;
+    if (c->cfg.pubsub == LEASH_PUBSUB_SHARDED) {
+        c->conn_cfg.min_version = LEASH__VERSION(7, 0, 0);
+        c->conn_cfg.min_version_for = "sharded pub/sub (LEASH_PUBSUB_SHARDED)";
+    }
     c->route_cfg.wait_replicas = c->cfg.wait_replicas;
     c->route_cfg.wait_timeout_ms = c->cfg.wait_timeout_ms;
     c->route_cfg.sentinel_master = c->cfg.sentinel_master;

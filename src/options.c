@@ -482,6 +482,7 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
     c.reconnect_max_ms = o->reconnect_max_ms;
     c.sub_linger_ms = o->sub_linger_ms;
     c.topology = o->topology;
+    c.pubsub = o->pubsub;
     c.sharded = o->pubsub == LEASH_PUBSUB_SHARDED ||
                 (o->pubsub == LEASH_PUBSUB_AUTO && o->topology == LEASH_TOPOLOGY_CLUSTER);
     c.wait_replicas = o->wait_replicas;

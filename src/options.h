@@ -28,7 +28,8 @@ typedef struct leash__config {
     int64_t reconnect_max_ms;
     int64_t sub_linger_ms;
     int topology;
-    int sharded; /* SSUBSCRIBE/SPUBLISH */
+    int pubsub;  /* enum leash_pubsub, as asked */
+    int sharded; /* SSUBSCRIBE/SPUBLISH (a server before 7.0 may turn AUTO's off) */
     int wait_replicas;
     int64_t wait_timeout_ms;
     int dialect; /* enum leash_dialect */

@@ -147,7 +147,7 @@ TEST(an_acl_user_with_the_documented_cluster_rights_works) {
     cfg.requirepass = "cluster-admin-pw";
     cfg.acl_user = "locker on >locker-pw resetkeys ~leash:* resetchannels &leash:* -@all "
                    "+evalsha +eval +subscribe +unsubscribe +publish +spublish +ssubscribe "
-                   "+sunsubscribe +time +get +set +del +pexpire +pttl +cluster|slots +asking";
+                   "+sunsubscribe +time +info +get +set +del +pexpire +pttl +cluster|slots +asking";
     CHECK_EQ_INT(test_cluster_start(&c, &cfg), 0);
     loop = fx_loop_new();
     cluster_options(&o, &c, seeds, bufs, 5000);

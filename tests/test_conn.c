@@ -290,6 +290,36 @@ TEST(an_attempt_that_waited_for_the_connection_longer_than_its_lease_is_granted)
     ev_loop_destroy(loop);
 }
 
+/* LEASH_PUBSUB_SHARDED works on a server with sharded pub/sub (7.0 and
+ * later) and is refused, with a log line, on one without: chosen by the
+ * version the handshake read, on whichever server the tests run
+ * (LEASH_REDIS_SERVER). */
+TEST(sharded_pubsub_needs_redis_7) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    int v = test_redis_version();
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    fx_options(&o, &r, 5000);
+    o.pubsub = LEASH_PUBSUB_SHARDED;
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "sharded");
+    if (v >= 70000) {
+        CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    } else {
+        CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_EREDIS);
+        CHECK(fx_log_contains("sharded pub/sub (LEASH_PUBSUB_SHARDED) needs Redis 7.0.0 or later"));
+        CHECK(!leash_client_connected(c));
+    }
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
 #define IN_FLIGHT 40
 
 TEST(client_free_with_commands_in_flight) {
@@ -318,6 +348,79 @@ TEST(client_free_with_commands_in_flight) {
         CHECK_EQ_INT(res[i].status, LEASH_ECANCELED);
     }
     test_redis_thaw(&r);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+/* Issue 26: a burst is not an outage. BURST try-once acquires issued at
+ * once on one client with command_timeout_ms = 200 (distinct names, each
+ * released as it is granted): Redis answers throughout, so every one is
+ * granted, whether it waited in leash's output buffer, in the kernel's or in
+ * the server's behind the others, and the connection is never dropped. */
+#define BURST 20000
+
+static int burst_granted, burst_refused, burst_released, burst_econn;
+
+static void burst_released_cb(leash_lock *l, int status, void *arg) {
+    (void)l;
+    (void)arg;
+    if (status == LEASH_OK)
+        burst_released++;
+}
+
+static void burst_acquired_cb(leash_lock *l, int status, void *arg) {
+    (void)arg;
+    if (status != LEASH_OK) {
+        burst_refused++;
+        burst_econn += status == LEASH_ECONN;
+        return;
+    }
+    burst_granted++;
+    CHECK_EQ_INT(leash_release(l, burst_released_cb, NULL), LEASH_OK);
+}
+
+TEST(a_burst_that_redis_keeps_answering_is_not_an_outage) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock **locks = calloc(BURST, sizeof(*locks));
+    leash_stats s;
+    char name[32];
+    int64_t t0;
+    int i;
+
+    CHECK(locks != NULL);
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    fx_options(&o, &r, 5000);
+    o.command_timeout_ms = 200;
+    o.log_level = LEASH_LOG_INFO;
+    c = fx_client_opts(loop, &o);
+    fx_wait_connected(loop, c, 5000);
+    t0 = test_now_ms();
+    for (i = 0; i < BURST; i++) {
+        snprintf(name, sizeof(name), "burst-%d", i);
+        locks[i] = leash_lock_new(c, name);
+        CHECK(locks[i] != NULL);
+        CHECK_EQ_INT(leash_acquire(locks[i], 0, burst_acquired_cb, NULL), LEASH_OK);
+    }
+    fprintf(stderr, "  %d acquires issued in %lld ms\n", BURST, (long long)(test_now_ms() - t0));
+    while (burst_released + burst_refused < BURST && test_now_ms() - t0 < 30000)
+        test_run_for(loop, 10);
+    fprintf(stderr, "  %d granted, %d refused (%d LEASH_ECONN), %d released in %lld ms\n",
+            burst_granted, burst_refused, burst_econn, burst_released,
+            (long long)(test_now_ms() - t0));
+    CHECK_EQ_INT(burst_econn, 0);
+    CHECK_EQ_INT(burst_granted, BURST);
+    CHECK_EQ_INT(burst_released, BURST);
+    CHECK(!fx_log_contains("no reply for"));
+    leash_client_stats(c, &s);
+    CHECK_EQ_INT(s.disconnects, 0);
+    CHECK_EQ_INT(test_redis_int(&r, "DBSIZE"), 0);
+    for (i = 0; i < BURST; i++)
+        leash_lock_free(locks[i]);
+    free(locks);
+    leash_client_free(c);
     test_redis_stop(&r);
     ev_loop_destroy(loop);
 }
@@ -404,6 +507,8 @@ int main(int argc, char **argv) {
         TEST_CASE(frozen_server_gives_econn_then_recovers),
         TEST_CASE(work_issued_while_disconnected_waits_for_the_connection),
         TEST_CASE(an_attempt_that_waited_for_the_connection_longer_than_its_lease_is_granted),
+        TEST_CASE(a_burst_that_redis_keeps_answering_is_not_an_outage),
+        TEST_CASE(sharded_pubsub_needs_redis_7),
         TEST_CASE(client_free_with_commands_in_flight),
         TEST_CASE(client_free_inside_its_callback),
         TEST_CASE(attach_twice_is_refused),

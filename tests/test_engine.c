@@ -818,6 +818,136 @@ TEST(a_hold_lost_to_too_few_replicas_is_given_back_at_its_deadline) {
     sim_free(s);
 }
 
+/* ---- server versions (DESIGN 7) ---- */
+
+static char engine_log[4096];
+
+static void keep_log(int level, const char *msg, void *arg) {
+    size_t len = strlen(engine_log);
+    (void)level;
+    (void)arg;
+    snprintf(engine_log + len, sizeof(engine_log) - len, "%s\n", msg);
+}
+
+static void log_to_engine_log(leash_options *o) {
+    engine_log[0] = '\0';
+    o->log_cb = keep_log;
+    o->log_level = LEASH_LOG_INFO;
+}
+
+/* A client whose server answers INFO server with `info` (its text; NULL:
+ * an error, as a proxy without INFO gives) and whose options `tweak`
+ * changes; its command connection. */
+static leash_client *client_of_version(sim *s, const char *info, void (*tweak)(leash_options *),
+                                       sim_conn **conn) {
+    leash_options o;
+    leash_client *c = NULL;
+    sim_cmd *cmd;
+    char reply[512];
+
+    sim_set_auto(s, SIM_AUTO_INFO, 0);
+    sim_options(s, &o);
+    log_to_engine_log(&o);
+    if (tweak != NULL)
+        tweak(&o);
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
+    CHECK_EQ_INT(sim_attach(s, c), LEASH_OK);
+    cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "INFO");
+    CHECK_STR_EQ(sim_cmd_arg(cmd, 1), "server");
+    *conn = cmd->conn;
+    if (info != NULL)
+        snprintf(reply, sizeof(reply), "$%zu\r\n%s\r\n", strlen(info), info);
+    else
+        snprintf(reply, sizeof(reply), "-ERR unknown command 'INFO'\r\n");
+    CHECK_EQ_INT(sim_reply(cmd->conn, reply), 0);
+    sim_run(s);
+    return c;
+}
+
+/* The acquire script is one SET ... NX GET from Redis 7.0 and a GET and a
+ * SET before: which one goes is chosen by the version INFO gave in the
+ * handshake, on every write; a server that does not say gets the one that
+ * every version runs. */
+TEST(the_acquire_goes_in_the_variant_the_servers_version_runs) {
+    static const struct {
+        const char *info;
+        int newest;
+    } cases[] = {
+        {"# Server\r\nredis_version:6.0.20\r\nos:Linux\r\n", 0},
+        {"# Server\r\nredis_version:6.2.16\r\nos:Linux\r\n", 0},
+        {"# Server\r\nredis_version:7.0.15\r\nos:Linux\r\n", 1},
+        {"# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.0.1\r\n", 1},
+        {NULL, 0},
+    };
+    const leash__script *newest = leash__dialect_leash.scripts[LS_ACQUIRE];
+    size_t i;
+
+    leash__dialects_init();
+    CHECK(newest->older != NULL && newest->since == LEASH__VERSION(7, 0, 0));
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sim *s = sim_new();
+        sim_conn *conn;
+        leash_client *c = client_of_version(s, cases[i].info, NULL, &conn);
+        leash_lock *l = leash_lock_new(c, "versioned");
+        sim_cmd *cmd;
+        rec r = {0, 0};
+
+        CHECK(leash_client_connected(c));
+        CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+        cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
+        CHECK_EQ_INT(script_of(cmd), LS_ACQUIRE);
+        CHECK_MSG(memcmp(sim_cmd_arg(cmd, 1), (cases[i].newest ? newest : newest->older)->sha,
+                         LEASH__SHA_LEN) == 0,
+                  "case %zu: the acquire did not go in the %s variant", i,
+                  cases[i].newest ? "7.0" : "6.0");
+        grant(cmd);
+        sim_run(s);
+        CHECK_EQ_INT(r.status, LEASH_OK);
+        CHECK(i != 3 || strstr(engine_log, "Valkey 8.0.1 (Redis 7.2.4)") != NULL);
+        CHECK(i != 4 || strstr(engine_log, "INFO server did not say the version") != NULL);
+        leash_lock_free(l);
+        serve(s, 0);
+        leash_client_free(c);
+        sim_run(s);
+        sim_free(s);
+    }
+}
+
+static void pubsub_sharded(leash_options *o) {
+    o->pubsub = LEASH_PUBSUB_SHARDED;
+}
+
+/* LEASH_PUBSUB_SHARDED asked of a server before 7.0 (no SSUBSCRIBE, no
+ * SPUBLISH): what waits for the connection fails, with a log line that
+ * says why, and nothing is sent to the server; the next connect asks
+ * again (an upgrade may come). */
+TEST(sharded_pubsub_asked_of_a_server_before_7_is_refused) {
+    sim *s = sim_new();
+    sim_conn *conn;
+    leash_client *c;
+    leash_lock *l;
+    rec r = {0, 0};
+    int i;
+
+    c = client_of_version(s, "# Server\r\nredis_version:6.2.16\r\n", pubsub_sharded, &conn);
+    l = leash_lock_new(c, "sharded");
+    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    for (i = 0; i < 10 && r.calls == 0; i++)
+        sim_advance(s, 50);
+    CHECK_EQ_INT(r.calls, 1);
+    CHECK_EQ_INT(r.status, LEASH_EREDIS);
+    CHECK(!leash_client_connected(c));
+    CHECK(!sim_conn_live(conn));
+    CHECK_MSG(strstr(engine_log, "sharded pub/sub (LEASH_PUBSUB_SHARDED) needs Redis 7.0.0 or "
+                                 "later; the server is 6.2.16") != NULL,
+              "log: %s", engine_log);
+    CHECK(pending(s, LS_ACQUIRE) == NULL);
+    leash_lock_free(l);
+    leash_client_free(c);
+    sim_run(s);
+    sim_free(s);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(freeing_a_client_with_a_woken_queue_sends_no_new_attempts),
@@ -833,6 +963,8 @@ int main(int argc, char **argv) {
         TEST_CASE_T(every_timer_the_loop_is_asked_for_may_fail, 120),
         TEST_CASE(creating_clients_and_handles_may_fail_anywhere),
         TEST_CASE(client_close_releases_everything_and_reports_once),
+        TEST_CASE(the_acquire_goes_in_the_variant_the_servers_version_runs),
+        TEST_CASE(sharded_pubsub_asked_of_a_server_before_7_is_refused),
         {0},
     };
     return test_main(argc, argv, cases);

@@ -16,7 +16,8 @@
 #endif
 
 #ifdef LEASH_TEST_TOPOLOGY_CLUSTER
-#define SHARDED 1 /* leash's LEASH_PUBSUB_AUTO and Redisson on Redis 7 alike */
+/* leash's LEASH_PUBSUB_AUTO and Redisson alike: sharded from Redis 7.0 */
+#define SHARDED (test_redis_version() >= 70000)
 #else
 #define SHARDED 0
 #endif

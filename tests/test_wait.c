@@ -240,6 +240,10 @@ TEST(release_seen_between_attempt_and_sleep_is_not_lost) {
 
     fx_world_up(&w, 5000, 0);
     holder_client = fx_world_client(&w, 5000);
+#ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+    /* The hold must be on every server (the DEL below counts them). */
+    fx_wait_every_server(w.loop, holder_client, FX_REDLOCK_N, 5000);
+#endif
     holder = leash_lock_new(holder_client, "kept");
     CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
     waiter = leash_lock_new(w.c, "kept");

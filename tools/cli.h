@@ -120,6 +120,9 @@ int cli_is_master(const cli_conn *c, int i);
 /* A lock's companion `kind` of key (dialect/leash.c): key \0 [{key}] kind.
  * Returns its length; out holds at least 2 * len + strlen(kind) + 3 bytes. */
 size_t cli_companion(char *out, const char *key, size_t len, const char *kind);
+/* The server's Redis version on rc, as major * 10000 + minor * 100 + patch
+ * (INFO server's redis_version, as the library reads it); 0 not known. */
+int cli_server_version(redisContext *rc);
 /* The channel Redisson announces lock `name`'s releases on (the library's
  * Redisson dialect names it), malloc'ed, its length in *len; NULL without
  * memory or for a name the dialect refuses. */

@@ -357,6 +357,15 @@ int cli_scan(cli_conn *c, int i, const char *pattern,
     return 0;
 }
 
+int cli_server_version(redisContext *rc) {
+    redisReply *r = redisCommand(rc, "INFO server");
+    int v = r != NULL && r->type == REDIS_REPLY_STRING ? leash__info_version(r->str) : 0;
+
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
+}
+
 char *cli_redisson_channel(const cli_conn *c, const char *name, size_t *len) {
     leash__names n;
     leash__logger quiet = {0};

@@ -184,19 +184,30 @@ static void message_event(watcher *w, const cli_node *from, const char *p, size_
     end(w);
 }
 
+/* As the library's LEASH_PUBSUB_AUTO: sharded in a cluster of Redis 7.0
+ * or later (the version INFO server gives; not known: classic). */
+static int sharded_on(const cli_conn *c, redisContext *rc) {
+    if (c->pubsub != LEASH_PUBSUB_AUTO)
+        return c->pubsub == LEASH_PUBSUB_SHARDED;
+    return c->topology == LEASH_TOPOLOGY_CLUSTER && cli_server_version(rc) >= 70000;
+}
+
 /* Subscribes to chan on the server `at`, on a connection of its own. */
 static int subscribe(watcher *w, const cli_node *at, const char *chan, size_t chan_len) {
     cli_conn *c = w->c;
-    int sharded = c->pubsub == LEASH_PUBSUB_SHARDED ||
-                  (c->pubsub == LEASH_PUBSUB_AUTO && c->topology == LEASH_TOPOLOGY_CLUSTER);
-    const char *argv[2] = {sharded ? "SSUBSCRIBE" : "SUBSCRIBE", chan};
-    size_t lens[2] = {strlen(argv[0]), chan_len};
+    const char *argv[2] = {"SUBSCRIBE", chan};
+    size_t lens[2] = {0, chan_len};
     cli_node *n = &w->subs[w->nsubs];
-    redisReply *r;
+    redisReply *r = NULL;
 
     *n = *at;
     n->rc = NULL;
-    r = cli_node_open(c, n) == 0 ? redisCommandArgv(n->rc, 2, argv, lens) : NULL;
+    if (cli_node_open(c, n) == 0) {
+        if (sharded_on(c, n->rc))
+            argv[0] = "SSUBSCRIBE";
+        lens[0] = strlen(argv[0]);
+        r = redisCommandArgv(n->rc, 2, argv, lens);
+    }
     if (r == NULL || r->type == REDIS_REPLY_ERROR) {
         /* Without a reply or a context, c->err already says why. */
         if (r != NULL || n->rc != NULL)

@@ -31,11 +31,13 @@ typedef struct leash__names {
     char *channel; /* where releases are announced */
     size_t channel_len;
     unsigned slot; /* the key's cluster hash slot (every name of a lock shares it) */
-    int sharded;   /* set by the owner: messages go out with SPUBLISH, not PUBLISH */
-    int fenced;    /* set by the owner: grants read the lock's fence floor (Redlock) */
-    int family;    /* a lock of the family (fair, read-write, semaphore): channel is
-                      this client's own, and ends with its 32-digit id */
-    char *mem;     /* one allocation behind all of the above */
+    /* Set by the owner, and read whenever a command is built: while
+     * *sharded (NULL: never), messages go out with SPUBLISH, not PUBLISH. */
+    const int *sharded;
+    int fenced; /* set by the owner: grants read the lock's fence floor (Redlock) */
+    int family; /* a lock of the family (fair, read-write, semaphore): channel is
+                   this client's own, and ends with its 32-digit id */
+    char *mem;  /* one allocation behind all of the above */
 } leash__names;
 
 /* What one operation answered. */
@@ -221,8 +223,13 @@ leash__cmd *leash__script_cmd(const leash__script *s, int numkeys, int argc, con
                               size_t *lens, unsigned flags, int64_t deadline);
 
 void leash__names_clear(leash__names *n);
-/* "publish" or "spublish" (sharded), for n's messages; its length in *len. */
+/* "publish" or "spublish" (sharded), for n's messages; its length in *len.
+ * A command with it marks its argument (leash__cmd_publish_arg). */
 const char *leash__publish_verb(const leash__names *n, size_t *len);
+/* The command of the EVAL in buf (NULL after a failed allocation) whose
+ * argument verb_arg is its publish verb; never resent. NULL without
+ * memory (buf is then freed). */
+leash__cmd *leash__publishing_cmd(char *buf, size_t len, unsigned verb_arg, int64_t deadline);
 /* The zeros a stamped argument starts as (wire/conn.h). */
 extern const char leash__stamp_zeros[LEASH__STAMP_DIGITS + 1];
 /* The names of lock `name` whose channel is the companion `kind`

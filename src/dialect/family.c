@@ -296,8 +296,10 @@ leash__cmd *leash__family_acquire_cmd(const leash__names *n, const char *token, 
     cmd = buf ? leash__cmd_new(buf, len, &leash__family_acquire_script, LEASH__CMD_RETRY, deadline,
                                NULL, NULL)
               : NULL;
-    if (cmd != NULL)
+    if (cmd != NULL) {
+        leash__cmd_publish_arg(cmd, 15);
         leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
+    }
     return cmd;
 }
 
@@ -323,6 +325,8 @@ leash__cmd *leash__family_release_cmd(const leash__names *n, const char *token, 
     cmd = buf ? leash__cmd_new(buf, len, &leash__family_release_script, LEASH__CMD_RETRY, deadline,
                                NULL, NULL)
               : NULL;
+    if (cmd != NULL)
+        leash__cmd_publish_arg(cmd, 10);
     if (cmd != NULL && valid_until != 0)
         leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
     return cmd;
@@ -340,5 +344,5 @@ leash__cmd *leash__family_force_cmd(const leash__names *n, int64_t deadline) {
     argv[8] = leash__publish_verb(n, &lens[8]);
     /* EVAL, never resent: as the mutex's force (dialect/leash.c). */
     buf = leash__script_eval_call(&len, &force_script, 4, 9, argv, lens);
-    return buf ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;
+    return leash__publishing_cmd(buf, len, 8, deadline);
 }

@@ -98,36 +98,46 @@
  *          and remove the hold they created.
  */
 
+/* The grant is one SET ... NX GET from Redis 7.0 (NX with GET is 7.0);
+ * before that a SET ... NX, and a GET only when the key was there (a busy
+ * lock, our own extra hold, a key of another type: GET's WRONGTYPE, before
+ * anything was written). GRANT is the part that differs. */
+#define ACQUIRE_LUA(GRANT)                                                                   \
+    "local t = redis.call('time')\n"                                                         \
+    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"                                    \
+    "if ARGV[4] + 0 > 0 and now >= ARGV[4] + 0 then return {0, -3, 0, now} end\n"            \
+    "local k, tok, n = KEYS[1], ARGV[1], tonumber(ARGV[3])\n"                                \
+    "local v\n"                                                                              \
+    "if n == 1 then\n"                                                                       \
+    "  local f = t[1] * 1000000 + t[2]\n"                                                    \
+    "  if KEYS[2] then\n"                                                                    \
+    "    local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"                        \
+    "    if fl >= f then f = fl + 1 end\n"                                                   \
+    "  end\n"                                                                                \
+    "  f = string.format('%.0f', f)\n" GRANT "else\n"                                        \
+    "  v = redis.call('get', k)\n"                                                           \
+    "  if not v then return {0, -4, 0, now} end\n"                                           \
+    "end\n"                                                                                  \
+    "local o, w, c, f = string.match(v, '^(%x+):([01]):(%d+):(%d+)$')\n"                     \
+    "if not o then return redis.error_reply('WRONGTYPE the key holds a value that is not a " \
+    "lock') end\n"                                                                           \
+    "if o == tok then\n"                                                                     \
+    "  if n < tonumber(c) then n = tonumber(c) end\n"                                        \
+    "  redis.call('set', k, o .. ':' .. w .. ':' .. n .. ':' .. f, 'PX', ARGV[2])\n"         \
+    "  return {1, tonumber(f), n, now}\n"                                                    \
+    "end\n"                                                                                  \
+    "if n > 1 then return {0, -4, 0, now} end\n"                                             \
+    "if w == '0' then redis.call('set', k, o .. ':1:' .. c .. ':' .. f, 'KEEPTTL') end\n"    \
+    "return {0, redis.call('pttl', k), 0, now}\n"
+
 static const char acquire_lua[] =
-    "local t = redis.call('time')\n"
-    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
-    "if ARGV[4] + 0 > 0 and now >= ARGV[4] + 0 then return {0, -3, 0, now} end\n"
-    "local k, tok, n = KEYS[1], ARGV[1], tonumber(ARGV[3])\n"
-    "local v\n"
-    "if n == 1 then\n"
-    "  local f = t[1] * 1000000 + t[2]\n"
-    "  if KEYS[2] then\n"
-    "    local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"
-    "    if fl >= f then f = fl + 1 end\n"
-    "  end\n"
-    "  f = string.format('%.0f', f)\n"
-    "  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
-    "  if not v then return {1, tonumber(f), 1, now} end\n"
-    "else\n"
-    "  v = redis.call('get', k)\n"
-    "  if not v then return {0, -4, 0, now} end\n"
-    "end\n"
-    "local o, w, c, f = string.match(v, '^(%x+):([01]):(%d+):(%d+)$')\n"
-    "if not o then return redis.error_reply('WRONGTYPE the key holds a value that is not a "
-    "lock') end\n"
-    "if o == tok then\n"
-    "  if n < tonumber(c) then n = tonumber(c) end\n"
-    "  redis.call('set', k, o .. ':' .. w .. ':' .. n .. ':' .. f, 'PX', ARGV[2])\n"
-    "  return {1, tonumber(f), n, now}\n"
-    "end\n"
-    "if n > 1 then return {0, -4, 0, now} end\n"
-    "if w == '0' then redis.call('set', k, o .. ':1:' .. c .. ':' .. f, 'KEEPTTL') end\n"
-    "return {0, redis.call('pttl', k), 0, now}\n";
+    ACQUIRE_LUA("  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
+                "  if not v then return {1, tonumber(f), 1, now} end\n");
+static const char acquire_lua_60[] =
+    ACQUIRE_LUA("  if redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2]) then\n"
+                "    return {1, tonumber(f), 1, now}\n"
+                "  end\n"
+                "  v = redis.call('get', k)\n");
 
 static const char release_lua[] =
     "local v = redis.call('get', KEYS[1])\n"
@@ -218,7 +228,7 @@ static const char raise_lua[] = "local cur = tonumber(redis.call('get', KEYS[1])
                                 "end\n"
                                 "return 1\n";
 
-static leash__script acquire_script, release_script, renew_script, force_script;
+static leash__script acquire_script, acquire_script_60, release_script, renew_script, force_script;
 leash__script leash__raise_script;
 static const leash__script *const scripts[] = {&acquire_script,
                                                &release_script,
@@ -241,7 +251,9 @@ void leash__dialects_init(void) {
             ;
         return;
     }
-    leash__script_init(&acquire_script, acquire_lua);
+    leash__script_init(&acquire_script_60, acquire_lua_60);
+    leash__script_init_since(&acquire_script, acquire_lua, LEASH__VERSION(7, 0, 0),
+                             &acquire_script_60);
     leash__script_init(&release_script, release_lua);
     leash__script_init(&renew_script, renew_lua);
     leash__script_init(&force_script, force_lua);
@@ -395,9 +407,19 @@ static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t
                                    validity_ms, deadline);
 }
 
+leash__cmd *leash__publishing_cmd(char *buf, size_t len, unsigned verb_arg, int64_t deadline) {
+    leash__cmd *cmd = buf != NULL ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;
+
+    if (cmd != NULL)
+        leash__cmd_publish_arg(cmd, verb_arg);
+    return cmd;
+}
+
 const char *leash__publish_verb(const leash__names *n, size_t *len) {
-    *len = n->sharded ? 8 : 7;
-    return n->sharded ? "spublish" : "publish";
+    int sharded = n->sharded != NULL && *n->sharded;
+
+    *len = sharded ? 8 : 7;
+    return sharded ? "spublish" : "publish";
 }
 
 leash__cmd *leash__hold_release_cmd(const leash__script *s, const leash__names *n,
@@ -425,6 +447,8 @@ leash__cmd *leash__hold_release_cmd(const leash__script *s, const leash__names *
     argv[8] = leash__stamp_zeros;
     lens[8] = LEASH__STAMP_DIGITS;
     cmd = leash__script_cmd(s, 1, 9, argv, lens, LEASH__CMD_RETRY, deadline);
+    if (cmd != NULL && announce)
+        leash__cmd_publish_arg(cmd, 7);
     if (cmd != NULL && valid_until != 0)
         leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
     return cmd;
@@ -485,6 +509,8 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t d
     memcpy(argv + 3 + k, args, a * sizeof(*args));
     memcpy(lens + 3 + k, alens, a * sizeof(*alens));
     cmd = leash__script_cmd(&renew_script, (int)k, (int)(3 + k + a), argv, lens, 0, deadline);
+    if (cmd != NULL)
+        leash__cmd_publish_arg(cmd, (unsigned)(3 + k + a - 1));
     free(bufs);
     return cmd;
 }
@@ -502,7 +528,7 @@ leash__cmd *leash__hold_force_cmd(const leash__script *s, const leash__names *n,
     /* EVAL, never resent after a lost answer nor after NOSCRIPT: a second
      * run behind commands issued later would remove the hold they made. */
     buf = leash__script_eval_call(&len, s, 1, 6, argv, lens);
-    return buf ? leash__cmd_new(buf, len, NULL, 0, deadline, NULL, NULL) : NULL;
+    return leash__publishing_cmd(buf, len, 5, deadline);
 }
 
 static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {

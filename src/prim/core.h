@@ -37,8 +37,7 @@ typedef struct leash__core {
     /* Defaults of a new handle, and what every command needs. */
     const char *key_prefix;
     int db;
-    int sharded; /* SSUBSCRIBE/SPUBLISH */
-    int fenced;  /* grants read and raise a fence floor per lock (Redlock) */
+    int fenced; /* grants read and raise a fence floor per lock (Redlock) */
     int wait_replicas;
     /* This client's id on the family's channels; "" until its first
      * family handle. */

@@ -53,7 +53,7 @@ leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const c
     }
     l->mode = mode;
     l->permits = permits;
-    l->names.sharded = core->sharded;
+    l->names.sharded = &core->route->sharded;
     l->names.fenced = core->fenced;
     l->magic = LEASH__LOCK_MAGIC;
     l->prim = prim;

@@ -128,6 +128,7 @@ static cnode *cnode_of(leash__node *n) {
 /* ---- nodes ---- */
 
 static void on_cmd_down(leash__conn *conn);
+static void on_cmd_ready(leash__conn *conn);
 
 static const leash__node_hooks node_hooks;
 
@@ -180,8 +181,9 @@ static cnode *node_at(cluster *cl, const char *host, int port, const char *unix_
     c->cfg.db = 0;
     c->index = cl->nnodes;
     leash__list_init(&c->reqs);
-    leash__node_init(&c->node, cl->base.env, &c->cfg, cl->base.cfg->sharded, &node_hooks, cl);
+    leash__node_init(&c->node, cl->base.env, &c->cfg, &cl->base.sharded, &node_hooks, cl);
     c->node.cmd.on_down = on_cmd_down;
+    c->node.cmd.on_ready = on_cmd_ready;
     cl->nodes[cl->nnodes++] = c;
     return c;
 }
@@ -210,6 +212,12 @@ static void on_cmd_down(leash__conn *conn) {
 
     /* A master that went away may have a promoted replica by now. */
     want_map(c->cl);
+}
+
+/* The node's version is known before it answers any lock's command: a
+ * cluster of Redis 6 has no sharded pub/sub. */
+static void on_cmd_ready(leash__conn *conn) {
+    leash__route_server_ready(&cnode_of(conn->owner)->cl->base, conn);
 }
 
 /* ---- the map ---- */
@@ -912,6 +920,7 @@ leash__route *leash__route_cluster_new(leash__env *env, const leash__dialect *d,
     cl->base.env = env;
     cl->base.dialect = d;
     cl->base.cfg = cfg;
+    cl->base.sharded = cfg->sharded;
     leash__list_init(&cl->parked);
     leash__timer_init(&cl->timer, env, on_timer, cl);
     for (i = 0; i < cfg->nseeds; i++) {

@@ -29,7 +29,7 @@ static node_sub *sub_of_pending(leash__list *link) {
 
 static int send_sub(leash__node *n, int on, node_sub *s) {
     const char *verb =
-        n->sharded ? (on ? "SSUBSCRIBE" : "SUNSUBSCRIBE") : (on ? "SUBSCRIBE" : "UNSUBSCRIBE");
+        *n->sharded ? (on ? "SSUBSCRIBE" : "SUNSUBSCRIBE") : (on ? "SUBSCRIBE" : "UNSUBSCRIBE");
     const char *argv[2] = {verb, s->e.key};
     size_t lens[2] = {strlen(verb), s->e.len}, len;
     char *buf = leash__resp_format(&len, 2, argv, lens);
@@ -231,8 +231,8 @@ static void on_sub_down(leash__conn *conn) {
     }
 }
 
-void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg, int sharded,
-                      const leash__node_hooks *hooks, void *owner) {
+void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg,
+                      const int *sharded, const leash__node_hooks *hooks, void *owner) {
     memset(n, 0, sizeof(*n));
     n->env = env;
     n->sharded = sharded;

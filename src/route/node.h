@@ -40,13 +40,13 @@ struct leash__node {
     leash__conn cmd, sub;
     leash__strmap subs;  /* channel -> its subscription on this node */
     leash__list pending; /* subscriptions whose (un)subscribe is unconfirmed, in order */
-    int sharded;         /* SSUBSCRIBE/SUNSUBSCRIBE */
+    const int *sharded;  /* while set: SSUBSCRIBE/SUNSUBSCRIBE (the route's choice) */
     const leash__node_hooks *hooks;
     void *owner;
 };
 
-void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg, int sharded,
-                      const leash__node_hooks *hooks, void *owner);
+void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg,
+                      const int *sharded, const leash__node_hooks *hooks, void *owner);
 /* Makes its timers (the env is attached). LEASH_OK / LEASH_ENOMEM. */
 int leash__node_prepare(leash__node *n);
 /* Gives them back (a failed attach). */

@@ -364,21 +364,26 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
 static int send_copies(qreq *q, uint64_t to, leash__cmd *tmpl);
 static void settle(qreq *q);
 
-/* The copies still out are not listened to any more: an unsent one is
- * dropped, a written one finishes unheard and is not sent again. */
-static void drop_cmds(qreq *q) {
+/* The copies still out are not listened to any more: one that waits for
+ * its connection is dropped, a written one (or one a ready connection
+ * writes soon) finishes unheard and is not sent again; with cancel, only
+ * a written one goes on. */
+static void drop_cmds(qreq *q, int cancel) {
     unsigned s;
 
     for (s = 0; s < q->qu->n; s++) {
         if (q->cmds[s] != NULL) {
-            leash__cmd_cancel(q->cmds[s]);
+            if (cancel)
+                leash__cmd_cancel(q->cmds[s]);
+            else
+                leash__cmd_drop(q->cmds[s]);
             q->cmds[s] = NULL;
         }
     }
 }
 
 static void req_free(qreq *q) {
-    drop_cmds(q);
+    drop_cmds(q, 1);
     if (q->again != NULL)
         leash__cmd_free(q->again);
     free(q->cmds);
@@ -392,7 +397,7 @@ static void finish(qreq *q) {
     leash__done_fn *done = q->done;
     void *arg = q->arg;
 
-    drop_cmds(q);
+    drop_cmds(q, 0);
     if (done == NULL) {
         req_free(q);
         return;
@@ -474,7 +479,7 @@ static int start_raise(qreq *q) {
         bound_grant(cmd, q->qu->base.cfg->conn->command_timeout_ms, q->lease_ms);
     if (cmd == NULL)
         return -1;
-    drop_cmds(q);
+    drop_cmds(q, 0);
     q->raising = 1;
     q->op = q->qu->base.dialect->raise;
     for (s = 0; s < q->qu->n; s++)
@@ -624,6 +629,8 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
     q->deadline = snd->cmd->deadline;
     q->lease_ms = snd->lease_ms;
     snd->cmd->send_at = snd->send_at;
+    if (q->done == NULL)
+        snd->cmd->flags |= LEASH__CMD_BACKGROUND; /* and every copy */
     if (snd->op->cls == LEASH__OP_GRANT)
         bound_grant(snd->cmd, qu->base.cfg->conn->command_timeout_ms, snd->lease_ms);
     if (send_copies(q, all, snd->cmd) != 0) {
@@ -650,9 +657,14 @@ static int quorum_cancel(leash__req *req) {
 
 static void quorum_orphan(leash__req *req) {
     qreq *q = (qreq *)req;
+    unsigned s;
 
-    /* Its copies go on; nobody hears the answers. */
+    /* Its copies go on (a teardown writes them too); nobody hears the
+     * answers. */
     q->done = NULL;
+    for (s = 0; s < q->qu->n; s++)
+        if (q->cmds[s] != NULL)
+            q->cmds[s]->flags |= LEASH__CMD_BACKGROUND;
 }
 
 static unsigned quorum_batch_key(const leash__route *r, unsigned slot) {
@@ -850,6 +862,7 @@ leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
     qu->base.env = env;
     qu->base.dialect = d;
     qu->base.cfg = cfg;
+    qu->base.sharded = cfg->sharded;
     qu->base.fresh_tokens = 1;
     qu->base.wake_jitter_ms = SPLIT_MAX_MS;
     qu->n = (unsigned)cfg->nseeds;
@@ -861,7 +874,7 @@ leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
         qn->cfg.host = cfg->seeds[s].host;
         qn->cfg.port = cfg->seeds[s].port;
         qn->cfg.unix_path = cfg->seeds[s].unix_path;
-        leash__node_init(&qn->node, env, &qn->cfg, cfg->sharded, &node_hooks, qu);
+        leash__node_init(&qn->node, env, &qn->cfg, &qu->base.sharded, &node_hooks, qu);
     }
     return &qu->base;
 fail:

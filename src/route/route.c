@@ -4,6 +4,17 @@
 
 leash__req leash__req_posted;
 
+void leash__route_server_ready(leash__route *r, const leash__conn *conn) {
+    if (!r->sharded || !r->cfg->sharded_auto || conn->version >= LEASH__VERSION(7, 0, 0))
+        return;
+    r->sharded = 0;
+    leash__log(&r->env->log, LEASH_LOG_INFO,
+               "%s: %s: classic pub/sub (sharded pub/sub is Redis 7.0 and later)",
+               leash__conn_role_name(conn),
+               conn->version != 0 ? "a server before Redis 7.0"
+                                  : "the server's version is not known");
+}
+
 static int wants_replicas(const leash__route *r, const leash__opdef *op) {
     return r->cfg->wait_replicas > 0 && (op->cls == LEASH__OP_GRANT || op->cls == LEASH__OP_RENEW);
 }

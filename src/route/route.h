@@ -92,6 +92,9 @@ typedef struct leash__route_cfg {
     const leash__sock_addr *seeds;
     int nseeds;
     int sharded; /* SSUBSCRIBE/SPUBLISH */
+    /* With sharded: that is LEASH_PUBSUB_AUTO's choice, which falls back to
+     * classic pub/sub on a server without sharded pub/sub (before 7.0). */
+    int sharded_auto;
     /* A grant and a renewal count once this many replicas acknowledged
      * them (WAIT after the script); 0 = off. */
     int wait_replicas;
@@ -107,6 +110,10 @@ struct leash__route {
     leash__env *env;
     const leash__dialect *dialect;
     const leash__route_cfg *cfg;
+    /* SSUBSCRIBE/SPUBLISH now: cfg->sharded, until a server without
+     * sharded pub/sub turns LEASH_PUBSUB_AUTO to classic (see
+     * leash__route_server_ready). Lock names and nodes read it. */
+    int sharded;
     /* Every attempt of an acquire needs a token of its own (a quorum
      * gives a failed attempt back on every server, which must not meet a
      * later attempt's grant). */
@@ -123,6 +130,12 @@ struct leash__route {
     const leash__sub_hooks *hooks;
     void *owner;
 };
+
+/* A command connection of r became ready (conn->version is known, or 0
+ * when the server did not say): a server before 7.0 has no sharded pub/sub,
+ * and LEASH_PUBSUB_AUTO turns to classic pub/sub for the whole client (a
+ * cluster's nodes run one version, or are being upgraded to a newer one). */
+void leash__route_server_ready(leash__route *r, const leash__conn *conn);
 
 /* What a send with done NULL returns: there is nothing to cancel. */
 extern leash__req leash__req_posted;

@@ -181,6 +181,7 @@ leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
     s->base.env = env;
     s->base.dialect = d;
     s->base.cfg = cfg;
-    leash__node_init(&s->node, env, cfg->conn, cfg->sharded, &node_hooks, s);
+    s->base.sharded = cfg->sharded;
+    leash__node_init(&s->node, env, cfg->conn, &s->base.sharded, &node_hooks, s);
     return &s->base;
 }

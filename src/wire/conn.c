@@ -18,7 +18,8 @@ enum {
     HS_AUTH = 1,
     HS_SELECT = 2,
     HS_TIME = 3,
-    HS_ROLE = 4,
+    HS_INFO = 4,
+    HS_ROLE = 5,
     HS_SCRIPT = 16
 };
 
@@ -27,6 +28,20 @@ enum {
  * an answer reconnects no slower than that either. */
 #define TRANSIENT_FIRST_MS 25
 #define TRANSIENT_MAX_MS 400
+
+/* The window: how many bytes of commands may be written and not answered
+ * yet. The rest wait in the queue, in order, and go as answers come back.
+ * A command's "not after" stamp is written when it is written, and counts
+ * command_timeout_ms from there: a command must not then wait behind more
+ * than the server runs in that time. Bounded by the window, what is
+ * ahead of a command takes a quarter of command_timeout_ms even on a
+ * server that runs only WINDOW_BYTES_PER_MS * 4 bytes of leash's scripts
+ * per ms (about 10 000 acquires a second; Redis runs ten times that). The
+ * queue, unlike the socket, is not silence either: the silence timer
+ * counts only what was written. */
+#define WINDOW_BYTES_PER_MS 512
+#define WINDOW_MIN 16384
+#define WINDOW_MAX (1024 * 1024)
 
 static void conn_arm(leash__conn *conn);
 static void conn_gone(leash__conn *conn);
@@ -64,6 +79,44 @@ int leash__reply_transient(const redisReply *r) {
     for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
         if (strncmp(r->str, words[i], strlen(words[i])) == 0)
             return 1;
+    return 0;
+}
+
+void leash__cmd_publish_arg(leash__cmd *cmd, unsigned arg) {
+    cmd->publish_arg = arg;
+}
+
+/* Makes cmd publish with PUBLISH where it says SPUBLISH (its publish_arg):
+ * 0, or -1 without memory. */
+static int publish_classic(leash__cmd *cmd) {
+    static const char sharded[] = "$8\r\nspublish\r\n", classic[] = "$7\r\npublish\r\n";
+    const char *p = memchr(cmd->buf, '\n', cmd->len), *end = cmd->buf + cmd->len;
+    size_t at, tail;
+    char *buf;
+    unsigned i;
+
+    for (i = 0; p != NULL && i < cmd->publish_arg; i++) {
+        char *q;
+        unsigned long n = strtoul(p + 2, &q, 10); /* p: the \n before "$<n>\r\n" */
+        p = q + 2 + n + 1 < end ? q + 2 + n + 1 : NULL;
+    }
+    if (p == NULL || (size_t)(end - p - 1) < sizeof(sharded) - 1 ||
+        memcmp(p + 1, sharded, sizeof(sharded) - 1) != 0) {
+        cmd->publish_arg = 0;
+        return 0;
+    }
+    at = (size_t)(p + 1 - cmd->buf);
+    tail = cmd->len - at - (sizeof(sharded) - 1);
+    buf = malloc(cmd->len - 1);
+    if (buf == NULL)
+        return -1;
+    memcpy(buf, cmd->buf, at);
+    memcpy(buf + at, classic, sizeof(classic) - 1);
+    memcpy(buf + at + sizeof(classic) - 1, cmd->buf + cmd->len - tail, tail);
+    free(cmd->buf);
+    cmd->buf = buf;
+    cmd->len -= 1;
+    cmd->publish_arg = 0;
     return 0;
 }
 
@@ -154,6 +207,7 @@ leash__cmd *leash__cmd_clone(const leash__cmd *cmd) {
         c->send_at = cmd->send_at;
         c->wait_replicas = cmd->wait_replicas;
         c->wait_timeout_ms = cmd->wait_timeout_ms;
+        c->publish_arg = cmd->publish_arg;
     }
     return c;
 }
@@ -193,6 +247,14 @@ void leash__cmd_cancel(leash__cmd *cmd) {
 
 void leash__cmd_orphan(leash__cmd *cmd) {
     cmd->flags |= LEASH__CMD_ORPHAN;
+}
+
+void leash__cmd_drop(leash__cmd *cmd) {
+    if (!(cmd->flags & LEASH__CMD_SENT) && cmd->conn != NULL && leash__conn_ready(cmd->conn) &&
+        !(cmd->flags & LEASH__CMD_DELAYED))
+        leash__cmd_orphan(cmd);
+    else
+        leash__cmd_cancel(cmd);
 }
 
 int leash__cmd_take(leash__cmd *cmd) {
@@ -310,7 +372,12 @@ static int write_wait(leash__conn *conn, const leash__cmd *cmd) {
 static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     size_t before = leash__sock_unsent(conn->sock);
 
+    if (cmd->publish_arg != 0 && conn->cfg->pubsub_auto &&
+        conn->version < LEASH__VERSION(7, 0, 0) && publish_classic(cmd) != 0)
+        return -1;
     stamp_cmd(conn, cmd);
+    if (cmd->script != NULL)
+        leash__script_retarget(cmd->buf, cmd->len, leash__script_for(cmd->script, conn->version));
     if (leash__sock_write(conn->sock, cmd->buf, cmd->len) != 0)
         return -1;
     if (cmd->wait_replicas > 0 && write_wait(conn, cmd) != 0) {
@@ -321,6 +388,7 @@ static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
     cmd->written_at = leash__now_ms();
     cmd->replies_left = cmd->wait_replicas > 0 ? 2 : 1;
+    conn->window_used += cmd->len;
     leash__list_insert_tail(&conn->sent, &cmd->link);
     if (conn->role == LEASH__CONN_CMD)
         conn->env->stats->commands_sent++;
@@ -328,18 +396,50 @@ static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     return 0;
 }
 
-static void enqueue(leash__conn *conn, leash__cmd *cmd) {
-    leash__list_insert_tail(&conn->queue, &cmd->link);
-    /* The timer must also watch this command's deadline. */
-    if (cmd->deadline != 0 && (conn->timer.due == 0 || cmd->deadline < conn->timer.due))
-        conn_arm(conn);
+/* Whether a command of len bytes may be written now (see WINDOW_*): one
+ * always may when nothing else is waiting for its answer. */
+static int window_open(const leash__conn *conn, size_t len) {
+    int64_t t = conn->cfg->command_timeout_ms;
+    size_t window = t < WINDOW_MIN / WINDOW_BYTES_PER_MS   ? WINDOW_MIN
+                    : t > WINDOW_MAX / WINDOW_BYTES_PER_MS ? WINDOW_MAX
+                                                           : (size_t)t * WINDOW_BYTES_PER_MS;
+
+    if (conn->state != LEASH__CONN_READY || conn->sock == NULL)
+        return 0;
+    return conn->window_used == 0 || conn->window_used + len <= window;
 }
 
+/* Writes queued commands, in order, while the window lets them go. */
+static void pump(leash__conn *conn) {
+    while (!leash__list_empty(&conn->queue)) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->queue));
+        int last_resent = conn->retry_tail == &cmd->link;
+        if (!window_open(conn, cmd->len))
+            return;
+        queue_remove(conn, cmd);
+        if (write_cmd(conn, cmd) != 0) {
+            /* No memory: it stays first, and waits for the next answer. */
+            leash__list_insert_after(&conn->queue, &cmd->link);
+            if (last_resent)
+                conn->retry_tail = &cmd->link;
+            return;
+        }
+    }
+}
+
+/* A command is written from the loop (the connection's timer, due at
+ * once, or the answer that opened the window), not inside the call that
+ * sends it: a caller that issues thousands of commands in one go, or runs
+ * long after it, keeps the loop from turning, and a command written then
+ * would count that time as the server's silence and against its stamp. */
 void leash__conn_send(leash__conn *conn, leash__cmd *cmd) {
+    int first = leash__list_empty(&conn->queue);
+
     cmd->conn = conn;
-    if (conn->state == LEASH__CONN_READY && conn->sock != NULL && write_cmd(conn, cmd) == 0)
-        return;
-    enqueue(conn, cmd);
+    leash__list_insert_tail(&conn->queue, &cmd->link);
+    if ((first && window_open(conn, cmd->len)) ||
+        (cmd->deadline != 0 && (conn->timer.due == 0 || cmd->deadline < conn->timer.due)))
+        conn_arm(conn);
 }
 
 void leash__conn_send_at(leash__conn *conn, leash__cmd *cmd, int64_t send_at) {
@@ -391,8 +491,6 @@ int leash__conn_ready(const leash__conn *conn) {
 /* ---- the connection's life ---- */
 
 static void become_ready(leash__conn *conn) {
-    leash__list pending;
-
     conn->state = LEASH__CONN_READY;
     conn->backoff_ms = conn->cfg->reconnect_min_ms;
     conn->refused = 0;
@@ -408,15 +506,7 @@ static void become_ready(leash__conn *conn) {
                "%s ready (after %u failed attempts)", role_name(conn), conn->failures);
     conn->failures = 0;
 
-    leash__list_init(&pending);
-    leash__list_splice_tail(&pending, &conn->queue);
-    conn->retry_tail = &conn->queue;
-    while (!leash__list_empty(&pending)) {
-        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&pending));
-        leash__list_remove(&cmd->link);
-        if (conn->sock == NULL || write_cmd(conn, cmd) != 0)
-            leash__list_insert_tail(&conn->queue, &cmd->link);
-    }
+    pump(conn);
     if (conn->on_ready)
         conn->on_ready(conn);
 }
@@ -433,6 +523,7 @@ static void lose_sent(leash__conn *conn) {
         cmd->fate = LEASH_OK;
     }
     leash__list_splice_tail(&conn->limbo, &conn->sent);
+    conn->window_used = 0;
     drain_limbo(conn);
 }
 
@@ -543,17 +634,23 @@ static void start_handshake(leash__conn *conn) {
         failed |= handshake_cmd(conn, HS_ROLE, 1, role_argv);
     }
     if (conn->role == LEASH__CONN_CMD && !cfg->sentinel) {
+        const char *info_argv[2] = {"INFO", "server"};
         const char *time_argv[1] = {"TIME"};
+        const leash__script *s;
+        failed |= handshake_cmd(conn, HS_INFO, 2, info_argv);
         failed |= handshake_cmd(conn, HS_TIME, 1, time_argv);
         if (cfg->db != 0) {
             const char *argv[2] = {"SELECT", db};
             snprintf(db, sizeof(db), "%d", cfg->db);
             failed |= handshake_cmd(conn, HS_SELECT, 2, argv);
         }
-        for (i = 0; i < cfg->nscripts; i++) {
-            const char *argv[3] = {"SCRIPT", "LOAD", cfg->scripts[i]->src};
-            failed |= handshake_cmd(conn, HS_SCRIPT + i, 3, argv);
-        }
+        /* Every variant: the version is not known yet, and loading one
+         * that this server does not run costs nothing. */
+        for (i = 0; i < cfg->nscripts; i++)
+            for (s = cfg->scripts[i]; s != NULL; s = s->older) {
+                const char *argv[3] = {"SCRIPT", "LOAD", s->src};
+                failed |= handshake_cmd(conn, HS_SCRIPT, 3, argv);
+            }
     }
     if (failed) {
         leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: could not send the handshake",
@@ -577,6 +674,84 @@ static void note_server_time(leash__conn *conn, const redisReply *r) {
     }
     leash__conn_server_time(conn, strtoll(r->element[0]->str, NULL, 10) * 1000 +
                                       strtoll(r->element[1]->str, NULL, 10) / 1000);
+}
+
+/* Whether sha (LEASH__SHA_LEN hex digits) is one of the scripts'. */
+static int known_sha(const leash__conn_cfg *cfg, const char *sha) {
+    const leash__script *s;
+    int i;
+
+    for (i = 0; i < cfg->nscripts; i++)
+        for (s = cfg->scripts[i]; s != NULL; s = s->older)
+            if (memcmp(s->sha, sha, LEASH__SHA_LEN) == 0)
+                return 1;
+    return 0;
+}
+
+/* The number of "field:7.2.4" in INFO's text (LEASH__VERSION), or 0. */
+static int info_version(const char *info, const char *field) {
+    const char *p = info;
+    size_t n = strlen(field);
+    int a = 0, b = 0, c = 0;
+
+    while ((p = strstr(p, field)) != NULL) {
+        if ((p == info || p[-1] == '\n') && p[n] == ':')
+            return sscanf(p + n + 1, "%d.%d.%d", &a, &b, &c) >= 2 && a > 0 && a < 100 && b >= 0 &&
+                           b < 100 && c >= 0 && c < 100
+                       ? LEASH__VERSION(a, b, c)
+                       : 0;
+        p += n;
+    }
+    return 0;
+}
+
+int leash__info_version(const char *info) {
+    return info_version(info, "redis_version");
+}
+
+static void version_text(char *out, size_t cap, int v) {
+    snprintf(out, cap, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+}
+
+/* INFO server: redis_version (Valkey keeps it, for the Redis version it is
+ * compatible with, beside its own valkey_version). INFO works on every
+ * version and needs nothing but the login before it (HELLO, which also
+ * says the version, is 6.0+, and switches the protocol when asked for
+ * RESP3). Returns 0 when the server is refused (cfg->min_version): the
+ * connection is then dropped. */
+static int note_server_version(leash__conn *conn, const redisReply *r) {
+    const leash__conn_cfg *cfg = conn->cfg;
+    char have[24], need[24];
+    int valkey;
+
+    conn->version = r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS
+                        ? leash__info_version(r->str)
+                        : 0;
+    if (conn->version == 0) {
+        leash__log(conn_log(conn), LEASH_LOG_WARN,
+                   "%s: INFO server did not say the version (%s): using only what Redis 6.0 "
+                   "has",
+                   role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "no redis_version");
+        return 1;
+    }
+    version_text(have, sizeof(have), conn->version);
+    valkey = info_version(r->str, "valkey_version");
+    if (valkey != 0) {
+        char own[24];
+        version_text(own, sizeof(own), valkey);
+        leash__log(conn_log(conn), LEASH_LOG_INFO, "%s: Valkey %s (Redis %s)", role_name(conn), own,
+                   have);
+    } else {
+        leash__log(conn_log(conn), LEASH_LOG_INFO, "%s: Redis %s", role_name(conn), have);
+    }
+    if (conn->version >= cfg->min_version)
+        return 1;
+    version_text(need, sizeof(need), cfg->min_version);
+    leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: %s needs Redis %s or later; the server is %s",
+               role_name(conn), cfg->min_version_for, need, have);
+    conn->refused = LEASH_EREDIS;
+    conn_break(conn);
+    return 0;
 }
 
 /* The socket is gone: what was written on it is lost, then the
@@ -638,18 +813,18 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
     } else {
         if (tag == HS_TIME)
             note_server_time(conn, reply);
-        if (tag >= HS_SCRIPT) {
-            const leash__script *script = conn->cfg->scripts[tag - HS_SCRIPT];
+        if (tag == HS_INFO && !note_server_version(conn, reply))
+            return;
+        if (tag == HS_SCRIPT) {
             if (reply->type != REDIS_REPLY_STRING)
                 /* ACL users may lack SCRIPT: EVALSHA's NOSCRIPT path loads it. */
                 leash__log(conn_log(conn), LEASH_LOG_INFO,
                            "SCRIPT LOAD not accepted (%s): scripts load on first use",
                            reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
-            else if (reply->len != LEASH__SHA_LEN ||
-                     memcmp(reply->str, script->sha, LEASH__SHA_LEN) != 0)
+            else if (reply->len != LEASH__SHA_LEN || !known_sha(conn->cfg, reply->str))
                 leash__log(conn_log(conn), LEASH_LOG_WARN,
-                           "SCRIPT LOAD returned an unexpected SHA1 for script %d",
-                           (int)(tag - HS_SCRIPT));
+                           "SCRIPT LOAD returned an unexpected SHA1 (%.*s)", (int)reply->len,
+                           reply->str);
         }
         if (conn->handshake_next == conn->handshake_left)
             become_ready(conn);
@@ -730,6 +905,7 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
         return 1;
     }
     leash__list_remove(&cmd->link);
+    conn->window_used -= cmd->len;
     cmd->flags &= ~(unsigned)LEASH__CMD_SENT;
     if (cmd->first != NULL) {
         if (reply->type == REDIS_REPLY_INTEGER)
@@ -745,6 +921,7 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
                    role_name(conn), reply->str);
         cmd->flags |= LEASH__CMD_SENT;
         leash__list_insert_after(&conn->sent, &cmd->link);
+        conn->window_used += cmd->len;
         conn->not_master = 1;
         conn_break(conn);
         goto out;
@@ -754,7 +931,8 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
     if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
         strncmp(reply->str, "NOSCRIPT", 8) == 0) {
         size_t len;
-        char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len, cmd->script);
+        char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len,
+                                           leash__script_for(cmd->script, conn->version));
         if (eval != NULL) {
             conn->env->stats->noscript_reloads++;
             free(cmd->buf);
@@ -778,6 +956,7 @@ out:
  * owner instead). */
 static int on_sock_reply(void *owner, redisReply *reply) {
     leash__conn *conn = owner;
+    int kept;
 
     if (conn->state == LEASH__CONN_HANDSHAKE && conn->handshake_next < conn->handshake_left) {
         int tag = conn->handshake_tags[conn->handshake_next++];
@@ -800,7 +979,11 @@ static int on_sock_reply(void *owner, redisReply *reply) {
         conn_break(conn);
         return 0;
     }
-    return on_cmd_reply(conn, cmd_of(LEASH__LIST_FIRST(&conn->sent)), reply);
+    kept = on_cmd_reply(conn, cmd_of(LEASH__LIST_FIRST(&conn->sent)), reply);
+    /* The answer made room in the window. */
+    if (!conn->env->freeing)
+        pump(conn);
+    return kept;
 }
 
 static const leash__sock_hooks sock_hooks = {on_sock_connected, on_sock_reply, on_sock_closed};
@@ -841,6 +1024,9 @@ static void conn_arm(leash__conn *conn) {
     default:
         if (conn->inflight > 0)
             due = conn->last_progress + conn->cfg->command_timeout_ms;
+        if (!leash__list_empty(&conn->queue) &&
+            window_open(conn, cmd_of(LEASH__LIST_FIRST(&conn->queue))->len))
+            due = leash__now_ms(); /* to be written */
         break;
     }
     if (conn->state != LEASH__CONN_READY) {
@@ -900,6 +1086,7 @@ static void conn_timer_fired(void *arg) {
         }
         break;
     default:
+        pump(conn);
         if (conn->inflight > 0 && now - conn->last_progress >= conn->cfg->command_timeout_ms) {
             /* An answer waits unread: this process did not run its loop
              * for that long (a callback that blocked), the server was not

@@ -1,9 +1,11 @@
 /*
  * One connection to one Redis server (a node's command connection or its
- * subscriber connection): connecting, the handshake (AUTH, SELECT, TIME,
- * SCRIPT LOAD), the silence timeout that hiredis 0.14 lacks, reconnecting
- * with exponential backoff and jitter, and the queue of commands issued
- * while it is not ready.
+ * subscriber connection): connecting, the handshake (AUTH, INFO for the
+ * server's version, SELECT, TIME, SCRIPT LOAD), the silence timeout that
+ * hiredis 0.14 lacks, reconnecting with exponential backoff and jitter,
+ * and the queue of commands not written yet: issued while it is not
+ * ready, or waiting for the loop, or for room in the window of commands
+ * written and not answered.
  *
  * A command (leash__cmd) given to leash__conn_send completes exactly once,
  * never inside leash__conn_send: with the reply, or without one:
@@ -99,6 +101,7 @@ struct leash__cmd {
     struct redisReply *first; /* with WAIT: the command's own reply, until WAIT's comes */
     int fate;                 /* in limbo: LEASH_OK lost with its connection, else the status */
     int64_t written_at;       /* monotonic ms of its last write */
+    unsigned publish_arg;     /* the argument naming its publish verb (0: none) */
     leash__reply_fn *fn;
     void *arg;
 };
@@ -132,11 +135,20 @@ typedef struct leash__conn_cfg {
      * a master is refused (not_master, then the connection breaks and
      * retries), and so is -READONLY answering a command. */
     int require_master;
-    int sentinel; /* a Redis Sentinel: AUTH only, no TIME */
+    int sentinel; /* a Redis Sentinel: AUTH only, no INFO, TIME or scripts */
+    /* A server older than this (LEASH__VERSION) is refused: what the
+     * options ask for (min_version_for, for the log line) needs it. */
+    int min_version;
+    const char *min_version_for;
+    /* LEASH_PUBSUB_AUTO: on a server before 7.0 (or whose version is not
+     * known) the client uses classic pub/sub, and a command built with
+     * SPUBLISH before the version was known goes with PUBLISH. */
+    int pubsub_auto;
 } leash__conn_cfg;
 
-/* AUTH, ROLE, TIME, SELECT and SCRIPT LOADs. */
-#define LEASH__HANDSHAKE_MAX 16
+/* AUTH, ROLE, INFO, TIME, SELECT and SCRIPT LOADs (the scripts and their
+ * variants for older servers). */
+#define LEASH__HANDSHAKE_MAX 24
 
 struct leash__conn {
     leash__env *env;
@@ -150,10 +162,19 @@ struct leash__conn {
     int64_t backoff_ms;
     int64_t last_progress;   /* last reply (or first send after idle) */
     unsigned inflight;       /* replies still expected */
+    size_t window_used;      /* bytes of the commands in `sent` */
     unsigned handshake_left; /* handshake commands written */
     unsigned handshake_next; /* ... and answered */
     int handshake_tags[LEASH__HANDSHAKE_MAX];
-    int refused;             /* the last handshake was refused: LEASH_EAUTH or LEASH_ETLS */
+    /* The last handshake was refused: LEASH_EAUTH, LEASH_ETLS, or
+     * LEASH_EREDIS (a server older than cfg->min_version). */
+    int refused;
+    /* The server's version (LEASH__VERSION; Valkey: the Redis version it
+     * is compatible with) from INFO in the handshake of a command
+     * connection; 0 while not known. Scripts go in their variant for it,
+     * and what only newer servers have is used from it, never from an
+     * error at run time. */
+    int version;
     int handshake_busy;      /* the last handshake got LOADING or BUSY */
     int not_master;          /* require_master: the server said it is a replica */
     unsigned failures;       /* connect attempts that failed since it was last ready */
@@ -187,6 +208,10 @@ void leash__conn_teardown(leash__conn *conn);
  * without memory (buf is then freed). */
 leash__cmd *leash__cmd_new(char *buf, size_t len, const leash__script *script, unsigned flags,
                            int64_t deadline, leash__reply_fn *fn, void *arg);
+/* Argument `arg` of cmd (0 is the command's name) is the verb its script
+ * publishes with: "spublish" there becomes "publish" on a connection with
+ * cfg->pubsub_auto to a server without sharded pub/sub (see there). */
+void leash__cmd_publish_arg(leash__cmd *cmd, unsigned arg);
 /* Marks cmd's last argument as a stamp of the given kind. */
 void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms);
 /* Frees a command that no connection holds (never given to one, or a
@@ -201,7 +226,9 @@ void leash__cmd_wait(leash__cmd *cmd, int n, int64_t timeout_ms);
  * delayed, or waiting to be resent after a reconnect): 0, and the caller
  * owns it; -1 when it is written and its answer is still to come. */
 int leash__cmd_take(leash__cmd *cmd);
-/* Queues or sends cmd (ownership passes to the connection). */
+/* Queues cmd (ownership passes to the connection); it is written from the
+ * loop, in the order sent, once the connection is ready and the window of
+ * written commands has room (conn.c). */
 void leash__conn_send(leash__conn *conn, leash__cmd *cmd);
 /* The same, not written before the monotonic time send_at. */
 void leash__conn_send_at(leash__conn *conn, leash__cmd *cmd, int64_t send_at);
@@ -210,6 +237,11 @@ void leash__conn_send_at(leash__conn *conn, leash__cmd *cmd, int64_t send_at);
 void leash__cmd_cancel(leash__cmd *cmd);
 /* The owner stops waiting, but the command still goes out (e.g. a release). */
 void leash__cmd_orphan(leash__cmd *cmd);
+/* The owner stops waiting for a copy that others made moot: one written,
+ * or waiting for its turn on a ready connection (the loop, the window),
+ * goes out unheard, as it would have were it written at once; one that
+ * waits for its connection is dropped. */
+void leash__cmd_drop(leash__cmd *cmd);
 
 /* The server's clock read `server_ms` (ms since the epoch) during a reply
  * that just arrived: a lower bound of the clock offset. */
@@ -227,6 +259,10 @@ void leash__conn_progress(leash__conn *conn, unsigned replies);
 int leash__reply_transient(const struct redisReply *reply);
 
 int leash__conn_ready(const leash__conn *conn);
+/* The Redis version (LEASH__VERSION) in the text of an INFO server reply:
+ * its redis_version, which Valkey keeps for the Redis version it is
+ * compatible with; 0 when it has none. */
+int leash__info_version(const char *info);
 /* Drops the connection now (the owner saw the server misbehave or refuse
  * something): what was written is lost as on any break; it reconnects
  * after the longest backoff (reconnect_max_ms). */

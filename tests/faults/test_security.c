@@ -62,7 +62,7 @@ TEST(acl_user_with_only_the_lock_keys_and_script_rights_works) {
 
     s_up(&w,
          "locker on >locker-pw " LOCK_KEYS " -@all +evalsha +eval +subscribe +unsubscribe "
-         "+publish " SCRIPT_COMMANDS,
+         "+publish +info " SCRIPT_COMMANDS,
          NULL);
     c = client_as(&w, "locker", "locker-pw", 500);
     a = leash_lock_new(c, "acl");
@@ -85,13 +85,24 @@ TEST(acl_user_with_only_the_lock_keys_and_script_rights_works) {
     s_down(&w);
 }
 
-/* One status, quickly, with a log line that says why; not a hang. */
+/* One status, quickly, with a log line that says why (one of the ways
+ * Redis versions say it: says is "a|b"); not a hang. */
 static void refused(sworld *w, leash_client *c, int64_t wait, const char *says) {
     leash_lock *l = leash_lock_new(c, "denied");
     int64_t t0 = test_now_ms();
+    char one[128];
+    const char *p = says;
+    int found = 0;
+
     CHECK_EQ_INT(fx_acquire_sync(w->loop, l, wait, 5000), LEASH_EREDIS);
     CHECK_MSG(test_now_ms() - t0 < 1000, "EREDIS after %lld ms", (long long)(test_now_ms() - t0));
-    CHECK_MSG(fx_log_contains(says), "no log line saying '%s'", says);
+    while (!found && *p) {
+        size_t n = strcspn(p, "|");
+        snprintf(one, sizeof(one), "%.*s", (int)n, p);
+        found = fx_log_contains(one);
+        p += n + (p[n] == '|');
+    }
+    CHECK_MSG(found, "no log line saying '%s'", says);
     leash_lock_free(l);
 }
 
@@ -119,7 +130,9 @@ TEST(user_whose_scripts_may_not_touch_the_keys_gets_a_clear_error) {
          NULL);
     c = client_as(&w, "scriptonly", "so-pw", 1000);
     fx_wait_connected(w.loop, c, 3000);
-    refused(&w, c, 0, "can't run this command");
+    /* Redis 7.0 says "can't run this command", 7.2 and Valkey "no
+     * permissions to run the 'get' command". */
+    refused(&w, c, 0, "can't run this command|no permissions to run");
     leash_client_free(c);
     s_down(&w);
 }

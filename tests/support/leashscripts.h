@@ -32,13 +32,15 @@ static inline int leash_script_of(int argc, const char *const *argv, const size_
     if (argc < 3)
         return LS_NONE;
     for (i = 0; i < d->nscripts; i++) {
-        const leash__script *s = d->scripts[i];
-        if (strcasecmp(argv[0], "EVALSHA") == 0 && lens[1] == LEASH__SHA_LEN &&
-            memcmp(argv[1], s->sha, LEASH__SHA_LEN) == 0)
-            return i;
-        if (strcasecmp(argv[0], "EVAL") == 0 && lens[1] == s->len &&
-            memcmp(argv[1], s->src, s->len) == 0)
-            return i;
+        const leash__script *s;
+        for (s = d->scripts[i]; s != NULL; s = s->older) { /* a variant is the same script */
+            if (strcasecmp(argv[0], "EVALSHA") == 0 && lens[1] == LEASH__SHA_LEN &&
+                memcmp(argv[1], s->sha, LEASH__SHA_LEN) == 0)
+                return i;
+            if (strcasecmp(argv[0], "EVAL") == 0 && lens[1] == s->len &&
+                memcmp(argv[1], s->src, s->len) == 0)
+                return i;
+        }
     }
     return LS_NONE;
 }

@@ -12,6 +12,23 @@
 #                          scripts/make-certs) the server also serves TLS,
 #                          with its server.pem, on redis_tls_port.
 
+#   test_redis_version     prints the version of that redis-server as one
+#                          number, major * 10000 + minor * 100 + patch
+#                          (60216 for 6.2.16), as tests/support/redis_server.h
+#                          does; 0 when it cannot tell.
+test_redis_version() {
+    local v
+    v=$("${LEASH_REDIS_SERVER:-redis-server}" --version 2>/dev/null |
+        sed -n 's/.* v=\([0-9]*\)\.\([0-9]*\)\.\([0-9]*\).*/\1 \2 \3/p')
+    # shellcheck disable=SC2086 # three numbers, or none
+    set -- $v
+    if (($# == 3)); then
+        echo $((10#$1 * 10000 + 10#$2 * 100 + 10#$3))
+    else
+        echo 0
+    fi
+}
+
 test_redis_start() {
     local dir=$1 bin=${LEASH_REDIS_SERVER:-redis-server} port pid tls=()
     redis_pid=

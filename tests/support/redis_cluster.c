@@ -469,6 +469,13 @@ int test_cluster_wait_down(test_cluster *c) {
 
 /* ---- starting nodes ---- */
 
+/* Redis 7.0 and later: the bus port is a setting (cluster-port), CLUSTER
+ * MEET names it, slots are added by range, and SIGTERM can be told not to
+ * wait for replicas. Before, the bus port is port + 10000. */
+static int new_cluster(void) {
+    return test_redis_version() == 0 || test_redis_version() >= 70000;
+}
+
 /* The cluster part of a node's config, for test_redis_config.extra. */
 static char *node_config(const test_cluster *c, int bus_port) {
     char *text = NULL;
@@ -480,12 +487,13 @@ static char *node_config(const test_cluster *c, int bus_port) {
     fprintf(f,
             "cluster-enabled yes\n"
             "cluster-config-file nodes.conf\n"
-            /* Ports of the ephemeral range may be above 55535, where the
-             * default bus port (port + 10000) does not exist. */
-            "cluster-port %d\n"
             "cluster-node-timeout %d\n"
             "cluster-require-full-coverage %s\n",
-            bus_port, c->cfg.node_timeout_ms, c->cfg.partial_coverage ? "no" : "yes");
+            c->cfg.node_timeout_ms, c->cfg.partial_coverage ? "no" : "yes");
+    /* Ports of the ephemeral range may be above 55535, where the default
+     * bus port (port + 10000) does not exist. */
+    if (new_cluster())
+        fprintf(f, "cluster-port %d\n", bus_port);
     /* With the default factor a replica whose master has been down for
      * some 15 s no longer stands for election, and a test that keeps a
      * master down that long would wait for a failover that never comes. */
@@ -493,8 +501,9 @@ static char *node_config(const test_cluster *c, int bus_port) {
     /* The default waits 5 s for more replicas before a full sync. */
     fputs("repl-diskless-sync yes\nrepl-diskless-sync-delay 0\n", f);
     /* A master stopped with SIGTERM would wait up to 10 s for lagging
-     * replicas. */
-    fputs("shutdown-on-sigterm now\n", f);
+     * replicas (7.0; before, it did not wait). */
+    if (new_cluster())
+        fputs("shutdown-on-sigterm now\n", f);
     if (c->cfg.requirepass)
         test_redis_put_config(f, "masterauth", c->cfg.requirepass);
     if (c->cfg.tls_dir)
@@ -521,6 +530,22 @@ static int read_id(test_cluster *c, int node) {
     return ok ? 0 : -1;
 }
 
+/* Before 7.0: a free port whose port + 10000, the bus port, is free too;
+ * the bus port, or -1. */
+static int old_bus_pair(int *port) {
+    int i;
+
+    for (i = 0; i < 100; i++) {
+        int p = test_redis_free_port();
+
+        if (p > 0 && test_redis_port_is_free(p + 10000)) {
+            *port = p;
+            return p + 10000;
+        }
+    }
+    return -1;
+}
+
 /* Starts node[c->count] and counts it; not joined yet. */
 static int start_node(test_cluster *c) {
     test_cluster_node *n = &c->node[c->count];
@@ -535,7 +560,7 @@ static int start_node(test_cluster *c) {
      * the same config: a bus port taken meanwhile needs a new config. */
     for (attempt = 0; attempt < BUS_PORT_ATTEMPTS; attempt++) {
         test_redis_config rc;
-        int bus = test_redis_free_port();
+        int port = 0, bus = new_cluster() ? test_redis_free_port() : old_bus_pair(&port);
         char *extra = bus > 0 ? node_config(c, bus) : NULL;
         int rc_start;
 
@@ -544,6 +569,7 @@ static int start_node(test_cluster *c) {
             return -1;
         }
         memset(&rc, 0, sizeof rc);
+        rc.port = port;
         rc.requirepass = c->cfg.requirepass;
         rc.acl_user = c->cfg.acl_user;
         rc.extra = extra;
@@ -561,7 +587,54 @@ static int start_node(test_cluster *c) {
     return -1;
 }
 
+/* CLUSTER ADDSLOTSRANGE from to (7.0), or ADDSLOTS of each. */
+static int add_slots(test_cluster *c, int node, int from, int to) {
+    const char **argv;
+    size_t *lens;
+    char *text;
+    test_redis_request rq;
+    int i, n = to - from + 1;
+
+    if (new_cluster())
+        return expect_ok(c, node,
+                         test_cluster_cmd(c, node, "CLUSTER ADDSLOTSRANGE %d %d", from, to),
+                         "CLUSTER ADDSLOTSRANGE");
+    argv = calloc((size_t)n + 2, sizeof *argv);
+    lens = calloc((size_t)n + 2, sizeof *lens);
+    text = calloc((size_t)n, 8);
+    if (!argv || !lens || !text) {
+        free(argv);
+        free(lens);
+        free(text);
+        say("add_slots: out of memory");
+        return -1;
+    }
+    argv[0] = "CLUSTER";
+    argv[1] = "ADDSLOTS";
+    lens[0] = 7;
+    lens[1] = 8;
+    for (i = 0; i < n; i++) {
+        argv[i + 2] = text + 8 * i;
+        lens[i + 2] = (size_t)snprintf(text + 8 * i, 8, "%d", from + i);
+    }
+    rq.fmt = NULL;
+    rq.ap = NULL;
+    rq.argc = n + 2;
+    rq.argv = argv;
+    rq.lens = lens;
+    i = expect_ok(c, node, node_request(c, node, &rq), "CLUSTER ADDSLOTS");
+    free(argv);
+    free(lens);
+    free(text);
+    return i;
+}
+
 static int meet(test_cluster *c, int from, int to) {
+    if (!new_cluster())
+        return expect_ok(
+            c, from,
+            test_cluster_cmd(c, from, "CLUSTER MEET 127.0.0.1 %d", c->node[to].server.port),
+            "CLUSTER MEET");
     return expect_ok(c, from,
                      test_cluster_cmd(c, from, "CLUSTER MEET 127.0.0.1 %d %d",
                                       c->node[to].server.port, c->node[to].bus_port),
@@ -649,8 +722,7 @@ int test_cluster_start(test_cluster *c, const test_cluster_config *cfg) {
         int from = k * TEST_CLUSTER_SLOTS / masters;
         int to = (k + 1) * TEST_CLUSTER_SLOTS / masters - 1;
 
-        if (expect_ok(c, k, test_cluster_cmd(c, k, "CLUSTER ADDSLOTSRANGE %d %d", from, to),
-                      "CLUSTER ADDSLOTSRANGE") != 0)
+        if (add_slots(c, k, from, to) != 0)
             goto fail;
     }
     /* Every pair meets directly: faster than waiting for gossip to

@@ -58,12 +58,12 @@ static const char *redis_binary(void) {
     return "/usr/bin/redis-server";
 }
 
-/* The port is free now; nothing keeps it free until Redis binds it, which
- * is why a start that fails is tried again on another port. */
-int test_redis_free_port(void) {
+/* Binds 127.0.0.1:port (0: a port the kernel picks) and lets it go: the
+ * port, or -1 when it was taken. */
+static int bind_port(int port) {
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
-    int fd, port = -1;
+    int fd;
 
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -71,12 +71,23 @@ int test_redis_free_port(void) {
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sa.sin_port = 0;
+    sa.sin_port = htons((unsigned short)port);
+    port = -1;
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
         getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
         port = ntohs(sa.sin_port);
     close(fd);
     return port;
+}
+
+/* The port is free now; nothing keeps it free until Redis binds it, which
+ * is why a start that fails is tried again on another port. */
+int test_redis_free_port(void) {
+    return bind_port(0);
+}
+
+int test_redis_port_is_free(int port) {
+    return port > 0 && port < 65536 && bind_port(port) == port;
 }
 
 static void path_in_dir(const test_redis *r, const char *name, char *out, size_t cap) {
@@ -137,6 +148,64 @@ static const char *host_of(const test_redis *r) {
     return r->cfg.host != NULL ? r->cfg.host : "127.0.0.1";
 }
 
+int test_redis_version(void) {
+    static int version = -1;
+    char cmd[4200], out[256];
+    int a, b, c;
+    const char *v;
+    FILE *p;
+
+    if (version >= 0)
+        return version;
+    version = 0;
+    snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", redis_binary());
+    p = popen(cmd, "r");
+    if (p == NULL)
+        return version;
+    if (fgets(out, sizeof out, p) != NULL && (v = strstr(out, "v=")) != NULL &&
+        sscanf(v + 2, "%d.%d.%d", &a, &b, &c) == 3)
+        version = a * 10000 + b * 100 + c;
+    pclose(p);
+    return version;
+}
+
+/* Whether an ACL rule (n bytes at p) names what the server lacks, which
+ * is an error in its config: channel rules before 6.2 (every user may use
+ * every channel there), the sharded pub/sub commands before 7.0. */
+static int acl_rule_unknown(const char *p, size_t n) {
+    static const char *const v62[] = {"resetchannels", "allchannels"};
+    static const char *const v70[] = {"+spublish", "+ssubscribe", "+sunsubscribe"};
+    int v = test_redis_version();
+    size_t i;
+
+    if (v == 0)
+        return 0;
+    for (i = 0; v < 60200 && i < sizeof v62 / sizeof v62[0]; i++)
+        if (strlen(v62[i]) == n && strncmp(p, v62[i], n) == 0)
+            return 1;
+    for (i = 0; v < 70000 && i < sizeof v70 / sizeof v70[0]; i++)
+        if (strlen(v70[i]) == n && strncmp(p, v70[i], n) == 0)
+            return 1;
+    return v < 60200 && p[0] == '&';
+}
+
+/* "user <rule>", without what this server does not know. */
+static void put_acl_user(FILE *f, const char *rule) {
+    const char *p = rule;
+
+    fputs("user", f);
+    while (*p) {
+        size_t n;
+        while (*p == ' ')
+            p++;
+        n = strcspn(p, " ");
+        if (n > 0 && !acl_rule_unknown(p, n))
+            fprintf(f, " %.*s", (int)n, p);
+        p += n;
+    }
+    fputc('\n', f);
+}
+
 static int write_config(const test_redis *r) {
     char path[300], log[300];
     FILE *f;
@@ -158,7 +227,7 @@ static int write_config(const test_redis *r) {
     if (r->cfg.requirepass)
         test_redis_put_config(f, "requirepass", r->cfg.requirepass);
     if (r->cfg.acl_user)
-        fprintf(f, "user %s\n", r->cfg.acl_user);
+        put_acl_user(f, r->cfg.acl_user);
     if (r->cfg.extra)
         fprintf(f, "%s\n", r->cfg.extra);
     if (r->cfg.tls_dir)
@@ -395,6 +464,7 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
         cfg = &none;
     r->cfg.unix_socket = cfg->unix_socket;
     r->cfg.sentinel = cfg->sentinel;
+    r->cfg.port = cfg->port;
     r->strings_[0] = dup_or_null(cfg->requirepass);
     r->strings_[1] = dup_or_null(cfg->acl_user);
     r->strings_[2] = dup_or_null(cfg->extra);

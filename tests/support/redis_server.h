@@ -76,6 +76,13 @@ typedef struct test_redis {
     char *strings_[6];    /* copies of the cfg strings */
 } test_redis;
 
+/* The version of the redis-server binary the tests run (see above), from
+ * its --version, as major * 10000 + minor * 100 + patch (Valkey: its own
+ * version); 0 when it cannot be read. Read once. Where the versions
+ * differ (ACL channel rules are 6.2, sharded pub/sub and the cluster bus
+ * port settings 7.0), the launchers and the tests ask it. */
+int test_redis_version(void);
+
 /* Starts a server with cfg (NULL: TCP, no password) and waits until it
  * answers PING (at most 5 s). Another port is tried when the server does
  * not come up. Returns 0, or -1 with the reason on stderr and *r left
@@ -134,6 +141,8 @@ void test_redis_put_tls_config(FILE *f, const char *dir, const char *cert, int t
  * server binds it another process may take it, so a start that fails is
  * worth another try with another port. */
 int test_redis_free_port(void);
+/* 1 if 127.0.0.1:port is free now, as above. */
+int test_redis_port_is_free(int port);
 
 /* Writes the config line `name "value"`: the value in double quotes with
  * '"' and '\\' escaped (Redis reads C-like escapes there), so that paths

@@ -1126,6 +1126,8 @@ static unsigned auto_kind(const sim_cmd *cmd) {
         return SIM_AUTO_PING;
     if (cmd_is(cmd, "TIME") && cmd->argc == 1)
         return SIM_AUTO_TIME;
+    if (cmd_is(cmd, "INFO") && cmd->argc <= 2)
+        return SIM_AUTO_INFO;
     if (cmd_is(cmd, "SCRIPT") && cmd->argc == 3 && strcasecmp(cmd->argv[1], "LOAD") == 0)
         return SIM_AUTO_SCRIPT_LOAD;
     if (cmd_is(cmd, "SUBSCRIBE") && cmd->argc >= 2)
@@ -1204,6 +1206,10 @@ static void answer(sim_conn *c, const sim_cmd *cmd, unsigned kind) {
         buf_bulk(&b, tmp, (size_t)n);
         break;
     }
+    case SIM_AUTO_INFO:
+        buf_bulk(&b, "# Server\r\nredis_version:" SIM_REDIS_VERSION "\r\n",
+                 sizeof("# Server\r\nredis_version:" SIM_REDIS_VERSION "\r\n") - 1);
+        break;
     case SIM_AUTO_SCRIPT_LOAD:
         leash__sha1_hex(cmd->argv[2], cmd->argvlen[2], tmp);
         buf_bulk(&b, tmp, 40);

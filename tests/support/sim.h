@@ -120,10 +120,11 @@ enum sim_role {
  *                 ["pong", arg or ""], as Redis does (hiredis 0.14 does
  *                 not give that to the PING's callback, with Redis either)
  *   TIME          [seconds, microseconds] of SIM_WALL_S + the virtual ms
+ *   INFO          "# Server" with redis_version SIM_REDIS_VERSION
  *   SCRIPT_LOAD   SCRIPT LOAD src: the SHA1 of src
  *   SUBSCRIBE     one confirmation per channel, with the running count
  *   UNSUBSCRIBE   the same (no channel: every channel subscribed)
- * On a connection with subscriptions, AUTH, SELECT, TIME and SCRIPT LOAD
+ * On a connection with subscriptions, AUTH, SELECT, TIME, INFO and SCRIPT LOAD
  * get Redis's "only (P|S)SUBSCRIBE / ... are allowed in this context"
  * error instead. Every other command (EVAL, EVALSHA, PSUBSCRIBE, ...)
  * waits for the test. */
@@ -135,8 +136,11 @@ enum sim_auto {
     SIM_AUTO_SCRIPT_LOAD = 1u << 4,
     SIM_AUTO_SUBSCRIBE = 1u << 5,
     SIM_AUTO_UNSUBSCRIBE = 1u << 6,
-    SIM_AUTO_ALL = (1u << 7) - 1
+    SIM_AUTO_INFO = 1u << 7,
+    SIM_AUTO_ALL = (1u << 8) - 1
 };
+/* The version the sim's INFO reports (Debian 12's). */
+#define SIM_REDIS_VERSION "7.0.15"
 
 /* ---- the sim and its clock ---- */
 
