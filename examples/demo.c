@@ -4,6 +4,7 @@
  *     leash-demo REDIS_URL
  *     leash-demo --cluster HOST:PORT[,HOST:PORT...] [--long-lease]
  *     leash-demo --redlock HOST:PORT[,HOST:PORT...]
+ *     leash-demo --sentinel redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER [--long-lease]
  *
  * REDIS_URL is redis://[[user]:password@]host[:port][/db] or
  * unix://[[user]:password@]/path[?db=N] (leash/url.h).
@@ -54,6 +55,15 @@
  * failover: the promoted replica has the key (replicated asynchronously: the
  * usual case, not a promise), and the holder keeps it. The story tells which
  * of the two happened.
+ *
+ * With --sentinel the workers go through Redis Sentinel
+ * (LEASH_TOPOLOGY_SENTINEL, from a redis+sentinel:// URL, leash/url.h) and the
+ * run is that of --cluster with the master the sentinels name in the place of
+ * the slot's master: the parent asks the sentinels for it, kills it (only a
+ * pid that LEASH_DEMO_SENTINEL_PIDS="PORT:PID,..." names, as scripts/demo
+ * --sentinel sets it) and watches the sentinels (SENTINEL master: s_down,
+ * o_down, failover_in_progress; SENTINEL get-master-addr-by-name: the switch)
+ * into the story: the workers follow +switch-master to the new master.
  *
  * With --redlock the workers use N independent servers (LEASH_TOPOLOGY_REDLOCK:
  * a hold needs a majority, M = N / 2 + 1, 3 of 5). 300 ms into the second
@@ -136,13 +146,14 @@ enum {
 
 /* The run, as the command line chose it (set before the workers fork). */
 static struct {
-    int cluster;      /* --cluster: a master is killed instead of a holder frozen */
+    int cluster;      /* --cluster, --sentinel: a master is killed instead of a holder frozen */
+    int sentinel;     /* --sentinel: the master the sentinels name (run.cluster is set too) */
     int redlock;      /* --redlock: servers are killed instead of a holder frozen */
     int64_t lease_ms; /* LEASE_MS, or LONG_LEASE_MS with --long-lease */
     int steps;        /* STEPS or CLUSTER_STEPS */
     int jobs_wanted;
     int run_limit_ms;
-} run = {0, 0, LEASE_MS, STEPS, JOBS_WANTED, RUN_LIMIT_MS};
+} run = {0, 0, 0, LEASE_MS, STEPS, JOBS_WANTED, RUN_LIMIT_MS};
 
 /* Servers die in this run (--cluster, --redlock): the workers report their
  * renewals and the library's info lines. */
@@ -169,6 +180,11 @@ struct target {
     int nnodes;
     const char *nodes[LEASH_NODES_MAX]; /* -> node_text */
     char node_text[LEASH_NODES_MAX][LEASH_NODE_MAX + 1];
+    /* --sentinel: the master's name and the sentinels' own credentials
+     * (url holds the data nodes' user, password and db) */
+    char master[LEASH_SENTINEL_MASTER_MAX + 1];
+    char sentinel_user[LEASH_URL_USER_MAX + 1];
+    char sentinel_password[LEASH_URL_PASSWORD_MAX + 1];
 };
 
 /* A decimal number of 1..9 digits in s[0..len), at most max; -1 if not. */
@@ -252,6 +268,12 @@ static int parse_nodes(const char *list, int topology, struct target *t, const c
 /* Client options for the target; strings point into *t. */
 static void target_options(const struct target *t, leash_options *o) {
     leash_options_init(o);
+    if (t->topology == LEASH_TOPOLOGY_SENTINEL) {
+        leash_url_apply(&t->url, o); /* the data nodes' credentials and db */
+        o->sentinel_master = t->master;
+        o->sentinel_username = t->sentinel_user[0] != '\0' ? t->sentinel_user : NULL;
+        o->sentinel_password = t->sentinel_password[0] != '\0' ? t->sentinel_password : NULL;
+    }
     if (t->topology != LEASH_TOPOLOGY_SINGLE) {
         o->topology = t->topology;
         o->nodes = t->nodes;
@@ -1642,15 +1664,82 @@ static int started_by_script(const char *env, int port, long pid) {
     return 0;
 }
 
-/* During hold freeze_hold's job: finds the master of the lock's slot, checks
- * that scripts/demo started it, and kills it. */
+/* --sentinel: a connection to the first sentinel that takes one, with
+ * its password; NULL when none does. */
+static redisContext *sentinel_connect(const struct target *t) {
+    int i;
+
+    for (i = 0; i < t->nnodes; i++) {
+        char host[256];
+        int port;
+        redisContext *c;
+        redisReply *r = NULL;
+
+        if (split_endpoint(t->nodes[i], host, sizeof(host), &port) != 0 ||
+            (c = admin_connect(host, port)) == NULL)
+            continue;
+        if (t->sentinel_password[0] == '\0')
+            return c;
+        r = t->sentinel_user[0] != '\0'
+                ? redisCommand(c, "AUTH %s %s", t->sentinel_user, t->sentinel_password)
+                : redisCommand(c, "AUTH %s", t->sentinel_password);
+        if (r != NULL && r->type != REDIS_REPLY_ERROR) {
+            freeReplyObject(r);
+            return c;
+        }
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    return NULL;
+}
+
+/* --sentinel: the master the sentinels name now into *n (its pid
+ * unknown). 0, or -1. */
+static int sentinel_master(const struct target *t, struct node_info *n) {
+    redisContext *c = sentinel_connect(t);
+    redisReply *r;
+    int rc = -1;
+
+    if (c == NULL)
+        return -1;
+    r = redisCommand(c, "SENTINEL get-master-addr-by-name %s", t->master);
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+        memset(n, 0, sizeof(*n));
+        snprintf(n->host, sizeof(n->host), "%s", r->element[0]->str);
+        n->port = atoi(r->element[1]->str);
+        rc = 0;
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    return rc;
+}
+
+/* The master killed, for the notes: "the master of slot N" or "the master
+ * mymaster". */
+static const char *master_role(const struct parent *p, char *buf, size_t cap) {
+    if (run.sentinel)
+        snprintf(buf, cap, "the master %s", p->target->master);
+    else
+        snprintf(buf, cap, "the master of slot %d", p->fo.slot);
+    return buf;
+}
+
+/* During hold freeze_hold's job: finds the master of the lock's slot (or
+ * the one the sentinels name), checks that scripts/demo started it, and
+ * kills it. */
 static void kill_master(struct parent *p, struct hold *h) {
     struct failover *fo = &p->fo;
+    const char *pids = run.sentinel ? "LEASH_DEMO_SENTINEL_PIDS" : "LEASH_DEMO_CLUSTER_PIDS";
     redisContext *c;
-    char why[320];
+    char why[320], role[300];
 
     fo->refused = 1; /* until the signal went */
-    if (find_slot_master(p->target, fo, why, sizeof(why)) != 0) {
+    if (run.sentinel && sentinel_master(p->target, &fo->master) != 0) {
+        parent_note(p, E_PROBLEM, "no sentinel named the master %s", p->target->master);
+        return;
+    }
+    if (!run.sentinel && find_slot_master(p->target, fo, why, sizeof(why)) != 0) {
         parent_note(p, E_PROBLEM, "cannot find the master of the lock's slot: %s", why);
         return;
     }
@@ -1658,29 +1747,38 @@ static void kill_master(struct parent *p, struct hold *h) {
         fo->master.pid = node_pid(c);
         redisFree(c);
     }
-    if (!started_by_script("LEASH_DEMO_CLUSTER_PIDS", fo->master.port, fo->master.pid)) {
+    master_role(p, role, sizeof(role));
+    if (!started_by_script(pids, fo->master.port, fo->master.pid)) {
         parent_note(p, E_PROBLEM,
-                    "refusing to kill %s:%d (pid %ld), the master of slot %d: "
-                    "LEASH_DEMO_CLUSTER_PIDS does not name it as started by scripts/demo",
-                    fo->master.host, fo->master.port, fo->master.pid, fo->slot);
+                    "refusing to kill %s:%d (pid %ld), %s: %s does not name it as started by "
+                    "scripts/demo",
+                    fo->master.host, fo->master.port, fo->master.pid, role, pids);
         return;
     }
-    if (fo->replica.port == 0) {
+    if (run.sentinel) {
+        parent_note(p, E_NOTE,
+                    "SIGKILL %s:%d (pid %ld), %s, where w%d holds fence %" PRIu64
+                    "; the sentinels are to promote a replica",
+                    fo->master.host, fo->master.port, fo->master.pid, role, h->worker, h->fence);
+    } else if (fo->replica.port == 0) {
         parent_note(p, E_PROBLEM, "%s:%d, the master of slot %d, has no replica: no kill",
                     fo->master.host, fo->master.port, fo->slot);
         return;
     }
-    /* Watched from before the kill: the connection is ready when it counts. */
-    fo->watch = admin_connect(fo->replica.host, fo->replica.port);
-    if (fo->watch != NULL)
-        fo->replica.pid = node_pid(fo->watch);
-
-    /* The note first: its time stamp comes before anything the kill causes. */
-    parent_note(p, E_NOTE,
-                "SIGKILL %s:%d (pid %ld), the master of slot %d, where w%d holds fence %" PRIu64
-                "; its replica %s:%d (pid %ld) is to take over",
-                fo->master.host, fo->master.port, fo->master.pid, fo->slot, h->worker, h->fence,
-                fo->replica.host, fo->replica.port, fo->replica.pid);
+    if (!run.sentinel) {
+        /* Watched from before the kill: the connection is ready when it counts. */
+        fo->watch = admin_connect(fo->replica.host, fo->replica.port);
+        if (fo->watch != NULL)
+            fo->replica.pid = node_pid(fo->watch);
+        /* The note first: its time stamp comes before anything the kill causes. */
+        parent_note(p, E_NOTE,
+                    "SIGKILL %s:%d (pid %ld), %s, where w%d holds fence %" PRIu64
+                    "; its replica %s:%d (pid %ld) is to take over",
+                    fo->master.host, fo->master.port, fo->master.pid, role, h->worker, h->fence,
+                    fo->replica.host, fo->replica.port, fo->replica.pid);
+    } else {
+        fo->watch = sentinel_connect(p->target);
+    }
     fo->killed_at = now_ns();
     fo->hold = (int)(h - p->holds);
     if (kill((pid_t)fo->master.pid, SIGKILL) != 0) {
@@ -1754,13 +1852,87 @@ static void watch_nodes(struct parent *p, const char *text) {
     }
 }
 
-/* After the kill, every WATCH_MS: the failover as the replica sees it. */
+/* The value of key in a flat [key, value, ...] reply into out; 0 if none. */
+static int pair_value(const redisReply *r, const char *key, char *out, size_t cap) {
+    size_t i;
+
+    for (i = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2)
+        if (r->element[i]->type == REDIS_REPLY_STRING && strcmp(r->element[i]->str, key) == 0 &&
+            r->element[i + 1]->type == REDIS_REPLY_STRING) {
+            snprintf(out, cap, "%s", r->element[i + 1]->str);
+            return 1;
+        }
+    return 0;
+}
+
+/* --sentinel, after the kill, every WATCH_MS: the failover as a sentinel
+ * sees it (pfail_at: s_down, fail_at: o_down, down_at: the failover
+ * started, promoted_at = up_at: another master named). */
+static void watch_sentinel(struct parent *p) {
+    struct failover *fo = &p->fo;
+    redisReply *r;
+    char flags[256];
+    struct node_info now;
+
+    if (fo->watch == NULL)
+        fo->watch = sentinel_connect(p->target);
+    if (fo->watch == NULL)
+        return;
+    r = redisCommand(fo->watch, "SENTINEL master %s", p->target->master);
+    if (pair_value(r, "flags", flags, sizeof(flags))) {
+        if (fo->pfail_at == 0 && strstr(flags, "s_down") != NULL) {
+            fo->pfail_at = now_ns();
+            parent_note(p, E_NOTE,
+                        "a sentinel has not heard from the master for down-after-milliseconds: "
+                        "+sdown, %.2f s after the kill",
+                        since_kill(p, fo->pfail_at));
+        }
+        if (fo->fail_at == 0 && strstr(flags, "o_down") != NULL) {
+            fo->fail_at = now_ns();
+            parent_note(p, E_NOTE,
+                        "a quorum of sentinels agree that %s:%d is down: +odown, %.2f "
+                        "s after the kill",
+                        fo->master.host, fo->master.port, since_kill(p, fo->fail_at));
+        }
+        if (fo->down_at == 0 && strstr(flags, "failover_in_progress") != NULL) {
+            fo->down_at = now_ns();
+            parent_note(p, E_NOTE,
+                        "the sentinels elected a leader: failover in progress, %.2f s "
+                        "after the kill",
+                        since_kill(p, fo->down_at));
+        }
+    }
+    freeReplyObject(r);
+    if (fo->promoted_at == 0 && sentinel_master(p->target, &now) == 0 &&
+        (now.port != fo->master.port || strcmp(now.host, fo->master.host) != 0)) {
+        redisContext *c = admin_connect(now.host, now.port);
+        fo->replica = now;
+        if (c != NULL) {
+            fo->replica.pid = node_pid(c);
+            redisFree(c);
+        }
+        fo->promoted_at = fo->up_at = now_ns();
+        parent_note(p, E_WAITERS,
+                    "+switch-master: the sentinels name %s:%d (pid %ld) the master %s, %.2f s "
+                    "after the kill",
+                    fo->replica.host, fo->replica.port, fo->replica.pid, p->target->master,
+                    since_kill(p, fo->promoted_at));
+    }
+}
+
+/* After the kill, every WATCH_MS: the failover as the replica (or a
+ * sentinel) sees it. */
 static void on_watch(struct ev_loop *loop, ev_timer *t, int revents) {
     struct parent *p = t->data;
     struct failover *fo = &p->fo;
     redisReply *r;
     char state[16];
     (void)loop, (void)revents;
+
+    if (run.sentinel) {
+        watch_sentinel(p);
+        goto next;
+    }
 
     if (fo->watch == NULL)
         fo->watch = admin_connect(fo->replica.host, fo->replica.port);
@@ -1787,6 +1959,7 @@ static void on_watch(struct ev_loop *loop, ev_timer *t, int revents) {
         }
         freeReplyObject(r);
     }
+next:
     if (fo->watch != NULL && fo->watch->err != 0) { /* try again next time */
         redisFree(fo->watch);
         fo->watch = NULL;
@@ -1794,8 +1967,12 @@ static void on_watch(struct ev_loop *loop, ev_timer *t, int revents) {
     if (fo->promoted_at != 0 && fo->up_at != 0) {
         ev_timer_stop(p->loop, t);
     } else if (now_ns() - fo->killed_at > (int64_t)PROMOTE_WAIT_MS * 1000000) {
-        parent_note(p, E_PROBLEM, "%s:%d was not seen serving slot %d %d ms after the kill",
-                    fo->replica.host, fo->replica.port, fo->slot, PROMOTE_WAIT_MS);
+        if (run.sentinel)
+            parent_note(p, E_PROBLEM, "the sentinels named no new master %d ms after the kill",
+                        PROMOTE_WAIT_MS);
+        else
+            parent_note(p, E_PROBLEM, "%s:%d was not seen serving slot %d %d ms after the kill",
+                        fo->replica.host, fo->replica.port, fo->slot, PROMOTE_WAIT_MS);
         ev_timer_stop(p->loop, t);
     }
     if (!ev_is_active(t) && fo->watch != NULL) {
@@ -2095,6 +2272,9 @@ static int probe_redis(const struct target *t) {
     if (rc == LEASH_ECONN && t->topology == LEASH_TOPOLOGY_CLUSTER)
         fprintf(stderr, "  Is a Redis Cluster running there? scripts/demo --cluster starts one of "
                         "its own.\n");
+    else if (rc == LEASH_ECONN && t->topology == LEASH_TOPOLOGY_SENTINEL)
+        fprintf(stderr, "  Do the sentinels run, and know that master? scripts/demo --sentinel "
+                        "starts a master, two replicas and three sentinels of its own.\n");
     else if (rc == LEASH_ECONN && t->topology == LEASH_TOPOLOGY_REDLOCK)
         fprintf(stderr, "  Do a majority of those redis-servers run? scripts/demo --redlock starts "
                         "five of its own.\n");
@@ -2123,7 +2303,8 @@ static int summarize_failover(struct parent *p) {
     int problems = 0;
 
     if (!fo->allowed) {
-        printf("  %-15s none: without LEASH_DEMO_CLUSTER_PIDS no server is killed\n", "failover");
+        printf("  %-15s none: without %s no server is killed\n", "failover",
+               run.sentinel ? "LEASH_DEMO_SENTINEL_PIDS" : "LEASH_DEMO_CLUSTER_PIDS");
         return 0;
     }
     if (h == NULL && fo->refused) {
@@ -2144,7 +2325,8 @@ static int summarize_failover(struct parent *p) {
         printf("%s:%d promoted %.2f s later", fo->replica.host, fo->replica.port,
                since_kill(p, fo->promoted_at));
         if (fo->fail_at != 0)
-            printf(" (FAIL after %.2f s)", since_kill(p, fo->fail_at));
+            printf(" (%s after %.2f s)", run.sentinel ? "+odown" : "FAIL",
+                   since_kill(p, fo->fail_at));
         printf("\n");
     } else {
         printf("its replica was not seen promoted\n");
@@ -2408,6 +2590,8 @@ static void usage(void) {
             "usage: leash-demo REDIS_URL\n"
             "       leash-demo --cluster HOST:PORT[,HOST:PORT...] [--long-lease]\n"
             "       leash-demo --redlock HOST:PORT[,HOST:PORT...]\n"
+            "       leash-demo --sentinel redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER "
+            "[--long-lease]\n"
             "  REDIS_URL: redis://[[user]:password@]host[:port][/db] or "
             "unix:///path/to/socket[?db=N]\n"
             "  e.g. leash-demo redis://127.0.0.1:6379 (scripts/demo starts a server and runs "
@@ -2416,8 +2600,29 @@ static void usage(void) {
             "runs this)\n"
             "  --long-lease: a %d ms lease instead of %d ms, longer than a failover\n"
             "  --redlock: independent servers, a majority holds the lock (scripts/demo --redlock "
-            "starts 5 and runs this)\n",
+            "starts 5 and runs this)\n"
+            "  --sentinel: the master that Redis Sentinel names (scripts/demo --sentinel starts "
+            "a master, 2 replicas and 3 sentinels and runs this)\n",
             LONG_LEASE_MS, LEASE_MS);
+}
+
+/* --cluster and --sentinel: a run with a failover, and its arguments
+ * after the nodes (--long-lease); -1 (said) when one is not right. */
+static int failover_run(int argc, char **argv) {
+    int i;
+
+    run.cluster = 1;
+    run.steps = CLUSTER_STEPS;
+    run.jobs_wanted = CLUSTER_JOBS_WANTED;
+    run.run_limit_ms = CLUSTER_RUN_LIMIT_MS;
+    for (i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--long-lease") != 0) {
+            fprintf(stderr, "leash-demo: unknown argument '%s'\n", argv[i]);
+            return -1;
+        }
+        run.lease_ms = LONG_LEASE_MS;
+    }
+    return 0;
 }
 
 /* The command line into *t and run; -1 (said) when it is not right. */
@@ -2426,7 +2631,31 @@ static int parse_args(int argc, char **argv, struct target *t) {
     const char *why = NULL;
     int i;
 
-    if (argc == 2 && (strcmp(argv[1], "--cluster") == 0 || strcmp(argv[1], "--redlock") == 0)) {
+    if (argc >= 3 && strcmp(argv[1], "--sentinel") == 0) {
+        leash_sentinel_url su;
+        if (leash_sentinel_url_parse(argv[2], &su, err, sizeof(err)) != LEASH_OK) {
+            fprintf(stderr, "leash-demo: %s\n", err);
+            return -1;
+        }
+        memset(t, 0, sizeof(*t));
+        t->topology = LEASH_TOPOLOGY_SENTINEL;
+        t->url = su.data;
+        snprintf(t->master, sizeof(t->master), "%s", su.master);
+        snprintf(t->sentinel_user, sizeof(t->sentinel_user), "%s", su.sentinel_username);
+        snprintf(t->sentinel_password, sizeof(t->sentinel_password), "%s", su.sentinel_password);
+        for (i = 0; i < su.nsentinels; i++) {
+            snprintf(t->node_text[i], sizeof(t->node_text[i]), "%s", su.sentinels[i]);
+            t->nodes[i] = t->node_text[i];
+        }
+        t->nnodes = su.nsentinels;
+        snprintf(t->shown, sizeof(t->shown), "the master %.100s of %d sentinels (%.300s...)",
+                 su.master, su.nsentinels, su.sentinels[0]);
+        memset(&su, 0, sizeof(su));
+        run.sentinel = 1;
+        return failover_run(argc, argv);
+    }
+    if (argc == 2 && (strcmp(argv[1], "--cluster") == 0 || strcmp(argv[1], "--redlock") == 0 ||
+                      strcmp(argv[1], "--sentinel") == 0)) {
         fprintf(stderr, "leash-demo: %s takes the nodes, HOST:PORT[,HOST:PORT...]\n", argv[1]);
         return -1;
     }
@@ -2449,18 +2678,7 @@ static int parse_args(int argc, char **argv, struct target *t) {
             fprintf(stderr, "leash-demo: bad node list '%s': %s\n", argv[2], why);
             return -1;
         }
-        run.cluster = 1;
-        run.steps = CLUSTER_STEPS;
-        run.jobs_wanted = CLUSTER_JOBS_WANTED;
-        run.run_limit_ms = CLUSTER_RUN_LIMIT_MS;
-        for (i = 3; i < argc; i++) {
-            if (strcmp(argv[i], "--long-lease") != 0) {
-                fprintf(stderr, "leash-demo: unknown argument '%s'\n", argv[i]);
-                return -1;
-            }
-            run.lease_ms = LONG_LEASE_MS;
-        }
-        return 0;
+        return failover_run(argc, argv);
     }
     if (argc != 2)
         return -1;
@@ -2544,7 +2762,8 @@ int main(int argc, char **argv) {
     p->events_fd = events[0];
     p->freeze_hold = run.redlock ? KILL_HOLD : FREEZE_HOLD;
     p->target = &target;
-    p->fo.allowed = getenv("LEASH_DEMO_CLUSTER_PIDS") != NULL;
+    p->fo.allowed =
+        getenv(run.sentinel ? "LEASH_DEMO_SENTINEL_PIDS" : "LEASH_DEMO_CLUSTER_PIDS") != NULL;
     if (run.redlock)
         quorum_kills_init(&p->qk, &target);
 
@@ -2559,13 +2778,19 @@ int main(int argc, char **argv) {
     else if (!run.cluster)
         printf("  during hold %d the parent freezes the holder (SIGSTOP) for %.1f s.\n\n",
                FREEZE_HOLD, FREEZE_MS / 1000.);
+    else if (p->fo.allowed && run.sentinel)
+        printf("  %d ms into hold %d the parent kills (SIGKILL) the master the sentinels name,\n"
+               "  and the sentinels promote a replica (a %s lease than the failover takes).\n\n",
+               KILL_AFTER_MS, FREEZE_HOLD, run.lease_ms == LONG_LEASE_MS ? "longer" : "shorter");
     else if (p->fo.allowed)
         printf("  %d ms into hold %d the parent kills (SIGKILL) the master of the lock's slot,\n"
                "  and the cluster promotes its replica (a %s lease than the failover takes).\n\n",
                KILL_AFTER_MS, FREEZE_HOLD, run.lease_ms == LONG_LEASE_MS ? "longer" : "shorter");
     else
-        printf("  no server is killed: LEASH_DEMO_CLUSTER_PIDS, which names the servers that\n"
-               "  scripts/demo --cluster started, is not set.\n\n");
+        printf("  no server is killed: %s, which names the servers that\n"
+               "  scripts/demo %s started, is not set.\n\n",
+               run.sentinel ? "LEASH_DEMO_SENTINEL_PIDS" : "LEASH_DEMO_CLUSTER_PIDS",
+               run.sentinel ? "--sentinel" : "--cluster");
     printf("  time  who     what\n");
     fflush(stdout);
     fflush(stderr);

@@ -48,9 +48,11 @@ enum {
 typedef struct {
     int topology; /* LEASH_TOPOLOGY_*, or -1 when nothing was configured */
     const char *topology_directive;
-    leash_url *url;     /* leash_redis */
-    ngx_array_t *nodes; /* leash_cluster, leash_redlock: char * */
-    ngx_msec_t lease;   /* leash_lease */
+    leash_url *url;                   /* leash_redis */
+    ngx_array_t *nodes;               /* leash_cluster, leash_redlock, leash_sentinel: char * */
+    leash_sentinel_url *sentinel_url; /* leash_redis redis+sentinel://... */
+    char *sentinel_master;            /* leash_sentinel */
+    ngx_msec_t lease;                 /* leash_lease */
     /* leash_tls (NGX_CONF_UNSET: as the URL says), leash_tls_verify */
     ngx_flag_t tls, tls_verify;
     /* leash_tls_ca, _cert, _key (full paths, NUL-terminated), _name */
@@ -106,6 +108,7 @@ static ngx_int_t ngx_http_leash_init_process(ngx_cycle_t *cycle);
 static void ngx_http_leash_exit_process(ngx_cycle_t *cycle);
 static char *ngx_http_leash_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_leash_nodes(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *ngx_http_leash_sentinel(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_leash_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_leash_msec_max(ngx_conf_t *cf, void *post, void *data);
 static char *ngx_http_leash_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
@@ -137,6 +140,8 @@ static ngx_command_t ngx_http_leash_commands[] = {
      NGX_HTTP_MAIN_CONF_OFFSET, LEASH_TOPOLOGY_CLUSTER, NULL},
     {ngx_string("leash_redlock"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE, ngx_http_leash_nodes,
      NGX_HTTP_MAIN_CONF_OFFSET, LEASH_TOPOLOGY_REDLOCK, NULL},
+    {ngx_string("leash_sentinel"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE, ngx_http_leash_sentinel,
+     NGX_HTTP_MAIN_CONF_OFFSET, LEASH_TOPOLOGY_SENTINEL, NULL},
     {ngx_string("leash_lease"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, lease),
      &ngx_http_leash_lease_bounds},
@@ -277,7 +282,8 @@ static char *ngx_http_leash_topology(ngx_conf_t *cf, ngx_http_leash_main_conf_t 
     mcf->topology = topology;
     mcf->topology_directive = topology == LEASH_TOPOLOGY_SINGLE    ? "leash_redis"
                               : topology == LEASH_TOPOLOGY_CLUSTER ? "leash_cluster"
-                                                                   : "leash_redlock";
+                              : topology == LEASH_TOPOLOGY_REDLOCK ? "leash_redlock"
+                                                                   : "leash_sentinel";
     return NGX_CONF_OK;
 }
 
@@ -295,6 +301,19 @@ static char *ngx_http_leash_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
         return NGX_CONF_ERROR;
     ngx_memcpy(text, value[1].data, value[1].len);
     text[value[1].len] = '\0';
+    if (leash_url_is_sentinel(text)) {
+        /* Redis Sentinel as a URL: the sentinels, the master's name. */
+        mcf->url = NULL;
+        mcf->sentinel_url = ngx_pcalloc(cf->pool, sizeof(leash_sentinel_url));
+        if (mcf->sentinel_url == NULL)
+            return NGX_CONF_ERROR;
+        if (leash_sentinel_url_parse(text, mcf->sentinel_url, err, sizeof(err)) != LEASH_OK) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"leash_redis\": %s", err);
+            return NGX_CONF_ERROR;
+        }
+        mcf->topology = LEASH_TOPOLOGY_SENTINEL;
+        return NGX_CONF_OK;
+    }
     if (leash_url_parse(text, mcf->url, err, sizeof(err)) != LEASH_OK) {
         /* err never holds the user or the password; the URL may. */
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"leash_redis\": %s", err);
@@ -303,22 +322,21 @@ static char *ngx_http_leash_redis(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
     return NGX_CONF_OK;
 }
 
-static char *ngx_http_leash_nodes(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
-    ngx_http_leash_main_conf_t *mcf = conf;
+/* The servers of a directive, its arguments from first on. */
+static char *ngx_http_leash_node_list(ngx_conf_t *cf, ngx_command_t *cmd,
+                                      ngx_http_leash_main_conf_t *mcf, ngx_uint_t first) {
     ngx_str_t *value = cf->args->elts;
     ngx_uint_t i;
 
-    if (ngx_http_leash_topology(cf, mcf, (int)cmd->offset) != NGX_CONF_OK)
-        return NGX_CONF_ERROR;
-    if (cf->args->nelts - 1 > LEASH_NODES_MAX) {
+    if (cf->args->nelts - first > LEASH_NODES_MAX) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\": at most %d servers", &cmd->name,
                            LEASH_NODES_MAX);
         return NGX_CONF_ERROR;
     }
-    mcf->nodes = ngx_array_create(cf->pool, cf->args->nelts - 1, sizeof(char *));
+    mcf->nodes = ngx_array_create(cf->pool, cf->args->nelts - first, sizeof(char *));
     if (mcf->nodes == NULL)
         return NGX_CONF_ERROR;
-    for (i = 1; i < cf->args->nelts; i++) {
+    for (i = first; i < cf->args->nelts; i++) {
         char **node = ngx_array_push(mcf->nodes);
         if (node == NULL)
             return NGX_CONF_ERROR;
@@ -336,6 +354,39 @@ static char *ngx_http_leash_nodes(ngx_conf_t *cf, ngx_command_t *cmd, void *conf
         (*node)[value[i].len] = '\0';
     }
     return NGX_CONF_OK;
+}
+
+static char *ngx_http_leash_nodes(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    if (ngx_http_leash_topology(cf, conf, (int)cmd->offset) != NGX_CONF_OK)
+        return NGX_CONF_ERROR;
+    return ngx_http_leash_node_list(cf, cmd, conf, 1);
+}
+
+/* leash_sentinel MASTER host:port...: the master's name comes first, and
+ * is never an address (a forgotten name would make the first sentinel's
+ * address the name, and every lookup fail at run time). */
+static char *ngx_http_leash_sentinel(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    ngx_http_leash_main_conf_t *mcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    u_char *colon;
+
+    if (ngx_http_leash_topology(cf, mcf, LEASH_TOPOLOGY_SENTINEL) != NGX_CONF_OK)
+        return NGX_CONF_ERROR;
+    colon = ngx_strlchr(value[1].data, value[1].data + value[1].len, ':');
+    if (value[1].len == 0 || value[1].len > LEASH_SENTINEL_MASTER_MAX ||
+        (colon != NULL && ngx_atoi(colon + 1, value[1].data + value[1].len - colon - 1) > 0)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"leash_sentinel\": the master's name comes first (1..%d bytes), "
+                           "then the sentinels: leash_sentinel mymaster host:port ...; not \"%V\"",
+                           LEASH_SENTINEL_MASTER_MAX, &value[1]);
+        return NGX_CONF_ERROR;
+    }
+    mcf->sentinel_master = ngx_pnalloc(cf->pool, value[1].len + 1);
+    if (mcf->sentinel_master == NULL)
+        return NGX_CONF_ERROR;
+    ngx_memcpy(mcf->sentinel_master, value[1].data, value[1].len);
+    mcf->sentinel_master[value[1].len] = '\0';
+    return ngx_http_leash_node_list(cf, cmd, mcf, 2);
 }
 
 static char *ngx_http_leash_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
@@ -397,9 +448,12 @@ static void ngx_http_leash_options(const ngx_http_leash_main_conf_t *mcf, leash_
     opts->topology = mcf->topology;
     if (mcf->url != NULL) {
         leash_url_apply(mcf->url, opts);
+    } else if (mcf->sentinel_url != NULL) {
+        leash_sentinel_url_apply(mcf->sentinel_url, opts);
     } else {
         opts->nodes = (const char *const *)mcf->nodes->elts;
         opts->nodes_count = (int)mcf->nodes->nelts;
+        opts->sentinel_master = mcf->sentinel_master;
     }
     /* The directives over what a rediss:// URL says. */
     if (mcf->tls != NGX_CONF_UNSET)
@@ -489,8 +543,8 @@ static char *ngx_http_leash_merge_loc_conf(ngx_conf_t *cf, void *parent, void *c
     ngx_conf_merge_uint_value(conf->fail, prev->fail, NGX_LEASH_FAIL_CLOSED);
     if (conf->kind != NGX_LEASH_NONE && mcf->topology == -1) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"%s\" needs a Redis: set leash_redis, leash_cluster or "
-                           "leash_redlock in the http block",
+                           "\"%s\" needs a Redis: set leash_redis, leash_cluster, "
+                           "leash_redlock or leash_sentinel in the http block",
                            conf->directive);
         return NGX_CONF_ERROR;
     }

@@ -155,12 +155,18 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     }
     c->route_cfg.wait_replicas = c->cfg.wait_replicas;
     c->route_cfg.wait_timeout_ms = c->cfg.wait_timeout_ms;
+    c->route_cfg.sentinel_master = c->cfg.sentinel_master;
+    c->route_cfg.sentinel_username = c->cfg.sentinel_username;
+    c->route_cfg.sentinel_password = c->cfg.sentinel_password;
     switch (c->cfg.topology) {
     case LEASH_TOPOLOGY_CLUSTER:
         core->route = leash__route_cluster_new(&core->env, core->dialect, &c->route_cfg);
         break;
     case LEASH_TOPOLOGY_REDLOCK:
         core->route = leash__route_quorum_new(&core->env, core->dialect, &c->route_cfg);
+        break;
+    case LEASH_TOPOLOGY_SENTINEL:
+        core->route = leash__route_sentinel_new(&core->env, core->dialect, &c->route_cfg);
         break;
     default:
         core->route = leash__route_single_new(&core->env, core->dialect, &c->route_cfg);

@@ -23,7 +23,9 @@
     (offsetof(leash_options, tls_verify) + sizeof(((leash_options *)0)->tls_verify))
 #define OPTIONS_SIZE_DNS_SERVERS \
     (offsetof(leash_options, dns_servers) + sizeof(((leash_options *)0)->dns_servers))
-#define OPTIONS_SIZE_LAST OPTIONS_SIZE_DNS_SERVERS
+#define OPTIONS_SIZE_SENTINEL \
+    (offsetof(leash_options, sentinel_password) + sizeof(((leash_options *)0)->sentinel_password))
+#define OPTIONS_SIZE_LAST OPTIONS_SIZE_SENTINEL
 _Static_assert(sizeof(leash_options) - OPTIONS_SIZE_LAST < _Alignof(leash_options),
                "leash_options grew: keep OPTIONS_SIZE_LAST at the end of its last field");
 
@@ -69,7 +71,7 @@ void(leash_options_init)(leash_options *o) {
  * (each group of fields added together counts as one). */
 static int size_ends_a_field(size_t n) {
     return n <= OPTIONS_SIZE_0_2 || n == OPTIONS_SIZE_DIALECT || n == OPTIONS_SIZE_TLS_VERIFY ||
-           n >= OPTIONS_SIZE_LAST;
+           n == OPTIONS_SIZE_DNS_SERVERS || n >= OPTIONS_SIZE_LAST;
 }
 
 /* The caller's options as this version lays them out: fields the caller's
@@ -146,6 +148,62 @@ static int parse_node(const char *node, char *buf, size_t cap, leash__sock_addr 
     return 0;
 }
 
+/* An optional string option: NULL, or 1..max bytes. */
+static int check_length(const leash__logger *lg, const char *name, const char *v, size_t max) {
+    if (v != NULL && (v[0] == '\0' || strlen(v) > max)) {
+        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: %s must be NULL or 1..%zu bytes", name,
+                   max);
+        return LEASH_EINVAL;
+    }
+    return LEASH_OK;
+}
+
+/* Sentinel: a master's name, sentinels at "host:port" (they answer with
+ * the master's address, and are asked by address too), credentials that
+ * go together. */
+static int validate_sentinel(const leash__logger *lg, const leash_options *o) {
+    int i;
+
+    if (o->sentinel_master == NULL || o->sentinel_master[0] == '\0') {
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_client_new: Sentinel needs sentinel_master, the name of the master "
+                   "the sentinels watch");
+        return LEASH_EINVAL;
+    }
+    if (check_length(lg, "sentinel_master", o->sentinel_master, LEASH_SENTINEL_MASTER_MAX) != 0 ||
+        check_length(lg, "sentinel_username", o->sentinel_username, LEASH_NODE_MAX) != 0 ||
+        check_length(lg, "sentinel_password", o->sentinel_password, LEASH_NODE_MAX) != 0)
+        return LEASH_EINVAL;
+    if (o->sentinel_username != NULL && o->sentinel_password == NULL) {
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_client_new: sentinel_username given without a sentinel_password");
+        return LEASH_EINVAL;
+    }
+    for (i = 0; i < o->nodes_count; i++) {
+        if (o->nodes[i][0] == '/') {
+            leash__log(lg, LEASH_LOG_ERROR,
+                       "leash_client_new: nodes[%d]: sentinels are \"host:port\", not unix "
+                       "sockets",
+                       i);
+            return LEASH_EINVAL;
+        }
+    }
+    return LEASH_OK;
+}
+
+/* A Sentinel option set with another topology is a mistake. */
+static int validate_not_sentinel(const leash__logger *lg, const leash_options *o) {
+    if (o->topology != LEASH_TOPOLOGY_SENTINEL &&
+        (o->sentinel_master != NULL || o->sentinel_username != NULL ||
+         o->sentinel_password != NULL)) {
+        leash__log(lg, LEASH_LOG_ERROR,
+                   "leash_client_new: sentinel_master, sentinel_username and sentinel_password "
+                   "are for topology LEASH_TOPOLOGY_SENTINEL");
+        return LEASH_EINVAL;
+    }
+    return LEASH_OK;
+}
+
 static int validate_topology(const leash__logger *lg, const leash_options *o) {
     char buf[LEASH_NODE_MAX + 1];
     leash__sock_addr addr;
@@ -162,10 +220,14 @@ static int validate_topology(const leash__logger *lg, const leash_options *o) {
         break;
     case LEASH_TOPOLOGY_CLUSTER:
     case LEASH_TOPOLOGY_REDLOCK:
+    case LEASH_TOPOLOGY_SENTINEL:
         if (o->nodes == NULL || o->nodes_count < 1 || o->nodes_count > LEASH_NODES_MAX) {
-            leash__log(
-                lg, LEASH_LOG_ERROR, "leash_client_new: %s needs 1..%d nodes (nodes, nodes_count)",
-                o->topology == LEASH_TOPOLOGY_CLUSTER ? "a cluster" : "Redlock", LEASH_NODES_MAX);
+            leash__log(lg, LEASH_LOG_ERROR,
+                       "leash_client_new: %s needs 1..%d nodes (nodes, nodes_count)",
+                       o->topology == LEASH_TOPOLOGY_CLUSTER   ? "a cluster"
+                       : o->topology == LEASH_TOPOLOGY_REDLOCK ? "Redlock"
+                                                               : "Sentinel",
+                       LEASH_NODES_MAX);
             return LEASH_EINVAL;
         }
         for (i = 0; i < o->nodes_count; i++) {
@@ -177,6 +239,8 @@ static int validate_topology(const leash__logger *lg, const leash_options *o) {
                 return LEASH_EINVAL;
             }
         }
+        if (o->topology == LEASH_TOPOLOGY_SENTINEL && validate_sentinel(lg, o) != LEASH_OK)
+            return LEASH_EINVAL;
         if (o->topology == LEASH_TOPOLOGY_CLUSTER && o->db != 0) {
             leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: a cluster has only db 0 (got %d)",
                        o->db);
@@ -187,6 +251,8 @@ static int validate_topology(const leash__logger *lg, const leash_options *o) {
         leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: topology %d is unknown", o->topology);
         return LEASH_EINVAL;
     }
+    if (validate_not_sentinel(lg, o) != LEASH_OK)
+        return LEASH_EINVAL;
     if (o->pubsub < LEASH_PUBSUB_AUTO || o->pubsub > LEASH_PUBSUB_SHARDED) {
         leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: pubsub %d is unknown", o->pubsub);
         return LEASH_EINVAL;
@@ -202,16 +268,6 @@ static int validate_topology(const leash__logger *lg, const leash_options *o) {
                    "leash_client_new: wait_timeout_ms must be 1..command_timeout_ms - 1 (got "
                    "%lld)",
                    (long long)o->wait_timeout_ms);
-        return LEASH_EINVAL;
-    }
-    return LEASH_OK;
-}
-
-/* An optional string option: NULL, or 1..max bytes. */
-static int check_length(const leash__logger *lg, const char *name, const char *v, size_t max) {
-    if (v != NULL && (v[0] == '\0' || strlen(v) > max)) {
-        leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: %s must be NULL or 1..%zu bytes", name,
-                   max);
         return LEASH_EINVAL;
     }
     return LEASH_OK;
@@ -364,6 +420,12 @@ void leash__config_clear(leash__config *cfg) {
     free(cfg->tls_key_file);
     free(cfg->tls_server_name);
     free(cfg->dns_servers);
+    free(cfg->sentinel_master);
+    free(cfg->sentinel_username);
+    if (cfg->sentinel_password != NULL) {
+        memset(cfg->sentinel_password, 0, strlen(cfg->sentinel_password));
+        free(cfg->sentinel_password);
+    }
     for (int i = 0; i < cfg->nnodes; i++)
         free(cfg->node_text[i]);
     free(cfg->node_text);
@@ -395,7 +457,10 @@ int leash__config_from_options(leash__config *cfg, const leash_options *given) {
         copy_string(&c.tls_cert_file, o->tls_cert_file) ||
         copy_string(&c.tls_key_file, o->tls_key_file) ||
         copy_string(&c.tls_server_name, o->tls_server_name) ||
-        copy_string(&c.dns_servers, o->dns_servers)) {
+        copy_string(&c.dns_servers, o->dns_servers) ||
+        copy_string(&c.sentinel_master, o->sentinel_master) ||
+        copy_string(&c.sentinel_username, o->sentinel_username) ||
+        copy_string(&c.sentinel_password, o->sentinel_password)) {
         leash__config_clear(&c);
         return LEASH_ENOMEM;
     }

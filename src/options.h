@@ -36,7 +36,9 @@ typedef struct leash__config {
     int tls;
     char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file, *tls_server_name;
     int tls_verify;
-    char *dns_servers;       /* NULL: the system's resolvers */
+    char *dns_servers;     /* NULL: the system's resolvers */
+    char *sentinel_master; /* LEASH_TOPOLOGY_SENTINEL: the master's name */
+    char *sentinel_username, *sentinel_password;
     leash__sock_addr *nodes; /* nnodes, pointing into node_text */
     char **node_text;
     int nnodes;

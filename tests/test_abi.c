@@ -109,7 +109,7 @@ TEST(a_newer_headers_option_in_this_headers_tail_padding_is_refused) {
         leash_options o;
         unsigned char b[sizeof(leash_options)];
     } n;
-    size_t at = offsetof(leash_options, dns_servers) + sizeof(n.o.dns_servers);
+    size_t at = offsetof(leash_options, sentinel_password) + sizeof(n.o.sentinel_password);
     int seven = 7;
 
     if (at + sizeof(seven) > sizeof(n.o))
@@ -145,6 +145,56 @@ TEST(options_not_filled_by_init_are_refused) {
     CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
     o.struct_size = offsetof(leash_options, dns_servers) + sizeof(o.dns_servers);
     CHECK_EQ_INT(new_client(&o), LEASH_OK);
+    /* The Sentinel fields came together (0.3). */
+    o.struct_size = offsetof(leash_options, sentinel_master) + 1;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    o.struct_size = offsetof(leash_options, sentinel_username) + sizeof(o.sentinel_username);
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    o.struct_size = offsetof(leash_options, sentinel_password) + sizeof(o.sentinel_password);
+    CHECK_EQ_INT(new_client(&o), LEASH_OK);
+}
+
+TEST(the_sentinel_options_are_checked) {
+    static const char *const sentinels[] = {"127.0.0.1:26379", "127.0.0.1:26380"};
+    static const char *const unix_sentinel[] = {"/tmp/sentinel.sock"};
+    char long_name[LEASH_SENTINEL_MASTER_MAX + 2];
+    leash_options o;
+
+    leash_options_init(&o);
+    CHECK(o.sentinel_master == NULL && o.sentinel_username == NULL && o.sentinel_password == NULL);
+    o.log_cb = fx_log_cb;
+    o.topology = LEASH_TOPOLOGY_SENTINEL;
+    o.nodes = sentinels;
+    o.nodes_count = 2;
+    fx_log_clear();
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    CHECK(fx_log_contains("sentinel_master"));
+    o.sentinel_master = "mymaster";
+    CHECK_EQ_INT(new_client(&o), LEASH_OK);
+    memset(long_name, 'm', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    o.sentinel_master = long_name;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    o.sentinel_master = "mymaster";
+    o.sentinel_username = "watcher";
+    fx_log_clear();
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    CHECK(fx_log_contains("without a sentinel_password"));
+    o.sentinel_password = "secret";
+    CHECK_EQ_INT(new_client(&o), LEASH_OK);
+    o.nodes = unix_sentinel;
+    o.nodes_count = 1;
+    fx_log_clear();
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    CHECK(fx_log_contains("not unix"));
+    o.nodes = NULL;
+    o.nodes_count = 0;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    /* A Sentinel option with another topology. */
+    o.topology = LEASH_TOPOLOGY_SINGLE;
+    fx_log_clear();
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    CHECK(fx_log_contains("are for topology LEASH_TOPOLOGY_SENTINEL"));
 }
 
 TEST(the_reach_options_are_checked) {
@@ -257,6 +307,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_newer_headers_option_in_this_headers_tail_padding_is_refused),
         TEST_CASE(options_not_filled_by_init_are_refused),
         TEST_CASE(the_reach_options_are_checked),
+        TEST_CASE(the_sentinel_options_are_checked),
         TEST_CASE(hooks_not_made_by_loop_init_are_refused),
         TEST_CASE(a_newer_adapters_hooks_are_taken_unless_it_sets_one_unknown),
         TEST_CASE(stats_fill_only_the_programs_struct),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_demo.sh PROGRAM [--cluster | --redlock]: runs scripts/demo in that
+# test_demo.sh PROGRAM [--cluster | --redlock | --sentinel | --tls]: runs scripts/demo in that
 # mode with PROGRAM as its leash-demo (LEASH_DEMO_PROGRAM: no package check,
 # no build) and checks the story: the run ends "result: OK" with status 0,
 # nothing marked "!!", the key lines of the mode in their order, the
@@ -9,13 +9,14 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: test_demo.sh PROGRAM [--cluster | --redlock | --tls]"
+    echo "usage: test_demo.sh PROGRAM [--cluster | --redlock | --sentinel | --tls]"
     exit 2
 }
 [[ $# -ge 1 && $# -le 2 ]] || usage
 program=$1
 mode=${2:-}
-[[ $mode == "" || $mode == --cluster || $mode == --redlock || $mode == --tls ]] || usage
+[[ $mode == "" || $mode == --cluster || $mode == --redlock || $mode == --sentinel ||
+    $mode == --tls ]] || usage
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leash-test-demo.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -86,6 +87,22 @@ case $mode in
         'won the election' \
         'the run is over, workers stop' \
         '^summary$'
+    ;;
+--sentinel)
+    # The master killed mid-hold: the sentinels see it down and promote a
+    # replica, the workers follow it, and a waiter takes over there.
+    in_order 'sentinels ready: each knows the other two and both replicas' \
+        'ACQUIRED, fence [0-9]+' \
+        'parent +SIGKILL 127\.0\.0\.1:[0-9]+ \(pid [0-9]+\), the master mymaster' \
+        'parent +a quorum of sentinels agree that 127\.0\.0\.1:[0-9]+ is down: \+odown' \
+        'parent +\+switch-master: the sentinels name 127\.0\.0\.1:[0-9]+ \(pid [0-9]+\) the master mymaster' \
+        'the run is over, workers stop' \
+        '^summary$' \
+        '^  failover +127\.0\.0\.1:[0-9]+ \(pid [0-9]+\) killed' \
+        '^  next holder +w[1-3], fence [0-9]+ > w[1-3].s [0-9]+, from the promoted master'
+    # The workers follow the new master, before or after the parent sees it.
+    in_order 'parent +SIGKILL 127\.0\.0\.1:[0-9]+ \(pid [0-9]+\), the master mymaster' \
+        'leash warning: sentinel: master mymaster is at 127\.0\.0\.1:[0-9]+'
     ;;
 --redlock)
     # The job goes on with two of five servers killed; the next holder

@@ -616,13 +616,23 @@ refuse "a wait too long" 'must be 0ms..3600000ms' "leash_redis redis://127.0.0.1
 refuse "a lease too long" 'must be 100ms..3600000ms' "leash_redis redis://127.0.0.1:1; leash_lease 2h;"
 refuse "a queue on Redlock" 'does not work with leash_redlock (a queue needs one server' \
     "leash_redlock 127.0.0.1:1 127.0.0.1:2 127.0.0.1:3;"
+refuse "a Sentinel block without a master name" "\"leash_sentinel\": the master's name comes first" \
+    "leash_sentinel 127.0.0.1:26379 127.0.0.1:26380;"
+refuse "a Sentinel URL without a master name" '"leash_redis": the master' \
+    "leash_redis redis+sentinel://:$PASSWORD@127.0.0.1:26379;"
 conf "$tmp/good" 1 "leash_cluster 127.0.0.1:7000 127.0.0.1:7001;"
 (nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
     fail "nginx -t refused leash_cluster"
+for sentinel in "leash_sentinel mymaster 127.0.0.1:26379 127.0.0.1:26380;" \
+    "leash_redis redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster/1;"; do
+    conf "$tmp/good" 1 "$sentinel"
+    (nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
+        fail "nginx -t refused $sentinel"
+done
 conf "$tmp/good" 1
 (nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
     fail "nginx -t refused the good configuration"
-pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease, a queue on Redlock"
+pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease, a queue on Redlock, Sentinel without a master name"
 
 # ---- 14. keepalive: each request on a connection takes and ends its own lock ----
 

@@ -62,6 +62,11 @@ typedef struct cli_conn {
     struct leash__tls *tls_ctx; /* made once by cli_tls_prepare */
 } cli_conn;
 
+/* sentinel.c: the master the sentinels of a redis+sentinel:// URL name
+ * (ROLE master checked), as a URL with the data nodes' credentials and
+ * db. 0, or -1 with err. */
+int cli_sentinel_master(const char *url, int timeout_ms, leash_url *out, char *err, size_t cap);
+
 /* tls.c */
 /* Makes c->tls_ctx when c->tls (the files are read here). 0, or -1 with
  * the reason logged on stderr. */

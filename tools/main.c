@@ -28,6 +28,9 @@ static const char usage_text[] =
     "  -u, --url URL          redis://[[user]:password@]host[:port][/db],\n"
     "                         rediss://... (TLS, below) or\n"
     "                         unix://[[user]:password@]/path/to/socket[?db=N]\n"
+    "                         redis+sentinel://[[user]:password@]host:port,.../master[/db]\n"
+    "                         (the master the sentinels name; their own password in\n"
+    "                         $LEASH_SENTINEL_PASSWORD, user in $LEASH_SENTINEL_USER)\n"
     "  --cluster NODES        a Redis Cluster: seed nodes host:port[,host:port...]\n"
     "  --redlock NODES        Redlock's independent servers: host:port,host:port,...\n"
     "                         (NODES entries may also be redis:// or unix:// URLs)\n"
@@ -191,8 +194,17 @@ static int add_url(cli_conn *c, const char *s, size_t len) {
     if (len + 9 >= sizeof(buf))
         return usage("address too long: %s", s);
     snprintf(buf, sizeof(buf), "%s%.*s", has_scheme ? "" : "redis://", (int)len, s);
-    if (leash_url_parse(buf, &u, err, sizeof(err)) != LEASH_OK)
+    if (leash_url_is_sentinel(buf)) {
+        /* Read as one server: the master the sentinels name now. */
+        if (c->topology != LEASH_TOPOLOGY_SINGLE)
+            return usage("%s", "a redis+sentinel:// URL goes with -u only");
+        if (cli_sentinel_master(buf, c->timeout_ms, &u, err, sizeof(err)) != 0) {
+            fprintf(stderr, "leash: %s\n", err);
+            return CLI_UNREACHABLE;
+        }
+    } else if (leash_url_parse(buf, &u, err, sizeof(err)) != LEASH_OK) {
         return usage("%s", err);
+    }
     if (c->nnodes == 0 || c->topology == LEASH_TOPOLOGY_SINGLE) {
         c->db = u.db;
         if (u.password[0] != '\0') {

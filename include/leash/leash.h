@@ -116,7 +116,10 @@ LEASH_EXPORT const char *leash_lost_reason_name(int reason);
 enum leash_topology {
     LEASH_TOPOLOGY_SINGLE = 0,  /* one server: host and port, or unix_path */
     LEASH_TOPOLOGY_CLUSTER = 1, /* a Redis Cluster: nodes are seed nodes */
-    LEASH_TOPOLOGY_REDLOCK = 2  /* Redlock: nodes are N independent servers */
+    LEASH_TOPOLOGY_REDLOCK = 2, /* Redlock: nodes are N independent servers */
+    /* Redis Sentinel: nodes are the sentinels, sentinel_master the name of
+     * the master they watch (0.3) */
+    LEASH_TOPOLOGY_SENTINEL = 3
 };
 
 /* How releases wake waiters (leash_options.pubsub). */
@@ -191,6 +194,8 @@ enum leash_dialect {
 /* The longest TLS file path (tls_ca_file, ...) and dns_servers list. */
 #define LEASH_PATH_MAX 4095
 #define LEASH_DNS_SERVERS_MAX 1024
+/* The longest leash_options.sentinel_master (a master's name in Sentinel). */
+#define LEASH_SENTINEL_MASTER_MAX 255
 /* The most replicas leash_options.wait_replicas may ask for. */
 #define LEASH_WAIT_REPLICAS_MAX 64
 
@@ -258,15 +263,17 @@ typedef struct leash_options {
     int64_t sub_linger_ms;
 
     /* Where the locks live: LEASH_TOPOLOGY_SINGLE (default),
-     * LEASH_TOPOLOGY_CLUSTER (README "Redis Cluster") or
-     * LEASH_TOPOLOGY_REDLOCK (README "Redlock"). */
+     * LEASH_TOPOLOGY_CLUSTER (README "Redis Cluster"),
+     * LEASH_TOPOLOGY_REDLOCK (README "Redlock") or
+     * LEASH_TOPOLOGY_SENTINEL (README "Redis Sentinel"). */
     int topology;
     /* A cluster's seed nodes (the cluster tells the rest), or the N
      * independent servers of Redlock (an odd number, usually 3 or 5; a
      * lock is held by a majority, N / 2 + 1); nodes_count
      * (1..LEASH_NODES_MAX) of them, each "host:port" ("[v6addr]:port") or
      * a unix socket path (starting with '/'), at most LEASH_NODE_MAX bytes;
-     * copied. Not used with LEASH_TOPOLOGY_SINGLE (default NULL, 0). */
+     * copied. With LEASH_TOPOLOGY_SENTINEL: the sentinels, "host:port"
+     * only. Not used with LEASH_TOPOLOGY_SINGLE (default NULL, 0). */
     const char *const *nodes;
     int nodes_count;
     /* LEASH_PUBSUB_AUTO (default), _CLASSIC or _SHARDED. */
@@ -278,7 +285,10 @@ typedef struct leash_options {
      * LEASH_EREPLICAS and is given back; a held lock is lost
      * LEASH_LOST_REPLICAS, and given back in Redis only at the end of the
      * validity leash_valid_ms() gave it (the last write that counted
-     * covers it), so that no one else holds it meanwhile. */
+     * covers it), so that no one else holds it meanwhile. Through
+     * Sentinel such a renewal is tried again until that validity ends
+     * (a failover re-points the replicas for a moment): the hold is lost
+     * UNREACHABLE then, if no renewal counted. */
     int wait_replicas;
     /* default 100; how long WAIT waits, 1..command_timeout_ms - 1 (WAIT
      * holds up the commands behind it on the connection). */
@@ -314,6 +324,18 @@ typedef struct leash_options {
      * instead, at most LEASH_DNS_SERVERS_MAX bytes; one c-ares does not
      * read is refused by leash_client_new (LEASH_EINVAL, logged). */
     const char *dns_servers;
+
+    /* Redis Sentinel (README "Redis Sentinel"), with
+     * topology = LEASH_TOPOLOGY_SENTINEL: nodes are the sentinels
+     * ("host:port"), and the locks live on the master they name
+     * sentinel_master (required there, 1..LEASH_SENTINEL_MASTER_MAX
+     * bytes; NULL elsewhere). username and password are the data nodes';
+     * sentinel_username and sentinel_password (default NULL: none; at most
+     * LEASH_NODE_MAX bytes each) are the sentinels' own (requirepass or an ACL user on the
+     * sentinel). With tls on, the sentinels are reached over TLS too. */
+    const char *sentinel_master;
+    const char *sentinel_username;
+    const char *sentinel_password;
 } leash_options;
 
 /* Fills every field of *o with its default: leash_options_init(&opts).

@@ -124,6 +124,57 @@ LEASH_EXPORT void leash_url_apply(const leash_url *u, leash_options *o);
  */
 LEASH_EXPORT int leash_url_format(const leash_url *u, char *buf, size_t size);
 
+/*
+ * Redis Sentinel (README "Redis Sentinel"), as users write it:
+ *
+ *     redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master[/db]
+ *         [?db=N][&sentinel_user=U][&sentinel_password=P]
+ *
+ * The hosts are the sentinels (1..LEASH_URL_SENTINELS_MAX; the port
+ * defaults to 26379, Sentinel's), master is the name they watch
+ * (1..LEASH_SENTINEL_MASTER_MAX bytes, %XX escapes allowed). user,
+ * password and db are the data nodes', with the rules of redis:// above;
+ * the sentinels' own credentials (requirepass on the sentinels) go in
+ * sentinel_user and sentinel_password, %-escaped, or come from elsewhere
+ * (the leash tool reads $LEASH_SENTINEL_PASSWORD and $LEASH_SENTINEL_USER).
+ * A URL is often logged: prefer the environment for a password.
+ */
+#define LEASH_URL_SENTINELS_MAX 16
+
+typedef struct leash_sentinel_url {
+    /* host and port: the first sentinel; username, password, db: the data
+     * nodes'. */
+    leash_url data;
+    char master[LEASH_SENTINEL_MASTER_MAX + 1];
+    char sentinel_username[LEASH_URL_USER_MAX + 1];
+    char sentinel_password[LEASH_URL_PASSWORD_MAX + 1];
+    int nsentinels;
+    /* "host:port" or "[v6]:port" each; nodes points at them. */
+    char sentinels[LEASH_URL_SENTINELS_MAX][LEASH_URL_HOST_MAX + 9];
+    const char *nodes[LEASH_URL_SENTINELS_MAX];
+} leash_sentinel_url;
+
+/* 1 when url starts with redis+sentinel:// (any case), else 0. */
+LEASH_EXPORT int leash_url_is_sentinel(const char *url);
+
+/*
+ * Parses a redis+sentinel:// URL into *out. LEASH_OK, or LEASH_EINVAL with
+ * err as leash_url_parse gives it (never a password); *out is left alone
+ * on failure.
+ */
+LEASH_EXPORT int leash_sentinel_url_parse(const char *url, leash_sentinel_url *out, char *err,
+                                          size_t err_size);
+
+/*
+ * Sets *o for Sentinel from *u: topology LEASH_TOPOLOGY_SENTINEL, nodes
+ * (the sentinels), sentinel_master, sentinel_username and
+ * sentinel_password (NULL when empty), username, password and db (and
+ * points u->nodes at u->sentinels). *u must last until leash_client_new()
+ * has returned. Nothing happens when u or o
+ * is NULL.
+ */
+LEASH_EXPORT void leash_sentinel_url_apply(leash_sentinel_url *u, leash_options *o);
+
 #ifdef __cplusplus
 }
 #endif

@@ -123,7 +123,8 @@
  *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD,
  *            REPLICAS) -> IDLE; the hold is released unless it expired, not
  *            before its local deadline (REPLICAS comes sooner); an extra
- *            hold then ends LEASH_ECANCELED
+ *            hold then ends LEASH_ECANCELED; renew-unrepl on a route
+ *            that retries it (route->retry_unreplicated: Sentinel) is retry
  *   retry    a renewal again soon
  *   renew    the renewal joins the next batch
  *   last     -> LAST (the answer on the wire decides)
@@ -874,7 +875,16 @@ static void renewed(leash_lock *l, const leash__event *e) {
         lose(l, LEASH_LOST_EXPIRED);
         break;
     case LEASH__EV_RENEW_UNREPLICATED:
-        lose(l, LEASH_LOST_REPLICAS);
+        if (!l->core->route->retry_unreplicated) {
+            lose(l, LEASH_LOST_REPLICAS);
+            break;
+        }
+        /* Through Sentinel a failover under way leaves the replicas
+         * unlinked for a moment: the hold stands on the last renewal that
+         * counted, until its deadline, and the renewal goes again. */
+        leash__log(lg(l), LEASH_LOG_INFO, "renew %s: too few replicas: trying again soon", l->name);
+        leash__hold_retry_renewal(&l->hold, now);
+        arm(l);
         break;
     default:
         leash__log(lg(l), LEASH_LOG_INFO, "renew %s failed (%s): trying again soon", l->log_name,

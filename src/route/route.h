@@ -5,8 +5,9 @@
  *   send(key's slot, an operation of the dialect, its command, done)
  *   want(channel, on/off)  ->  confirmed / gone / message, per channel
  *
- * Behind it: one server (route/single.c), the master of the slot in a
- * Redis Cluster (route/cluster.c); later every server of a Redlock quorum,
+ * Behind it: one server (route/single.c), the master that Redis Sentinel
+ * names (route/sentinel.c), the master of the slot in a Redis Cluster
+ * (route/cluster.c); every server of a Redlock quorum,
  * whose answers the route combines by the operation's class (dialect.h)
  * into one answer per lock. A primitive never learns which it talks to.
  *
@@ -98,6 +99,10 @@ typedef struct leash__route_cfg {
      * them (WAIT after the script); 0 = off. */
     int wait_replicas;
     int64_t wait_timeout_ms;
+    /* Sentinel: seeds are the sentinels, asked for the master of this
+     * name with their own credentials (NULL: none). */
+    const char *sentinel_master;
+    const char *sentinel_username, *sentinel_password;
 } leash__route_cfg;
 
 struct leash__route {
@@ -118,6 +123,10 @@ struct leash__route {
      * woken by one release, then do not split a quorum's vote again and
      * again. 0: at once. */
     int64_t wake_jitter_ms;
+    /* A renewal too few replicas acknowledged does not count, and is
+     * tried again until the hold's deadline (Sentinel: a failover under
+     * way), rather than losing the hold at once (LEASH_LOST_REPLICAS). */
+    int retry_unreplicated;
     const leash__sub_hooks *hooks;
     void *owner;
 };
@@ -218,6 +227,10 @@ leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
  * without memory. */
 leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
                                       const leash__route_cfg *cfg);
+/* The master that the sentinels cfg->seeds name cfg->sentinel_master
+ * (route/sentinel.c). NULL without memory. */
+leash__route *leash__route_sentinel_new(leash__env *env, const leash__dialect *d,
+                                        const leash__route_cfg *cfg);
 /* A Redis Cluster found from cfg->seeds (route/cluster.c). NULL without
  * memory. */
 leash__route *leash__route_cluster_new(leash__env *env, const leash__dialect *d,

@@ -19,6 +19,7 @@ enum {
     HS_SELECT = 2,
     HS_TIME = 3,
     HS_INFO = 4,
+    HS_ROLE = 5,
     HS_SCRIPT = 16
 };
 
@@ -627,7 +628,12 @@ static void start_handshake(leash__conn *conn) {
                                cfg->password};
         failed |= handshake_cmd(conn, HS_AUTH, cfg->username ? 3 : 2, argv);
     }
-    if (conn->role == LEASH__CONN_CMD) {
+    conn->not_master = 0;
+    if (conn->role == LEASH__CONN_CMD && cfg->require_master) {
+        const char *role_argv[1] = {"ROLE"};
+        failed |= handshake_cmd(conn, HS_ROLE, 1, role_argv);
+    }
+    if (conn->role == LEASH__CONN_CMD && !cfg->sentinel) {
         const char *info_argv[2] = {"INFO", "server"};
         const char *time_argv[1] = {"TIME"};
         const leash__script *s;
@@ -757,6 +763,27 @@ static void conn_gone(leash__conn *conn) {
     conn_down(conn);
 }
 
+/* ROLE answers [role, ...]: anything but "master" (a replica, or a
+ * sentinel) is refused. A server that does not let the user ask (NOPERM)
+ * is taken at its word: -READONLY still catches a replica. */
+static int role_is_master(leash__conn *conn, const redisReply *r) {
+    if (r->type == REDIS_REPLY_ERROR) {
+        leash__log(conn_log(conn), LEASH_LOG_WARN, "%s: ROLE not answered (%s): not checked",
+                   role_name(conn), r->str);
+        return 1;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+        r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0)
+        return 1;
+    leash__log(conn_log(conn), LEASH_LOG_WARN, "%s: ROLE says %s, not master: reconnecting",
+               role_name(conn),
+               r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                       r->element[0]->type == REDIS_REPLY_STRING
+                   ? r->element[0]->str
+                   : "something else");
+    return 0;
+}
+
 static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int tag) {
     leash__conn_progress(conn, 1);
     /* NOAUTH on any handshake command: the server wants a password that
@@ -779,6 +806,9 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
             leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: SELECT %d refused by Redis: %s",
                        role_name(conn), conn->cfg->db, reply->str);
         conn->refused = LEASH_EAUTH;
+        conn_break(conn);
+    } else if (tag == HS_ROLE && !role_is_master(conn, reply)) {
+        conn->not_master = 1;
         conn_break(conn);
     } else {
         if (tag == HS_TIME)
@@ -883,6 +913,19 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
         kept = reply = cmd->first;
         cmd->first = NULL;
     }
+    if (conn->cfg->require_master && reply->type == REDIS_REPLY_ERROR &&
+        strncmp(reply->str, "READONLY", 8) == 0) {
+        /* A master demoted under us: the command did not run. It is lost
+         * with the connection as on any break (resent or failed). */
+        leash__log(conn_log(conn), LEASH_LOG_WARN, "%s: Redis answered %s: reconnecting",
+                   role_name(conn), reply->str);
+        cmd->flags |= LEASH__CMD_SENT;
+        leash__list_insert_after(&conn->sent, &cmd->link);
+        conn->window_used += cmd->len;
+        conn->not_master = 1;
+        conn_break(conn);
+        goto out;
+    }
     if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply))
         goto out;
     if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
@@ -951,6 +994,8 @@ static void conn_connect(leash__conn *conn) {
                              cfg->tls_server_name ? cfg->tls_server_name : cfg->host};
     char err[160];
 
+    if (cfg->host == NULL && cfg->unix_path == NULL)
+        return; /* no address yet (leash__conn_retarget gives one) */
     conn->sock = leash__sock_open(conn->env, &addr, &sock_hooks, conn, err, sizeof(err));
     if (conn->sock == NULL) {
         leash__log(conn_log(conn), failure_level(conn), "%s: cannot connect: %s", role_name(conn),
@@ -1062,17 +1107,27 @@ static void conn_timer_fired(void *arg) {
     conn_arm(conn);
 }
 
+static void make_label(leash__conn *conn) {
+    const leash__conn_cfg *cfg = conn->cfg;
+    const char *kind = cfg->sentinel                   ? "sentinel"
+                       : conn->role == LEASH__CONN_CMD ? "command"
+                                                       : "subscriber";
+
+    if (cfg->unix_path != NULL)
+        snprintf(conn->label, sizeof(conn->label), "%s connection to %s", kind, cfg->unix_path);
+    else if (cfg->host != NULL)
+        snprintf(conn->label, sizeof(conn->label), "%s connection to %s:%d", kind, cfg->host,
+                 cfg->port);
+    else
+        snprintf(conn->label, sizeof(conn->label), "%s connection (no address yet)", kind);
+}
+
 void leash__conn_init(leash__conn *conn, leash__env *env, const leash__conn_cfg *cfg, int role) {
     memset(conn, 0, sizeof(*conn));
-    if (cfg->unix_path != NULL)
-        snprintf(conn->label, sizeof(conn->label), "%s connection to %s",
-                 role == LEASH__CONN_CMD ? "command" : "subscriber", cfg->unix_path);
-    else
-        snprintf(conn->label, sizeof(conn->label), "%s connection to %s:%d",
-                 role == LEASH__CONN_CMD ? "command" : "subscriber", cfg->host, cfg->port);
     conn->env = env;
     conn->cfg = cfg;
     conn->role = role;
+    make_label(conn);
     conn->state = LEASH__CONN_DOWN;
     conn->backoff_ms = cfg->reconnect_min_ms;
     leash__list_init(&conn->queue);
@@ -1089,6 +1144,21 @@ int leash__conn_prepare(leash__conn *conn) {
 
 const char *leash__conn_role_name(const leash__conn *conn) {
     return role_name(conn);
+}
+
+void leash__conn_retarget(leash__conn *conn) {
+    conn_break(conn);
+    if (conn->env->freeing)
+        return;
+    make_label(conn);
+    conn->backoff_ms = conn->cfg->reconnect_min_ms;
+    conn->failures = 0;
+    conn->next_attempt = leash__now_ms();
+    conn_arm(conn);
+}
+
+void leash__conn_fail_unsent(leash__conn *conn, int status) {
+    fail_queue(conn, status);
 }
 
 void leash__conn_start(leash__conn *conn) {

@@ -131,6 +131,11 @@ typedef struct leash__conn_cfg {
     const char *tls_server_name; /* SNI and the name verified; NULL: host */
     const leash__script *const *scripts; /* SCRIPT LOADed on a command connection */
     int nscripts;
+    /* ROLE in the handshake of a command connection: a server that is not
+     * a master is refused (not_master, then the connection breaks and
+     * retries), and so is -READONLY answering a command. */
+    int require_master;
+    int sentinel; /* a Redis Sentinel: AUTH only, no INFO, TIME or scripts */
     /* A server older than this (LEASH__VERSION) is refused: what the
      * options ask for (min_version_for, for the log line) needs it. */
     int min_version;
@@ -141,9 +146,9 @@ typedef struct leash__conn_cfg {
     int pubsub_auto;
 } leash__conn_cfg;
 
-/* AUTH, INFO, TIME, SELECT and SCRIPT LOADs (the scripts and their
+/* AUTH, ROLE, INFO, TIME, SELECT and SCRIPT LOADs (the scripts and their
  * variants for older servers). */
-#define LEASH__HANDSHAKE_MAX 16
+#define LEASH__HANDSHAKE_MAX 24
 
 struct leash__conn {
     leash__env *env;
@@ -171,6 +176,7 @@ struct leash__conn {
      * error at run time. */
     int version;
     int handshake_busy;      /* the last handshake got LOADING or BUSY */
+    int not_master;          /* require_master: the server said it is a replica */
     unsigned failures;       /* connect attempts that failed since it was last ready */
     int was_ready;           /* has been ready once: the next ready is a reconnect */
     leash__list queue;       /* not sent yet */
@@ -261,6 +267,14 @@ int leash__info_version(const char *info);
  * something): what was written is lost as on any break; it reconnects
  * after the longest backoff (reconnect_max_ms). */
 void leash__conn_reset(leash__conn *conn);
+/* The cfg's address was changed by its owner (a host of NULL and no
+ * unix_path: none yet, the connection then waits without connecting):
+ * what was written is lost as on any break, and it connects there now.
+ * The old address strings must stay readable until this returns. */
+void leash__conn_retarget(leash__conn *conn);
+/* Completes every command not written yet with status (a route that
+ * learned they cannot go anywhere, e.g. LEASH_EAUTH). */
+void leash__conn_fail_unsent(leash__conn *conn, int status);
 /* "command connection to HOST:PORT" (or the socket path), for log lines. */
 const char *leash__conn_role_name(const leash__conn *conn);
 

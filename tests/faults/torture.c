@@ -11,6 +11,7 @@
  *   torture --cluster [--quick | --minutes N] [--seed S]
  *                                    the same on a Redis Cluster (below)
  *   torture --redlock [--quick | --minutes N] [--seed S]
+ *   torture --sentinel [--quick | --minutes N] [--seed S]
  *                                    the same on Redlock's five servers
  *   torture --fair | --rw | --semaphore N [--seconds S] ...
  *                                    the same with the lock family (below)
@@ -117,6 +118,25 @@
  * delayed restart.
  */
 /*
+ * Sentinel mode (--sentinel): the supervisor starts a master, two replicas
+ * and three sentinels of tests/support/redis_sentinel.h (down-after
+ * 2000 ms) and the workers' clients use LEASH_TOPOLOGY_SENTINEL with the
+ * sentinels as nodes and WAIT 2, every replica (without it a killed master
+ * may take an acknowledged grant with it; and with WAIT 1 a SENTINEL
+ * FAILOVER made two valid holders: the live old master granted after the
+ * promotion, acknowledged by the replica that was then re-pointed). The
+ * faults: SENTINEL FAILOVER; the master SIGKILLed, and once a replica was
+ * promoted and the workers ran a while, restarted (empty, as a master,
+ * until the sentinels make it a replica of its successor: leash must
+ * never take it for the master); a sentinel frozen (SIGSTOP) for up to
+ * 1.5 s (its subscribers hear no +switch-master meanwhile; 2 s would put it
+ * in TILT mode for 30 s); CLIENT KILL TYPE
+ * pubsub and SCRIPT FLUSH on the master; SIGSTOP / SIGCONT of a worker
+ * that holds a lock. The checks are those above, "no lock left" asked of
+ * the master the sentinels name at the end; the leases go up to 3 s as in
+ * cluster mode.
+ */
+/*
  * The lock family (--fair, --rw, --semaphore N; alone or with --cluster,
  * not with --redlock, where the constructors refuse): every handle is of
  * that kind, under the same faults, and the checks above hold with what
@@ -174,6 +194,7 @@
 #include "prim/lock.h" /* the hold's deadline, for the lost callback's check */
 #include "proxy.h"
 #include "redis_cluster.h"
+#include "redis_sentinel.h"
 #include "redis_server.h"
 
 #define MAX_PROCS 64
@@ -192,11 +213,12 @@ static struct {
     int slack_ms; /* lateness allowed to an acquire beyond wait + command timeout */
     unsigned seed;
     int verbose;
-    int cluster; /* --cluster: on a Redis Cluster, see the top */
-    int redlock; /* --redlock: on Redlock's five servers, see the top */
-    int kind;    /* K_MUTEX, or a member of the lock family (see the top) */
-    int permits; /* --semaphore N */
-} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0};
+    int cluster;  /* --cluster: on a Redis Cluster, see the top */
+    int redlock;  /* --redlock: on Redlock's five servers, see the top */
+    int sentinel; /* --sentinel: through Redis Sentinel, see the top */
+    int kind;     /* K_MUTEX, or a member of the lock family (see the top) */
+    int permits;  /* --semaphore N */
+} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0, 0};
 
 enum {
     K_MUTEX = 0,
@@ -882,6 +904,13 @@ static void worker_main(int proc, int port) {
         o.topology = LEASH_TOPOLOGY_REDLOCK;
         o.nodes = seeds;
         o.nodes_count = nseeds;
+    } else if (cfg.sentinel) {
+        o.topology = LEASH_TOPOLOGY_SENTINEL;
+        o.nodes = seeds;
+        o.nodes_count = nseeds;
+        o.sentinel_master = TEST_SENTINEL_MASTER;
+        o.wait_replicas = 2; /* every replica: see the top */
+        o.wait_timeout_ms = CLUSTER_WAIT_TIMEOUT_MS;
     }
     if (leash_client_new(&W.c, &o) != LEASH_OK || leash_libev_attach(W.loop, W.c) != LEASH_OK) {
         violation("no client");
@@ -1383,6 +1412,97 @@ static void one_cluster_fault(void) {
             (long long)now_ms());
 }
 
+/* ---- the supervisor in Sentinel mode ---- */
+
+static test_sentinel TS;
+
+enum {
+    SF_FAILOVER,
+    SF_KILL,
+    SF_FREEZE_SENTINEL,
+    SF_KILL_PUBSUB,
+    SF_SCRIPT_FLUSH,
+    SF_SIGSTOP,
+    SF_COUNT
+};
+static const char *const sentinel_fault_names[SF_COUNT] = {
+    "failover", "kill-master", "freeze-sentinel", "client-kill", "script-flush", "sigstop"};
+static uint64_t sentinel_fault_count[SF_COUNT];
+
+/* The sentinels' harness gave up (no master named in time). */
+static void sentinel_harness_failed(const char *what) {
+    fprintf(stderr, "torture: the sentinel harness failed (%s): giving up\n", what);
+    test_sentinel_stop(&TS);
+    exit(2);
+}
+
+static void one_sentinel_fault(void) {
+    int f = s_between(0, SF_COUNT - 1), master = test_sentinel_master(&TS), other = -1;
+    int64_t t0 = now_ms(), t1 = 0, t2 = 0;
+    redisReply *r = NULL;
+
+    sentinel_fault_count[f]++;
+    if (master < 0)
+        sentinel_harness_failed("no master named");
+    switch (f) {
+    case SF_FAILOVER:
+        /* A failover that does not happen (no replica good enough in
+         * time) changes nothing: go on. */
+        if ((other = test_sentinel_failover(&TS, 30000)) < 0)
+            failovers_refused++;
+        break;
+    case SF_KILL:
+        test_redis_kill(&TS.data[master]);
+        if ((other = test_sentinel_wait_master(&TS, master, 30000)) < 0)
+            sentinel_harness_failed("no new master after the kill");
+        t1 = now_ms();
+        sleep_ms(s_between(100, 2000));
+        t2 = now_ms();
+        if (test_redis_restart(&TS.data[master]) != 0)
+            sentinel_harness_failed("restart");
+        break;
+    case SF_FREEZE_SENTINEL:
+        other = s_between(0, TS.nsentinels - 1);
+        /* Below 2 s: a sentinel whose timer was late by 2 s goes into
+         * TILT mode and takes no part in a failover for 30 s (two of
+         * them, and a killed master was never replaced). */
+        test_redis_freeze(&TS.sentinel[other]);
+        sleep_ms(s_between(100, 1500));
+        test_redis_thaw(&TS.sentinel[other]);
+        break;
+    case SF_KILL_PUBSUB:
+        r = test_redis_cmd(&TS.data[master], "CLIENT KILL TYPE pubsub");
+        break;
+    case SF_SCRIPT_FLUSH:
+        r = test_redis_cmd(&TS.data[master], "SCRIPT FLUSH");
+        break;
+    case SF_SIGSTOP:
+        sigstop_one(s_between(50, cfg.lease_max + 1000));
+        break;
+    }
+    if (r)
+        freeReplyObject(r);
+    if ((f == SF_FAILOVER && other >= 0) || f == SF_KILL) {
+        /* WAIT 2 is short until the old master is a replica in sync
+         * again (the sentinels convert it when they see it). */
+        int64_t until = now_ms() + 30000;
+        while (!test_sentinel_is_replica(&TS, master) && now_ms() < until)
+            sleep_ms(50);
+        note_short_of_replicas(t0, now_ms() + REPLICA_ACK_MS);
+    }
+    fprintf(stderr, "torture: t=%lld fault %s: master %d", (long long)t0, sentinel_fault_names[f],
+            master);
+    if (f == SF_FAILOVER && other < 0)
+        fprintf(stderr, ", did not happen");
+    else if (f == SF_FAILOVER || f == SF_KILL)
+        fprintf(stderr, " -> %d", other);
+    if (f == SF_KILL)
+        fprintf(stderr, ", promoted at t=%lld, restarted at t=%lld", (long long)t1, (long long)t2);
+    if (f == SF_FREEZE_SENTINEL)
+        fprintf(stderr, ", sentinel %d", other);
+    fprintf(stderr, ", done at t=%lld\n", (long long)now_ms());
+}
+
 /* ---- the supervisor in Redlock mode ---- */
 
 /*
@@ -1855,8 +1975,9 @@ static void check_log(figures *fg) {
             /* The single mode's bound: command_timeout_ms + slack after
              * the wait (try-once: after the start); in cluster mode more
              * while a master was short of replicas (see short_of_replicas). */
-            allow = cfg.command_timeout + cfg.slack_ms +
-                    (cfg.cluster && short_during(x->a, x->b) ? wait_queue_ms() : 0);
+            allow =
+                cfg.command_timeout + cfg.slack_ms +
+                ((cfg.cluster || cfg.sentinel) && short_during(x->a, x->b) ? wait_queue_ms() : 0);
             if (x->c > 0) {
                 late = x->b - (x->a + x->c);
                 if (x->status == LEASH_ETIMEDOUT && late < -2)
@@ -1948,6 +2069,26 @@ static void check_cluster_empty(void) {
     }
 }
 
+/* Sentinel mode: the keys under PREFIX on the master named at the end. */
+static void check_sentinel_empty(void) {
+    int m = test_sentinel_wait_master(&TS, -1, 30000);
+    redisReply *r;
+    size_t k;
+
+    if (m < 0) {
+        sv_violation("no master to list the keys left");
+        return;
+    }
+    r = test_redis_cmd(&TS.data[m], "KEYS %s*", PREFIX);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY)
+        sv_violation("cannot list the keys left on the master");
+    for (k = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++)
+        sv_violation("lock %s left on the master (pttl %lld ms)", r->element[k]->str,
+                     test_redis_int(&TS.data[m], "PTTL %s", r->element[k]->str));
+    if (r)
+        freeReplyObject(r);
+}
+
 /* Redlock mode: the keys under PREFIX on every server. A lock is a key
  * that is the prefix and a name; a key that goes on after a NUL is a
  * companion of one (dialect/leash.c), here the fence floor that a grant
@@ -2034,11 +2175,12 @@ static void check_majority_gone(figures *fg) {
 }
 
 static void usage(const char *argv0) {
-    fprintf(stderr,
-            "usage: %s [--cluster | --redlock] [--fair | --rw | --semaphore N] [--quick]\n"
-            "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
-            "          [--seed S] [--tolerance-ms N] [--verbose]\n",
-            argv0);
+    fprintf(
+        stderr,
+        "usage: %s [--cluster | --redlock | --sentinel] [--fair | --rw | --semaphore N] [--quick]\n"
+        "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
+        "          [--seed S] [--tolerance-ms N] [--verbose]\n",
+        argv0);
     exit(2);
 }
 
@@ -2067,6 +2209,8 @@ int main(int argc, char **argv) {
             cfg.cluster = 1;
         } else if (strcmp(a, "--redlock") == 0) {
             cfg.redlock = 1;
+        } else if (strcmp(a, "--sentinel") == 0) {
+            cfg.sentinel = 1;
         } else if (strcmp(a, "--fair") == 0) {
             cfg.kind = K_FAIR;
         } else if (strcmp(a, "--rw") == 0) {
@@ -2096,11 +2240,11 @@ int main(int argc, char **argv) {
         }
     }
     if (cfg.procs < 1 || cfg.procs > MAX_PROCS || cfg.handles < 1 || cfg.handles > 4096 ||
-        cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 || (cfg.cluster && cfg.redlock) ||
-        (cfg.redlock && cfg.kind != K_MUTEX) ||
+        cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 ||
+        cfg.cluster + cfg.redlock + cfg.sentinel > 1 || (cfg.redlock && cfg.kind != K_MUTEX) ||
         (cfg.kind == K_SEM && (cfg.permits < 1 || cfg.permits > LEASH_PERMITS_MAX)))
         usage(argv[0]);
-    if (cfg.cluster)
+    if (cfg.cluster || cfg.sentinel)
         cfg.lease_max = CLUSTER_LEASE_MAX;
     srnd = cfg.seed | 1;
     signal(SIGPIPE, SIG_IGN);
@@ -2155,6 +2299,17 @@ int main(int argc, char **argv) {
         }
         nseeds = C.cfg.masters;
         port = test_cluster_port(&C, 0);
+    } else if (cfg.sentinel) {
+        if (test_sentinel_start(&TS, NULL) != 0) {
+            fprintf(stderr, "torture: cannot start the master, its replicas and sentinels\n");
+            return 2;
+        }
+        for (i = 0; i < TS.nsentinels; i++) {
+            test_sentinel_addr(&TS, i, seed_text[i], sizeof seed_text[i]);
+            seeds[i] = seed_text[i];
+        }
+        nseeds = TS.nsentinels;
+        port = TS.data[0].port;
     } else if (cfg.redlock) {
         /* No persistence: a killed server comes back empty. */
         for (i = 0; i < RL_N; i++) {
@@ -2204,6 +2359,8 @@ int main(int argc, char **argv) {
             break;
         if (cfg.cluster)
             one_cluster_fault();
+        else if (cfg.sentinel)
+            one_sentinel_fault();
         else if (cfg.redlock)
             /* One majority gone at least, half-way at the latest. */
             one_redlock_fault(redlock_fault_count[RF_MAJORITY] == 0 &&
@@ -2245,6 +2402,8 @@ int main(int argc, char **argv) {
     sleep_ms(50);
     if (cfg.cluster)
         check_cluster_empty();
+    else if (cfg.sentinel)
+        check_sentinel_empty();
     else if (cfg.redlock)
         check_redlock_empty(&fg);
     else
@@ -2272,16 +2431,20 @@ int main(int argc, char **argv) {
         frees += w->frees;
     }
 
-    nkinds = cfg.cluster ? CF_COUNT : cfg.redlock ? RF_COUNT : F_COUNT;
-    kind_names = cfg.cluster   ? cluster_fault_names
-                 : cfg.redlock ? redlock_fault_names
-                               : fault_names;
-    kind_counts = cfg.cluster   ? cluster_fault_count
-                  : cfg.redlock ? redlock_fault_count
-                                : fault_count;
+    nkinds = cfg.cluster ? CF_COUNT : cfg.redlock ? RF_COUNT : cfg.sentinel ? SF_COUNT : F_COUNT;
+    kind_names = cfg.cluster    ? cluster_fault_names
+                 : cfg.redlock  ? redlock_fault_names
+                 : cfg.sentinel ? sentinel_fault_names
+                                : fault_names;
+    kind_counts = cfg.cluster    ? cluster_fault_count
+                  : cfg.redlock  ? redlock_fault_count
+                  : cfg.sentinel ? sentinel_fault_count
+                                 : fault_count;
     printf("faults:");
     for (i = 0; i < nkinds; i++)
         printf(" %s=%" PRIu64, kind_names[i], kind_counts[i]);
+    if (cfg.sentinel)
+        printf(" (failovers that did not happen: %" PRIu64 ")", failovers_refused);
     if (cfg.cluster)
         printf(" (failovers that did not happen: %" PRIu64
                "; settled only at a second wait: %" PRIu64 ")",
@@ -2313,15 +2476,18 @@ int main(int argc, char **argv) {
            " handoffs=%" PRIu64 " faults=%" PRIu64 " losts: expired=%" PRIu64
            " unreachable=%" PRIu64 " max_hold=%" PRIu64 " replicas=%" PRIu64
            " stale-fence rejections=%" PRIu64 " violations=%" PRIu64 "\n",
-           cfg.cluster   ? " --cluster"
-           : cfg.redlock ? " --redlock"
-                         : "",
+           cfg.cluster    ? " --cluster"
+           : cfg.redlock  ? " --redlock"
+           : cfg.sentinel ? " --sentinel"
+                          : "",
            kind_flag(), cfg.procs, cfg.handles, cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions,
            fg.handoffs, faults, losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE],
            losts[LEASH_LOST_MAX_HOLD], losts[LEASH_LOST_REPLICAS], rejections, violations);
     fflush(stdout);
     if (cfg.cluster) {
         test_cluster_stop(&C);
+    } else if (cfg.sentinel) {
+        test_sentinel_stop(&TS);
     } else if (cfg.redlock) {
         for (i = 0; i < RL_N; i++) {
             fp_stop(&RP[i]);

@@ -257,7 +257,7 @@ static void close_from(int lowfd) {
 static pid_t spawn(const test_redis *r) {
     char conf[300], log[300];
     const char *bin = redis_binary();
-    char *argv[3];
+    char *argv[4];
     pid_t parent = getpid(), pid;
     int logfd, nullfd;
 
@@ -265,7 +265,8 @@ static pid_t spawn(const test_redis *r) {
     path_in_dir(r, "redis.log", log, sizeof log);
     argv[0] = (char *)bin;
     argv[1] = conf;
-    argv[2] = NULL;
+    argv[2] = r->cfg.sentinel ? (char *)"--sentinel" : NULL;
+    argv[3] = NULL;
 
     logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -462,6 +463,7 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     if (!cfg)
         cfg = &none;
     r->cfg.unix_socket = cfg->unix_socket;
+    r->cfg.sentinel = cfg->sentinel;
     r->cfg.port = cfg->port;
     r->strings_[0] = dup_or_null(cfg->requirepass);
     r->strings_[1] = dup_or_null(cfg->acl_user);

@@ -39,6 +39,10 @@ typedef struct test_redis_config {
     /* NULL or the body of an ACL rule, e.g. "alice on >secret ~* &* +@all";
      * written to the config as "user <acl_user>". */
     const char *acl_user;
+    /* 1: a Redis Sentinel (redis-server CONF --sentinel): extra holds its
+     * "sentinel monitor ..." lines; it rewrites its config in its folder.
+     * PING answers once it is up (redis_sentinel.h builds on this). */
+    int sentinel;
     /* NULL or more config lines, "\n"-separated, e.g.
      * "enable-debug-command yes\nmaxclients 50". */
     const char *extra;

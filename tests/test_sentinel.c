@@ -1,0 +1,583 @@
+/*
+ * leash through Redis Sentinel (tests/support/redis_sentinel.h: one
+ * master, two replicas, three sentinels on loopback, down-after 2000 ms):
+ * discovery, failovers asked for and forced, the old master back as a
+ * replica, and credentials on both sides; and with a fake sentinel of the
+ * case's own, a replica named as the master (ROLE) and a master demoted
+ * under a connected client (-READONLY).
+ *
+ * Not here yet: TLS to the sentinels and the data nodes. The sentinel
+ * connections are ordinary leash__conn ones with their own conn_cfg
+ * copied from the client's, so they take TLS with the TLS work; the case
+ * to add then is this file's credentials case with tls on both sides
+ * (redis-server --tls-port, sentinel tls-replication and tls-port).
+ */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, strcasecmp */
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fixture.h"
+#include "redis_sentinel.h"
+
+/* How long a killed master takes to be replaced (down-after 2000 ms, the
+ * vote, the promotion), with room for a slow machine. */
+#define FAILOVER_MS 20000
+
+typedef struct sworld {
+    test_sentinel t;
+    fx_loop *loop;
+    const char *nodes[TEST_SENTINEL_MAX_SENTINELS];
+    char text[TEST_SENTINEL_MAX_SENTINELS][32];
+} sworld;
+
+static void sw_up(sworld *w, const test_sentinel_config *cfg) {
+    int i;
+
+    memset(w, 0, sizeof *w);
+    CHECK_EQ_INT(test_sentinel_start(&w->t, cfg), 0);
+    w->loop = fx_loop_new();
+    for (i = 0; i < w->t.nsentinels; i++)
+        w->nodes[i] = test_sentinel_addr(&w->t, i, w->text[i], sizeof w->text[i]);
+}
+
+static void sw_down(sworld *w) {
+    fx_loop_free(w->loop);
+    test_sentinel_stop(&w->t);
+}
+
+static void sw_options(sworld *w, leash_options *o, int64_t lease_ms, int wait_replicas) {
+    fx_fault_options(o, 1, lease_ms);
+    o->command_timeout_ms = 1000;
+    o->connect_timeout_ms = 1000;
+    o->topology = LEASH_TOPOLOGY_SENTINEL;
+    o->nodes = w->nodes;
+    o->nodes_count = w->t.nsentinels;
+    o->sentinel_master = TEST_SENTINEL_MASTER;
+    o->sentinel_password = w->t.cfg.sentinel_password;
+    o->username = w->t.cfg.data_user;
+    o->password = w->t.cfg.data_password;
+    o->wait_replicas = wait_replicas;
+    o->wait_timeout_ms = 200;
+}
+
+static leash_client *sw_client(sworld *w, int64_t lease_ms, int wait_replicas) {
+    leash_options o;
+    leash_client *c;
+
+    sw_options(w, &o, lease_ms, wait_replicas);
+    c = fx_client_opts(w->loop, &o);
+    fx_wait_connected(w->loop, c, 10000);
+    return c;
+}
+
+static long long script_calls(test_redis *r) {
+    long long a = test_redis_calls(r, "evalsha"), b = test_redis_calls(r, "eval");
+    return (a < 0 ? 0 : a) + (b < 0 ? 0 : b);
+}
+
+/* A second client that tries the lock once every 100 ms while the test
+ * runs the loop, and notes a grant while the holder is still valid. */
+typedef struct prober {
+    leash_lock *l, *holder;
+    fx_result res;
+    int64_t next;
+    int grants, violations;
+    int pending;
+} prober;
+
+static void probe_cb(leash_lock *l, int status, void *arg) {
+    prober *p = arg;
+
+    p->pending = 0;
+    p->res.status = status;
+    if (status != LEASH_OK)
+        return;
+    p->grants++;
+    if (leash_held(p->holder) && leash_valid_ms(p->holder) > 0) {
+        p->violations++;
+        fprintf(stderr, "two valid holders: the holder has %lld ms left\n",
+                (long long)leash_valid_ms(p->holder));
+    }
+    (void)leash_release(l, NULL, NULL);
+}
+
+static void probe_for(sworld *w, prober *p, int64_t ms) {
+    int64_t until = test_now_ms() + ms;
+
+    while (test_now_ms() < until) {
+        if (test_now_ms() >= p->next && !p->pending && !leash_held(p->l) &&
+            leash_acquire(p->l, 0, probe_cb, p) == LEASH_OK) {
+            p->pending = 1;
+            p->next = test_now_ms() + 100;
+        }
+        fx_run_for(w->loop, 20);
+    }
+}
+
+/* The guidelines' first step: any one sentinel that answers will do. */
+TEST(discovery_through_any_one_sentinel_while_the_others_are_down) {
+    sworld w;
+    leash_client *c;
+    leash_lock *l;
+    int m;
+
+    sw_up(&w, NULL);
+    m = test_sentinel_master(&w.t);
+    CHECK(m >= 0);
+    test_redis_kill(&w.t.sentinel[0]);
+    test_redis_kill(&w.t.sentinel[1]);
+    CHECK_EQ_INT(test_redis_int(&w.t.data[m], "CONFIG RESETSTAT") == -1, 1);
+    fx_log_clear();
+    c = sw_client(&w, 5000, 0);
+    l = leash_lock_new(c, "found");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+    CHECK(script_calls(&w.t.data[m]) > 0);
+    CHECK(fx_log_contains("master mymaster is at"));
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+    sw_down(&w);
+}
+
+/* SENTINEL FAILOVER while a lock is held with wait_replicas = 1: the hold
+ * is kept, renewals go to the new master, and a waiter queued before the
+ * failover is woken by the release after it. */
+TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
+    sworld w;
+    leash_client *a, *b;
+    leash_lock *holder, *waiter;
+    fx_result lost = {0}, woken = {0};
+    int m, n;
+    int64_t released_at;
+
+    sw_up(&w, NULL);
+    a = sw_client(&w, 3000, 1);
+    b = sw_client(&w, 3000, 1);
+    holder = leash_lock_new(a, "moved");
+    waiter = leash_lock_new(b, "moved");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, LEASH_WAIT_FOREVER, fx_acquire_cb, &woken), LEASH_OK);
+    fx_run_for(w.loop, 300);
+    CHECK_EQ_INT(woken.calls, 0);
+    m = test_sentinel_master(&w.t);
+    fx_log_clear();
+    n = test_sentinel_failover(&w.t, FAILOVER_MS);
+    CHECK(n >= 0 && n != m);
+    CHECK_EQ_INT(test_redis_int(&w.t.data[n], "CONFIG RESETSTAT") == -1, 1);
+    /* Two leases: several renewals, every one at the new master. */
+    fx_run_for(w.loop, 6000);
+    CHECK_EQ_INT(lost.calls, 0);
+    CHECK(leash_held(holder));
+    CHECK(script_calls(&w.t.data[n]) > 0);
+    CHECK(fx_log_contains("+switch-master") || fx_log_contains("master mymaster is at"));
+    CHECK_EQ_INT(woken.calls, 0);
+    released_at = test_now_ms();
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
+    fx_run_until(w.loop, &woken, 5000);
+    CHECK_EQ_INT(woken.status, LEASH_OK);
+    CHECK(woken.at_ms - released_at < 1000 + TEST_SLACK_MS);
+    CHECK_EQ_INT(fx_release_sync(w.loop, waiter, 5000), LEASH_OK);
+    leash_lock_free(holder);
+    leash_lock_free(waiter);
+    leash_client_free(a);
+    leash_client_free(b);
+    sw_down(&w);
+}
+
+/* The master SIGKILLed mid-hold with wait_replicas = 1: the replica that
+ * is promoted acknowledged the hold, which is kept; a second client that
+ * tries all along never gets it meanwhile. Then the old master comes back
+ * (empty) and is made a replica: no lock command lands there. */
+TEST(a_killed_master_keeps_the_hold_with_wait_replicas) {
+    sworld w;
+    leash_client *a, *b;
+    leash_lock *holder;
+    prober p;
+    fx_result lost = {0};
+    int m, n = -1, i;
+
+    sw_up(&w, NULL);
+    a = sw_client(&w, 10000, 1);
+    b = sw_client(&w, 10000, 0);
+    holder = leash_lock_new(a, "kept");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    memset(&p, 0, sizeof p);
+    p.l = leash_lock_new(b, "kept");
+    p.holder = holder;
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    m = test_sentinel_master(&w.t);
+    CHECK_EQ_INT(test_redis_kill(&w.t.data[m]), 0);
+    for (i = 0; i < FAILOVER_MS / 100 && (n = test_sentinel_new_master(&w.t, m)) < 0; i++)
+        probe_for(&w, &p, 100);
+    CHECK(n >= 0 && n != m);
+    probe_for(&w, &p, 11000); /* past the lease it had at the kill */
+    CHECK_EQ_INT(lost.calls, 0);
+    CHECK(leash_held(holder));
+    CHECK_EQ_INT(p.violations, 0);
+    CHECK_EQ_INT(p.grants, 0);
+
+    /* The old master returns empty, as a master, until Sentinel makes it
+     * a replica: leash never takes it for the master. */
+    CHECK_EQ_INT(test_redis_restart(&w.t.data[m]), 0);
+    CHECK_EQ_INT(test_redis_int(&w.t.data[m], "CONFIG RESETSTAT") == -1, 1);
+    for (i = 0; i < FAILOVER_MS / 100 && !test_sentinel_is_replica(&w.t, m); i++)
+        probe_for(&w, &p, 100);
+    CHECK(test_sentinel_is_replica(&w.t, m));
+    probe_for(&w, &p, 1000);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
+    probe_for(&w, &p, 1000);
+    CHECK(p.grants > 0);
+    CHECK_EQ_INT(p.violations, 0);
+    CHECK_EQ_INT(script_calls(&w.t.data[m]), 0);
+    leash_lock_free(holder);
+    leash_lock_free(p.l);
+    leash_client_free(a);
+    leash_client_free(b);
+    sw_down(&w);
+}
+
+/* Without wait_replicas, a master killed before its replicas had the
+ * grant: the promoted replica lacks the hold, and the holder learns it at
+ * its next renewal (LEASH_LOST_EXPIRED), within the lease. */
+TEST(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked) {
+    sworld w;
+    leash_client *a;
+    leash_lock *holder;
+    fx_result lost = {0};
+    int m, n = -1, i;
+    int64_t killed_at;
+
+    sw_up(&w, NULL);
+    a = sw_client(&w, 8000, 0);
+    holder = leash_lock_new(a, "lacked");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    m = test_sentinel_master(&w.t);
+    /* The replicas do not get the grant: frozen, their links cut by the
+     * master (the stream stops there, no kernel buffer holds the grant),
+     * and the master dies before they thaw. */
+    for (i = 0; i < w.t.ndata; i++)
+        if (i != m)
+            test_redis_freeze(&w.t.data[i]);
+    freeReplyObject(test_redis_cmd(&w.t.data[m], "CLIENT KILL TYPE replica"));
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(test_redis_kill(&w.t.data[m]), 0);
+    killed_at = test_now_ms();
+    for (i = 0; i < w.t.ndata; i++)
+        if (i != m)
+            test_redis_thaw(&w.t.data[i]);
+    for (i = 0; i < FAILOVER_MS / 100 && (n = test_sentinel_new_master(&w.t, m)) < 0; i++)
+        fx_run_for(w.loop, 100);
+    CHECK(n >= 0 && n != m);
+    fx_run_until(w.loop, &lost, 8000 + TEST_SLACK_MS);
+    CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
+    CHECK(lost.at_ms - killed_at < FAILOVER_MS + 8000);
+    CHECK(!leash_held(holder));
+    leash_lock_free(holder);
+    leash_client_free(a);
+    sw_down(&w);
+}
+
+/* Sentinels with a password of their own, data nodes with an ACL user:
+ * each side takes its own credentials; a wrong sentinel password is
+ * LEASH_EAUTH with a log line naming the sentinel. */
+TEST(sentinel_and_data_credentials_are_separate) {
+    test_sentinel_config cfg = {0};
+    sworld w;
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    char name[64];
+
+    cfg.sentinel_password = "watchers-secret";
+    cfg.data_user = "locker";
+    cfg.data_password = "data-secret";
+    sw_up(&w, &cfg);
+    c = sw_client(&w, 5000, 0);
+    l = leash_lock_new(c, "authed");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+
+    /* Wrong sentinel password. */
+    sw_options(&w, &o, 5000, 0);
+    o.sentinel_password = "wrong";
+    fx_log_clear();
+    c = fx_client_opts(w.loop, &o);
+    l = leash_lock_new(c, "authed");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 8000), LEASH_EAUTH);
+    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d", w.t.sentinel[0].port);
+    CHECK(fx_log_contains(name));
+    leash_lock_free(l);
+    leash_client_free(c);
+
+    /* Right sentinel password, wrong data password. */
+    sw_options(&w, &o, 5000, 0);
+    o.password = "wrong";
+    c = fx_client_opts(w.loop, &o);
+    l = leash_lock_new(c, "authed");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 8000), LEASH_EAUTH);
+    leash_lock_free(l);
+    leash_client_free(c);
+    sw_down(&w);
+}
+
+/* ---- a fake sentinel: it names whatever port the test says ---- */
+
+/* A process of the case's own that answers as a sentinel would: SENTINEL
+ * get-master-addr-by-name names 127.0.0.1:*port (shared memory, changed
+ * by the test at any time), SENTINEL sentinels is empty, SUBSCRIBE is
+ * confirmed, anything else is +OK. It lets a case name a replica as the
+ * master, which real sentinels never do on purpose. */
+typedef struct fake_sentinel {
+    pid_t pid;
+    int port;
+    volatile int *master_port; /* MAP_SHARED */
+} fake_sentinel;
+
+static void fake_answer(int fd, const redisReply *r, int master_port) {
+    char out[256];
+    int n;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1)
+        return;
+    if (r->elements >= 2 && strcasecmp(r->element[0]->str, "SENTINEL") == 0 &&
+        strcasecmp(r->element[1]->str, "get-master-addr-by-name") == 0) {
+        char port[16];
+        snprintf(port, sizeof port, "%d", master_port);
+        n = snprintf(out, sizeof out, "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port),
+                     port);
+    } else if (strcasecmp(r->element[0]->str, "SENTINEL") == 0) {
+        n = snprintf(out, sizeof out, "*0\r\n");
+    } else if (strcasecmp(r->element[0]->str, "SUBSCRIBE") == 0 && r->elements == 2) {
+        n = snprintf(out, sizeof out, "*3\r\n$9\r\nsubscribe\r\n$%zu\r\n%s\r\n:1\r\n",
+                     r->element[1]->len, r->element[1]->str);
+    } else {
+        n = snprintf(out, sizeof out, "+OK\r\n");
+    }
+    if (write(fd, out, (size_t)n) != n)
+        return;
+}
+
+static void fake_serve(int lfd, volatile int *master_port) {
+    struct pollfd p[16];
+    redisReader *rd[16];
+    int n = 1, i;
+
+    p[0].fd = lfd;
+    p[0].events = POLLIN;
+    for (;;) {
+        if (poll(p, (nfds_t)n, -1) < 0)
+            continue;
+        if ((p[0].revents & POLLIN) && n < 16) {
+            int fd = accept(lfd, NULL, NULL);
+            if (fd >= 0) {
+                p[n].fd = fd;
+                p[n].events = POLLIN;
+                p[n].revents = 0;
+                rd[n] = redisReaderCreate();
+                n++;
+            }
+        }
+        for (i = 1; i < n; i++) {
+            char buf[4096];
+            ssize_t got;
+            void *reply;
+            if (!(p[i].revents & (POLLIN | POLLHUP)))
+                continue;
+            got = read(p[i].fd, buf, sizeof buf);
+            if (got <= 0) {
+                close(p[i].fd);
+                redisReaderFree(rd[i]);
+                p[i] = p[n - 1];
+                rd[i] = rd[n - 1];
+                n--;
+                i--;
+                continue;
+            }
+            redisReaderFeed(rd[i], buf, (size_t)got);
+            while (redisReaderGetReply(rd[i], &reply) == REDIS_OK && reply != NULL) {
+                fake_answer(p[i].fd, reply, *master_port);
+                freeReplyObject(reply);
+            }
+        }
+    }
+}
+
+static void fake_start(fake_sentinel *f, int master_port) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    pid_t parent = getpid();
+
+    CHECK(lfd >= 0);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 16) == 0);
+    CHECK(getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
+    f->port = ntohs(a.sin_port);
+    f->master_port =
+        mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(f->master_port != MAP_FAILED);
+    *f->master_port = master_port;
+    f->pid = fork();
+    CHECK(f->pid >= 0);
+    if (f->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(0);
+        fake_serve(lfd, f->master_port);
+        _exit(0);
+    }
+    close(lfd);
+}
+
+static void fake_stop(fake_sentinel *f) {
+    kill(f->pid, SIGKILL);
+    waitpid(f->pid, NULL, 0);
+    munmap((void *)f->master_port, sizeof(int));
+}
+
+/* A replica named as the master: ROLE refuses it before any lock command,
+ * and the client asks again until the sentinel names the master. Then the
+ * master demoted under a connected client: -READONLY answers its script,
+ * the connection goes back to the sentinel, and the acquire is granted at
+ * the new master. */
+TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
+    test_redis master, replica;
+    test_redis_config rc = {0};
+    char extra[128], node[32];
+    const char *nodes[1] = {node};
+    fake_sentinel f;
+    fx_loop *loop = fx_loop_new();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+
+    CHECK_EQ_INT(test_redis_start(&master, NULL), 0);
+    snprintf(extra, sizeof extra, "replicaof 127.0.0.1 %d", master.port);
+    rc.extra = extra;
+    CHECK_EQ_INT(test_redis_start(&replica, &rc), 0);
+    fake_start(&f, replica.port);
+    snprintf(node, sizeof node, "127.0.0.1:%d", f.port);
+    fx_fault_options(&o, 1, 5000);
+    o.topology = LEASH_TOPOLOGY_SENTINEL;
+    o.nodes = nodes;
+    o.nodes_count = 1;
+    o.sentinel_master = "mymaster";
+    fx_log_clear();
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "refused");
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(loop, 500);
+    CHECK_EQ_INT(res.calls, 0);
+    CHECK(fx_log_contains("ROLE says slave, not master"));
+    CHECK_EQ_INT(script_calls(&replica), 0);
+    *f.master_port = master.port;
+    fx_run_until(loop, &res, 5000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK(script_calls(&master) > 0);
+    CHECK_EQ_INT(fx_release_sync(loop, l, 3000), LEASH_OK);
+
+    /* The master becomes a replica of the other, which becomes a master;
+     * the sentinel names it. */
+    freeReplyObject(test_redis_cmd(&replica, "REPLICAOF NO ONE"));
+    freeReplyObject(test_redis_cmd(&master, "REPLICAOF 127.0.0.1 %d", replica.port));
+    *f.master_port = replica.port;
+    fx_log_clear();
+    memset(&res, 0, sizeof res);
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(loop, &res, 5000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK(script_calls(&replica) > 0);
+    CHECK(fx_log_contains("READONLY"));
+    CHECK_EQ_INT(fx_release_sync(loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+    fx_loop_free(loop);
+    fake_stop(&f);
+    test_redis_stop(&replica);
+    test_redis_stop(&master);
+}
+
+#ifdef LEASH_TEST_CLI
+/* Runs the leash tool with args; its exit status, its output in out. */
+static int run_cli(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    FILE *f;
+    size_t n;
+    int st;
+
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", LEASH_TEST_CLI, args);
+    f = popen(cmd, "r");
+    CHECK(f != NULL);
+    n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The tool through a redis+sentinel:// URL (the first sentinel down):
+ * ls, show and release --force reach the master the sentinels name. */
+TEST(the_tool_reads_and_releases_through_sentinel) {
+    sworld w;
+    leash_client *a;
+    leash_lock *holder;
+    fx_result lost = {0};
+    char url[256], args[512], out[8192];
+
+    sw_up(&w, NULL);
+    a = sw_client(&w, 10000, 0);
+    holder = leash_lock_new(a, "cli-held");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    test_redis_kill(&w.t.sentinel[0]);
+    snprintf(url, sizeof url, "redis+sentinel://%s,%s,%s/%s", w.text[0], w.text[1], w.text[2],
+             TEST_SENTINEL_MASTER);
+    snprintf(args, sizeof args, "-u %s ls", url);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "cli-held") != NULL, "ls said: %s", out);
+    snprintf(args, sizeof args, "-u %s show cli-held", url);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "-u %s release --force --yes cli-held < /dev/null", url);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 0);
+    fx_run_until(w.loop, &lost, 10000 + TEST_SLACK_MS);
+    CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
+    snprintf(args, sizeof args, "-u redis+sentinel://%s/nosuchmaster ls", w.text[1]);
+    CHECK_EQ_INT(run_cli(args, out, sizeof out), 3);
+    leash_lock_free(holder);
+    leash_client_free(a);
+    sw_down(&w);
+}
+#endif
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        TEST_CASE(discovery_through_any_one_sentinel_while_the_others_are_down),
+        TEST_CASE(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter),
+        TEST_CASE(a_killed_master_keeps_the_hold_with_wait_replicas),
+        TEST_CASE(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked),
+        TEST_CASE(sentinel_and_data_credentials_are_separate),
+        TEST_CASE(a_replica_named_as_master_is_refused_and_readonly_sends_back),
+#ifdef LEASH_TEST_CLI
+        TEST_CASE(the_tool_reads_and_releases_through_sentinel),
+#endif
+        {0},
+    };
+    return fx_main(argc, argv, cases);
+}

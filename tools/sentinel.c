@@ -1,0 +1,104 @@
+/*
+ * redis+sentinel:// for the tool: the sentinels are asked in turn for the
+ * master (SENTINEL get-master-addr-by-name), which must say ROLE master;
+ * the tool then reads it as one server. The sentinels' credentials come
+ * from the URL, else $LEASH_SENTINEL_USER / $LEASH_SENTINEL_PASSWORD.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* A blocking connection with the tool's timeout, authenticated when a
+ * password is given. NULL with err set. */
+static redisContext *dial(const char *host, int port, const char *user, const char *pass,
+                          int timeout_ms, char *err, size_t cap) {
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *rc = redisConnectWithTimeout(host, port, tv);
+    redisReply *r;
+
+    if (rc == NULL || rc->err) {
+        snprintf(err, cap, "%s:%d: %s", host, port, rc != NULL ? rc->errstr : "out of memory");
+        redisFree(rc);
+        return NULL;
+    }
+    redisSetTimeout(rc, tv);
+    if (pass == NULL || pass[0] == '\0')
+        return rc;
+    r = user != NULL && user[0] != '\0' ? redisCommand(rc, "AUTH %s %s", user, pass)
+                                        : redisCommand(rc, "AUTH %s", pass);
+    if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, cap, "%s:%d: AUTH refused: %s", host, port, r != NULL ? r->str : rc->errstr);
+        freeReplyObject(r);
+        redisFree(rc);
+        return NULL;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Whether host:port says ROLE master. */
+static int is_master(const leash_url *m, int timeout_ms, char *err, size_t cap) {
+    redisContext *rc = dial(m->host, m->port, m->username, m->password, timeout_ms, err, cap);
+    redisReply *r;
+    int yes;
+
+    if (rc == NULL)
+        return 0;
+    r = redisCommand(rc, "ROLE");
+    yes = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+          r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
+    if (!yes)
+        snprintf(err, cap, "%s:%d is not a master (ROLE)", m->host, m->port);
+    freeReplyObject(r);
+    redisFree(rc);
+    return yes;
+}
+
+int cli_sentinel_master(const char *url, int timeout_ms, leash_url *out, char *err, size_t cap) {
+    leash_sentinel_url su;
+    const char *user, *pass;
+    int i;
+
+    if (leash_sentinel_url_parse(url, &su, err, cap) != LEASH_OK)
+        return -1;
+    user = su.sentinel_username[0] ? su.sentinel_username : getenv("LEASH_SENTINEL_USER");
+    pass = su.sentinel_password[0] ? su.sentinel_password : getenv("LEASH_SENTINEL_PASSWORD");
+    snprintf(err, cap, "no sentinel answered");
+    for (i = 0; i < su.nsentinels; i++) {
+        char host[LEASH_URL_HOST_MAX + 9];
+        char *colon;
+        redisContext *rc;
+        redisReply *r;
+
+        snprintf(host, sizeof(host), "%s", su.sentinels[i]);
+        colon = strrchr(host, ':');
+        *colon = '\0';
+        if (host[0] == '[') {
+            memmove(host, host + 1, strlen(host));
+            host[strlen(host) - 1] = '\0';
+        }
+        rc = dial(host, atoi(colon + 1), user, pass, timeout_ms, err, cap);
+        if (rc == NULL)
+            continue;
+        r = redisCommand(rc, "SENTINEL get-master-addr-by-name %s", su.master);
+        if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            r->element[1]->type == REDIS_REPLY_STRING && r->element[0]->len <= LEASH_URL_HOST_MAX) {
+            *out = su.data;
+            snprintf(out->host, sizeof(out->host), "%s", r->element[0]->str);
+            out->port = atoi(r->element[1]->str);
+            freeReplyObject(r);
+            redisFree(rc);
+            return is_master(out, timeout_ms, err, cap) ? 0 : -1;
+        }
+        snprintf(err, cap, "sentinel %s: %s", su.sentinels[i],
+                 r == NULL                      ? rc->errstr
+                 : r->type == REDIS_REPLY_ERROR ? r->str
+                                                : "does not know that master");
+        freeReplyObject(r);
+        redisFree(rc);
+    }
+    return -1;
+}
