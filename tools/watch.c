@@ -128,7 +128,10 @@ static void diff(watcher *w, const cli_lockstate *o, const cli_lockstate *s, int
             holder_event(w, "queued", &s->waiters[i], 0, 1);
     for (i = 0; i < s->nholders; i++) {
         const cli_holder *h = &s->holders[i], *p = find(o->holders, o->nholders, h->token);
-        if (p == NULL || p->fence != h->fence)
+        /* A hold is its token (a new one per hold). With Redlock the fence
+         * shown is the first agreeing server's, which changes while a
+         * release reaches the servers one by one: no new hold. */
+        if (p == NULL || (p->fence != h->fence && w->c->topology != LEASH_TOPOLOGY_REDLOCK))
             holder_event(w, "acquired", h, s->fence_max, 0);
         else if (h->count != p->count)
             holder_event(w, "count", h, s->fence_max, 0);
