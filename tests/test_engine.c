@@ -913,6 +913,52 @@ TEST(the_acquire_goes_in_the_variant_the_servers_version_runs) {
     }
 }
 
+/* INFO answered BUSY (a long script runs: Redis answers so to all but a
+ * few commands) says nothing of the version: the connection asks again,
+ * as after a BUSY AUTH, rather than go on with the version unknown (the
+ * oldest scripts, and a check of LEASH_PUBSUB_SHARDED skipped). */
+TEST(a_busy_answer_in_the_handshake_is_asked_again) {
+    const leash__script *newest = leash__dialect_leash.scripts[LS_ACQUIRE];
+    sim *s = sim_new();
+    leash_options o;
+    leash_client *c = NULL;
+    leash_lock *l;
+    sim_cmd *cmd;
+    rec r = {0, 0};
+    static const char info[] = "# Server\r\nredis_version:7.0.15\r\n";
+    char reply[128];
+
+    leash__dialects_init();
+    sim_set_auto(s, SIM_AUTO_INFO, 0);
+    sim_options(s, &o);
+    log_to_engine_log(&o);
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
+    CHECK_EQ_INT(sim_attach(s, c), LEASH_OK);
+    cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "INFO");
+    CHECK_EQ_INT(sim_reply(cmd->conn, "-BUSY Redis is busy running a script. You can only call "
+                                      "SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"),
+                 0);
+    cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "INFO");
+    snprintf(reply, sizeof(reply), "$%zu\r\n%s\r\n", strlen(info), info);
+    CHECK_EQ_INT(sim_reply(cmd->conn, reply), 0);
+    sim_run(s);
+    CHECK_MSG(strstr(engine_log, "INFO answered BUSY") != NULL, "log: %s", engine_log);
+    l = leash_lock_new(c, "busy-info");
+    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
+    CHECK_EQ_INT(script_of(cmd), LS_ACQUIRE);
+    CHECK_MSG(memcmp(sim_cmd_arg(cmd, 1), newest->sha, LEASH__SHA_LEN) == 0,
+              "the acquire went in the variant for an unknown version");
+    grant(cmd);
+    sim_run(s);
+    CHECK_EQ_INT(r.status, LEASH_OK);
+    leash_lock_free(l);
+    serve(s, 0);
+    leash_client_free(c);
+    sim_run(s);
+    sim_free(s);
+}
+
 static void pubsub_sharded(leash_options *o) {
     o->pubsub = LEASH_PUBSUB_SHARDED;
 }
@@ -951,6 +997,7 @@ TEST(sharded_pubsub_asked_of_a_server_before_7_is_refused) {
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(freeing_a_client_with_a_woken_queue_sends_no_new_attempts),
+        TEST_CASE(a_busy_answer_in_the_handshake_is_asked_again),
         TEST_CASE(a_grant_too_few_replicas_acknowledged_is_given_back),
         TEST_CASE(a_renewal_too_few_replicas_acknowledged_loses_the_hold),
         TEST_CASE(a_hold_lost_to_too_few_replicas_is_given_back_at_its_deadline),

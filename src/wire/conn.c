@@ -784,18 +784,37 @@ static int role_is_master(leash__conn *conn, const redisReply *r) {
     return 0;
 }
 
+/* A handshake command's name, for log lines. */
+static const char *hs_name(int tag) {
+    switch (tag) {
+    case HS_AUTH:
+        return "AUTH";
+    case HS_SELECT:
+        return "SELECT";
+    case HS_TIME:
+        return "TIME";
+    case HS_INFO:
+        return "INFO";
+    case HS_ROLE:
+        return "ROLE";
+    default:
+        return "SCRIPT LOAD";
+    }
+}
+
 static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int tag) {
     leash__conn_progress(conn, 1);
     /* NOAUTH on any handshake command: the server wants a password that
      * we do not have. */
     if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOAUTH", 6) == 0)
         tag = HS_AUTH;
-    if (reply->type == REDIS_REPLY_ERROR && (tag == HS_AUTH || tag == HS_SELECT) &&
-        leash__reply_transient(reply)) {
-        /* Loading its data or running a long script: nothing was refused.
-         * Queued work waits for its own deadlines. */
+    if (reply->type == REDIS_REPLY_ERROR && tag != HS_SCRIPT && leash__reply_transient(reply)) {
+        /* Loading its data or running a long script: nothing was refused,
+         * and ROLE, INFO and TIME did not answer what they ask (a BUSY
+         * server answers them so too). Queued work waits for its own
+         * deadlines. */
         leash__log(conn_log(conn), LEASH_LOG_INFO, "%s: %s answered %s: trying again",
-                   role_name(conn), tag == HS_AUTH ? "AUTH" : "SELECT", reply->str);
+                   role_name(conn), hs_name(tag), reply->str);
         conn->handshake_busy = 1;
         conn_break(conn);
     } else if (reply->type == REDIS_REPLY_ERROR && (tag == HS_AUTH || tag == HS_SELECT)) {
@@ -1147,6 +1166,11 @@ const char *leash__conn_role_name(const leash__conn *conn) {
 }
 
 void leash__conn_retarget(leash__conn *conn) {
+    /* Another server: what the old one refused, or its clock, says
+     * nothing of the new one. */
+    conn->refused = 0;
+    conn->handshake_busy = 0;
+    conn->server_offset_known = 0;
     conn_break(conn);
     if (conn->env->freeing)
         return;
