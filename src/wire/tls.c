@@ -324,5 +324,8 @@ long leash__tls_write(leash__tls_session *ts, const char *buf, size_t len, char 
 }
 
 int leash__tls_pending(const leash__tls_session *ts) {
-    return SSL_has_pending(ts->ssl);
+    /* Decrypted bytes only: part of a record waiting for its rest is not
+     * an answer (SSL_has_pending counts it), and a server that stops in
+     * the middle of a record is silent. */
+    return SSL_pending(ts->ssl) > 0;
 }
