@@ -101,8 +101,17 @@ TEST(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep) {
     leash_client_stats(w.c, &parked);
 #ifdef LEASH_TEST_TOPOLOGY_REDLOCK
     /* The last attempt's give-back (sent unheard, just before parking)
-     * reaches the servers before the count below starts. */
-    fx_run_for(w.loop, 20);
+     * goes out from the loop and reaches the servers before the counts
+     * below start: once the client's count stops moving (under ASan it
+     * was still going out 20 ms later: 4 commands counted as the
+     * sleeper's). */
+    for (int i = 0; i < 40; i++) {
+        unsigned long long before = parked.commands_sent;
+        fx_run_for(w.loop, 50);
+        leash_client_stats(w.c, &parked);
+        if (parked.commands_sent == before)
+            break;
+    }
 #endif
     calls_before = script_calls(&w, "leash:wake");
     fx_run_for(w.loop, 1000);
