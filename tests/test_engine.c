@@ -52,9 +52,11 @@ static long long server_ms(void) {
 }
 
 static void grant(sim_cmd *cmd) {
-    /* ARGV[3] of acquire is the count asked for. */
-    CHECK_EQ_INT(
-        sim_replyf(cmd->conn, "*4\r\n:1\r\n:77\r\n:%s\r\n:%lld\r\n", cmd->argv[6], server_ms()), 0);
+    /* ARGV[3] of acquire is the count asked for (below 1: a new hold from
+     * a waiter that asks with its age). */
+    int count = atoi(cmd->argv[6]) < 1 ? 1 : atoi(cmd->argv[6]);
+    CHECK_EQ_INT(sim_replyf(cmd->conn, "*4\r\n:1\r\n:77\r\n:%d\r\n:%lld\r\n", count, server_ms()),
+                 0);
 }
 
 static void busy(sim_cmd *cmd, long long pttl) {

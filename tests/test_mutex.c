@@ -212,13 +212,16 @@ static void answer(int script, const char *fmt, ...) {
     sim_run(S);
 }
 
-/* The hold count an acquire asks for: the mutex's argv[6], the family's
- * argv[13] (family.c). */
+/* The hold count an acquire asks for: the mutex's argv[6] (below 1: a new
+ * hold from a waiter that asks with its age), the family's argv[13]
+ * (family.c). */
 static void grant(void) {
     sim_cmd *cmd = pending(s_acquire);
+    int count;
+
     CHECK(cmd != NULL);
-    answer(s_acquire, "*4\r\n:1\r\n:77\r\n:%s\r\n:%lld\r\n", cmd->argv[family ? 13 : 6],
-           server_ms());
+    count = atoi(cmd->argv[family ? 13 : 6]);
+    answer(s_acquire, "*4\r\n:1\r\n:77\r\n:%d\r\n:%lld\r\n", count < 1 ? 1 : count, server_ms());
 }
 
 static void busy(void) {

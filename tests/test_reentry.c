@@ -72,11 +72,15 @@ static void answer(int script, const char *fmt, ...) {
     sim_run(S);
 }
 
-/* Grants the oldest pending command, an acquire (its ARGV[3] is the count). */
+/* Grants the oldest pending command, an acquire (its ARGV[3] is the count;
+ * below 1: a new hold from a waiter that asks with its age). */
 static void grant(void) {
     sim_cmd *cmd = sim_conn_cmd(sim_cmd_conn(S), 0);
+    int count;
+
     CHECK(cmd != NULL);
-    answer(LS_ACQUIRE, "*4\r\n:1\r\n:77\r\n:%s\r\n:%lld\r\n", cmd->argv[6], server_ms());
+    count = atoi(cmd->argv[6]);
+    answer(LS_ACQUIRE, "*4\r\n:1\r\n:77\r\n:%d\r\n:%lld\r\n", count < 1 ? 1 : count, server_ms());
 }
 
 static void up(int64_t lease_ms, int64_t command_timeout_ms) {

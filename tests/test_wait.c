@@ -4,8 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "dialect/dialect.h"
 #include "fixture.h"
 #include "prim/lock.h"
 
@@ -427,6 +430,272 @@ TEST(a_holder_freed_wakes_the_next_local_waiter) {
     fx_world_down(&w);
 }
 
+/* ---- no waiter starves (README "Fairness") ----
+ * Not with Redlock, whose waiters race (leash.h, LEASH_STARVE_MS). The
+ * contention runs take seconds: on one loop kind (libev) only, which the
+ * cluster build uses too. */
+#if !defined(LEASH_TEST_TOPOLOGY_REDLOCK) && !defined(LEASH_TEST_LOOP_LIBEVENT) && \
+    !defined(LEASH_TEST_LOOP_LIBUV)
+#define FAIRNESS_RUNS 1
+#endif
+#ifndef LEASH_TEST_TOPOLOGY_REDLOCK
+
+#ifdef FAIRNESS_RUNS
+/* One contender: its own client and handle, looping acquire
+ * (LEASH_WAIT_FOREVER) -> hold HOLD_MS -> release -> acquire again. */
+enum {
+    FAIR_HOLD_MS = 1,
+    FAIR_RUN_MS = 1500,
+    FAIR_MAX = 16
+};
+
+typedef struct contender {
+    leash_client *c;
+    leash_lock *l;
+    int64_t held_at; /* test_now_ms() of the grant; 0: not held */
+    int pending;     /* an acquire or release is in flight */
+    int grants, errors;
+} contender;
+
+static void fair_released(leash_lock *l, int status, void *arg);
+
+static void fair_acquired(leash_lock *l, int status, void *arg) {
+    contender *k = arg;
+
+    (void)l;
+    k->pending = 0;
+    if (status != LEASH_OK) {
+        k->errors++;
+        return;
+    }
+    k->grants++;
+    k->held_at = test_now_ms();
+}
+
+static void fair_ask(contender *k) {
+    k->pending = 1;
+    if (leash_acquire(k->l, LEASH_WAIT_FOREVER, fair_acquired, k) != LEASH_OK) {
+        k->pending = 0;
+        k->errors++;
+    }
+}
+
+static void fair_released(leash_lock *l, int status, void *arg) {
+    contender *k = arg;
+
+    (void)l;
+    k->pending = 0;
+    if (status != LEASH_OK)
+        k->errors++;
+}
+
+/* n contenders of one name on one loop, each its own client, for run_ms:
+ * each one's grants into grants[]; 0, or the number of failed calls. */
+static int contend(fx_world *w, fx_loop *loop, int n, int64_t run_ms, int *grants) {
+    contender ks[FAIR_MAX];
+    int64_t end;
+    int i, errors = 0;
+
+    memset(ks, 0, sizeof(ks));
+    for (i = 0; i < n; i++) {
+        leash_options o;
+        fx_world_options(w, &o, 5000);
+        ks[i].c = fx_client_opts(loop, &o);
+        fx_wait_connected(loop, ks[i].c, 5000);
+        ks[i].l = leash_lock_new(ks[i].c, "no-starving");
+        CHECK(ks[i].l != NULL);
+    }
+    for (i = 0; i < n; i++)
+        fair_ask(&ks[i]);
+    end = test_now_ms() + run_ms;
+    while (test_now_ms() < end) {
+        fx_run_for(loop, 1);
+        for (i = 0; i < n; i++) {
+            contender *k = &ks[i];
+            if (k->pending)
+                continue;
+            if (k->held_at != 0 && test_now_ms() - k->held_at >= FAIR_HOLD_MS) {
+                k->held_at = 0;
+                k->pending = 1;
+                if (leash_release(k->l, fair_released, k) != LEASH_OK) {
+                    k->pending = 0;
+                    k->errors++;
+                }
+            } else if (k->held_at == 0) {
+                fair_ask(k);
+            }
+        }
+    }
+    for (i = 0; i < n; i++) {
+        grants[i] = ks[i].grants;
+        errors += ks[i].errors;
+        leash_client_free(ks[i].c);
+    }
+    return errors;
+}
+
+/* Every contender was served, the most-served at most twice the least. */
+static void check_fair(const int *grants, int n) {
+    int i, lo = grants[0], hi = grants[0];
+
+    for (i = 1; i < n; i++) {
+        if (grants[i] < lo)
+            lo = grants[i];
+        if (grants[i] > hi)
+            hi = grants[i];
+    }
+    for (i = 0; i < n; i++)
+        printf("%d%s", grants[i], i + 1 < n ? " " : "\n");
+    CHECK_MSG(lo > 0, "a contender was never served (least %d, most %d)", lo, hi);
+    CHECK_MSG(hi <= 2 * lo, "the most-served got %d grants, the least %d", hi, lo);
+}
+
+TEST(no_waiter_starves_among_sixteen_clients_of_one_loop) {
+    fx_world w;
+    int grants[16];
+
+    fx_world_up(&w, 5000, 0);
+    CHECK_EQ_INT(contend(&w, w.loop, 16, FAIR_RUN_MS, grants), 0);
+    check_fair(grants, 16);
+    fx_world_down(&w);
+}
+
+TEST(no_waiter_starves_across_four_processes) {
+    enum {
+        PROCS = 4,
+        EACH = 4
+    };
+    fx_world w;
+    int *shared, grants[PROCS * EACH], i, status;
+    pid_t pids[PROCS];
+
+    shared = mmap(NULL, sizeof(int) * (PROCS * EACH + PROCS), PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(shared != MAP_FAILED);
+    memset(shared, 0, sizeof(int) * (PROCS * EACH + PROCS));
+    fx_world_up(&w, 5000, 0);
+    for (i = 0; i < PROCS; i++) {
+        pids[i] = fork();
+        CHECK(pids[i] >= 0);
+        if (pids[i] == 0) {
+            fx_loop *loop = fx_loop_new();
+            shared[PROCS * EACH + i] = contend(&w, loop, EACH, FAIR_RUN_MS, shared + i * EACH);
+            fx_loop_free(loop);
+            _exit(0);
+        }
+    }
+    for (i = 0; i < PROCS; i++) {
+        CHECK(waitpid(pids[i], &status, 0) == pids[i]);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "process %d failed", i);
+        CHECK_EQ_INT(shared[PROCS * EACH + i], 0);
+    }
+    memcpy(grants, shared, sizeof(grants));
+    check_fair(grants, PROCS * EACH);
+    munmap(shared, sizeof(int) * (PROCS * EACH + PROCS));
+    fx_world_down(&w);
+}
+
+#endif
+
+/* A waiter reserved the grant after a hold and is gone (its process died):
+ * the release keeps the lock for it LEASH_RESERVE_MS, no longer. */
+TEST(a_grant_kept_for_a_waiter_that_is_gone_frees_within_reserve_ms) {
+    fx_world w;
+    leash_lock *h, *next;
+    fx_result g;
+    redisReply *rep;
+    test_redis *r;
+    char value[256], gone[33];
+    int64_t t0, took;
+
+    memset(&g, 0, sizeof(g));
+    fx_world_up(&w, 5000, 0);
+    h = leash_lock_new(w.c, "reserved-for-the-dead");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 5000), LEASH_OK);
+    r = fx_redis_of(&w, "leash:reserved-for-the-dead");
+    rep = test_redis_cmd(r, "GET leash:reserved-for-the-dead");
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_STRING && rep->len < 100);
+    memset(gone, 'a', 32);
+    gone[32] = '\0';
+    snprintf(value, sizeof(value), "%s:%s:1", rep->str, gone);
+    freeReplyObject(rep);
+    CHECK_EQ_INT(fx_key_cmd(&w, "leash:reserved-for-the-dead", "SET %s %s KEEPTTL",
+                            "leash:reserved-for-the-dead", value),
+                 1);
+    next = leash_lock_new(w.c, "reserved-for-the-dead");
+    CHECK_EQ_INT(leash_acquire(next, 5000, fx_acquire_cb, &g), LEASH_OK);
+    run_until_parked(&w, next);
+    CHECK_EQ_INT(fx_release_sync(w.loop, h, 5000), LEASH_OK);
+    t0 = test_now_ms();
+    fx_run_until(w.loop, &g, 5000);
+    took = test_now_ms() - t0;
+    CHECK_EQ_INT(g.status, LEASH_OK);
+    CHECK_MSG(took >= LEASH_RESERVE_MS / 2, "granted %lld ms after the release: not kept",
+              (long long)took);
+    CHECK_MSG(took <= LEASH_RESERVE_MS + TEST_SLACK_MS, "granted %lld ms after the release",
+              (long long)took);
+    leash_lock_free(h);
+    leash_lock_free(next);
+    fx_world_down(&w);
+}
+
+/* The release script, run by hand as a waiter's token, on a value with
+ * a queue of starving waiters (dialect/leash.c): a waiter that gives up
+ * leaves the queue; one whose turn has come passes it on. */
+static long long release_as(test_redis *r, const char *key, const char *token) {
+    const leash__script *s = leash__dialect_leash.scripts[1];
+    redisReply *rep;
+    long long n;
+
+    CHECK(strstr(s->src, "redis.call('del', KEYS[1])") != NULL); /* the release script */
+    rep = test_redis_cmd(r, "EVAL %b 1 %s %s 0 chan publish 0", s->src, s->len, key, token);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_INTEGER);
+    n = rep->integer;
+    freeReplyObject(rep);
+    return n;
+}
+
+static void check_value(test_redis *r, const char *key, const char *want) {
+    redisReply *rep = test_redis_cmd(r, "GET %s", key);
+
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_STRING);
+    CHECK_STR_EQ(rep->str, want);
+    freeReplyObject(rep);
+}
+
+TEST(a_starving_waiter_that_gives_up_leaves_the_queue) {
+    fx_world w;
+    test_redis *r;
+    char h[33], q[33], n[33], value[256], want[256];
+    redisReply *rep;
+
+    memset(h, 'a', 32);
+    memset(q, 'b', 32);
+    memset(n, 'c', 32);
+    h[32] = q[32] = n[32] = '\0';
+    leash__dialects_init();
+    fx_world_up(&w, 5000, 0);
+    r = fx_redis_of(&w, "leash:quitter");
+    /* Held by h; q, then n queued behind it: q gives up. */
+    snprintf(value, sizeof(value), "%s:1:1:5:%s:7:%s:9", h, q, n);
+    freeReplyObject(test_redis_cmd(r, "SET leash:quitter %s PX 5000", value));
+    CHECK_EQ_INT(release_as(r, "leash:quitter", q), -1);
+    snprintf(want, sizeof(want), "%s:1:1:5:%s:9", h, n);
+    check_value(r, "leash:quitter", want);
+    /* Kept for q, n queued next: q gives its turn to n. */
+    snprintf(value, sizeof(value), "%s:1:0:0:%s:9", q, n);
+    freeReplyObject(test_redis_cmd(r, "SET leash:quitter %s PX 5000", value));
+    CHECK_EQ_INT(release_as(r, "leash:quitter", q), 0);
+    snprintf(want, sizeof(want), "%s:1:0:0", n);
+    check_value(r, "leash:quitter", want);
+    rep = test_redis_cmd(r, "PTTL leash:quitter");
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_INTEGER && rep->integer > 0 &&
+          rep->integer <= LEASH_RESERVE_MS);
+    freeReplyObject(rep);
+    fx_world_down(&w);
+}
+#endif
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(waiter_is_woken_by_the_release_and_sends_nothing_while_asleep),
@@ -437,6 +706,14 @@ int main(int argc, char **argv) {
         TEST_CASE(waiters_survive_the_subscriber_connection_being_killed),
         TEST_CASE(one_subscription_per_name_shared_by_local_waiters),
         TEST_CASE(a_holder_freed_wakes_the_next_local_waiter),
+#ifdef FAIRNESS_RUNS
+        TEST_CASE(no_waiter_starves_among_sixteen_clients_of_one_loop),
+        TEST_CASE(no_waiter_starves_across_four_processes),
+#endif
+#ifndef LEASH_TEST_TOPOLOGY_REDLOCK
+        TEST_CASE(a_grant_kept_for_a_waiter_that_is_gone_frees_within_reserve_ms),
+        TEST_CASE(a_starving_waiter_that_gives_up_leaves_the_queue),
+#endif
         {0},
     };
     return fx_main(argc, argv, cases);

@@ -86,11 +86,30 @@ static void copy_token(cli_holder *h, const char *p, size_t n) {
     h->token[n] = '\0';
 }
 
-/* "<token>:<w>:<count>:<fence>" */
+static int hex_token(const char *p) {
+    return p[0] != '\0' && strspn(p, "0123456789abcdef") == strlen(p);
+}
+
+/* A waiter the lock is kept for, at place `place`. */
+static int add_reserver(cli_lockstate *s, const char *token, int64_t place) {
+    cli_holder *h = add(&s->waiters, &s->nwaiters);
+    if (h == NULL)
+        return 0;
+    copy_token(h, token, strlen(token));
+    h->mode = 'm';
+    h->count = place;
+    return 1;
+}
+
+/* "<token>:<w>:<count>:<fence>", then ":<token>:<since>" for each
+ * starving waiter queued for the grants after this hold, oldest first;
+ * count 0: nobody holds it, it is kept for token (README "Fairness"). The
+ * waiters it is kept or queued for are its waiters, in order. */
 static int read_mutex(const redisReply *v, cli_lockstate *s) {
-    char buf[160];
-    char *w, *cnt, *fence;
+    char buf[4096];
+    char *w, *cnt, *fence, *next;
     cli_holder *h;
+    int64_t place = 1;
 
     if (v->type != REDIS_REPLY_STRING || v->len >= sizeof(buf))
         return 0;
@@ -100,20 +119,39 @@ static int read_mutex(const redisReply *v, cli_lockstate *s) {
         (fence = strchr(cnt + 1, ':')) == NULL)
         return 0;
     *w++ = *cnt++ = *fence++ = '\0';
-    if (buf[0] == '\0' || strspn(buf, "0123456789abcdef") != strlen(buf) ||
-        (strcmp(w, "0") != 0 && strcmp(w, "1") != 0) || !all_digits(cnt, strlen(cnt)) ||
-        !all_digits(fence, strlen(fence)))
+    next = strchr(fence, ':');
+    if (next != NULL)
+        *next++ = '\0';
+    if (!hex_token(buf) || (strcmp(w, "0") != 0 && strcmp(w, "1") != 0) ||
+        !all_digits(cnt, strlen(cnt)) || !all_digits(fence, strlen(fence)))
         return 0;
-    if ((h = add(&s->holders, &s->nholders)) == NULL)
-        return 0;
-    copy_token(h, buf, strlen(buf));
-    h->mode = 'm';
-    h->count = strtoll(cnt, NULL, 10);
-    h->fence = strtoull(fence, NULL, 10);
-    h->ttl_ms = s->ttl_ms;
-    s->fence = h->fence;
     s->marked = w[0] == '1';
     s->kind = CLI_KIND_MUTEX;
+    if (strcmp(cnt, "0") == 0) {
+        if (!add_reserver(s, buf, place++))
+            return 0;
+    } else {
+        if ((h = add(&s->holders, &s->nholders)) == NULL)
+            return 0;
+        copy_token(h, buf, strlen(buf));
+        h->mode = 'm';
+        h->count = strtoll(cnt, NULL, 10);
+        h->fence = strtoull(fence, NULL, 10);
+        h->ttl_ms = s->ttl_ms;
+        s->fence = h->fence;
+    }
+    while (next != NULL) {
+        char *token = next, *since = strchr(next, ':');
+        if (since == NULL)
+            return 0;
+        *since++ = '\0';
+        next = strchr(since, ':');
+        if (next != NULL)
+            *next++ = '\0';
+        if (!hex_token(token) || !all_digits(since, strlen(since)) ||
+            !add_reserver(s, token, place++))
+            return 0;
+    }
     return 1;
 }
 

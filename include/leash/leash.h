@@ -108,6 +108,29 @@ LEASH_EXPORT const char *leash_lost_reason_name(int reason);
  * sum of them can overflow. */
 #define LEASH_DURATION_MAX_MS ((int64_t)315360000000)
 
+/* Fairness of the mutex (leash_lock_new; README "Fairness"). Waiters
+ * race for each release, which costs nothing while nobody waits long. A
+ * waiter that has waited LEASH_STARVE_MS (from its leash_acquire() call)
+ * asks with its age from then on (at its next attempt: a release woke it,
+ * or passed it over for a queued waiter), and the busy lock queues it,
+ * oldest first, for the grants after the current hold (Go's sync.Mutex
+ * starvation mode, across processes; at most LEASH_RESERVE_QUEUE waiters
+ * queue at once, the others ask again at the next turn). Each release
+ * hands the lock to the head of that queue: the key stays, reserved for
+ * it, for at most LEASH_RESERVE_MS, and only it is granted meanwhile (the
+ * others sleep on). Once the queue is empty, waiters race again. A queued
+ * waiter that died thus delays the lock by LEASH_RESERVE_MS at most, at
+ * its turn; one that gives up (its wait ends, cancel, free) leaves the
+ * queue, or gives its turn back, at once. Fixed constants. The price is
+ * paid only while someone starves: an uncontended acquire and release cost
+ * Redis the same 6 calls. Not with Redlock (every attempt there has a
+ * token of its own, and servers could queue differently: its waiters
+ * race, with a random pause after a split vote) nor in the Redisson
+ * dialect (Redisson's own rules). */
+#define LEASH_STARVE_MS 10
+#define LEASH_RESERVE_MS 100
+#define LEASH_RESERVE_QUEUE 64
+
 /* Limits on names: a lock name is 1..LEASH_NAME_MAX bytes, any bytes but NUL. */
 #define LEASH_NAME_MAX 512
 #define LEASH_PREFIX_MAX 128
@@ -507,7 +530,10 @@ LEASH_EXPORT void leash_lock_stats_sized(const leash_lock *l, leash_lock_stats *
  * A lock handle for `name` (1..LEASH_NAME_MAX bytes; copied). The Redis key is
  * key_prefix followed by name. A handle starts not held and takes the lease
  * settings of the client's options. Two handles with the same name, in one
- * client or not, are two owners and exclude each other.
+ * client or not, are two owners and exclude each other. Waiters of the
+ * mutex go in in no set order, but none waits past its share for long: one
+ * that has waited LEASH_STARVE_MS reserves the next grant (above; not with
+ * Redlock or the Redisson dialect). For arrival order: leash_fair_lock_new.
  * Returns NULL (and logs why) on a NULL client, a client being freed, a bad
  * name, or no memory. The handle belongs to its client: leash_client_free()
  * frees it too.

@@ -130,6 +130,9 @@ typedef struct leash__msg {
     size_t token_len;
     uint64_t fence;   /* GRANTED */
     int64_t lease_ms; /* RENEWED */
+    /* RELEASED: NULL, or the waiter's token (LEASH__TOKEN_LEN digits) for
+     * which the lock is kept (LEASH_RESERVE_MS at most): it tries now. */
+    const char *reserved;
 } leash__msg;
 
 typedef struct leash__dialect {
@@ -182,6 +185,13 @@ typedef struct leash__dialect {
     leash__cmd *(*family_release_cmd)(const leash__names *n, const char *token, int count_after,
                                       int64_t valid_until, int64_t deadline);
     leash__cmd *(*family_force_cmd)(const leash__names *n, int64_t deadline);
+    /* 1: a waiter that has waited LEASH_STARVE_MS may queue for grants:
+     * acquire_cmd's count is then minus the ms it has waited (a new hold,
+     * never an extra one), and a busy lock queues it, oldest first, for
+     * the grants after the current hold; message() reports such a grant
+     * kept (README "Fairness"). 0: count is never below 1 (Redisson's
+     * layout keeps Redisson's rules). */
+    int reserves;
 } leash__dialect;
 
 /* leash's own layout (dialect/leash.c). */

@@ -12,6 +12,12 @@
 #include "dialect/family.h"
 #include "wire/resp.h"
 
+/* LEASH_RESERVE_MS and LEASH_RESERVE_QUEUE as the scripts write them. */
+#define TEXT_(x) #x
+#define TEXT(x) TEXT_(x)
+#define LEASH__RESERVE_MS_TEXT TEXT(LEASH_RESERVE_MS)
+#define LEASH__RESERVE_QUEUE_TEXT TEXT(LEASH_RESERVE_QUEUE)
+
 /*
  * leash's own layout: one string key per lock, its channel, four scripts.
  * The scripts are loaded with SCRIPT LOAD on every (re)connect of a command
@@ -38,6 +44,24 @@
  * else is written, so an unused name leaves nothing behind once its lease
  * ran out, and Redis memory does not grow with throughput.
  *
+ * Starving waiters (leash.h, LEASH_STARVE_MS; README "Fairness"). A waiter
+ * that has waited that long asks with its age (count = minus the ms it
+ * waited). Finding the lock busy, its attempt queues it for the grants
+ * after this hold, oldest first (at most LEASH_RESERVE_QUEUE of them):
+ * the hold's value goes on with one ":<token>:<since>" per queued waiter
+ * (since: the server's ms when it began to wait). The hold's own writes
+ * keep them. The release then does not delete the key: it leaves
+ *   "<first token>:1:0:0" + the rest of the queue
+ * (count 0: no hold; the lock kept for that waiter) with a PX of
+ * LEASH_RESERVE_MS, and publishes "<released token>:<first token>", which
+ * wakes that waiter wherever it queues (the others sleep on). Only its
+ * attempt is granted meanwhile (a new hold with a new fence, that keeps
+ * the rest of the queue); the others find it busy with a TTL of
+ * LEASH_RESERVE_MS at most: a queued waiter that died delays the lock that
+ * long at its turn, and one that gives up releases its place or its turn
+ * (a release of its token). An uncontended acquire and release never see
+ * any of this.
+ *
  * Fences: a hold's fence is the server's microsecond clock at its grant, so
  * it is larger than every earlier hold's fence as long as the server's
  * clock does not step back (and, after a failover, the new master's clock
@@ -52,6 +76,8 @@
  *
  * acquire  KEYS: lock [, fence floor]  ARGV: token, lease_ms, count, not_after
  *          With a fence floor (Redlock), a new hold's fence is above it.
+ *          count below 1: a new hold from a waiter that has waited -count
+ *          ms (it queues if busy, see above; never with Redlock).
  *          not_after (a server time in ms, LEASH__STAMP_DIGITS digits; 0 =
  *          none) is written by the connection when it writes the command:
  *          a copy that runs later (it sat in a frozen server's socket after
@@ -72,7 +98,9 @@
  *
  * release  KEYS: lock  ARGV: token, count_after, channel, publish, valid_until
  *          -> count left (> 0), 0 released (key deleted; the token
- *             published on the channel when marked "w"), -1 not ours.
+ *             published on the channel when marked "w"; or the key kept
+ *             for the first queued waiter, see above), -1 not ours (a
+ *             waiter's token queued behind the hold leaves the queue).
  *          valid_until is 0 on the first write; on a resend after a lost
  *          answer it is the hold's local deadline on the server's clock:
  *          before it the hold cannot have expired, so "not ours" means this
@@ -107,6 +135,8 @@
     "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"                                    \
     "if ARGV[4] + 0 > 0 and now >= ARGV[4] + 0 then return {0, -3, 0, now} end\n"            \
     "local k, tok, n = KEYS[1], ARGV[1], tonumber(ARGV[3])\n"                                \
+    "local since\n"                                                                          \
+    "if n < 1 then since, n = now + n, 1 end\n"                                              \
     "local v\n"                                                                              \
     "if n == 1 then\n"                                                                       \
     "  local f = t[1] * 1000000 + t[2]\n"                                                    \
@@ -118,16 +148,36 @@
     "  v = redis.call('get', k)\n"                                                           \
     "  if not v then return {0, -4, 0, now} end\n"                                           \
     "end\n"                                                                                  \
-    "local o, w, c, f = string.match(v, '^(%x+):([01]):(%d+):(%d+)$')\n"                     \
+    "local o, w, c, f, r = string.match(v, '^(%x+):([01]):(%d+):(%d+)(.*)$')\n"              \
+    "if r and string.gsub(r, ':%x+:%d+', '') ~= '' then o = nil end\n"                       \
     "if not o then return redis.error_reply('WRONGTYPE the key holds a value that is not a " \
     "lock') end\n"                                                                           \
+    "if o == tok and c == '0' then\n"                                                        \
+    "  if n > 1 then return {0, -4, 0, now} end\n"                                           \
+    "  f = string.format('%.0f', t[1] * 1000000 + t[2])\n"                                   \
+    "  redis.call('set', k, tok .. ':1:1:' .. f .. r, 'PX', ARGV[2])\n"                      \
+    "  return {1, tonumber(f), 1, now}\n"                                                    \
+    "end\n"                                                                                  \
     "if o == tok then\n"                                                                     \
     "  if n < tonumber(c) then n = tonumber(c) end\n"                                        \
-    "  redis.call('set', k, o .. ':' .. w .. ':' .. n .. ':' .. f, 'PX', ARGV[2])\n"         \
+    "  v = o .. ':' .. w .. ':' .. n .. ':' .. f .. r\n"                                     \
+    "  redis.call('set', k, v, 'PX', ARGV[2])\n"                                             \
     "  return {1, tonumber(f), n, now}\n"                                                    \
     "end\n"                                                                                  \
     "if n > 1 then return {0, -4, 0, now} end\n"                                             \
-    "if w == '0' then redis.call('set', k, o .. ':1:' .. c .. ':' .. f, 'KEEPTTL') end\n"    \
+    "local r2 = r\n"                                                                         \
+    "if since and not string.find(r, ':' .. tok .. ':', 1, true) then\n"                     \
+    "  local q, me = {}, string.format(':%s:%.0f', tok, since)\n"                            \
+    "  for e, s in string.gmatch(r, '(:%x+:(%d+))') do\n"                                    \
+    "    if me and since < tonumber(s) then q[#q + 1], me = me, nil end\n"                   \
+    "    q[#q + 1] = e\n"                                                                    \
+    "  end\n"                                                                                \
+    "  if me then q[#q + 1] = me end\n"                                                      \
+    "  r2 = table.concat(q, '', 1, math.min(#q, " LEASH__RESERVE_QUEUE_TEXT "))\n"           \
+    "end\n"                                                                                  \
+    "if w == '0' or r2 ~= r then\n"                                                          \
+    "  redis.call('set', k, o .. ':1:' .. c .. ':' .. f .. r2, 'KEEPTTL')\n"                 \
+    "end\n"                                                                                  \
     "return {0, redis.call('pttl', k), 0, now}\n"
 
 static const char acquire_lua[] =
@@ -143,18 +193,30 @@ static const char release_lua[] =
     "local v = redis.call('get', KEYS[1])\n"
     "if v and string.sub(v, 1, 33) == ARGV[1] .. ':' then\n"
     "  if ARGV[2] ~= '0' then\n"
-    "    local w, f = string.match(v, '^%x+:([01]):%d+:(%d+)$')\n"
+    "    local w, f, r = string.match(v, '^%x+:([01]):%d+:(%d+)(.*)$')\n"
     "    if not w then return redis.error_reply('WRONGTYPE the key holds a value that is not a "
     "lock') end\n"
-    "    redis.call('set', KEYS[1], ARGV[1] .. ':' .. w .. ':' .. ARGV[2] .. ':' .. f, "
+    "    redis.call('set', KEYS[1], ARGV[1] .. ':' .. w .. ':' .. ARGV[2] .. ':' .. f .. r, "
     "'KEEPTTL')\n"
     "    return tonumber(ARGV[2])\n"
+    "  end\n"
+    "  local r, rest = string.match(v, '^%x+:1:%d+:%d+:(%x+):%d+(.*)$')\n"
+    "  if r then\n"
+    "    redis.call('set', KEYS[1], r .. ':1:0:0' .. rest, 'PX', " LEASH__RESERVE_MS_TEXT ")\n"
+    "    redis.call(ARGV[4], ARGV[3], ARGV[1] .. ':' .. r)\n"
+    "    return 0\n"
     "  end\n"
     "  redis.call('del', KEYS[1])\n"
     "  if string.byte(v, 34) == 49 then redis.call(ARGV[4], ARGV[3], ARGV[1]) end\n"
     "  return 0\n"
     "end\n"
-    "if ARGV[5] + 0 == 0 then return -1 end\n"
+    "if ARGV[5] + 0 == 0 then\n"
+    "  if v and string.match(v, '^%x+:1:%d+:%d+:') then\n"
+    "    local left, gone = string.gsub(v, ':' .. ARGV[1] .. ':%d+', '', 1)\n"
+    "    if gone > 0 then redis.call('set', KEYS[1], left, 'KEEPTTL') end\n"
+    "  end\n"
+    "  return -1\n"
+    "end\n"
     "local t = redis.call('time')\n"
     "if t[1] * 1000 + math.floor(t[2] / 1000) < ARGV[5] + 0 then return 0 end\n"
     "return -2\n";
@@ -213,7 +275,8 @@ static const char force_lua[] =
     "local v = redis.pcall('get', KEYS[1])\n"
     "if type(v) == 'table' then return v end\n"
     "if not v then return 0 end\n"
-    "if not string.match(v, '^%x+:[01]:%d+:%d+$') then\n"
+    "if not string.match(v, '^%x+:[01]:%d+:%d+$') and\n"
+    "   not string.match(v, '^%x+:[01]:%d+:%d+:%x+:%d+') then\n"
     "  return redis.error_reply('WRONGTYPE the key holds a value that is not a lock')\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
@@ -714,6 +777,11 @@ static void message(const char *msg, size_t len, leash__msg *out) {
         out->kind = LEASH__MSG_RELEASED;
         out->token = msg;
         out->token_len = len;
+        /* "<released token>:<token>": the lock is kept for that waiter. */
+        if (len == 2 * LEASH__TOKEN_LEN + 1 && msg[LEASH__TOKEN_LEN] == ':') {
+            out->token_len = LEASH__TOKEN_LEN;
+            out->reserved = msg + LEASH__TOKEN_LEN + 1;
+        }
     }
 }
 
@@ -738,4 +806,5 @@ const leash__dialect leash__dialect_leash = {
     .family_acquire_cmd = leash__family_acquire_cmd,
     .family_release_cmd = leash__family_release_cmd,
     .family_force_cmd = leash__family_force_cmd,
+    .reserves = 1,
 };

@@ -104,6 +104,7 @@ int leash__waitq_join(leash__waitqs *qs, leash__waiter *w, const char *chan, siz
     w->q = q;
     w->parked = 0;
     w->woken = 0;
+    w->reserved_wake = 0;
     leash__list_insert_tail(&q->waiters, &w->link);
     q->refs++;
     return LEASH_OK;
@@ -176,6 +177,12 @@ int leash__waitq_park(leash__waiter *w) {
 
     if (q == NULL)
         return 0;
+    if (w->reserved_wake) {
+        w->reserved_wake = 0;
+        w->woken = 1;
+        q->qs->env->stats->wakeups++;
+        return 1;
+    }
     if (q->kept > 0) {
         q->kept--;
         w->woken = 1;
@@ -206,6 +213,31 @@ static void released(leash__waitq *q, const char *token, size_t token_len) {
         wake(q, head);
     else if (q->kept < q->refs)
         q->kept++;
+}
+
+/* A release kept the lock for the waiter of `reserved` (LEASH_RESERVE_MS
+ * at most): that one tries now, wherever it queues (with an attempt on the
+ * wire, which may have run before the release: as soon as it parks). The
+ * head, if another, could only find it busy: it sleeps on, until the
+ * next release or the end of the reservation, whichever comes first (the
+ * reserving waiter may be gone). Only once per release, as released(). */
+static void reserved_release(leash__waitq *q, const char *token, const char *reserved) {
+    leash__waiter *head = head_of(q), *found = NULL;
+    leash__list *n;
+
+    if (head == NULL || memcmp(q->last_token, token, LEASH__TOKEN_LEN) == 0)
+        head = NULL; /* our own release's answer already woke it */
+    memcpy(q->last_token, token, LEASH__TOKEN_LEN);
+    q->last_token[LEASH__TOKEN_LEN] = '\0';
+    for (n = q->waiters.next; n != &q->waiters && found == NULL; n = n->next)
+        if (waiter_of(n)->hooks->owns != NULL && waiter_of(n)->hooks->owns(waiter_of(n), reserved))
+            found = waiter_of(n);
+    if (found != NULL && found->parked)
+        wake(q, found);
+    else if (found != NULL)
+        found->reserved_wake = 1;
+    if (head != NULL && head != found && head->parked && head->hooks->passed_over != NULL)
+        head->hooks->passed_over(head);
 }
 
 void leash__waitqs_released(leash__waitqs *qs, const char *chan, size_t len, const char *token,
@@ -268,7 +300,10 @@ static void on_message(void *owner, const char *chan, size_t len, const char *ms
     qs->route->dialect->message(msg, msg_len, &m);
     switch (m.kind) {
     case LEASH__MSG_RELEASED:
-        released(q, m.token, m.token_len);
+        if (m.reserved != NULL)
+            reserved_release(q, m.token, m.reserved);
+        else
+            released(q, m.token, m.token_len);
         break;
     case LEASH__MSG_FORCED:
         released(q, NULL, 0);

@@ -10,7 +10,8 @@
  * (its message, or a local release this client saw succeed first) wakes
  * the head only, if it is parked; if none is, the wake is kept for the
  * next waiter that parks. A woken waiter that leaves without the lock
- * hands its wake on.
+ * hands its wake on. A release that kept the lock for one waiter (the
+ * mutex's reservation) also wakes that one, wherever it queues.
  *
  * Events go up to each waiter's owner through the hooks of leash__waiter:
  * wake (try now), covered (the subscription is confirmed, again: try once
@@ -40,6 +41,12 @@ typedef struct leash__waiter_hooks {
     /* The family: the lock was handed to token with fence; 1 if this
      * waiter is the one (it takes it), else 0. */
     int (*handoff)(leash__waiter *w, const char *token, uint64_t fence);
+    /* The mutex: 1 if w waits with token (LEASH__TOKEN_LEN digits), for
+     * which a release kept the lock (it is woken, wherever it queues). */
+    int (*owns)(const leash__waiter *w, const char *token);
+    /* The mutex: a release kept the lock for another waiter (for
+     * LEASH_RESERVE_MS at most): w, the head, sleeps on (as alive). */
+    void (*passed_over)(leash__waiter *w);
 } leash__waiter_hooks;
 
 struct leash__waiter {
@@ -47,6 +54,7 @@ struct leash__waiter {
     leash__list link;
     int parked;
     int woken;          /* sent to try for a release: owed to the others if it leaves */
+    int reserved_wake;  /* a release kept the lock for it while it was not parked */
     leash__waitq *held; /* the queue a hold came through (keeps the channel wanted) */
     const leash__waiter_hooks *hooks;
 };

@@ -68,6 +68,7 @@ typedef struct leash__event {
     const leash__answer *answer; /* the answer events */
     int64_t sent;                /* RENEWED etc.: when the renewal went out */
     int64_t lease_ms;            /* ALIVE */
+    int passed_over;             /* ALIVE: the release kept the lock for another waiter */
     uint64_t fence;              /* HANDOFF */
 } leash__event;
 
@@ -123,6 +124,7 @@ struct leash_lock {
     int64_t ttl_wake;       /* try again then, even without a message */
     int64_t ttl_seen;       /* longest holder TTL Redis answered during this wait */
     int split;              /* the last busy answer was a split vote (route.h) */
+    int aged;               /* an attempt of this wait asked with its age (reserving) */
     int64_t retry_at;       /* when to build the attempt again (no memory) */
     /* Family: the token may have a place in the queue in Redis, renewed
      * like a hold (hold.deadline is the place's), and given up when the

@@ -24,6 +24,12 @@
  * hold is pending (each refuses the other). A force release is sent only
  * from IDLE, and the acquire that follows it waits in AFTER_FORCE.
  *
+ * A mutex waiter that has waited LEASH_STARVE_MS asks with its age (its
+ * TTL wake comes then at the latest), which queues it in Redis for the
+ * grants after the current hold (leash.h; dialect/leash.c); a release that
+ * keeps the lock for it wakes it by its token (the wait queue's owns hook),
+ * and the other waiters sleep on (alive). Its states are the same.
+ *
  * The family (l->mode != 0) differs in Redis, not in states: a busy
  * answer leaves the token a place in the name's queue (l->queued), which
  * the watchdog renews like a hold while the handle acquires and which is
@@ -432,6 +438,27 @@ static void abandon_attempt(leash_lock *l, int release_grant) {
         forget_attempt(l);
 }
 
+/* Whether this mutex's waits may queue for grants once they starve
+ * (leash.h, LEASH_STARVE_MS): the dialect can (dialect.h's reserves), and
+ * the token stays for the whole wait (with a token per attempt, Redlock,
+ * nobody could claim a grant kept for it). A try-once never waits. */
+static int may_reserve(const leash_lock *l) {
+    return !family(l) && !l->wait_once && l->core->dialect->reserves &&
+           !l->core->route->fresh_tokens;
+}
+
+/* A new hold's count: 1, or, from a waiter that has waited LEASH_STARVE_MS,
+ * minus its age in ms: a busy lock then queues it, oldest first, for the
+ * grants after the current hold. */
+static int count_new(leash_lock *l) {
+    int64_t waited = (leash__now_us() - l->acquire_us) / 1000;
+
+    if (!may_reserve(l) || waited < LEASH_STARVE_MS)
+        return 1;
+    l->aged = 1;
+    return waited < INT32_MAX ? -(int)waited : -INT32_MAX;
+}
+
 static leash__cmd *make_attempt(leash_lock *l) {
     leash__core *core = l->core;
     int64_t deadline;
@@ -453,8 +480,8 @@ static leash__cmd *make_attempt(leash_lock *l) {
             extra ? l->hold.count + 1 : 1, under, core->command_timeout_ms, deadline);
     }
     return core->dialect->acquire_cmd(&l->names, l->hold.token, l->hold.lease_ms,
-                                      extra ? l->hold.count + 1 : 1, core->command_timeout_ms,
-                                      deadline);
+                                      extra ? l->hold.count + 1 : count_new(l),
+                                      core->command_timeout_ms, deadline);
 }
 
 /* Sends cmd as the attempt. 0, or -1 without memory (cmd freed). */
@@ -506,11 +533,15 @@ static void set_state(leash_lock *l, int to) {
         leash__waitq_leave(&l->w); /* hands an unused wake on */
         /* A family waiter leaves the queue at once, not a lease later (if
          * it was let in meanwhile, the release gives that back), and its
-         * place's renewals stop (also when a release went already). */
+         * place's renewals stop (also when a release went already). A
+         * mutex waiter that asked with its age leaves the queue of starving
+         * waiters, or gives its turn back (leash.h, LEASH_STARVE_MS). */
         leash__watchdog_forget(&l->hold);
-        if (l->queued)
+        if (l->queued || l->aged)
             release_in_background(l, l->hold.token, 0);
     }
+    if (acquiring(from) && !acquiring(to))
+        l->aged = 0;
     if (to == M_HELD)
         l->queued = 0;
     if (holding(from) && !holding(to)) {
@@ -722,6 +753,18 @@ static void note_place(leash_lock *l, const leash__answer *a) {
     }
 }
 
+/* A waiter passed over for one that starves, and that has not asked with
+ * its age yet, looks again once it has waited LEASH_STARVE_MS (at once if
+ * it has): that attempt queues it for the grants to come (count_new). A
+ * waiter nobody passed over (one holder that keeps the lock) sleeps on,
+ * sending nothing. */
+static void wake_when_starving(leash_lock *l) {
+    int64_t starving = l->acquire_us / 1000 + LEASH_STARVE_MS + 1;
+
+    if (!l->aged && may_reserve(l) && starving < l->ttl_wake)
+        l->ttl_wake = starving;
+}
+
 /* Busy: decide how to wait for the next try. */
 static void wait_for_release(leash_lock *l, int64_t pttl) {
     int64_t now = leash__now_ms();
@@ -914,13 +957,15 @@ static void woken(leash_lock *l) {
 /* The holder announced a renewal of lease_ms: nobody needs to look before
  * that runs out. Anyone allowed to PUBLISH can send this: believe no more
  * than our own lease or the longest TTL Redis itself showed us. */
-static void holder_alive(leash_lock *l, int64_t lease_ms) {
-    int64_t sleep = clamp_sleep(lease_ms),
+static void holder_alive(leash_lock *l, const leash__event *e) {
+    int64_t sleep = clamp_sleep(e->lease_ms),
             cap = l->lease_ms > l->ttl_seen ? l->lease_ms : l->ttl_seen;
 
     if (sleep > cap)
         sleep = cap;
     l->ttl_wake = leash__now_ms() + sleep + 1;
+    if (e->passed_over)
+        wake_when_starving(l);
     arm(l);
 }
 
@@ -1394,7 +1439,7 @@ static int in_waiting(leash_lock *l, const leash__event *e) {
             again(l);
         return 0;
     case LEASH__EV_ALIVE:
-        holder_alive(l, e->lease_ms);
+        holder_alive(l, e);
         return 0;
     case LEASH__EV_HANDOFF:
         if (family(l) && l->state != M_AFTER_FORCE)
@@ -1474,7 +1519,7 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
     case LEASH__EV_ALIVE:
         /* A busy answer in flight sets the time again from the key's own
          * TTL; until then, this one stands. */
-        holder_alive(l, e->lease_ms);
+        holder_alive(l, e);
         return 0;
     case LEASH__EV_HANDOFF:
         if (family(l))
@@ -1612,8 +1657,23 @@ static int waiter_handoff(leash__waiter *w, const char *token, uint64_t fence) {
     return 1;
 }
 
-static const leash__waiter_hooks waiter_hooks = {waiter_wake, waiter_covered, waiter_alive,
-                                                 waiter_handoff};
+static void waiter_passed_over(leash__waiter *w) {
+    leash__event e;
+    memset(&e, 0, sizeof(e));
+    e.type = LEASH__EV_ALIVE;
+    e.lease_ms = LEASH_RESERVE_MS;
+    e.passed_over = 1;
+    dispatch(of_waiter(w), &e);
+}
+
+static int waiter_owns(const leash__waiter *w, const char *token) {
+    const leash_lock *l = LEASH__CONTAINER(w, leash_lock, w);
+
+    return !family(l) && memcmp(token, l->hold.token, LEASH__TOKEN_LEN) == 0;
+}
+
+static const leash__waiter_hooks waiter_hooks = {
+    waiter_wake, waiter_covered, waiter_alive, waiter_handoff, waiter_owns, waiter_passed_over};
 
 static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
     leash_lock *l = LEASH__CONTAINER(h, leash_lock, hold);

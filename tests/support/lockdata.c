@@ -16,7 +16,8 @@ long long test_lock_value(test_redis *r, const char *key, char *token, uint64_t 
         count = 0;
     else if (rep->type == REDIS_REPLY_STRING &&
              sscanf(rep->str, "%32[0-9a-f]:%d:%lld:%llu%n", tok, &w, &count, &f, &n) == 4 &&
-             (size_t)n == rep->len && strlen(tok) == 32 && (w == 0 || w == 1)) {
+             ((size_t)n == rep->len || rep->str[n] == ':') && strlen(tok) == 32 &&
+             (w == 0 || w == 1)) {
         if (token != NULL)
             memcpy(token, tok, sizeof(tok));
         if (fence != NULL)
