@@ -10,7 +10,13 @@
 #      under 1 ms;
 #   3. a semaphore of 8 with 64 requests at once (32 per instance), a 10 ms
 #      backend: the share of the 8 slots in use at the backend while
-#      requests queue: target at least 0.9.
+#      requests queue: target at least 0.9;
+#   4. the fleet: 64 closed-loop clients (tests/support/fleet.py, one
+#      keep-alive connection each, 32 per instance) on one key with
+#      leash_lock, through two more instances of 2 workers each, a 1 ms
+#      backend, BENCH_FLEET_SECONDS (default 10): requests served per
+#      client, fewest and most, clients never served, other answers:
+#      target every client served, no error, most at most 2 x fewest.
 # Each nginx has one worker; its own redis-server and the backend
 # (examples/nginx/backend.py) run beside them on loopback, unpinned (the
 # machine's other load decides which CPU is free). nginx keeps its
@@ -70,13 +76,14 @@ free_port() {
 }
 
 ports=()
+# start_nginx NAME [WORKERS]: an instance of WORKERS worker processes (1).
 start_nginx() {
     local dir=$tmp/$1 port pid
     port=$(free_port)
     mkdir -p "$dir"
     cat >"$dir/nginx.conf" <<CONF
 load_module $module;
-worker_processes 1;
+worker_processes ${2:-1};
 daemon off;
 pid $dir/nginx.pid;
 error_log $dir/error.log warn;
@@ -161,6 +168,18 @@ wait "$!"
 sem=$(curl -sf "$backend/analyse?key=sem&slots=8")
 sem_peak=$(curl -sf "$backend/stats" | sed -n 's/^sem peak=\([0-9]*\).*/\1/p')
 
+# 4. The fleet, on two instances of 2 workers each.
+start_nginx c 2
+start_nginx d 2
+fleet=$(python3 "$root/tests/support/fleet.py" "${BENCH_FLEET_SECONDS:-10}" 64 "/one?key=fleet&ms=1" \
+    "${ports[2]}" "${ports[3]}")
+served() { tr ' ' '\n' <<<"$fleet" | cut -d/ -f1; }
+fleet_least=$(served | sort -n | head -n 1)
+fleet_most=$(served | sort -n | tail -n 1)
+fleet_unserved=$(served | awk '$1 == 0 { n++ } END { print n + 0 }')
+fleet_served=$(served | awk '{ n += $1 } END { print n + 0 }')
+fleet_other=$(tr ' ' '\n' <<<"$fleet" | cut -d/ -f2 | awk '{ n += $1 } END { print n + 0 }')
+
 field() { sed -n "s/.*$2=\([^ ]*\).*/\1/p" <<<"$1"; }
 plain=$(awk -v x="$(rps plain1)" -v y="$(rps plain2)" 'BEGIN { print (x + y) / 2 }')
 locked=$(awk -v x="$(rps locked1)" -v y="$(rps locked2)" 'BEGIN { print (x + y) / 2 }')
@@ -180,6 +199,9 @@ printf '| one key, 64 requests at once over 2 instances, 1 ms backend: handoff a
 printf '| semaphore of 8, 64 requests at once over 2 instances, 10 ms backend: slots in use at the backend | **%s** of 8 (peak %s, %.0f req/s) | at least 0.9 |\n' \
     "$(field "$sem" busy)" "$sem_peak" \
     "$(awk -v x="$(rps sem-a)" -v y="$(rps sem-b)" 'BEGIN { print x + y }')"
+# shellcheck disable=SC2016 # markdown backticks, not a command
+printf '| the fleet: 64 closed-loop clients on one key with `leash_lock`, 2 instances x 2 workers, 1 ms backend, %s s: requests served per client | fewest **%s**, most **%s**, never served %s, other answers %s (%s served in all) | every client served, no error, most at most 2 x fewest |\n' \
+    "${BENCH_FLEET_SECONDS:-10}" "$fleet_least" "$fleet_most" "$fleet_unserved" "$fleet_other" "$fleet_served"
 echo
 for run in plain1 locked1 locked2 plain2 one-a one-b sem-a sem-b; do
     e=$(errors "$run")
