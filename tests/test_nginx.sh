@@ -58,7 +58,7 @@
 #      counts, two kinds on one name): 500;
 #  28. the mutex starves nobody: 32 closed-loop clients on one key, 16
 #      through each instance, a 1 ms backend, 3 s: every client served,
-#      no 503, the most-served at most twice the least;
+#      no 503, the most-served at most twice the least, one at a time;
 # and checks that no worker exited on a signal, nginx logged no alert, no
 # sanitizer spoke and no log line holds the Redis password.
 #
@@ -426,6 +426,7 @@ most=$(tr ' ' '\n' <<<"$fleet" | cut -d/ -f1 | sort -n | tail -n 1)
 others=$(tr ' ' '\n' <<<"$fleet" | cut -d/ -f2 | awk '{ n += $1 } END { print n + 0 }')
 ((least > 0 && others == 0 && most <= 2 * least)) ||
     fail "fleet: 32 clients on one key, served/other per client: $fleet"
+[[ $(stat_of fleet peak) == 1 ]] || fail "fleet: the backend saw $(stats fleet | cut -c1-200)"
 pass "the mutex starves nobody: 32 clients on one key through 2 instances x 2 workers, 3 s: each served $least-$most times, no error"
 
 # ---- 6. a client that hangs up while it waits ----
