@@ -336,51 +336,118 @@ TEST(sentinel_and_data_credentials_are_separate) {
 
 /* ---- a fake sentinel: it names whatever port the test says ---- */
 
+/* What the test and the fake sentinel's process share (MAP_SHARED). */
+typedef struct fake_shared {
+    volatile int master_port; /* what get-master-addr-by-name names */
+    /* The get-master-addr-by-name question of this number (1: the
+     * first) is held, its answer made then, until the test sets
+     * release: an answer on its way while a switch happens. 0: none. */
+    volatile int hold_question;
+    volatile int held;    /* 1 while the held question waits */
+    volatile int release; /* set by the test: send the held answer */
+    volatile int publish; /* bumped by the test: message to the subscribers */
+    char message[128];    /* a +switch-master message */
+} fake_shared;
+
 /* A process of the case's own that answers as a sentinel would: SENTINEL
- * get-master-addr-by-name names 127.0.0.1:*port (shared memory, changed
- * by the test at any time), SENTINEL sentinels is empty, SUBSCRIBE is
- * confirmed, anything else is +OK. It lets a case name a replica as the
- * master, which real sentinels never do on purpose. */
+ * get-master-addr-by-name names 127.0.0.1:master_port, SENTINEL sentinels
+ * is empty, SUBSCRIBE is confirmed (and +switch-master messages come when
+ * the test says), anything else is +OK. It lets a case name a replica as
+ * the master, which real sentinels never do on purpose, and order a
+ * switch and an answer as it likes. */
 typedef struct fake_sentinel {
     pid_t pid;
     int port;
-    volatile int *master_port; /* MAP_SHARED */
+    fake_shared *sh;
 } fake_sentinel;
 
-static void fake_answer(int fd, const redisReply *r, int master_port) {
+static void fake_write(int fd, const char *out, int n) {
+    if (n > 0 && write(fd, out, (size_t)n) != n)
+        return;
+}
+
+static int fake_addr(char *out, size_t cap, int master_port) {
+    char port[16];
+
+    snprintf(port, sizeof port, "%d", master_port);
+    return snprintf(out, cap, "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port), port);
+}
+
+typedef struct fake_state {
+    int questions;      /* get-master-addr-by-name questions so far */
+    int held_fd;        /* -1, or where the held answer goes */
+    int held_port;      /* what it names: the master when it was asked */
+    int subscribed[16]; /* per connection, as struct pollfd p[] */
+} fake_state;
+
+static void fake_answer(fake_shared *sh, fake_state *st, int slot, int fd, const redisReply *r) {
     char out[256];
     int n;
+    size_t i;
 
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1)
         return;
     if (r->elements >= 2 && strcasecmp(r->element[0]->str, "SENTINEL") == 0 &&
         strcasecmp(r->element[1]->str, "get-master-addr-by-name") == 0) {
-        char port[16];
-        snprintf(port, sizeof port, "%d", master_port);
-        n = snprintf(out, sizeof out, "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port),
-                     port);
+        if (++st->questions == sh->hold_question) {
+            st->held_fd = fd;
+            st->held_port = sh->master_port;
+            sh->held = 1;
+            return;
+        }
+        n = fake_addr(out, sizeof out, sh->master_port);
     } else if (strcasecmp(r->element[0]->str, "SENTINEL") == 0) {
         n = snprintf(out, sizeof out, "*0\r\n");
-    } else if (strcasecmp(r->element[0]->str, "SUBSCRIBE") == 0 && r->elements == 2) {
-        n = snprintf(out, sizeof out, "*3\r\n$9\r\nsubscribe\r\n$%zu\r\n%s\r\n:1\r\n",
-                     r->element[1]->len, r->element[1]->str);
+    } else if (strcasecmp(r->element[0]->str, "SUBSCRIBE") == 0) {
+        st->subscribed[slot] = 1;
+        for (i = 1; i < r->elements; i++) {
+            n = snprintf(out, sizeof out, "*3\r\n$9\r\nsubscribe\r\n$%zu\r\n%s\r\n:%zu\r\n",
+                         r->element[i]->len, r->element[i]->str, i);
+            fake_write(fd, out, n);
+        }
+        return;
     } else {
         n = snprintf(out, sizeof out, "+OK\r\n");
     }
-    if (write(fd, out, (size_t)n) != n)
-        return;
+    fake_write(fd, out, n);
 }
 
-static void fake_serve(int lfd, volatile int *master_port) {
+/* What the test asked for since the last look: the held answer, a
+ * message to every subscriber. */
+static void fake_poke(fake_shared *sh, fake_state *st, const struct pollfd *p, int n,
+                      int *published) {
+    char out[256];
+    int i, len;
+
+    if (st->held_fd >= 0 && sh->release) {
+        fake_write(st->held_fd, out, fake_addr(out, sizeof out, st->held_port));
+        st->held_fd = -1;
+        sh->held = 0;
+    }
+    if (*published == sh->publish)
+        return;
+    *published = sh->publish;
+    len =
+        snprintf(out, sizeof out, "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%zu\r\n%s\r\n",
+                 strlen(sh->message), sh->message);
+    for (i = 1; i < n; i++)
+        if (st->subscribed[i])
+            fake_write(p[i].fd, out, len);
+}
+
+static void fake_serve(int lfd, fake_shared *sh) {
     struct pollfd p[16];
     redisReader *rd[16];
-    int n = 1, i;
+    fake_state st = {0, -1, 0, {0}};
+    int n = 1, i, published = 0;
 
     p[0].fd = lfd;
     p[0].events = POLLIN;
     for (;;) {
-        if (poll(p, (nfds_t)n, -1) < 0)
+        /* Every 5 ms a look at what the test asked for. */
+        if (poll(p, (nfds_t)n, 5) < 0)
             continue;
+        fake_poke(sh, &st, p, n, &published);
         if ((p[0].revents & POLLIN) && n < 16) {
             int fd = accept(lfd, NULL, NULL);
             if (fd >= 0) {
@@ -388,6 +455,7 @@ static void fake_serve(int lfd, volatile int *master_port) {
                 p[n].events = POLLIN;
                 p[n].revents = 0;
                 rd[n] = redisReaderCreate();
+                st.subscribed[n] = 0;
                 n++;
             }
         }
@@ -399,17 +467,20 @@ static void fake_serve(int lfd, volatile int *master_port) {
                 continue;
             got = read(p[i].fd, buf, sizeof buf);
             if (got <= 0) {
+                if (p[i].fd == st.held_fd)
+                    st.held_fd = -1;
                 close(p[i].fd);
                 redisReaderFree(rd[i]);
                 p[i] = p[n - 1];
                 rd[i] = rd[n - 1];
+                st.subscribed[i] = st.subscribed[n - 1];
                 n--;
                 i--;
                 continue;
             }
             redisReaderFeed(rd[i], buf, (size_t)got);
             while (redisReaderGetReply(rd[i], &reply) == REDIS_OK && reply != NULL) {
-                fake_answer(p[i].fd, reply, *master_port);
+                fake_answer(sh, &st, i, p[i].fd, reply);
                 freeReplyObject(reply);
             }
         }
@@ -430,17 +501,17 @@ static void fake_start(fake_sentinel *f, int master_port) {
     CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 16) == 0);
     CHECK(getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
     f->port = ntohs(a.sin_port);
-    f->master_port =
-        mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(f->master_port != MAP_FAILED);
-    *f->master_port = master_port;
+    f->sh = mmap(NULL, sizeof *f->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(f->sh != MAP_FAILED);
+    memset(f->sh, 0, sizeof *f->sh);
+    f->sh->master_port = master_port;
     f->pid = fork();
     CHECK(f->pid >= 0);
     if (f->pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(0);
-        fake_serve(lfd, f->master_port);
+        fake_serve(lfd, f->sh);
         _exit(0);
     }
     close(lfd);
@@ -449,7 +520,22 @@ static void fake_start(fake_sentinel *f, int master_port) {
 static void fake_stop(fake_sentinel *f) {
     kill(f->pid, SIGKILL);
     waitpid(f->pid, NULL, 0);
-    munmap((void *)f->master_port, sizeof(int));
+    munmap(f->sh, sizeof *f->sh);
+}
+
+/* A client of one fake sentinel. */
+static leash_client *fake_client(fx_loop *loop, const fake_sentinel *f, char *node, size_t cap,
+                                 const char **nodes) {
+    leash_options o;
+
+    snprintf(node, cap, "127.0.0.1:%d", f->port);
+    nodes[0] = node;
+    fx_fault_options(&o, 1, 5000);
+    o.topology = LEASH_TOPOLOGY_SENTINEL;
+    o.nodes = nodes;
+    o.nodes_count = 1;
+    o.sentinel_master = "mymaster";
+    return fx_client_opts(loop, &o);
 }
 
 /* A replica named as the master: ROLE refuses it before any lock command,
@@ -464,7 +550,6 @@ TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
     const char *nodes[1] = {node};
     fake_sentinel f;
     fx_loop *loop = fx_loop_new();
-    leash_options o;
     leash_client *c;
     leash_lock *l;
     fx_result res = {0};
@@ -474,21 +559,15 @@ TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
     rc.extra = extra;
     CHECK_EQ_INT(test_redis_start(&replica, &rc), 0);
     fake_start(&f, replica.port);
-    snprintf(node, sizeof node, "127.0.0.1:%d", f.port);
-    fx_fault_options(&o, 1, 5000);
-    o.topology = LEASH_TOPOLOGY_SENTINEL;
-    o.nodes = nodes;
-    o.nodes_count = 1;
-    o.sentinel_master = "mymaster";
     fx_log_clear();
-    c = fx_client_opts(loop, &o);
+    c = fake_client(loop, &f, node, sizeof node, nodes);
     l = leash_lock_new(c, "refused");
     CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
     fx_run_for(loop, 500);
     CHECK_EQ_INT(res.calls, 0);
     CHECK(fx_log_contains("ROLE says slave, not master"));
     CHECK_EQ_INT(script_calls(&replica), 0);
-    *f.master_port = master.port;
+    f.sh->master_port = master.port;
     fx_run_until(loop, &res, 5000);
     CHECK_EQ_INT(res.status, LEASH_OK);
     CHECK(script_calls(&master) > 0);
@@ -498,7 +577,7 @@ TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
      * the sentinel names it. */
     freeReplyObject(test_redis_cmd(&replica, "REPLICAOF NO ONE"));
     freeReplyObject(test_redis_cmd(&master, "REPLICAOF 127.0.0.1 %d", replica.port));
-    *f.master_port = replica.port;
+    f.sh->master_port = replica.port;
     fx_log_clear();
     memset(&res, 0, sizeof res);
     CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
@@ -513,6 +592,68 @@ TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
     fake_stop(&f);
     test_redis_stop(&replica);
     test_redis_stop(&master);
+}
+
+/* Runs the loop until *flag is want, at most timeout_ms. */
+static void run_until_flag(fx_loop *loop, volatile int *flag, int want, int64_t timeout_ms) {
+    int64_t until = test_now_ms() + timeout_ms;
+
+    while (*flag != want && test_now_ms() < until)
+        fx_run_for(loop, 5);
+}
+
+/* A get-master-addr-by-name answer made before a +switch-master and read
+ * after it names the old master, which (a failover of a live master)
+ * still takes writes until the sentinels reconfigure it: the client must
+ * stay at the master the switch named. Two independent masters stand for
+ * the old and the new one. */
+TEST(a_discovery_answer_from_before_a_switch_is_not_followed) {
+    test_redis old_master, new_master;
+    char node[32], says[128];
+    const char *nodes[1];
+    fake_sentinel f;
+    fx_loop *loop = fx_loop_new();
+    leash_client *c;
+    leash_lock *l;
+    int64_t until;
+
+    CHECK_EQ_INT(test_redis_start(&old_master, NULL), 0);
+    CHECK_EQ_INT(test_redis_start(&new_master, NULL), 0);
+    fake_start(&f, old_master.port);
+    /* The first question finds the old master; the second, asked when the
+     * subscription is confirmed, is the one whose answer is late. */
+    f.sh->hold_question = 2;
+    fx_log_clear();
+    c = fake_client(loop, &f, node, sizeof node, nodes);
+    run_until_flag(loop, &f.sh->held, 1, 5000);
+    CHECK_EQ_INT(f.sh->held, 1);
+
+    snprintf((char *)f.sh->message, sizeof f.sh->message, "mymaster 127.0.0.1 %d 127.0.0.1 %d",
+             old_master.port, new_master.port);
+    f.sh->master_port = new_master.port;
+    f.sh->publish++;
+    until = test_now_ms() + 5000;
+    while (!fx_log_contains("+switch-master") && test_now_ms() < until)
+        fx_run_for(loop, 5);
+    CHECK(fx_log_contains("+switch-master"));
+    f.sh->release = 1;
+    run_until_flag(loop, &f.sh->held, 0, 5000);
+    CHECK_EQ_INT(f.sh->held, 0);
+    fx_run_for(loop, 300);
+
+    l = leash_lock_new(c, "switched");
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(script_calls(&old_master), 0);
+    CHECK(script_calls(&new_master) > 0);
+    snprintf(says, sizeof says, "answered 127.0.0.1:%d, asked before the switch", old_master.port);
+    CHECK(fx_log_contains(says));
+    CHECK_EQ_INT(fx_release_sync(loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+    fx_loop_free(loop);
+    fake_stop(&f);
+    test_redis_stop(&new_master);
+    test_redis_stop(&old_master);
 }
 
 #ifdef LEASH_TEST_CLI
@@ -574,6 +715,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked),
         TEST_CASE(sentinel_and_data_credentials_are_separate),
         TEST_CASE(a_replica_named_as_master_is_refused_and_readonly_sends_back),
+        TEST_CASE(a_discovery_answer_from_before_a_switch_is_not_followed),
 #ifdef LEASH_TEST_CLI
         TEST_CASE(the_tool_reads_and_releases_through_sentinel),
 #endif

@@ -17,7 +17,10 @@
  * "watch" connection, on the front sentinel) listens to +promoted-slave
  * (at the promotion) and +switch-master (at the failover's end), and the
  * node follows the new address at once. Whenever that subscription is (re)made, the sentinels
- * are asked again: a switch made while nobody listened is not missed.
+ * are asked again: a switch made while nobody listened is not missed. An
+ * answer to a question asked before a switch was heard is not followed:
+ * it may name the old master, still taking writes in a failover of a live
+ * master until the sentinels reconfigure it.
  *
  * What the node had in flight is resent or failed as on any reconnect
  * (leash__conn_retarget), and its subscriptions are made again at the new
@@ -97,6 +100,11 @@ typedef struct sentinel {
     int retargeting;  /* the node's connections drop on our own decision */
     int64_t pause_ms; /* before the next round after a failed one */
     leash__cmd *q;    /* the question out on the ask connection */
+    /* Switches heard on the watch connection, and their count when the
+     * question out was asked: an answer made before a switch and read
+     * after it names the old master, which a failover of a live master
+     * leaves taking writes until it is reconfigured. */
+    unsigned switches, switches_asked;
 } sentinel;
 
 static const leash__logger *log_of(const sentinel *s) {
@@ -188,6 +196,7 @@ static void ask_master(sentinel *s) {
         leash__conn_retarget(&s->ask);
     if (s->base.env->freeing)
         return;
+    s->switches_asked = s->switches;
     if (ask(s, 3, argv) != 0)
         step(s, E_FAILED, NULL, 0, 0, NULL);
 }
@@ -336,8 +345,10 @@ static void on_event(sentinel *s, const char *msg, size_t len, int name_at, int 
     port[flen[ip_at + 1]] = '\0';
     leash__log(log_of(s), LEASH_LOG_WARN, "sentinel: %s %.*s",
                name_at == 0 ? switch_channel : promoted_channel, (int)len, msg);
-    if (atoi(port) >= 1 && atoi(port) <= 65535)
+    if (atoi(port) >= 1 && atoi(port) <= 65535) {
+        s->switches++;
         follow(s, f[ip_at], flen[ip_at], atoi(port));
+    }
 }
 
 static void on_watch_frame(leash__conn *conn, redisReply *r) {
@@ -419,7 +430,14 @@ static void step(sentinel *s, int ev, const char *host, size_t len, int port, co
                 leash__conn_retarget(&s->watch);
             if (s->base.env->freeing)
                 return;
-            follow(s, host, len, port);
+            if (s->switches == s->switches_asked)
+                follow(s, host, len, port);
+            else
+                leash__log(log_of(s), LEASH_LOG_WARN,
+                           "sentinel: %s answered %.*s:%d, asked before the switch to %s:%d: "
+                           "ignored",
+                           sentinel_label(s), (int)len, host, port, s->master.cfg.host,
+                           s->master.cfg.port);
             if (s->base.env->freeing)
                 return;
             set_state(s, S_LISTING);
