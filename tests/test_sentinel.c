@@ -2,15 +2,10 @@
  * leash through Redis Sentinel (tests/support/redis_sentinel.h: one
  * master, two replicas, three sentinels on loopback, down-after 2000 ms):
  * discovery, failovers asked for and forced, the old master back as a
- * replica, and credentials on both sides; and with a fake sentinel of the
- * case's own, a replica named as the master (ROLE) and a master demoted
- * under a connected client (-READONLY).
- *
- * Not here yet: TLS to the sentinels and the data nodes. The sentinel
- * connections are ordinary leash__conn ones with their own conn_cfg
- * copied from the client's, so they take TLS with the TLS work; the case
- * to add then is this file's credentials case with tls on both sides
- * (redis-server --tls-port, sentinel tls-replication and tls-port).
+ * replica, credentials on both sides and TLS to both (one fixture); and
+ * with a fake sentinel of the case's own, a replica named as the master
+ * (ROLE), a master demoted under a connected client (-READONLY), and a
+ * discovery answer that arrives after a +switch-master.
  */
 #define _GNU_SOURCE /* MAP_ANONYMOUS, strcasecmp */
 
@@ -69,6 +64,10 @@ static void sw_options(sworld *w, leash_options *o, int64_t lease_ms, int wait_r
     o->password = w->t.cfg.data_password;
     o->wait_replicas = wait_replicas;
     o->wait_timeout_ms = 200;
+    if (w->t.cfg.tls_dir != NULL) {
+        o->tls = 1;
+        o->tls_ca_file = test_tls_file(0, "ca.pem");
+    }
 }
 
 static leash_client *sw_client(sworld *w, int64_t lease_ms, int wait_replicas) {
@@ -289,25 +288,52 @@ TEST(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked) {
     sw_down(&w);
 }
 
-/* Sentinels with a password of their own, data nodes with an ACL user:
- * each side takes its own credentials; a wrong sentinel password is
- * LEASH_EAUTH with a log line naming the sentinel. */
-TEST(sentinel_and_data_credentials_are_separate) {
+/* Sentinels with a password of their own, data nodes with an ACL user,
+ * TLS to both (the sentinels name the data nodes' TLS ports): each side
+ * takes its own credentials; a wrong sentinel password is LEASH_EAUTH,
+ * and a CA that did not sign the sentinels' certificates LEASH_ETLS, each
+ * with a log line naming the sentinel. */
+TEST(sentinel_and_data_credentials_are_separate_over_tls) {
     test_sentinel_config cfg = {0};
     sworld w;
     leash_options o;
     leash_client *c;
     leash_lock *l;
-    char name[64];
+    char name[96];
+    int m;
 
     cfg.sentinel_password = "watchers-secret";
     cfg.data_user = "locker";
     cfg.data_password = "data-secret";
+    cfg.tls_dir = test_tls_certs();
+    CHECK(cfg.tls_dir != NULL);
     sw_up(&w, &cfg);
-    c = sw_client(&w, 5000, 0);
+    m = test_sentinel_master(&w.t);
+    CHECK(m >= 0);
+    fx_log_clear();
+    c = sw_client(&w, 5000, 1);
     l = leash_lock_new(c, "authed");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+    CHECK(script_calls(&w.t.data[m]) > 0);
+    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d ready",
+             w.t.sentinel[0].tls_port);
+    CHECK(fx_log_contains(name));
+    snprintf(name, sizeof name, "command connection to 127.0.0.1:%d ready", w.t.data[m].tls_port);
+    CHECK(fx_log_contains(name));
     CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+
+    /* Another CA: no sentinel is trusted. */
+    sw_options(&w, &o, 5000, 0);
+    o.tls_ca_file = test_tls_file(1, "other-ca.pem");
+    fx_log_clear();
+    c = fx_client_opts(w.loop, &o);
+    l = leash_lock_new(c, "authed");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 8000), LEASH_ETLS);
+    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d: ", w.t.sentinel[0].tls_port);
+    CHECK(fx_log_contains(name));
+    CHECK(fx_log_contains("certificate verify failed"));
     leash_lock_free(l);
     leash_client_free(c);
 
@@ -318,7 +344,7 @@ TEST(sentinel_and_data_credentials_are_separate) {
     c = fx_client_opts(w.loop, &o);
     l = leash_lock_new(c, "authed");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 8000), LEASH_EAUTH);
-    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d", w.t.sentinel[0].port);
+    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d", w.t.sentinel[0].tls_port);
     CHECK(fx_log_contains(name));
     leash_lock_free(l);
     leash_client_free(c);
@@ -713,7 +739,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter),
         TEST_CASE(a_killed_master_keeps_the_hold_with_wait_replicas),
         TEST_CASE(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked),
-        TEST_CASE(sentinel_and_data_credentials_are_separate),
+        TEST_CASE(sentinel_and_data_credentials_are_separate_over_tls),
         TEST_CASE(a_replica_named_as_master_is_refused_and_readonly_sends_back),
         TEST_CASE(a_discovery_answer_from_before_a_switch_is_not_followed),
 #ifdef LEASH_TEST_CLI

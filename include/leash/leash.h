@@ -332,7 +332,11 @@ typedef struct leash_options {
      * bytes; NULL elsewhere). username and password are the data nodes';
      * sentinel_username and sentinel_password (default NULL: none; at most
      * LEASH_NODE_MAX bytes each) are the sentinels' own (requirepass or an ACL user on the
-     * sentinel). With tls on, the sentinels are reached over TLS too. */
+     * sentinel). With tls on, the sentinels are reached over TLS too,
+     * with the same tls_* settings as the data nodes. When no sentinel of
+     * a round named the master and one refused the credentials or the TLS
+     * handshake, what waits for the master fails LEASH_EAUTH or
+     * LEASH_ETLS, with a log line naming that sentinel. */
     const char *sentinel_master;
     const char *sentinel_username;
     const char *sentinel_password;

@@ -95,8 +95,11 @@ typedef struct sentinel {
     int nlist;
     int cur; /* the sentinel asked */
     int state;
-    int again;        /* asked for a new round while one runs */
-    int refused;      /* sentinels of this round that refused the credentials */
+    int again; /* asked for a new round while one runs */
+    /* 0, or how a sentinel of this round refused us (LEASH_EAUTH: the
+     * credentials, LEASH_ETLS: the TLS handshake), the last such: what
+     * waits on the master fails with it once none named the master. */
+    int refused;
     int retargeting;  /* the node's connections drop on our own decision */
     int64_t pause_ms; /* before the next round after a failed one */
     leash__cmd *q;    /* the question out on the ask connection */
@@ -211,8 +214,8 @@ static void on_answer(void *arg, redisReply *r, int status, const leash__reply_i
 
     s->q = NULL;
     if (status != LEASH_OK) {
-        if (status == LEASH_EAUTH)
-            s->refused++;
+        if (status == LEASH_EAUTH || status == LEASH_ETLS)
+            s->refused = status;
         leash__log(log_of(s), LEASH_LOG_WARN, "sentinel: %s: no answer (%s)", sentinel_label(s),
                    leash_strerror(status));
         step(s, E_FAILED, NULL, 0, 0, NULL);
@@ -221,7 +224,7 @@ static void on_answer(void *arg, redisReply *r, int status, const leash__reply_i
     if (r->type == REDIS_REPLY_ERROR) {
         if (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0 ||
             strncmp(r->str, "NOPERM", 6) == 0)
-            s->refused++;
+            s->refused = LEASH_EAUTH;
         leash__log(log_of(s), LEASH_LOG_ERROR, "sentinel: %s refused: %s", sentinel_label(s),
                    r->str);
         step(s, E_FAILED, NULL, 0, 0, NULL);
@@ -450,10 +453,12 @@ static void step(sentinel *s, int ev, const char *host, size_t len, int port, co
             }
             leash__log(log_of(s), LEASH_LOG_ERROR,
                        "sentinel: none of %d sentinels named the master %s%s", s->nlist, s->name,
-                       s->refused ? " (credentials refused: sentinel_username, sentinel_password)"
-                                  : "");
+                       s->refused == LEASH_EAUTH
+                           ? " (credentials refused: sentinel_username, sentinel_password)"
+                       : s->refused == LEASH_ETLS ? " (TLS refused: tls_ca_file, tls_server_name)"
+                                                  : "");
             if (s->refused)
-                leash__conn_fail_unsent(&s->node->cmd, LEASH_EAUTH);
+                leash__conn_fail_unsent(&s->node->cmd, s->refused);
             if (s->base.env->freeing)
                 return;
             s->pause_ms *= 2;
