@@ -124,6 +124,40 @@ static void probe_for(sworld *w, prober *p, int64_t ms) {
     }
 }
 
+#ifdef LEASH_TEST_CLI
+/* The leash tool with args in a process of its own, its output (and
+ * errors) into path: for `watch`, which runs until it is stopped. */
+static pid_t cli_start(const char *args, const char *path) {
+    char cmd[2048];
+    pid_t pid;
+
+    snprintf(cmd, sizeof cmd, "exec %s %s > '%s' 2>&1", LEASH_TEST_CLI, args, path);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Stops it (SIGTERM: it ends as on Ctrl-C) and reads what it wrote. */
+static void cli_stop(pid_t pid, const char *path, char *out, size_t cap) {
+    FILE *f;
+    size_t n = 0;
+
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    f = fopen(path, "r");
+    if (f != NULL) {
+        n = fread(out, 1, cap - 1, f);
+        fclose(f);
+    }
+    out[n] = '\0';
+}
+#endif
+
 /* The guidelines' first step: any one sentinel that answers will do. */
 TEST(discovery_through_any_one_sentinel_while_the_others_are_down) {
     sworld w;
@@ -159,6 +193,10 @@ TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
     fx_result lost = {0}, woken = {0};
     int m, n;
     int64_t released_at;
+#ifdef LEASH_TEST_CLI
+    char path[600], args[512], out[16384];
+    pid_t watcher;
+#endif
 
     sw_up(&w, NULL);
     a = sw_client(&w, 3000, 1);
@@ -168,6 +206,13 @@ TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
     leash_on_lost(holder, fx_lost_cb, &lost);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(leash_acquire(waiter, LEASH_WAIT_FOREVER, fx_acquire_cb, &woken), LEASH_OK);
+#ifdef LEASH_TEST_CLI
+    /* `leash watch` through the sentinels follows the failover too. */
+    snprintf(path, sizeof path, "%s/watch.out", test_tmpdir());
+    snprintf(args, sizeof args, "-u redis+sentinel://%s,%s,%s/%s watch moved --json", w.text[0],
+             w.text[1], w.text[2], TEST_SENTINEL_MASTER);
+    watcher = cli_start(args, path);
+#endif
     fx_run_for(w.loop, 300);
     CHECK_EQ_INT(woken.calls, 0);
     m = test_sentinel_master(&w.t);
@@ -188,6 +233,17 @@ TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
     CHECK_EQ_INT(woken.status, LEASH_OK);
     CHECK(woken.at_ms - released_at < 1000 + TEST_SLACK_MS);
     CHECK_EQ_INT(fx_release_sync(w.loop, waiter, 5000), LEASH_OK);
+#ifdef LEASH_TEST_CLI
+    fx_run_for(w.loop, 300);
+    cli_stop(watcher, path, out, sizeof out);
+    snprintf(args, sizeof args,
+             "\"event\":\"master\",\"source\":\"sentinel\",\"lock\":\"moved\","
+             "\"address\":\"127.0.0.1:%d\"",
+             w.t.data[n].port);
+    CHECK_MSG(strstr(out, args) != NULL, "watch said: %s", out);
+    CHECK_MSG(strstr(out, "\"event\":\"released\"") != NULL, "watch said: %s", out);
+    CHECK_MSG(strstr(out, "\"event\":\"expired\"") == NULL, "watch said: %s", out);
+#endif
     leash_lock_free(holder);
     leash_lock_free(waiter);
     leash_client_free(a);

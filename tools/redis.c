@@ -54,6 +54,13 @@ static void node_drop(cli_node *n) {
     n->rc = NULL;
 }
 
+void cli_node_retarget(cli_node *n, const leash_url *u) {
+    node_drop(n);
+    n->url = *u;
+    n->down = 0;
+    label_of(n->label, sizeof(n->label), u);
+}
+
 static redisReply *raw_cmd(cli_conn *c, cli_node *n, int argc, const char **argv,
                            const size_t *lens) {
     redisReply *r = redisCommandArgv(n->rc, argc, argv, lens);
