@@ -281,7 +281,10 @@ typedef struct leash_options {
     /* 0 (default) = off. Else a grant, and every renewal, counts only
      * once this many replicas (0..LEASH_WAIT_REPLICAS_MAX) acknowledged
      * it within wait_timeout_ms (Redis WAIT, sent with the script): a
-     * failover to one of them keeps the hold. Too few: the acquire fails
+     * failover to one of them keeps the hold. That keeps a second holder
+     * out only if the old master takes no writes after the failover (it
+     * died), or if this is the number of replicas (README "Redis
+     * Sentinel", failover of a live master). Too few: the acquire fails
      * LEASH_EREPLICAS and is given back; a held lock is lost
      * LEASH_LOST_REPLICAS, and given back in Redis only at the end of the
      * validity leash_valid_ms() gave it (the last write that counted
