@@ -344,6 +344,24 @@ TEST(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked) {
     sw_down(&w);
 }
 
+/* A client of options o whose acquire fails `status`, with a log line
+ * naming the first sentinel. */
+static void refused_by_sentinels(sworld *w, const leash_options *o, int status) {
+    leash_client *c;
+    leash_lock *l;
+    char name[96];
+
+    fx_log_clear();
+    c = fx_client_opts(w->loop, o);
+    l = leash_lock_new(c, "refused");
+    CHECK_EQ_INT(fx_acquire_sync(w->loop, l, 0, 8000), status);
+    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d: ",
+             w->t.cfg.tls_dir != NULL ? w->t.sentinel[0].tls_port : w->t.sentinel[0].port);
+    CHECK(fx_log_contains(name));
+    leash_lock_free(l);
+    leash_client_free(c);
+}
+
 /* Sentinels with a password of their own, data nodes with an ACL user,
  * TLS to both (the sentinels name the data nodes' TLS ports): each side
  * takes its own credentials; a wrong sentinel password is LEASH_EAUTH,
@@ -383,27 +401,13 @@ TEST(sentinel_and_data_credentials_are_separate_over_tls) {
     /* Another CA: no sentinel is trusted. */
     sw_options(&w, &o, 5000, 0);
     o.tls_ca_file = test_tls_file(1, "other-ca.pem");
-    fx_log_clear();
-    c = fx_client_opts(w.loop, &o);
-    l = leash_lock_new(c, "authed");
-    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 8000), LEASH_ETLS);
-    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d: ", w.t.sentinel[0].tls_port);
-    CHECK(fx_log_contains(name));
+    refused_by_sentinels(&w, &o, LEASH_ETLS);
     CHECK(fx_log_contains("certificate verify failed"));
-    leash_lock_free(l);
-    leash_client_free(c);
 
     /* Wrong sentinel password. */
     sw_options(&w, &o, 5000, 0);
     o.sentinel_password = "wrong";
-    fx_log_clear();
-    c = fx_client_opts(w.loop, &o);
-    l = leash_lock_new(c, "authed");
-    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 8000), LEASH_EAUTH);
-    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d", w.t.sentinel[0].tls_port);
-    CHECK(fx_log_contains(name));
-    leash_lock_free(l);
-    leash_client_free(c);
+    refused_by_sentinels(&w, &o, LEASH_EAUTH);
 
     /* Right sentinel password, wrong data password. */
     sw_options(&w, &o, 5000, 0);

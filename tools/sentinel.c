@@ -77,66 +77,78 @@ static redisContext *dial_sentinel(const leash_sentinel_url *su, int i, int time
     return dial(host, atoi(colon + 1), user, pass, timeout_ms, err, cap);
 }
 
-int cli_sentinel_master(const char *url, int timeout_ms, leash_url *out, char *err, size_t cap) {
-    leash_sentinel_url su;
+/* Sends argv to the sentinels of su in turn until one answers as `good`
+ * says: its connection, its reply in *out. NULL with err when none did. */
+static redisContext *first_answer(const leash_sentinel_url *su, int timeout_ms, int argc,
+                                  const char **argv, int (*good)(const redisReply *r),
+                                  redisReply **out, char *err, size_t cap) {
     int i;
 
-    if (leash_sentinel_url_parse(url, &su, err, cap) != LEASH_OK)
-        return -1;
     snprintf(err, cap, "no sentinel answered");
-    for (i = 0; i < su.nsentinels; i++) {
-        redisContext *rc = dial_sentinel(&su, i, timeout_ms, err, cap);
+    for (i = 0; i < su->nsentinels; i++) {
+        redisContext *rc = dial_sentinel(su, i, timeout_ms, err, cap);
         redisReply *r;
 
         if (rc == NULL)
             continue;
-        r = redisCommand(rc, "SENTINEL get-master-addr-by-name %s", su.master);
-        if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-            r->element[0]->type == REDIS_REPLY_STRING &&
-            r->element[1]->type == REDIS_REPLY_STRING && r->element[0]->len <= LEASH_URL_HOST_MAX) {
-            *out = su.data;
-            snprintf(out->host, sizeof(out->host), "%s", r->element[0]->str);
-            out->port = atoi(r->element[1]->str);
-            freeReplyObject(r);
-            redisFree(rc);
-            return is_master(out, timeout_ms, err, cap) ? 0 : -1;
-        }
-        snprintf(err, cap, "sentinel %s: %s", su.sentinels[i],
-                 r == NULL                      ? rc->errstr
-                 : r->type == REDIS_REPLY_ERROR ? r->str
-                                                : "does not know that master");
-        freeReplyObject(r);
-        redisFree(rc);
-    }
-    return -1;
-}
-
-redisContext *cli_sentinel_subscribe(const char *url, int timeout_ms, char *err, size_t cap) {
-    leash_sentinel_url su;
-    int i;
-
-    if (leash_sentinel_url_parse(url, &su, err, cap) != LEASH_OK)
-        return NULL;
-    snprintf(err, cap, "no sentinel answered");
-    for (i = 0; i < su.nsentinels; i++) {
-        redisContext *rc = dial_sentinel(&su, i, timeout_ms, err, cap);
-        redisReply *r;
-
-        if (rc == NULL)
-            continue;
-        r = redisCommand(rc, "SUBSCRIBE +switch-master +promoted-slave");
-        if (r != NULL && r->type == REDIS_REPLY_ARRAY) {
-            freeReplyObject(r);
+        r = redisCommandArgv(rc, argc, argv, NULL);
+        if (r != NULL && good(r)) {
+            *out = r;
             return rc;
         }
-        snprintf(err, cap, "sentinel %s: SUBSCRIBE: %s", su.sentinels[i],
+        snprintf(err, cap, "sentinel %s: %s: %s", su->sentinels[i], argv[0],
                  r == NULL                      ? rc->errstr
                  : r->type == REDIS_REPLY_ERROR ? r->str
-                                                : "no answer");
+                                                : "not the answer expected");
         freeReplyObject(r);
         redisFree(rc);
     }
     return NULL;
+}
+
+/* get-master-addr-by-name's: [host, port], or nil for a name unknown. */
+static int is_address(const redisReply *r) {
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+           r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
+           r->element[0]->len <= LEASH_URL_HOST_MAX;
+}
+
+static int is_subscribed(const redisReply *r) {
+    return r->type == REDIS_REPLY_ARRAY;
+}
+
+int cli_sentinel_master(const char *url, int timeout_ms, leash_url *out, char *err, size_t cap) {
+    leash_sentinel_url su;
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", NULL};
+    redisContext *rc;
+    redisReply *r;
+
+    if (leash_sentinel_url_parse(url, &su, err, cap) != LEASH_OK)
+        return -1;
+    argv[2] = su.master;
+    rc = first_answer(&su, timeout_ms, 3, argv, is_address, &r, err, cap);
+    if (rc == NULL)
+        return -1;
+    *out = su.data;
+    snprintf(out->host, sizeof(out->host), "%s", r->element[0]->str);
+    out->port = atoi(r->element[1]->str);
+    freeReplyObject(r);
+    redisFree(rc);
+    return is_master(out, timeout_ms, err, cap) ? 0 : -1;
+}
+
+redisContext *cli_sentinel_subscribe(const char *url, int timeout_ms, char *err, size_t cap) {
+    leash_sentinel_url su;
+    const char *argv[3] = {"SUBSCRIBE", "+switch-master", "+promoted-slave"};
+    redisContext *rc;
+    redisReply *r;
+
+    if (leash_sentinel_url_parse(url, &su, err, cap) != LEASH_OK)
+        return NULL;
+    rc = first_answer(&su, timeout_ms, 3, argv, is_subscribed, &r, err, cap);
+    if (rc != NULL)
+        freeReplyObject(r);
+    return rc;
 }
 
 int cli_sentinel_switched(const char *url, const redisReply *r, leash_url *out) {
