@@ -262,6 +262,10 @@ TEST(a_killed_master_keeps_the_hold_with_wait_replicas) {
     prober p;
     fx_result lost = {0};
     int m, n = -1, i;
+#ifdef LEASH_TEST_CLI
+    char path[600], args[512], out[16384];
+    pid_t watcher;
+#endif
 
     sw_up(&w, NULL);
     a = sw_client(&w, 10000, 1);
@@ -272,6 +276,14 @@ TEST(a_killed_master_keeps_the_hold_with_wait_replicas) {
     p.l = leash_lock_new(b, "kept");
     p.holder = holder;
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+#ifdef LEASH_TEST_CLI
+    /* `leash watch` loses its master and asks the sentinels again. */
+    snprintf(path, sizeof path, "%s/watch-kill.out", test_tmpdir());
+    snprintf(args, sizeof args, "-u redis+sentinel://%s,%s,%s/%s watch kept --json", w.text[0],
+             w.text[1], w.text[2], TEST_SENTINEL_MASTER);
+    watcher = cli_start(args, path);
+    probe_for(&w, &p, 300);
+#endif
     m = test_sentinel_master(&w.t);
     CHECK_EQ_INT(test_redis_kill(&w.t.data[m]), 0);
     for (i = 0; i < FAILOVER_MS / 100 && (n = test_sentinel_new_master(&w.t, m)) < 0; i++)
@@ -296,6 +308,16 @@ TEST(a_killed_master_keeps_the_hold_with_wait_replicas) {
     CHECK(p.grants > 0);
     CHECK_EQ_INT(p.violations, 0);
     CHECK_EQ_INT(script_calls(&w.t.data[m]), 0);
+#ifdef LEASH_TEST_CLI
+    cli_stop(watcher, path, out, sizeof out);
+    snprintf(args, sizeof args,
+             "\"event\":\"master\",\"source\":\"sentinel\",\"lock\":\"kept\","
+             "\"address\":\"127.0.0.1:%d\"",
+             w.t.data[n].port);
+    CHECK_MSG(strstr(out, args) != NULL, "watch said: %s", out);
+    CHECK_MSG(strstr(out, "\"event\":\"released\"") != NULL, "watch said: %s", out);
+    CHECK_MSG(strstr(out, "\"event\":\"expired\"") == NULL, "watch said: %s", out);
+#endif
     leash_lock_free(holder);
     leash_lock_free(p.l);
     leash_client_free(a);

@@ -337,7 +337,8 @@ static int follow_master(watcher *w) {
                      FOLLOW_MS / 1000, err);
             return -1;
         }
-        poll(NULL, 0, (int)w->a->interval_ms);
+        /* Not more often than every 100 ms: each try is a connection. */
+        poll(NULL, 0, w->a->interval_ms < 100 ? 100 : (int)w->a->interval_ms);
     }
     return -1;
 }
@@ -394,7 +395,7 @@ static int watch_loop(watcher *w, const cli_lockstate *first) {
                 break;
             if (w->sentinel != NULL && (pf[nfds - 1].revents & (POLLIN | POLLHUP | POLLERR))) {
                 if (drain_sentinel(w) == -2) {
-                    rc = CLI_UNREACHABLE;
+                    rc = stopping ? CLI_OK : CLI_UNREACHABLE;
                     break;
                 }
                 continue; /* the subscribers may have changed */
@@ -402,7 +403,7 @@ static int watch_loop(watcher *w, const cli_lockstate *first) {
             if (drain(w, pf) != 0) {
                 if (w->c->sentinel_url != NULL && follow_master(w) == 0)
                     continue;
-                rc = CLI_UNREACHABLE;
+                rc = stopping ? CLI_OK : CLI_UNREACHABLE;
                 break;
             }
             continue;
@@ -413,7 +414,7 @@ static int watch_loop(watcher *w, const cli_lockstate *first) {
         if (cli_read_one(w->c, a->name, &now, &agree, &of) == CLI_UNREACHABLE) {
             if (w->c->sentinel_url != NULL && follow_master(w) == 0)
                 continue;
-            rc = CLI_UNREACHABLE;
+            rc = stopping ? CLI_OK : CLI_UNREACHABLE;
             break;
         }
         diff(w, &last, &now, t - last_at);
