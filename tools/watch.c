@@ -16,10 +16,11 @@
  *
  * Through a redis+sentinel:// URL the watch follows a failover: a
  * subscriber on one sentinel hears +promoted-slave or +switch-master and
- * the watch moves to the new master at once (as the library does); a master whose connection breaks
- * (killed, or made a replica: Sentinel then drops its clients) sends it back to the sentinels,
- * asked every reading interval until they name a master that says ROLE master (FOLLOW_MS at most).
- * Either way a "master" event says where it reads from now.
+ * the watch moves to the new master at once (as the library does); a
+ * master whose connection breaks (killed, or made a replica: Sentinel then
+ * drops its clients) sends it back to the sentinels, asked every reading
+ * interval until they name a master that says ROLE master (FOLLOW_MS at
+ * most). Either way a "master" event says where it reads from now.
  */
 #include "cli.h"
 
@@ -344,8 +345,8 @@ static int follow_master(watcher *w) {
 }
 
 /* What the sentinel said: +promoted-slave or +switch-master about this
- * master moves the watch there. 0; -1 when the subscriber broke (subscribed again later);
- * -2 when the watch found no master to move to. */
+ * master moves the watch there. 0; -1 when the subscriber broke
+ * (subscribed again later); -2 when the watch found no master to move to. */
 static int drain_sentinel(watcher *w) {
     void *rep;
     leash_url u;
