@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
+
 #include "check.h"
 #include "fixture.h"
 #include "proxy.h"
@@ -539,6 +541,73 @@ TEST(a_frozen_server_creates_no_orphan_hold_when_it_thaws) {
     rw_down(&w);
 }
 
+/* Server s refuses new connections (maxclients 1: the test's own
+ * connection) and drops leash's. */
+static void refuse_connections(rworld *w, int s) {
+    freeReplyObject(test_redis_cmd(&w->s[s], "CONFIG SET maxclients 1"));
+    freeReplyObject(test_redis_cmd(&w->s[s], "CLIENT KILL TYPE normal SKIPME yes"));
+    freeReplyObject(test_redis_cmd(&w->s[s], "CLIENT KILL TYPE pubsub"));
+}
+
+static void accept_connections(rworld *w, int s) {
+    freeReplyObject(test_redis_cmd(&w->s[s], "CONFIG SET maxclients 10000"));
+}
+
+/* At the release one server refuses connections for a while: a majority
+ * releases, and the release reports at once, OK (never "not held"). The
+ * copy for that server is its duty all the same: once the server takes
+ * connections again the key is gone there, before its lease would end, so
+ * a minority left down afterwards (two of five killed) cannot keep a new
+ * acquire waiting for that lease. */
+TEST(a_release_reaches_a_server_that_was_unreachable_at_the_release) {
+    rworld w;
+    leash_client *a, *b;
+    leash_lock *la, *lb;
+    fx_result res = {0};
+    int64_t t0, end;
+    int round;
+
+    rw_up(&w);
+    a = rw_client(&w, 10000);
+    b = rw_client(&w, 10000);
+    la = leash_lock_new(a, "unreached");
+    lb = leash_lock_new(b, "unreached");
+    for (round = 0; round < 5; round++) {
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+        CHECK_EQ_INT(holding_servers(&w, "leash:unreached"), N);
+        refuse_connections(&w, N - 1);
+        t0 = test_now_ms();
+        memset(&res, 0, sizeof(res));
+        CHECK_EQ_INT(leash_release(la, fx_release_cb, &res), LEASH_OK);
+        fx_run_until(w.loop, &res, 5000);
+        CHECK_MSG(res.status == LEASH_OK, "round %d: release %s after %lld ms", round,
+                  leash_strerror(res.status), (long long)(res.at_ms - t0));
+        CHECK_MSG(res.at_ms - t0 < 400, "round %d: release reported after %lld ms", round,
+                  (long long)(res.at_ms - t0));
+        CHECK_EQ_INT(test_redis_int(&w.s[N - 1], "EXISTS leash:unreached"), 1);
+        fx_run_for(w.loop, 300);
+        accept_connections(&w, N - 1);
+        end = test_now_ms() + 3000;
+        while (test_redis_int(&w.s[N - 1], "EXISTS leash:unreached") == 1 && test_now_ms() < end)
+            fx_run_for(w.loop, 20);
+        CHECK_MSG(test_redis_int(&w.s[N - 1], "EXISTS leash:unreached") == 0,
+                  "round %d: the release never reached the server that came back (PTTL %lld)",
+                  round, test_redis_int(&w.s[N - 1], "PTTL leash:unreached"));
+    }
+    /* Two of five down: the three left have no stale hold. */
+    CHECK_EQ_INT(test_redis_kill(&w.s[0]), 0);
+    CHECK_EQ_INT(test_redis_kill(&w.s[1]), 0);
+    t0 = test_now_ms();
+    memset(&res, 0, sizeof(res));
+    CHECK_EQ_INT(leash_acquire(lb, 30000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 31000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_MSG(res.at_ms - t0 < 1500, "granted %lld ms after asking", (long long)(res.at_ms - t0));
+    leash_client_free(a);
+    leash_client_free(b);
+    rw_down(&w);
+}
+
 /* Three clients race for one lock, each closer to different servers (the
  * fault proxy delays the others): votes split. At most one holds at any
  * moment, the others try again, and each gets it in turn. */
@@ -667,6 +736,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_renewal_goes_once_to_each_server_when_all_are_well),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
+        TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
         TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),
         {0},
     };

@@ -163,6 +163,53 @@ TEST(key_taken_over_by_another_token_is_lost_expired) {
     fx_world_down(&w);
 }
 
+/* A renewal written just before the key's server froze (SIGSTOP) waits in
+ * its socket; the client gives up on it after the command timeout. When the
+ * server thaws, that copy runs late: it must not set a fresh lease (the
+ * holder, or a release that already reported, counts on the old one). The
+ * key's server here: the one server, the key's master in a cluster (frozen
+ * for less than the cluster's node timeout, 500 ms: no failover), one of
+ * Redlock's five (the others keep renewing the hold). */
+TEST(a_renewal_that_runs_late_does_not_extend_the_lease) {
+    enum {
+        LATE_LEASE = 600, /* renewals every 200 ms */
+        TIMEOUT = 150,
+        FROZEN = 420
+    };
+    fx_world w;
+    fx_result lost = {0};
+    leash_lock *l;
+    test_redis *r;
+    uint64_t renewals;
+    int64_t end;
+    long long pttl;
+
+    fx_world_up(&w, LATE_LEASE, TIMEOUT);
+    l = hold(&w, "late-renewal", &lost);
+    r = fx_redis_of(&w, "leash:late-renewal");
+    /* Right after a renewal: the next one falls due in the freeze. */
+    renewals = leash_renewals(l);
+    end = test_now_ms() + 2000;
+    while (leash_renewals(l) == renewals && test_now_ms() < end)
+        fx_run_for(w.loop, 2);
+    CHECK_MSG(leash_renewals(l) > renewals, "no renewal within 2 s");
+    test_redis_freeze(r);
+    /* The renewal goes into the frozen server's socket at about 200 ms;
+     * its connection is given up 150 ms later. */
+    fx_run_for(w.loop, FROZEN);
+    test_redis_thaw(r);
+    /* The loop stays still: the client neither reconnects nor renews
+     * again before the PTTL is read; only the copy in the socket ran. */
+    usleep(80 * 1000);
+    pttl = test_redis_int(r, "PTTL leash:late-renewal");
+    CHECK_MSG(pttl < LATE_LEASE - FROZEN + TEST_SLACK_MS,
+              "PTTL %lld ms: the late renewal set a fresh lease", pttl);
+    /* Held or lost by its deadline meanwhile: either way it ends. */
+    fx_run_for(w.loop, 100);
+    (void)fx_release_sync(w.loop, l, 5000);
+    fx_world_down(&w);
+}
+
 #ifdef LEASH_TEST_ONE_SERVER
 /* One server by nature, up to the #endif: they stop (SIGSTOP) or restart
  * it. */
@@ -271,6 +318,7 @@ int main(int argc, char **argv) {
         TEST_CASE(max_hold_ends_in_lost_max_hold),
         TEST_CASE(key_deleted_behind_our_back_is_lost_expired),
         TEST_CASE(key_taken_over_by_another_token_is_lost_expired),
+        TEST_CASE(a_renewal_that_runs_late_does_not_extend_the_lease),
 #ifdef LEASH_TEST_ONE_SERVER
         /* One server by nature: they stop (SIGSTOP) or restart it. */
         TEST_CASE(frozen_server_is_lost_unreachable_by_the_deadline),
