@@ -23,6 +23,26 @@
  * (and, after a failover, the new master's is not behind the old one's by
  * more than the failover took).
  *
+ * Fences on Redlock come from N clocks: a hold's fence is the largest of
+ * its granting servers' (each at least its clock and above the lock's fence
+ * floor there), and the floors of a majority are raised to it. The next
+ * majority shares a server with that one, whose floor carries the fence on
+ * however far the clocks differ, unless that server lost its data (a
+ * restart without persistence, a FLUSHALL, an eviction): then the next
+ * fence is the clocks' of the new majority alone, and goes back when it
+ * comes sooner after the last grant than the clock that made the last
+ * fence is ahead of theirs. Example (tests/test_redlock.c): servers A (10 s
+ * ahead), B, C grant; B restarts empty and is back a lease later (the
+ * Redlock "delayed restart"); B, D, E grant (A and C out of reach) within
+ * 10 s of the first grant: a lower fence. To
+ * keep fences growing, do one of: run NTP on the Redis hosts so that their
+ * clocks differ by much less than a lease (the delayed restart then covers
+ * the difference); keep a server that lost its data down for longer than
+ * the clocks may differ; or run every server with appendonly yes and
+ * appendfsync always (a restart keeps its floors). In every case the
+ * clocks must differ by less than a floor lives: three leases, at least a
+ * minute, after the last grant.
+ *
  * Time: deadlines use CLOCK_MONOTONIC, which does not count a system
  * suspend. After a suspend the machine could not rule out, a holder's
  * leash_valid_ms() is too generous; trust the fence, not the clock.
@@ -738,7 +758,8 @@ LEASH_EXPORT int64_t leash_valid_ms(const leash_lock *l);
 /* The fencing token of the current (or last) hold: grows with every new
  * hold of this name, also across releases and Redis data loss (it is the
  * server's clock in microseconds at the grant; see the top of this file
- * for the clock assumption). 0 before the first hold. With
+ * for the clock assumption, and with Redlock for the servers' clocks and
+ * restarts, where it can go back). 0 before the first hold. With
  * LEASH_DIALECT_REDISSON it orders leash's holds only: Redisson's holds
  * have no fence (see enum leash_dialect). */
 LEASH_EXPORT uint64_t leash_fence(const leash_lock *l);

@@ -37,11 +37,18 @@
  * Why fences only grow: a hold's fence F is at least every granting
  * server's, and M granting servers' floors were raised to F while the hold
  * stood. Any later majority shares a server with those M, whose next grant
- * is above its floor, so the later fence is above F. This assumes what the
- * Redlock algorithm itself assumes: a server that restarts without its data
- * stays down for at least a lease (else a second majority can form while
- * the first hold stands), and the servers' clocks differ by less than a
- * floor lives (three leases, at least a minute: dialect.h).
+ * is above its floor, so the later fence is above F, however far the
+ * clocks differ - as long as that server kept its floor. One that lost it
+ * (a restart without its data, an eviction, the floor's TTL: three leases,
+ * at least a minute, dialect.h) grants its clock, as do the others of the
+ * later majority that never had F: their largest clock is above F only
+ * once more time has passed since F's grant than F's clock was ahead of
+ * theirs. So fences only grow while the servers' clocks differ by less
+ * than a floor lives and by less than a server that lost its data stays
+ * down (Redlock's delayed restart: at least a lease, so clocks within a
+ * lease of each other, or that server keeps its data: appendonly with
+ * fsync always). Otherwise they can go back (README "Redlock";
+ * tests/test_redlock.c shows it with clocks 10 s apart).
  *
  * Attempts: each attempt of an acquire has a token of its own
  * (fresh_tokens): a release of a failed attempt, sent to all N, can never
