@@ -576,9 +576,18 @@ static void sentinel_destroy(leash__route *r) {
 }
 
 static const leash__route_ops sentinel_ops = {
-    sentinel_send,      sentinel_cancel,    sentinel_orphan,   sentinel_batch_key,
-    sentinel_want,      sentinel_connected, sentinel_node,     sentinel_prepare,
-    sentinel_unprepare, sentinel_start,     sentinel_teardown, sentinel_destroy,
+    .send = sentinel_send,
+    .cancel = sentinel_cancel,
+    .orphan = sentinel_orphan,
+    .batch_key = sentinel_batch_key,
+    .want = sentinel_want,
+    .connected = sentinel_connected,
+    .node = sentinel_node,
+    .prepare = sentinel_prepare,
+    .unprepare = sentinel_unprepare,
+    .start = sentinel_start,
+    .teardown = sentinel_teardown,
+    .destroy = sentinel_destroy,
 };
 
 /* The inner route's channel events are ours to pass on. */
