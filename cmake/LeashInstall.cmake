@@ -55,10 +55,19 @@ configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/leash-config.cmake.in
   ${PROJECT_BINARY_DIR}/leash-config.cmake
   INSTALL_DESTINATION ${LEASH_INSTALL_CMAKEDIR})
+# Which versions find_package(leash X.Y) accepts follows the soname rule
+# (CMakeLists.txt, leash.h "Structs that grow"): before 1.0 every minor
+# version may change the ABI, so 0.3.x satisfies a request for 0.3 and
+# nothing else; from 1.0 on, any later version of the same major one does.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(_leash_compatibility SameMinorVersion)
+else()
+  set(_leash_compatibility SameMajorVersion)
+endif()
 write_basic_package_version_file(
   ${PROJECT_BINARY_DIR}/leash-config-version.cmake
   VERSION ${PROJECT_VERSION}
-  COMPATIBILITY SameMajorVersion)
+  COMPATIBILITY ${_leash_compatibility})
 install(FILES ${PROJECT_BINARY_DIR}/leash-config.cmake
               ${PROJECT_BINARY_DIR}/leash-config-version.cmake
         DESTINATION ${LEASH_INSTALL_CMAKEDIR}
