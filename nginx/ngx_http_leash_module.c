@@ -17,8 +17,8 @@
 #include <leash/leash.h>
 #include <leash/url.h>
 
-#include "metrics.h"
 #include "ngx_leash_loop.h"
+#include "prometheus.h"
 
 /* The longest leash_wait and leash_lease: a request that waits longer than
  * an hour has no client left, and a lease is what a crashed worker's lock
@@ -1066,7 +1066,7 @@ static ngx_int_t ngx_http_leash_metrics_handler(ngx_http_request_t *r) {
     /* This worker's client (zeros where none): each worker is its own
      * target, told apart by the pid label. */
     leash_client_stats(ngx_http_leash_client, &st);
-    n = metrics_write((char *)b->pos, NGX_LEASH_METRICS_MAX, &st, (int)ngx_pid);
+    n = prometheus_write((char *)b->pos, NGX_LEASH_METRICS_MAX, &st, (int)ngx_pid);
     if (n >= NGX_LEASH_METRICS_MAX)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     b->last = b->pos + n;

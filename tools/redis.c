@@ -7,7 +7,8 @@
  */
 #include "cli.h"
 
-#include "dialect/dialect.h"
+#include "dialect/dialect.h" /* the Redisson channel, leash's companion names */
+#include "wire/conn.h"       /* leash__info_version */
 
 #include <errno.h>
 #include <stdlib.h>

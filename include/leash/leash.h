@@ -219,7 +219,11 @@ enum leash_dialect {
 /* The most replicas leash_options.wait_replicas may ask for. */
 #define LEASH_WAIT_REPLICAS_MAX 64
 
-/* Log levels, most severe first. */
+/* Log levels, most severe first. At LEASH_LOG_DEBUG every change of a
+ * lock handle's state is a line "STATE: FROM => TO (EVENT) lock NAME" (the
+ * Sentinel route's discovery likewise: "... sentinel route of master
+ * NAME"): the path a handle took, for a bug report. Above debug, those
+ * lines cost a comparison each. */
 enum leash_log_level {
     LEASH_LOG_ERROR = 0,
     LEASH_LOG_WARN = 1,

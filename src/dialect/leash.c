@@ -1,6 +1,6 @@
 #include "dialect/dialect.h"
 
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,19 +254,9 @@ static const leash__script *const scripts[] = {&acquire_script,
                                                &leash__family_acquire_script,
                                                &leash__family_release_script};
 
-/* Once per process, whichever thread makes the first client: the others
- * wait the microseconds it takes. */
-void leash__dialects_init(void) {
-    static atomic_int state; /* 0 not yet, 1 being made, 2 made */
-    int expected = 0;
-
-    if (atomic_load(&state) == 2)
-        return;
-    if (!atomic_compare_exchange_strong(&state, &expected, 1)) {
-        while (atomic_load(&state) != 2)
-            ;
-        return;
-    }
+/* What leash__dialects_init does once: the SHA1s of every dialect's
+ * scripts. */
+static void make_scripts(void) {
     leash__script_init(&acquire_script_60, acquire_lua_60);
     leash__script_init_since(&acquire_script, acquire_lua, LEASH__VERSION(7, 0, 0),
                              &acquire_script_60);
@@ -276,7 +266,15 @@ void leash__dialects_init(void) {
     leash__script_init(&leash__raise_script, raise_lua);
     leash__family_scripts_init();
     leash__redisson_scripts_init();
-    atomic_store(&state, 2);
+}
+
+/* Once per process, whichever thread makes the first client; a thread
+ * that comes while another makes them sleeps in pthread_once until they
+ * are made (base/token.c uses pthread_once too) rather than spinning. */
+void leash__dialects_init(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    (void)pthread_once(&once, make_scripts);
 }
 
 /* ---- names ---- */

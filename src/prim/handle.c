@@ -69,6 +69,7 @@ leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const c
     l->max_hold_ms = core->max_hold_ms;
     l->watchdog = 1;
     l->reentrant = 1;
+    l->event = -1;
     prim->init(l);
     if (core->env.attached && leash__timer_create(&l->timer) != LEASH_OK) {
         leash__log(&core->env.log, LEASH_LOG_ERROR, "leash_lock_new: out of memory (a timer)");
@@ -345,4 +346,41 @@ int leash__lock_state(const leash_lock *l) {
 
 const char *leash__lock_state_name(const leash_lock *l) {
     return l->prim->state_name(l->state);
+}
+
+const char *leash__event_name(int type) {
+    static const char *const names[LEASH__EV_COUNT] = {
+        [LEASH__EV_ACQUIRE] = "ACQUIRE",
+        [LEASH__EV_RELEASE] = "RELEASE",
+        [LEASH__EV_CANCEL] = "CANCEL",
+        [LEASH__EV_FORCE] = "FORCE",
+        [LEASH__EV_FREE] = "FREE",
+        [LEASH__EV_CLOSE] = "CLOSE",
+        [LEASH__EV_GRANTED] = "GRANTED",
+        [LEASH__EV_BUSY] = "BUSY",
+        [LEASH__EV_LATE] = "LATE",
+        [LEASH__EV_GONE] = "GONE",
+        [LEASH__EV_FAILED] = "FAILED",
+        [LEASH__EV_UNREPLICATED] = "UNREPLICATED",
+        [LEASH__EV_RELEASED] = "RELEASED",
+        [LEASH__EV_FORCED] = "FORCED",
+        [LEASH__EV_RENEWED] = "RENEWED",
+        [LEASH__EV_NOT_OURS] = "NOT_OURS",
+        [LEASH__EV_RENEW_FAILED] = "RENEW_FAILED",
+        [LEASH__EV_RENEW_UNREPLICATED] = "RENEW_UNREPLICATED",
+        [LEASH__EV_WAIT_END] = "WAIT_END",
+        [LEASH__EV_TTL] = "TTL",
+        [LEASH__EV_RETRY] = "RETRY",
+        [LEASH__EV_DEADLINE] = "DEADLINE",
+        [LEASH__EV_MAX_HOLD] = "MAX_HOLD",
+        [LEASH__EV_RENEW_DUE] = "RENEW_DUE",
+        [LEASH__EV_WAKE] = "WAKE",
+        [LEASH__EV_COVERED] = "COVERED",
+        [LEASH__EV_ALIVE] = "ALIVE",
+        [LEASH__EV_HANDOFF] = "HANDOFF",
+    };
+
+    if (type == -1)
+        return "-";
+    return type >= 0 && type < LEASH__EV_COUNT && names[type] != NULL ? names[type] : "?";
 }

@@ -476,10 +476,17 @@ static int put_attempt(leash_lock *l, leash__cmd *cmd) {
 static void arm(leash_lock *l);
 
 /* Every change of state goes through here: the work of leaving the old
- * state, and of entering the new one. */
+ * state, and of entering the new one. At debug level each change is a
+ * line, "STATE: FROM => TO (EVENT) lock NAME" (curl's mstate() is the
+ * model), so that a user's log shows the path the handle took; staying in
+ * a state (its entry work run again) is not a line. */
 static void set_state(leash_lock *l, int to) {
     int from = l->state;
     leash_stats *cst = l->core->env.stats;
+
+    if (to != from && leash__log_on(lg(l), LEASH_LOG_DEBUG))
+        leash__log(lg(l), LEASH_LOG_DEBUG, "STATE: %s => %s (%s) lock %s", state_names[from],
+                   state_names[to], leash__event_name(l->event), l->log_name);
 
     /* The stats' waits and holds begin and end with the states. */
     if ((to == M_SUBSCRIBING || to == M_PARKED) && !l->waited) {
@@ -1549,10 +1556,17 @@ static int in_held(leash_lock *l, const leash__event *e) {
 }
 
 static int dispatch(leash_lock *l, const leash__event *e) {
-    int rc = 0;
+    /* A user callback run from here may call into l again: that event is
+     * traced as the cause until it returns, then this one is again. l
+     * outlives the callbacks (a handle freed inside one waits in the
+     * graveyard until the loop's entry returns). */
+    int rc = 0, outer = l->event;
 
-    if (common(l, e, &rc))
+    l->event = e->type;
+    if (common(l, e, &rc)) {
+        l->event = outer;
         return rc;
+    }
     switch (l->state) {
     case M_IDLE:
         rc = in_idle(l, e);
@@ -1574,6 +1588,7 @@ static int dispatch(leash_lock *l, const leash__event *e) {
     /* A call runs no user callback: l is still there. */
     if (e->type == LEASH__EV_ACQUIRE && rc == LEASH_OK)
         COUNT(l, acquires);
+    l->event = outer;
     return rc;
 }
 

@@ -772,9 +772,18 @@ static void quorum_destroy(leash__route *r) {
 }
 
 static const leash__route_ops quorum_ops = {
-    quorum_send,      quorum_cancel,    quorum_orphan,   quorum_batch_key,
-    quorum_want,      quorum_connected, quorum_node,     quorum_prepare,
-    quorum_unprepare, quorum_start,     quorum_teardown, quorum_destroy,
+    .send = quorum_send,
+    .cancel = quorum_cancel,
+    .orphan = quorum_orphan,
+    .batch_key = quorum_batch_key,
+    .want = quorum_want,
+    .connected = quorum_connected,
+    .node = quorum_node,
+    .prepare = quorum_prepare,
+    .unprepare = quorum_unprepare,
+    .start = quorum_start,
+    .teardown = quorum_teardown,
+    .destroy = quorum_destroy,
 };
 
 leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,

@@ -7,7 +7,7 @@
  *
  * Behind it: one server (route/single.c), the master that Redis Sentinel
  * names (route/sentinel.c), the master of the slot in a Redis Cluster
- * (route/cluster.c); every server of a Redlock quorum,
+ * (route/cluster.c), or every server of a Redlock quorum (route/quorum.c),
  * whose answers the route combines by the operation's class (dialect.h)
  * into one answer per lock. A primitive never learns which it talks to.
  *

@@ -67,6 +67,7 @@ enum {
     E_LIST
 };
 static const char *const state_names[] = {"IDLE", "ASK", "ASKING", "LISTING", "PAUSED"};
+static const char *const event_names[] = {"NEED", "TIMER", "ADDR", "FAILED", "LIST"};
 
 /* Where a connection goes: its own copy of the connection settings, with
  * an address that changes. Two buffers in turn: the one a socket may
@@ -390,11 +391,14 @@ static void on_watch_down(leash__conn *conn) {
 
 /* ---- the discovery machine ---- */
 
-static void set_state(sentinel *s, int to) {
+/* Every change of state of the discovery machine, and the event of step()
+ * that made it: at debug level a line, as the locks' (prim/mutex.c). */
+static void set_state(sentinel *s, int to, int ev) {
     int64_t now = leash__now_ms();
 
-    leash__log(log_of(s), LEASH_LOG_DEBUG, "STATE: %s => %s sentinel route %p",
-               state_names[s->state], state_names[to], (void *)s);
+    if (to != s->state && leash__log_on(log_of(s), LEASH_LOG_DEBUG))
+        leash__log(log_of(s), LEASH_LOG_DEBUG, "STATE: %s => %s (%s) sentinel route of master %s",
+                   state_names[s->state], state_names[to], event_names[ev], s->name);
     s->state = to;
     if (to == S_ASK)
         leash__timer_at(&s->timer, now, 0);
@@ -403,22 +407,22 @@ static void set_state(sentinel *s, int to) {
 }
 
 /* The next round: ASK the first sentinel. */
-static void new_round(sentinel *s) {
+static void new_round(sentinel *s, int ev) {
     s->cur = 0;
     s->again = 0;
     s->refused = 0;
-    set_state(s, S_ASK);
+    set_state(s, S_ASK, ev);
 }
 
 static void step(sentinel *s, int ev, const char *host, size_t len, int port, const redisReply *r) {
     switch (s->state) {
     case S_IDLE:
         if (ev == E_NEED)
-            new_round(s);
+            new_round(s, ev);
         break;
     case S_ASK:
         if (ev == E_TIMER) {
-            set_state(s, S_ASKING);
+            set_state(s, S_ASKING, ev);
             ask_master(s);
         }
         break;
@@ -443,12 +447,12 @@ static void step(sentinel *s, int ev, const char *host, size_t len, int port, co
                            s->master.cfg.port);
             if (s->base.env->freeing)
                 return;
-            set_state(s, S_LISTING);
+            set_state(s, S_LISTING, ev);
             if (ask(s, 3, argv) != 0)
                 step(s, E_FAILED, NULL, 0, 0, NULL);
         } else if (ev == E_FAILED) {
             if (++s->cur < s->nlist) {
-                set_state(s, S_ASK);
+                set_state(s, S_ASK, ev);
                 break;
             }
             leash__log(log_of(s), LEASH_LOG_ERROR,
@@ -464,7 +468,7 @@ static void step(sentinel *s, int ev, const char *host, size_t len, int port, co
             s->pause_ms *= 2;
             if (s->pause_ms > s->base.cfg->conn->reconnect_max_ms)
                 s->pause_ms = s->base.cfg->conn->reconnect_max_ms;
-            set_state(s, S_PAUSED);
+            set_state(s, S_PAUSED, ev);
         }
         break;
     case S_LISTING:
@@ -474,14 +478,14 @@ static void step(sentinel *s, int ev, const char *host, size_t len, int port, co
             if (ev == E_LIST)
                 merge_list(s, r);
             if (s->again)
-                new_round(s);
+                new_round(s, ev);
             else
-                set_state(s, S_IDLE);
+                set_state(s, S_IDLE, ev);
         }
         break;
     case S_PAUSED:
         if (ev == E_TIMER)
-            new_round(s);
+            new_round(s, ev);
         break;
     }
 }
@@ -576,9 +580,18 @@ static void sentinel_destroy(leash__route *r) {
 }
 
 static const leash__route_ops sentinel_ops = {
-    sentinel_send,      sentinel_cancel,    sentinel_orphan,   sentinel_batch_key,
-    sentinel_want,      sentinel_connected, sentinel_node,     sentinel_prepare,
-    sentinel_unprepare, sentinel_start,     sentinel_teardown, sentinel_destroy,
+    .send = sentinel_send,
+    .cancel = sentinel_cancel,
+    .orphan = sentinel_orphan,
+    .batch_key = sentinel_batch_key,
+    .want = sentinel_want,
+    .connected = sentinel_connected,
+    .node = sentinel_node,
+    .prepare = sentinel_prepare,
+    .unprepare = sentinel_unprepare,
+    .start = sentinel_start,
+    .teardown = sentinel_teardown,
+    .destroy = sentinel_destroy,
 };
 
 /* The inner route's channel events are ours to pass on. */

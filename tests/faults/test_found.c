@@ -116,7 +116,7 @@ TEST(renewal_answered_after_the_deadline_does_not_revive_the_hold) {
 
 /*
  * A waiter takes "renewed:<lease>" messages on the lock's channel at their
- * word: leash__lock_holder_renewed() computes now + lease_ms + 1 with the
+ * word: holder_alive() (src/prim/mutex.c) computes now + lease_ms + 1 with the
  * number from the message, which overflows int64_t (undefined behaviour:
  * UBSan stops the process) for a large one. Anyone allowed to PUBLISH on
  * the channel can send it; a holder's own watchdog never would.
@@ -209,7 +209,7 @@ TEST(busy_answer_with_a_huge_ttl_is_not_undefined_behaviour) {
 /*
  * DESIGN 1.5 "any API call is safe from inside any leash callback": a
  * callback that cancels (or frees) another handle whose acquire expires in
- * the same batch crashes. expire_queue() and fail_queue() (src/conn.c)
+ * the same batch crashes. expire_queue() and fail_queue() (src/wire/conn.c)
  * move the doomed commands to a local list and set cmd->conn = NULL on all
  * of them before completing the first; a callback that then cancels one of
  * the others reaches leash__cmd_cancel(), which (the command not being

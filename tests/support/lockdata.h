@@ -1,6 +1,6 @@
 /*
  * What leash keeps in Redis, read back for tests: a lock is one string key
- * "<token>:<w>:<count>:<fence>" (src/scripts.h describes it).
+ * "<token>:<w>:<count>:<fence>" (src/dialect/leash.c describes it).
  */
 #ifndef LEASH_TESTS_LOCKDATA_H
 #define LEASH_TESTS_LOCKDATA_H
