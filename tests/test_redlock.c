@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE 1 /* usleep */
 /*
  * Redlock (LEASH_TOPOLOGY_REDLOCK) on 5 real redis-servers that each case
  * starts: exclusion and fences, servers killed and frozen under a hold, a
@@ -610,6 +611,71 @@ TEST(a_release_reaches_a_server_that_was_unreachable_at_the_release) {
     rw_down(&w);
 }
 
+/* A read-only script that keeps server s busy (every other client is
+ * answered BUSY once lua-time-limit passed) until SCRIPT KILL; on a
+ * connection of its own, whose reply the caller reads after the kill. */
+static redisContext *start_busy_script(rworld *w, int s) {
+    redisContext *busy = redisConnect("127.0.0.1", w->s[s].port);
+    int done = 0;
+
+    CHECK(busy != NULL && busy->err == 0);
+    freeReplyObject(test_redis_cmd(&w->s[s], "CONFIG SET lua-time-limit 10"));
+    CHECK_EQ_INT(redisAppendCommand(busy, "EVAL %s 0", "local i = 0 while true do i = i + 1 end"),
+                 REDIS_OK);
+    while (!done)
+        CHECK_EQ_INT(redisBufferWrite(busy, &done), REDIS_OK);
+    usleep(50 * 1000); /* past lua-time-limit: others get BUSY */
+    return busy;
+}
+
+static void stop_busy_script(rworld *w, int s, redisContext *busy) {
+    void *reply = NULL;
+
+    freeReplyObject(test_redis_cmd(&w->s[s], "SCRIPT KILL"));
+    (void)redisGetReply(busy, &reply); /* the script's error */
+    freeReplyObject(reply);
+    redisFree(busy);
+}
+
+/* One server answers BUSY (a long script) while a majority grants: its
+ * grant copy waits out the BUSY pauses (25, 50, 100 ms...). The holder
+ * releases as soon as the script ends: that server's release copy runs
+ * first (nothing there yet). The grant copy that comes after it must not
+ * leave the key behind on that server: nobody holds it, nobody will
+ * release it, and with two more servers down it keeps every new acquire
+ * waiting for its lease. */
+TEST(a_grant_copy_retried_after_busy_does_not_outlive_the_release) {
+    rworld w;
+    leash_client *a;
+    leash_lock *la;
+    redisContext *busy;
+    int64_t end;
+
+    rw_up(&w);
+    a = rw_client(&w, 10000);
+    la = leash_lock_new(a, "busy-copy");
+    busy = start_busy_script(&w, N - 1);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+    /* The grant copy has bounced off BUSY at about 0, 25 and 75 ms; its
+     * next try comes at about 175 ms. */
+    fx_run_for(w.loop, 100);
+    stop_busy_script(&w, N - 1, busy);
+    CHECK_EQ_INT(fx_release_sync(w.loop, la, 3000), LEASH_OK);
+    CHECK_EQ_INT(holding_servers(&w, "leash:busy-copy"), 0);
+    /* Past every pause the grant copy's deadline (the command timeout,
+     * 500 ms) allows. */
+    end = test_now_ms() + 700;
+    while (test_now_ms() < end) {
+        fx_run_for(w.loop, 20);
+        CHECK_MSG(test_redis_int(&w.s[N - 1], "EXISTS leash:busy-copy") == 0,
+                  "a grant copy set the key after the release (PTTL %lld ms)",
+                  test_redis_int(&w.s[N - 1], "PTTL leash:busy-copy"));
+    }
+    leash_lock_free(la);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
 /* Three clients race for one lock, each closer to different servers (the
  * fault proxy delays the others): votes split. At most one holds at any
  * moment, the others try again, and each gets it in turn. */
@@ -1031,6 +1097,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
+        TEST_CASE(a_grant_copy_retried_after_busy_does_not_outlive_the_release),
         TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),
         TEST_CASE(fences_grow_with_clocks_10s_ahead_and_behind_while_servers_restart),
         TEST_CASE(a_server_back_empty_sooner_than_the_clocks_differ_can_take_a_fence_back),
