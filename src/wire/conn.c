@@ -127,8 +127,13 @@ void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms) {
 
 void leash__conn_server_time(leash__conn *conn, int64_t server_ms) {
     /* The server read its clock before this reply left: server_ms - now
-     * is at most the true offset, the side every use of it is safe on. */
-    conn->server_offset = server_ms - leash__now_ms();
+     * is at most the true offset, the side every use of it is safe on.
+     * A reply read late (the process stalled) gives a poor bound: the
+     * best one is kept, or "not after" stamps would lie in the past. */
+    int64_t offset = server_ms - leash__now_ms();
+
+    if (!conn->server_offset_known || offset > conn->server_offset)
+        conn->server_offset = offset;
     conn->server_offset_known = 1;
 }
 
@@ -672,6 +677,9 @@ static void note_server_time(leash__conn *conn, const redisReply *r) {
                    role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
         return;
     }
+    /* A new connection may reach another machine behind the same address:
+     * its own samples only. */
+    conn->server_offset_known = 0;
     leash__conn_server_time(conn, strtoll(r->element[0]->str, NULL, 10) * 1000 +
                                       strtoll(r->element[1]->str, NULL, 10) / 1000);
 }
