@@ -113,6 +113,18 @@ void leash__copies_let_go(leash__copies *c) {
     }
 }
 
+void leash__copies_drop(leash__copies *c) {
+    unsigned s;
+
+    for (s = 0; s < c->n; s++) {
+        if (c->out[s] != NULL) {
+            c->out[s]->flags &= ~(unsigned)LEASH__CMD_RETRY;
+            leash__cmd_drop(c->out[s]);
+            c->out[s] = NULL;
+        }
+    }
+}
+
 int leash__copies_withdraw(leash__copies *c) {
     unsigned s;
     int written = 0;

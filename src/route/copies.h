@@ -6,16 +6,21 @@
  * The quorum decides; this file delivers.
  *
  * While the quorum decides it hears every copy's answer. Once it has
- * decided it lets go: the copies still out stay their servers' duty, and
- * are delivered unheard until their deadlines, because each is part of
- * what the decision promised:
- *   a release   must reach every server that takes connections again
- *               before the hold's deadline, or a minority keeps a hold
- *               nobody owns (its deadline is the hold's);
- *   a give-back likewise, for a grant that missed its majority;
- *   a grant, a  that arrive late make the majority that decided stronger:
- *   renewal,    one more server holds the lock (each carries a "not after"
- *   a raise     stamp, so one that runs too late does nothing).
+ * decided it lets go, or drops, what is still out:
+ *   let go   the copies stay their servers' duty, delivered unheard until
+ *            their deadlines: a release must reach every server that takes
+ *            connections again before the hold's deadline, or a minority
+ *            keeps a hold nobody owns (its deadline is the hold's); a
+ *            give-back likewise; a renewal that arrives late makes the
+ *            renewing majority stronger, and its "not after" stamp voids
+ *            one that runs too late; a fence raise only ever raises.
+ *   drop     a grant's copies: one that landed after the release that
+ *            follows it would leave a key nobody holds (a copy retried
+ *            after BUSY waits in the delayed list, behind which the
+ *            release can pass). Only a copy already on its way (written,
+ *            or queued on a ready connection, where the release queues
+ *            behind it) goes, once: never again after a reconnect or a
+ *            transient answer.
  * Withdrawing is for an owner that gave up the operation itself (an
  * acquire cancelled): a copy not written yet never is, a written one
  * finishes unheard and is not written again.
@@ -69,6 +74,9 @@ int leash__copies_written(const leash__copies *c, unsigned s);
 /* The decision is made: every copy still out is delivered to its
  * deadline, unheard. */
 void leash__copies_let_go(leash__copies *c);
+/* The decision is made, and a copy that landed late could do harm: see
+ * "drop" above. */
+void leash__copies_drop(leash__copies *c);
 /* The operation is given up: copies not written are never written;
  * written ones finish unheard. Returns 1 if some copy was written. */
 int leash__copies_withdraw(leash__copies *c);

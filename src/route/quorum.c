@@ -26,9 +26,10 @@
  * decided, a request lets go of its copies still out: each stays its
  * server's due until its own deadline (a release's is the hold's), so a
  * server that was unreachable at the decision still gets the release, the
- * give-back, the grant or the renewal when it is back in time (the stamps
- * of grants and renewals void those that run too late). Only a cancelled
- * acquire withdraws them.
+ * give-back or the renewal when it is back in time (a renewal's stamp
+ * voids one that runs too late). A grant's copies are dropped instead: one
+ * that landed after the release would leave a key nobody holds. Only a
+ * cancelled acquire withdraws copies outright.
  *
  * Validity: the primitive measures a hold from the send of its attempt
  * (lease - elapsed - drift), as for one server; the raise happens inside
@@ -382,11 +383,20 @@ static void req_free(qreq *q) {
     free(q);
 }
 
+/* What the copies still out owe their servers once q is decided
+ * (route/copies.h): a grant's are dropped, the others' delivered. */
+static void let_go(qreq *q) {
+    if (q->op->cls == LEASH__OP_GRANT)
+        leash__copies_drop(&q->copies);
+    else
+        leash__copies_let_go(&q->copies);
+}
+
 static void finish(qreq *q) {
     leash__done_fn *done = q->done;
     void *arg = q->arg;
 
-    leash__copies_let_go(&q->copies);
+    let_go(q);
     if (done == NULL) {
         req_free(q);
         return;
@@ -461,7 +471,7 @@ static int start_raise(qreq *q) {
         bound_grant(cmd, q->qu->base.cfg->conn->command_timeout_ms, q->lease_ms);
     if (cmd == NULL)
         return -1;
-    leash__copies_let_go(&q->copies);
+    let_go(q);
     q->raising = 1;
     q->op = q->qu->base.dialect->raise;
     for (s = 0; s < q->qu->n; s++)

@@ -184,7 +184,14 @@ struct leash__conn {
     leash__list delayed;     /* to be written at their send_at */
     leash__list sent;        /* written, waiting for their reply */
     leash__list limbo;       /* being settled one by one (failed, expired, lost) */
-    int64_t server_offset;   /* lower bound of server ms - monotonic ms */
+    /* Orphans (nobody waits for their answer) waiting for the connection
+     * to be ready: a server that is down can be owed thousands of
+     * releases (route/copies.h). Kept apart from the queue so that its
+     * timer and scans cost nothing per orphan: they expire together, every
+     * ORPHAN_SWEEP_MS, and go first once the connection is ready. */
+    leash__list owed;
+    int64_t owed_sweep_at; /* 0 while owed is empty */
+    int64_t server_offset; /* lower bound of server ms - monotonic ms */
     int server_offset_known;
     /* The owner's hooks: the connection became ready / was lost; a frame
      * on a subscriber connection (valid during the call). */
