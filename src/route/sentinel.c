@@ -617,7 +617,8 @@ leash__route *leash__route_sentinel_new(leash__env *env, const leash__dialect *d
     s->base.dialect = d;
     s->base.cfg = cfg;
     s->base.retry_unreplicated = 1;
-    s->base.sharded = cfg->sharded;
+    s->base.orders_queues = 1;
+    leash__route_init_sharded(&s->base, 0);
     s->name = cfg->sentinel_master;
     for (i = 0; i < cfg->nseeds; i++) {
         size_t len = strlen(cfg->seeds[i].host);
