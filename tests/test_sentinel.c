@@ -631,14 +631,15 @@ static void fake_stop(fake_sentinel *f) {
     munmap(f->sh, sizeof *f->sh);
 }
 
-/* A client of one fake sentinel. */
+/* A client of one fake sentinel, with pub/sub as asked. */
 static leash_client *fake_client(fx_loop *loop, const fake_sentinel *f, char *node, size_t cap,
-                                 const char **nodes) {
+                                 const char **nodes, int pubsub) {
     leash_options o;
 
     snprintf(node, cap, "127.0.0.1:%d", f->port);
     nodes[0] = node;
     fx_fault_options(&o, 1, 5000);
+    o.pubsub = pubsub;
     o.topology = LEASH_TOPOLOGY_SENTINEL;
     o.nodes = nodes;
     o.nodes_count = 1;
@@ -668,7 +669,7 @@ TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
     CHECK_EQ_INT(test_redis_start(&replica, &rc), 0);
     fake_start(&f, replica.port);
     fx_log_clear();
-    c = fake_client(loop, &f, node, sizeof node, nodes);
+    c = fake_client(loop, &f, node, sizeof node, nodes, LEASH_PUBSUB_AUTO);
     l = leash_lock_new(c, "refused");
     CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
     fx_run_for(loop, 500);
@@ -732,7 +733,7 @@ TEST(a_discovery_answer_from_before_a_switch_is_not_followed) {
      * subscription is confirmed, is the one whose answer is late. */
     f.sh->hold_question = 2;
     fx_log_clear();
-    c = fake_client(loop, &f, node, sizeof node, nodes);
+    c = fake_client(loop, &f, node, sizeof node, nodes, LEASH_PUBSUB_AUTO);
     run_until_flag(loop, &f.sh->held, 1, 5000);
     CHECK_EQ_INT(f.sh->held, 1);
 
@@ -762,6 +763,46 @@ TEST(a_discovery_answer_from_before_a_switch_is_not_followed) {
     fake_stop(&f);
     test_redis_stop(&new_master);
     test_redis_stop(&old_master);
+}
+
+/* LEASH_PUBSUB_SHARDED through Sentinel: the master's subscriptions and
+ * the locks' messages go by one choice, so a release's SPUBLISH reaches
+ * the other client's SSUBSCRIBE and lets its waiter in at once, not when
+ * the lease (5000 ms, renewed) runs out. */
+TEST(sharded_pubsub_through_sentinel_wakes_the_waiter_at_once) {
+    test_redis master;
+    char node_a[32], node_b[32];
+    const char *nodes_a[1], *nodes_b[1];
+    fake_sentinel f;
+    fx_loop *loop = fx_loop_new();
+    leash_client *a, *b;
+    leash_lock *holder, *waiter;
+    fx_result woken = {0};
+    int64_t released_at;
+
+    CHECK_EQ_INT(test_redis_start(&master, NULL), 0);
+    fake_start(&f, master.port);
+    a = fake_client(loop, &f, node_a, sizeof node_a, nodes_a, LEASH_PUBSUB_SHARDED);
+    b = fake_client(loop, &f, node_b, sizeof node_b, nodes_b, LEASH_PUBSUB_SHARDED);
+    holder = leash_lock_new(a, "sharded");
+    waiter = leash_lock_new(b, "sharded");
+    CHECK_EQ_INT(fx_acquire_sync(loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, LEASH_WAIT_FOREVER, fx_acquire_cb, &woken), LEASH_OK);
+    fx_run_for(loop, 500);
+    CHECK_EQ_INT(woken.calls, 0);
+    released_at = test_now_ms();
+    CHECK_EQ_INT(fx_release_sync(loop, holder, 3000), LEASH_OK);
+    fx_run_until(loop, &woken, 8000);
+    CHECK_EQ_INT(woken.status, LEASH_OK);
+    CHECK(woken.at_ms - released_at < 1000 + TEST_SLACK_MS);
+    CHECK_EQ_INT(fx_release_sync(loop, waiter, 3000), LEASH_OK);
+    leash_lock_free(waiter);
+    leash_lock_free(holder);
+    leash_client_free(b);
+    leash_client_free(a);
+    fx_loop_free(loop);
+    fake_stop(&f);
+    test_redis_stop(&master);
 }
 
 #ifdef LEASH_TEST_CLI
@@ -824,6 +865,7 @@ int main(int argc, char **argv) {
         TEST_CASE(sentinel_and_data_credentials_are_separate_over_tls),
         TEST_CASE(a_replica_named_as_master_is_refused_and_readonly_sends_back),
         TEST_CASE(a_discovery_answer_from_before_a_switch_is_not_followed),
+        TEST_CASE(sharded_pubsub_through_sentinel_wakes_the_waiter_at_once),
 #ifdef LEASH_TEST_CLI
         TEST_CASE(the_tool_reads_and_releases_through_sentinel),
 #endif

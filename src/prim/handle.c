@@ -43,10 +43,11 @@ leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const c
         return NULL;
     }
     if (mode != 0)
-        rc = core->dialect->family_names(&l->names, &core->env.log, core->key_prefix, name,
-                                         core->db, core->client_id);
+        rc = core->dialect->family_names(&l->names, &core->env.log, core->cfg->key_prefix, name,
+                                         core->cfg->conn->db, core->client_id);
     else
-        rc = core->dialect->names(&l->names, &core->env.log, core->key_prefix, name, core->db);
+        rc = core->dialect->names(&l->names, &core->env.log, core->cfg->key_prefix, name,
+                                  core->cfg->conn->db);
     if (rc != LEASH_OK) {
         free(l);
         return NULL;
@@ -54,19 +55,19 @@ leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const c
     l->mode = mode;
     l->permits = permits;
     l->names.sharded = &core->route->sharded;
-    l->names.fenced = core->fenced;
+    l->names.fenced = core->route->fenced;
     l->magic = LEASH__LOCK_MAGIC;
     l->prim = prim;
     l->core = core;
-    l->name = l->names.key + strlen(core->key_prefix);
+    l->name = l->names.key + strlen(core->cfg->key_prefix);
     if (strlen(l->name) <= LEASH__LOG_NAME_MAX)
         snprintf(l->log_name, sizeof(l->log_name), "%s", l->name);
     else
         snprintf(l->log_name, sizeof(l->log_name), "%.*s...(%zu bytes)", LEASH__LOG_NAME_MAX - 16,
                  l->name, strlen(l->name));
-    l->lease_ms = core->lease_ms;
-    l->renew_ms = core->renew_ms;
-    l->max_hold_ms = core->max_hold_ms;
+    l->lease_ms = core->cfg->lease_ms;
+    l->renew_ms = core->cfg->renew_ms;
+    l->max_hold_ms = core->cfg->max_hold_ms;
     l->watchdog = 1;
     l->reentrant = 1;
     l->event = -1;

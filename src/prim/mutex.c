@@ -391,7 +391,7 @@ static void release_in_background(leash_lock *l, const char *token, int64_t send
     leash__core *core = l->core;
     int64_t from = send_at > 0 ? send_at : leash__now_ms();
     leash__cmd *cmd =
-        release_cmd(l, token, 0, 0, from + core->command_timeout_ms + l->hold.lease_ms);
+        release_cmd(l, token, 0, 0, from + core->cfg->conn->command_timeout_ms + l->hold.lease_ms);
 
     /* A family waiter's place goes with it (a release gives it up). */
     if (strcmp(token, l->hold.token) == 0)
@@ -408,7 +408,7 @@ static void release_in_background(leash_lock *l, const char *token, int64_t send
  * stamps each copy "not after command_timeout_ms from its write", and none
  * is written after now. */
 static void release_after_late_copies(leash_lock *l) {
-    int64_t v = l->core->command_timeout_ms;
+    int64_t v = l->core->cfg->conn->command_timeout_ms;
     release_in_background(l, l->hold.token, leash__now_ms() + v + LATE_COPY_MARGIN_MS + v / 500);
 }
 
@@ -440,7 +440,7 @@ static leash__cmd *make_attempt(leash_lock *l) {
     if (extra)
         deadline = l->hold.deadline;
     else if (l->wait_once)
-        deadline = leash__now_ms() + core->command_timeout_ms;
+        deadline = leash__now_ms() + core->cfg->conn->command_timeout_ms;
     else
         deadline = l->wait_deadline;
     if (family(l)) {
@@ -450,11 +450,11 @@ static leash__cmd *make_attempt(leash_lock *l) {
                                 : NULL;
         return core->dialect->family_acquire_cmd(
             &l->names, l->hold.token, l->hold.lease_ms, l->mode, l->permits, l->wait_once,
-            extra ? l->hold.count + 1 : 1, under, core->command_timeout_ms, deadline);
+            extra ? l->hold.count + 1 : 1, under, core->cfg->conn->command_timeout_ms, deadline);
     }
     return core->dialect->acquire_cmd(&l->names, l->hold.token, l->hold.lease_ms,
-                                      extra ? l->hold.count + 1 : 1, core->command_timeout_ms,
-                                      deadline);
+                                      extra ? l->hold.count + 1 : 1,
+                                      core->cfg->conn->command_timeout_ms, deadline);
 }
 
 /* Sends cmd as the attempt. 0, or -1 without memory (cmd freed). */
@@ -813,7 +813,8 @@ static void handed(leash_lock *l, const leash__event *e) {
     /* Let in before an attempt answered "queued": which copy of it wrote
      * the place (an earlier one may have, before a reconnect) is not
      * known, so neither is the place's expiry. */
-    if (!l->queued || l->core->wait_replicas > 0 || !l->watchdog || now >= l->hold.deadline) {
+    if (!l->queued || l->core->cfg->route->wait_replicas > 0 || !l->watchdog ||
+        now >= l->hold.deadline) {
         again(l);
         return;
     }
@@ -1016,7 +1017,7 @@ static int undo(leash_lock *l, const leash__event *e) {
     if (l->attempt != NULL) {
         cmd = release_cmd(l, l->hold.token, 0,
                           l->attempt_sent + l->hold.lease_ms - leash__drift_ms(l->hold.lease_ms),
-                          leash__now_ms() + core->command_timeout_ms + l->hold.lease_ms);
+                          leash__now_ms() + core->cfg->conn->command_timeout_ms + l->hold.lease_ms);
         req = cmd != NULL ? send(l, core->dialect->release, cmd, 0, on_release, l) : NULL;
         if (req == NULL) {
             free(dacq);
@@ -1058,8 +1059,8 @@ static int give(leash_lock *l, const leash__event *e) {
     leash__cmd *cmd;
     leash__req *req;
 
-    if (deadline < now + core->command_timeout_ms)
-        deadline = now + core->command_timeout_ms;
+    if (deadline < now + core->cfg->conn->command_timeout_ms)
+        deadline = now + core->cfg->conn->command_timeout_ms;
     cmd = release_cmd(l, l->hold.token, l->hold.count - 1, l->hold.deadline, deadline);
     req = cmd != NULL ? send(l, core->dialect->release, cmd, 0, on_release, l) : NULL;
     if (req == NULL)
@@ -1096,7 +1097,7 @@ static int cancel(leash_lock *l) {
 
 static int force(leash_lock *l, const leash__event *e) {
     leash__core *core = l->core;
-    int64_t deadline = leash__now_ms() + core->command_timeout_ms;
+    int64_t deadline = leash__now_ms() + core->cfg->conn->command_timeout_ms;
     leash__cmd *cmd = family(l) ? core->dialect->family_force_cmd(&l->names, deadline)
                                 : core->dialect->force_cmd(&l->names, deadline);
     leash__req *req = cmd != NULL ? send(l, core->dialect->force, cmd, 0, on_force, l) : NULL;
@@ -1178,8 +1179,8 @@ static void close_handle(leash_lock *l) {
         return;
     abandon_attempt(l, 0); /* an extra hold: the release below takes all */
     deadline = l->hold.deadline;
-    if (deadline < leash__now_ms() + core->command_timeout_ms)
-        deadline = leash__now_ms() + core->command_timeout_ms;
+    if (deadline < leash__now_ms() + core->cfg->conn->command_timeout_ms)
+        deadline = leash__now_ms() + core->cfg->conn->command_timeout_ms;
     cmd = release_cmd(l, l->hold.token, 0, l->hold.deadline, deadline);
     set_state(l, M_IDLE);
     if (cmd == NULL || send(l, core->dialect->release, cmd, 0, on_close_release, core) == NULL) {

@@ -929,7 +929,8 @@ leash__route *leash__route_cluster_new(leash__env *env, const leash__dialect *d,
     cl->base.env = env;
     cl->base.dialect = d;
     cl->base.cfg = cfg;
-    cl->base.sharded = cfg->sharded;
+    cl->base.orders_queues = 1;
+    leash__route_init_sharded(&cl->base, 1);
     leash__list_init(&cl->parked);
     leash__timer_init(&cl->timer, env, on_timer, cl);
     for (i = 0; i < cfg->nseeds; i++) {

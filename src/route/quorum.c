@@ -811,7 +811,8 @@ leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
     qu->base.env = env;
     qu->base.dialect = d;
     qu->base.cfg = cfg;
-    qu->base.sharded = cfg->sharded;
+    qu->base.fenced = 1;
+    leash__route_init_sharded(&qu->base, 0);
     qu->base.fresh_tokens = 1;
     qu->base.wake_jitter_ms = SPLIT_MAX_MS;
     qu->n = (unsigned)cfg->nseeds;

@@ -630,6 +630,8 @@ leash__route *leash__route_sentinel_new(leash__env *env, const leash__dialect *d
     s->base.dialect = d;
     s->base.cfg = cfg;
     s->base.retry_unreplicated = 1;
+    s->base.orders_queues = 1;
+    leash__route_init_sharded(&s->base, 0);
     s->name = cfg->sentinel_master;
     for (i = 0; i < cfg->nseeds; i++) {
         size_t len = strlen(cfg->seeds[i].host);
@@ -668,6 +670,9 @@ leash__route *leash__route_sentinel_new(leash__env *env, const leash__dialect *d
     }
     leash__route_set_hooks(s->inner, &fwd_hooks, &s->base);
     s->node = s->inner->ops->node(s->inner, 0);
+    /* The master's subscriptions go by this route's pub/sub, which its
+     * locks' messages read: one state for both. */
+    s->node->sharded = &s->base.sharded;
     s->node->cmd.owner = s;
     s->node->cmd.on_down = on_master_down;
 

@@ -190,7 +190,8 @@ leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
     s->base.env = env;
     s->base.dialect = d;
     s->base.cfg = cfg;
-    s->base.sharded = cfg->sharded;
+    s->base.orders_queues = 1;
+    leash__route_init_sharded(&s->base, 0);
     leash__node_init(&s->node, env, cfg->conn, &s->base.sharded, &node_hooks, s);
     return &s->base;
 }

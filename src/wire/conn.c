@@ -412,7 +412,7 @@ static int write_wait(leash__conn *conn, const leash__cmd *cmd) {
 static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     size_t before = leash__sock_unsent(conn->sock);
 
-    if (cmd->publish_arg != 0 && conn->cfg->pubsub_auto &&
+    if (cmd->publish_arg != 0 && conn->cfg->pubsub == LEASH_PUBSUB_AUTO &&
         conn->version < LEASH__VERSION(7, 0, 0) && publish_classic(cmd) != 0)
         return -1;
     stamp_cmd(conn, cmd);
