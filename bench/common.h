@@ -2,7 +2,7 @@
  * What the benchmark programs share: time, CPU pinning and steal, the
  * redis-server they start, INFO commandstats, cpu and memory, redis-benchmark
  * runs, child processes, and leash's own Lua scripts (SCRIPT LOAD of the
- * sources the library itself loads, from src/scripts.c, and the one place
+ * sources the library itself loads, from src/dialect/leash.c, and the one place
  * that knows their arguments and what they write).
  *
  * Every program starts its own redis-server on a free loopback port with
@@ -204,7 +204,7 @@ void bench_bus_delta(const bench_bus *before, const bench_bus *after, bench_bus 
 
 /* ---- leash's scripts: everything that knows their layout ----
  *
- * Only common.c knows leash's Lua scripts (src/scripts.h): the order of
+ * Only common.c knows leash's Lua scripts (src/dialect/leash.c): the order of
  * their KEYS and ARGV, what a lock's value looks like, and which commands
  * each script runs inside the server, from which INFO commandstats tells
  * the scripts' runs apart. A change of the scripts changes common.c alone.

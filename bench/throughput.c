@@ -12,7 +12,7 @@
  * acquire script by EVALSHA on fresh keys (the grant path), then the release
  * script on keys that hold a lock of the token (the release path: GET and
  * DEL). The SHAs come from SCRIPT LOAD of the sources that the library
- * itself loads (src/scripts.c), the arguments from common.c. A cycle costs
+ * itself loads (src/dialect/leash.c), the arguments from common.c. A cycle costs
  * the server one of each, so the limit in cycles/s is
  * 1 / (1/acquires per s + 1/releases per s). redis-benchmark draws its keys
  * at random (__rand_int__), so the release keyspace is filled beforehand
@@ -908,7 +908,7 @@ int main(int argc, char **argv) {
     printf("\nOne client, W lock handles on W distinct keys, each looping try-once acquire -> "
            "release (W operations in flight); cycles counted over %.1f s after %.1f s of "
            "warm-up. Limit = 1 / (1/acquire rate + 1/release rate) of redis-benchmark -P 32 "
-           "calling leash's own scripts by EVALSHA (SHAs from SCRIPT LOAD of src/scripts.c), "
+           "calling leash's own scripts by EVALSHA (SHAs from SCRIPT LOAD of src/dialect/leash.c), "
            "mean of a run before and after the leash runs. CPU per cycle: getrusage of this "
            "process and INFO cpu of the server over the window; server CPU busy = cycles/s x "
            "server CPU per cycle (100%% = the server's one thread never idle). The reference's "

@@ -3,7 +3,9 @@
 # After `cmake --install`, a program outside the tree finds leash either way:
 #   find_package(leash CONFIG REQUIRED)  ->  leash::leash, leash::leash_static
 #   pkg-config --cflags --libs leash
-# Both recreate the hiredis dependency through hiredis's own hiredis.pc.
+# Both recreate the dependencies on hiredis, c-ares and OpenSSL through their
+# own .pc files. All three are private: the shared library links them
+# itself; a program that links the static one links them too.
 #
 # Everything lands relative to the prefix given at install time, so
 # `cmake --install build --prefix DIR` works as well as CMAKE_INSTALL_PREFIX.
@@ -40,9 +42,9 @@ install(TARGETS leash_shared leash_static EXPORT leash-targets
                 COMPONENT Runtime)
 
 # leash-targets.cmake: the imported targets leash::leash (shared) and
-# leash::leash_static. They name PkgConfig::HIREDIS and (the static one,
-# for its link) PkgConfig::OPENSSL, which leash-config.cmake creates before
-# it includes this file.
+# leash::leash_static. The static one names PkgConfig::HIREDIS,
+# PkgConfig::CARES and PkgConfig::OPENSSL for its link, which
+# leash-config.cmake creates before it includes this file.
 install(EXPORT leash-targets
         FILE leash-targets.cmake
         NAMESPACE leash::
@@ -53,10 +55,19 @@ configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/leash-config.cmake.in
   ${PROJECT_BINARY_DIR}/leash-config.cmake
   INSTALL_DESTINATION ${LEASH_INSTALL_CMAKEDIR})
+# Which versions find_package(leash X.Y) accepts follows the soname rule
+# (CMakeLists.txt, leash.h "Structs that grow"): before 1.0 every minor
+# version may change the ABI, so 0.3.x satisfies a request for 0.3 and
+# nothing else; from 1.0 on, any later version of the same major one does.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(_leash_compatibility SameMinorVersion)
+else()
+  set(_leash_compatibility SameMajorVersion)
+endif()
 write_basic_package_version_file(
   ${PROJECT_BINARY_DIR}/leash-config-version.cmake
   VERSION ${PROJECT_VERSION}
-  COMPATIBILITY SameMajorVersion)
+  COMPATIBILITY ${_leash_compatibility})
 install(FILES ${PROJECT_BINARY_DIR}/leash-config.cmake
               ${PROJECT_BINARY_DIR}/leash-config-version.cmake
         DESTINATION ${LEASH_INSTALL_CMAKEDIR}

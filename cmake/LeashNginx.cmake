@@ -63,9 +63,9 @@ if(LEASH_NGINX)
   string(STRIP "${_leash_ngx_ld_opt} ${LEASH_NGINX_LD_OPT}" _leash_ngx_ld_opt)
   file(GLOB _leash_ngx_sources CONFIGURE_DEPENDS
        "${PROJECT_SOURCE_DIR}/nginx/*.c" "${PROJECT_SOURCE_DIR}/nginx/*.h")
-  # leash_metrics shares prefork-server's Prometheus writer (nginx/config).
-  list(APPEND _leash_ngx_sources "${PROJECT_SOURCE_DIR}/examples/prefork-server/metrics.c"
-       "${PROJECT_SOURCE_DIR}/examples/prefork-server/metrics.h")
+  # leash_metrics writes with metrics/prometheus.c (nginx/config).
+  list(APPEND _leash_ngx_sources "${PROJECT_SOURCE_DIR}/metrics/prometheus.c"
+       "${PROJECT_SOURCE_DIR}/metrics/prometheus.h")
   # nginx's Makefile knows no leash header: a module object compiled
   # against an older leash/url.h (a smaller leash_url) would overflow what
   # it allocates. The module's objects are compiled again whenever the

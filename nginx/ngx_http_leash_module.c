@@ -17,8 +17,8 @@
 #include <leash/leash.h>
 #include <leash/url.h>
 
-#include "metrics.h"
 #include "ngx_leash_loop.h"
+#include "prometheus.h"
 
 /* The longest leash_wait and leash_lease: a request that waits longer than
  * an hour has no client left, and a lease is what a crashed worker's lock
@@ -52,7 +52,10 @@ typedef struct {
     ngx_array_t *nodes;               /* leash_cluster, leash_redlock, leash_sentinel: char * */
     leash_sentinel_url *sentinel_url; /* leash_redis redis+sentinel://... */
     char *sentinel_master;            /* leash_sentinel */
-    ngx_msec_t lease;                 /* leash_lease */
+    /* leash_sentinel_user, leash_sentinel_password: the sentinels' own
+     * credentials, over what a redis+sentinel:// URL says */
+    ngx_str_t sentinel_user, sentinel_password;
+    ngx_msec_t lease; /* leash_lease */
     /* leash_tls (NGX_CONF_UNSET: as the URL says), leash_tls_verify */
     ngx_flag_t tls, tls_verify;
     /* leash_tls_ca, _cert, _key (full paths, NUL-terminated), _name */
@@ -142,6 +145,11 @@ static ngx_command_t ngx_http_leash_commands[] = {
      NGX_HTTP_MAIN_CONF_OFFSET, LEASH_TOPOLOGY_REDLOCK, NULL},
     {ngx_string("leash_sentinel"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE, ngx_http_leash_sentinel,
      NGX_HTTP_MAIN_CONF_OFFSET, LEASH_TOPOLOGY_SENTINEL, NULL},
+    {ngx_string("leash_sentinel_user"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, sentinel_user), NULL},
+    {ngx_string("leash_sentinel_password"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_str_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+     offsetof(ngx_http_leash_main_conf_t, sentinel_password), NULL},
     {ngx_string("leash_lease"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_msec_slot,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, lease),
      &ngx_http_leash_lease_bounds},
@@ -455,6 +463,12 @@ static void ngx_http_leash_options(const ngx_http_leash_main_conf_t *mcf, leash_
         opts->nodes_count = (int)mcf->nodes->nelts;
         opts->sentinel_master = mcf->sentinel_master;
     }
+    /* ngx_conf_set_str_slot's strings end in NUL (they are the parsed
+     * configuration's); the library refuses them on another topology. */
+    if (mcf->sentinel_user.data != NULL)
+        opts->sentinel_username = (const char *)mcf->sentinel_user.data;
+    if (mcf->sentinel_password.data != NULL)
+        opts->sentinel_password = (const char *)mcf->sentinel_password.data;
     /* The directives over what a rediss:// URL says. */
     if (mcf->tls != NGX_CONF_UNSET)
         opts->tls = mcf->tls ? 1 : 0;
@@ -507,6 +521,15 @@ static char *ngx_http_leash_init_main_conf(ngx_conf_t *cf, void *conf) {
     ngx_http_leash_main_conf_t *mcf = conf;
 
     ngx_conf_init_msec_value(mcf->lease, 30000);
+    if ((mcf->sentinel_user.data != NULL || mcf->sentinel_password.data != NULL) &&
+        mcf->topology != LEASH_TOPOLOGY_SENTINEL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%s\" goes with Redis Sentinel: leash_sentinel, or leash_redis "
+                           "redis+sentinel://...",
+                           mcf->sentinel_password.data != NULL ? "leash_sentinel_password"
+                                                               : "leash_sentinel_user");
+        return NGX_CONF_ERROR;
+    }
     if (mcf->topology == -1)
         return NGX_CONF_OK;
     return ngx_http_leash_check_client(cf, mcf);
@@ -1043,7 +1066,7 @@ static ngx_int_t ngx_http_leash_metrics_handler(ngx_http_request_t *r) {
     /* This worker's client (zeros where none): each worker is its own
      * target, told apart by the pid label. */
     leash_client_stats(ngx_http_leash_client, &st);
-    n = metrics_write((char *)b->pos, NGX_LEASH_METRICS_MAX, &st, (int)ngx_pid);
+    n = prometheus_write((char *)b->pos, NGX_LEASH_METRICS_MAX, &st, (int)ngx_pid);
     if (n >= NGX_LEASH_METRICS_MAX)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     b->last = b->pos + n;

@@ -23,15 +23,11 @@
 #include "prim/lock.h"
 #include "route/route.h"
 #include "wire/resolve.h"
-#include "wire/tls.h"
 
 struct leash_client {
     uint32_t magic;
     leash__core core;
-    leash__config cfg;
-    leash__conn_cfg conn_cfg;
-    leash__tls *tls; /* with the tls option: the one context of every connection */
-    leash__route_cfg route_cfg;
+    leash__config cfg; /* built in place, then read-only: each layer reads its part */
     leash_stats stats;
     void *data;
     leash_close_cb *close_cb;
@@ -59,7 +55,6 @@ static void destroy(leash_client *c) {
         leash__watchdog_clear(&core->dog);
         core->env.loop.cleanup(core->env.loop.data);
     }
-    leash__tls_free(c->tls);
     leash__config_clear(&c->cfg);
     c->magic = 0;
     free(c);
@@ -90,25 +85,15 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return LEASH_ENOMEM;
-    if ((rc = leash__config_from_options(&c->cfg, opts)) != LEASH_OK) {
+    if ((rc = leash__config_init(&c->cfg, opts)) != LEASH_OK) {
         free(c);
         return rc;
-    }
-    if (c->cfg.tls) {
-        leash__tls_cfg tc = {c->cfg.tls_ca_file, c->cfg.tls_ca_dir, c->cfg.tls_cert_file,
-                             c->cfg.tls_key_file, c->cfg.tls_verify};
-        if ((rc = leash__tls_new(&c->tls, &tc, &c->cfg.log)) != LEASH_OK) {
-            leash__config_clear(&c->cfg);
-            free(c);
-            return rc;
-        }
     }
     leash__dialects_init();
     core = &c->core;
     core->env.log = c->cfg.log;
     if ((rc = leash__resolver_new(&core->env.resolver, &core->env, c->cfg.dns_servers)) !=
         LEASH_OK) {
-        leash__tls_free(c->tls);
         leash__config_clear(&c->cfg);
         free(c);
         return rc;
@@ -116,65 +101,27 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     core->env.stats = &c->stats;
     core->env.settle = settle;
     core->client = c;
-    core->dialect =
-        c->cfg.dialect == LEASH_DIALECT_REDISSON ? &leash__dialect_redisson : &leash__dialect_leash;
-    core->key_prefix = c->cfg.key_prefix;
-    core->db = c->cfg.db;
-    core->fenced = c->cfg.topology == LEASH_TOPOLOGY_REDLOCK;
-    core->wait_replicas = c->cfg.wait_replicas;
-    core->lease_ms = c->cfg.lease_ms;
-    core->renew_ms = c->cfg.renew_interval_ms;
-    core->max_hold_ms = c->cfg.max_hold_ms;
-    core->command_timeout_ms = c->cfg.command_timeout_ms;
+    core->dialect = c->cfg.dialect;
+    core->cfg = &c->cfg.prim;
     leash__list_init(&core->locks);
     leash__list_init(&core->graveyard);
 
-    c->conn_cfg.host = c->cfg.host;
-    c->conn_cfg.port = c->cfg.port;
-    c->conn_cfg.unix_path = c->cfg.unix_path;
-    c->conn_cfg.username = c->cfg.username;
-    c->conn_cfg.password = c->cfg.password;
-    c->conn_cfg.db = c->cfg.db;
-    c->conn_cfg.connect_timeout_ms = c->cfg.connect_timeout_ms;
-    c->conn_cfg.command_timeout_ms = c->cfg.command_timeout_ms;
-    c->conn_cfg.reconnect_min_ms = c->cfg.reconnect_min_ms;
-    c->conn_cfg.reconnect_max_ms = c->cfg.reconnect_max_ms;
-    c->conn_cfg.tls = c->tls;
-    c->conn_cfg.tls_server_name = c->cfg.tls_server_name;
-    c->conn_cfg.scripts = core->dialect->scripts;
-    c->conn_cfg.nscripts = core->dialect->nscripts;
-    c->route_cfg.conn = &c->conn_cfg;
-    c->route_cfg.seeds = c->cfg.nodes;
-    c->route_cfg.nseeds = c->cfg.nnodes;
-    c->route_cfg.sharded = c->cfg.sharded;
-    c->route_cfg.sharded_auto = c->cfg.pubsub == LEASH_PUBSUB_AUTO;
-    c->conn_cfg.pubsub_auto = c->cfg.pubsub == LEASH_PUBSUB_AUTO;
-    if (c->cfg.pubsub == LEASH_PUBSUB_SHARDED) {
-        c->conn_cfg.min_version = LEASH__VERSION(7, 0, 0);
-        c->conn_cfg.min_version_for = "sharded pub/sub (LEASH_PUBSUB_SHARDED)";
-    }
-    c->route_cfg.wait_replicas = c->cfg.wait_replicas;
-    c->route_cfg.wait_timeout_ms = c->cfg.wait_timeout_ms;
-    c->route_cfg.sentinel_master = c->cfg.sentinel_master;
-    c->route_cfg.sentinel_username = c->cfg.sentinel_username;
-    c->route_cfg.sentinel_password = c->cfg.sentinel_password;
     switch (c->cfg.topology) {
     case LEASH_TOPOLOGY_CLUSTER:
-        core->route = leash__route_cluster_new(&core->env, core->dialect, &c->route_cfg);
+        core->route = leash__route_cluster_new(&core->env, core->dialect, &c->cfg.route);
         break;
     case LEASH_TOPOLOGY_REDLOCK:
-        core->route = leash__route_quorum_new(&core->env, core->dialect, &c->route_cfg);
+        core->route = leash__route_quorum_new(&core->env, core->dialect, &c->cfg.route);
         break;
     case LEASH_TOPOLOGY_SENTINEL:
-        core->route = leash__route_sentinel_new(&core->env, core->dialect, &c->route_cfg);
+        core->route = leash__route_sentinel_new(&core->env, core->dialect, &c->cfg.route);
         break;
     default:
-        core->route = leash__route_single_new(&core->env, core->dialect, &c->route_cfg);
+        core->route = leash__route_single_new(&core->env, core->dialect, &c->cfg.route);
         break;
     }
     if (core->route == NULL) {
         leash__resolver_free(core->env.resolver);
-        leash__tls_free(c->tls);
         leash__config_clear(&c->cfg);
         free(c);
         return LEASH_ENOMEM;
@@ -298,9 +245,10 @@ static leash_lock *family_new(leash_client *c, const char *who, const char *name
     if (!client_usable(c))
         return NULL;
     core = &c->core;
-    if (c->cfg.topology == LEASH_TOPOLOGY_REDLOCK) {
+    if (!core->route->orders_queues) {
         leash__log(&core->env.log, LEASH_LOG_ERROR,
-                   "%s: not with LEASH_TOPOLOGY_REDLOCK (a queue needs one server to order it)",
+                   "%s: not on a quorum of servers such as LEASH_TOPOLOGY_REDLOCK (a queue "
+                   "needs one server to order it)",
                    who);
         return NULL;
     }

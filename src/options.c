@@ -375,126 +375,142 @@ static int validate(const leash__logger *lg, const leash_options *o) {
     return LEASH_OK;
 }
 
-static int copy_string(char **dst, const char *src) {
-    if (src == NULL || src[0] == '\0') {
-        *dst = NULL;
-        return 0;
-    }
-    *dst = strdup(src);
-    return *dst == NULL ? -1 : 0;
+/* The bytes a string option's copy takes: 0 for NULL or "" (unset). */
+static size_t text_size(const char *s) {
+    return s == NULL || s[0] == '\0' ? 0 : strlen(s) + 1;
 }
 
-/* The nodes, each parsed into an address over its own copy. */
-static int copy_nodes(leash__config *c, const leash_options *o) {
-    int i;
+/* A string option, and where the part that reads it keeps its copy. */
+typedef struct text_option {
+    const char *from;
+    const char **to;
+} text_option;
 
+/* The string options and the nodes' text into cfg->text (one allocation),
+ * the nodes parsed into cfg->seeds over their copies; the TLS files into
+ * *tls, for the context made from them. 0, or -1 without memory. */
+static int copy_text(leash__config *cfg, leash__tls_cfg *tls, const leash_options *o) {
+    const text_option list[] = {
+        {o->host, &cfg->conn.host},
+        {o->unix_path, &cfg->conn.unix_path},
+        {o->username, &cfg->conn.username},
+        {o->password, &cfg->conn.password},
+        {o->tls_server_name, &cfg->conn.tls_server_name},
+        {o->tls_ca_file, &tls->ca_file},
+        {o->tls_ca_dir, &tls->ca_dir},
+        {o->tls_cert_file, &tls->cert_file},
+        {o->tls_key_file, &tls->key_file},
+        {o->dns_servers, &cfg->dns_servers},
+        {o->sentinel_master, &cfg->route.sentinel_master},
+        {o->sentinel_username, &cfg->route.sentinel_username},
+        {o->sentinel_password, &cfg->route.sentinel_password},
+        {o->key_prefix, &cfg->prim.key_prefix},
+    };
+    size_t n = sizeof(list) / sizeof(list[0]), size = 0, i;
+    char *at;
+
+    for (i = 0; i < n; i++)
+        size += text_size(list[i].from);
+    for (i = 0; i < (size_t)o->nodes_count; i++)
+        size += strlen(o->nodes[i]) + 1;
+    cfg->text = malloc(size > 0 ? size : 1);
+    if (cfg->text == NULL)
+        return -1;
+    cfg->text_size = size;
+    at = cfg->text;
+    for (i = 0; i < n; i++) {
+        size_t len = text_size(list[i].from);
+        *list[i].to = len > 0 ? memcpy(at, list[i].from, len) : NULL;
+        at += len;
+    }
     if (o->nodes_count == 0)
         return 0;
-    c->nodes = calloc((size_t)o->nodes_count, sizeof(*c->nodes));
-    c->node_text = calloc((size_t)o->nodes_count, sizeof(*c->node_text));
-    if (c->nodes == NULL || c->node_text == NULL)
+    cfg->seeds = calloc((size_t)o->nodes_count, sizeof(*cfg->seeds));
+    if (cfg->seeds == NULL)
         return -1;
-    for (i = 0; i < o->nodes_count; i++) {
-        size_t cap = strlen(o->nodes[i]) + 1;
-        c->node_text[i] = malloc(cap);
-        if (c->node_text[i] == NULL)
-            return -1;
-        c->nnodes = i + 1;
-        (void)parse_node(o->nodes[i], c->node_text[i], cap, &c->nodes[i]); /* validated */
+    for (i = 0; i < (size_t)o->nodes_count; i++) {
+        size_t len = strlen(o->nodes[i]) + 1;
+        (void)parse_node(o->nodes[i], at, len, &cfg->seeds[i]); /* validated */
+        at += len;
     }
     return 0;
 }
 
 void leash__config_clear(leash__config *cfg) {
-    free(cfg->host);
-    free(cfg->unix_path);
-    free(cfg->username);
-    if (cfg->password != NULL) {
-        memset(cfg->password, 0, strlen(cfg->password));
-        free(cfg->password);
+    leash__tls_free(cfg->conn.tls);
+    if (cfg->text != NULL) {
+        memset(cfg->text, 0, cfg->text_size); /* the passwords */
+        free(cfg->text);
     }
-    free(cfg->key_prefix);
-    free(cfg->tls_ca_file);
-    free(cfg->tls_ca_dir);
-    free(cfg->tls_cert_file);
-    free(cfg->tls_key_file);
-    free(cfg->tls_server_name);
-    free(cfg->dns_servers);
-    free(cfg->sentinel_master);
-    free(cfg->sentinel_username);
-    if (cfg->sentinel_password != NULL) {
-        memset(cfg->sentinel_password, 0, strlen(cfg->sentinel_password));
-        free(cfg->sentinel_password);
-    }
-    for (int i = 0; i < cfg->nnodes; i++)
-        free(cfg->node_text[i]);
-    free(cfg->node_text);
-    free(cfg->nodes);
+    free(cfg->seeds);
     memset(cfg, 0, sizeof(*cfg));
 }
 
-int leash__config_from_options(leash__config *cfg, const leash_options *given) {
+int leash__config_init(leash__config *cfg, const leash_options *given) {
     leash_options opts, *o = &opts;
-    leash__config c;
-    leash__logger lg;
+    leash__tls_cfg tls = {0};
     int rc;
 
+    memset(cfg, 0, sizeof(*cfg));
     /* Without a struct_size from leash_options_init, not even the log
      * callback can be trusted: refuse silently. */
     if (given->struct_size < OPTIONS_SIZE_0_2 || given->struct_size > LEASH__STRUCT_SIZE_MAX ||
         !size_ends_a_field(given->struct_size))
         return LEASH_EINVAL; /* it ends inside a field added after 0.2 */
-    lg.cb = given->log_cb;
-    lg.arg = given->log_arg;
-    lg.level = given->log_level < LEASH_LOG_ERROR ? LEASH_LOG_ERROR : given->log_level;
-    if ((rc = widen(&lg, o, given)) != LEASH_OK || (rc = validate(&lg, o)) != LEASH_OK)
+    cfg->log.cb = given->log_cb;
+    cfg->log.arg = given->log_arg;
+    cfg->log.level = given->log_level < LEASH_LOG_ERROR ? LEASH_LOG_ERROR : given->log_level;
+    if ((rc = widen(&cfg->log, o, given)) != LEASH_OK ||
+        (rc = validate(&cfg->log, o)) != LEASH_OK) {
+        memset(cfg, 0, sizeof(*cfg));
         return rc;
+    }
+    if (copy_text(cfg, &tls, o) != 0) {
+        leash__config_clear(cfg);
+        return LEASH_ENOMEM;
+    }
+    if (cfg->prim.key_prefix == NULL)
+        cfg->prim.key_prefix = ""; /* "" is a prefix too */
+    cfg->topology = o->topology;
+    cfg->dialect =
+        o->dialect == LEASH_DIALECT_REDISSON ? &leash__dialect_redisson : &leash__dialect_leash;
 
-    memset(&c, 0, sizeof(c));
-    if (copy_string(&c.host, o->host) || copy_string(&c.unix_path, o->unix_path) ||
-        copy_string(&c.username, o->username) || copy_string(&c.password, o->password) ||
-        copy_string(&c.tls_ca_file, o->tls_ca_file) || copy_string(&c.tls_ca_dir, o->tls_ca_dir) ||
-        copy_string(&c.tls_cert_file, o->tls_cert_file) ||
-        copy_string(&c.tls_key_file, o->tls_key_file) ||
-        copy_string(&c.tls_server_name, o->tls_server_name) ||
-        copy_string(&c.dns_servers, o->dns_servers) ||
-        copy_string(&c.sentinel_master, o->sentinel_master) ||
-        copy_string(&c.sentinel_username, o->sentinel_username) ||
-        copy_string(&c.sentinel_password, o->sentinel_password)) {
-        leash__config_clear(&c);
-        return LEASH_ENOMEM;
+    /* wire */
+    cfg->conn.port = o->port;
+    cfg->conn.db = o->db;
+    cfg->conn.connect_timeout_ms = o->connect_timeout_ms;
+    cfg->conn.command_timeout_ms = o->command_timeout_ms;
+    cfg->conn.reconnect_min_ms = o->reconnect_min_ms;
+    cfg->conn.reconnect_max_ms = o->reconnect_max_ms;
+    cfg->conn.scripts = cfg->dialect->scripts;
+    cfg->conn.nscripts = cfg->dialect->nscripts;
+    cfg->conn.pubsub = o->pubsub;
+    if (o->pubsub == LEASH_PUBSUB_SHARDED) {
+        cfg->conn.min_version = LEASH__VERSION(7, 0, 0);
+        cfg->conn.min_version_for = "sharded pub/sub (LEASH_PUBSUB_SHARDED)";
     }
-    c.key_prefix = strdup(o->key_prefix);
-    if (c.key_prefix == NULL) {
-        leash__config_clear(&c);
-        return LEASH_ENOMEM;
+    tls.verify = o->tls_verify;
+    /* route */
+    cfg->route.conn = &cfg->conn;
+    cfg->route.seeds = cfg->seeds;
+    cfg->route.nseeds = o->nodes_count;
+    cfg->route.wait_replicas = o->wait_replicas;
+    cfg->route.wait_timeout_ms = o->wait_timeout_ms;
+    /* hold */
+    cfg->sub_linger_ms = o->sub_linger_ms;
+    /* prim */
+    cfg->prim.conn = &cfg->conn;
+    cfg->prim.route = &cfg->route;
+    cfg->prim.lease_ms = o->lease_ms;
+    cfg->prim.renew_ms = o->renew_interval_ms > 0 ? o->renew_interval_ms : o->lease_ms / 3;
+    if (cfg->prim.renew_ms <= 0)
+        cfg->prim.renew_ms = 1;
+    cfg->prim.max_hold_ms = o->max_hold_ms;
+
+    /* The context every TLS connection shares: its files are read now. */
+    if (o->tls && (rc = leash__tls_new(&cfg->conn.tls, &tls, &cfg->log)) != LEASH_OK) {
+        leash__config_clear(cfg);
+        return rc;
     }
-    c.port = o->port;
-    c.db = o->db;
-    c.lease_ms = o->lease_ms;
-    c.renew_interval_ms = o->renew_interval_ms > 0 ? o->renew_interval_ms : o->lease_ms / 3;
-    if (c.renew_interval_ms <= 0)
-        c.renew_interval_ms = 1;
-    c.max_hold_ms = o->max_hold_ms;
-    c.connect_timeout_ms = o->connect_timeout_ms;
-    c.command_timeout_ms = o->command_timeout_ms;
-    c.reconnect_min_ms = o->reconnect_min_ms;
-    c.reconnect_max_ms = o->reconnect_max_ms;
-    c.sub_linger_ms = o->sub_linger_ms;
-    c.topology = o->topology;
-    c.pubsub = o->pubsub;
-    c.sharded = o->pubsub == LEASH_PUBSUB_SHARDED ||
-                (o->pubsub == LEASH_PUBSUB_AUTO && o->topology == LEASH_TOPOLOGY_CLUSTER);
-    c.wait_replicas = o->wait_replicas;
-    c.wait_timeout_ms = o->wait_timeout_ms;
-    c.dialect = o->dialect;
-    c.tls = o->tls;
-    c.tls_verify = o->tls_verify;
-    if (copy_nodes(&c, o) != 0) {
-        leash__config_clear(&c);
-        return LEASH_ENOMEM;
-    }
-    c.log = lg;
-    *cfg = c;
     return LEASH_OK;
 }

@@ -1,10 +1,25 @@
-/* The client's settings: the user's leash_options, checked and copied. */
+/*
+ * The client's configuration: the user's leash_options, checked once and
+ * laid out as the parts the layers read. Each option is written once, into
+ * the part of the lowest layer that reads it (leash__config_init), and read
+ * there by that layer and the ones above it (through the part's pointers to
+ * the parts below): no layer copies another's field. Built once, then
+ * read-only: the layers get const pointers to their parts.
+ *
+ * A new option: its field in leash.h, its default and its check (options.c),
+ * a field in the part of the layer that reads it, and the line in
+ * leash__config_init that writes it there.
+ */
 #ifndef LEASH_OPTIONS_H
 #define LEASH_OPTIONS_H
 
 #include <leash/leash.h>
 
 #include "base/log.h"
+#include "dialect/dialect.h"
+#include "prim/core.h"
+#include "route/route.h"
+#include "wire/conn.h"
 #include "wire/sock.h"
 
 /* The largest struct_size taken (leash_options, leash_loop): a bigger one
@@ -12,42 +27,29 @@
 #define LEASH__STRUCT_SIZE_MAX 4096
 
 typedef struct leash__config {
-    char *host;
-    int port;
-    char *unix_path;
-    char *username;
-    char *password;
-    int db;
-    char *key_prefix;
-    int64_t lease_ms;
-    int64_t renew_interval_ms;
-    int64_t max_hold_ms;
-    int64_t connect_timeout_ms;
-    int64_t command_timeout_ms;
-    int64_t reconnect_min_ms;
-    int64_t reconnect_max_ms;
-    int64_t sub_linger_ms;
-    int topology;
-    int pubsub;  /* enum leash_pubsub, as asked */
-    int sharded; /* SSUBSCRIBE/SPUBLISH (a server before 7.0 may turn AUTO's off) */
-    int wait_replicas;
-    int64_t wait_timeout_ms;
-    int dialect; /* enum leash_dialect */
-    int tls;
-    char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file, *tls_server_name;
-    int tls_verify;
-    char *dns_servers;     /* NULL: the system's resolvers */
-    char *sentinel_master; /* LEASH_TOPOLOGY_SENTINEL: the master's name */
-    char *sentinel_username, *sentinel_password;
-    leash__sock_addr *nodes; /* nnodes, pointing into node_text */
-    char **node_text;
-    int nnodes;
+    /* The parts, lowest layer first. */
+    leash__conn_cfg conn;    /* wire: every connection's (a route copies it per server) */
+    const char *dns_servers; /* wire: the resolver's; NULL: the system's */
+    leash__route_cfg route;  /* route: .conn is &conn */
+    int64_t sub_linger_ms;   /* hold: the wait queues' */
+    leash__prim_cfg prim;    /* prim: .conn and .route point to the parts below */
+    /* The top's: what the client is made of. */
+    int topology; /* which route (enum leash_topology) */
+    const leash__dialect *dialect;
     leash__logger log;
+    /* What the parts point into: every string option's copy in one
+     * allocation (wiped when freed: it holds the passwords), the nodes'
+     * addresses, and the TLS context (conn.tls) made from the tls options. */
+    char *text;
+    size_t text_size;
+    leash__sock_addr *seeds;
 } leash__config;
 
-/* Checks every option (logging the first bad one) and copies it into *cfg.
- * LEASH_OK, LEASH_EINVAL or LEASH_ENOMEM; *cfg is untouched on failure. */
-int leash__config_from_options(leash__config *cfg, const leash_options *o);
+/* Checks every option (logging the first bad one) and builds *cfg from
+ * them, in place: the parts point into each other, so *cfg must not be
+ * copied. LEASH_OK, LEASH_EINVAL, LEASH_ETLS (a TLS file cannot be used,
+ * logged) or LEASH_ENOMEM; on failure *cfg is left zeroed. */
+int leash__config_init(leash__config *cfg, const leash_options *o);
 void leash__config_clear(leash__config *cfg);
 
 #endif

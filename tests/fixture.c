@@ -212,6 +212,10 @@ int fx_log_contains(const char *needle) {
     return strstr(log_buf, needle) != NULL;
 }
 
+const char *fx_log_text(void) {
+    return log_buf;
+}
+
 void fx_log_clear(void) {
     log_len = 0;
     log_buf[0] = '\0';

@@ -191,6 +191,8 @@ void fx_run_until(fx_loop *loop, fx_result *r, int64_t timeout_ms);
 
 /* The captured log: 1 if a line contains `needle`. */
 int fx_log_contains(const char *needle);
+/* The case's log since the last fx_log_clear, one line a message. */
+const char *fx_log_text(void);
 void fx_log_clear(void);
 void fx_log_cb(int level, const char *msg, void *arg);
 

@@ -12,83 +12,12 @@
 
 #include "check.h"
 #include "failalloc.h"
-#include "leashscripts.h"
-#include "sim.h"
-
-/* ---- recorders ---- */
-
-typedef struct rec {
-    int calls, status;
-} rec;
-
-static int in_call; /* set around calls into leash: no callback may come */
-
-static void on_acquired(leash_lock *l, int status, void *arg) {
-    rec *r = arg;
-    (void)l;
-    CHECK_MSG(!in_call, "acquire callback inside the call that started it");
-    r->calls++;
-    r->status = status;
-}
-
-static void on_released(leash_lock *l, int status, void *arg) {
-    rec *r = arg;
-    (void)l;
-    CHECK_MSG(!in_call, "release callback inside the call that started it");
-    r->calls++;
-    r->status = status;
-}
-
-/* ---- leash's scripts, as the server sees them ---- */
-
-/* Which of leash's scripts cmd runs (EVALSHA or EVAL), -1 for others. */
-static int script_of(const sim_cmd *cmd) {
-    return leash_script_of(cmd->argc, (const char *const *)cmd->argv, cmd->argvlen);
-}
-
-/* The server's clock as the scripts return it. */
-static long long server_ms(void) {
-    return SIM_WALL_S * 1000 + sim_now();
-}
-
-static void grant(sim_cmd *cmd) {
-    /* ARGV[3] of acquire is the count asked for (below 1: a new hold from
-     * a waiter that asks with its age). */
-    int count = atoi(cmd->argv[6]) < 1 ? 1 : atoi(cmd->argv[6]);
-    CHECK_EQ_INT(sim_replyf(cmd->conn, "*4\r\n:1\r\n:77\r\n:%d\r\n:%lld\r\n", count, server_ms()),
-                 0);
-}
-
-static void busy(sim_cmd *cmd, long long pttl) {
-    CHECK_EQ_INT(sim_replyf(cmd->conn, "*4\r\n:0\r\n:%lld\r\n:0\r\n:%lld\r\n", pttl, server_ms()),
-                 0);
-}
-
-/* The oldest pending command on the newest command connection that runs
- * `script`, or NULL. */
-static sim_cmd *pending(sim *s, int script) {
-    sim_conn *c = sim_cmd_conn(s);
-    int i;
-    sim_cmd *cmd;
-    for (i = 0; c != NULL && (cmd = sim_conn_cmd(c, i)) != NULL; i++)
-        if (script_of(cmd) == script)
-            return cmd;
-    return NULL;
-}
-
-static int count_pending(sim *s, int script) {
-    sim_conn *c = sim_cmd_conn(s);
-    int i, n = 0;
-    sim_cmd *cmd;
-    for (i = 0; c != NULL && (cmd = sim_conn_cmd(c, i)) != NULL; i++)
-        n += script_of(cmd) == script;
-    return n;
-}
+#include "sim_fixture.h"
 
 /* Runs until an acquire attempt is the oldest pending command. */
 static sim_cmd *wait_attempt(sim *s) {
     sim_cmd *cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
-    CHECK_EQ_INT(script_of(cmd), LS_ACQUIRE);
+    CHECK_EQ_INT(simfx_script_of(cmd), LS_ACQUIRE);
     return cmd;
 }
 
@@ -102,12 +31,12 @@ static void serve(sim *s, int answer_busy) {
 
     sim_run(s);
     while ((c = sim_cmd_conn(s)) != NULL && (cmd = sim_conn_cmd(c, 0)) != NULL) {
-        switch (script_of(cmd)) {
+        switch (simfx_script_of(cmd)) {
         case LS_ACQUIRE:
             if (answer_busy)
-                busy(cmd, 5000);
+                simfx_busy(cmd, 5000);
             else
-                grant(cmd);
+                simfx_grant(cmd);
             break;
         case LS_RELEASE:
         case LS_FORCE:
@@ -128,11 +57,10 @@ static void serve(sim *s, int answer_busy) {
 
 static leash_client *client_on(sim *s) {
     leash_options o;
-    leash_client *c = NULL;
+    leash_client *c;
     sim_options(s, &o);
     o.lease_ms = 3000;
-    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
-    CHECK_EQ_INT(sim_attach(s, c), LEASH_OK);
+    c = simfx_client(s, &o);
     sim_run(s);
     CHECK(leash_client_connected(c));
     return c;
@@ -151,13 +79,13 @@ TEST(busy_answer_after_a_resubscription_tries_again) {
     sim *s = sim_new();
     leash_client *c;
     leash_lock *l;
-    rec got = {0, 0};
+    simfx_rec got = {0};
     sim_cmd *a;
 
     c = client_on(s);
     l = leash_lock_new(c, "x");
-    CHECK_EQ_INT(leash_acquire(l, LEASH_WAIT_FOREVER, on_acquired, &got), LEASH_OK);
-    busy(wait_attempt(s), 5000);
+    CHECK_EQ_INT(leash_acquire(l, LEASH_WAIT_FOREVER, simfx_on_acquired, &got), LEASH_OK);
+    simfx_busy(wait_attempt(s), 5000);
     /* Subscribed (auto mode confirms), then the covered attempt: */
     a = wait_attempt(s);
     CHECK(sim_sub_conn(s) != NULL);
@@ -165,12 +93,12 @@ TEST(busy_answer_after_a_resubscription_tries_again) {
     sim_run(s);
     sim_advance(s, 50); /* the subscriber connection is back and confirmed */
     CHECK(sim_sub_conn(s) != NULL && sim_conn_subscriptions(sim_sub_conn(s)) == 1);
-    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 1);
-    busy(a, 5000);
+    CHECK_EQ_INT(simfx_count_pending(s, LS_ACQUIRE), 1);
+    simfx_busy(a, 5000);
     sim_run(s);
     /* Not parked: another attempt, without any time passing. */
-    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 1);
-    grant(pending(s, LS_ACQUIRE));
+    CHECK_EQ_INT(simfx_count_pending(s, LS_ACQUIRE), 1);
+    simfx_grant(simfx_pending(s, LS_ACQUIRE));
     sim_run(s);
     CHECK_EQ_INT(got.calls, 1);
     CHECK_EQ_INT(got.status, LEASH_OK);
@@ -182,49 +110,37 @@ TEST(busy_answer_after_a_resubscription_tries_again) {
 /* ---- 9. A woken waiter that leaves hands the wake-up on ---- */
 
 /* Two local waiters of "x", both parked behind a holder elsewhere. */
-static void two_parked_waiters(sim *s, leash_client *c, leash_lock **w1, leash_lock **w2, rec *g1,
-                               rec *g2) {
+static void two_parked_waiters(sim *s, leash_client *c, leash_lock **w1, leash_lock **w2,
+                               simfx_rec *g1, simfx_rec *g2) {
     *w1 = leash_lock_new(c, "x");
     *w2 = leash_lock_new(c, "x");
-    CHECK_EQ_INT(leash_acquire(*w1, LEASH_WAIT_FOREVER, on_acquired, g1), LEASH_OK);
-    busy(wait_attempt(s), 5000);
-    busy(wait_attempt(s), 5000); /* covered now: w1 parks */
-    CHECK_EQ_INT(leash_acquire(*w2, LEASH_WAIT_FOREVER, on_acquired, g2), LEASH_OK);
-    busy(wait_attempt(s), 5000); /* w2 joined a confirmed subscription: parks */
+    CHECK_EQ_INT(leash_acquire(*w1, LEASH_WAIT_FOREVER, simfx_on_acquired, g1), LEASH_OK);
+    simfx_busy(wait_attempt(s), 5000);
+    simfx_busy(wait_attempt(s), 5000); /* covered now: w1 parks */
+    CHECK_EQ_INT(leash_acquire(*w2, LEASH_WAIT_FOREVER, simfx_on_acquired, g2), LEASH_OK);
+    simfx_busy(wait_attempt(s), 5000); /* w2 joined a confirmed subscription: parks */
     sim_run(s);
-    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 0);
-}
-
-/* The release of "x" by its holder elsewhere reaches this client. */
-static void holder_releases(sim *s) {
-    sim_conn *sub = sim_sub_conn(s);
-    const char *chan;
-    size_t len;
-    CHECK(sub != NULL);
-    chan = sim_conn_subscription(sub, 0, &len, NULL);
-    CHECK(chan != NULL);
-    CHECK_EQ_INT(sim_publish(s, chan, len, "0123456789abcdef0123456789abcdef", 32), 1);
-    sim_run(s);
+    CHECK_EQ_INT(simfx_count_pending(s, LS_ACQUIRE), 0);
 }
 
 TEST(woken_waiter_cancelled_hands_the_wake_on) {
     sim *s = sim_new();
     leash_client *c;
     leash_lock *w1, *w2;
-    rec g1 = {0, 0}, g2 = {0, 0};
+    simfx_rec g1 = {0}, g2 = {0};
 
     c = client_on(s);
     two_parked_waiters(s, c, &w1, &w2, &g1, &g2);
-    holder_releases(s);
-    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 1); /* w1's */
+    simfx_publish_release(s);                            /* the holder elsewhere released "x" */
+    CHECK_EQ_INT(simfx_count_pending(s, LS_ACQUIRE), 1); /* w1's */
     /* w1 gives up before its attempt is answered: the lock may be free, and
      * w2 is the only one who can still find out without waiting a lease. */
-    in_call = 1;
+    simfx_in_call = 1;
     CHECK_EQ_INT(leash_cancel(w1), LEASH_OK);
-    in_call = 0;
+    simfx_in_call = 0;
     sim_run(s);
-    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 2); /* w1's, then w2's */
-    serve(s, 0);                                   /* w1's grant is released */
+    CHECK_EQ_INT(simfx_count_pending(s, LS_ACQUIRE), 2); /* w1's, then w2's */
+    serve(s, 0);                                         /* w1's grant is released */
     CHECK_EQ_INT(g1.calls, 1);
     CHECK_EQ_INT(g1.status, LEASH_ECANCELED);
     CHECK_EQ_INT(g2.calls, 1);
@@ -237,16 +153,16 @@ TEST(woken_waiter_whose_attempt_fails_hands_the_wake_on) {
     sim *s = sim_new();
     leash_client *c;
     leash_lock *w1, *w2;
-    rec g1 = {0, 0}, g2 = {0, 0};
+    simfx_rec g1 = {0}, g2 = {0};
 
     c = client_on(s);
     two_parked_waiters(s, c, &w1, &w2, &g1, &g2);
-    holder_releases(s);
+    simfx_publish_release(s); /* the holder elsewhere released "x" */
     CHECK_EQ_INT(sim_reply(sim_cmd_conn(s), "-ERR something went wrong\r\n"), 0);
     sim_run(s);
     CHECK_EQ_INT(g1.calls, 1);
     CHECK_EQ_INT(g1.status, LEASH_EREDIS);
-    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 1); /* w2's, at once */
+    CHECK_EQ_INT(simfx_count_pending(s, LS_ACQUIRE), 1); /* w2's, at once */
     serve(s, 0);
     CHECK_EQ_INT(g2.calls, 1);
     CHECK_EQ_INT(g2.status, LEASH_OK);
@@ -265,30 +181,24 @@ TEST(freeing_a_client_with_a_woken_queue_sends_no_new_attempts) {
     sim *s = sim_new();
     leash_client *c;
     leash_lock *w1, *w2, *more[WAITERS];
-    rec g1 = {0, 0}, g2 = {0, 0}, gm[WAITERS];
-    int i, attempts = 0;
+    simfx_rec g1 = {0}, g2 = {0}, gm[WAITERS];
+    int i;
 
     c = client_on(s);
     two_parked_waiters(s, c, &w1, &w2, &g1, &g2);
     memset(gm, 0, sizeof(gm));
     for (i = 0; i < WAITERS; i++) {
         more[i] = leash_lock_new(c, "x");
-        CHECK_EQ_INT(leash_acquire(more[i], LEASH_WAIT_FOREVER, on_acquired, &gm[i]), LEASH_OK);
-        busy(wait_attempt(s), 5000);
+        CHECK_EQ_INT(leash_acquire(more[i], LEASH_WAIT_FOREVER, simfx_on_acquired, &gm[i]),
+                     LEASH_OK);
+        simfx_busy(wait_attempt(s), 5000);
     }
     sim_run(s);
-    holder_releases(s);
-    CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 1); /* w1's */
+    simfx_publish_release(s);                            /* the holder elsewhere released "x" */
+    CHECK_EQ_INT(simfx_count_pending(s, LS_ACQUIRE), 1); /* w1's */
     leash_client_free(c);
     sim_run(s); /* what the client wrote before it went */
-    for (i = 0; i < sim_conn_count(s); i++) {
-        sim_conn *conn = sim_conn_at(s, i);
-        sim_cmd *cmd;
-        int j;
-        for (j = 0; (cmd = sim_conn_cmd(conn, j)) != NULL; j++)
-            attempts += script_of(cmd) == LS_ACQUIRE;
-    }
-    CHECK_EQ_INT(attempts, 1);
+    CHECK_EQ_INT(simfx_count_unanswered(s, LS_ACQUIRE, NULL), 1);
     CHECK_EQ_INT(g2.calls, 1);
     CHECK_EQ_INT(g2.status, LEASH_ECANCELED);
     sim_free(s);
@@ -309,7 +219,7 @@ typedef struct scenario {
     /* Puts l in its starting state; may answer commands. */
     void (*setup)(sim *s, leash_client *c, leash_lock *l, leash_lock *other);
     /* The call under test; returns its status. */
-    int (*call)(leash_lock *l, rec *acq, rec *rel);
+    int (*call)(leash_lock *l, simfx_rec *acq, simfx_rec *rel);
     int busy; /* the server answers acquires busy (the lock is held elsewhere) */
 } scenario;
 
@@ -318,53 +228,53 @@ static void setup_idle(sim *s, leash_client *c, leash_lock *l, leash_lock *other
 }
 
 static void setup_held(sim *s, leash_client *c, leash_lock *l, leash_lock *other) {
-    rec r = {0, 0};
+    simfx_rec r = {0};
     (void)c, (void)other;
-    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
     serve(s, 0);
     CHECK_EQ_INT(r.status, LEASH_OK);
 }
 
 static void setup_held_twice(sim *s, leash_client *c, leash_lock *l, leash_lock *other) {
-    rec r = {0, 0};
+    simfx_rec r = {0};
     setup_held(s, c, l, other);
-    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
     serve(s, 0);
     CHECK_EQ_INT(r.status, LEASH_OK);
     CHECK_EQ_INT(leash_hold_count(l), 2);
 }
 
-static rec waiting_rec;
+static simfx_rec waiting_rec;
 static void setup_waiting(sim *s, leash_client *c, leash_lock *l, leash_lock *other) {
     (void)c, (void)other;
     memset(&waiting_rec, 0, sizeof(waiting_rec));
-    CHECK_EQ_INT(leash_acquire(l, 5000, on_acquired, &waiting_rec), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 5000, simfx_on_acquired, &waiting_rec), LEASH_OK);
     serve(s, 1);
     sim_advance(s, 10);
     serve(s, 1);
 }
 
-static int call_acquire_once(leash_lock *l, rec *acq, rec *rel) {
+static int call_acquire_once(leash_lock *l, simfx_rec *acq, simfx_rec *rel) {
     (void)rel;
-    return leash_acquire(l, 0, on_acquired, acq);
+    return leash_acquire(l, 0, simfx_on_acquired, acq);
 }
-static int call_acquire_wait(leash_lock *l, rec *acq, rec *rel) {
+static int call_acquire_wait(leash_lock *l, simfx_rec *acq, simfx_rec *rel) {
     (void)rel;
-    return leash_acquire(l, 2000, on_acquired, acq);
+    return leash_acquire(l, 2000, simfx_on_acquired, acq);
 }
-static int call_release(leash_lock *l, rec *acq, rec *rel) {
+static int call_release(leash_lock *l, simfx_rec *acq, simfx_rec *rel) {
     (void)acq;
-    return leash_release(l, on_released, rel);
+    return leash_release(l, simfx_on_released, rel);
 }
-static int call_force(leash_lock *l, rec *acq, rec *rel) {
+static int call_force(leash_lock *l, simfx_rec *acq, simfx_rec *rel) {
     (void)acq;
-    return leash_force_release(l, on_released, rel);
+    return leash_force_release(l, simfx_on_released, rel);
 }
-static int call_cancel(leash_lock *l, rec *acq, rec *rel) {
+static int call_cancel(leash_lock *l, simfx_rec *acq, simfx_rec *rel) {
     (void)acq, (void)rel;
     return leash_cancel(l);
 }
-static int call_free(leash_lock *l, rec *acq, rec *rel) {
+static int call_free(leash_lock *l, simfx_rec *acq, simfx_rec *rel) {
     (void)acq, (void)rel;
     leash_lock_free(l);
     return LEASH_OK;
@@ -396,7 +306,7 @@ static int run_with_failure(const scenario *sc, long n, int how) {
     sim *s = sim_new();
     leash_client *c;
     leash_lock *l, *other;
-    rec acq = {0, 0}, rel = {0, 0};
+    simfx_rec acq = {0}, rel = {0};
     int rc, failed, i, freed = sc->call == call_free;
 
     failalloc_reset();
@@ -408,9 +318,9 @@ static int run_with_failure(const scenario *sc, long n, int how) {
         failalloc_arm(n);
     if (how == FAIL_TIMER_NEW)
         sim_fail_timer_new(s, (int)n);
-    in_call = !freed; /* a free delivers what it cancels inside the call */
+    simfx_in_call = !freed; /* a free delivers what it cancels inside the call */
     rc = sc->call(l, &acq, &rel);
-    in_call = 0;
+    simfx_in_call = 0;
     if (in_loop)
         failalloc_arm(n);
     /* Long enough for renewals (every lease / 3 = 1 s) and for the
@@ -494,7 +404,7 @@ static int create_with_failure(long n, int timers) {
     leash_options o;
     leash_client *c = NULL;
     leash_lock *before, *after = NULL;
-    rec r1 = {0, 0}, r2 = {0, 0};
+    simfx_rec r1 = {0}, r2 = {0};
     int rc, failed, asked1 = 0, asked2 = 0, i;
 
     failalloc_reset();
@@ -513,12 +423,12 @@ static int create_with_failure(long n, int timers) {
         /* Waits that only each handle's own timer can end: the server
          * answers busy for ever. */
         if (rc == LEASH_OK && before != NULL) {
-            rc = leash_acquire(before, 200, on_acquired, &r1);
+            rc = leash_acquire(before, 200, simfx_on_acquired, &r1);
             CHECK(rc == LEASH_OK || rc == LEASH_ENOMEM);
             asked1 = rc == LEASH_OK;
         }
         if (after != NULL) {
-            rc = leash_acquire(after, 200, on_acquired, &r2);
+            rc = leash_acquire(after, 200, simfx_on_acquired, &r2);
             CHECK(rc == LEASH_OK || rc == LEASH_ENOMEM);
             asked2 = rc == LEASH_OK;
         }
@@ -560,7 +470,7 @@ TEST(creating_clients_and_handles_may_fail_anywhere) {
 static int close_calls, close_status;
 static void on_close(int status, void *arg) {
     (void)arg;
-    CHECK_MSG(!in_call, "close callback inside the call that started it");
+    CHECK_MSG(!simfx_in_call, "close callback inside the call that started it");
     close_calls++;
     close_status = status;
 }
@@ -574,7 +484,7 @@ static int close_with_failure(long n, int overtake) {
     sim *s = sim_new();
     leash_client *c;
     leash_lock *held, *twice, *waiting;
-    rec a1 = {0, 0}, a2 = {0, 0}, r2 = {0, 0}, w = {0, 0};
+    simfx_rec a1 = {0}, a2 = {0}, r2 = {0}, w = {0};
     int failed, i;
 
     failalloc_reset();
@@ -583,21 +493,21 @@ static int close_with_failure(long n, int overtake) {
     held = leash_lock_new(c, "held");
     twice = leash_lock_new(c, "twice");
     waiting = leash_lock_new(c, "held");
-    CHECK_EQ_INT(leash_acquire(held, 0, on_acquired, &a1), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(held, 0, simfx_on_acquired, &a1), LEASH_OK);
     serve(s, 0);
-    CHECK_EQ_INT(leash_acquire(twice, 0, on_acquired, &a2), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(twice, 0, simfx_on_acquired, &a2), LEASH_OK);
     serve(s, 0);
     memset(&a2, 0, sizeof(a2));
-    CHECK_EQ_INT(leash_acquire(twice, 0, on_acquired, &a2), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(twice, 0, simfx_on_acquired, &a2), LEASH_OK);
     serve(s, 0);
-    CHECK_EQ_INT(leash_acquire(waiting, 5000, on_acquired, &w), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiting, 5000, simfx_on_acquired, &w), LEASH_OK);
     serve(s, 1);
-    CHECK_EQ_INT(leash_release(twice, on_released, &r2), LEASH_OK); /* in flight */
+    CHECK_EQ_INT(leash_release(twice, simfx_on_released, &r2), LEASH_OK); /* in flight */
     if (n > 0)
         failalloc_arm(n);
-    in_call = 1;
+    simfx_in_call = 1;
     CHECK_EQ_INT(leash_client_close(c, on_close, NULL), LEASH_OK);
-    in_call = 0;
+    simfx_in_call = 0;
     if (overtake) {
         leash_client_free(c);
         CHECK_EQ_INT(close_calls, 1);
@@ -639,7 +549,7 @@ TEST(extra_hold_without_memory_is_refused_and_changes_nothing) {
     sim *s = sim_new();
     leash_client *c;
     leash_lock *l;
-    rec r = {0, 0}, r2 = {0, 0};
+    simfx_rec r = {0}, r2 = {0};
     long n;
     int rc = LEASH_ENOMEM;
 
@@ -648,18 +558,18 @@ TEST(extra_hold_without_memory_is_refused_and_changes_nothing) {
     setup_held(s, c, l, NULL);
     for (n = 1; rc == LEASH_ENOMEM; n++) {
         failalloc_arm(n);
-        in_call = 1;
-        rc = leash_acquire(l, 0, on_acquired, &r);
-        in_call = 0;
+        simfx_in_call = 1;
+        rc = leash_acquire(l, 0, simfx_on_acquired, &r);
+        simfx_in_call = 0;
         failalloc_disarm();
         if (rc != LEASH_ENOMEM)
             break;
         CHECK_EQ_INT(leash_hold_count(l), 1);
         CHECK_EQ_INT(leash_cancel(l), LEASH_ESTATE); /* nothing pending */
-        CHECK_EQ_INT(count_pending(s, LS_ACQUIRE), 0);
+        CHECK_EQ_INT(simfx_count_pending(s, LS_ACQUIRE), 0);
     }
     CHECK_EQ_INT(rc, LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r2), LEASH_ESTATE); /* one is pending */
+    CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r2), LEASH_ESTATE); /* one is pending */
     serve(s, 0);
     CHECK_EQ_INT(r.calls, 1);
     CHECK_EQ_INT(r2.calls, 0);
@@ -672,13 +582,12 @@ TEST(extra_hold_without_memory_is_refused_and_changes_nothing) {
 
 static leash_client *client_waiting_for_replicas(sim *s) {
     leash_options o;
-    leash_client *c = NULL;
+    leash_client *c;
     sim_options(s, &o);
     o.lease_ms = 3000;
     o.wait_replicas = 1;
     o.wait_timeout_ms = 50;
-    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
-    CHECK_EQ_INT(sim_attach(s, c), LEASH_OK);
+    c = simfx_client(s, &o);
     sim_run(s);
     return c;
 }
@@ -699,23 +608,23 @@ TEST(a_grant_too_few_replicas_acknowledged_is_given_back) {
     sim *s = sim_new();
     leash_client *c = client_waiting_for_replicas(s);
     leash_lock *l = leash_lock_new(c, "x");
-    rec r = {0, 0};
+    simfx_rec r = {0};
     sim_cmd *cmd;
     sim_conn *conn;
     char token[64];
 
-    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
     cmd = wait_attempt(s);
     snprintf(token, sizeof(token), "%s", sim_cmd_arg(cmd, 4));
     wait_behind(cmd);
     conn = cmd->conn;
-    grant(cmd);
+    simfx_grant(cmd);
     sim_reply(conn, ":0\r\n"); /* WAIT: no replica */
     sim_run(s);
     CHECK_EQ_INT(r.calls, 1);
     CHECK_EQ_INT(r.status, LEASH_EREPLICAS);
     CHECK(!leash_held(l));
-    cmd = pending(s, LS_RELEASE);
+    cmd = simfx_pending(s, LS_RELEASE);
     CHECK(cmd != NULL);
     CHECK_STR_EQ(sim_cmd_arg(cmd, 4), token);
     leash_client_free(c);
@@ -724,34 +633,29 @@ TEST(a_grant_too_few_replicas_acknowledged_is_given_back) {
 
 /* Enough acknowledgements: granted as usual; a renewal that too few
  * acknowledged loses the hold, LEASH_LOST_REPLICAS. */
-static rec lost_rec;
-static void on_lost(leash_lock *l, int reason, void *arg) {
-    (void)l, (void)arg;
-    lost_rec.calls++;
-    lost_rec.status = reason;
-}
+static simfx_rec lost_rec;
 
 TEST(a_renewal_too_few_replicas_acknowledged_loses_the_hold) {
     sim *s = sim_new();
     leash_client *c = client_waiting_for_replicas(s);
     leash_lock *l = leash_lock_new(c, "x");
-    rec r = {0, 0};
+    simfx_rec r = {0};
     sim_cmd *cmd;
     sim_conn *conn;
 
     memset(&lost_rec, 0, sizeof(lost_rec));
-    leash_on_lost(l, on_lost, NULL);
-    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    leash_on_lost(l, simfx_on_lost, &lost_rec);
+    CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
     cmd = wait_attempt(s);
     wait_behind(cmd);
     conn = cmd->conn;
-    grant(cmd);
+    simfx_grant(cmd);
     sim_reply(conn, ":1\r\n");
     sim_run(s);
     CHECK_EQ_INT(r.status, LEASH_OK);
     CHECK(leash_held(l));
     sim_advance(s, 1000); /* the renewal falls due */
-    cmd = pending(s, LS_RENEW);
+    cmd = simfx_pending(s, LS_RENEW);
     CHECK(cmd != NULL);
     wait_behind(cmd);
     conn = cmd->conn;
@@ -778,26 +682,26 @@ TEST(a_hold_lost_to_too_few_replicas_is_given_back_at_its_deadline) {
     sim *s = sim_new();
     leash_client *c = client_waiting_for_replicas(s);
     leash_lock *l = leash_lock_new(c, "x");
-    rec r = {0, 0};
+    simfx_rec r = {0};
     sim_cmd *cmd;
     sim_conn *conn;
     char token[64];
     int64_t deadline;
 
     memset(&lost_rec, 0, sizeof(lost_rec));
-    leash_on_lost(l, on_lost, NULL);
-    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    leash_on_lost(l, simfx_on_lost, &lost_rec);
+    CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
     cmd = wait_attempt(s);
     snprintf(token, sizeof(token), "%s", sim_cmd_arg(cmd, 4));
     wait_behind(cmd);
     conn = cmd->conn;
-    grant(cmd);
+    simfx_grant(cmd);
     sim_reply(conn, ":1\r\n");
     sim_run(s);
     CHECK_EQ_INT(r.status, LEASH_OK);
     sim_advance(s, 1000); /* the renewal falls due */
     deadline = sim_now() + leash_valid_ms(l);
-    cmd = pending(s, LS_RENEW);
+    cmd = simfx_pending(s, LS_RENEW);
     CHECK(cmd != NULL);
     wait_behind(cmd);
     conn = cmd->conn;
@@ -809,11 +713,11 @@ TEST(a_hold_lost_to_too_few_replicas_is_given_back_at_its_deadline) {
     CHECK(!leash_held(l));
     CHECK_MSG(deadline - sim_now() > 1000, "the deadline is %lld ms ahead",
               (long long)(deadline - sim_now()));
-    CHECK_EQ_INT(count_pending(s, LS_RELEASE), 0);
+    CHECK_EQ_INT(simfx_count_pending(s, LS_RELEASE), 0);
     sim_advance(s, deadline - sim_now() - 1);
-    CHECK_EQ_INT(count_pending(s, LS_RELEASE), 0);
+    CHECK_EQ_INT(simfx_count_pending(s, LS_RELEASE), 0);
     sim_advance(s, 1);
-    cmd = pending(s, LS_RELEASE);
+    cmd = simfx_pending(s, LS_RELEASE);
     CHECK(cmd != NULL);
     CHECK_STR_EQ(sim_cmd_arg(cmd, 4), token);
     leash_client_free(c);
@@ -852,8 +756,7 @@ static leash_client *client_of_version(sim *s, const char *info, void (*tweak)(l
     log_to_engine_log(&o);
     if (tweak != NULL)
         tweak(&o);
-    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
-    CHECK_EQ_INT(sim_attach(s, c), LEASH_OK);
+    c = simfx_client(s, &o);
     cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "INFO");
     CHECK_STR_EQ(sim_cmd_arg(cmd, 1), "server");
     *conn = cmd->conn;
@@ -892,17 +795,17 @@ TEST(the_acquire_goes_in_the_variant_the_servers_version_runs) {
         leash_client *c = client_of_version(s, cases[i].info, NULL, &conn);
         leash_lock *l = leash_lock_new(c, "versioned");
         sim_cmd *cmd;
-        rec r = {0, 0};
+        simfx_rec r = {0};
 
         CHECK(leash_client_connected(c));
-        CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+        CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
         cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
-        CHECK_EQ_INT(script_of(cmd), LS_ACQUIRE);
+        CHECK_EQ_INT(simfx_script_of(cmd), LS_ACQUIRE);
         CHECK_MSG(memcmp(sim_cmd_arg(cmd, 1), (cases[i].newest ? newest : newest->older)->sha,
                          LEASH__SHA_LEN) == 0,
                   "case %zu: the acquire did not go in the %s variant", i,
                   cases[i].newest ? "7.0" : "6.0");
-        grant(cmd);
+        simfx_grant(cmd);
         sim_run(s);
         CHECK_EQ_INT(r.status, LEASH_OK);
         CHECK(i != 3 || strstr(engine_log, "Valkey 8.0.1 (Redis 7.2.4)") != NULL);
@@ -926,7 +829,7 @@ TEST(a_busy_answer_in_the_handshake_is_asked_again) {
     leash_client *c = NULL;
     leash_lock *l;
     sim_cmd *cmd;
-    rec r = {0, 0};
+    simfx_rec r = {0};
     static const char info[] = "# Server\r\nredis_version:7.0.15\r\n";
     char reply[128];
 
@@ -934,8 +837,7 @@ TEST(a_busy_answer_in_the_handshake_is_asked_again) {
     sim_set_auto(s, SIM_AUTO_INFO, 0);
     sim_options(s, &o);
     log_to_engine_log(&o);
-    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
-    CHECK_EQ_INT(sim_attach(s, c), LEASH_OK);
+    c = simfx_client(s, &o);
     cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "INFO");
     CHECK_EQ_INT(sim_reply(cmd->conn, "-BUSY Redis is busy running a script. You can only call "
                                       "SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"),
@@ -946,12 +848,12 @@ TEST(a_busy_answer_in_the_handshake_is_asked_again) {
     sim_run(s);
     CHECK_MSG(strstr(engine_log, "INFO answered BUSY") != NULL, "log: %s", engine_log);
     l = leash_lock_new(c, "busy-info");
-    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
     cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
-    CHECK_EQ_INT(script_of(cmd), LS_ACQUIRE);
+    CHECK_EQ_INT(simfx_script_of(cmd), LS_ACQUIRE);
     CHECK_MSG(memcmp(sim_cmd_arg(cmd, 1), newest->sha, LEASH__SHA_LEN) == 0,
               "the acquire went in the variant for an unknown version");
-    grant(cmd);
+    simfx_grant(cmd);
     sim_run(s);
     CHECK_EQ_INT(r.status, LEASH_OK);
     leash_lock_free(l);
@@ -974,12 +876,12 @@ TEST(sharded_pubsub_asked_of_a_server_before_7_is_refused) {
     sim_conn *conn;
     leash_client *c;
     leash_lock *l;
-    rec r = {0, 0};
+    simfx_rec r = {0};
     int i;
 
     c = client_of_version(s, "# Server\r\nredis_version:6.2.16\r\n", pubsub_sharded, &conn);
     l = leash_lock_new(c, "sharded");
-    CHECK_EQ_INT(leash_acquire(l, 0, on_acquired, &r), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
     for (i = 0; i < 10 && r.calls == 0; i++)
         sim_advance(s, 50);
     CHECK_EQ_INT(r.calls, 1);
@@ -989,7 +891,7 @@ TEST(sharded_pubsub_asked_of_a_server_before_7_is_refused) {
     CHECK_MSG(strstr(engine_log, "sharded pub/sub (LEASH_PUBSUB_SHARDED) needs Redis 7.0.0 or "
                                  "later; the server is 6.2.16") != NULL,
               "log: %s", engine_log);
-    CHECK(pending(s, LS_ACQUIRE) == NULL);
+    CHECK(simfx_pending(s, LS_ACQUIRE) == NULL);
     leash_lock_free(l);
     leash_client_free(c);
     sim_run(s);

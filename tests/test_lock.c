@@ -372,6 +372,47 @@ TEST(a_long_name_leaves_the_redis_error_in_the_log_line) {
     fx_world_down(&w);
 }
 
+/* The trace of the machine (set_state, at debug level): one try-once
+ * acquire and its release are these three lines, in this order, and no
+ * other change of state of the handle. */
+TEST(a_debug_log_traces_each_change_of_state) {
+    static const char *const path[] = {
+        "STATE: IDLE => ATTEMPT (ACQUIRE) lock traced\n",
+        "STATE: ATTEMPT => HELD (GRANTED) lock traced\n",
+        "STATE: HELD => IDLE (RELEASE) lock traced\n",
+    };
+    const char *at, *log;
+    size_t i;
+    int lines = 0;
+    fx_world w;
+    leash_lock *x;
+
+    fx_world_up(&w, 5000, 0);
+    x = leash_lock_new(w.c, "traced");
+    CHECK(x != NULL);
+    fx_log_clear();
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, x, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, x, 5000), LEASH_OK);
+    log = fx_log_text();
+    at = log;
+    for (i = 0; i < sizeof(path) / sizeof(path[0]); i++) {
+        at = strstr(at, path[i]);
+        if (at == NULL)
+            fprintf(stderr, "not in the log, or not after the line before: %s", path[i]);
+        CHECK(at != NULL);
+        at += strlen(path[i]);
+    }
+    for (at = log; *at != '\0'; at = strchr(at, '\n') + 1) {
+        size_t len = (size_t)(strchr(at, '\n') - at), tail = strlen(" lock traced");
+        if (strncmp(at, "STATE: ", 7) == 0 && len > tail &&
+            strncmp(at + len - tail, " lock traced", tail) == 0)
+            lines++;
+    }
+    CHECK_EQ_INT(lines, 3);
+    leash_lock_free(x);
+    fx_world_down(&w);
+}
+
 #define MANY 20000
 static int many_acquired, many_released, many_failed;
 
@@ -626,6 +667,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_loop_that_stalls_past_the_command_timeout_keeps_its_connections),
         TEST_CASE(wrongtype_key_gives_eredis_and_client_stays_usable),
         TEST_CASE(a_long_name_leaves_the_redis_error_in_the_log_line),
+        TEST_CASE(a_debug_log_traces_each_change_of_state),
         TEST_CASE(force_release_wakes_the_waiters_of_every_client),
         TEST_CASE(force_released_holder_is_lost_at_its_next_renewal),
         TEST_CASE(force_release_runs_before_what_follows_it_after_a_script_flush),

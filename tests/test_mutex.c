@@ -21,7 +21,6 @@
  * place's renewals, the place's deadline, the handoff), in every state; in
  * the acquiring states the handle has a place (an attempt answered busy).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +29,9 @@
 
 #include "check.h"
 #include "failalloc.h"
-#include "leashscripts.h"
 #include "prim/lock.h"
 #include "prim/mutex.h"
-#include "sim.h"
+#include "sim_fixture.h"
 
 /* ---- the expected outcome of every cell ----
  * "<state after>" ("=" unchanged, "freed"), then any of: rc=<status of the
@@ -137,95 +135,22 @@ static const char *const event_names[LEASH__EV_COUNT] = {
 
 /* ---- the world of one case ---- */
 
-typedef struct rec {
-    int calls, status;
-} rec;
-
 static sim *S;
 static leash_client *C;
 static leash_lock *L;
 /* A fair lock instead of a mutex: its own acquire and release scripts. */
 static int family;
 static int s_acquire = LS_ACQUIRE, s_release = LS_RELEASE;
-static rec acq, rel, lost, closed;
-static int in_call;
+static simfx_rec acq, rel, lost, closed;
 
-static void on_acq(leash_lock *l, int status, void *arg) {
-    rec *r = arg;
-    (void)l;
-    CHECK_MSG(!in_call, "acquire callback inside the call");
-    r->calls++;
-    r->status = status;
-}
-
-static void on_rel(leash_lock *l, int status, void *arg) {
-    rec *r = arg;
-    (void)l;
-    CHECK_MSG(!in_call, "release callback inside the call");
-    r->calls++;
-    r->status = status;
-}
-
-static void on_lost(leash_lock *l, int reason, void *arg) {
-    rec *r = arg;
-    (void)l;
-    r->calls++;
-    r->status = reason;
-}
-
-static void on_closed(int status, void *arg) {
-    rec *r = arg;
-    r->calls++;
-    r->status = status;
-}
-
-static long long server_ms(void) {
-    return SIM_WALL_S * 1000 + sim_now();
-}
-
-/* The oldest pending command of `script` on the command connection. */
-static sim_cmd *pending(int script) {
-    sim_conn *c = sim_cmd_conn(S);
-    sim_cmd *cmd;
-    int i;
-    for (i = 0; c != NULL && (cmd = sim_conn_cmd(c, i)) != NULL; i++)
-        if (leash_script_of(cmd->argc, (const char *const *)cmd->argv, cmd->argvlen) == script)
-            return cmd;
-    return NULL;
-}
-
-/* Answers the oldest pending command, which must run `script`. */
-static void answer(int script, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void answer(int script, const char *fmt, ...) {
-    sim_conn *c = sim_cmd_conn(S);
-    sim_cmd *cmd = c ? sim_conn_cmd(c, 0) : NULL;
-    char buf[256];
-    va_list ap;
-
-    CHECK_MSG(cmd != NULL && leash_script_of(cmd->argc, (const char *const *)cmd->argv,
-                                             cmd->argvlen) == script,
-              "the oldest pending command is not the expected script %d", script);
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    CHECK_EQ_INT(sim_reply(c, buf), 0);
+static void grant(void) {
+    simfx_grant(simfx_oldest(S, s_acquire));
     sim_run(S);
 }
 
-/* The hold count an acquire asks for: the mutex's argv[6] (below 1: a new
- * hold from a waiter that asks with its age), the family's argv[13]
- * (family.c). */
-static void grant(void) {
-    sim_cmd *cmd = pending(s_acquire);
-    int count;
-
-    CHECK(cmd != NULL);
-    count = atoi(cmd->argv[family ? 13 : 6]);
-    answer(s_acquire, "*4\r\n:1\r\n:77\r\n:%d\r\n:%lld\r\n", count < 1 ? 1 : count, server_ms());
-}
-
 static void busy(void) {
-    answer(s_acquire, "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", server_ms());
+    simfx_busy(simfx_oldest(S, s_acquire), 2000);
+    sim_run(S);
 }
 
 static const char *state(void) {
@@ -233,26 +158,26 @@ static const char *state(void) {
 }
 
 static void run_call(int (*fn)(void), int *rc) {
-    in_call = 1;
+    simfx_in_call = 1;
     *rc = fn();
-    in_call = 0;
+    simfx_in_call = 0;
     sim_run(S);
 }
 
 static int acquire_wait(void) {
-    return leash_acquire(L, 5000, on_acq, &acq);
+    return leash_acquire(L, 5000, simfx_on_acquired, &acq);
 }
 
 static int acquire_once(void) {
-    return leash_acquire(L, 0, on_acq, &acq);
+    return leash_acquire(L, 0, simfx_on_acquired, &acq);
 }
 
 static int release(void) {
-    return leash_release(L, on_rel, &rel);
+    return leash_release(L, simfx_on_released, &rel);
 }
 
 static int force(void) {
-    return leash_force_release(L, on_rel, &rel);
+    return leash_force_release(L, simfx_on_released, &rel);
 }
 
 /* ---- bringing the handle into a state ---- */
@@ -266,14 +191,13 @@ static void up(void) {
     o.lease_ms = 3000;
     o.command_timeout_ms = 5000; /* no silence breaks while replies wait */
     o.sub_linger_ms = 0;
-    CHECK_EQ_INT(leash_client_new(&C, &o), LEASH_OK);
-    CHECK_EQ_INT(sim_attach(S, C), LEASH_OK);
+    C = simfx_client(S, &o);
     sim_run(S);
     /* Confirmations come when a case asks: each event is one event. */
     sim_set_auto(S, SIM_AUTO_SUBSCRIBE, 0);
     L = family ? leash_fair_lock_new(C, "x") : leash_lock_new(C, "x");
     CHECK(L != NULL);
-    leash_on_lost(L, on_lost, &lost);
+    leash_on_lost(L, simfx_on_lost, &lost);
     memset(&acq, 0, sizeof(acq));
     memset(&rel, 0, sizeof(rel));
     memset(&lost, 0, sizeof(lost));
@@ -298,18 +222,6 @@ static void parked(void) {
     CHECK_STR_EQ(state(), "PARKED");
 }
 
-/* A release message on the lock's channel, from elsewhere. */
-static void publish_release(void) {
-    sim_conn *sub = sim_sub_conn(S);
-    const char *chan;
-    size_t len;
-    CHECK(sub != NULL);
-    chan = sim_conn_subscription(sub, 0, &len, NULL);
-    CHECK(chan != NULL);
-    CHECK_EQ_INT(sim_publish(S, chan, len, "0123456789abcdef0123456789abcdef", 32), 1);
-    sim_run(S);
-}
-
 static void synthetic(int type, const leash__answer *a);
 
 /* The family's acquiring states, the handle with a place in the queue. */
@@ -322,9 +234,9 @@ static void into_placed(int st) {
         synthetic(LEASH__EV_TTL, NULL); /* the head looks again */
         break;
     case LEASH__MUTEX_LAST:
-        in_call = 1;
-        rc = leash_acquire(L, 600, on_acq, &acq);
-        in_call = 0;
+        simfx_in_call = 1;
+        rc = leash_acquire(L, 600, simfx_on_acquired, &acq);
+        simfx_in_call = 0;
         CHECK_EQ_INT(rc, LEASH_OK);
         sim_run(S);
         busy(); /* a place; subscribes */
@@ -380,9 +292,9 @@ static void into(int st, int with_release) {
         run_call(acquire_wait, &rc);
         break;
     case LEASH__MUTEX_LAST:
-        in_call = 1;
-        rc = leash_acquire(L, 300, on_acq, &acq);
-        in_call = 0;
+        simfx_in_call = 1;
+        rc = leash_acquire(L, 300, simfx_on_acquired, &acq);
+        simfx_in_call = 0;
         sim_run(S);
         sim_advance(S, 300);
         break;
@@ -397,7 +309,7 @@ static void into(int st, int with_release) {
     case LEASH__MUTEX_NOMEM:
         parked();
         failalloc_arm(1); /* the wake's attempt finds no memory */
-        publish_release();
+        simfx_publish_release(S);
         failalloc_disarm();
         break;
     case LEASH__MUTEX_HELD:
@@ -416,7 +328,7 @@ static void into(int st, int with_release) {
         held();
         run_call(acquire_once, &rc);
         failalloc_arm(1); /* the extra hold's next attempt finds no memory */
-        answer(s_acquire, "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", server_ms());
+        simfx_answer(S, s_acquire, "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", simfx_server_ms());
         failalloc_disarm();
         break;
     }
@@ -448,8 +360,9 @@ static void synthetic(int type, const leash__answer *a) {
 static void answer_or_synthetic(int script, int type, int kind, int status, const char *reply) {
     leash__answer a;
 
-    if (pending(script) != NULL && sim_conn_cmd(sim_cmd_conn(S), 0) == pending(script)) {
-        answer(script, "%s", reply);
+    if (simfx_pending(S, script) != NULL &&
+        sim_conn_cmd(sim_cmd_conn(S), 0) == simfx_pending(S, script)) {
+        simfx_answer(S, script, "%s", reply);
         return;
     }
     memset(&a, 0, sizeof(a));
@@ -475,9 +388,9 @@ static int deliver(int ev) {
         run_call(release, &rc);
         break;
     case LEASH__EV_CANCEL:
-        in_call = 1;
+        simfx_in_call = 1;
         rc = leash_cancel(L);
-        in_call = 0;
+        simfx_in_call = 0;
         sim_run(S);
         break;
     case LEASH__EV_FORCE:
@@ -489,23 +402,23 @@ static int deliver(int ev) {
         sim_run(S);
         break;
     case LEASH__EV_CLOSE:
-        rc = leash_client_close(C, on_closed, &closed);
+        rc = leash_client_close(C, simfx_on_closed, &closed);
         break;
     case LEASH__EV_GRANTED:
         snprintf(reply, sizeof(reply), "*4\r\n:1\r\n:77\r\n:%d\r\n:%lld\r\n",
-                 leash__lock_state(L) == LEASH__MUTEX_EXTRA ? 2 : 1, server_ms());
+                 leash__lock_state(L) == LEASH__MUTEX_EXTRA ? 2 : 1, simfx_server_ms());
         answer_or_synthetic(s_acquire, ev, LEASH__ANS_GRANTED, LEASH_OK, reply);
         break;
     case LEASH__EV_BUSY:
-        snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", server_ms());
+        snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", simfx_server_ms());
         answer_or_synthetic(s_acquire, ev, LEASH__ANS_BUSY, LEASH_OK, reply);
         break;
     case LEASH__EV_LATE:
-        snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", server_ms());
+        snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", simfx_server_ms());
         answer_or_synthetic(s_acquire, ev, LEASH__ANS_LATE, LEASH_OK, reply);
         break;
     case LEASH__EV_GONE:
-        snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:-4\r\n:0\r\n:%lld\r\n", server_ms());
+        snprintf(reply, sizeof(reply), "*4\r\n:0\r\n:-4\r\n:0\r\n:%lld\r\n", simfx_server_ms());
         answer_or_synthetic(s_acquire, ev, LEASH__ANS_GONE, LEASH_OK, reply);
         break;
     case LEASH__EV_FAILED:
@@ -583,7 +496,7 @@ static int status_named(const char *name) {
     test_failf_(__FILE__, __LINE__, "status_named", "unknown name %s in the table", name);
 }
 
-static void check_cb(const char *what, const rec *r, const char *spec, const char *key) {
+static void check_cb(const char *what, const simfx_rec *r, const char *spec, const char *key) {
     const char *p = strstr(spec, key);
     char name[32];
 
@@ -642,7 +555,7 @@ static void cell(int st, int ev) {
         CHECK_MSG(L->queued, "%s: the place is gone, the table says it is kept", what);
     if (strstr(spec, "renewing") != NULL) {
         sim_advance(S, 1); /* the watchdog flushes from the loop */
-        CHECK_MSG(pending(LS_RENEW) != NULL, "%s: no renewal went out", what);
+        CHECK_MSG(simfx_pending(S, LS_RENEW) != NULL, "%s: no renewal went out", what);
     }
     if (ev != LEASH__EV_CLOSE || closed.calls == 0)
         leash_client_free(C);

@@ -634,10 +634,15 @@ refuse "a Sentinel block without a master name" "\"leash_sentinel\": the master'
     "leash_sentinel 127.0.0.1:26379 127.0.0.1:26380;"
 refuse "a Sentinel URL without a master name" '"leash_redis": the master' \
     "leash_redis redis+sentinel://:$PASSWORD@127.0.0.1:26379;"
+refuse "Sentinel credentials without Sentinel" '"leash_sentinel_password" goes with Redis Sentinel' \
+    "leash_redis redis://127.0.0.1:1; leash_sentinel_password $PASSWORD;"
+refuse "a Sentinel user without a password" 'sentinel_username given without a sentinel_password' \
+    "leash_sentinel mymaster 127.0.0.1:26379; leash_sentinel_user watcher;"
 conf "$tmp/good" 1 "leash_cluster 127.0.0.1:7000 127.0.0.1:7001;"
 (nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
     fail "nginx -t refused leash_cluster"
 for sentinel in "leash_sentinel mymaster 127.0.0.1:26379 127.0.0.1:26380;" \
+    "leash_sentinel mymaster 127.0.0.1:26379; leash_sentinel_user w; leash_sentinel_password p;" \
     "leash_redis redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster/1;"; do
     conf "$tmp/good" 1 "$sentinel"
     (nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
@@ -646,7 +651,7 @@ done
 conf "$tmp/good" 1
 (nginx -t -p "$tmp/good" -c "$tmp/good/nginx.conf") >/dev/null 2>&1 ||
     fail "nginx -t refused the good configuration"
-pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease, a queue on Redlock, Sentinel without a master name"
+pass "nginx -t refuses bad schemes, ports, a lock without Redis, two topologies, permits, wait, lease, a queue on Redlock, Sentinel without a master name, Sentinel credentials without Sentinel or without a password"
 
 # ---- 14. keepalive: each request on a connection takes and ends its own lock ----
 

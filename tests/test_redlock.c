@@ -1,13 +1,18 @@
+#define _DEFAULT_SOURCE 1 /* usleep */
 /*
  * Redlock (LEASH_TOPOLOGY_REDLOCK) on 5 real redis-servers that each case
  * starts: exclusion and fences, servers killed and frozen under a hold, a
  * split vote, and fences across many handoffs while servers die and come
- * back after the delayed restart the Redlock algorithm asks for.
+ * back after the delayed restart the Redlock algorithm asks for; the same
+ * on servers whose clocks are 10 s ahead and behind, and where fences go
+ * back then (README "Redlock").
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <hiredis/hiredis.h>
 
 #include "check.h"
 #include "fixture.h"
@@ -539,6 +544,138 @@ TEST(a_frozen_server_creates_no_orphan_hold_when_it_thaws) {
     rw_down(&w);
 }
 
+/* Server s refuses new connections (maxclients 1: the test's own
+ * connection) and drops leash's. */
+static void refuse_connections(rworld *w, int s) {
+    freeReplyObject(test_redis_cmd(&w->s[s], "CONFIG SET maxclients 1"));
+    freeReplyObject(test_redis_cmd(&w->s[s], "CLIENT KILL TYPE normal SKIPME yes"));
+    freeReplyObject(test_redis_cmd(&w->s[s], "CLIENT KILL TYPE pubsub"));
+}
+
+static void accept_connections(rworld *w, int s) {
+    freeReplyObject(test_redis_cmd(&w->s[s], "CONFIG SET maxclients 10000"));
+}
+
+/* At the release one server refuses connections for a while: a majority
+ * releases, and the release reports at once, OK (never "not held"). The
+ * copy for that server is its duty all the same: once the server takes
+ * connections again the key is gone there, before its lease would end, so
+ * a minority left down afterwards (two of five killed) cannot keep a new
+ * acquire waiting for that lease. */
+TEST(a_release_reaches_a_server_that_was_unreachable_at_the_release) {
+    rworld w;
+    leash_client *a, *b;
+    leash_lock *la, *lb;
+    fx_result res = {0};
+    int64_t t0, end;
+    int round;
+
+    rw_up(&w);
+    a = rw_client(&w, 10000);
+    b = rw_client(&w, 10000);
+    la = leash_lock_new(a, "unreached");
+    lb = leash_lock_new(b, "unreached");
+    for (round = 0; round < 5; round++) {
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+        CHECK_EQ_INT(holding_servers(&w, "leash:unreached"), N);
+        refuse_connections(&w, N - 1);
+        t0 = test_now_ms();
+        memset(&res, 0, sizeof(res));
+        CHECK_EQ_INT(leash_release(la, fx_release_cb, &res), LEASH_OK);
+        fx_run_until(w.loop, &res, 5000);
+        CHECK_MSG(res.status == LEASH_OK, "round %d: release %s after %lld ms", round,
+                  leash_strerror(res.status), (long long)(res.at_ms - t0));
+        CHECK_MSG(res.at_ms - t0 < 400, "round %d: release reported after %lld ms", round,
+                  (long long)(res.at_ms - t0));
+        CHECK_EQ_INT(test_redis_int(&w.s[N - 1], "EXISTS leash:unreached"), 1);
+        fx_run_for(w.loop, 300);
+        accept_connections(&w, N - 1);
+        end = test_now_ms() + 3000;
+        while (test_redis_int(&w.s[N - 1], "EXISTS leash:unreached") == 1 && test_now_ms() < end)
+            fx_run_for(w.loop, 20);
+        CHECK_MSG(test_redis_int(&w.s[N - 1], "EXISTS leash:unreached") == 0,
+                  "round %d: the release never reached the server that came back (PTTL %lld)",
+                  round, test_redis_int(&w.s[N - 1], "PTTL leash:unreached"));
+    }
+    /* Two of five down: the three left have no stale hold. */
+    CHECK_EQ_INT(test_redis_kill(&w.s[0]), 0);
+    CHECK_EQ_INT(test_redis_kill(&w.s[1]), 0);
+    t0 = test_now_ms();
+    memset(&res, 0, sizeof(res));
+    CHECK_EQ_INT(leash_acquire(lb, 30000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 31000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_MSG(res.at_ms - t0 < 1500, "granted %lld ms after asking", (long long)(res.at_ms - t0));
+    leash_client_free(a);
+    leash_client_free(b);
+    rw_down(&w);
+}
+
+/* A read-only script that keeps server s busy (every other client is
+ * answered BUSY once lua-time-limit passed) until SCRIPT KILL; on a
+ * connection of its own, whose reply the caller reads after the kill. */
+static redisContext *start_busy_script(rworld *w, int s) {
+    redisContext *busy = redisConnect("127.0.0.1", w->s[s].port);
+    int done = 0;
+
+    CHECK(busy != NULL && busy->err == 0);
+    freeReplyObject(test_redis_cmd(&w->s[s], "CONFIG SET lua-time-limit 10"));
+    CHECK_EQ_INT(redisAppendCommand(busy, "EVAL %s 0", "local i = 0 while true do i = i + 1 end"),
+                 REDIS_OK);
+    while (!done)
+        CHECK_EQ_INT(redisBufferWrite(busy, &done), REDIS_OK);
+    usleep(50 * 1000); /* past lua-time-limit: others get BUSY */
+    return busy;
+}
+
+static void stop_busy_script(rworld *w, int s, redisContext *busy) {
+    void *reply = NULL;
+
+    freeReplyObject(test_redis_cmd(&w->s[s], "SCRIPT KILL"));
+    (void)redisGetReply(busy, &reply); /* the script's error */
+    freeReplyObject(reply);
+    redisFree(busy);
+}
+
+/* One server answers BUSY (a long script) while a majority grants: its
+ * grant copy waits out the BUSY pauses (25, 50, 100 ms...). The holder
+ * releases as soon as the script ends: that server's release copy runs
+ * first (nothing there yet). The grant copy that comes after it must not
+ * leave the key behind on that server: nobody holds it, nobody will
+ * release it, and with two more servers down it keeps every new acquire
+ * waiting for its lease. */
+TEST(a_grant_copy_retried_after_busy_does_not_outlive_the_release) {
+    rworld w;
+    leash_client *a;
+    leash_lock *la;
+    redisContext *busy;
+    int64_t end;
+
+    rw_up(&w);
+    a = rw_client(&w, 10000);
+    la = leash_lock_new(a, "busy-copy");
+    busy = start_busy_script(&w, N - 1);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+    /* The grant copy has bounced off BUSY at about 0, 25 and 75 ms; its
+     * next try comes at about 175 ms. */
+    fx_run_for(w.loop, 100);
+    stop_busy_script(&w, N - 1, busy);
+    CHECK_EQ_INT(fx_release_sync(w.loop, la, 3000), LEASH_OK);
+    CHECK_EQ_INT(holding_servers(&w, "leash:busy-copy"), 0);
+    /* Past every pause the grant copy's deadline (the command timeout,
+     * 500 ms) allows. */
+    end = test_now_ms() + 700;
+    while (test_now_ms() < end) {
+        fx_run_for(w.loop, 20);
+        CHECK_MSG(test_redis_int(&w.s[N - 1], "EXISTS leash:busy-copy") == 0,
+                  "a grant copy set the key after the release (PTTL %lld ms)",
+                  test_redis_int(&w.s[N - 1], "PTTL leash:busy-copy"));
+    }
+    leash_lock_free(la);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
 /* Three clients race for one lock, each closer to different servers (the
  * fault proxy delays the others): votes split. At most one holds at any
  * moment, the others try again, and each gets it in turn. */
@@ -653,6 +790,298 @@ TEST(fences_never_go_back_across_handoffs_while_servers_restart) {
     rw_down(&w);
 }
 
+/* ---- servers whose clocks differ ---- */
+
+/* Server AHEAD's clock runs SKEW_MS ahead of the machine's, BEHIND's
+ * SKEW_MS behind, servers 2, 3 and 4 are on time (support/clock_shift.c).
+ * The clients reach each server through a fault proxy, so that a case
+ * decides which servers a grant can reach (the others refuse connections
+ * and keep their data) apart from which servers lose their data (killed,
+ * restarted empty). */
+enum {
+    AHEAD = 0,
+    BEHIND = 1,
+    SKEW_MS = 10000,
+    SKEW_CLIENTS = 3
+};
+#define ALL_SERVERS ((1u << N) - 1)
+#define THREE(a, b, c) ((1u << (a)) | (1u << (b)) | (1u << (c)))
+
+typedef struct skewed {
+    rworld w;
+    fault_proxy p[N];
+    unsigned up; /* bit i: w.s[i] is reachable */
+    int64_t lease_ms;
+    leash_client *c[SKEW_CLIENTS];
+    uint64_t connects[SKEW_CLIENTS]; /* command connections each has made once ready */
+    int clients;
+    /* A run of handoffs of one name between the first two clients. */
+    leash_lock *turn[2];
+    uint64_t last;
+    int handoffs;
+} skewed;
+
+/* persistent: the servers that run with appendonly (fsync always). */
+static void skewed_up(skewed *k, unsigned persistent, int64_t lease_ms) {
+    int i;
+
+    memset(k, 0, sizeof(*k));
+    for (i = 0; i < N; i++) {
+        test_redis_config cfg = {0};
+        cfg.clock_shift_ms = i == AHEAD ? SKEW_MS : i == BEHIND ? -SKEW_MS : 0;
+        if (persistent & (1u << i))
+            cfg.extra = "appendonly yes\nappendfsync always";
+        CHECK_EQ_INT(test_redis_start(&k->w.s[i], &cfg), 0);
+        CHECK_EQ_INT(fp_start(&k->p[i], k->w.s[i].port), 0);
+    }
+    k->w.loop = fx_loop_new();
+    k->up = ALL_SERVERS;
+    k->lease_ms = lease_ms;
+}
+
+static void skewed_down(skewed *k) {
+    int i;
+
+    for (i = 0; i < k->clients; i++)
+        leash_client_free(k->c[i]);
+    for (i = 0; i < N; i++)
+        fp_stop(&k->p[i]);
+    rw_down(&k->w);
+}
+
+static int count_servers(unsigned set) {
+    int n = 0;
+
+    for (; set != 0; set &= set - 1)
+        n++;
+    return n;
+}
+
+/* "ahead, 2, 3" for the servers of set, into buf. */
+static const char *servers_text(unsigned set, char *buf, size_t cap) {
+    size_t len = 0;
+    int i;
+
+    buf[0] = '\0';
+    for (i = 0; i < N; i++) {
+        if (!(set & (1u << i)))
+            continue;
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "",
+                                i == AHEAD    ? "ahead"
+                                : i == BEHIND ? "behind"
+                                              : "");
+        if (i != AHEAD && i != BEHIND)
+            len += (size_t)snprintf(buf + len, cap - len, "%d", i);
+    }
+    return buf;
+}
+
+/* Runs the loop until every client's command connections to the servers
+ * it reaches are ready (a grant's copy waits for its server's connection
+ * no longer than the command timeout). */
+static void skewed_wait_connected(skewed *k) {
+    int64_t deadline = test_now_ms() + 5000;
+    leash_stats st;
+    int i;
+
+    for (i = 0; i < k->clients; i++) {
+        for (;;) {
+            leash_client_stats(k->c[i], &st);
+            if (st.connects >= k->connects[i])
+                break;
+            CHECK_MSG(test_now_ms() < deadline, "client %d: %llu of %llu connections", i,
+                      (unsigned long long)st.connects, (unsigned long long)k->connects[i]);
+            fx_run_for(k->w.loop, 2);
+        }
+    }
+}
+
+/* A new client of the five, connected to those reachable now (it never
+ * reached the others). */
+static leash_client *skewed_client(skewed *k) {
+    leash_options o;
+    int ports[N], i;
+
+    CHECK(k->clients < SKEW_CLIENTS);
+    for (i = 0; i < N; i++)
+        ports[i] = k->p[i].port;
+    redlock_options(&k->w, &o, ports, k->lease_ms);
+    k->c[k->clients] = fx_client_opts(k->w.loop, &o);
+    k->connects[k->clients] = (uint64_t)count_servers(k->up);
+    k->clients++;
+    skewed_wait_connected(k);
+    return k->c[k->clients - 1];
+}
+
+/* Makes exactly the servers of `up` reachable: the others refuse new
+ * connections and drop the ones they had (keeping their data). */
+static void skewed_reach(skewed *k, unsigned up) {
+    unsigned back = up & ~k->up;
+    int i;
+
+    for (i = 0; i < N; i++) {
+        unsigned bit = 1u << i;
+        if ((up & bit) && !(k->up & bit)) {
+            CHECK_EQ_INT(fp_refuse(&k->p[i], FP_ALL, 0), 0);
+        } else if (!(up & bit) && (k->up & bit)) {
+            CHECK_EQ_INT(fp_refuse(&k->p[i], FP_ALL, 1), 0);
+            CHECK_EQ_INT(fp_cut(&k->p[i], FP_ALL), 0);
+        }
+    }
+    k->up = up;
+    for (i = 0; i < k->clients; i++)
+        k->connects[i] += (uint64_t)count_servers(back);
+    skewed_wait_connected(k);
+}
+
+/* l (whose key is `key`) acquired and released among the servers
+ * reachable now, and gone from all of them before anything changes (a
+ * release copy still on its way when a majority answered lands first).
+ * Its fence. */
+static uint64_t take_and_give_back(skewed *k, leash_lock *l, const char *key) {
+    int64_t deadline;
+    uint64_t fence;
+
+    CHECK_EQ_INT(fx_acquire_sync(k->w.loop, l, 0, 3000), LEASH_OK);
+    fence = leash_fence(l);
+    CHECK_EQ_INT(fx_release_sync(k->w.loop, l, 3000), LEASH_OK);
+    deadline = test_now_ms() + k->lease_ms + 1000;
+    while (holding_servers(&k->w, key) > 0) {
+        CHECK_MSG(test_now_ms() < deadline, "%s still held after its release", key);
+        fx_run_for(k->w.loop, 2);
+    }
+    return fence;
+}
+
+/* The next handoff of the run, among the servers of `up`: a fence above
+ * every earlier one. */
+static void skewed_handoff(skewed *k, unsigned up) {
+    char text[64];
+    uint64_t fence;
+
+    skewed_reach(k, up);
+    fence = take_and_give_back(k, k->turn[k->handoffs % 2], "leash:skewed");
+    CHECK_MSG(fence > k->last, "handoff %d, granted by %s: fence %llu after %llu", k->handoffs,
+              servers_text(up, text, sizeof(text)), (unsigned long long)fence,
+              (unsigned long long)k->last);
+    k->last = fence;
+    k->handoffs++;
+}
+
+/* 61 handoffs between two clients over five servers whose clocks are up
+ * to 20 s apart (one 10 s ahead, one 10 s behind), each granted by servers
+ * the case made reachable: fences only grow.
+ *
+ * First without data loss, the hardest pairs: a majority with the server
+ * ahead grants (its fence is its clock, 10 s above the others'), then the
+ * majority that shares one server only with it, and no clock ahead: that
+ * server's fence floor alone carries the fence. Then each server in turn is
+ * killed and restarted empty a lease later (Redlock's delayed restart),
+ * while the four left grant the lock. Last, a name nobody took since the
+ * server ahead granted it 10 s before, every server having restarted
+ * since: a majority without the server ahead grants it a higher fence, as
+ * more time has passed than the clocks differ (the next case shows the
+ * same a lease later, when not). */
+TEST(fences_grow_with_clocks_10s_ahead_and_behind_while_servers_restart) {
+    skewed k;
+    leash_client *a, *b;
+    leash_lock *idle;
+    uint64_t idle_fence;
+    int64_t idle_at, down_at;
+    int x, y, z, kept;
+
+    skewed_up(&k, 0, 500);
+    a = skewed_client(&k);
+    b = skewed_client(&k);
+    k.turn[0] = leash_lock_new(a, "skewed");
+    k.turn[1] = leash_lock_new(b, "skewed");
+    idle = leash_lock_new(a, "idle");
+    skewed_reach(&k, THREE(AHEAD, 2, 3));
+    idle_fence = take_and_give_back(&k, idle, "leash:idle");
+    idle_at = test_now_ms();
+
+    for (y = 1; y < N; y++)
+        for (z = y + 1; z < N; z++)
+            for (kept = y; kept <= z; kept += z - y) {
+                unsigned with_ahead = THREE(AHEAD, y, z);
+                skewed_handoff(&k, with_ahead);
+                skewed_handoff(&k, (ALL_SERVERS & ~with_ahead) | (1u << kept));
+            }
+
+    for (x = 0; x < N; x++) {
+        unsigned others = ALL_SERVERS & ~(1u << x);
+        skewed_reach(&k, others);
+        CHECK_EQ_INT(test_redis_kill(&k.w.s[x]), 0);
+        down_at = test_now_ms();
+        for (y = 0; y < N; y++)
+            if (y != x)
+                skewed_handoff(&k, others & ~(1u << y));
+        skewed_handoff(&k, others);
+        while (test_now_ms() - down_at < k.lease_ms)
+            fx_run_for(k.w.loop, 10);
+        CHECK_EQ_INT(test_redis_restart(&k.w.s[x]), 0);
+        skewed_handoff(&k, THREE(x, (x + 1) % N, (x + 3) % N));
+        skewed_handoff(&k, ALL_SERVERS);
+    }
+
+    while (test_now_ms() - idle_at < SKEW_MS + TEST_SLACK_MS)
+        fx_run_for(k.w.loop, 20);
+    skewed_reach(&k, THREE(BEHIND, 3, 4));
+    idle = leash_lock_new(b, "idle");
+    CHECK_EQ_INT(fx_acquire_sync(k.w.loop, idle, 0, 3000), LEASH_OK);
+    CHECK_MSG(leash_fence(idle) > idle_fence, "fence %llu after %llu, %lld ms after it",
+              (unsigned long long)leash_fence(idle), (unsigned long long)idle_fence,
+              (long long)(test_now_ms() - idle_at));
+    CHECK_EQ_INT(fx_release_sync(k.w.loop, idle, 3000), LEASH_OK);
+    printf("  %d handoffs, last fence %llu\n", k.handoffs + 2, (unsigned long long)k.last);
+    CHECK(k.handoffs >= 50);
+    skewed_down(&k);
+}
+
+/* Where fences go back: servers 2 and 3 grant with the server ahead (the
+ * fence is its clock, 10 s above theirs), then lose their data and come
+ * back a lease later - the delayed restart Redlock asks for, which keeps
+ * holds apart - and a majority that shares no other server with that
+ * grant takes the lock before the clock difference has passed, through a
+ * client that never reached the server ahead: nothing it reaches knows
+ * the fence, and every clock it reaches is behind the one that made it.
+ * Server 2 came back empty: the fence goes back. Server 3 runs with
+ * appendonly (fsync always) and came back with its floor: the fence grows.
+ * README "Redlock" and leash_fence() say so; if this ever grows, they
+ * must change with it. */
+TEST(a_server_back_empty_sooner_than_the_clocks_differ_can_take_a_fence_back) {
+    skewed k;
+    leash_client *first, *later;
+    leash_lock *l;
+    uint64_t on_2, on_3;
+    int64_t down_at;
+
+    skewed_up(&k, 1u << 3, 500);
+    first = skewed_client(&k);
+    skewed_reach(&k, THREE(AHEAD, 2, 3));
+    on_2 = take_and_give_back(&k, leash_lock_new(first, "on-2"), "leash:on-2");
+    on_3 = take_and_give_back(&k, leash_lock_new(first, "on-3"), "leash:on-3");
+    skewed_reach(&k, THREE(AHEAD, BEHIND, 4));
+    CHECK_EQ_INT(test_redis_kill(&k.w.s[2]), 0);
+    CHECK_EQ_INT(test_redis_kill(&k.w.s[3]), 0);
+    down_at = test_now_ms();
+    while (test_now_ms() - down_at < k.lease_ms)
+        fx_run_for(k.w.loop, 10);
+    CHECK_EQ_INT(test_redis_restart(&k.w.s[2]), 0);
+    CHECK_EQ_INT(test_redis_restart_keeping_data(&k.w.s[3]), 0);
+
+    skewed_reach(&k, THREE(BEHIND, 2, 4));
+    later = skewed_client(&k);
+    l = leash_lock_new(later, "on-2");
+    CHECK_MSG(take_and_give_back(&k, l, "leash:on-2") < on_2,
+              "the fence grew: README \"Redlock\" and leash_fence() say it goes back here");
+    skewed_reach(&k, THREE(BEHIND, 3, 4));
+    l = leash_lock_new(later, "on-3");
+    CHECK_MSG(take_and_give_back(&k, l, "leash:on-3") > on_3,
+              "a server that kept its data did not carry the fence on");
+    skewed_down(&k);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(two_clients_exclude_each_other_and_fences_grow),
@@ -667,7 +1096,11 @@ int main(int argc, char **argv) {
         TEST_CASE(a_renewal_goes_once_to_each_server_when_all_are_well),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
+        TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
+        TEST_CASE(a_grant_copy_retried_after_busy_does_not_outlive_the_release),
         TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),
+        TEST_CASE(fences_grow_with_clocks_10s_ahead_and_behind_while_servers_restart),
+        TEST_CASE(a_server_back_empty_sooner_than_the_clocks_differ_can_take_a_fence_back),
         {0},
     };
     return test_main(argc, argv, cases);

@@ -7,7 +7,6 @@
  * fire exactly once, nothing may leak (failalloc counts the blocks), and a
  * hold the caller was told it does not have must not live on.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,71 +15,18 @@
 
 #include "check.h"
 #include "failalloc.h"
-#include "leashscripts.h"
-#include "sim.h"
-
-typedef struct rec {
-    int calls, status;
-} rec;
+#include "sim_fixture.h"
 
 static sim *S;
 static leash_client *C;
 static leash_lock *L;
-static rec acq, acq2, rel, lost;
+static simfx_rec acq, acq2, rel, lost;
 static int reacquire_rc;
 
-static void on_rec(leash_lock *l, int status, void *arg) {
-    rec *r = arg;
-    (void)l;
-    r->calls++;
-    r->status = status;
-}
-
-static long long server_ms(void) {
-    return SIM_WALL_S * 1000 + sim_now();
-}
-
-static int script_of(const sim_cmd *cmd) {
-    return leash_script_of(cmd->argc, (const char *const *)cmd->argv, cmd->argvlen);
-}
-
-static sim_cmd *pending(int script) {
-    sim_conn *c = sim_cmd_conn(S);
-    sim_cmd *cmd;
-    int i;
-
-    for (i = 0; c != NULL && (cmd = sim_conn_cmd(c, i)) != NULL; i++)
-        if (script_of(cmd) == script)
-            return cmd;
-    return NULL;
-}
-
-/* Answers the oldest pending command, which must run `script`. */
-static void answer(int script, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void answer(int script, const char *fmt, ...) {
-    sim_conn *c = sim_cmd_conn(S);
-    sim_cmd *cmd = c ? sim_conn_cmd(c, 0) : NULL;
-    char buf[256];
-    va_list ap;
-
-    CHECK_MSG(cmd != NULL && script_of(cmd) == script, "the oldest command does not run script %d",
-              script);
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    CHECK_EQ_INT(sim_reply(c, buf), 0);
-    sim_run(S);
-}
-
-/* Grants the oldest pending command, an acquire (its ARGV[3] is the count;
- * below 1: a new hold from a waiter that asks with its age). */
+/* Grants the oldest pending command, an acquire. */
 static void grant(void) {
-    sim_cmd *cmd = sim_conn_cmd(sim_cmd_conn(S), 0);
-    int count;
-
-    CHECK(cmd != NULL);
-    count = atoi(cmd->argv[6]);
-    answer(LS_ACQUIRE, "*4\r\n:1\r\n:77\r\n:%d\r\n:%lld\r\n", count < 1 ? 1 : count, server_ms());
+    simfx_grant(simfx_oldest(S, LS_ACQUIRE));
+    sim_run(S);
 }
 
 static void up(int64_t lease_ms, int64_t command_timeout_ms) {
@@ -92,8 +38,7 @@ static void up(int64_t lease_ms, int64_t command_timeout_ms) {
     o.lease_ms = lease_ms;
     o.command_timeout_ms = command_timeout_ms;
     o.sub_linger_ms = 0;
-    CHECK_EQ_INT(leash_client_new(&C, &o), LEASH_OK);
-    CHECK_EQ_INT(sim_attach(S, C), LEASH_OK);
+    C = simfx_client(S, &o);
     sim_run(S);
     L = leash_lock_new(C, "x");
     CHECK(L != NULL);
@@ -115,20 +60,18 @@ static void down(void) {
 
 /* A held handle with an extra (reentrant) hold on the wire. */
 static void held_with_extra_pending(void) {
-    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(L, 0, simfx_on_acquired, &acq), LEASH_OK);
     sim_run(S);
     grant();
     CHECK_EQ_INT(acq.status, LEASH_OK);
     memset(&acq, 0, sizeof(acq));
-    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(L, 0, simfx_on_acquired, &acq), LEASH_OK);
     sim_run(S);
 }
 
 static void lost_acquires_again(leash_lock *l, int reason, void *arg) {
-    (void)arg;
-    lost.calls++;
-    lost.status = reason;
-    reacquire_rc = leash_acquire(l, 0, on_rec, &acq2);
+    simfx_on_lost(l, reason, arg);
+    reacquire_rc = leash_acquire(l, 0, simfx_on_acquired, &acq2);
 }
 
 /* The extra hold's callback is owed until the lost callback returned: an
@@ -137,7 +80,7 @@ static void lost_acquires_again(leash_lock *l, int reason, void *arg) {
 TEST(a_lost_callback_cannot_acquire_while_an_extra_holds_callback_is_owed) {
     up(3000, 5000);
     leash_lock_set_fixed_lease(L, 3000); /* no renewals in the way */
-    leash_on_lost(L, lost_acquires_again, NULL);
+    leash_on_lost(L, lost_acquires_again, &lost);
     held_with_extra_pending();
     sim_advance(S, 3000); /* the deadline: lost FIXED_LEASE */
     CHECK_EQ_INT(lost.calls, 1);
@@ -147,7 +90,7 @@ TEST(a_lost_callback_cannot_acquire_while_an_extra_holds_callback_is_owed) {
     CHECK_EQ_INT(acq.status, LEASH_ECANCELED);
     CHECK_EQ_INT(acq2.calls, 0);
     /* Once the lost callback returned, the handle takes a new acquire. */
-    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq2), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(L, 0, simfx_on_acquired, &acq2), LEASH_OK);
     down();
 }
 
@@ -156,16 +99,16 @@ TEST(a_lost_callback_cannot_acquire_while_an_extra_holds_callback_is_owed) {
 TEST(a_lost_callback_may_acquire_again_and_gets_its_own_answer) {
     up(3000, 5000);
     leash_lock_set_fixed_lease(L, 3000);
-    leash_on_lost(L, lost_acquires_again, NULL);
-    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq), LEASH_OK);
+    leash_on_lost(L, lost_acquires_again, &lost);
+    CHECK_EQ_INT(leash_acquire(L, 0, simfx_on_acquired, &acq), LEASH_OK);
     sim_run(S);
     grant();
     sim_advance(S, 3000);
     CHECK_EQ_INT(lost.calls, 1);
     CHECK_EQ_INT(reacquire_rc, LEASH_OK);
     CHECK_EQ_INT(acq2.calls, 0);
-    answer(LS_RELEASE, ":-1\r\n"); /* the lost hold's release goes first */
-    CHECK(pending(LS_ACQUIRE) != NULL);
+    simfx_answer(S, LS_RELEASE, ":-1\r\n"); /* the lost hold's release goes first */
+    CHECK(simfx_pending(S, LS_ACQUIRE) != NULL);
     grant();
     CHECK_EQ_INT(acq2.calls, 1);
     CHECK_EQ_INT(acq2.status, LEASH_OK);
@@ -174,9 +117,7 @@ TEST(a_lost_callback_may_acquire_again_and_gets_its_own_answer) {
 }
 
 static void lost_frees_handle(leash_lock *l, int reason, void *arg) {
-    (void)arg;
-    lost.calls++;
-    lost.status = reason;
+    simfx_on_lost(l, reason, arg);
     leash_lock_free(l);
 }
 
@@ -184,9 +125,9 @@ static void lost_frees_handle(leash_lock *l, int reason, void *arg) {
  * handle: the extra hold's callback still fires, once, inside the free. */
 TEST(an_extra_holds_callback_fires_when_the_lost_callback_frees_the_handle) {
     up(3000, 5000);
-    leash_on_lost(L, lost_frees_handle, NULL);
+    leash_on_lost(L, lost_frees_handle, &lost);
     held_with_extra_pending();
-    answer(LS_ACQUIRE, "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", server_ms());
+    simfx_answer(S, LS_ACQUIRE, "*4\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n", simfx_server_ms());
     CHECK_EQ_INT(lost.calls, 1);
     CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
     CHECK_EQ_INT(acq.calls, 1);
@@ -198,13 +139,13 @@ TEST(an_extra_holds_callback_fires_when_the_lost_callback_frees_the_handle) {
  * frees the handle: the release's callback still fires, once. */
 TEST(a_releases_callback_fires_when_the_lost_callback_frees_the_handle) {
     up(3000, 5000);
-    leash_on_lost(L, lost_frees_handle, NULL);
+    leash_on_lost(L, lost_frees_handle, &lost);
     held_with_extra_pending();
     grant(); /* two holds */
     CHECK_EQ_INT(leash_hold_count(L), 2);
-    CHECK_EQ_INT(leash_release(L, on_rec, &rel), LEASH_OK);
+    CHECK_EQ_INT(leash_release(L, simfx_on_released, &rel), LEASH_OK);
     sim_run(S);
-    answer(LS_RELEASE, ":-1\r\n"); /* not ours: gone */
+    simfx_answer(S, LS_RELEASE, ":-1\r\n"); /* not ours: gone */
     CHECK_EQ_INT(lost.calls, 1);
     CHECK_EQ_INT(rel.calls, 1);
     CHECK_EQ_INT(rel.status, LEASH_ECANCELED);
@@ -215,12 +156,12 @@ TEST(a_releases_callback_fires_when_the_lost_callback_frees_the_handle) {
  * comes after it, with the release's own answer. */
 TEST(a_partial_release_that_finds_the_hold_gone_answers_after_the_lost_callback) {
     up(3000, 5000);
-    leash_on_lost(L, lost_acquires_again, NULL);
+    leash_on_lost(L, lost_acquires_again, &lost);
     held_with_extra_pending();
     grant();
-    CHECK_EQ_INT(leash_release(L, on_rec, &rel), LEASH_OK);
+    CHECK_EQ_INT(leash_release(L, simfx_on_released, &rel), LEASH_OK);
     sim_run(S);
-    answer(LS_RELEASE, ":-1\r\n");
+    simfx_answer(S, LS_RELEASE, ":-1\r\n");
     CHECK_EQ_INT(lost.calls, 1);
     CHECK_EQ_INT(reacquire_rc, LEASH_OK);
     CHECK_EQ_INT(rel.calls, 1);
@@ -228,14 +169,12 @@ TEST(a_partial_release_that_finds_the_hold_gone_answers_after_the_lost_callback)
     down();
 }
 
-static rec forced;
+static simfx_rec forced;
 static int force_rc;
 
 static void lost_forces(leash_lock *l, int reason, void *arg) {
-    (void)arg;
-    lost.calls++;
-    lost.status = reason;
-    force_rc = leash_force_release(l, on_rec, &forced);
+    simfx_on_lost(l, reason, arg);
+    force_rc = leash_force_release(l, simfx_on_released, &forced);
 }
 
 /* While a release's callback is owed (it comes after the lost callback),
@@ -243,28 +182,28 @@ static void lost_forces(leash_lock *l, int reason, void *arg) {
  * refused and cannot take the owed callback's answer. */
 TEST(a_lost_callback_cannot_force_release_while_a_releases_callback_is_owed) {
     up(3000, 5000);
-    leash_on_lost(L, lost_forces, NULL);
+    leash_on_lost(L, lost_forces, &lost);
     memset(&forced, 0, sizeof(forced));
     force_rc = 1;
     held_with_extra_pending();
     grant();
     CHECK_EQ_INT(leash_release(L, NULL, NULL), LEASH_OK); /* nobody listens to this one */
     sim_run(S);
-    answer(LS_RELEASE, ":-1\r\n");
+    simfx_answer(S, LS_RELEASE, ":-1\r\n");
     CHECK_EQ_INT(lost.calls, 1);
     CHECK_EQ_INT(force_rc, LEASH_ESTATE);
     CHECK_EQ_INT(forced.calls, 0);
     /* Afterwards the slot is free again. */
-    CHECK_EQ_INT(leash_force_release(L, on_rec, &forced), LEASH_OK);
+    CHECK_EQ_INT(leash_force_release(L, simfx_on_released, &forced), LEASH_OK);
     sim_run(S);
-    answer(LS_FORCE, ":0\r\n");
+    simfx_answer(S, LS_FORCE, ":0\r\n");
     CHECK_EQ_INT(forced.calls, 1);
     CHECK_EQ_INT(forced.status, LEASH_ENOTHELD);
     down();
 }
 
 static void acquired_frees_client(leash_lock *l, int status, void *arg) {
-    on_rec(l, status, arg);
+    simfx_on_acquired(l, status, arg);
     leash_client_free(C);
     C = NULL;
 }
@@ -272,10 +211,8 @@ static void acquired_frees_client(leash_lock *l, int status, void *arg) {
 /* leash_lock_free of a held handle runs its queued ECANCELED, whose
  * callback frees the client: the hold is released once, nothing leaks. */
 TEST(a_callback_run_by_a_lock_free_may_free_the_client) {
-    int i, releases = 0;
-
     up(3000, 5000);
-    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(L, 0, simfx_on_acquired, &acq), LEASH_OK);
     sim_run(S);
     grant();
     CHECK_EQ_INT(leash_acquire(L, 0, acquired_frees_client, &acq2), LEASH_OK);
@@ -286,14 +223,7 @@ TEST(a_callback_run_by_a_lock_free_may_free_the_client) {
     CHECK_EQ_INT(acq2.status, LEASH_ECANCELED);
     CHECK(C == NULL);
     sim_run(S);
-    for (i = 0; i < sim_conn_count(S); i++) {
-        sim_conn *c = sim_conn_at(S, i);
-        sim_cmd *cmd;
-        int j;
-        for (j = 0; (cmd = sim_conn_cmd(c, j)) != NULL; j++)
-            releases += script_of(cmd) == LS_RELEASE;
-    }
-    CHECK_EQ_INT(releases, 1);
+    CHECK_EQ_INT(simfx_count_unanswered(S, LS_RELEASE, NULL), 1);
     down();
 }
 
@@ -305,7 +235,7 @@ TEST(completions_queued_behind_a_callback_that_frees_the_client_still_fire) {
     up(3000, 5000);
     b = leash_lock_new(C, "y");
     CHECK_EQ_INT(leash_acquire(L, 5000, acquired_frees_client, &acq), LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(b, 5000, on_rec, &acq2), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 5000, simfx_on_acquired, &acq2), LEASH_OK);
     sim_run(S);
     CHECK_EQ_INT(leash_cancel(L), LEASH_OK);
     CHECK_EQ_INT(leash_cancel(b), LEASH_OK);
@@ -329,7 +259,7 @@ TEST(commands_expiring_behind_a_callback_that_frees_the_client_are_settled) {
     sim_run(S);
     CHECK(!leash_client_connected(C));
     CHECK_EQ_INT(leash_acquire(L, 0, acquired_frees_client, &acq), LEASH_OK);
-    CHECK_EQ_INT(leash_force_release(f, on_rec, &rel), LEASH_OK);
+    CHECK_EQ_INT(leash_force_release(f, simfx_on_released, &rel), LEASH_OK);
     sim_advance(S, 250);
     CHECK(C == NULL);
     CHECK_EQ_INT(acq.calls, 1);
@@ -345,29 +275,23 @@ TEST(commands_expiring_behind_a_callback_that_frees_the_client_are_settled) {
 TEST(a_late_resend_that_ends_the_acquire_releases_an_earlier_copys_grant) {
     sim_cmd *cmd;
     char token[64];
-    int i, releases = 0;
+    int releases;
 
     up(3000, 200);
-    CHECK_EQ_INT(leash_acquire(L, 0, on_rec, &acq), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(L, 0, simfx_on_acquired, &acq), LEASH_OK);
     sim_run(S);
-    cmd = pending(LS_ACQUIRE);
+    cmd = simfx_pending(S, LS_ACQUIRE);
     CHECK(cmd != NULL);
     snprintf(token, sizeof(token), "%s", sim_cmd_arg(cmd, 4));
     sim_close(sim_cmd_conn(S)); /* copy 1 ran; its answer is lost */
     sim_run(S);
     cmd = sim_wait_cmd(S, SIM_ROLE_CMD, "EVALSHA"); /* copy 2, on the new connection */
     CHECK_STR_EQ(sim_cmd_arg(cmd, 4), token);
-    answer(LS_ACQUIRE, "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", server_ms());
+    simfx_answer(S, LS_ACQUIRE, "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", simfx_server_ms());
     CHECK_EQ_INT(acq.calls, 1);
     CHECK_EQ_INT(acq.status, LEASH_ECONN);
     sim_advance(S, 1000);
-    for (i = 0; i < sim_conn_count(S); i++) {
-        sim_conn *c = sim_conn_at(S, i);
-        int j;
-        for (j = 0; (cmd = sim_conn_cmd(c, j)) != NULL; j++)
-            if (script_of(cmd) == LS_RELEASE && strcmp(sim_cmd_arg(cmd, 4), token) == 0)
-                releases++;
-    }
+    releases = simfx_count_unanswered(S, LS_RELEASE, token);
     CHECK_MSG(releases > 0, "the grant copy 1 may have made is never released");
     down();
 }

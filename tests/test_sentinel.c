@@ -2,15 +2,10 @@
  * leash through Redis Sentinel (tests/support/redis_sentinel.h: one
  * master, two replicas, three sentinels on loopback, down-after 2000 ms):
  * discovery, failovers asked for and forced, the old master back as a
- * replica, and credentials on both sides; and with a fake sentinel of the
- * case's own, a replica named as the master (ROLE) and a master demoted
- * under a connected client (-READONLY).
- *
- * Not here yet: TLS to the sentinels and the data nodes. The sentinel
- * connections are ordinary leash__conn ones with their own conn_cfg
- * copied from the client's, so they take TLS with the TLS work; the case
- * to add then is this file's credentials case with tls on both sides
- * (redis-server --tls-port, sentinel tls-replication and tls-port).
+ * replica, credentials on both sides and TLS to both (one fixture); and
+ * with a fake sentinel of the case's own, a replica named as the master
+ * (ROLE), a master demoted under a connected client (-READONLY), and a
+ * discovery answer that arrives after a +switch-master.
  */
 #define _GNU_SOURCE /* MAP_ANONYMOUS, strcasecmp */
 
@@ -69,6 +64,10 @@ static void sw_options(sworld *w, leash_options *o, int64_t lease_ms, int wait_r
     o->password = w->t.cfg.data_password;
     o->wait_replicas = wait_replicas;
     o->wait_timeout_ms = 200;
+    if (w->t.cfg.tls_dir != NULL) {
+        o->tls = 1;
+        o->tls_ca_file = test_tls_file(0, "ca.pem");
+    }
 }
 
 static leash_client *sw_client(sworld *w, int64_t lease_ms, int wait_replicas) {
@@ -125,6 +124,40 @@ static void probe_for(sworld *w, prober *p, int64_t ms) {
     }
 }
 
+#ifdef LEASH_TEST_CLI
+/* The leash tool with args in a process of its own, its output (and
+ * errors) into path: for `watch`, which runs until it is stopped. */
+static pid_t cli_start(const char *args, const char *path) {
+    char cmd[2048];
+    pid_t pid;
+
+    snprintf(cmd, sizeof cmd, "exec %s %s > '%s' 2>&1", LEASH_TEST_CLI, args, path);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Stops it (SIGTERM: it ends as on Ctrl-C) and reads what it wrote. */
+static void cli_stop(pid_t pid, const char *path, char *out, size_t cap) {
+    FILE *f;
+    size_t n = 0;
+
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    f = fopen(path, "r");
+    if (f != NULL) {
+        n = fread(out, 1, cap - 1, f);
+        fclose(f);
+    }
+    out[n] = '\0';
+}
+#endif
+
 /* The guidelines' first step: any one sentinel that answers will do. */
 TEST(discovery_through_any_one_sentinel_while_the_others_are_down) {
     sworld w;
@@ -160,6 +193,10 @@ TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
     fx_result lost = {0}, woken = {0};
     int m, n;
     int64_t released_at;
+#ifdef LEASH_TEST_CLI
+    char path[600], args[512], out[16384];
+    pid_t watcher;
+#endif
 
     sw_up(&w, NULL);
     a = sw_client(&w, 3000, 1);
@@ -169,6 +206,13 @@ TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
     leash_on_lost(holder, fx_lost_cb, &lost);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
     CHECK_EQ_INT(leash_acquire(waiter, LEASH_WAIT_FOREVER, fx_acquire_cb, &woken), LEASH_OK);
+#ifdef LEASH_TEST_CLI
+    /* `leash watch` through the sentinels follows the failover too. */
+    snprintf(path, sizeof path, "%s/watch.out", test_tmpdir());
+    snprintf(args, sizeof args, "-u redis+sentinel://%s,%s,%s/%s watch moved --json", w.text[0],
+             w.text[1], w.text[2], TEST_SENTINEL_MASTER);
+    watcher = cli_start(args, path);
+#endif
     fx_run_for(w.loop, 300);
     CHECK_EQ_INT(woken.calls, 0);
     m = test_sentinel_master(&w.t);
@@ -189,6 +233,17 @@ TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
     CHECK_EQ_INT(woken.status, LEASH_OK);
     CHECK(woken.at_ms - released_at < 1000 + TEST_SLACK_MS);
     CHECK_EQ_INT(fx_release_sync(w.loop, waiter, 5000), LEASH_OK);
+#ifdef LEASH_TEST_CLI
+    fx_run_for(w.loop, 300);
+    cli_stop(watcher, path, out, sizeof out);
+    snprintf(args, sizeof args,
+             "\"event\":\"master\",\"source\":\"sentinel\",\"lock\":\"moved\","
+             "\"address\":\"127.0.0.1:%d\"",
+             w.t.data[n].port);
+    CHECK_MSG(strstr(out, args) != NULL, "watch said: %s", out);
+    CHECK_MSG(strstr(out, "\"event\":\"released\"") != NULL, "watch said: %s", out);
+    CHECK_MSG(strstr(out, "\"event\":\"expired\"") == NULL, "watch said: %s", out);
+#endif
     leash_lock_free(holder);
     leash_lock_free(waiter);
     leash_client_free(a);
@@ -207,6 +262,10 @@ TEST(a_killed_master_keeps_the_hold_with_wait_replicas) {
     prober p;
     fx_result lost = {0};
     int m, n = -1, i;
+#ifdef LEASH_TEST_CLI
+    char path[600], args[512], out[16384];
+    pid_t watcher;
+#endif
 
     sw_up(&w, NULL);
     a = sw_client(&w, 10000, 1);
@@ -217,6 +276,14 @@ TEST(a_killed_master_keeps_the_hold_with_wait_replicas) {
     p.l = leash_lock_new(b, "kept");
     p.holder = holder;
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+#ifdef LEASH_TEST_CLI
+    /* `leash watch` loses its master and asks the sentinels again. */
+    snprintf(path, sizeof path, "%s/watch-kill.out", test_tmpdir());
+    snprintf(args, sizeof args, "-u redis+sentinel://%s,%s,%s/%s watch kept --json", w.text[0],
+             w.text[1], w.text[2], TEST_SENTINEL_MASTER);
+    watcher = cli_start(args, path);
+    probe_for(&w, &p, 300);
+#endif
     m = test_sentinel_master(&w.t);
     CHECK_EQ_INT(test_redis_kill(&w.t.data[m]), 0);
     for (i = 0; i < FAILOVER_MS / 100 && (n = test_sentinel_new_master(&w.t, m)) < 0; i++)
@@ -241,6 +308,16 @@ TEST(a_killed_master_keeps_the_hold_with_wait_replicas) {
     CHECK(p.grants > 0);
     CHECK_EQ_INT(p.violations, 0);
     CHECK_EQ_INT(script_calls(&w.t.data[m]), 0);
+#ifdef LEASH_TEST_CLI
+    cli_stop(watcher, path, out, sizeof out);
+    snprintf(args, sizeof args,
+             "\"event\":\"master\",\"source\":\"sentinel\",\"lock\":\"kept\","
+             "\"address\":\"127.0.0.1:%d\"",
+             w.t.data[n].port);
+    CHECK_MSG(strstr(out, args) != NULL, "watch said: %s", out);
+    CHECK_MSG(strstr(out, "\"event\":\"released\"") != NULL, "watch said: %s", out);
+    CHECK_MSG(strstr(out, "\"event\":\"expired\"") == NULL, "watch said: %s", out);
+#endif
     leash_lock_free(holder);
     leash_lock_free(p.l);
     leash_client_free(a);
@@ -289,39 +366,70 @@ TEST(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked) {
     sw_down(&w);
 }
 
-/* Sentinels with a password of their own, data nodes with an ACL user:
- * each side takes its own credentials; a wrong sentinel password is
- * LEASH_EAUTH with a log line naming the sentinel. */
-TEST(sentinel_and_data_credentials_are_separate) {
+/* A client of options o whose acquire fails `status`, with a log line
+ * naming the first sentinel. */
+static void refused_by_sentinels(sworld *w, const leash_options *o, int status) {
+    leash_client *c;
+    leash_lock *l;
+    char name[96];
+
+    fx_log_clear();
+    c = fx_client_opts(w->loop, o);
+    l = leash_lock_new(c, "refused");
+    CHECK_EQ_INT(fx_acquire_sync(w->loop, l, 0, 8000), status);
+    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d: ",
+             w->t.cfg.tls_dir != NULL ? w->t.sentinel[0].tls_port : w->t.sentinel[0].port);
+    CHECK(fx_log_contains(name));
+    leash_lock_free(l);
+    leash_client_free(c);
+}
+
+/* Sentinels with a password of their own, data nodes with an ACL user,
+ * TLS to both (the sentinels name the data nodes' TLS ports): each side
+ * takes its own credentials; a wrong sentinel password is LEASH_EAUTH,
+ * and a CA that did not sign the sentinels' certificates LEASH_ETLS, each
+ * with a log line naming the sentinel. */
+TEST(sentinel_and_data_credentials_are_separate_over_tls) {
     test_sentinel_config cfg = {0};
     sworld w;
     leash_options o;
     leash_client *c;
     leash_lock *l;
-    char name[64];
+    char name[96];
+    int m;
 
     cfg.sentinel_password = "watchers-secret";
     cfg.data_user = "locker";
     cfg.data_password = "data-secret";
+    cfg.tls_dir = test_tls_certs();
+    CHECK(cfg.tls_dir != NULL);
     sw_up(&w, &cfg);
-    c = sw_client(&w, 5000, 0);
+    m = test_sentinel_master(&w.t);
+    CHECK(m >= 0);
+    fx_log_clear();
+    c = sw_client(&w, 5000, 1);
     l = leash_lock_new(c, "authed");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+    CHECK(script_calls(&w.t.data[m]) > 0);
+    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d ready",
+             w.t.sentinel[0].tls_port);
+    CHECK(fx_log_contains(name));
+    snprintf(name, sizeof name, "command connection to 127.0.0.1:%d ready", w.t.data[m].tls_port);
+    CHECK(fx_log_contains(name));
     CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     leash_lock_free(l);
     leash_client_free(c);
 
+    /* Another CA: no sentinel is trusted. */
+    sw_options(&w, &o, 5000, 0);
+    o.tls_ca_file = test_tls_file(1, "other-ca.pem");
+    refused_by_sentinels(&w, &o, LEASH_ETLS);
+    CHECK(fx_log_contains("certificate verify failed"));
+
     /* Wrong sentinel password. */
     sw_options(&w, &o, 5000, 0);
     o.sentinel_password = "wrong";
-    fx_log_clear();
-    c = fx_client_opts(w.loop, &o);
-    l = leash_lock_new(c, "authed");
-    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 8000), LEASH_EAUTH);
-    snprintf(name, sizeof name, "sentinel connection to 127.0.0.1:%d", w.t.sentinel[0].port);
-    CHECK(fx_log_contains(name));
-    leash_lock_free(l);
-    leash_client_free(c);
+    refused_by_sentinels(&w, &o, LEASH_EAUTH);
 
     /* Right sentinel password, wrong data password. */
     sw_options(&w, &o, 5000, 0);
@@ -336,51 +444,118 @@ TEST(sentinel_and_data_credentials_are_separate) {
 
 /* ---- a fake sentinel: it names whatever port the test says ---- */
 
+/* What the test and the fake sentinel's process share (MAP_SHARED). */
+typedef struct fake_shared {
+    volatile int master_port; /* what get-master-addr-by-name names */
+    /* The get-master-addr-by-name question of this number (1: the
+     * first) is held, its answer made then, until the test sets
+     * release: an answer on its way while a switch happens. 0: none. */
+    volatile int hold_question;
+    volatile int held;    /* 1 while the held question waits */
+    volatile int release; /* set by the test: send the held answer */
+    volatile int publish; /* bumped by the test: message to the subscribers */
+    char message[128];    /* a +switch-master message */
+} fake_shared;
+
 /* A process of the case's own that answers as a sentinel would: SENTINEL
- * get-master-addr-by-name names 127.0.0.1:*port (shared memory, changed
- * by the test at any time), SENTINEL sentinels is empty, SUBSCRIBE is
- * confirmed, anything else is +OK. It lets a case name a replica as the
- * master, which real sentinels never do on purpose. */
+ * get-master-addr-by-name names 127.0.0.1:master_port, SENTINEL sentinels
+ * is empty, SUBSCRIBE is confirmed (and +switch-master messages come when
+ * the test says), anything else is +OK. It lets a case name a replica as
+ * the master, which real sentinels never do on purpose, and order a
+ * switch and an answer as it likes. */
 typedef struct fake_sentinel {
     pid_t pid;
     int port;
-    volatile int *master_port; /* MAP_SHARED */
+    fake_shared *sh;
 } fake_sentinel;
 
-static void fake_answer(int fd, const redisReply *r, int master_port) {
+static void fake_write(int fd, const char *out, int n) {
+    if (n > 0 && write(fd, out, (size_t)n) != n)
+        return;
+}
+
+static int fake_addr(char *out, size_t cap, int master_port) {
+    char port[16];
+
+    snprintf(port, sizeof port, "%d", master_port);
+    return snprintf(out, cap, "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port), port);
+}
+
+typedef struct fake_state {
+    int questions;      /* get-master-addr-by-name questions so far */
+    int held_fd;        /* -1, or where the held answer goes */
+    int held_port;      /* what it names: the master when it was asked */
+    int subscribed[16]; /* per connection, as struct pollfd p[] */
+} fake_state;
+
+static void fake_answer(fake_shared *sh, fake_state *st, int slot, int fd, const redisReply *r) {
     char out[256];
     int n;
+    size_t i;
 
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1)
         return;
     if (r->elements >= 2 && strcasecmp(r->element[0]->str, "SENTINEL") == 0 &&
         strcasecmp(r->element[1]->str, "get-master-addr-by-name") == 0) {
-        char port[16];
-        snprintf(port, sizeof port, "%d", master_port);
-        n = snprintf(out, sizeof out, "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port),
-                     port);
+        if (++st->questions == sh->hold_question) {
+            st->held_fd = fd;
+            st->held_port = sh->master_port;
+            sh->held = 1;
+            return;
+        }
+        n = fake_addr(out, sizeof out, sh->master_port);
     } else if (strcasecmp(r->element[0]->str, "SENTINEL") == 0) {
         n = snprintf(out, sizeof out, "*0\r\n");
-    } else if (strcasecmp(r->element[0]->str, "SUBSCRIBE") == 0 && r->elements == 2) {
-        n = snprintf(out, sizeof out, "*3\r\n$9\r\nsubscribe\r\n$%zu\r\n%s\r\n:1\r\n",
-                     r->element[1]->len, r->element[1]->str);
+    } else if (strcasecmp(r->element[0]->str, "SUBSCRIBE") == 0) {
+        st->subscribed[slot] = 1;
+        for (i = 1; i < r->elements; i++) {
+            n = snprintf(out, sizeof out, "*3\r\n$9\r\nsubscribe\r\n$%zu\r\n%s\r\n:%zu\r\n",
+                         r->element[i]->len, r->element[i]->str, i);
+            fake_write(fd, out, n);
+        }
+        return;
     } else {
         n = snprintf(out, sizeof out, "+OK\r\n");
     }
-    if (write(fd, out, (size_t)n) != n)
-        return;
+    fake_write(fd, out, n);
 }
 
-static void fake_serve(int lfd, volatile int *master_port) {
+/* What the test asked for since the last look: the held answer, a
+ * message to every subscriber. */
+static void fake_poke(fake_shared *sh, fake_state *st, const struct pollfd *p, int n,
+                      int *published) {
+    char out[256];
+    int i, len;
+
+    if (st->held_fd >= 0 && sh->release) {
+        fake_write(st->held_fd, out, fake_addr(out, sizeof out, st->held_port));
+        st->held_fd = -1;
+        sh->held = 0;
+    }
+    if (*published == sh->publish)
+        return;
+    *published = sh->publish;
+    len =
+        snprintf(out, sizeof out, "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%zu\r\n%s\r\n",
+                 strlen(sh->message), sh->message);
+    for (i = 1; i < n; i++)
+        if (st->subscribed[i])
+            fake_write(p[i].fd, out, len);
+}
+
+static void fake_serve(int lfd, fake_shared *sh) {
     struct pollfd p[16];
     redisReader *rd[16];
-    int n = 1, i;
+    fake_state st = {0, -1, 0, {0}};
+    int n = 1, i, published = 0;
 
     p[0].fd = lfd;
     p[0].events = POLLIN;
     for (;;) {
-        if (poll(p, (nfds_t)n, -1) < 0)
+        /* Every 5 ms a look at what the test asked for. */
+        if (poll(p, (nfds_t)n, 5) < 0)
             continue;
+        fake_poke(sh, &st, p, n, &published);
         if ((p[0].revents & POLLIN) && n < 16) {
             int fd = accept(lfd, NULL, NULL);
             if (fd >= 0) {
@@ -388,6 +563,7 @@ static void fake_serve(int lfd, volatile int *master_port) {
                 p[n].events = POLLIN;
                 p[n].revents = 0;
                 rd[n] = redisReaderCreate();
+                st.subscribed[n] = 0;
                 n++;
             }
         }
@@ -399,17 +575,20 @@ static void fake_serve(int lfd, volatile int *master_port) {
                 continue;
             got = read(p[i].fd, buf, sizeof buf);
             if (got <= 0) {
+                if (p[i].fd == st.held_fd)
+                    st.held_fd = -1;
                 close(p[i].fd);
                 redisReaderFree(rd[i]);
                 p[i] = p[n - 1];
                 rd[i] = rd[n - 1];
+                st.subscribed[i] = st.subscribed[n - 1];
                 n--;
                 i--;
                 continue;
             }
             redisReaderFeed(rd[i], buf, (size_t)got);
             while (redisReaderGetReply(rd[i], &reply) == REDIS_OK && reply != NULL) {
-                fake_answer(p[i].fd, reply, *master_port);
+                fake_answer(sh, &st, i, p[i].fd, reply);
                 freeReplyObject(reply);
             }
         }
@@ -430,17 +609,17 @@ static void fake_start(fake_sentinel *f, int master_port) {
     CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 16) == 0);
     CHECK(getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
     f->port = ntohs(a.sin_port);
-    f->master_port =
-        mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(f->master_port != MAP_FAILED);
-    *f->master_port = master_port;
+    f->sh = mmap(NULL, sizeof *f->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(f->sh != MAP_FAILED);
+    memset(f->sh, 0, sizeof *f->sh);
+    f->sh->master_port = master_port;
     f->pid = fork();
     CHECK(f->pid >= 0);
     if (f->pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(0);
-        fake_serve(lfd, f->master_port);
+        fake_serve(lfd, f->sh);
         _exit(0);
     }
     close(lfd);
@@ -449,7 +628,23 @@ static void fake_start(fake_sentinel *f, int master_port) {
 static void fake_stop(fake_sentinel *f) {
     kill(f->pid, SIGKILL);
     waitpid(f->pid, NULL, 0);
-    munmap((void *)f->master_port, sizeof(int));
+    munmap(f->sh, sizeof *f->sh);
+}
+
+/* A client of one fake sentinel, with pub/sub as asked. */
+static leash_client *fake_client(fx_loop *loop, const fake_sentinel *f, char *node, size_t cap,
+                                 const char **nodes, int pubsub) {
+    leash_options o;
+
+    snprintf(node, cap, "127.0.0.1:%d", f->port);
+    nodes[0] = node;
+    fx_fault_options(&o, 1, 5000);
+    o.pubsub = pubsub;
+    o.topology = LEASH_TOPOLOGY_SENTINEL;
+    o.nodes = nodes;
+    o.nodes_count = 1;
+    o.sentinel_master = "mymaster";
+    return fx_client_opts(loop, &o);
 }
 
 /* A replica named as the master: ROLE refuses it before any lock command,
@@ -464,7 +659,6 @@ TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
     const char *nodes[1] = {node};
     fake_sentinel f;
     fx_loop *loop = fx_loop_new();
-    leash_options o;
     leash_client *c;
     leash_lock *l;
     fx_result res = {0};
@@ -474,21 +668,15 @@ TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
     rc.extra = extra;
     CHECK_EQ_INT(test_redis_start(&replica, &rc), 0);
     fake_start(&f, replica.port);
-    snprintf(node, sizeof node, "127.0.0.1:%d", f.port);
-    fx_fault_options(&o, 1, 5000);
-    o.topology = LEASH_TOPOLOGY_SENTINEL;
-    o.nodes = nodes;
-    o.nodes_count = 1;
-    o.sentinel_master = "mymaster";
     fx_log_clear();
-    c = fx_client_opts(loop, &o);
+    c = fake_client(loop, &f, node, sizeof node, nodes, LEASH_PUBSUB_AUTO);
     l = leash_lock_new(c, "refused");
     CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
     fx_run_for(loop, 500);
     CHECK_EQ_INT(res.calls, 0);
     CHECK(fx_log_contains("ROLE says slave, not master"));
     CHECK_EQ_INT(script_calls(&replica), 0);
-    *f.master_port = master.port;
+    f.sh->master_port = master.port;
     fx_run_until(loop, &res, 5000);
     CHECK_EQ_INT(res.status, LEASH_OK);
     CHECK(script_calls(&master) > 0);
@@ -498,7 +686,7 @@ TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
      * the sentinel names it. */
     freeReplyObject(test_redis_cmd(&replica, "REPLICAOF NO ONE"));
     freeReplyObject(test_redis_cmd(&master, "REPLICAOF 127.0.0.1 %d", replica.port));
-    *f.master_port = replica.port;
+    f.sh->master_port = replica.port;
     fx_log_clear();
     memset(&res, 0, sizeof res);
     CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
@@ -512,6 +700,108 @@ TEST(a_replica_named_as_master_is_refused_and_readonly_sends_back) {
     fx_loop_free(loop);
     fake_stop(&f);
     test_redis_stop(&replica);
+    test_redis_stop(&master);
+}
+
+/* Runs the loop until *flag is want, at most timeout_ms. */
+static void run_until_flag(fx_loop *loop, volatile int *flag, int want, int64_t timeout_ms) {
+    int64_t until = test_now_ms() + timeout_ms;
+
+    while (*flag != want && test_now_ms() < until)
+        fx_run_for(loop, 5);
+}
+
+/* A get-master-addr-by-name answer made before a +switch-master and read
+ * after it names the old master, which (a failover of a live master)
+ * still takes writes until the sentinels reconfigure it: the client must
+ * stay at the master the switch named. Two independent masters stand for
+ * the old and the new one. */
+TEST(a_discovery_answer_from_before_a_switch_is_not_followed) {
+    test_redis old_master, new_master;
+    char node[32], says[128];
+    const char *nodes[1];
+    fake_sentinel f;
+    fx_loop *loop = fx_loop_new();
+    leash_client *c;
+    leash_lock *l;
+    int64_t until;
+
+    CHECK_EQ_INT(test_redis_start(&old_master, NULL), 0);
+    CHECK_EQ_INT(test_redis_start(&new_master, NULL), 0);
+    fake_start(&f, old_master.port);
+    /* The first question finds the old master; the second, asked when the
+     * subscription is confirmed, is the one whose answer is late. */
+    f.sh->hold_question = 2;
+    fx_log_clear();
+    c = fake_client(loop, &f, node, sizeof node, nodes, LEASH_PUBSUB_AUTO);
+    run_until_flag(loop, &f.sh->held, 1, 5000);
+    CHECK_EQ_INT(f.sh->held, 1);
+
+    snprintf((char *)f.sh->message, sizeof f.sh->message, "mymaster 127.0.0.1 %d 127.0.0.1 %d",
+             old_master.port, new_master.port);
+    f.sh->master_port = new_master.port;
+    f.sh->publish++;
+    until = test_now_ms() + 5000;
+    while (!fx_log_contains("+switch-master") && test_now_ms() < until)
+        fx_run_for(loop, 5);
+    CHECK(fx_log_contains("+switch-master"));
+    f.sh->release = 1;
+    run_until_flag(loop, &f.sh->held, 0, 5000);
+    CHECK_EQ_INT(f.sh->held, 0);
+    fx_run_for(loop, 300);
+
+    l = leash_lock_new(c, "switched");
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(script_calls(&old_master), 0);
+    CHECK(script_calls(&new_master) > 0);
+    snprintf(says, sizeof says, "answered 127.0.0.1:%d, asked before the switch", old_master.port);
+    CHECK(fx_log_contains(says));
+    CHECK_EQ_INT(fx_release_sync(loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+    fx_loop_free(loop);
+    fake_stop(&f);
+    test_redis_stop(&new_master);
+    test_redis_stop(&old_master);
+}
+
+/* LEASH_PUBSUB_SHARDED through Sentinel: the master's subscriptions and
+ * the locks' messages go by one choice, so a release's SPUBLISH reaches
+ * the other client's SSUBSCRIBE and lets its waiter in at once, not when
+ * the lease (5000 ms, renewed) runs out. */
+TEST(sharded_pubsub_through_sentinel_wakes_the_waiter_at_once) {
+    test_redis master;
+    char node_a[32], node_b[32];
+    const char *nodes_a[1], *nodes_b[1];
+    fake_sentinel f;
+    fx_loop *loop = fx_loop_new();
+    leash_client *a, *b;
+    leash_lock *holder, *waiter;
+    fx_result woken = {0};
+    int64_t released_at;
+
+    CHECK_EQ_INT(test_redis_start(&master, NULL), 0);
+    fake_start(&f, master.port);
+    a = fake_client(loop, &f, node_a, sizeof node_a, nodes_a, LEASH_PUBSUB_SHARDED);
+    b = fake_client(loop, &f, node_b, sizeof node_b, nodes_b, LEASH_PUBSUB_SHARDED);
+    holder = leash_lock_new(a, "sharded");
+    waiter = leash_lock_new(b, "sharded");
+    CHECK_EQ_INT(fx_acquire_sync(loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, LEASH_WAIT_FOREVER, fx_acquire_cb, &woken), LEASH_OK);
+    fx_run_for(loop, 500);
+    CHECK_EQ_INT(woken.calls, 0);
+    released_at = test_now_ms();
+    CHECK_EQ_INT(fx_release_sync(loop, holder, 3000), LEASH_OK);
+    fx_run_until(loop, &woken, 8000);
+    CHECK_EQ_INT(woken.status, LEASH_OK);
+    CHECK(woken.at_ms - released_at < 1000 + TEST_SLACK_MS);
+    CHECK_EQ_INT(fx_release_sync(loop, waiter, 3000), LEASH_OK);
+    leash_lock_free(waiter);
+    leash_lock_free(holder);
+    leash_client_free(b);
+    leash_client_free(a);
+    fx_loop_free(loop);
+    fake_stop(&f);
     test_redis_stop(&master);
 }
 
@@ -572,8 +862,10 @@ int main(int argc, char **argv) {
         TEST_CASE(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter),
         TEST_CASE(a_killed_master_keeps_the_hold_with_wait_replicas),
         TEST_CASE(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked),
-        TEST_CASE(sentinel_and_data_credentials_are_separate),
+        TEST_CASE(sentinel_and_data_credentials_are_separate_over_tls),
         TEST_CASE(a_replica_named_as_master_is_refused_and_readonly_sends_back),
+        TEST_CASE(a_discovery_answer_from_before_a_switch_is_not_followed),
+        TEST_CASE(sharded_pubsub_through_sentinel_wakes_the_waiter_at_once),
 #ifdef LEASH_TEST_CLI
         TEST_CASE(the_tool_reads_and_releases_through_sentinel),
 #endif

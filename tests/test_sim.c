@@ -17,43 +17,22 @@
 #include "base/sha1.h"
 #include "check.h"
 #include "failalloc.h"
-#include "sim.h"
-
-typedef struct result {
-    int calls;
-    int status;
-    int inside_call; /* fired while the call that started it ran */
-    int64_t at;      /* virtual time of the (last) call */
-} result;
-
-static int in_call;
-
-static void on_done(leash_lock *l, int status, void *arg) {
-    result *r = arg;
-    (void)l;
-    r->calls++;
-    r->status = status;
-    r->inside_call |= in_call;
-    r->at = sim_now();
-}
+#include "sim_fixture.h"
 
 static leash_client *new_client(sim *s, void (*tweak)(leash_options *)) {
     leash_options o;
-    leash_client *c = NULL;
 
     sim_options(s, &o);
     if (tweak)
         tweak(&o);
-    CHECK(leash_client_new(&c, &o) == LEASH_OK);
-    CHECK_EQ_INT(sim_attach(s, c), LEASH_OK);
-    return c;
+    return simfx_client(s, &o);
 }
 
-static int acquire(leash_lock *l, int64_t wait_ms, result *r) {
+static int acquire(leash_lock *l, int64_t wait_ms, simfx_rec *r) {
     int rc;
-    in_call = 1;
-    rc = leash_acquire(l, wait_ms, on_done, r);
-    in_call = 0;
+    simfx_in_call = 1;
+    rc = leash_acquire(l, wait_ms, simfx_on_acquired, r);
+    simfx_in_call = 0;
     return rc;
 }
 
@@ -90,7 +69,7 @@ TEST(t_error_reply_completes_from_sim_run) {
     sim *s = sim_new();
     leash_client *c = new_client(s, NULL);
     leash_lock *l = leash_lock_new(c, "job");
-    result r = {0};
+    simfx_rec r = {0};
     sim_cmd *cmd;
     const char *sha;
 
@@ -122,14 +101,14 @@ TEST(t_error_reply_completes_from_sim_run) {
  * Virtual time. An unanswered attempt breaks the connection after exactly
  * command_timeout_ms (200 in sim_options). The wait of 300 ms fails, never
  * before its end; not at its end either: leash lets an attempt still in
- * flight at the deadline decide (src/lock.c), so the callback comes when
+ * flight at the deadline decide (src/prim/mutex.c), so the callback comes when
  * the resent attempt times out too, with LEASH_ECONN.
  */
 TEST(t_wait_ends_on_the_virtual_clock) {
     sim *s = sim_new();
     leash_client *c = new_client(s, NULL);
     leash_lock *l = leash_lock_new(c, "job");
-    result r = {0};
+    simfx_rec r = {0};
     sim_conn *conn;
     int64_t t0;
 
@@ -215,7 +194,7 @@ TEST(t_split_reply) {
     sim *s = sim_new();
     leash_client *c = new_client(s, NULL);
     leash_lock *l = leash_lock_new(c, "job");
-    result r = {0};
+    simfx_rec r = {0};
     sim_conn *conn;
 
     CHECK_EQ_INT(acquire(l, 0, &r), LEASH_OK);
@@ -237,7 +216,7 @@ TEST(t_garbage_breaks_the_connection) {
     sim *s = sim_new();
     leash_client *c = new_client(s, NULL);
     leash_lock *l = leash_lock_new(c, "job");
-    result r = {0};
+    simfx_rec r = {0};
     sim_conn *conn;
 
     CHECK_EQ_INT(acquire(l, 0, &r), LEASH_OK);
@@ -375,9 +354,7 @@ TEST(t_auto_mode) {
 }
 
 static void free_client(leash_lock *l, int status, void *arg) {
-    result *r = arg;
-    r->calls++;
-    r->status = status;
+    simfx_on_acquired(l, status, arg);
     leash_client_free(leash_lock_client(l));
 }
 
@@ -386,7 +363,7 @@ TEST(t_client_freed_in_a_callback) {
     sim *s = sim_new();
     leash_client *c = new_client(s, NULL);
     leash_lock *l = leash_lock_new(c, "job");
-    result r = {0};
+    simfx_rec r = {0};
     sim_conn *conn;
 
     CHECK_EQ_INT(leash_acquire(l, 0, free_client, &r), LEASH_OK);

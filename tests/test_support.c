@@ -557,6 +557,94 @@ TEST(t_evloop) {
     CHECK(ev_run(loop, EVRUN_NOWAIT) == 0); /* no watcher left behind */
     ev_loop_destroy(loop);
 }
+/* A server's wall clock in ms, read with TIME (by_script: the clock a
+ * script reads, redis.call('time')), or -1. */
+static long long server_ms(test_redis *r, int by_script) {
+    redisReply *reply = by_script ? test_redis_cmd(r, "EVAL %s 0", "return redis.call('time')")
+                                  : test_redis_cmd(r, "TIME");
+    long long ms = -1;
+
+    if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2) {
+        const redisReply *sec = reply->element[0], *usec = reply->element[1];
+        /* TIME answers strings; a script's array comes back as integers. */
+        if (sec->type == REDIS_REPLY_STRING && usec->type == REDIS_REPLY_STRING)
+            ms = atoll(sec->str) * 1000 + atoll(usec->str) / 1000;
+        else if (sec->type == REDIS_REPLY_INTEGER && usec->type == REDIS_REPLY_INTEGER)
+            ms = sec->integer * 1000 + usec->integer / 1000;
+    }
+    if (reply)
+        freeReplyObject(reply);
+    return ms;
+}
+
+/* How far r's clock is from the machine's, in ms (by TIME or a script's). */
+static long long shift_of(test_redis *r, int by_script) {
+    struct timeval before, after;
+    long long ms;
+
+    gettimeofday(&before, NULL);
+    ms = server_ms(r, by_script);
+    gettimeofday(&after, NULL);
+    CHECK(ms > 0);
+    return ms - ((long long)before.tv_sec * 1000 + before.tv_usec / 1000 +
+                 (long long)after.tv_sec * 1000 + after.tv_usec / 1000) /
+                    2;
+}
+
+/* A server whose clock runs 10 s ahead (or behind): TIME and the scripts'
+ * clock say so, and a key's expiry runs on that same clock (a PX of 300 ms
+ * lives 300 ms, not 10 s or none), also after a restart. */
+TEST(t_clock_shift) {
+    static const int shifts[] = {10000, -10000};
+    size_t i;
+
+    for (i = 0; i < sizeof shifts / sizeof shifts[0]; i++) {
+        test_redis_config cfg = {.clock_shift_ms = shifts[i]};
+        test_redis r;
+        int64_t set_at;
+        long long pttl;
+        int pass;
+
+        CHECK(test_redis_start(&r, &cfg) == 0);
+        for (pass = 0; pass < 2; pass++) {
+            long long by_time = shift_of(&r, 0), by_script = shift_of(&r, 1);
+
+            CHECK_MSG(by_time > shifts[i] - 1000 && by_time < shifts[i] + 1000,
+                      "TIME is %lld ms off, %d asked", by_time, shifts[i]);
+            CHECK_MSG(by_script > shifts[i] - 1000 && by_script < shifts[i] + 1000,
+                      "a script's clock is %lld ms off, %d asked", by_script, shifts[i]);
+            set_at = test_now_ms();
+            CHECK_STR_EQ(ADMIN(&r, "SET k v PX 300"), "+OK");
+            pttl = test_redis_int(&r, "PTTL k");
+            CHECK_MSG(pttl > 0 && pttl <= 300, "PTTL %lld right after PX 300", pttl);
+            test_sleep_ms(150);
+            if (test_now_ms() - set_at < 300)
+                CHECK_EQ_INT(test_redis_int(&r, "EXISTS k"), 1);
+            while (test_redis_int(&r, "EXISTS k") == 1 &&
+                   test_now_ms() - set_at <= 300 + TEST_SLACK_MS)
+                test_sleep_ms(5);
+            CHECK_MSG(test_redis_int(&r, "EXISTS k") == 0, "a PX 300 key still there after %lld ms",
+                      (long long)(test_now_ms() - set_at));
+            CHECK(test_redis_restart(&r) == 0);
+        }
+        test_redis_stop(&r);
+    }
+}
+
+/* With persistence turned on, a restart that keeps the folder brings the
+ * data back; test_redis_restart's does not. */
+TEST(t_restart_keeping_data) {
+    test_redis_config cfg = {.extra = "appendonly yes\nappendfsync always"};
+    test_redis r;
+
+    CHECK(test_redis_start(&r, &cfg) == 0);
+    CHECK_STR_EQ(ADMIN(&r, "SET k v"), "+OK");
+    CHECK(test_redis_restart_keeping_data(&r) == 0);
+    CHECK_STR_EQ(ADMIN(&r, "GET k"), "$v");
+    CHECK(test_redis_restart(&r) == 0);
+    CHECK_STR_EQ(ADMIN(&r, "GET k"), "nil");
+    test_redis_stop(&r);
+}
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--harness-demo") == 0)
@@ -575,6 +663,8 @@ int main(int argc, char **argv) {
                          TEST_CASE(t_restart_same_port_no_data),
                          TEST_CASE(t_restart_unix),
                          TEST_CASE(t_kill_then_restart),
+                         TEST_CASE(t_clock_shift),
+                         TEST_CASE(t_restart_keeping_data),
                          TEST_CASE(t_freeze_thaw),
                          TEST_CASE(t_calls),
                          TEST_CASE(t_two_servers),

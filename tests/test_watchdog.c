@@ -163,6 +163,111 @@ TEST(key_taken_over_by_another_token_is_lost_expired) {
     fx_world_down(&w);
 }
 
+/* A renewal written just before the key's server froze (SIGSTOP) waits in
+ * its socket; the client gives up on it after the command timeout. When the
+ * server thaws, that copy runs late: it must not set a fresh lease (the
+ * holder, or a release that already reported, counts on the old one). The
+ * key's server here: the one server, the key's master in a cluster (frozen
+ * for less than the cluster's node timeout, 500 ms: no failover), one of
+ * Redlock's five (the others keep renewing the hold). */
+TEST(a_renewal_that_runs_late_does_not_extend_the_lease) {
+    enum {
+        LATE_LEASE = 600, /* renewals every 200 ms */
+        TIMEOUT = 150,
+        FROZEN = 420
+    };
+    fx_world w;
+    fx_result lost = {0};
+    leash_lock *l;
+    test_redis *r;
+    uint64_t renewals;
+    int64_t end;
+    long long pttl;
+
+    fx_world_up(&w, LATE_LEASE, TIMEOUT);
+    l = hold(&w, "late-renewal", &lost);
+    r = fx_redis_of(&w, "leash:late-renewal");
+    /* Right after a renewal: the next one falls due in the freeze. */
+    renewals = leash_renewals(l);
+    end = test_now_ms() + 2000;
+    while (leash_renewals(l) == renewals && test_now_ms() < end)
+        fx_run_for(w.loop, 2);
+    CHECK_MSG(leash_renewals(l) > renewals, "no renewal within 2 s");
+    test_redis_freeze(r);
+    /* The renewal goes into the frozen server's socket at about 200 ms;
+     * its connection is given up 150 ms later. */
+    fx_run_for(w.loop, FROZEN);
+    test_redis_thaw(r);
+    /* The loop stays still: the client neither reconnects nor renews
+     * again before the PTTL is read; only the copy in the socket ran. */
+    usleep(80 * 1000);
+    pttl = test_redis_int(r, "PTTL leash:late-renewal");
+    CHECK_MSG(pttl < LATE_LEASE - FROZEN + TEST_SLACK_MS,
+              "PTTL %lld ms: the late renewal set a fresh lease", pttl);
+    /* Held or lost by its deadline meanwhile: either way it ends. */
+    fx_run_for(w.loop, 100);
+    (void)fx_release_sync(w.loop, l, 5000);
+    fx_world_down(&w);
+}
+
+/* The process stalls (a callback that blocks, a descheduled or paused
+ * process) between writing an acquire and reading its answer: the
+ * server's clock in that answer is read STALL ms late. The renewals of
+ * another hold on the same connection must still run: the clock offset
+ * the connection keeps is a lower bound, and a sample read late must not
+ * lower it below what an earlier one showed (the renewals' "not after"
+ * stamps would lie in the past, every renewal would do nothing, and the
+ * hold would be lost with its server well). */
+TEST(a_stall_before_an_answer_is_read_does_not_void_the_renewals) {
+    enum {
+        STALL_LEASE = 900, /* renewals every 300 ms */
+        TIMEOUT = 150,
+        STALL = 400
+    };
+    fx_world w;
+    fx_result lost = {0}, got = {0};
+    leash_lock *l, *m = NULL;
+    test_redis *r;
+    int64_t end;
+    int tries;
+
+    fx_world_up(&w, STALL_LEASE, TIMEOUT);
+    l = hold(&w, "{stall}held", &lost);
+    r = fx_redis_of(&w, "leash:{stall}other");
+    for (tries = 0; tries < 20; tries++) {
+        char name[32];
+        snprintf(name, sizeof(name), "{stall}other%d", tries);
+        m = leash_lock_new(w.c, name);
+        memset(&got, 0, sizeof(got));
+        CHECK_EQ_INT(leash_acquire(m, 0, fx_acquire_cb, &got), LEASH_OK);
+        end = test_now_ms() + 2000;
+        snprintf(name, sizeof(name), "leash:{stall}other%d", tries);
+        /* Turn the loop until the server ran the acquire, not one turn more. */
+        while (fx_redis_exists(r, name) == 0 && test_now_ms() < end) {
+            fx_run_nowait(w.loop);
+            usleep(2000);
+        }
+        if (!got.done)
+            break;
+        /* Its answer was read in the same turn: try another name. */
+        CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+        leash_lock_free(m);
+        m = NULL;
+    }
+    CHECK_MSG(m != NULL, "the answer was always read before the stall");
+    usleep(STALL * 1000);
+    fx_run_until(w.loop, &got, 2000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    /* Two leases: the hold is renewed all along. */
+    fx_run_for(w.loop, 2 * STALL_LEASE);
+    CHECK_MSG(lost.calls == 0, "hold lost (%s) with its server well",
+              leash_lost_reason_name(lost.status));
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 5000), LEASH_OK);
+    fx_world_down(&w);
+}
+
 #ifdef LEASH_TEST_ONE_SERVER
 /* One server by nature, up to the #endif: they stop (SIGSTOP) or restart
  * it. */
@@ -271,6 +376,8 @@ int main(int argc, char **argv) {
         TEST_CASE(max_hold_ends_in_lost_max_hold),
         TEST_CASE(key_deleted_behind_our_back_is_lost_expired),
         TEST_CASE(key_taken_over_by_another_token_is_lost_expired),
+        TEST_CASE(a_renewal_that_runs_late_does_not_extend_the_lease),
+        TEST_CASE(a_stall_before_an_answer_is_read_does_not_void_the_renewals),
 #ifdef LEASH_TEST_ONE_SERVER
         /* One server by nature: they stop (SIGSTOP) or restart it. */
         TEST_CASE(frozen_server_is_lost_unreachable_by_the_deadline),

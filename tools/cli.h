@@ -60,12 +60,23 @@ typedef struct cli_conn {
     const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file, *tls_server_name;
     int tls_verify;
     struct leash__tls *tls_ctx; /* made once by cli_tls_prepare */
+    /* The redis+sentinel:// URL the one server came from, or NULL: watch
+     * follows a failover through it. */
+    const char *sentinel_url;
 } cli_conn;
 
 /* sentinel.c: the master the sentinels of a redis+sentinel:// URL name
  * (ROLE master checked), as a URL with the data nodes' credentials and
  * db. 0, or -1 with err. */
 int cli_sentinel_master(const char *url, int timeout_ms, leash_url *out, char *err, size_t cap);
+/* A connection subscribed to +switch-master and +promoted-slave on the
+ * first sentinel of url that takes it (for redisBufferRead). NULL with
+ * err. */
+redisContext *cli_sentinel_subscribe(const char *url, int timeout_ms, char *err, size_t cap);
+/* 1 when r is a +switch-master or +promoted-slave message about url's
+ * master: the new master's address in *out, with the data nodes'
+ * credentials and db; else 0. */
+int cli_sentinel_switched(const char *url, const redisReply *r, leash_url *out);
 
 /* tls.c */
 /* Makes c->tls_ctx when c->tls (the files are read here). 0, or -1 with
@@ -80,6 +91,8 @@ void cli_tls_close(cli_conn *c);
 
 /* redis.c */
 int cli_node_add(cli_conn *c, const leash_url *u);
+/* Points n at u (its connection closed; opened again on first use). */
+void cli_node_retarget(cli_node *n, const leash_url *u);
 /* Connects every server the topology has (a cluster: its masters, from
  * CLUSTER SLOTS of the first seed that answers). 0, or -1 with c->err. */
 int cli_conn_open(cli_conn *c);

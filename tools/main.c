@@ -104,6 +104,8 @@ static const char watch_text[] =
     "releases and renewals only while someone waits for it (its holder\n"
     "publishes once a waiter marked the key); they are shown as they arrive.\n"
     "\"expired\" means the holder was gone and its lease had run out by then.\n"
+    "Through a redis+sentinel:// URL it follows a failover (a \"master\" event\n"
+    "says where it reads from then), waiting up to 60 s for a new master.\n"
     "The watcher writes nothing to Redis.\n"
     "  --events N    stop after N events (1..1000000)\n"
     "  --seconds S   stop after S seconds (1..86400)\n"
@@ -202,6 +204,8 @@ static int add_url(cli_conn *c, const char *s, size_t len) {
             fprintf(stderr, "leash: %s\n", err);
             return CLI_UNREACHABLE;
         }
+        if ((c->sentinel_url = strdup(buf)) == NULL)
+            return CLI_UNREACHABLE;
     } else if (leash_url_parse(buf, &u, err, sizeof(err)) != LEASH_OK) {
         return usage("%s", err);
     }

@@ -7,7 +7,8 @@
  */
 #include "cli.h"
 
-#include "dialect/dialect.h"
+#include "dialect/dialect.h" /* the Redisson channel, leash's companion names */
+#include "wire/conn.h"       /* leash__info_version */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -52,6 +53,13 @@ static void node_drop(cli_node *n) {
     if (n->rc != NULL)
         redisFree(n->rc);
     n->rc = NULL;
+}
+
+void cli_node_retarget(cli_node *n, const leash_url *u) {
+    node_drop(n);
+    n->url = *u;
+    n->down = 0;
+    label_of(n->label, sizeof(n->label), u);
 }
 
 static redisReply *raw_cmd(cli_conn *c, cli_node *n, int argc, const char **argv,

@@ -56,49 +56,127 @@ static int is_master(const leash_url *m, int timeout_ms, char *err, size_t cap) 
     return yes;
 }
 
-int cli_sentinel_master(const char *url, int timeout_ms, leash_url *out, char *err, size_t cap) {
-    leash_sentinel_url su;
-    const char *user, *pass;
+/* A connection to sentinel i of su, with the sentinels' credentials
+ * (the URL's, else the environment's). NULL with err. */
+static redisContext *dial_sentinel(const leash_sentinel_url *su, int i, int timeout_ms, char *err,
+                                   size_t cap) {
+    const char *user =
+        su->sentinel_username[0] ? su->sentinel_username : getenv("LEASH_SENTINEL_USER");
+    const char *pass =
+        su->sentinel_password[0] ? su->sentinel_password : getenv("LEASH_SENTINEL_PASSWORD");
+    char host[LEASH_URL_HOST_MAX + 9];
+    char *colon;
+
+    snprintf(host, sizeof(host), "%s", su->sentinels[i]);
+    colon = strrchr(host, ':');
+    *colon = '\0';
+    if (host[0] == '[') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    return dial(host, atoi(colon + 1), user, pass, timeout_ms, err, cap);
+}
+
+/* Sends argv to the sentinels of su in turn until one answers as `good`
+ * says: its connection, its reply in *out. NULL with err when none did. */
+static redisContext *first_answer(const leash_sentinel_url *su, int timeout_ms, int argc,
+                                  const char **argv, int (*good)(const redisReply *r),
+                                  redisReply **out, char *err, size_t cap) {
     int i;
 
-    if (leash_sentinel_url_parse(url, &su, err, cap) != LEASH_OK)
-        return -1;
-    user = su.sentinel_username[0] ? su.sentinel_username : getenv("LEASH_SENTINEL_USER");
-    pass = su.sentinel_password[0] ? su.sentinel_password : getenv("LEASH_SENTINEL_PASSWORD");
     snprintf(err, cap, "no sentinel answered");
-    for (i = 0; i < su.nsentinels; i++) {
-        char host[LEASH_URL_HOST_MAX + 9];
-        char *colon;
-        redisContext *rc;
+    for (i = 0; i < su->nsentinels; i++) {
+        redisContext *rc = dial_sentinel(su, i, timeout_ms, err, cap);
         redisReply *r;
 
-        snprintf(host, sizeof(host), "%s", su.sentinels[i]);
-        colon = strrchr(host, ':');
-        *colon = '\0';
-        if (host[0] == '[') {
-            memmove(host, host + 1, strlen(host));
-            host[strlen(host) - 1] = '\0';
-        }
-        rc = dial(host, atoi(colon + 1), user, pass, timeout_ms, err, cap);
         if (rc == NULL)
             continue;
-        r = redisCommand(rc, "SENTINEL get-master-addr-by-name %s", su.master);
-        if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-            r->element[0]->type == REDIS_REPLY_STRING &&
-            r->element[1]->type == REDIS_REPLY_STRING && r->element[0]->len <= LEASH_URL_HOST_MAX) {
-            *out = su.data;
-            snprintf(out->host, sizeof(out->host), "%s", r->element[0]->str);
-            out->port = atoi(r->element[1]->str);
-            freeReplyObject(r);
-            redisFree(rc);
-            return is_master(out, timeout_ms, err, cap) ? 0 : -1;
+        r = redisCommandArgv(rc, argc, argv, NULL);
+        if (r != NULL && good(r)) {
+            *out = r;
+            return rc;
         }
-        snprintf(err, cap, "sentinel %s: %s", su.sentinels[i],
+        snprintf(err, cap, "sentinel %s: %s: %s", su->sentinels[i], argv[0],
                  r == NULL                      ? rc->errstr
                  : r->type == REDIS_REPLY_ERROR ? r->str
-                                                : "does not know that master");
+                                                : "not the answer expected");
         freeReplyObject(r);
         redisFree(rc);
     }
-    return -1;
+    return NULL;
+}
+
+/* get-master-addr-by-name's: [host, port], or nil for a name unknown. */
+static int is_address(const redisReply *r) {
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+           r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
+           r->element[0]->len <= LEASH_URL_HOST_MAX;
+}
+
+static int is_subscribed(const redisReply *r) {
+    return r->type == REDIS_REPLY_ARRAY;
+}
+
+int cli_sentinel_master(const char *url, int timeout_ms, leash_url *out, char *err, size_t cap) {
+    leash_sentinel_url su;
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", NULL};
+    redisContext *rc;
+    redisReply *r;
+
+    if (leash_sentinel_url_parse(url, &su, err, cap) != LEASH_OK)
+        return -1;
+    argv[2] = su.master;
+    rc = first_answer(&su, timeout_ms, 3, argv, is_address, &r, err, cap);
+    if (rc == NULL)
+        return -1;
+    *out = su.data;
+    snprintf(out->host, sizeof(out->host), "%s", r->element[0]->str);
+    out->port = atoi(r->element[1]->str);
+    freeReplyObject(r);
+    redisFree(rc);
+    return is_master(out, timeout_ms, err, cap) ? 0 : -1;
+}
+
+redisContext *cli_sentinel_subscribe(const char *url, int timeout_ms, char *err, size_t cap) {
+    leash_sentinel_url su;
+    const char *argv[3] = {"SUBSCRIBE", "+switch-master", "+promoted-slave"};
+    redisContext *rc;
+    redisReply *r;
+
+    if (leash_sentinel_url_parse(url, &su, err, cap) != LEASH_OK)
+        return NULL;
+    rc = first_answer(&su, timeout_ms, 3, argv, is_subscribed, &r, err, cap);
+    if (rc != NULL)
+        freeReplyObject(r);
+    return rc;
+}
+
+int cli_sentinel_switched(const char *url, const redisReply *r, leash_url *out) {
+    leash_sentinel_url su;
+    char name[LEASH_SENTINEL_MASTER_MAX + 1], ip[LEASH_URL_HOST_MAX + 1], err[LEASH_URL_ERR_MAX];
+    int port;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[2]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") != 0 ||
+        leash_sentinel_url_parse(url, &su, err, sizeof(err)) != LEASH_OK)
+        return 0;
+    /* +switch-master "name oldip oldport newip newport" (the failover's
+     * end); +promoted-slave "slave ip:port ip port @ name masterip
+     * masterport" (the promotion, a second or more before). */
+    if (strcmp(r->element[1]->str, "+switch-master") == 0) {
+        if (sscanf(r->element[2]->str, "%255s %*s %*s %255s %d", name, ip, &port) != 3)
+            return 0;
+    } else if (strcmp(r->element[1]->str, "+promoted-slave") == 0) {
+        if (sscanf(r->element[2]->str, "slave %*s %255s %d @ %255s", ip, &port, name) != 3)
+            return 0;
+    } else {
+        return 0;
+    }
+    if (strcmp(name, su.master) != 0 || port < 1 || port > 65535)
+        return 0;
+    *out = su.data;
+    snprintf(out->host, sizeof(out->host), "%s", ip);
+    out->port = port;
+    return 1;
 }

@@ -13,6 +13,14 @@
  * arrive. A hold that begins and ends between two readings is not seen.
  * The watcher writes nothing: marking the key would make every holder
  * publish, a cost it has no business adding.
+ *
+ * Through a redis+sentinel:// URL the watch follows a failover: a
+ * subscriber on one sentinel hears +promoted-slave or +switch-master and
+ * the watch moves to the new master at once (as the library does); a
+ * master whose connection breaks (killed, or made a replica: Sentinel then
+ * drops its clients) sends it back to the sentinels, asked every reading
+ * interval until they name a master that says ROLE master (FOLLOW_MS at
+ * most). Either way a "master" event says where it reads from now.
  */
 #include "cli.h"
 
@@ -25,6 +33,13 @@
 #include <time.h>
 
 static volatile sig_atomic_t stopping;
+
+/* Through Sentinel: how long a watch that lost its master waits for the
+ * sentinels to name one that answers (a failover after a master's death
+ * takes Sentinel's down-after-milliseconds and a vote). */
+#define FOLLOW_MS 60000
+/* ... and how often it tries again to subscribe on a sentinel. */
+#define RESUBSCRIBE_MS 1000
 
 static void on_signal(int sig) {
     (void)sig;
@@ -43,6 +58,10 @@ typedef struct watcher {
     int64_t printed;
     cli_node subs[LEASH_NODES_MAX];
     int nsubs;
+    char *chan; /* the lock's channel (NULL: none, a family lock) */
+    size_t chan_len;
+    redisContext *sentinel; /* through Sentinel: +switch-master, or NULL */
+    int64_t sentinel_tried; /* when the last subscription on a sentinel was tried */
 } watcher;
 
 /* Starts a line (an object, with --json) for event `ev`. */
@@ -255,12 +274,107 @@ static int drain(watcher *w, const struct pollfd *pf) {
     return 0;
 }
 
+/* ---- through Sentinel ---- */
+
+static void close_subs(watcher *w) {
+    int i;
+
+    for (i = 0; i < w->nsubs; i++)
+        redisFree(w->subs[i].rc);
+    w->nsubs = 0;
+}
+
+/* Subscribes on a sentinel unless it is, at most every RESUBSCRIBE_MS. */
+static void watch_sentinels(watcher *w) {
+    char err[512];
+
+    if (w->sentinel != NULL || mono_ms() - w->sentinel_tried < RESUBSCRIBE_MS)
+        return;
+    w->sentinel_tried = mono_ms();
+    w->sentinel = cli_sentinel_subscribe(w->c->sentinel_url, w->c->timeout_ms, err, sizeof(err));
+    if (w->sentinel == NULL)
+        fprintf(stderr, "leash: %s (a failover is seen when the master is lost)\n", err);
+}
+
+/* Reads and subscribes at u from now on. 0, or -1 with c->err. */
+static int move_to(watcher *w, const leash_url *u, const char *why) {
+    cli_conn *c = w->c;
+    cli_node *n = &c->nodes[0];
+
+    close_subs(w);
+    cli_node_retarget(n, u);
+    if (cli_node_open(c, n) != 0 || (w->chan != NULL && subscribe(w, n, w->chan, w->chan_len) != 0))
+        return -1;
+    begin(w, "master", "sentinel");
+    if (w->a->json) {
+        fputs(",\"address\":", stdout);
+        cli_json_str(stdout, n->label, strlen(n->label));
+        fputs(",\"why\":", stdout);
+        cli_json_str(stdout, why, strlen(why));
+    } else {
+        printf("  now at %s (%s)", n->label, why);
+    }
+    end(w);
+    return 0;
+}
+
+/* The master was lost: the sentinels are asked every interval until they
+ * name one that answers, FOLLOW_MS at most. 0, or -1 with c->err. */
+static int follow_master(watcher *w) {
+    cli_conn *c = w->c;
+    int64_t until = mono_ms() + FOLLOW_MS;
+    char lost[sizeof(c->err)], err[512];
+    leash_url u;
+
+    snprintf(lost, sizeof(lost), "%s", c->err);
+    close_subs(w);
+    while (!stopping) {
+        if (cli_sentinel_master(c->sentinel_url, c->timeout_ms, &u, err, sizeof(err)) == 0 &&
+            move_to(w, &u, "the master was lost: asked the sentinels") == 0)
+            return 0;
+        if (mono_ms() >= until) {
+            snprintf(c->err, sizeof(c->err),
+                     "%.400s; the sentinels named no master that answers within %d s: %.400s", lost,
+                     FOLLOW_MS / 1000, err);
+            return -1;
+        }
+        /* Not more often than every 100 ms: each try is a connection. */
+        poll(NULL, 0, w->a->interval_ms < 100 ? 100 : (int)w->a->interval_ms);
+    }
+    return -1;
+}
+
+/* What the sentinel said: +promoted-slave or +switch-master about this
+ * master moves the watch there. 0; -1 when the subscriber broke
+ * (subscribed again later); -2 when the watch found no master to move to. */
+static int drain_sentinel(watcher *w) {
+    void *rep;
+    leash_url u;
+    int moved = 0;
+
+    if (redisBufferRead(w->sentinel) != REDIS_OK) {
+        fprintf(stderr, "leash: the subscriber on a sentinel: %s\n", w->sentinel->errstr);
+        redisFree(w->sentinel);
+        w->sentinel = NULL;
+        return -1;
+    }
+    while (redisGetReplyFromReader(w->sentinel, &rep) == REDIS_OK && rep != NULL) {
+        if (cli_sentinel_switched(w->c->sentinel_url, rep, &u) &&
+            (strcmp(u.host, w->c->nodes[0].url.host) != 0 || u.port != w->c->nodes[0].url.port))
+            moved = 1;
+        freeReplyObject(rep);
+    }
+    if (moved && move_to(w, &u, "a sentinel said so") != 0 && follow_master(w) != 0)
+        return -2;
+    return 0;
+}
+
 static int watch_loop(watcher *w, const cli_lockstate *first) {
     const cli_args *a = w->a;
     cli_lockstate last = *first, now;
     int64_t last_at = mono_ms(), until = a->seconds ? last_at + a->seconds * 1000 : 0;
-    struct pollfd pf[LEASH_NODES_MAX];
-    int i, rc = CLI_OK, agree, of, last_agree = -1;
+    struct pollfd pf[LEASH_NODES_MAX + 1];
+    int i, rc = CLI_OK, agree, of, last_agree = -1, nfds;
 
     while (!stopping && (a->events == 0 || w->printed < a->events)) {
         int64_t t = mono_ms(), wait = last_at + a->interval_ms - t;
@@ -272,17 +386,36 @@ static int watch_loop(watcher *w, const cli_lockstate *first) {
                 pf[i].events = POLLIN;
                 pf[i].revents = 0;
             }
-            if (poll(pf, (nfds_t)w->nsubs, (int)wait) < 0 && errno != EINTR)
+            nfds = w->nsubs;
+            if (w->sentinel != NULL) {
+                pf[nfds].fd = w->sentinel->fd;
+                pf[nfds].events = POLLIN;
+                pf[nfds++].revents = 0;
+            }
+            if (poll(pf, (nfds_t)nfds, (int)wait) < 0 && errno != EINTR)
                 break;
+            if (w->sentinel != NULL && (pf[nfds - 1].revents & (POLLIN | POLLHUP | POLLERR))) {
+                if (drain_sentinel(w) == -2) {
+                    rc = stopping ? CLI_OK : CLI_UNREACHABLE;
+                    break;
+                }
+                continue; /* the subscribers may have changed */
+            }
             if (drain(w, pf) != 0) {
-                rc = CLI_UNREACHABLE;
+                if (w->c->sentinel_url != NULL && follow_master(w) == 0)
+                    continue;
+                rc = stopping ? CLI_OK : CLI_UNREACHABLE;
                 break;
             }
             continue;
         }
         cli_conn_retry(w->c);
+        if (w->c->sentinel_url != NULL)
+            watch_sentinels(w);
         if (cli_read_one(w->c, a->name, &now, &agree, &of) == CLI_UNREACHABLE) {
-            rc = CLI_UNREACHABLE;
+            if (w->c->sentinel_url != NULL && follow_master(w) == 0)
+                continue;
+            rc = stopping ? CLI_OK : CLI_UNREACHABLE;
             break;
         }
         diff(w, &last, &now, t - last_at);
@@ -368,12 +501,17 @@ int cli_watch(cli_conn *c, const cli_args *a) {
             free(key);
             return CLI_UNREACHABLE;
         }
-        free(chan);
+        w.chan = chan;
+        w.chan_len = chan_len;
     }
     free(key);
+    if (c->sentinel_url != NULL)
+        watch_sentinels(&w);
     state_event(&w, &first, agree, of);
     rc = watch_loop(&w, &first);
-    for (i = 0; i < w.nsubs; i++)
-        redisFree(w.subs[i].rc);
+    close_subs(&w);
+    if (w.sentinel != NULL)
+        redisFree(w.sentinel);
+    free(w.chan);
     return rc;
 }

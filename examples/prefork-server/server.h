@@ -12,7 +12,7 @@
 #include <hiredis/hiredis.h>
 #include <leash/adapters/libev.h> /* <ev.h>, <leash/leash.h> */
 
-#include "metrics.h"
+#include "prometheus.h" /* metrics/: GET /metrics */
 
 typedef struct server_config {
     const char *redis_host;

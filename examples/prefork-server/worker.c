@@ -15,7 +15,7 @@
  *       and from the handle's leash_lock_stats its holds, waits, longest
  *       wait and failed renewals; with the client's held and waiting now.
  *   GET /metrics
- *       This worker's leash_stats in Prometheus text format (metrics.c).
+ *       This worker's leash_stats in Prometheus text format (metrics/prometheus.c).
  *
  * The order lives in the hash shop:order:<id> (state, payments, fence,
  * paid_by). Payment writes carry the lock's fence, and Redis refuses a fence
@@ -461,7 +461,7 @@ static void metrics(http_conn *hc) {
     size_t len;
 
     leash_client_stats(w.leash, &st);
-    len = metrics_write(body, sizeof(body), &st, (int)getpid());
+    len = prometheus_write(body, sizeof(body), &st, (int)getpid());
     if (len >= sizeof(body)) {
         respond(hc, 500, "{\"error\":\"metrics too long\"}");
         return;

@@ -23,6 +23,26 @@
  * (and, after a failover, the new master's is not behind the old one's by
  * more than the failover took).
  *
+ * Fences on Redlock come from N clocks: a hold's fence is the largest of
+ * its granting servers' (each at least its clock and above the lock's fence
+ * floor there), and the floors of a majority are raised to it. The next
+ * majority shares a server with that one, whose floor carries the fence on
+ * however far the clocks differ, unless that server lost its data (a
+ * restart without persistence, a FLUSHALL, an eviction): then the next
+ * fence is the clocks' of the new majority alone, and goes back when it
+ * comes sooner after the last grant than the clock that made the last
+ * fence is ahead of theirs. Example (tests/test_redlock.c): servers A (10 s
+ * ahead), B, C grant; B restarts empty and is back a lease later (the
+ * Redlock "delayed restart"); B, D, E grant (A and C out of reach) within
+ * 10 s of the first grant: a lower fence. To
+ * keep fences growing, do one of: run NTP on the Redis hosts so that their
+ * clocks differ by much less than a lease (the delayed restart then covers
+ * the difference); keep a server that lost its data down for longer than
+ * the clocks may differ; or run every server with appendonly yes and
+ * appendfsync always (a restart keeps its floors). In every case the
+ * clocks must differ by less than a floor lives: three leases, at least a
+ * minute, after the last grant.
+ *
  * Time: deadlines use CLOCK_MONOTONIC, which does not count a system
  * suspend. After a suspend the machine could not rule out, a holder's
  * leash_valid_ms() is too generous; trust the fence, not the clock.
@@ -222,7 +242,11 @@ enum leash_dialect {
 /* The most replicas leash_options.wait_replicas may ask for. */
 #define LEASH_WAIT_REPLICAS_MAX 64
 
-/* Log levels, most severe first. */
+/* Log levels, most severe first. At LEASH_LOG_DEBUG every change of a
+ * lock handle's state is a line "STATE: FROM => TO (EVENT) lock NAME" (the
+ * Sentinel route's discovery likewise: "... sentinel route of master
+ * NAME"): the path a handle took, for a bug report. Above debug, those
+ * lines cost a comparison each. */
 enum leash_log_level {
     LEASH_LOG_ERROR = 0,
     LEASH_LOG_WARN = 1,
@@ -304,7 +328,10 @@ typedef struct leash_options {
     /* 0 (default) = off. Else a grant, and every renewal, counts only
      * once this many replicas (0..LEASH_WAIT_REPLICAS_MAX) acknowledged
      * it within wait_timeout_ms (Redis WAIT, sent with the script): a
-     * failover to one of them keeps the hold. Too few: the acquire fails
+     * failover to one of them keeps the hold. That keeps a second holder
+     * out only if the old master takes no writes after the failover (it
+     * died), or if this is the number of replicas (README "Redis
+     * Sentinel", failover of a live master). Too few: the acquire fails
      * LEASH_EREPLICAS and is given back; a held lock is lost
      * LEASH_LOST_REPLICAS, and given back in Redis only at the end of the
      * validity leash_valid_ms() gave it (the last write that counted
@@ -355,7 +382,11 @@ typedef struct leash_options {
      * bytes; NULL elsewhere). username and password are the data nodes';
      * sentinel_username and sentinel_password (default NULL: none; at most
      * LEASH_NODE_MAX bytes each) are the sentinels' own (requirepass or an ACL user on the
-     * sentinel). With tls on, the sentinels are reached over TLS too. */
+     * sentinel). With tls on, the sentinels are reached over TLS too,
+     * with the same tls_* settings as the data nodes. When no sentinel of
+     * a round named the master and one refused the credentials or the TLS
+     * handshake, what waits for the master fails LEASH_EAUTH or
+     * LEASH_ETLS, with a log line naming that sentinel. */
     const char *sentinel_master;
     const char *sentinel_username;
     const char *sentinel_password;
@@ -757,7 +788,8 @@ LEASH_EXPORT int64_t leash_valid_ms(const leash_lock *l);
 /* The fencing token of the current (or last) hold: grows with every new
  * hold of this name, also across releases and Redis data loss (it is the
  * server's clock in microseconds at the grant; see the top of this file
- * for the clock assumption). 0 before the first hold. With
+ * for the clock assumption, and with Redlock for the servers' clocks and
+ * restarts, where it can go back). 0 before the first hold. With
  * LEASH_DIALECT_REDISSON it orders leash's holds only: Redisson's holds
  * have no fence (see enum leash_dialect). */
 LEASH_EXPORT uint64_t leash_fence(const leash_lock *l);

@@ -20,4 +20,10 @@ typedef struct leash__logger {
 
 void leash__log(const leash__logger *lg, int level, const char *fmt, ...) LEASH__PRINTF(3, 4);
 
+/* Whether a line of `level` would reach the user: asked before work that
+ * only a log line needs (a state machine's trace, on every transition). */
+static inline int leash__log_on(const leash__logger *lg, int level) {
+    return lg != NULL && lg->cb != NULL && level <= lg->level;
+}
+
 #endif

@@ -162,7 +162,10 @@ typedef struct leash__dialect {
      * ever. Whoever that grant kept out retries by itself (a split vote's
      * pause). */
     leash__cmd *(*giveback_cmd)(const leash__names *n, const char *token, int64_t deadline);
-    leash__cmd *(*renew_cmd)(const leash__renew_item *items, size_t n, int64_t deadline);
+    /* A copy that runs later than void_after_ms after its write (the
+     * command timeout: the client gave up on it) does nothing. */
+    leash__cmd *(*renew_cmd)(const leash__renew_item *items, size_t n, int64_t void_after_ms,
+                             int64_t deadline);
     leash__cmd *(*force_cmd)(const leash__names *n, int64_t deadline);
     /* Raises lock n's fence floor to at least fence (a Redlock grant). */
     leash__cmd *(*raise_cmd)(const leash__names *n, uint64_t fence, int64_t ttl_ms,

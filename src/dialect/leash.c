@@ -1,6 +1,6 @@
 #include "dialect/dialect.h"
 
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,8 +105,15 @@
  *          answer it is the hold's local deadline on the server's clock:
  *          before it the hold cannot have expired, so "not ours" means this
  *          release already ran (0); after it the script cannot tell (-2).
- * renew    KEYS: lock1..lockN  ARGV: token1, lease1, channel1, ..., publish
- *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken or wrong type);
+ * renew    KEYS: lock1..lockN  ARGV: token1, lease1, channel1, ..., publish,
+ *          not_after
+ *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken or wrong type),
+ *             -3 each when not_after passed: it did nothing. not_after (as
+ *             the acquire's: written at the write, the command timeout
+ *             later on the server's clock) keeps a copy that sat in a
+ *             frozen server's socket, which the client gave up on, from
+ *             setting a fresh lease when it runs late - after a release
+ *             that has not reached that server yet, say;
  *             a renewed lock marked "w" publishes "renewed:<lease>", so
  *             waiters sleep through a live holder's renewals without
  *             sending anything, and wake on their own only when it stops
@@ -222,8 +229,17 @@ static const char release_lua[] =
     "return -2\n";
 
 static const char renew_lua[] = LEASH__FAMILY_LUA
-    "local r, k, verb, t, now = {}, 1, ARGV[#ARGV]\n"
-    "for i = 1, (#ARGV - 1) / 4 do\n"
+    "local r, k, verb, t, now = {}, 1, ARGV[#ARGV - 1]\n"
+    "local count = (#ARGV - 2) / 4\n"
+    "if ARGV[#ARGV] + 0 > 0 then\n"
+    "  t = redis.call('time')\n"
+    "  now = fam_now(t)\n"
+    "  if now >= ARGV[#ARGV] + 0 then\n"
+    "    for i = 1, count do r[i] = -3 end\n"
+    "    return r\n"
+    "  end\n"
+    "end\n"
+    "for i = 1, count do\n"
     "  local tok, lease, chan = ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1]\n"
     "  if ARGV[4 * i] == 'm' then\n"
     "    local v = redis.pcall('get', KEYS[k])\n"
@@ -301,19 +317,9 @@ static const leash__script *const scripts[] = {&acquire_script,
                                                &leash__family_acquire_script,
                                                &leash__family_release_script};
 
-/* Once per process, whichever thread makes the first client: the others
- * wait the microseconds it takes. */
-void leash__dialects_init(void) {
-    static atomic_int state; /* 0 not yet, 1 being made, 2 made */
-    int expected = 0;
-
-    if (atomic_load(&state) == 2)
-        return;
-    if (!atomic_compare_exchange_strong(&state, &expected, 1)) {
-        while (atomic_load(&state) != 2)
-            ;
-        return;
-    }
+/* What leash__dialects_init does once: the SHA1s of every dialect's
+ * scripts. */
+static void make_scripts(void) {
     leash__script_init(&acquire_script_60, acquire_lua_60);
     leash__script_init_since(&acquire_script, acquire_lua, LEASH__VERSION(7, 0, 0),
                              &acquire_script_60);
@@ -323,7 +329,15 @@ void leash__dialects_init(void) {
     leash__script_init(&leash__raise_script, raise_lua);
     leash__family_scripts_init();
     leash__redisson_scripts_init();
-    atomic_store(&state, 2);
+}
+
+/* Once per process, whichever thread makes the first client; a thread
+ * that comes while another makes them sleeps in pthread_once until they
+ * are made (base/token.c uses pthread_once too) rather than spinning. */
+void leash__dialects_init(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    (void)pthread_once(&once, make_scripts);
 }
 
 /* ---- names ---- */
@@ -531,10 +545,11 @@ static leash__cmd *giveback_cmd(const leash__names *n, const char *token, int64_
 /* Per lock: its key (the family: its four keys), and ARGV token, lease,
  * channel (the family: the channel base), layout ('m' the mutex's, 'f' the
  * family's); then the publish verb. */
-static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t deadline) {
+static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t void_after_ms,
+                             int64_t deadline) {
     enum {
         KEYS_MAX = 4 * LEASH__RENEW_BATCH,
-        ARGS_MAX = 4 * LEASH__RENEW_BATCH + 1
+        ARGS_MAX = 4 * LEASH__RENEW_BATCH + 2
     };
     const char *keys[KEYS_MAX], *args[ARGS_MAX], *argv[3 + KEYS_MAX + ARGS_MAX];
     size_t klens[KEYS_MAX], alens[ARGS_MAX], lens[3 + KEYS_MAX + ARGS_MAX], i, k = 0, a = 0;
@@ -567,13 +582,17 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t d
     }
     args[a] = leash__publish_verb(items[0].names, &alens[a]);
     a++;
+    args[a] = leash__stamp_zeros;
+    alens[a++] = LEASH__STAMP_DIGITS;
     memcpy(argv + 3, keys, k * sizeof(*keys));
     memcpy(lens + 3, klens, k * sizeof(*klens));
     memcpy(argv + 3 + k, args, a * sizeof(*args));
     memcpy(lens + 3 + k, alens, a * sizeof(*alens));
     cmd = leash__script_cmd(&renew_script, (int)k, (int)(3 + k + a), argv, lens, 0, deadline);
-    if (cmd != NULL)
-        leash__cmd_publish_arg(cmd, (unsigned)(3 + k + a - 1));
+    if (cmd != NULL) {
+        leash__cmd_publish_arg(cmd, (unsigned)(3 + k + a - 2));
+        leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, void_after_ms);
+    }
     free(bufs);
     return cmd;
 }
@@ -685,9 +704,10 @@ static void parse_release(const redisReply *r, leash__answer *a, size_t n, const
     bad_reply(r, a, 1, lg, "release", what);
 }
 
-/* {r1..rN}: 1 renewed, 0 not ours; the family's waiters also 2 (the place
- * renewed) and a fence (let in by this renewal); anything else is a protocol error for
- * that lock, never a verdict on its hold. */
+/* {r1..rN}: 1 renewed, 0 not ours, -3 too late (not_after passed); the
+ * family's waiters also 2 (the place renewed) and a fence (let in by this
+ * renewal); anything else is a protocol error for that lock, never a
+ * verdict on its hold. */
 static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const leash__logger *lg,
                         const char *what) {
     size_t i;
@@ -699,7 +719,10 @@ static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const
     for (i = 0; i < n; i++) {
         const redisReply *e = r->element[i];
         memset(&out[i], 0, sizeof(out[i]));
-        if (e->type == REDIS_REPLY_INTEGER && e->integer >= 0) {
+        if (e->type == REDIS_REPLY_INTEGER && e->integer == -3) {
+            /* Too late to count: it did nothing, as one never written. */
+            out[i].status = LEASH_ECONN;
+        } else if (e->type == REDIS_REPLY_INTEGER && e->integer >= 0) {
             out[i].kind = e->integer == 0   ? LEASH__ANS_NOT_OURS
                           : e->integer == 1 ? LEASH__ANS_RENEWED
                           : e->integer == 2 ? LEASH__ANS_QUEUED

@@ -62,10 +62,11 @@
  *             every final release publishes, as Redisson's does; except a
  *             give-back, whose publish is "", see giveback_cmd in
  *             dialect.h), -1 not ours, -2 a resend that cannot tell.
- * renew    KEYS: lock1..lockN  ARGV: field1, lease1, ...
+ * renew    KEYS: lock1..lockN  ARGV: field1, lease1, ..., not_after
  *          -> {r1..rN}: 1 HEXISTS, PEXPIREd; 0 not ours (gone, another's,
- *             another type). Nothing is published: Redisson's renewals do
- *             not, and its waiters sleep on the PTTL.
+ *             another type); -3 each when not_after passed (leash's own
+ *             renew: a late copy does nothing). Nothing is published:
+ *             Redisson's renewals do not, and its waiters sleep on the PTTL.
  * force    KEYS: lock  ARGV: channel, publish
  *          -> 1 the hash was deleted and "0" published, 0 nobody held it,
  *             a WRONGTYPE error when the key is not a hash (left alone).
@@ -129,16 +130,24 @@ static const char release_lua[] =
     "if t[1] * 1000 + math.floor(t[2] / 1000) < ARGV[5] + 0 then return 0 end\n"
     "return -2\n";
 
-static const char renew_lua[] = "local r = {}\n"
-                                "for i = 1, #KEYS do\n"
-                                "  if redis.pcall('hexists', KEYS[i], ARGV[2 * i - 1]) == 1 then\n"
-                                "    redis.call('pexpire', KEYS[i], ARGV[2 * i])\n"
-                                "    r[i] = 1\n"
-                                "  else\n"
-                                "    r[i] = 0\n"
-                                "  end\n"
-                                "end\n"
-                                "return r\n";
+static const char renew_lua[] =
+    "local r = {}\n"
+    "if ARGV[#ARGV] + 0 > 0 then\n"
+    "  local t = redis.call('time')\n"
+    "  if t[1] * 1000 + math.floor(t[2] / 1000) >= ARGV[#ARGV] + 0 then\n"
+    "    for i = 1, #KEYS do r[i] = -3 end\n"
+    "    return r\n"
+    "  end\n"
+    "end\n"
+    "for i = 1, #KEYS do\n"
+    "  if redis.pcall('hexists', KEYS[i], ARGV[2 * i - 1]) == 1 then\n"
+    "    redis.call('pexpire', KEYS[i], ARGV[2 * i])\n"
+    "    r[i] = 1\n"
+    "  else\n"
+    "    r[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "return r\n";
 
 static const char force_lua[] = "local ty = redis.call('type', KEYS[1])['ok']\n"
                                 "if ty == 'none' then return 0 end\n"
@@ -253,9 +262,11 @@ static leash__cmd *giveback_cmd(const leash__names *n, const char *token, int64_
     return release_as(n, token, 0, 0, deadline, 0);
 }
 
-static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t deadline) {
-    const char *argv[3 + 3 * LEASH__RENEW_BATCH];
-    size_t lens[3 + 3 * LEASH__RENEW_BATCH], i;
+static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t void_after_ms,
+                             int64_t deadline) {
+    const char *argv[4 + 3 * LEASH__RENEW_BATCH];
+    size_t lens[4 + 3 * LEASH__RENEW_BATCH], i;
+    leash__cmd *cmd;
     char leases[LEASH__RENEW_BATCH][21], fields[LEASH__RENEW_BATCH][FIELD_LEN];
 
     if (n == 0 || n > LEASH__RENEW_BATCH)
@@ -269,7 +280,12 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t d
         lens[4 + n + 2 * i] = leash__resp_int(leases[i], items[i].lease_ms);
         argv[4 + n + 2 * i] = leases[i];
     }
-    return leash__script_cmd(&renew_script, (int)n, (int)(3 + 3 * n), argv, lens, 0, deadline);
+    argv[3 + 3 * n] = leash__stamp_zeros;
+    lens[3 + 3 * n] = LEASH__STAMP_DIGITS;
+    cmd = leash__script_cmd(&renew_script, (int)n, (int)(4 + 3 * n), argv, lens, 0, deadline);
+    if (cmd != NULL)
+        leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, void_after_ms);
+    return cmd;
 }
 
 static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {

@@ -92,7 +92,8 @@ static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigne
     memset(&s, 0, sizeof(s));
     s.slot = slot;
     s.op = w->route->dialect->renew;
-    s.cmd = w->route->dialect->renew_cmd(items, n, deadline);
+    s.cmd =
+        w->route->dialect->renew_cmd(items, n, w->route->cfg->conn->command_timeout_ms, deadline);
     s.nanswers = n;
     s.what = "(batch)";
     s.done = on_batch;

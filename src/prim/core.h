@@ -1,9 +1,9 @@
 /*
  * What every lock handle sees of its client: the environment, the route
  * (where commands go), the dialect (what they say), the run-later queue,
- * the wait queues, the watchdog, the list of handles, the defaults of the
- * options, and the graceful close. client.c makes it; the primitives use
- * it; nothing below the primitives knows it.
+ * the wait queues, the watchdog, the list of handles, the primitives' part
+ * of the configuration, and the graceful close. client.c makes it; the
+ * primitives use it; nothing below the primitives knows it.
  */
 #ifndef LEASH_PRIM_CORE_H
 #define LEASH_PRIM_CORE_H
@@ -24,6 +24,15 @@
 #define LEASH__CLIENT_MAGIC 0x6c656173u /* "leas" */
 #define LEASH__LOCK_MAGIC 0x6c6f636bu   /* "lock" */
 
+/* The primitives' part of the client's configuration (options.h), with
+ * the parts below that they read too. Read-only. */
+typedef struct leash__prim_cfg {
+    const leash__conn_cfg *conn;   /* db, command_timeout_ms */
+    const leash__route_cfg *route; /* wait_replicas */
+    const char *key_prefix;
+    int64_t lease_ms, renew_ms, max_hold_ms; /* a new handle's defaults */
+} leash__prim_cfg;
+
 typedef struct leash__core {
     leash__env env;
     leash_client *client; /* the public handle, for leash_lock_client() */
@@ -34,15 +43,10 @@ typedef struct leash__core {
     leash__watchdog dog;
     leash__list locks;     /* every live handle */
     leash__list graveyard; /* handles freed inside a callback: memory goes at leave */
-    /* Defaults of a new handle, and what every command needs. */
-    const char *key_prefix;
-    int db;
-    int fenced; /* grants read and raise a fence floor per lock (Redlock) */
-    int wait_replicas;
+    const leash__prim_cfg *cfg;
     /* This client's id on the family's channels; "" until its first
      * family handle. */
     char client_id[LEASH__TOKEN_LEN + 1];
-    int64_t lease_ms, renew_ms, max_hold_ms, command_timeout_ms;
     /* leash_client_close: closing, and the releases it still waits for. */
     int closing;
     unsigned close_pending;

@@ -43,10 +43,11 @@ leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const c
         return NULL;
     }
     if (mode != 0)
-        rc = core->dialect->family_names(&l->names, &core->env.log, core->key_prefix, name,
-                                         core->db, core->client_id);
+        rc = core->dialect->family_names(&l->names, &core->env.log, core->cfg->key_prefix, name,
+                                         core->cfg->conn->db, core->client_id);
     else
-        rc = core->dialect->names(&l->names, &core->env.log, core->key_prefix, name, core->db);
+        rc = core->dialect->names(&l->names, &core->env.log, core->cfg->key_prefix, name,
+                                  core->cfg->conn->db);
     if (rc != LEASH_OK) {
         free(l);
         return NULL;
@@ -54,21 +55,22 @@ leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const c
     l->mode = mode;
     l->permits = permits;
     l->names.sharded = &core->route->sharded;
-    l->names.fenced = core->fenced;
+    l->names.fenced = core->route->fenced;
     l->magic = LEASH__LOCK_MAGIC;
     l->prim = prim;
     l->core = core;
-    l->name = l->names.key + strlen(core->key_prefix);
+    l->name = l->names.key + strlen(core->cfg->key_prefix);
     if (strlen(l->name) <= LEASH__LOG_NAME_MAX)
         snprintf(l->log_name, sizeof(l->log_name), "%s", l->name);
     else
         snprintf(l->log_name, sizeof(l->log_name), "%.*s...(%zu bytes)", LEASH__LOG_NAME_MAX - 16,
                  l->name, strlen(l->name));
-    l->lease_ms = core->lease_ms;
-    l->renew_ms = core->renew_ms;
-    l->max_hold_ms = core->max_hold_ms;
+    l->lease_ms = core->cfg->lease_ms;
+    l->renew_ms = core->cfg->renew_ms;
+    l->max_hold_ms = core->cfg->max_hold_ms;
     l->watchdog = 1;
     l->reentrant = 1;
+    l->event = -1;
     prim->init(l);
     if (core->env.attached && leash__timer_create(&l->timer) != LEASH_OK) {
         leash__log(&core->env.log, LEASH_LOG_ERROR, "leash_lock_new: out of memory (a timer)");
@@ -345,4 +347,41 @@ int leash__lock_state(const leash_lock *l) {
 
 const char *leash__lock_state_name(const leash_lock *l) {
     return l->prim->state_name(l->state);
+}
+
+const char *leash__event_name(int type) {
+    static const char *const names[LEASH__EV_COUNT] = {
+        [LEASH__EV_ACQUIRE] = "ACQUIRE",
+        [LEASH__EV_RELEASE] = "RELEASE",
+        [LEASH__EV_CANCEL] = "CANCEL",
+        [LEASH__EV_FORCE] = "FORCE",
+        [LEASH__EV_FREE] = "FREE",
+        [LEASH__EV_CLOSE] = "CLOSE",
+        [LEASH__EV_GRANTED] = "GRANTED",
+        [LEASH__EV_BUSY] = "BUSY",
+        [LEASH__EV_LATE] = "LATE",
+        [LEASH__EV_GONE] = "GONE",
+        [LEASH__EV_FAILED] = "FAILED",
+        [LEASH__EV_UNREPLICATED] = "UNREPLICATED",
+        [LEASH__EV_RELEASED] = "RELEASED",
+        [LEASH__EV_FORCED] = "FORCED",
+        [LEASH__EV_RENEWED] = "RENEWED",
+        [LEASH__EV_NOT_OURS] = "NOT_OURS",
+        [LEASH__EV_RENEW_FAILED] = "RENEW_FAILED",
+        [LEASH__EV_RENEW_UNREPLICATED] = "RENEW_UNREPLICATED",
+        [LEASH__EV_WAIT_END] = "WAIT_END",
+        [LEASH__EV_TTL] = "TTL",
+        [LEASH__EV_RETRY] = "RETRY",
+        [LEASH__EV_DEADLINE] = "DEADLINE",
+        [LEASH__EV_MAX_HOLD] = "MAX_HOLD",
+        [LEASH__EV_RENEW_DUE] = "RENEW_DUE",
+        [LEASH__EV_WAKE] = "WAKE",
+        [LEASH__EV_COVERED] = "COVERED",
+        [LEASH__EV_ALIVE] = "ALIVE",
+        [LEASH__EV_HANDOFF] = "HANDOFF",
+    };
+
+    if (type == -1)
+        return "-";
+    return type >= 0 && type < LEASH__EV_COUNT && names[type] != NULL ? names[type] : "?";
 }

@@ -111,6 +111,9 @@ struct leash_lock {
     leash_lock *pair;
 
     int state; /* the kind's own states */
+    /* The event the kind's dispatch is deciding (LEASH__EV_*), -1 outside
+     * one: what the trace of a state change names as its cause. */
+    int event;
     leash__timer timer;
 
     /* The acquire that is pending. */
@@ -178,5 +181,8 @@ int leash__lock_prepare(leash_lock *l);
 int leash__lock_dispatch(leash_lock *l, const leash__event *e);
 int leash__lock_state(const leash_lock *l);
 const char *leash__lock_state_name(const leash_lock *l);
+/* "ACQUIRE", "GRANTED", ...: an event's name for log lines; "-" for -1
+ * (no event), "?" for a number out of range. */
+const char *leash__event_name(int type);
 
 #endif

@@ -397,7 +397,7 @@ static void release_in_background(leash_lock *l, const char *token, int64_t send
     leash__core *core = l->core;
     int64_t from = send_at > 0 ? send_at : leash__now_ms();
     leash__cmd *cmd =
-        release_cmd(l, token, 0, 0, from + core->command_timeout_ms + l->hold.lease_ms);
+        release_cmd(l, token, 0, 0, from + core->cfg->conn->command_timeout_ms + l->hold.lease_ms);
 
     /* A family waiter's place goes with it (a release gives it up). */
     if (strcmp(token, l->hold.token) == 0)
@@ -414,7 +414,7 @@ static void release_in_background(leash_lock *l, const char *token, int64_t send
  * stamps each copy "not after command_timeout_ms from its write", and none
  * is written after now. */
 static void release_after_late_copies(leash_lock *l) {
-    int64_t v = l->core->command_timeout_ms;
+    int64_t v = l->core->cfg->conn->command_timeout_ms;
     release_in_background(l, l->hold.token, leash__now_ms() + v + LATE_COPY_MARGIN_MS + v / 500);
 }
 
@@ -467,7 +467,7 @@ static leash__cmd *make_attempt(leash_lock *l) {
     if (extra)
         deadline = l->hold.deadline;
     else if (l->wait_once)
-        deadline = leash__now_ms() + core->command_timeout_ms;
+        deadline = leash__now_ms() + core->cfg->conn->command_timeout_ms;
     else
         deadline = l->wait_deadline;
     if (family(l)) {
@@ -477,11 +477,11 @@ static leash__cmd *make_attempt(leash_lock *l) {
                                 : NULL;
         return core->dialect->family_acquire_cmd(
             &l->names, l->hold.token, l->hold.lease_ms, l->mode, l->permits, l->wait_once,
-            extra ? l->hold.count + 1 : 1, under, core->command_timeout_ms, deadline);
+            extra ? l->hold.count + 1 : 1, under, core->cfg->conn->command_timeout_ms, deadline);
     }
     return core->dialect->acquire_cmd(&l->names, l->hold.token, l->hold.lease_ms,
                                       extra ? l->hold.count + 1 : count_new(l),
-                                      core->command_timeout_ms, deadline);
+                                      core->cfg->conn->command_timeout_ms, deadline);
 }
 
 /* Sends cmd as the attempt. 0, or -1 without memory (cmd freed). */
@@ -503,10 +503,17 @@ static int put_attempt(leash_lock *l, leash__cmd *cmd) {
 static void arm(leash_lock *l);
 
 /* Every change of state goes through here: the work of leaving the old
- * state, and of entering the new one. */
+ * state, and of entering the new one. At debug level each change is a
+ * line, "STATE: FROM => TO (EVENT) lock NAME" (curl's mstate() is the
+ * model), so that a user's log shows the path the handle took; staying in
+ * a state (its entry work run again) is not a line. */
 static void set_state(leash_lock *l, int to) {
     int from = l->state;
     leash_stats *cst = l->core->env.stats;
+
+    if (to != from && leash__log_on(lg(l), LEASH_LOG_DEBUG))
+        leash__log(lg(l), LEASH_LOG_DEBUG, "STATE: %s => %s (%s) lock %s", state_names[from],
+                   state_names[to], leash__event_name(l->event), l->log_name);
 
     /* The stats' waits and holds begin and end with the states. */
     if ((to == M_SUBSCRIBING || to == M_PARKED) && !l->waited) {
@@ -849,7 +856,8 @@ static void handed(leash_lock *l, const leash__event *e) {
     /* Let in before an attempt answered "queued": which copy of it wrote
      * the place (an earlier one may have, before a reconnect) is not
      * known, so neither is the place's expiry. */
-    if (!l->queued || l->core->wait_replicas > 0 || !l->watchdog || now >= l->hold.deadline) {
+    if (!l->queued || l->core->cfg->route->wait_replicas > 0 || !l->watchdog ||
+        now >= l->hold.deadline) {
         again(l);
         return;
     }
@@ -1054,7 +1062,7 @@ static int undo(leash_lock *l, const leash__event *e) {
     if (l->attempt != NULL) {
         cmd = release_cmd(l, l->hold.token, 0,
                           l->attempt_sent + l->hold.lease_ms - leash__drift_ms(l->hold.lease_ms),
-                          leash__now_ms() + core->command_timeout_ms + l->hold.lease_ms);
+                          leash__now_ms() + core->cfg->conn->command_timeout_ms + l->hold.lease_ms);
         req = cmd != NULL ? send(l, core->dialect->release, cmd, 0, on_release, l) : NULL;
         if (req == NULL) {
             free(dacq);
@@ -1096,8 +1104,8 @@ static int give(leash_lock *l, const leash__event *e) {
     leash__cmd *cmd;
     leash__req *req;
 
-    if (deadline < now + core->command_timeout_ms)
-        deadline = now + core->command_timeout_ms;
+    if (deadline < now + core->cfg->conn->command_timeout_ms)
+        deadline = now + core->cfg->conn->command_timeout_ms;
     cmd = release_cmd(l, l->hold.token, l->hold.count - 1, l->hold.deadline, deadline);
     req = cmd != NULL ? send(l, core->dialect->release, cmd, 0, on_release, l) : NULL;
     if (req == NULL)
@@ -1134,7 +1142,7 @@ static int cancel(leash_lock *l) {
 
 static int force(leash_lock *l, const leash__event *e) {
     leash__core *core = l->core;
-    int64_t deadline = leash__now_ms() + core->command_timeout_ms;
+    int64_t deadline = leash__now_ms() + core->cfg->conn->command_timeout_ms;
     leash__cmd *cmd = family(l) ? core->dialect->family_force_cmd(&l->names, deadline)
                                 : core->dialect->force_cmd(&l->names, deadline);
     leash__req *req = cmd != NULL ? send(l, core->dialect->force, cmd, 0, on_force, l) : NULL;
@@ -1216,8 +1224,8 @@ static void close_handle(leash_lock *l) {
         return;
     abandon_attempt(l, 0); /* an extra hold: the release below takes all */
     deadline = l->hold.deadline;
-    if (deadline < leash__now_ms() + core->command_timeout_ms)
-        deadline = leash__now_ms() + core->command_timeout_ms;
+    if (deadline < leash__now_ms() + core->cfg->conn->command_timeout_ms)
+        deadline = leash__now_ms() + core->cfg->conn->command_timeout_ms;
     cmd = release_cmd(l, l->hold.token, 0, l->hold.deadline, deadline);
     set_state(l, M_IDLE);
     if (cmd == NULL || send(l, core->dialect->release, cmd, 0, on_close_release, core) == NULL) {
@@ -1594,10 +1602,17 @@ static int in_held(leash_lock *l, const leash__event *e) {
 }
 
 static int dispatch(leash_lock *l, const leash__event *e) {
-    int rc = 0;
+    /* A user callback run from here may call into l again: that event is
+     * traced as the cause until it returns, then this one is again. l
+     * outlives the callbacks (a handle freed inside one waits in the
+     * graveyard until the loop's entry returns). */
+    int rc = 0, outer = l->event;
 
-    if (common(l, e, &rc))
+    l->event = e->type;
+    if (common(l, e, &rc)) {
+        l->event = outer;
         return rc;
+    }
     switch (l->state) {
     case M_IDLE:
         rc = in_idle(l, e);
@@ -1619,6 +1634,7 @@ static int dispatch(leash_lock *l, const leash__event *e) {
     /* A call runs no user callback: l is still there. */
     if (e->type == LEASH__EV_ACQUIRE && rc == LEASH_OK)
         COUNT(l, acquires);
+    l->event = outer;
     return rc;
 }
 

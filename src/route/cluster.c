@@ -904,9 +904,18 @@ static void cluster_destroy(leash__route *r) {
 }
 
 static const leash__route_ops cluster_ops = {
-    cluster_send,      cluster_cancel,    cluster_orphan,   cluster_batch_key,
-    cluster_want,      cluster_connected, cluster_node,     cluster_prepare,
-    cluster_unprepare, cluster_start,     cluster_teardown, cluster_destroy,
+    .send = cluster_send,
+    .cancel = cluster_cancel,
+    .orphan = cluster_orphan,
+    .batch_key = cluster_batch_key,
+    .want = cluster_want,
+    .connected = cluster_connected,
+    .node = cluster_node,
+    .prepare = cluster_prepare,
+    .unprepare = cluster_unprepare,
+    .start = cluster_start,
+    .teardown = cluster_teardown,
+    .destroy = cluster_destroy,
 };
 
 leash__route *leash__route_cluster_new(leash__env *env, const leash__dialect *d,
@@ -920,7 +929,8 @@ leash__route *leash__route_cluster_new(leash__env *env, const leash__dialect *d,
     cl->base.env = env;
     cl->base.dialect = d;
     cl->base.cfg = cfg;
-    cl->base.sharded = cfg->sharded;
+    cl->base.orders_queues = 1;
+    leash__route_init_sharded(&cl->base, 1);
     leash__list_init(&cl->parked);
     leash__timer_init(&cl->timer, env, on_timer, cl);
     for (i = 0; i < cfg->nseeds; i++) {

@@ -22,6 +22,15 @@
  *            so a hold does not run on a bare majority longer than needed.
  *   force    removed by any; nobody held it on M; else the failure.
  *
+ * Copies: route/copies.c delivers them, and this file only decides. Once
+ * decided, a request lets go of its copies still out: each stays its
+ * server's due until its own deadline (a release's is the hold's), so a
+ * server that was unreachable at the decision still gets the release, the
+ * give-back or the renewal when it is back in time (a renewal's stamp
+ * voids one that runs too late). A grant's copies are dropped instead: one
+ * that landed after the release would leave a key nobody holds. Only a
+ * cancelled acquire withdraws copies outright.
+ *
  * Validity: the primitive measures a hold from the send of its attempt
  * (lease - elapsed - drift), as for one server; the raise happens inside
  * that time.
@@ -29,11 +38,18 @@
  * Why fences only grow: a hold's fence F is at least every granting
  * server's, and M granting servers' floors were raised to F while the hold
  * stood. Any later majority shares a server with those M, whose next grant
- * is above its floor, so the later fence is above F. This assumes what the
- * Redlock algorithm itself assumes: a server that restarts without its data
- * stays down for at least a lease (else a second majority can form while
- * the first hold stands), and the servers' clocks differ by less than a
- * floor lives (three leases, at least a minute: dialect.h).
+ * is above its floor, so the later fence is above F, however far the
+ * clocks differ - as long as that server kept its floor. One that lost it
+ * (a restart without its data, an eviction, the floor's TTL: three leases,
+ * at least a minute, dialect.h) grants its clock, as do the others of the
+ * later majority that never had F: their largest clock is above F only
+ * once more time has passed since F's grant than F's clock was ahead of
+ * theirs. So fences only grow while the servers' clocks differ by less
+ * than a floor lives and by less than a server that lost its data stays
+ * down (Redlock's delayed restart: at least a lease, so clocks within a
+ * lease of each other, or that server keeps its data: appendonly with
+ * fsync always). Otherwise they can go back (README "Redlock";
+ * tests/test_redlock.c shows it with clocks 10 s apart).
  *
  * Attempts: each attempt of an acquire has a token of its own
  * (fresh_tokens): a release of a failed attempt, sent to all N, can never
@@ -53,6 +69,7 @@
 #include "base/clock.h"
 #include "base/strmap.h"
 #include "base/token.h"
+#include "route/copies.h"
 #include "route/node.h"
 #include "route/route.h"
 
@@ -75,6 +92,7 @@ typedef struct quorum {
     leash__route base;
     unsigned n, majority;
     qnode *nodes;
+    leash__conn **conns; /* per server: its command connection */
     leash__strmap chans; /* channel -> qchan */
 } quorum;
 
@@ -103,18 +121,11 @@ typedef struct qreq {
     int64_t deadline;        /* the operation's */
     int64_t lease_ms;        /* grant: the hold's lease */
     leash__cmd *again;       /* renew: a copy kept for servers that fail it */
-    leash__cmd **cmds;       /* per server, while its answer is to come */
+    leash__copies copies;    /* the command's copies, one per server */
     leash__answer *got;      /* per server, n answers each */
     char *answered;          /* per server: its answers are in got */
-    struct qslot *slots;     /* per server: what its copy answers to */
     leash__answer answers[]; /* n combined */
 } qreq;
-
-/* What a server's copy of a command answers to. */
-typedef struct qslot {
-    qreq *q;
-    unsigned node;
-} qslot;
 
 static const leash__logger *log_of(const quorum *qu) {
     return &qu->base.env->log;
@@ -361,43 +372,31 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
 
 /* ---- requests ---- */
 
-static int send_copies(qreq *q, uint64_t to, leash__cmd *tmpl);
 static void settle(qreq *q);
 
-/* The copies still out are not listened to any more: one that waits for
- * its connection is dropped, a written one (or one a ready connection
- * writes soon) finishes unheard and is not sent again; with cancel, only
- * a written one goes on. */
-static void drop_cmds(qreq *q, int cancel) {
-    unsigned s;
-
-    for (s = 0; s < q->qu->n; s++) {
-        if (q->cmds[s] != NULL) {
-            if (cancel)
-                leash__cmd_cancel(q->cmds[s]);
-            else
-                leash__cmd_drop(q->cmds[s]);
-            q->cmds[s] = NULL;
-        }
-    }
-}
-
 static void req_free(qreq *q) {
-    drop_cmds(q, 1);
+    leash__copies_fini(&q->copies);
     if (q->again != NULL)
         leash__cmd_free(q->again);
-    free(q->cmds);
     free(q->got);
     free(q->answered);
-    free(q->slots);
     free(q);
+}
+
+/* What the copies still out owe their servers once q is decided
+ * (route/copies.h): a grant's are dropped, the others' delivered. */
+static void let_go(qreq *q) {
+    if (q->op->cls == LEASH__OP_GRANT)
+        leash__copies_drop(&q->copies);
+    else
+        leash__copies_let_go(&q->copies);
 }
 
 static void finish(qreq *q) {
     leash__done_fn *done = q->done;
     void *arg = q->arg;
 
-    drop_cmds(q, 0);
+    let_go(q);
     if (done == NULL) {
         req_free(q);
         return;
@@ -407,51 +406,44 @@ static void finish(qreq *q) {
     req_free(q);
 }
 
-/* A give-back of the attempt's token on every server, nobody listening.
- * An extra hold's attempt has no token of its own: the hold stays. */
+static uint64_t all_servers(const quorum *qu) {
+    return qu->n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << qu->n) - 1);
+}
+
+/* A give-back of the attempt's token on every server, nobody listening,
+ * delivered for as long as a grant of the attempt can stand (a copy that
+ * landed after the decision holds for a lease). An extra hold's attempt
+ * has no token of its own: the hold stays. */
 static void release_everywhere(qreq *q) {
     const leash__dialect *d = q->qu->base.dialect;
+    int64_t timeout = q->qu->base.cfg->conn->command_timeout_ms, until;
     leash__cmd *cmd;
-    unsigned s;
 
     if (q->token[0] == '\0')
         return;
-    cmd = d->giveback_cmd(q->names, q->token,
-                          leash__now_ms() + q->qu->base.cfg->conn->command_timeout_ms);
-
-    if (cmd == NULL) {
+    until = leash__now_ms() + (q->lease_ms > timeout ? q->lease_ms : timeout);
+    cmd = d->giveback_cmd(q->names, q->token, until);
+    if (cmd == NULL || leash__copies_post(q->qu->conns, q->qu->n, all_servers(q->qu), cmd, 0) == 0)
         leash__log(log_of(q->qu), LEASH_LOG_WARN,
                    "acquire %s: no memory to give back a partial grant; it expires with its lease",
                    q->what);
-        return;
-    }
-    for (s = 0; s < q->qu->n; s++) {
-        leash__cmd *c = s + 1 < q->qu->n ? leash__cmd_clone(cmd) : cmd;
-        if (c == NULL)
-            continue;
-        c->flags |= LEASH__CMD_ORPHAN;
-        leash__conn_send(&q->qu->nodes[s].node.cmd, c);
-    }
 }
 
-/* Renewals again, in the background, on the servers that failed them
- * (or whose copy has not even been written yet): the hold should not run
- * on a bare majority for longer than it must. A copy written and not yet
- * answered goes on unheard, and does the same. */
+/* Renewals again, in the background, on the servers that failed them:
+ * the hold should not run on a bare majority for longer than it must. A
+ * copy still out (written, or waiting for its connection) is delivered
+ * anyway once let go. */
 static void renew_again(qreq *q) {
+    uint64_t to = 0;
+    leash__cmd *c;
     unsigned s;
 
-    for (s = 0; s < q->qu->n; s++) {
-        leash__cmd *c;
-        if (q->answered[s] ? q->got[s * q->n].status == LEASH_OK
-                           : q->cmds[s] != NULL && (q->cmds[s]->flags & LEASH__CMD_WRITTEN))
-            continue;
-        c = leash__cmd_clone(q->again);
-        if (c == NULL)
-            return;
-        c->flags |= LEASH__CMD_ORPHAN;
-        leash__conn_send_at(&q->qu->nodes[s].node.cmd, c, leash__now_ms() + RENEW_AGAIN_MS);
-    }
+    for (s = 0; s < q->qu->n; s++)
+        if (q->answered[s] && q->got[s * q->n].status != LEASH_OK)
+            to |= (uint64_t)1 << s;
+    if (to == 0 || (c = leash__cmd_clone(q->again)) == NULL)
+        return;
+    (void)leash__copies_post(q->qu->conns, q->qu->n, to, c, leash__now_ms() + RENEW_AGAIN_MS);
 }
 
 /* A grant's copies (and its raise's) wait for a server's connection no
@@ -479,14 +471,12 @@ static int start_raise(qreq *q) {
         bound_grant(cmd, q->qu->base.cfg->conn->command_timeout_ms, q->lease_ms);
     if (cmd == NULL)
         return -1;
-    drop_cmds(q, 0);
+    let_go(q);
     q->raising = 1;
     q->op = q->qu->base.dialect->raise;
     for (s = 0; s < q->qu->n; s++)
         q->answered[s] = 0;
-    if (send_copies(q, q->granted, cmd) != 0)
-        return -1;
-    return 0;
+    return leash__copies_send(&q->copies, q->granted, cmd);
 }
 
 /* Looks whether q's outcome is decided now, and acts on it. */
@@ -541,74 +531,30 @@ static void settle(qreq *q) {
     finish(q);
 }
 
-static void on_reply(void *arg, redisReply *reply, int status, const leash__reply_info *info) {
-    qslot *slot = arg;
-    qreq *q = slot->q;
-    unsigned s = slot->node;
+static void on_answer(void *owner, unsigned s, redisReply *reply, int status,
+                      const leash__reply_info *info) {
+    qreq *q = owner;
 
-    q->cmds[s] = NULL;
     leash__route_read(&q->qu->base, q->op, reply, status, info, &q->got[s * q->n], q->n, q->what);
     if (q->got[s * q->n].status == LEASH_OK && q->got[s * q->n].server_ms > 0)
-        leash__conn_server_time(&q->qu->nodes[s].node.cmd, q->got[s * q->n].server_ms);
+        leash__conn_server_time(q->qu->conns[s], q->got[s * q->n].server_ms);
     q->answered[s] = 1;
     settle(q);
-}
-
-/* Sends a copy of tmpl to every server in `to`; tmpl itself goes too, or
- * is freed. Every copy is made before any is sent: 0, or -1 without
- * memory, and then nothing was sent. */
-static int send_copies(qreq *q, uint64_t to, leash__cmd *tmpl) {
-    leash__cmd *copies[64];
-    unsigned s, k = 0, used = 0;
-
-    for (s = 0; s < q->qu->n; s++) {
-        if (!(to & ((uint64_t)1 << s)))
-            continue;
-        copies[s] = used++ == 0 ? tmpl : leash__cmd_clone(tmpl);
-        if (copies[s] == NULL) {
-            for (k = 0; k < s; k++)
-                if ((to & ((uint64_t)1 << k)) && copies[k] != tmpl)
-                    leash__cmd_free(copies[k]);
-            leash__cmd_free(tmpl);
-            return -1;
-        }
-    }
-    if (used == 0) {
-        leash__cmd_free(tmpl);
-        return 0;
-    }
-    for (s = 0; s < q->qu->n; s++) {
-        leash__cmd *c;
-        if (!(to & ((uint64_t)1 << s)))
-            continue;
-        c = copies[s];
-        q->slots[s].q = q;
-        q->slots[s].node = s;
-        c->fn = on_reply;
-        c->arg = &q->slots[s];
-        q->cmds[s] = c;
-        if (c->send_at > leash__now_ms())
-            leash__conn_send_at(&q->qu->nodes[s].node.cmd, c, c->send_at);
-        else
-            leash__conn_send(&q->qu->nodes[s].node.cmd, c);
-    }
-    return 0;
 }
 
 static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
     quorum *qu = (quorum *)r;
     qreq *q = calloc(1, sizeof(*q) + snd->nanswers * sizeof(q->answers[0]));
-    uint64_t all = qu->n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << qu->n) - 1);
+    int copies = LEASH_ENOMEM;
 
     if (q != NULL) {
-        q->cmds = calloc(qu->n, sizeof(*q->cmds));
+        copies = leash__copies_init(&q->copies, qu->conns, qu->n, on_answer, q);
         q->got = calloc(qu->n * snd->nanswers, sizeof(*q->got));
         q->answered = calloc(qu->n, 1);
-        q->slots = calloc(qu->n, sizeof(*q->slots));
         if (snd->op->cls == LEASH__OP_RENEW)
             q->again = leash__cmd_clone(snd->cmd);
     }
-    if (q == NULL || q->cmds == NULL || q->got == NULL || q->answered == NULL || q->slots == NULL ||
+    if (q == NULL || copies != LEASH_OK || q->got == NULL || q->answered == NULL ||
         (snd->op->cls == LEASH__OP_RENEW && q->again == NULL)) {
         if (q != NULL)
             req_free(q);
@@ -633,7 +579,7 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
         snd->cmd->flags |= LEASH__CMD_BACKGROUND; /* and every copy */
     if (snd->op->cls == LEASH__OP_GRANT)
         bound_grant(snd->cmd, qu->base.cfg->conn->command_timeout_ms, snd->lease_ms);
-    if (send_copies(q, all, snd->cmd) != 0) {
+    if (leash__copies_send(&q->copies, all_servers(qu), snd->cmd) != 0) {
         req_free(q);
         return NULL;
     }
@@ -642,14 +588,9 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
 
 static int quorum_cancel(leash__req *req) {
     qreq *q = (qreq *)req;
-    int written = 0;
-    unsigned s;
-
-    for (s = 0; s < q->qu->n; s++)
-        if (q->cmds[s] != NULL && (q->cmds[s]->flags & LEASH__CMD_WRITTEN))
-            written = 1;
     /* A grant the raise was for: answered, so written. */
-    written |= q->raising;
+    int written = leash__copies_withdraw(&q->copies) | q->raising;
+
     q->done = NULL;
     req_free(q);
     return written;
@@ -657,14 +598,11 @@ static int quorum_cancel(leash__req *req) {
 
 static void quorum_orphan(leash__req *req) {
     qreq *q = (qreq *)req;
-    unsigned s;
 
     /* Its copies go on (a teardown writes them too); nobody hears the
      * answers. */
     q->done = NULL;
-    for (s = 0; s < q->qu->n; s++)
-        if (q->cmds[s] != NULL)
-            q->cmds[s]->flags |= LEASH__CMD_BACKGROUND;
+    leash__copies_background(&q->copies);
 }
 
 static unsigned quorum_batch_key(const leash__route *r, unsigned slot) {
@@ -839,13 +777,23 @@ static void quorum_destroy(leash__route *r) {
     for (s = 0; s < qu->n; s++)
         leash__node_destroy(&qu->nodes[s].node);
     free(qu->nodes);
+    free(qu->conns);
     free(qu);
 }
 
 static const leash__route_ops quorum_ops = {
-    quorum_send,      quorum_cancel,    quorum_orphan,   quorum_batch_key,
-    quorum_want,      quorum_connected, quorum_node,     quorum_prepare,
-    quorum_unprepare, quorum_start,     quorum_teardown, quorum_destroy,
+    .send = quorum_send,
+    .cancel = quorum_cancel,
+    .orphan = quorum_orphan,
+    .batch_key = quorum_batch_key,
+    .want = quorum_want,
+    .connected = quorum_connected,
+    .node = quorum_node,
+    .prepare = quorum_prepare,
+    .unprepare = quorum_unprepare,
+    .start = quorum_start,
+    .teardown = quorum_teardown,
+    .destroy = quorum_destroy,
 };
 
 leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
@@ -856,13 +804,15 @@ leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
     if (qu == NULL || cfg->nseeds < 1 || cfg->nseeds > 64)
         goto fail;
     qu->nodes = calloc((size_t)cfg->nseeds, sizeof(*qu->nodes));
-    if (qu->nodes == NULL)
+    qu->conns = calloc((size_t)cfg->nseeds, sizeof(*qu->conns));
+    if (qu->nodes == NULL || qu->conns == NULL)
         goto fail;
     qu->base.ops = &quorum_ops;
     qu->base.env = env;
     qu->base.dialect = d;
     qu->base.cfg = cfg;
-    qu->base.sharded = cfg->sharded;
+    qu->base.fenced = 1;
+    leash__route_init_sharded(&qu->base, 0);
     qu->base.fresh_tokens = 1;
     qu->base.wake_jitter_ms = SPLIT_MAX_MS;
     qu->n = (unsigned)cfg->nseeds;
@@ -875,11 +825,14 @@ leash__route *leash__route_quorum_new(leash__env *env, const leash__dialect *d,
         qn->cfg.port = cfg->seeds[s].port;
         qn->cfg.unix_path = cfg->seeds[s].unix_path;
         leash__node_init(&qn->node, env, &qn->cfg, &qu->base.sharded, &node_hooks, qu);
+        qu->conns[s] = &qn->node.cmd;
     }
     return &qu->base;
 fail:
-    if (qu != NULL)
+    if (qu != NULL) {
         free(qu->nodes);
+        free(qu->conns);
+    }
     free(qu);
     return NULL;
 }

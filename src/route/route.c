@@ -4,8 +4,15 @@
 
 leash__req leash__req_posted;
 
+void leash__route_init_sharded(leash__route *r, int shards) {
+    int pubsub = r->cfg->conn->pubsub;
+
+    r->sharded = pubsub == LEASH_PUBSUB_SHARDED || (pubsub == LEASH_PUBSUB_AUTO && shards);
+}
+
 void leash__route_server_ready(leash__route *r, const leash__conn *conn) {
-    if (!r->sharded || !r->cfg->sharded_auto || conn->version >= LEASH__VERSION(7, 0, 0))
+    if (!r->sharded || r->cfg->conn->pubsub != LEASH_PUBSUB_AUTO ||
+        conn->version >= LEASH__VERSION(7, 0, 0))
         return;
     r->sharded = 0;
     leash__log(&r->env->log, LEASH_LOG_INFO,

@@ -7,7 +7,7 @@
  *
  * Behind it: one server (route/single.c), the master that Redis Sentinel
  * names (route/sentinel.c), the master of the slot in a Redis Cluster
- * (route/cluster.c); every server of a Redlock quorum,
+ * (route/cluster.c), or every server of a Redlock quorum (route/quorum.c),
  * whose answers the route combines by the operation's class (dialect.h)
  * into one answer per lock. A primitive never learns which it talks to.
  *
@@ -83,18 +83,16 @@ typedef struct leash__route_ops {
     void (*destroy)(leash__route *r);
 } leash__route_ops;
 
-/* How the client wants its commands sent; alive as long as the route. */
+/* The route's part of the client's configuration (options.h): how the
+ * client wants its commands sent; alive as long as the route. */
 typedef struct leash__route_cfg {
-    /* Connections: credentials, timeouts, scripts; host/port/unix_path
-     * name the one server of a single route. */
+    /* The part below: connections' credentials, timeouts, scripts, the
+     * pub/sub asked for; host/port/unix_path name the one server of a
+     * single route. */
     const leash__conn_cfg *conn;
     /* A cluster's seed nodes. */
     const leash__sock_addr *seeds;
     int nseeds;
-    int sharded; /* SSUBSCRIBE/SPUBLISH */
-    /* With sharded: that is LEASH_PUBSUB_AUTO's choice, which falls back to
-     * classic pub/sub on a server without sharded pub/sub (before 7.0). */
-    int sharded_auto;
     /* A grant and a renewal count once this many replicas acknowledged
      * them (WAIT after the script); 0 = off. */
     int wait_replicas;
@@ -110,10 +108,19 @@ struct leash__route {
     leash__env *env;
     const leash__dialect *dialect;
     const leash__route_cfg *cfg;
-    /* SSUBSCRIBE/SPUBLISH now: cfg->sharded, until a server without
-     * sharded pub/sub turns LEASH_PUBSUB_AUTO to classic (see
-     * leash__route_server_ready). Lock names and nodes read it. */
+    /* SSUBSCRIBE/SPUBLISH now: the one place this state lives. Set from
+     * cfg->conn->pubsub when the route is made (leash__route_init_sharded),
+     * until a server without sharded pub/sub turns LEASH_PUBSUB_AUTO to
+     * classic (leash__route_server_ready). Lock names and nodes read it
+     * through a pointer. */
     int sharded;
+    /* What the route can do, for the layers above to ask rather than
+     * derive from the topology. One server orders the lock family's
+     * queues (a quorum of servers cannot: no lock family on it). */
+    int orders_queues;
+    /* Grants read and raise a fence floor per lock (a quorum: a fence
+     * then grows across servers). */
+    int fenced;
     /* Every attempt of an acquire needs a token of its own (a quorum
      * gives a failed attempt back on every server, which must not meet a
      * later attempt's grant). */
@@ -136,6 +143,12 @@ struct leash__route {
  * and LEASH_PUBSUB_AUTO turns to classic pub/sub for the whole client (a
  * cluster's nodes run one version, or are being upgraded to a newer one). */
 void leash__route_server_ready(leash__route *r, const leash__conn *conn);
+
+/* For the routes' constructors: r->sharded as the client asked
+ * (cfg->conn->pubsub): LEASH_PUBSUB_SHARDED always, LEASH_PUBSUB_AUTO on a
+ * route with shards (a cluster, where a classic message goes to every
+ * node), LEASH_PUBSUB_CLASSIC never. */
+void leash__route_init_sharded(leash__route *r, int shards);
 
 /* What a send with done NULL returns: there is nothing to cancel. */
 extern leash__req leash__req_posted;

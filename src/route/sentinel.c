@@ -17,7 +17,10 @@
  * "watch" connection, on the front sentinel) listens to +promoted-slave
  * (at the promotion) and +switch-master (at the failover's end), and the
  * node follows the new address at once. Whenever that subscription is (re)made, the sentinels
- * are asked again: a switch made while nobody listened is not missed.
+ * are asked again: a switch made while nobody listened is not missed. An
+ * answer to a question asked before a switch was heard is not followed:
+ * it may name the old master, still taking writes in a failover of a live
+ * master until the sentinels reconfigure it.
  *
  * What the node had in flight is resent or failed as on any reconnect
  * (leash__conn_retarget), and its subscriptions are made again at the new
@@ -64,6 +67,7 @@ enum {
     E_LIST
 };
 static const char *const state_names[] = {"IDLE", "ASK", "ASKING", "LISTING", "PAUSED"};
+static const char *const event_names[] = {"NEED", "TIMER", "ADDR", "FAILED", "LIST"};
 
 /* Where a connection goes: its own copy of the connection settings, with
  * an address that changes. Two buffers in turn: the one a socket may
@@ -92,11 +96,19 @@ typedef struct sentinel {
     int nlist;
     int cur; /* the sentinel asked */
     int state;
-    int again;        /* asked for a new round while one runs */
-    int refused;      /* sentinels of this round that refused the credentials */
+    int again; /* asked for a new round while one runs */
+    /* 0, or how a sentinel of this round refused us (LEASH_EAUTH: the
+     * credentials, LEASH_ETLS: the TLS handshake), the last such: what
+     * waits on the master fails with it once none named the master. */
+    int refused;
     int retargeting;  /* the node's connections drop on our own decision */
     int64_t pause_ms; /* before the next round after a failed one */
     leash__cmd *q;    /* the question out on the ask connection */
+    /* Switches heard on the watch connection, and their count when the
+     * question out was asked: an answer made before a switch and read
+     * after it names the old master, which a failover of a live master
+     * leaves taking writes until it is reconfigured. */
+    unsigned switches, switches_asked;
 } sentinel;
 
 static const leash__logger *log_of(const sentinel *s) {
@@ -188,6 +200,7 @@ static void ask_master(sentinel *s) {
         leash__conn_retarget(&s->ask);
     if (s->base.env->freeing)
         return;
+    s->switches_asked = s->switches;
     if (ask(s, 3, argv) != 0)
         step(s, E_FAILED, NULL, 0, 0, NULL);
 }
@@ -202,8 +215,8 @@ static void on_answer(void *arg, redisReply *r, int status, const leash__reply_i
 
     s->q = NULL;
     if (status != LEASH_OK) {
-        if (status == LEASH_EAUTH)
-            s->refused++;
+        if (status == LEASH_EAUTH || status == LEASH_ETLS)
+            s->refused = status;
         leash__log(log_of(s), LEASH_LOG_WARN, "sentinel: %s: no answer (%s)", sentinel_label(s),
                    leash_strerror(status));
         step(s, E_FAILED, NULL, 0, 0, NULL);
@@ -212,7 +225,7 @@ static void on_answer(void *arg, redisReply *r, int status, const leash__reply_i
     if (r->type == REDIS_REPLY_ERROR) {
         if (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0 ||
             strncmp(r->str, "NOPERM", 6) == 0)
-            s->refused++;
+            s->refused = LEASH_EAUTH;
         leash__log(log_of(s), LEASH_LOG_ERROR, "sentinel: %s refused: %s", sentinel_label(s),
                    r->str);
         step(s, E_FAILED, NULL, 0, 0, NULL);
@@ -336,8 +349,10 @@ static void on_event(sentinel *s, const char *msg, size_t len, int name_at, int 
     port[flen[ip_at + 1]] = '\0';
     leash__log(log_of(s), LEASH_LOG_WARN, "sentinel: %s %.*s",
                name_at == 0 ? switch_channel : promoted_channel, (int)len, msg);
-    if (atoi(port) >= 1 && atoi(port) <= 65535)
+    if (atoi(port) >= 1 && atoi(port) <= 65535) {
+        s->switches++;
         follow(s, f[ip_at], flen[ip_at], atoi(port));
+    }
 }
 
 static void on_watch_frame(leash__conn *conn, redisReply *r) {
@@ -376,11 +391,14 @@ static void on_watch_down(leash__conn *conn) {
 
 /* ---- the discovery machine ---- */
 
-static void set_state(sentinel *s, int to) {
+/* Every change of state of the discovery machine, and the event of step()
+ * that made it: at debug level a line, as the locks' (prim/mutex.c). */
+static void set_state(sentinel *s, int to, int ev) {
     int64_t now = leash__now_ms();
 
-    leash__log(log_of(s), LEASH_LOG_DEBUG, "STATE: %s => %s sentinel route %p",
-               state_names[s->state], state_names[to], (void *)s);
+    if (to != s->state && leash__log_on(log_of(s), LEASH_LOG_DEBUG))
+        leash__log(log_of(s), LEASH_LOG_DEBUG, "STATE: %s => %s (%s) sentinel route of master %s",
+                   state_names[s->state], state_names[to], event_names[ev], s->name);
     s->state = to;
     if (to == S_ASK)
         leash__timer_at(&s->timer, now, 0);
@@ -389,22 +407,22 @@ static void set_state(sentinel *s, int to) {
 }
 
 /* The next round: ASK the first sentinel. */
-static void new_round(sentinel *s) {
+static void new_round(sentinel *s, int ev) {
     s->cur = 0;
     s->again = 0;
     s->refused = 0;
-    set_state(s, S_ASK);
+    set_state(s, S_ASK, ev);
 }
 
 static void step(sentinel *s, int ev, const char *host, size_t len, int port, const redisReply *r) {
     switch (s->state) {
     case S_IDLE:
         if (ev == E_NEED)
-            new_round(s);
+            new_round(s, ev);
         break;
     case S_ASK:
         if (ev == E_TIMER) {
-            set_state(s, S_ASKING);
+            set_state(s, S_ASKING, ev);
             ask_master(s);
         }
         break;
@@ -419,29 +437,38 @@ static void step(sentinel *s, int ev, const char *host, size_t len, int port, co
                 leash__conn_retarget(&s->watch);
             if (s->base.env->freeing)
                 return;
-            follow(s, host, len, port);
+            if (s->switches == s->switches_asked)
+                follow(s, host, len, port);
+            else
+                leash__log(log_of(s), LEASH_LOG_WARN,
+                           "sentinel: %s answered %.*s:%d, asked before the switch to %s:%d: "
+                           "ignored",
+                           sentinel_label(s), (int)len, host, port, s->master.cfg.host,
+                           s->master.cfg.port);
             if (s->base.env->freeing)
                 return;
-            set_state(s, S_LISTING);
+            set_state(s, S_LISTING, ev);
             if (ask(s, 3, argv) != 0)
                 step(s, E_FAILED, NULL, 0, 0, NULL);
         } else if (ev == E_FAILED) {
             if (++s->cur < s->nlist) {
-                set_state(s, S_ASK);
+                set_state(s, S_ASK, ev);
                 break;
             }
             leash__log(log_of(s), LEASH_LOG_ERROR,
                        "sentinel: none of %d sentinels named the master %s%s", s->nlist, s->name,
-                       s->refused ? " (credentials refused: sentinel_username, sentinel_password)"
-                                  : "");
+                       s->refused == LEASH_EAUTH
+                           ? " (credentials refused: sentinel_username, sentinel_password)"
+                       : s->refused == LEASH_ETLS ? " (TLS refused: tls_ca_file, tls_server_name)"
+                                                  : "");
             if (s->refused)
-                leash__conn_fail_unsent(&s->node->cmd, LEASH_EAUTH);
+                leash__conn_fail_unsent(&s->node->cmd, s->refused);
             if (s->base.env->freeing)
                 return;
             s->pause_ms *= 2;
             if (s->pause_ms > s->base.cfg->conn->reconnect_max_ms)
                 s->pause_ms = s->base.cfg->conn->reconnect_max_ms;
-            set_state(s, S_PAUSED);
+            set_state(s, S_PAUSED, ev);
         }
         break;
     case S_LISTING:
@@ -451,14 +478,14 @@ static void step(sentinel *s, int ev, const char *host, size_t len, int port, co
             if (ev == E_LIST)
                 merge_list(s, r);
             if (s->again)
-                new_round(s);
+                new_round(s, ev);
             else
-                set_state(s, S_IDLE);
+                set_state(s, S_IDLE, ev);
         }
         break;
     case S_PAUSED:
         if (ev == E_TIMER)
-            new_round(s);
+            new_round(s, ev);
         break;
     }
 }
@@ -553,9 +580,18 @@ static void sentinel_destroy(leash__route *r) {
 }
 
 static const leash__route_ops sentinel_ops = {
-    sentinel_send,      sentinel_cancel,    sentinel_orphan,   sentinel_batch_key,
-    sentinel_want,      sentinel_connected, sentinel_node,     sentinel_prepare,
-    sentinel_unprepare, sentinel_start,     sentinel_teardown, sentinel_destroy,
+    .send = sentinel_send,
+    .cancel = sentinel_cancel,
+    .orphan = sentinel_orphan,
+    .batch_key = sentinel_batch_key,
+    .want = sentinel_want,
+    .connected = sentinel_connected,
+    .node = sentinel_node,
+    .prepare = sentinel_prepare,
+    .unprepare = sentinel_unprepare,
+    .start = sentinel_start,
+    .teardown = sentinel_teardown,
+    .destroy = sentinel_destroy,
 };
 
 /* The inner route's channel events are ours to pass on. */
@@ -594,6 +630,8 @@ leash__route *leash__route_sentinel_new(leash__env *env, const leash__dialect *d
     s->base.dialect = d;
     s->base.cfg = cfg;
     s->base.retry_unreplicated = 1;
+    s->base.orders_queues = 1;
+    leash__route_init_sharded(&s->base, 0);
     s->name = cfg->sentinel_master;
     for (i = 0; i < cfg->nseeds; i++) {
         size_t len = strlen(cfg->seeds[i].host);
@@ -632,6 +670,9 @@ leash__route *leash__route_sentinel_new(leash__env *env, const leash__dialect *d
     }
     leash__route_set_hooks(s->inner, &fwd_hooks, &s->base);
     s->node = s->inner->ops->node(s->inner, 0);
+    /* The master's subscriptions go by this route's pub/sub, which its
+     * locks' messages read: one state for both. */
+    s->node->sharded = &s->base.sharded;
     s->node->cmd.owner = s;
     s->node->cmd.on_down = on_master_down;
 

@@ -133,9 +133,18 @@ static void single_destroy(leash__route *r) {
 }
 
 static const leash__route_ops single_ops = {
-    single_send,      single_cancel,    single_orphan,   single_batch_key,
-    single_want,      single_connected, single_node,     single_prepare,
-    single_unprepare, single_start,     single_teardown, single_destroy,
+    .send = single_send,
+    .cancel = single_cancel,
+    .orphan = single_orphan,
+    .batch_key = single_batch_key,
+    .want = single_want,
+    .connected = single_connected,
+    .node = single_node,
+    .prepare = single_prepare,
+    .unprepare = single_unprepare,
+    .start = single_start,
+    .teardown = single_teardown,
+    .destroy = single_destroy,
 };
 
 /* Node events pass through to the owner of the channel events. */
@@ -181,7 +190,8 @@ leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
     s->base.env = env;
     s->base.dialect = d;
     s->base.cfg = cfg;
-    s->base.sharded = cfg->sharded;
+    s->base.orders_queues = 1;
+    leash__route_init_sharded(&s->base, 0);
     leash__node_init(&s->node, env, cfg->conn, &s->base.sharded, &node_hooks, s);
     return &s->base;
 }

@@ -127,8 +127,13 @@ void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms) {
 
 void leash__conn_server_time(leash__conn *conn, int64_t server_ms) {
     /* The server read its clock before this reply left: server_ms - now
-     * is at most the true offset, the side every use of it is safe on. */
-    conn->server_offset = server_ms - leash__now_ms();
+     * is at most the true offset, the side every use of it is safe on.
+     * A reply read late (the process stalled) gives a poor bound: the
+     * best one is kept, or "not after" stamps would lie in the past. */
+    int64_t offset = server_ms - leash__now_ms();
+
+    if (!conn->server_offset_known || offset > conn->server_offset)
+        conn->server_offset = offset;
     conn->server_offset_known = 1;
 }
 
@@ -304,6 +309,8 @@ static void fail_queue(leash__conn *conn, int status) {
     leash__list_splice_tail(&doomed, &conn->queue);
     conn->retry_tail = &conn->queue;
     leash__list_splice_tail(&doomed, &conn->delayed);
+    leash__list_splice_tail(&doomed, &conn->owed);
+    conn->owed_sweep_at = 0;
     complete_all(conn, &doomed, status);
 }
 
@@ -327,6 +334,35 @@ static void collect_expired(leash__conn *conn, leash__list *from, int64_t now,
     }
 }
 
+/* How often orphans owed to a connection that is not ready expire. */
+#define ORPHAN_SWEEP_MS 1000
+
+static int64_t next_sweep(int64_t now) {
+    return (now / ORPHAN_SWEEP_MS + 1) * ORPHAN_SWEEP_MS;
+}
+
+/* cmd, an orphan, waits in conn->owed (see conn.h). */
+static void owe(leash__conn *conn, leash__cmd *cmd) {
+    leash__list_insert_tail(&conn->owed, &cmd->link);
+    if (conn->owed_sweep_at == 0)
+        conn->owed_sweep_at = next_sweep(leash__now_ms());
+}
+
+/* The connection is ready: what it owes goes first, after the commands
+ * resent from before the reconnect (they were written before the orphans
+ * were even made). */
+static void owed_to_queue(leash__conn *conn) {
+    leash__list *at = conn->retry_tail;
+
+    while (!leash__list_empty(&conn->owed)) {
+        leash__list *n = LEASH__LIST_FIRST(&conn->owed);
+        leash__list_remove(n);
+        leash__list_insert_after(at, n);
+        at = n;
+    }
+    conn->owed_sweep_at = 0;
+}
+
 /* Commands whose own deadline passed while they waited for a connection,
  * or for their turn after a transient answer. */
 static void expire_queue(leash__conn *conn, int64_t now) {
@@ -336,6 +372,10 @@ static void expire_queue(leash__conn *conn, int64_t now) {
     if (conn->state != LEASH__CONN_READY)
         collect_expired(conn, &conn->queue, now, &doomed);
     collect_expired(conn, &conn->delayed, now, &doomed);
+    if (conn->owed_sweep_at != 0 && now >= conn->owed_sweep_at) {
+        collect_expired(conn, &conn->owed, now, &doomed);
+        conn->owed_sweep_at = leash__list_empty(&conn->owed) ? 0 : next_sweep(now);
+    }
     complete_all(conn, &doomed, conn->refused ? conn->refused : LEASH_ECONN);
 }
 
@@ -372,7 +412,7 @@ static int write_wait(leash__conn *conn, const leash__cmd *cmd) {
 static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     size_t before = leash__sock_unsent(conn->sock);
 
-    if (cmd->publish_arg != 0 && conn->cfg->pubsub_auto &&
+    if (cmd->publish_arg != 0 && conn->cfg->pubsub == LEASH_PUBSUB_AUTO &&
         conn->version < LEASH__VERSION(7, 0, 0) && publish_classic(cmd) != 0)
         return -1;
     stamp_cmd(conn, cmd);
@@ -417,6 +457,13 @@ static void pump(leash__conn *conn) {
         if (!window_open(conn, cmd->len))
             return;
         queue_remove(conn, cmd);
+        if ((cmd->flags & LEASH__CMD_ORPHAN) && cmd->deadline != 0 &&
+            leash__now_ms() >= cmd->deadline) {
+            /* Owed until its deadline, which passed while it waited. */
+            cmd->conn = NULL;
+            cmd_complete(cmd, NULL, LEASH_ECONN, -1);
+            continue;
+        }
         if (write_cmd(conn, cmd) != 0) {
             /* No memory: it stays first, and waits for the next answer. */
             leash__list_insert_after(&conn->queue, &cmd->link);
@@ -436,6 +483,13 @@ void leash__conn_send(leash__conn *conn, leash__cmd *cmd) {
     int first = leash__list_empty(&conn->queue);
 
     cmd->conn = conn;
+    if ((cmd->flags & LEASH__CMD_ORPHAN) && conn->state != LEASH__CONN_READY) {
+        int unarmed = conn->owed_sweep_at == 0;
+        owe(conn, cmd);
+        if (unarmed && (conn->timer.due == 0 || conn->owed_sweep_at < conn->timer.due))
+            conn_arm(conn);
+        return;
+    }
     leash__list_insert_tail(&conn->queue, &cmd->link);
     if ((first && window_open(conn, cmd->len)) ||
         (cmd->deadline != 0 && (conn->timer.due == 0 || cmd->deadline < conn->timer.due)))
@@ -506,6 +560,7 @@ static void become_ready(leash__conn *conn) {
                "%s ready (after %u failed attempts)", role_name(conn), conn->failures);
     conn->failures = 0;
 
+    owed_to_queue(conn);
     pump(conn);
     if (conn->on_ready)
         conn->on_ready(conn);
@@ -672,6 +727,9 @@ static void note_server_time(leash__conn *conn, const redisReply *r) {
                    role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
         return;
     }
+    /* A new connection may reach another machine behind the same address:
+     * its own samples only. */
+    conn->server_offset_known = 0;
     leash__conn_server_time(conn, strtoll(r->element[0]->str, NULL, 10) * 1000 +
                                       strtoll(r->element[1]->str, NULL, 10) / 1000);
 }
@@ -1049,9 +1107,20 @@ static void conn_arm(leash__conn *conn) {
         break;
     }
     if (conn->state != LEASH__CONN_READY) {
-        for (n = conn->queue.next; n != &conn->queue; n = n->next)
-            if (cmd_of(n)->deadline != 0 && (due == 0 || cmd_of(n)->deadline < due))
-                due = cmd_of(n)->deadline;
+        leash__list *next;
+        for (n = conn->queue.next; n != &conn->queue; n = next) {
+            leash__cmd *cmd = cmd_of(n);
+            next = n->next;
+            if (cmd->flags & LEASH__CMD_ORPHAN) {
+                /* Let go of since it was queued: owed from now on. */
+                queue_remove(conn, cmd);
+                owe(conn, cmd);
+            } else if (cmd->deadline != 0 && (due == 0 || cmd->deadline < due)) {
+                due = cmd->deadline;
+            }
+        }
+        if (conn->owed_sweep_at != 0 && (due == 0 || conn->owed_sweep_at < due))
+            due = conn->owed_sweep_at;
     }
     for (n = conn->delayed.next; n != &conn->delayed; n = n->next) {
         leash__cmd *cmd = cmd_of(n);
@@ -1151,6 +1220,7 @@ void leash__conn_init(leash__conn *conn, leash__env *env, const leash__conn_cfg 
     conn->backoff_ms = cfg->reconnect_min_ms;
     leash__list_init(&conn->queue);
     leash__list_init(&conn->delayed);
+    leash__list_init(&conn->owed);
     leash__list_init(&conn->sent);
     leash__list_init(&conn->limbo);
     conn->retry_tail = &conn->queue;
@@ -1209,6 +1279,7 @@ static void teardown_list(leash__conn *conn, leash__list *list) {
 void leash__conn_teardown(leash__conn *conn) {
     leash__timer_clear(&conn->timer);
     teardown_list(conn, &conn->queue);
+    teardown_list(conn, &conn->owed);
     teardown_list(conn, &conn->delayed);
     teardown_list(conn, &conn->limbo);
     /* There is no later write event: the socket takes what it takes now. */

@@ -118,7 +118,8 @@ enum leash__conn_state {
 };
 
 /* Where and how to connect; owned by whoever made the connection, and
- * alive as long as it. */
+ * alive as long as it. The client's (options.h) is the wire layer's part
+ * of its configuration, which a route copies per server with its address. */
 typedef struct leash__conn_cfg {
     const char *host; /* when unix_path is NULL */
     int port;
@@ -140,10 +141,11 @@ typedef struct leash__conn_cfg {
      * options ask for (min_version_for, for the log line) needs it. */
     int min_version;
     const char *min_version_for;
-    /* LEASH_PUBSUB_AUTO: on a server before 7.0 (or whose version is not
-     * known) the client uses classic pub/sub, and a command built with
-     * SPUBLISH before the version was known goes with PUBLISH. */
-    int pubsub_auto;
+    /* enum leash_pubsub, as asked. LEASH_PUBSUB_AUTO: on a server before
+     * 7.0 (or whose version is not known) the client uses classic pub/sub,
+     * and a command built with SPUBLISH before the version was known goes
+     * with PUBLISH. */
+    int pubsub;
 } leash__conn_cfg;
 
 /* AUTH, ROLE, INFO, TIME, SELECT and SCRIPT LOADs (the scripts and their
@@ -184,7 +186,14 @@ struct leash__conn {
     leash__list delayed;     /* to be written at their send_at */
     leash__list sent;        /* written, waiting for their reply */
     leash__list limbo;       /* being settled one by one (failed, expired, lost) */
-    int64_t server_offset;   /* lower bound of server ms - monotonic ms */
+    /* Orphans (nobody waits for their answer) waiting for the connection
+     * to be ready: a server that is down can be owed thousands of
+     * releases (route/copies.h). Kept apart from the queue so that its
+     * timer and scans cost nothing per orphan: they expire together, every
+     * ORPHAN_SWEEP_MS, and go first once the connection is ready. */
+    leash__list owed;
+    int64_t owed_sweep_at; /* 0 while owed is empty */
+    int64_t server_offset; /* lower bound of server ms - monotonic ms */
     int server_offset_known;
     /* The owner's hooks: the connection became ready / was lost; a frame
      * on a subscriber connection (valid during the call). */
@@ -210,7 +219,8 @@ leash__cmd *leash__cmd_new(char *buf, size_t len, const leash__script *script, u
                            int64_t deadline, leash__reply_fn *fn, void *arg);
 /* Argument `arg` of cmd (0 is the command's name) is the verb its script
  * publishes with: "spublish" there becomes "publish" on a connection with
- * cfg->pubsub_auto to a server without sharded pub/sub (see there). */
+ * cfg->pubsub LEASH_PUBSUB_AUTO to a server without sharded pub/sub (see
+ * there). */
 void leash__cmd_publish_arg(leash__cmd *cmd, unsigned arg);
 /* Marks cmd's last argument as a stamp of the given kind. */
 void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms);

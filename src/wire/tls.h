@@ -10,7 +10,9 @@
  * MSG_NOSIGNAL, like the plain path: a peer that closed never raises
  * SIGPIPE in the caller's process.
  *
- * Only sock.c uses a session; OpenSSL's headers stay inside tls.c.
+ * Sessions are used by sock.c and, outside the library, by the leash
+ * tool's relay (tools/tls.c: scripts/check-layers lets the tool include
+ * this header). OpenSSL's headers stay inside tls.c.
  */
 #ifndef LEASH_WIRE_TLS_H
 #define LEASH_WIRE_TLS_H

@@ -608,6 +608,25 @@ TEST(client_free_with_a_huge_reply_half_read) {
     hw_down(&w);
 }
 
+/*
+ * The busy answer's PTTL, from a hostile server: now + pttl + 1 in
+ * wait_for_release() overflows the same way (UBSan stops the process).
+ */
+TEST(busy_answer_with_a_huge_ttl_is_not_undefined_behaviour) {
+    hworld w;
+    leash_lock *l;
+    fx_result res = {0};
+
+    hw_up(&w, 2000);
+    l = leash_lock_new(w.c, "ttl");
+    hw_set(&w, FR_ACQUIRE, NULL, HOSTILE_REPLY, "*4\r\n:0\r\n:9223372036854775807\r\n:0\r\n:1\r\n",
+           1);
+    CHECK_EQ_INT(leash_acquire(l, 500, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
+    CHECK(res.status == LEASH_OK || res.status == LEASH_ETIMEDOUT);
+    hw_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(acquire_replies_of_the_wrong_shape_are_eproto),
@@ -629,6 +648,7 @@ int main(int argc, char **argv) {
         TEST_CASE(an_unasked_unsubscribe_of_a_lingering_channel_is_dropped_once),
         TEST_CASE(nodes_that_redirect_to_each_other_are_waited_out),
         TEST_CASE(client_free_with_a_huge_reply_half_read),
+        TEST_CASE(busy_answer_with_a_huge_ttl_is_not_undefined_behaviour),
         {0},
     };
 #ifdef LEASH_HOSTILE_TLS

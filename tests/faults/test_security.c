@@ -1,7 +1,8 @@
 /*
  * Security: least-privilege ACL users, users without the rights leash
- * needs, passwords kept out of logs, owner tokens, and releases with forged
- * or stale tokens, against real redis-servers.
+ * needs, passwords kept out of logs, owner tokens, releases with forged
+ * or stale tokens, and forged messages on a lock's channel, against real
+ * redis-servers.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -319,6 +320,92 @@ TEST(lock_names_cannot_inject_commands) {
     s_down(&w);
 }
 
+/* PUBLISH msg on the channel of lock `name` (prefix "leash:", db 0), as
+ * anyone allowed to publish there could. */
+static long long publish_on(test_redis *r, const char *name, const char *msg) {
+    leash__names k;
+    leash__logger lg = {NULL, NULL, LEASH_LOG_ERROR};
+    long long n;
+
+    CHECK_EQ_INT(leash__dialect_leash.names(&k, &lg, "leash:", name, 0), LEASH_OK);
+    n = test_redis_int(r, "PUBLISH %b %s", k.channel, k.channel_len, msg);
+    leash__names_clear(&k);
+    return n;
+}
+
+/*
+ * A waiter takes "renewed:<lease>" messages on the lock's channel at their
+ * word: holder_alive() (src/prim/mutex.c) computes now + lease_ms + 1 with the
+ * number from the message, which overflows int64_t (undefined behaviour:
+ * UBSan stops the process) for a large one. Anyone allowed to PUBLISH on
+ * the channel can send it; a holder's own watchdog never would.
+ */
+TEST(renewed_message_with_a_huge_lease_is_not_undefined_behaviour) {
+    test_redis r;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    leash_client *c;
+    leash_lock *a, *b;
+    fx_result res = {0};
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    c = fx_fault_client(loop, r.port, 300);
+    fx_wait_connected(loop, c, 3000);
+    a = leash_lock_new(c, "forged");
+    b = leash_lock_new(c, "forged");
+    CHECK_EQ_INT(fx_acquire_sync(loop, a, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 3000, fx_acquire_cb, &res), LEASH_OK);
+    test_run_for(loop, 100); /* subscribed and parked */
+    CHECK_EQ_INT(publish_on(&r, "forged", "renewed:9223372036854775807"), 1);
+    test_run_for(loop, 100);
+    CHECK_EQ_INT(fx_release_sync(loop, a, 3000), LEASH_OK);
+    fx_run_until(loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+/*
+ * DESIGN 5.3 and "no waiter stranded": a waiter wakes at the holder's
+ * remaining TTL at the latest, because a crashed holder publishes nothing.
+ * A forged "renewed:<lease>" message (any client with PUBLISH on the
+ * channel) moves that wake-up as far as it likes: here a day. The holder
+ * then vanishes (its key expires, nothing is published) and the waiter
+ * sleeps on past its expiry. The lease in a message should be capped (for
+ * instance by the waiter's own lease setting, or the PTTL it saw).
+ */
+TEST(forged_renewed_message_does_not_strand_a_waiter) {
+    test_redis r;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    leash_client *c;
+    leash_lock *b;
+    fx_result res = {0};
+    redisReply *rep;
+    int64_t t0;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    c = fx_fault_client(loop, r.port, 300);
+    fx_wait_connected(loop, c, 3000);
+    /* A holder that will vanish: a key with another owner and 300 ms left. */
+    rep = test_redis_cmd(&r, "SET leash:stranded %s:0:1:1 PX 300",
+                         "0123456789abcdef0123456789abcdef");
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    b = leash_lock_new(c, "stranded");
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(b, 5000, fx_acquire_cb, &res), LEASH_OK);
+    test_run_for(loop, 100);
+    CHECK_EQ_INT(res.calls, 0);
+    publish_on(&r, "stranded", "renewed:86400000");
+    fx_run_until(loop, &res, 6000);
+    CHECK_MSG(res.status == LEASH_OK && res.at_ms - t0 < 1000,
+              "the waiter got %s after %lld ms; the key expired after 300 ms",
+              leash_status_name(res.status), (long long)(res.at_ms - t0));
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(acl_user_with_only_the_lock_keys_and_script_rights_works),
@@ -329,6 +416,8 @@ int main(int argc, char **argv) {
         TEST_CASE(owner_tokens_are_never_shared),
         TEST_CASE(forged_or_stale_tokens_never_release_someone_elses_hold),
         TEST_CASE(lock_names_cannot_inject_commands),
+        TEST_CASE(renewed_message_with_a_huge_lease_is_not_undefined_behaviour),
+        TEST_CASE(forged_renewed_message_does_not_strand_a_waiter),
         {0},
     };
     return test_main(argc, argv, cases);

@@ -29,7 +29,7 @@
  *         one after the hold ended is a stale writer stopped by its fence.
  *   ACQ   an acquire: when it was asked, its wait, when and how it ended.
  *   LOST  a lost callback: when it fired and the hold's local deadline
- *         (read from the handle: src/lock.h).
+ *         (read from the handle: src/prim/lock.h).
  *
  * The supervisor checks:
  *   - no two holds of one name have overlapping UNIT claims;

@@ -5,7 +5,9 @@
 #      folder and installs it with `cmake --install --prefix` into another;
 #   2. checks the installed files (the leash tool and its man page too);
 #   3. builds consumer/ with find_package(leash) (CMAKE_PREFIX_PATH=prefix),
-#      against the shared and the static library;
+#      against the shared and the static library, and checks that
+#      find_package(leash) for the previous minor version (from 1.0: major)
+#      does not accept this one, as the soname would not;
 #   4. builds consumer.c with `cc ... $(pkg-config --cflags --libs leash) -lev`;
 #   5. runs the three programs, which print "leash VERSION".
 #
@@ -130,6 +132,31 @@ cmake --build "$tmp/consumer-cmake" --parallel "$jobs"
 found_dir=$(sed -n 's/^leash_DIR:PATH=//p' "$tmp/consumer-cmake/CMakeCache.txt")
 [[ $found_dir == "$prefix/lib/cmake/leash" ]] ||
     fail "find_package found leash in '$found_dir', not in the prefix"
+
+step "find_package refuses a version the ABI rule excludes"
+# Before 1.0 every minor version may change the ABI (the soname says so):
+# a request for the previous minor version must not find this one. From
+# 1.0 on, the previous major version must not.
+older=""
+if [[ $major != 0 ]]; then
+    older=$((major - 1)).0
+elif [[ $minor != 0 ]]; then
+    older=0.$((minor - 1))
+fi
+if [[ -n $older ]]; then
+    if cmake -S "$here/consumer" -B "$tmp/consumer-older" \
+        -DCMAKE_C_COMPILER="$cc" \
+        -DCMAKE_PREFIX_PATH="$prefix" \
+        -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+        -DLEASH_EXPECTED_VERSION="$older" >"$tmp/consumer-older.log" 2>&1; then
+        fail "find_package(leash $older) accepted leash $version"
+    fi
+    grep -q "requested version \"$older\"" "$tmp/consumer-older.log" ||
+        fail "find_package(leash $older) failed for another reason: $(cat "$tmp/consumer-older.log")"
+    echo "ok: find_package(leash $older) does not accept leash $version"
+else
+    echo "skipped: no earlier version than $version to ask for"
+fi
 
 step "consumer with pkg-config"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}

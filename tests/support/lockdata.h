@@ -1,7 +1,7 @@
 /*
  * What leash keeps in Redis, read back for tests: a lock is one string key
- * "<token>:<w>:<count>:<fence>", maybe followed by ":<token>:<since>" (a
- * waiter that reserved the next grant: src/dialect/leash.c describes it).
+ * "<token>:<w>:<count>:<fence>", maybe followed by ":<token>:<since>" for
+ * each starving waiter queued behind it (src/dialect/leash.c describes it).
  */
 #ifndef LEASH_TESTS_LOCKDATA_H
 #define LEASH_TESTS_LOCKDATA_H

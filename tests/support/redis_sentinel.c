@@ -45,8 +45,15 @@ static int role_is(test_redis *r, const char *role) {
     return yes;
 }
 
+/* The port a client of the topology uses: the TLS one with tls_dir, the
+ * one the sentinels name and replicas report. */
+static int client_port(const test_sentinel *t, const test_redis *r) {
+    return t->cfg.tls_dir != NULL ? r->tls_port : r->port;
+}
+
 static char *data_extra(const test_sentinel *t, int master_port, char *buf, size_t cap) {
-    int n = snprintf(buf, cap, "repl-diskless-sync yes\nrepl-diskless-sync-delay 0\n");
+    int n = snprintf(buf, cap, "repl-diskless-sync yes\nrepl-diskless-sync-delay 0\n%s",
+                     t->cfg.tls_dir != NULL ? "tls-replication yes\n" : "");
 
     if (master_port > 0)
         n += snprintf(buf + n, cap - (size_t)n, "replicaof 127.0.0.1 %d\n", master_port);
@@ -57,7 +64,7 @@ static char *data_extra(const test_sentinel *t, int master_port, char *buf, size
 }
 
 const char *test_sentinel_addr(const test_sentinel *t, int i, char *buf, size_t cap) {
-    snprintf(buf, cap, "127.0.0.1:%d", t->sentinel[i].port);
+    snprintf(buf, cap, "127.0.0.1:%d", client_port(t, &t->sentinel[i]));
     return buf;
 }
 
@@ -102,12 +109,13 @@ int test_sentinel_start(test_sentinel *t, const test_sentinel_config *cfg) {
         return -1;
     }
     memset(&rc, 0, sizeof rc);
+    rc.tls_dir = t->cfg.tls_dir;
     if (t->cfg.data_user != NULL) {
         snprintf(acl, sizeof acl, "%s on >%s ~* &* +@all", t->cfg.data_user, t->cfg.data_password);
         rc.acl_user = acl;
     }
     for (i = 0; i <= t->cfg.replicas; i++) {
-        rc.extra = data_extra(t, i == 0 ? 0 : t->data[0].port, extra, sizeof extra);
+        rc.extra = data_extra(t, i == 0 ? 0 : client_port(t, &t->data[0]), extra, sizeof extra);
         if (test_redis_start(&t->data[i], &rc) != 0)
             goto fail;
         t->ndata++;
@@ -119,15 +127,17 @@ int test_sentinel_start(test_sentinel *t, const test_sentinel_config *cfg) {
     memset(&rc, 0, sizeof rc);
     rc.sentinel = 1;
     rc.requirepass = t->cfg.sentinel_password;
+    rc.tls_dir = t->cfg.tls_dir;
     for (i = 0; i < t->cfg.sentinels; i++) {
         int n = snprintf(extra, sizeof extra,
                          "sentinel monitor %s 127.0.0.1 %d %d\n"
                          "sentinel down-after-milliseconds %s %d\n"
                          "sentinel failover-timeout %s %d\n"
-                         "sentinel parallel-syncs %s 1\n",
-                         TEST_SENTINEL_MASTER, t->data[0].port, t->cfg.sentinels / 2 + 1,
-                         TEST_SENTINEL_MASTER, t->cfg.down_after_ms, TEST_SENTINEL_MASTER,
-                         t->cfg.failover_timeout_ms, TEST_SENTINEL_MASTER);
+                         "sentinel parallel-syncs %s 1\n%s",
+                         TEST_SENTINEL_MASTER, client_port(t, &t->data[0]),
+                         t->cfg.sentinels / 2 + 1, TEST_SENTINEL_MASTER, t->cfg.down_after_ms,
+                         TEST_SENTINEL_MASTER, t->cfg.failover_timeout_ms, TEST_SENTINEL_MASTER,
+                         t->cfg.tls_dir != NULL ? "tls-replication yes\n" : "");
         if (t->cfg.data_user != NULL)
             n += snprintf(extra + n, sizeof extra - (size_t)n,
                           "sentinel auth-user %s %s\nsentinel auth-pass %s %s\n",
@@ -178,7 +188,7 @@ static int named_by(test_sentinel *t, int s) {
         port = atoi(r->element[1]->str);
     freeReplyObject(r);
     for (i = 0; i < t->ndata; i++)
-        if (t->data[i].port == port)
+        if (client_port(t, &t->data[i]) == port)
             return i;
     return -1;
 }
@@ -256,7 +266,7 @@ int test_sentinel_is_replica(test_sentinel *t, int i) {
      * replica itself by now. */
     if (m < 0 || m == i)
         return 0;
-    snprintf(line, sizeof line, "master_port:%d\r", t->data[m].port);
+    snprintf(line, sizeof line, "master_port:%d\r", client_port(t, &t->data[m]));
     return role_is(&t->data[i], "slave") &&
            info_has(&t->data[i], "replication", "master_link_status:up") &&
            info_has(&t->data[i], "replication", line);

@@ -45,6 +45,11 @@ typedef struct test_sentinel_config {
      * data_password: replicas replicate and sentinels watch as it. */
     const char *data_user;
     const char *data_password;
+    /* NULL, or a folder of test_tls_certs(): every data node and sentinel
+     * also serves TLS (test_redis.tls_port), replicas replicate and
+     * sentinels talk over TLS (tls-replication yes), so the sentinels name
+     * the TLS ports. The plain ports stay for the harness. */
+    const char *tls_dir;
 } test_sentinel_config;
 
 typedef struct test_sentinel {
@@ -78,7 +83,7 @@ int test_sentinel_is_replica(test_sentinel *t, int i);
 int test_sentinel_failover(test_sentinel *t, int timeout_ms);
 /* Waits until test_sentinel_is_replica(t, i). */
 int test_sentinel_wait_replica(test_sentinel *t, int i, int timeout_ms);
-/* "127.0.0.1:port" of sentinel i into buf. */
+/* "127.0.0.1:port" of sentinel i into buf (its TLS port with tls_dir). */
 const char *test_sentinel_addr(const test_sentinel *t, int i, char *buf, size_t cap);
 
 #ifdef __cplusplus

@@ -251,6 +251,70 @@ static void close_from(int lowfd) {
         close((int)fd);
 }
 
+extern char **environ;
+
+/* The environment a server starts with: the test's, and with
+ * cfg.clock_shift_ms its two variables, the clock library ahead of what
+ * LD_PRELOAD held. */
+typedef struct server_env {
+    char **vars;    /* NULL-terminated; its strings are environ's or owned[] */
+    char *owned[2]; /* LD_PRELOAD=..., LEASH_TEST_CLOCK_SHIFT_MS=... */
+} server_env;
+
+static void server_env_free(server_env *e) {
+    free(e->vars);
+    free(e->owned[0]);
+    free(e->owned[1]);
+}
+
+static int starts_with(const char *s, const char *prefix) {
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* 0, or -1 (said on stderr) with nothing left to free. */
+static int server_env_make(const test_redis *r, server_env *e) {
+    const char *lib = NULL, *preload = getenv("LD_PRELOAD");
+    size_t n = 0, i, k = 0, cap;
+
+    memset(e, 0, sizeof *e);
+    if (r->cfg.clock_shift_ms != 0) {
+#ifdef LEASH_TEST_CLOCK_SHIFT_LIB
+        lib = LEASH_TEST_CLOCK_SHIFT_LIB;
+#else
+        fprintf(stderr, "test_redis: clock_shift_ms needs support/clock_shift.c, "
+                        "not built here\n");
+        return -1;
+#endif
+    }
+    while (environ[n])
+        n++;
+    e->vars = calloc(n + 3, sizeof *e->vars);
+    if (!e->vars)
+        goto oom;
+    if (lib) {
+        if (!preload)
+            preload = "";
+        cap = sizeof "LD_PRELOAD=:" + strlen(lib) + strlen(preload);
+        e->owned[0] = malloc(cap);
+        e->owned[1] = malloc(64);
+        if (!e->owned[0] || !e->owned[1])
+            goto oom;
+        snprintf(e->owned[0], cap, "LD_PRELOAD=%s%s%s", lib, *preload ? ":" : "", preload);
+        snprintf(e->owned[1], 64, "LEASH_TEST_CLOCK_SHIFT_MS=%d", r->cfg.clock_shift_ms);
+        e->vars[k++] = e->owned[0];
+        e->vars[k++] = e->owned[1];
+    }
+    for (i = 0; i < n; i++)
+        if (!lib || (!starts_with(environ[i], "LD_PRELOAD=") &&
+                     !starts_with(environ[i], "LEASH_TEST_CLOCK_SHIFT_MS=")))
+            e->vars[k++] = environ[i];
+    return 0;
+oom:
+    fprintf(stderr, "test_redis: out of memory\n");
+    server_env_free(e);
+    return -1;
+}
+
 /* Forks and execs the server. Everything that allocates is done before
  * fork, since the child of a threaded test may only call
  * async-signal-safe functions. */
@@ -260,6 +324,7 @@ static pid_t spawn(const test_redis *r) {
     char *argv[4];
     pid_t parent = getpid(), pid;
     int logfd, nullfd;
+    server_env env;
 
     path_in_dir(r, "redis.conf", conf, sizeof conf);
     path_in_dir(r, "redis.log", log, sizeof log);
@@ -268,6 +333,8 @@ static pid_t spawn(const test_redis *r) {
     argv[2] = r->cfg.sentinel ? (char *)"--sentinel" : NULL;
     argv[3] = NULL;
 
+    if (server_env_make(r, &env) != 0)
+        return -1;
     logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (logfd < 0 || nullfd < 0) {
@@ -276,6 +343,7 @@ static pid_t spawn(const test_redis *r) {
             close(logfd);
         if (nullfd >= 0)
             close(nullfd);
+        server_env_free(&env);
         return -1;
     }
 
@@ -306,7 +374,7 @@ static pid_t spawn(const test_redis *r) {
          * connection) would keep that connection open after the test
          * closes it. */
         close_from(3);
-        execv(bin, argv);
+        execve(bin, argv, env.vars);
         {
             static const char msg[] = "test_redis: exec of redis-server "
                                       "failed\n";
@@ -317,6 +385,7 @@ static pid_t spawn(const test_redis *r) {
     }
     close(logfd);
     close(nullfd);
+    server_env_free(&env);
     if (pid < 0)
         fprintf(stderr, "test_redis: fork: %s\n", strerror(errno));
     return pid;
@@ -486,6 +555,14 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     r->cfg.tls_dir = r->strings_[4];
     r->cfg.tls_cert = r->strings_[5];
     r->cfg.tls_auth_clients = cfg->tls_auth_clients;
+    r->cfg.clock_shift_ms = cfg->clock_shift_ms;
+    if (cfg->clock_shift_ms > TEST_REDIS_CLOCK_SHIFT_MAX_MS ||
+        cfg->clock_shift_ms < -TEST_REDIS_CLOCK_SHIFT_MAX_MS) {
+        fprintf(stderr, "test_redis_start: clock_shift_ms %d is beyond a day\n",
+                cfg->clock_shift_ms);
+        test_redis_stop(r);
+        return -1;
+    }
 
     /* Leave room for "/redis-XXXXXX/redis.sock" within sun_path. */
     if (strlen(base) > sizeof r->unix_path - 32)
@@ -572,7 +649,7 @@ int test_redis_kill(test_redis *r) {
     return 0;
 }
 
-int test_redis_restart(test_redis *r) {
+static int restart(test_redis *r, int keep_data) {
     char path[300];
     int attempt, exited;
 
@@ -581,11 +658,15 @@ int test_redis_restart(test_redis *r) {
     if (r->pid > 0)
         test_redis_kill(r);
     test_redis_close_admin(&r->admin_);
-    /* An empty start also when the test's config turned persistence on. */
-    path_in_dir(r, "dump.rdb", path, sizeof path);
-    unlink(path);
-    path_in_dir(r, "appendonlydir", path, sizeof path);
-    test_remove_tree(path);
+    if (!keep_data) {
+        /* An empty start also when the test's config turned persistence on. */
+        path_in_dir(r, "dump.rdb", path, sizeof path);
+        unlink(path);
+        path_in_dir(r, "appendonlydir", path, sizeof path);
+        test_remove_tree(path);
+        path_in_dir(r, "appendonly.aof", path, sizeof path); /* before Redis 7.0 */
+        unlink(path);
+    }
     if (r->unix_path[0])
         unlink(r->unix_path);
 
@@ -599,6 +680,42 @@ int test_redis_restart(test_redis *r) {
         test_sleep_ms(100);
     }
     fprintf(stderr, "test_redis_restart: %s did not come up again\n", redis_binary());
+    print_log_tail(r);
+    test_redis_stop(r);
+    return -1;
+}
+
+int test_redis_restart(test_redis *r) {
+    return restart(r, 0);
+}
+
+/* wait_ready takes any answer, LOADING too: a server that reads its data
+ * back answers commands only once it has. 0, or -1 if it did not in time. */
+static int wait_loaded(test_redis *r) {
+    int64_t deadline = test_now_ms() + READY_TIMEOUT_MS;
+
+    for (;;) {
+        redisReply *reply = test_redis_cmd(r, "INFO persistence");
+        /* A line of its own: "async_loading:0" (7.0) says nothing here. */
+        int loaded =
+            reply && reply->type == REDIS_REPLY_STRING && strstr(reply->str, "\nloading:0");
+
+        if (reply)
+            freeReplyObject(reply);
+        if (loaded)
+            return 0;
+        if (test_now_ms() >= deadline)
+            return -1;
+        test_sleep_ms(5);
+    }
+}
+
+int test_redis_restart_keeping_data(test_redis *r) {
+    if (restart(r, 1) != 0)
+        return -1;
+    if (wait_loaded(r) == 0)
+        return 0;
+    fprintf(stderr, "test_redis_restart_keeping_data: %s did not load its data\n", redis_binary());
     print_log_tail(r);
     test_redis_stop(r);
     return -1;

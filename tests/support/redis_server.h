@@ -61,7 +61,17 @@ typedef struct test_redis_config {
     /* With tls_dir: 1 asks every TLS client for a certificate signed by
      * ca.pem (tls-auth-clients yes); 0 asks for none. */
     int tls_auth_clients;
+    /* 0, or how many milliseconds the server's wall clock (TIME, the
+     * scripts' clock, key expiry) runs ahead of the machine's (> 0) or
+     * behind it (< 0), as on a host whose clock is off: the server runs
+     * with support/clock_shift.c preloaded, also after a restart. At most
+     * TEST_REDIS_CLOCK_SHIFT_MAX_MS either way; a start asking for a shift
+     * fails where that library was not built (the benchmarks). */
+    int clock_shift_ms;
 } test_redis_config;
+
+/* The largest clock_shift_ms either way: a day. */
+#define TEST_REDIS_CLOCK_SHIFT_MAX_MS (24 * 3600 * 1000)
 
 typedef struct test_redis {
     pid_t pid;             /* 0 when not running */
@@ -100,6 +110,12 @@ int test_redis_kill(test_redis *r);
 /* Kills the server if running and starts it again, empty, on the same
  * port or socket with the same config. Returns 0 or -1 (then stopped). */
 int test_redis_restart(test_redis *r);
+
+/* The same, but the server keeps the files of its folder: with
+ * persistence turned on by cfg.extra ("appendonly yes"), it comes back
+ * with what it had written there. Returns once it has read that back
+ * (before, it answers LOADING). */
+int test_redis_restart_keeping_data(test_redis *r);
 
 /* SIGSTOP / SIGCONT: the server keeps its connections and stops
  * answering until thawed. */

@@ -125,7 +125,7 @@ static void buf_bulk(buf *b, const void *bytes, size_t len) {
     buf_add(b, "\r\n", 2);
 }
 
-/* ---- the virtual clock (in place of src/clock.c) ---- */
+/* ---- the virtual clock (in place of src/base/clock.c) ---- */
 
 static int64_t clock_ms = SIM_START_MS;
 /* Sims not freed yet: the clock restarts with the first of a new set, so

@@ -1,7 +1,8 @@
 /*
- * GET /metrics: this worker's leash_stats in the Prometheus text exposition
- * format (version 0.0.4), written by hand: a few `# HELP` / `# TYPE` lines
- * and samples. Every sample carries the worker's pid, since each worker is
+ * leash_stats in the Prometheus text exposition format (version 0.0.4),
+ * written by hand: a few `# HELP` / `# TYPE` lines and samples, for
+ * nginx's leash_metrics and prefork-server's GET /metrics. Every sample
+ * carries the worker's pid, since each worker is
  * its own process with its own client and a scraper sees them as separate
  * targets behind one port; sum by pid in the queries.
  *
@@ -12,7 +13,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "metrics.h"
+#include "prometheus.h"
 
 typedef struct out {
     char *buf;
@@ -64,7 +65,7 @@ static void gauge(out *o, const char *name, const char *help, uint64_t n) {
     sample(o, name, NULL, NULL, n);
 }
 
-size_t metrics_write(char *buf, size_t size, const leash_stats *st, int pid) {
+size_t prometheus_write(char *buf, size_t size, const leash_stats *st, int pid) {
     out o = {buf, size, 0, pid};
 
     head(&o, "leash_acquires_total", "counter",
