@@ -128,13 +128,13 @@ void simfx_answer(sim *s, int script, const char *fmt, ...) {
 }
 
 /* The hold count an acquire asks for: argument 6 of the mutex's command,
- * 13 of the family's (the dialect's acquire and the family's). */
+ * 10 of the family's (the dialect's acquire and the family's). */
 static const char *count_asked(const sim_cmd *cmd) {
     int script = simfx_script_of(cmd);
 
     CHECK_MSG(script == LS_ACQUIRE || script == LS_FAMILY_ACQUIRE, "not an acquire: script %d",
               script);
-    return cmd->argv[script == LS_ACQUIRE ? 6 : 13];
+    return cmd->argv[script == LS_ACQUIRE ? 6 : 10];
 }
 
 void simfx_grant(sim_cmd *cmd) {
