@@ -1992,14 +1992,17 @@ TEST(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing) {
     fx_world w;
     char name[64], key[80];
     leash_lock *l, *fine;
-    static const char *const types[] = {"string", "list", "hash"};
+    /* The last: the hash an older leash's family lock (its sorted sets
+     * beside it) left: a fence, no count of holders. Its holder must not
+     * be joined by one that cannot see it. */
+    static const char *const types[] = {"string", "list", "hash", "older family lock"};
     long long keys = 0;
     size_t i;
     int type;
 
     fx_world_up(&w, 2000, 0);
     for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-        for (type = 0; type < 3; type++) {
+        for (type = 0; type < 4; type++) {
             test_redis *r;
             redisReply *rep;
 
@@ -2010,8 +2013,10 @@ TEST(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing) {
                 CHECK_EQ_INT(fx_key_cmd(&w, key, "SET %s hello", key), 1);
             else if (type == 1)
                 CHECK_EQ_INT(test_redis_int(r, "RPUSH %s a b", key), 2);
-            else /* a hash, but not a lock's */
+            else if (type == 2) /* a hash, but not a lock's */
                 CHECK_EQ_INT(test_redis_int(r, "HSET %s owner app", key), 1);
+            else
+                CHECK_EQ_INT(test_redis_int(r, "HSET %s fence 5 seq 0", key), 2);
             keys++;
             l = make_lock(w.c, kinds[i], name, 3);
             fx_log_clear();
@@ -2030,11 +2035,14 @@ TEST(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing) {
                 CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
                 CHECK_STR_EQ(rep->element[0]->str, "a");
                 CHECK_STR_EQ(rep->element[1]->str, "b");
-            } else {
+            } else if (type == 2) {
                 rep = test_redis_cmd(r, "HGETALL %s", key);
                 CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
                 CHECK_STR_EQ(rep->element[0]->str, "owner");
                 CHECK_STR_EQ(rep->element[1]->str, "app");
+            } else {
+                rep = test_redis_cmd(r, "HGETALL %s", key);
+                CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4);
             }
             freeReplyObject(rep);
             CHECK_EQ_INT(test_redis_int(r, "PTTL %s", key), -1);

@@ -81,8 +81,9 @@
  *            tell (as the mutex's)
  * force   KEYS: K  ARGV: channel base, verb
  *         -> 1 holders were removed, 0 none; waiters are let in.
- * A key K that is not a family lock's hash (not a hash, or no fence field)
- * is a WRONGTYPE error before anything is written.
+ * A key K that is not a family lock's hash (not a hash, no fence field, or
+ * no held field: an older leash's family lock) is a WRONGTYPE error
+ * before anything is written.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -111,7 +112,7 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "local K, tok, mode = KEYS[1], ARGV[1], ARGV[3]\n"
     "local v = fam_read(K, tok, ARGV[10])\n"
     "if not v.err and not v[11] and not v[12] and ARGV[7] == '1' and ARGV[10] == '' and\n"
-    "    (v[1] or redis.call('exists', K) == 0) then\n"
+    "    (v[1] and v[5] or not v[1] and redis.call('exists', K) == 0) then\n"
     "  local held, queued, soon = tonumber(v[5] or 0), tonumber(v[6] or 0), tonumber(v[7])\n"
     "  local exp, ttl, a, r = now + tonumber(ARGV[2]), tonumber(v[8] or 0)\n"
     "  local room = held == 0 or mode == v[4] and\n"
@@ -238,7 +239,7 @@ static const char release_lua[] = LEASH__FAMILY_LUA
     "'head',\n"
     "    'h' .. tok)\n"
     "local t, now\n"
-    "if not v.err and v[8] and ARGV[2] == '0' then\n"
+    "if not v.err and v[8] and v[4] and ARGV[2] == '0' then\n"
     "  local held, queued, m = tonumber(v[4]), tonumber(v[5] or 0), string.sub(v[8], 1, 1)\n"
     "  if queued == 0 and held <= 1 then\n"
     "    redis.call('del', K)\n"

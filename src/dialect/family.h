@@ -49,7 +49,7 @@
     "  local function fam_num(x) return string.format('%.0f', x) end\n"                            \
     "  local function fam_load(K, tok, under, v)\n"                                                \
     "    v = v or fam_read(K, tok, under)\n"                                                       \
-    "    if v.err then return nil end\n"                                                           \
+    "    if v.err or v[1] and not v[5] then return nil end\n"                                      \
     "    local S = {o = {}, put = {}, del = {}, h = v[11], q = v[12], p = v[13], nx = v[14], uh "  \
     "= v[15]}\n"                                                                                   \
     "    for i = 1, 10 do\n"                                                                       \
