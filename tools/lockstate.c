@@ -1,9 +1,10 @@
 /*
  * One lock's state as one server has it, read (never written) from the
  * layouts of src/dialect: the mutex's string "<token>:<w>:<count>:<fence>"
- * (dialect/leash.c), the lock family's hash (dialect/family.c), and Redisson's RLock hash of
- * "<uuid>:<thread>" -> count. The reads are separate commands, so a state caught while a script ran
- * between them can be a mix of before and after; watch reads again.
+ * (dialect/leash.c), the lock family's hash (dialect/family.c), and
+ * Redisson's RLock hash of "<uuid>:<thread>" -> count. The reads are
+ * separate commands, so a state caught while a script ran between them
+ * can be a mix of before and after; watch reads again.
  */
 #include "cli.h"
 
@@ -202,8 +203,9 @@ static int read_family(const redisReply *v, cli_lockstate *s) {
         h->ttl_ms = exp - s->server_ms;
         modes[(unsigned char)buf[0] & 127] = 1;
         if (holder) {
+            long long fence = part(buf, 2);
             h->count = part(buf, 1);
-            h->fence = (uint64_t)part(buf, 2);
+            h->fence = fence > 0 ? (uint64_t)fence : 0;
         } else {
             h->count = part(buf, 3);
         }
