@@ -47,12 +47,14 @@
  *     holder (one handoff), measured in the same run.
  *
  * (d) semaphore: 64 contenders (each its own client, one loop) on ONE
- *     semaphore of 16 permits, each looping acquire -> release at once ->
- *     acquire; against 64 mutex contenders on 16 names (4 per name: 16
- *     holders at most there too). Cycles/s and the ratio; wake-ups per
- *     freed permit (leash_stats wakeups summed over the clients, per
- *     release in the window: the target is 1); commands per cycle; the
- *     most holders seen at once (must not pass the permits).
+ *     semaphore of 16 permits, each looping acquire -> release at once
+ *     (--sem-hold MS: after MS ms, an ev_timer) -> acquire; against 64
+ *     mutex contenders on 16 names (4 per name: 16 holders at most there
+ *     too). Cycles/s and the ratio; wake-ups per freed permit (leash_stats
+ *     wakeups summed over the clients, per release in the window: the
+ *     target is 1); commands and Redis calls per cycle; the wait
+ *     (leash_acquire() call -> callback) p50 and p99; the most holders
+ *     seen at once (must not pass the permits).
  *
  * Every scenario checks what the kind promises on the holders it sees
  * (one holder of a fair lock or mutex, no more than the permits of a
@@ -110,7 +112,8 @@ static struct {
     int port;
     int64_t lease_ms; /* leash_lock_set_watchdog of every handle; 0: the client's */
     double cap_s;     /* seconds a measurement may take at most */
-} G = {0, 2000, 30.};
+    int sem_hold_ms;  /* (d): how long each contender holds (0: it releases at once) */
+} G = {0, 2000, 30., 0};
 
 static leash_lock *make_lock(leash_client *c, int kind, const char *name, int permits) {
     leash_lock *l;
@@ -311,6 +314,7 @@ typedef struct contender {
     int64_t asked_ns;
     int64_t grants; /* in the window */
     int name;       /* index of its name */
+    ev_timer hold;  /* (d) with a hold time: the release is due */
 } contender;
 
 struct cycler {
@@ -327,7 +331,9 @@ struct cycler {
     int64_t rel_ns; /* herd: the last leash_release() call */
     int last_holder, self_handoffs;
     int64_t *samples, nsamples, cap_samples;
+    int64_t *waits, nwaits, cap_waits; /* leash_acquire() -> callback, in the window */
     int64_t longest_wait_ns;
+    int hold_ms;
     int64_t releases_in_window;
     int holders, max_holders, over;
     int *name_holders; /* holders of each name at once */
@@ -365,6 +371,7 @@ static void cy_close(cycler *cy) {
 }
 
 static void cy_acquired(leash_lock *l, int status, void *arg);
+static void cy_give(contender *k);
 
 static void cy_ask(contender *k) {
     int rc;
@@ -395,7 +402,6 @@ static void cy_acquired(leash_lock *l, int status, void *arg) {
     contender *k = arg;
     cycler *cy = k->cy;
     int64_t now = bench_now_ns(), g;
-    int rc;
 
     (void)l;
     if (cy->stopping)
@@ -415,6 +421,8 @@ static void cy_acquired(leash_lock *l, int status, void *arg) {
         k->grants++;
         if (now - k->asked_ns > cy->longest_wait_ns)
             cy->longest_wait_ns = now - k->asked_ns;
+        if (cy->nwaits < cy->cap_waits)
+            cy->waits[cy->nwaits++] = now - k->asked_ns;
         if (cy->samples != NULL && cy->nsamples < cy->cap_samples)
             cy->samples[cy->nsamples++] = now - cy->rel_ns;
         if (cy->last_holder == k->id)
@@ -429,7 +437,27 @@ static void cy_acquired(leash_lock *l, int status, void *arg) {
             return;
         }
     }
-    /* Hold ~0: give it back at once. */
+    if (cy->hold_ms > 0) {
+        ev_timer_set(&k->hold, cy->hold_ms / 1e3, 0.);
+        ev_timer_start(cy->loop, &k->hold);
+        return;
+    }
+    cy_give(k); /* hold ~0: give it back at once */
+}
+
+static void cy_hold_done(struct ev_loop *loop, ev_timer *t, int revents) {
+    contender *k = t->data;
+
+    (void)loop;
+    (void)revents;
+    if (!k->cy->stopping && !k->cy->done)
+        cy_give(k);
+}
+
+static void cy_give(contender *k) {
+    cycler *cy = k->cy;
+    int rc;
+
     cy->holders--;
     cy->name_holders[k->name]--;
     if (cy_in_window(cy))
@@ -462,6 +490,7 @@ typedef struct cycle_result {
     redis_counts rc;
     double client_cpu_us; /* per grant */
     int64_t p50_ns, p99_ns, max_ns, nsamples;
+    int64_t wait_p50_ns, wait_p99_ns; /* leash_acquire() -> callback, in the window */
     int64_t min_grants, max_grants, longest_wait_ns;
     int self_handoffs, max_holders, over, errors;
     char first_error[160];
@@ -473,10 +502,12 @@ typedef struct cycle_result {
  * each looping acquire -> release. By count (warm grants, then h
  * handoffs, latencies kept) when secs == 0, else by time (warm_s, then
  * secs). permits: the holders allowed at once (1 for a lock, N for a
- * semaphore; the check), and the semaphore's permits.
+ * semaphore; the check), and the semaphore's permits. hold_ms: how long
+ * each holds before it releases (0: at once, inside the acquire callback).
  */
 static int run_cycles(redisContext *admin, int kind, int n, int nclients, int names, int permits,
-                      int64_t warm, int64_t h, double warm_s, double secs, cycle_result *res) {
+                      int64_t warm, int64_t h, double warm_s, double secs, int hold_ms,
+                      cycle_result *res) {
     cycler cy;
     int i, rc = -1;
     int64_t deadline;
@@ -495,6 +526,9 @@ static int run_cycles(redisContext *admin, int kind, int n, int nclients, int na
     cy.permits = kind == K_SEM ? permits : 1;
     cy.names = names;
     cy.last_holder = -1;
+    cy.hold_ms = hold_ms;
+    cy.cap_waits = 1 << 21;
+    cy.waits = calloc((size_t)cy.cap_waits, sizeof *cy.waits);
     cy.loop = ev_loop_new(EVFLAG_AUTO);
     cy.clients = calloc((size_t)nclients, sizeof *cy.clients);
     cy.cs = calloc((size_t)n, sizeof *cy.cs);
@@ -508,7 +542,8 @@ static int run_cycles(redisContext *admin, int kind, int n, int nclients, int na
         cy.samples = calloc((size_t)h, sizeof *cy.samples);
     }
     if (cy.loop == NULL || cy.clients == NULL || cy.cs == NULL || cy.name_holders == NULL ||
-        (secs == 0. && cy.samples == NULL) || clients_new(cy.loop, cy.clients, nclients) != 0)
+        cy.waits == NULL || (secs == 0. && cy.samples == NULL) ||
+        clients_new(cy.loop, cy.clients, nclients) != 0)
         goto out_free;
     for (i = 0; i < n; i++) {
         char name[64];
@@ -517,6 +552,8 @@ static int run_cycles(redisContext *admin, int kind, int n, int nclients, int na
         k->id = i;
         k->client = cy.clients[i % nclients];
         k->name = i % names;
+        ev_timer_init(&k->hold, cy_hold_done, 0., 0.);
+        k->hold.data = k;
         snprintf(name, sizeof name, "bench:family:%d", k->name);
         if ((k->lock = make_lock(k->client, kind, name, permits)) == NULL)
             goto out;
@@ -558,6 +595,11 @@ static int run_cycles(redisContext *admin, int kind, int n, int nclients, int na
         res->p99_ns = bench_pct(cy.samples, cy.nsamples, 0.99);
         res->max_ns = cy.samples[cy.nsamples - 1];
     }
+    if (cy.nwaits > 0) {
+        qsort(cy.waits, (size_t)cy.nwaits, sizeof *cy.waits, bench_cmp_i64);
+        res->wait_p50_ns = bench_pct(cy.waits, cy.nwaits, 0.5);
+        res->wait_p99_ns = bench_pct(cy.waits, cy.nwaits, 0.99);
+    }
     res->ok = 1;
     rc = 0;
 out:
@@ -568,6 +610,8 @@ out:
     cy.stopping = 1;
     if (secs > 0.)
         ev_timer_stop(cy.loop, &cy.clock);
+    for (i = 0; i < n; i++)
+        ev_timer_stop(cy.loop, &cy.cs[i].hold);
     clients_free(cy.loop, cy.clients, nclients);
 out_free:
     if (cy.loop != NULL)
@@ -576,6 +620,7 @@ out_free:
     free(cy.cs);
     free(cy.name_holders);
     free(cy.samples);
+    free(cy.waits);
     return rc;
 }
 
@@ -1388,6 +1433,8 @@ static void usage(const char *argv0) {
             "      --rounds N        read-write: write releases measured (default 20)\n"
             "      --permits N       semaphore permits (default 16)\n"
             "      --sem-contenders N  semaphore contenders, each its own client (default 64)\n"
+            "      --sem-hold MS     semaphore: how long each holds (default 0: releases at\n"
+            "                        once; at most 10000)\n"
             "  -t, --seconds S       window of the cycles/s runs (default 3)\n"
             "      --lease MS        lease of every handle (default 2000; 0: the client's)\n"
             "  -T, --time-cap S      seconds a measurement may take at most (default 30)\n"
@@ -1414,6 +1461,7 @@ int main(int argc, char **argv) {
                                              {"rounds", required_argument, NULL, 'R'},
                                              {"permits", required_argument, NULL, 'k'},
                                              {"sem-contenders", required_argument, NULL, 'S'},
+                                             {"sem-hold", required_argument, NULL, 'h'},
                                              {"seconds", required_argument, NULL, 't'},
                                              {"lease", required_argument, NULL, 'l'},
                                              {"time-cap", required_argument, NULL, 'T'},
@@ -1473,6 +1521,9 @@ int main(int argc, char **argv) {
         case 'S':
             sem_contenders = atoi(optarg);
             break;
+        case 'h':
+            G.sem_hold_ms = atoi(optarg);
+            break;
         case 't':
             secs = strtod(optarg, NULL);
             break;
@@ -1495,7 +1546,8 @@ int main(int argc, char **argv) {
         readers > 100000 || rounds < 1 || rounds > 10000 || permits < 1 ||
         permits > LEASH_PERMITS_MAX || sem_contenders < 1 || sem_contenders > 1000 ||
         !(secs > 0.) || !(G.cap_s > 0.) || G.lease_ms < 0 || idle_seconds < 0. ||
-        writer_every_default < 0 || idle_seconds > 600.) {
+        writer_every_default < 0 || idle_seconds > 600. || G.sem_hold_ms < 0 ||
+        G.sem_hold_ms > 10000) {
         usage(argv[0]);
         return 2;
     }
@@ -1545,7 +1597,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "family: herd, %s, %d contenders...\n", kind_name(kinds[k]),
                     contenders);
             bench_flushall(&r);
-            if (run_cycles(admin, kinds[k], contenders, contenders, 1, 1, 200, handoffs, 0., 0.,
+            if (run_cycles(admin, kinds[k], contenders, contenders, 1, 1, 200, handoffs, 0., 0., 0,
                            &res[k]) != 0)
                 failed = 1;
         }
@@ -1848,46 +1900,52 @@ int main(int argc, char **argv) {
                 sem_contenders);
         bench_flushall(&r);
         if (run_cycles(admin, K_MUTEX, sem_contenders, sem_contenders, permits, 1, 0, 0, 0.5, secs,
-                       &res[0]) != 0)
+                       G.sem_hold_ms, &res[0]) != 0)
             failed = 1;
         bench_flushall(&r);
         if (run_cycles(admin, K_SEM, sem_contenders, sem_contenders, 1, permits, 0, 0, 0.5, secs,
-                       &res[1]) != 0)
+                       G.sem_hold_ms, &res[1]) != 0)
             failed = 1;
         bench_steal_end(&cpus, &steal);
-        printf("#### Semaphore: %d permits, %d contenders\n\n", permits, sem_contenders);
+        printf("#### Semaphore: %d permits, %d contenders, hold %d ms\n\n", permits, sem_contenders,
+               G.sem_hold_ms);
         printf("| lock | names | holders at most | contenders | cycles/s | x mutex | leash "
                "wakeups per freed permit (target: 1) | client cmds/cycle | of them renewals | "
-               "Redis script runs/cycle | publishes/cycle | acquisitions per contender min / "
-               "max |\n");
-        printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+               "Redis script runs/cycle | publishes/cycle | Redis calls/cycle | wait p50 / p99 "
+               "ms | acquisitions per contender min / max |\n");
+        printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (k = 0; k < 2; k++) {
             const cycle_result *x = &res[k];
             double g = (double)x->grants, rate = per(g, x->seconds);
             double mrate = res[0].ok ? per((double)res[0].grants, res[0].seconds) : 0.;
             if (!x->ok) {
-                printf("| %s | | | %d | failed | | | | | | | |\n", k ? "semaphore" : "mutex",
+                printf("| %s | | | %d | failed | | | | | | | | | |\n", k ? "semaphore" : "mutex",
                        sem_contenders);
                 continue;
             }
             printf("| %s | %d | %d | %d | %.0f | %s%.2f%s | **%.2f** | %.2f | %.3f | %.2f | %.2f "
-                   "| %lld / %lld |\n",
+                   "| **%.2f** | %.2f / %.2f | %lld / %lld |\n",
                    k ? "semaphore" : "mutex", k ? 1 : permits, permits, sem_contenders, rate,
                    k ? "**" : "", mrate > 0. ? rate / mrate : 0., k ? "**" : "",
                    per((double)x->d.wakeups, (double)x->releases),
                    per((double)x->d.commands_sent, g), per((double)x->d.renew_commands, g),
                    per((double)x->rc.scripts, g), per((double)x->rc.publishes, g),
-                   (long long)x->min_grants, (long long)x->max_grants);
+                   per((double)x->rc.total, g), (double)x->wait_p50_ns / 1e6,
+                   (double)x->wait_p99_ns / 1e6, (long long)x->min_grants,
+                   (long long)x->max_grants);
         }
         printf("\nEach contender its own leash client, all on one libev loop, looping "
-               "leash_acquire(LEASH_WAIT_FOREVER) -> leash_release() inside the acquire "
-               "callback -> leash_acquire() from the release callback: ONE semaphore of %d "
+               "leash_acquire(LEASH_WAIT_FOREVER) -> hold %d ms (0: leash_release() inside the "
+               "acquire callback; else an ev_timer) -> leash_release() -> leash_acquire() from "
+               "the release callback: ONE semaphore of %d "
                "permits, or mutexes on %d names (%d contenders each: %d holders at most "
-               "there too). Cycles over %.1f s after 0.5 s of warm-up. Wake-ups per freed "
+               "there too). Cycles over %.1f s after 0.5 s of warm-up; a cycle is one permit "
+               "given. Wake-ups per freed "
                "permit: leash_stats wakeups summed over the clients, per release in the "
                "window (each release frees one permit; more than 1 means waiters woken for "
-               "nothing).\n",
-               permits, permits, sem_contenders / permits, permits, secs);
+               "nothing). Redis calls: INFO commandstats, the scripts' inner calls included. "
+               "Wait: leash_acquire() call -> its callback, every grant in the window.\n",
+               G.sem_hold_ms, permits, permits, sem_contenders / permits, permits, secs);
         for (k = 0; k < 2; k++)
             if (res[k].ok) {
                 printf("- %s: %.2f s, %lld cycles", k ? "semaphore" : "mutex", res[k].seconds,

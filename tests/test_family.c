@@ -1992,14 +1992,17 @@ TEST(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing) {
     fx_world w;
     char name[64], key[80];
     leash_lock *l, *fine;
-    static const char *const types[] = {"string", "list", "hash"};
+    /* The last: the hash an older leash's family lock (its sorted sets
+     * beside it) left: a fence, no count of holders. Its holder must not
+     * be joined by one that cannot see it. */
+    static const char *const types[] = {"string", "list", "hash", "older family lock"};
     long long keys = 0;
     size_t i;
     int type;
 
     fx_world_up(&w, 2000, 0);
     for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-        for (type = 0; type < 3; type++) {
+        for (type = 0; type < 4; type++) {
             test_redis *r;
             redisReply *rep;
 
@@ -2010,8 +2013,10 @@ TEST(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing) {
                 CHECK_EQ_INT(fx_key_cmd(&w, key, "SET %s hello", key), 1);
             else if (type == 1)
                 CHECK_EQ_INT(test_redis_int(r, "RPUSH %s a b", key), 2);
-            else /* a hash, but not a lock's */
+            else if (type == 2) /* a hash, but not a lock's */
                 CHECK_EQ_INT(test_redis_int(r, "HSET %s owner app", key), 1);
+            else
+                CHECK_EQ_INT(test_redis_int(r, "HSET %s fence 5 seq 0", key), 2);
             keys++;
             l = make_lock(w.c, kinds[i], name, 3);
             fx_log_clear();
@@ -2030,11 +2035,14 @@ TEST(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing) {
                 CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
                 CHECK_STR_EQ(rep->element[0]->str, "a");
                 CHECK_STR_EQ(rep->element[1]->str, "b");
-            } else {
+            } else if (type == 2) {
                 rep = test_redis_cmd(r, "HGETALL %s", key);
                 CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
                 CHECK_STR_EQ(rep->element[0]->str, "owner");
                 CHECK_STR_EQ(rep->element[1]->str, "app");
+            } else {
+                rep = test_redis_cmd(r, "HGETALL %s", key);
+                CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4);
             }
             freeReplyObject(rep);
             CHECK_EQ_INT(test_redis_int(r, "PTTL %s", key), -1);
@@ -2050,13 +2058,150 @@ TEST(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing) {
     fx_world_down(&w);
 }
 
+/* ---- what each hold costs Redis ---- */
+
+/* Every call r counted since the last CONFIG RESETSTAT (INFO
+ * commandstats: the scripts' own calls and what they ran), but the
+ * test's own (INFO, CONFIG) and what servers and connections say among
+ * themselves (a replica's REPLCONF ACK every second, PING, CLUSTER, ...). */
+static long long redis_calls(test_redis *r) {
+    static const char *const others[] = {"info",    "config", "replconf", "ping",
+                                         "cluster", "client", "command",  "select",
+                                         "auth",    "hello",  "readonly", "role"};
+    redisReply *rep = test_redis_cmd(r, "INFO commandstats");
+    const char *p;
+    long long n = 0;
+
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_STRING);
+    for (p = strstr(rep->str, "cmdstat_"); p != NULL; p = strstr(p + 1, "cmdstat_")) {
+        const char *name = p + 8, *calls = strstr(p, ":calls=");
+        size_t i, len = strcspn(name, ":|");
+        int other = 0;
+        for (i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+            if (strlen(others[i]) == len && strncmp(name, others[i], len) == 0)
+                other = 1;
+        if (calls != NULL && !other)
+            n += strtoll(calls + 7, NULL, 10);
+    }
+    freeReplyObject(rep);
+    return n;
+}
+
+static long long commands_sent(leash_client *const *c, int n) {
+    long long sum = 0;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        leash_stats st;
+        leash_client_stats(c[i], &st);
+        sum += (long long)st.commands_sent;
+    }
+    return sum;
+}
+
+/* n handles of kind k (permits of them hold at once: 1 for a fair lock)
+ * take turns: the oldest holder releases, which lets the head of the queue
+ * in, and asks again at the end of the queue. After n turns (each handle
+ * waited once, so its client subscribed to its channel), checks the Redis
+ * calls and client commands of `turns` more against their bounds. */
+static void turns_case(fx_world *w, leash_client *const *c, enum kind k, int n, int permits,
+                       int turns, double max_calls, double max_cmds) {
+    test_redis *r = fx_redis_of(w, "leash:{cost}turns");
+    leash_lock *h[4];
+    fx_result res[4];
+    int order[4], i, held = permits; /* order: holders first, then the queue */
+    long long calls, cmds0 = 0;
+
+    CHECK(n <= 4 && permits < n);
+    memset(res, 0, sizeof(res));
+    for (i = 0; i < n; i++) {
+        h[i] = make_lock(c[i % 2], k, "{cost}turns", permits);
+        order[i] = i;
+        if (i < held) {
+            CHECK_EQ_INT(fx_acquire_sync(w->loop, h[i], 0, 5000), LEASH_OK);
+        } else {
+            CHECK_EQ_INT(leash_acquire(h[i], LEASH_WAIT_FOREVER, fx_acquire_cb, &res[i]), LEASH_OK);
+            fx_run_for(w->loop, 30);
+        }
+    }
+    for (i = 0; i < n + turns; i++) {
+        int out = order[0], in = order[held], j;
+        if (i == n) { /* every handle has waited once: its client subscribed */
+            freeReplyObject(test_redis_cmd(r, "CONFIG RESETSTAT"));
+            cmds0 = commands_sent(c, 2);
+        }
+        CHECK_EQ_INT(fx_release_sync(w->loop, h[out], 2000), LEASH_OK);
+        fx_run_until(w->loop, &res[in], 2000);
+        CHECK_EQ_INT(res[in].status, LEASH_OK);
+        memset(&res[in], 0, sizeof(res[in]));
+        CHECK_EQ_INT(leash_acquire(h[out], LEASH_WAIT_FOREVER, fx_acquire_cb, &res[out]), LEASH_OK);
+        fx_run_for(w->loop, 30); /* its place is taken */
+        CHECK_EQ_INT(res[out].calls, 0);
+        for (j = 0; j + 1 < n; j++)
+            order[j] = order[j + 1];
+        order[n - 1] = out;
+    }
+    calls = redis_calls(r);
+    CHECK_MSG((double)calls <= max_calls * turns, "%s: %.2f Redis calls per turn, at most %.0f",
+              kind_name(k), (double)calls / turns, max_calls);
+    CHECK_MSG((double)(commands_sent(c, 2) - cmds0) <= max_cmds * turns,
+              "%s: %.2f client commands per turn, at most %.0f", kind_name(k),
+              (double)(commands_sent(c, 2) - cmds0) / turns, max_cmds);
+    for (i = 0; i < n; i++)
+        leash_lock_free(h[i]);
+    check_nothing_left(w, 3000);
+}
+
+/* The layout's costs (family.c): a read hold records its holder and its
+ * expiry in one HSET, and gives them back in one HSET and one HDEL
+ * (EVALSHA, TIME, HMGET, HSET; EVALSHA, HMGET, HSET, HDEL); a turn of the
+ * fair lock or of a semaphore's permit (a release that lets the head in,
+ * and the releaser's place at the end of the queue) costs Redis 11 calls
+ * and the clients 2 commands. The bounds leave room for a TTL rewrite. */
+TEST(family_holds_and_turns_cost_the_redis_calls_the_layout_needs) {
+    fx_world w;
+    leash_client *c[2];
+    leash_lock *r0, *r1;
+    test_redis *r;
+    long long calls;
+    int i;
+
+    fx_world_up(&w, 6000, 0); /* no renewal while the turns are counted */
+    c[0] = w.c;
+    c[1] = fx_world_client(&w, 6000);
+    fx_wait_connected(w.loop, c[1], 5000);
+    r = fx_redis_of(&w, "leash:{cost}read");
+    r0 = reader(c[0], "{cost}read");
+    r1 = reader(c[1], "{cost}read");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, r0, 0, 5000), LEASH_OK);
+    /* Once first: c[1]'s connection to the node comes up (its handshake
+     * loads the scripts and reads the clock) before the counting. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, r1, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, r1, 5000), LEASH_OK);
+    freeReplyObject(test_redis_cmd(r, "CONFIG RESETSTAT"));
+    for (i = 0; i < 20; i++) {
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, r1, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(fx_release_sync(w.loop, r1, 5000), LEASH_OK);
+    }
+    calls = redis_calls(r);
+    CHECK_MSG(calls <= 20 * 8 + 2, "%.2f Redis calls per read hold beside another, at most 8",
+              calls / 20.);
+    CHECK_EQ_INT(fx_release_sync(w.loop, r0, 5000), LEASH_OK);
+    leash_lock_free(r0);
+    leash_lock_free(r1);
+    turns_case(&w, c, K_FAIR, 2, 1, 10, 12, 2);
+    turns_case(&w, c, K_SEM, 3, 2, 10, 12, 2);
+    leash_client_free(c[1]);
+    fx_world_down(&w);
+}
+
 #ifdef LEASH_TEST_TOPOLOGY_CLUSTER
 /* While the locks' slot is MIGRATING (no key moved yet), the scripts run on
- * the old owner, which holds all four keys of each lock: a release that
- * ends the only hold and hands the fair lock over, and the release of the
- * last reader, each run whole. Redis stops a script half-way when it
- * touches a key its own earlier command emptied ("non local key"), so no
- * script may empty a key before its last command. */
+ * the old owner, which holds each lock's key: a release that ends the
+ * only hold and hands the fair lock over, and the release of the last
+ * reader, each run whole. Redis stops a script half-way when it touches a
+ * key its own earlier command emptied ("non local key"), so no script may
+ * empty a key before its last command. */
 TEST(family_scripts_run_whole_while_their_slot_is_migrating) {
     fx_world w;
     leash_client *b;
@@ -2152,6 +2297,7 @@ int main(int argc, char **argv) {
         TEST_CASE(semaphore_each_permit_has_its_own_lease_and_lost_callback),
         TEST_CASE(semaphore_waiters_go_in_fifo_as_many_as_permits_came_free),
         TEST_CASE(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing),
+        TEST_CASE(family_holds_and_turns_cost_the_redis_calls_the_layout_needs),
 #ifdef LEASH_TEST_TOPOLOGY_CLUSTER
         TEST_CASE(family_scripts_run_whole_while_their_slot_is_migrating),
 #endif

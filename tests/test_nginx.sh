@@ -394,10 +394,10 @@ pass "a semaphore of 3 peaks at exactly 3 (9 requests, 2 instances)"
 
 # ---- 5. the fair lock serves waiters in arrival order across the fleet ----
 
-# Requests of the fair lock's queue: its place zset, less its sentinel.
+# Requests of the fair lock's queue: its hash's count of waiters.
 fair_queued() {
     redis-cli -p "$redis_port" -a "$PASSWORD" --no-auth-warning eval \
-        "return redis.call('zcard', KEYS[1] .. '\\0{' .. KEYS[1] .. '}q') - 1" 1 leash:fair:f
+        "return tonumber(redis.call('hget', KEYS[1], 'queued') or 0)" 1 leash:fair:f
 }
 req fair-0 0 "/fair?key=f&ms=1200&n=0"
 sleep 0.1

@@ -184,8 +184,8 @@ typedef struct cli_lockstate {
 int cli_lock_read(cli_conn *c, int *node, const char *key, size_t len, cli_lockstate *out);
 /* Reads the locks of n keys on node, pipelined: a few round trips for the
  * lot instead of four a key (`ls` over many locks). A key the pipeline
- * cannot settle (a family lock's queues, a redirection, a key that
- * changed under it) is read alone with cli_lock_read. up[i] says whether
+ * cannot settle (a redirection, a key that changed under it) is read
+ * alone with cli_lock_read. up[i] says whether
  * out[i] was read. 0, or -1 when the node did not answer (c->err; up[] all
  * 0 but for keys read alone elsewhere). */
 int cli_lock_read_many(cli_conn *c, int node, char *const *keys, const size_t *lens, size_t n,

@@ -1,10 +1,10 @@
 /*
  * One lock's state as one server has it, read (never written) from the
  * layouts of src/dialect: the mutex's string "<token>:<w>:<count>:<fence>"
- * (dialect/leash.c), the lock family's hash and three sorted sets
- * (dialect/family.c), and Redisson's RLock hash of "<uuid>:<thread>" ->
- * count. The reads are separate commands, so a state caught while a script
- * ran between them can be a mix of before and after; watch reads again.
+ * (dialect/leash.c), the lock family's hash (dialect/family.c), and
+ * Redisson's RLock hash of "<uuid>:<thread>" -> count. The reads are
+ * separate commands, so a state caught while a script ran between them
+ * can be a mix of before and after; watch reads again.
  */
 #include "cli.h"
 
@@ -189,81 +189,63 @@ static const redisReply *field(const redisReply *v, const char *name, size_t nle
     return NULL;
 }
 
-/* The score of member tok in a WITHSCORES reply, or -1. */
-static int64_t score(const redisReply *z, const char *tok, size_t len) {
-    size_t i;
-    if (z == NULL || z->type != REDIS_REPLY_ARRAY)
-        return -1;
-    for (i = 0; i + 1 < z->elements; i += 2)
-        if (z->element[i]->len == len && memcmp(z->element[i]->str, tok, len) == 0)
-            return strtoll(z->element[i + 1]->str, NULL, 10);
-    return -1;
-}
-
-static redisReply *zrange(cli_conn *c, int *node, const char *key, size_t len, const char *kind) {
-    char *name = malloc(2 * len + 8);
-    const char *argv[] = {"ZRANGE", name, "0", "-1", "WITHSCORES"};
-    size_t lens[] = {6, 0, 1, 2, 10};
-    redisReply *r;
-
-    if (name == NULL)
-        return NULL;
-    lens[1] = cli_companion(name, key, len, kind);
-    r = cli_key_cmd(c, node, 5, argv, lens);
-    free(name);
-    return r;
-}
-
 static int place_cmp(const void *a, const void *b) {
     const cli_holder *x = a, *y = b;
     return (x->count > y->count) - (x->count < y->count);
 }
 
-/* h<token> = "<mode>:<count>:<fence>:<client>", q<token> = "<mode>:<client>";
- * entries whose lease ran out are left out: they hold nothing, and the
- * next script that meets them drops them. */
-static int read_family(cli_conn *c, int *node, const char *key, size_t len, const redisReply *v,
-                       cli_lockstate *s) {
-    redisReply *hz = zrange(c, node, key, len, "h");
-    redisReply *qz = hz ? zrange(c, node, key, len, "q") : NULL;
-    redisReply *xz = qz ? zrange(c, node, key, len, "x") : NULL;
+/* The number after the skip-th colon of s, or -1. */
+static long long part(const char *s, int skip) {
+    while (skip > 0 && s != NULL) {
+        s = strchr(s, ':');
+        if (s != NULL)
+            s++;
+        skip--;
+    }
+    return s != NULL && isdigit((unsigned char)*s) ? strtoll(s, NULL, 10) : -1;
+}
+
+/* The family's hash (dialect/family.c): h<token> =
+ * "<mode>:<count>:<fence>:<client>:<expiry>" per holder, q<token> =
+ * "<mode>:<client>:<expiry>:<place>" per waiter; entries whose lease ran
+ * out are left out: they hold nothing, and the next script that meets
+ * them drops them. */
+static int read_family(const redisReply *v, cli_lockstate *s) {
     const redisReply *f = field(v, "fence", 5), *p = field(v, "permits", 7);
-    int modes[128] = {0}, rc = -1;
+    int modes[128] = {0};
     size_t i;
 
-    if (xz == NULL)
-        goto out;
     s->fence = strtoull(f->str, NULL, 10);
     s->permits = p ? strtoll(p->str, NULL, 10) : 0;
     for (i = 0; i + 1 < v->elements; i += 2) {
         const redisReply *k = v->element[i], *val = v->element[i + 1];
         const char *tok = k->str + 1;
         size_t tlen = k->len ? k->len - 1 : 0;
+        int holder = k->len > 0 && k->str[0] == 'h';
         int64_t exp;
         cli_holder *h;
-        char buf[128], *part;
+        char buf[160];
 
-        if (tlen == 0 || (k->str[0] != 'h' && k->str[0] != 'q') || val->len >= sizeof(buf) ||
-            val->len < 2)
+        if (tlen != 32 || (!holder && k->str[0] != 'q') || val->len >= sizeof(buf) || val->len < 2)
             continue;
         memcpy(buf, val->str, val->len);
         buf[val->len] = '\0';
-        exp = score(k->str[0] == 'h' ? hz : xz, tok, tlen);
+        exp = part(buf, holder ? 4 : 2);
         if (exp <= s->server_ms)
             continue;
-        h = k->str[0] == 'h' ? add(&s->holders, &s->nholders) : add(&s->waiters, &s->nwaiters);
+        h = holder ? add(&s->holders, &s->nholders) : add(&s->waiters, &s->nwaiters);
         if (h == NULL)
-            goto out;
+            return -1;
         copy_token(h, tok, tlen);
         h->mode = buf[0];
         h->ttl_ms = exp - s->server_ms;
         modes[(unsigned char)buf[0] & 127] = 1;
-        if (k->str[0] == 'h') {
-            part = strchr(buf, ':');
-            h->count = part ? strtoll(part + 1, &part, 10) : 0;
-            h->fence = part && *part == ':' ? strtoull(part + 1, NULL, 10) : 0;
+        if (holder) {
+            long long fence = part(buf, 2);
+            h->count = part(buf, 1);
+            h->fence = fence > 0 ? (uint64_t)fence : 0;
         } else {
-            h->count = score(qz, tok, tlen);
+            h->count = part(buf, 3);
         }
     }
     if (s->nwaiters > 1)
@@ -272,22 +254,13 @@ static int read_family(cli_conn *c, int *node, const char *key, size_t len, cons
               : modes['r'] || modes['w'] ? CLI_KIND_RW
               : modes['s'] || p != NULL  ? CLI_KIND_SEMAPHORE
                                          : CLI_KIND_FAMILY;
-    rc = 0;
-out:
-    if (hz)
-        freeReplyObject(hz);
-    if (qz)
-        freeReplyObject(qz);
-    if (xz)
-        freeReplyObject(xz);
-    return rc;
+    return 0;
 }
 
 /* The lock in what TYPE, the value (GET or HGETALL) and PTTL of a key
- * answered; s has its node and server_ms. 0, or -1 when a family lock's
- * queues could not be read. */
-static int read_value(cli_conn *c, int *node, const char *key, size_t len, const char *type,
-                      const redisReply *v, const redisReply *ttl, cli_lockstate *s) {
+ * answered; s has its node and server_ms. 0, or -1 without memory. */
+static int read_value(const char *type, const redisReply *v, const redisReply *ttl,
+                      cli_lockstate *s) {
     if (strcmp(type, "none") == 0)
         return 0;
     s->kind = CLI_KIND_OTHER;
@@ -301,7 +274,7 @@ static int read_value(cli_conn *c, int *node, const char *key, size_t len, const
     } else if (v->type == REDIS_REPLY_ARRAY) {
         const redisReply *f = field(v, "fence", 5);
         if (f != NULL && f->type == REDIS_REPLY_STRING)
-            return read_family(c, node, key, len, v, s);
+            return read_family(v, s);
         read_redisson(v, s);
     }
     return 0;
@@ -327,7 +300,7 @@ int cli_lock_read(cli_conn *c, int *node, const char *key, size_t len, cli_locks
         if (ttl == NULL || (s->server_ms = server_ms(c, *node)) < 0)
             goto out;
     }
-    rc = read_value(c, node, key, len, t->str, v, ttl, s);
+    rc = read_value(t->str, v, ttl, s);
 out:
     if (t)
         freeReplyObject(t);
@@ -346,16 +319,13 @@ static const char *value_cmd(const redisReply *t) {
 }
 
 /* Whether the pipeline's replies for one key settle it: no error (a
- * redirection, a type that changed under it) and no family lock, whose
- * queues take reads of their own. */
+ * redirection, a type that changed under it). */
 static int settled(const redisReply *t, const redisReply *ttl, const redisReply *v) {
     if (t->type != REDIS_REPLY_STATUS || ttl->type == REDIS_REPLY_ERROR)
         return 0;
     if (value_cmd(t) == NULL)
         return 1;
-    if (v == NULL || v->type == REDIS_REPLY_ERROR)
-        return 0;
-    return v->type != REDIS_REPLY_ARRAY || field(v, "fence", 5) == NULL;
+    return v != NULL && v->type != REDIS_REPLY_ERROR;
 }
 
 int cli_lock_read_many(cli_conn *c, int node, char *const *keys, const size_t *lens, size_t n,
@@ -405,7 +375,7 @@ int cli_lock_read_many(cli_conn *c, int node, char *const *keys, const size_t *l
         }
         snprintf(out[i].node, sizeof(out[i].node), "%s", c->nodes[node].label);
         out[i].server_ms = now;
-        up[i] = read_value(c, &at, keys[i], lens[i], r[2 * i]->str, v, r[2 * i + 1], &out[i]) == 0;
+        up[i] = read_value(r[2 * i]->str, v, r[2 * i + 1], &out[i]) == 0;
     }
 done:
     for (i = 0; i < got; i++)

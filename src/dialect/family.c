@@ -1,50 +1,66 @@
 /*
  * The lock family in leash's dialect: fair lock, read-write lock and
  * semaphore share one layout and three scripts (the renew script of
- * dialect/leash.c renews their holds and queue places too).
+ * dialect/leash.c renews their holds and queue places too: fam_renew).
  *
- * Names. Of a lock name K = key_prefix + name, as companions (see
- * dialect/leash.c), all in K's cluster slot:
- *   K                 hash: seq (the last queue place given), fence (the
- *                     last fence given), permits (a semaphore's), x (the
- *                     token of an exclusive holder), h<token> =
- *                     "<mode>:<count>:<fence>:<client>" per holder,
- *                     q<token> = "<mode>:<client>" per waiter
- *   K\0{K}h           zset: holder token -> expiry (server ms)
- *   K\0{K}q           zset: waiter token -> place (seq: the server's order)
- *   K\0{K}x           zset: waiter token -> expiry (server ms)
+ * Names. Of a lock name K = key_prefix + name (companions: see
+ * dialect/leash.c):
+ *   K                 hash, the whole lock (below)
  *   K\0{K}g:<db>:<client>   the channel of one client (32 hex digits, new
  *                     for every client): where it hears that the lock was
  *                     handed to one of its waiters, "g:<token>:<fence>"
+ * The hash's fields:
+ *   fence             the last fence given
+ *   seq               the last queue place given
+ *   permits           a semaphore's permits
+ *   mode              the holders' kind, while anyone holds
+ *   held, queued      how many holder and waiter entries there are
+ *   soonest           at most the earliest holder's expiry
+ *   ttl               when K expires (the PEXPIRE last set)
+ *   head, tail        the first and last waiter's token
+ *   h<token>          "<mode>:<count>:<fence>:<client>:<expiry>" per holder
+ *   q<token>          "<mode>:<client>:<expiry>:<place>" per waiter
+ *   n<token>, p<token>  the next and the previous waiter's token: the
+ *                     queue is a list through the hash, so a script finds
+ *                     the head, appends and unlinks with the fields it
+ *                     already reads and writes
  * Modes: f fair lock, w writer, r reader, s semaphore permit. f and w are
- * exclusive (x names the holder); r goes in while there is no exclusive
- * holder; s while fewer than permits hold.
- *
- * Each zset also holds the sentinel "" with score 0 while the lock exists
- * (family.h says why).
+ * exclusive; r goes in while only readers hold (and a writer's paired read
+ * handle beside its writer); s while fewer than permits hold. A holder's
+ * or waiter's entry is its lease: its expiry is in its field, set at the
+ * grant (a place's expiry when a waiter is let in) and by renewals.
  *
  * The queue. A waiter's place is a lease (its expiry), renewed by its
- * watchdog like a hold. A script that finds someone waiting, or finds its
- * own way blocked, drops holders and waiters whose lease ran out
- * (fam_prune), then, after its own change, lets the head of the queue in
- * while it fits (fam_admit): each one let in becomes a holder whose expiry
- * is that of its place (which its last renewal set) and is told on its
- * client's channel. So the release, the renewal or the attempt that
- * notices a gap hands over, and a handoff costs one message. Expired
- * entries nobody waits behind stay until some script meets them; they are
- * in nobody's way.
+ * watchdog like a hold. A script that frees room or finds its own way
+ * blocked lets the head of the queue in while it fits (fam_admit): each
+ * one let in becomes a holder whose expiry is that of its place and is
+ * told on its client's channel. So the release, the renewal or the attempt
+ * that notices a gap hands over, and a handoff costs one message. A head
+ * whose place ran out is dropped when it comes up; entries whose lease ran
+ * out are dropped by fam_scan (family.h says when it runs); until then they
+ * are in nobody's way.
  *
- * TTLs: all four keys share one, at least the latest expiry in them: a
- * script that sets an expiry beyond it sets it to twice that lease
- * (fam_keep), so that a stream of holds rewrites it once a lease, not once
- * a hold; that rewrite also prunes, so that crashed holders do not pile up
- * while others keep the lock in use. A script that leaves no live holder
- * and nobody queued deletes the four (fam_gc).
+ * Cost (Redis calls, EVALSHA included). Each script reads the lock in
+ * one HMGET and first tries its fast path, straight-line code
+ * for the common cases; the rest goes through the toolkit (fam_lib). A
+ * grant with nothing in the way: EVALSHA, TIME, HMGET, HSET (4; a new lock
+ * also EXISTS, and a PEXPIRE); a place at the end of the queue behind live
+ * holders: the same 4 (the place, the link and the counts in one HSET);
+ * the release of one of several holds: EVALSHA, HMGET, HSET, HDEL (4), of
+ * the last one EVALSHA, HMGET, DEL (3); a release that lets the head in:
+ * EVALSHA, HMGET, TIME, an HMGET of the head's place, the PUBLISH, HSET,
+ * HDEL (7; one more HMGET and PUBLISH per further waiter let in). Once a
+ * lease, a PEXPIRE (and an HGETALL when a lease may have run out).
+ *
+ * TTL: K's TTL is at least the latest expiry in it: a script that sets an
+ * expiry beyond ttl sets it to twice that lease (fam_keep), so that a
+ * stream of holds rewrites it once a lease, not once a hold. A script that
+ * leaves no holder and nobody queued deletes K.
  *
  * Fences: the server's clock (TIME) in microseconds at the grant, and
  * above the last fence given (readers let in together).
  *
- * acquire KEYS: K, h, q, x  ARGV: token, lease, mode, client, permits, once,
+ * acquire KEYS: K  ARGV: token, lease, mode, client, permits, once,
  *         count, channel base, publish verb, under, not_after
  *         under: a read's paired write hold's token ("" none): while that
  *         token holds the write, the read goes in at once (a downgrade)
@@ -52,23 +68,22 @@
  *            that was let in before (a check), or with count > 1 an extra
  *            hold of a held token: its count raised to count)
  *         -> {0, ms, 0, now}: queued, at the head: the first holder's
- *            lease ends in ms
+ *            lease ends in ms at the soonest
  *         -> {0, -6, 0, now}: queued behind others (or, once = 1, not let
  *            in: nothing written)
  *         -> {0, -3, 0, now}: too late, did nothing; {0, -4, 0, now}: an
  *            extra hold of a hold that is gone
  *         -> {0, -5, permits, now}: a semaphore with another permit count
- * release KEYS: K, h, q, x  ARGV: token, count_after, channel base, verb,
+ * release KEYS: K  ARGV: token, count_after, channel base, verb,
  *         valid_until
  *         -> count left, 0 released, -1 not ours (a waiter's place is
  *            given up: also -1, it held nothing), -2 a resend that cannot
  *            tell (as the mutex's)
- * force   KEYS: K, h, q, x  ARGV: channel base, verb
+ * force   KEYS: K  ARGV: channel base, verb
  *         -> 1 holders were removed, 0 none; waiters are let in.
- * A key K that is not a family lock's hash (not a hash, or no fence field)
- * is a WRONGTYPE error before anything is written. The companions are
- * leash's own names (a NUL byte and a hash tag in them): their types are
- * checked when a lock is made, not at every call.
+ * A key K that is not a family lock's hash (not a hash, no fence field, or
+ * no held field: an older leash's family lock) is a WRONGTYPE error
+ * before anything is written.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -85,129 +100,250 @@
     "if not S then return redis.error_reply('WRONGTYPE the key holds a value that is not a " \
     "lock of the family') end\n"
 
-/* The common case, a token that neither holds nor waits and goes in at
- * once, reads the state and writes the hold without a prune: expired
- * holders and places are dropped only when they could be in the way. */
+/* The fast path: a token that neither holds nor waits, with no lease in
+ * its way that may have run out, is granted when it fits and nobody waits,
+ * or takes a place at the end of the queue behind live holders. The
+ * toolkit does the rest: a hold or place of its own, a downgrade, room
+ * while others wait (a head that may be dead), a lease to drop. */
 static const char acquire_lua[] = LEASH__FAMILY_LUA
     "local t = redis.call('time')\n"
     "local now = fam_now(t)\n"
     "if ARGV[11] + 0 > 0 and now >= ARGV[11] + 0 then return {0, -3, 0, now} end\n"
-    "local L = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}\n"
-    "local tok, lease, mode, cl, n = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], "
-    "tonumber(ARGV[7])\n"
-    "local S = fam_load(L, tok)\n" WRONGTYPE
-    "if mode == 's' and S.permits and S.permits ~= ARGV[5] and\n"
-    "    redis.call('zcount', L[2], '(' .. now, '+inf') > 0 then\n"
-    "  return {0, -5, tonumber(S.permits), now}\n"
+    "local K, tok, mode = KEYS[1], ARGV[1], ARGV[3]\n"
+    "local v = fam_read(K, tok, ARGV[10])\n"
+    "if not v.err and not v[11] and not v[12] and ARGV[7] == '1' and ARGV[10] == '' and\n"
+    "    (v[1] and v[5] or not v[1] and redis.call('exists', K) == 0) then\n"
+    "  local held, queued, soon = tonumber(v[5] or 0), tonumber(v[6] or 0), tonumber(v[7])\n"
+    "  local exp, ttl, a, r = now + tonumber(ARGV[2]), tonumber(v[8] or 0)\n"
+    "  local room = held == 0 or mode == v[4] and\n"
+    "      (mode == 'r' or mode == 's' and v[3] == ARGV[5] and held < tonumber(v[3]))\n"
+    "  if held > 0 and (not soon or soon <= now) or mode == 's' and held > 0 and v[3] ~= ARGV[5] "
+    "then\n"
+    "    room = nil\n"
+    "  elseif room and queued == 0 then\n"
+    "    local f = t[1] * 1000000 + t[2]\n"
+    "    if f <= tonumber(v[1] or 0) then f = tonumber(v[1]) + 1 end\n"
+    "    f = string.format('%.0f', f)\n"
+    "    a = {'fence', f, 'held', held + 1, 'h' .. tok, mode .. ':1:' .. f .. ':' .. ARGV[4] .. "
+    "':' .. exp}\n"
+    "    if held == 0 then\n"
+    "      a[7], a[8], a[9], a[10] = 'mode', mode, 'soonest', exp\n"
+    "    elseif exp < soon then\n"
+    "      a[7], a[8] = 'soonest', exp\n"
+    "    end\n"
+    "    if mode == 's' and v[3] ~= ARGV[5] then a[#a + 1], a[#a + 2] = 'permits', ARGV[5] end\n"
+    "    r = {1, tonumber(f), 1, now}\n"
+    "  elseif not room and held > 0 then\n"
+    "    if ARGV[6] == '1' then return {0, -6, 0, now} end\n"
+    "    local seq = (tonumber(v[2]) or 0) + 1\n"
+    "    a = {'seq', seq, 'queued', queued + 1, 'tail', tok, 'q' .. tok,\n"
+    "         mode .. ':' .. ARGV[4] .. ':' .. exp .. ':' .. seq}\n"
+    "    if v[10] then\n"
+    "      a[9], a[10], a[11], a[12] = 'n' .. v[10], tok, 'p' .. tok, v[10]\n"
+    "      r = {0, -6, 0, now}\n"
+    "    else\n"
+    "      a[9], a[10] = 'head', tok\n"
+    "      r = {0, soon - now, 0, now}\n"
+    "    end\n"
+    "  end\n"
+    "  if a then\n"
+    "    if exp > ttl then a[#a + 1], a[#a + 2] = 'ttl', 2 * exp - now end\n"
+    "    redis.call('hset', K, unpack(a))\n"
+    "    if exp > ttl then redis.call('pexpire', K, 2 * (exp - now)) end\n"
+    "    return r\n"
+    "  end\n"
     "end\n"
-    "local pruned = false\n"
-    "local function prune()\n"
-    "  if pruned then return end\n"
-    "  fam_prune(L, S, now)\n"
-    "  pruned = true\n"
-    "  local v = redis.call('hmget', L[1], 'h' .. tok, 'q' .. tok)\n"
-    "  S.h, S.q = v[1], v[2]\n"
+    "local F = fam_lib()\n"
+    "local lease, cl, n = tonumber(ARGV[2]), ARGV[4], tonumber(ARGV[7])\n"
+    "local S = F.load(K, tok, ARGV[10], v)\n" WRONGTYPE "local exp = now + lease\n"
+    "if mode == 's' and S.permits and S.permits ~= ARGV[5] and S.held > 0 then\n"
+    "  F.prune(K, S, now)\n"
+    "  if S.held > 0 then\n"
+    "    F.done(K, S)\n"
+    "    return {0, -5, tonumber(S.permits), now}\n"
+    "  end\n"
     "end\n"
-    "if S.h or S.q or n > 1 then prune() end\n"
     "if S.h then\n"
-    "  local m, c, f, hc = string.match(S.h, '^(%a):(%d+):(%d+):(%x+)$')\n"
-    "  c = tonumber(c)\n"
-    "  if n > c then c = n end\n"
-    "  redis.call('hset', L[1], 'h' .. tok, m .. ':' .. c .. ':' .. f .. ':' .. hc)\n"
-    "  local e = redis.call('zscore', L[2], tok)\n"
-    "  if not e or tonumber(e) < now + lease then redis.call('zadd', L[2], now + lease, tok) end\n"
-    "  fam_keep(L, S, now, now + lease)\n"
-    "  return {1, tonumber(f), c, now}\n"
+    "  local m, c, f, hc, e = F.hold(S.h)\n"
+    "  if e and e > now then\n"
+    "    if n > c then c = n end\n"
+    "    if e < exp then e = exp end\n"
+    "    F.set(S, 'h' .. tok, m .. ':' .. c .. ':' .. f .. ':' .. hc .. ':' .. F.num(e))\n"
+    "    F.keep(K, S, now, e)\n"
+    "    F.done(K, S)\n"
+    "    return {1, tonumber(f), c, now}\n"
+    "  end\n"
+    "  F.drop_holder(S, tok, m)\n"
     "end\n"
     "if n > 1 then\n"
     "  if not S.new then\n"
-    "    fam_admit(L, S, t, nil, ARGV[8], ARGV[9])\n"
-    "    fam_gc(L, now)\n"
+    "    F.prune(K, S, now)\n"
+    "    F.admit(K, S, t, now, nil, ARGV[8], ARGV[9])\n"
+    "    F.done(K, S)\n"
     "  end\n"
     "  return {0, -4, 0, now}\n"
     "end\n"
-    "if S.new then fam_create(L, S) end\n"
-    "if mode == 's' and S.permits ~= ARGV[5] then\n"
-    "  redis.call('hset', L[1], 'permits', ARGV[5])\n"
-    "  S.permits = ARGV[5]\n"
-    "end\n"
-    "if not S.q then\n"
-    "  local function free()\n"
-    "    if redis.call('zcard', L[3]) == 1 and fam_fits(L, S, mode) then return true end\n"
-    "    return mode == 'r' and ARGV[10] ~= '' and S.x == ARGV[10] and\n"
-    "        fam_live(L[2], S.x, now) and true\n"
+    "if mode == 's' and S.permits ~= ARGV[5] then S.permits = ARGV[5] end\n"
+    "if S.q then\n"
+    "  local m, qc, e, place = F.place(S.q)\n"
+    "  if e and e > now then\n"
+    "    F.set(S, 'q' .. tok, m .. ':' .. qc .. ':' .. F.num(exp) .. ':' .. place)\n"
+    "    F.prune(K, S, now)\n"
+    "    local f = F.admit(K, S, t, now, tok, ARGV[8], ARGV[9])\n"
+    "    F.keep(K, S, now, exp)\n"
+    "    F.done(K, S)\n"
+    "    if f then return {1, tonumber(f), 1, now} end\n"
+    "    if S.head == tok and S.soonest then return {0, S.soonest - now, 0, now} end\n"
+    "    return {0, -6, 0, now}\n"
     "  end\n"
-    "  local ok = free()\n"
-    "  if not ok and not pruned then\n"
-    "    prune()\n"
-    "    fam_admit(L, S, t, nil, ARGV[8], ARGV[9])\n"
-    "    ok = free()\n"
-    "  end\n"
-    "  if ok then\n"
-    "    local f = fam_grant(L, S, tok, mode, cl, now + lease, t)\n"
-    "    fam_keep(L, S, now, now + lease)\n"
-    "    return {1, tonumber(f), 1, now}\n"
-    "  end\n"
-    /* Not free after a prune: someone live holds or waits, so there is
-     * nothing for fam_gc to delete. */
-    "  if ARGV[6] == '1' then return {0, -6, 0, now} end\n"
-    "  redis.call('zadd', L[3], redis.call('hincrby', L[1], 'seq', 1), tok)\n"
-    "  redis.call('hset', L[1], 'q' .. tok, mode .. ':' .. cl)\n"
+    "  F.unlink(S, tok, S.p, S.nx)\n"
     "end\n"
-    "redis.call('zadd', L[4], now + lease, tok)\n"
-    "local f = fam_admit(L, S, t, tok, ARGV[8], ARGV[9])\n"
-    "fam_keep(L, S, now, now + lease)\n"
-    "if f then return {1, tonumber(f), 1, now} end\n"
-    "if redis.call('zrank', L[3], tok) == 1 then\n"
-    "  local a = redis.call('zrange', L[2], 1, 1, 'withscores')\n"
-    "  if a[2] then return {0, tonumber(a[2]) - now, 0, now} end\n"
+    "local function free()\n"
+    "  if S.queued == 0 and F.fits(S, mode) then return true end\n"
+    "  if mode ~= 'r' or ARGV[10] == '' or not S.uh then return false end\n"
+    "  local m, _, _, _, e = F.hold(S.uh)\n"
+    "  return m == 'w' and e and e > now\n"
     "end\n"
+    "local ok = free()\n"
+    "if not ok then\n"
+    "  F.prune(K, S, now)\n"
+    "  if S.freed or S.held == 0 or (S.queued > 0 and F.fits(S, mode)) then\n"
+    "    F.admit(K, S, t, now, nil, ARGV[8], ARGV[9])\n"
+    "  end\n"
+    "  ok = free()\n"
+    "end\n"
+    "if ok then\n"
+    "  local f = F.grant(S, tok, mode, cl, exp, 1, t)\n"
+    "  F.keep(K, S, now, exp)\n"
+    "  F.done(K, S)\n"
+    "  return {1, tonumber(f), 1, now}\n"
+    "end\n"
+    "if ARGV[6] == '1' then\n"
+    "  F.done(K, S)\n"
+    "  return {0, -6, 0, now}\n"
+    "end\n"
+    "F.enqueue(S, tok, mode, cl, exp)\n"
+    "F.keep(K, S, now, exp)\n"
+    "F.done(K, S)\n"
+    "if S.head == tok and S.soonest then return {0, S.soonest - now, 0, now} end\n"
     "return {0, -6, 0, now}\n";
 
-/* A release with nobody queued lets nobody in and prunes nothing. */
+/* The fast path: the last hold's release when nobody waits (the hash
+ * goes), one of several when nobody waits or a reader's beside readers,
+ * and a release that lets the head of the queue in while it fits. The
+ * toolkit does the rest: a writer leaving its paired readers, a lease that
+ * may have run out, a place given up, a count lowered. */
 static const char release_lua[] = LEASH__FAMILY_LUA
-    "local L = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}\n"
-    "local tok = ARGV[1]\n"
-    "local S = fam_load(L, tok)\n" WRONGTYPE "local t = redis.call('time')\n"
-    "local now = fam_now(t)\n"
-    "local r\n"
+    "local K, tok = KEYS[1], ARGV[1]\n"
+    "local v = redis.pcall('hmget', K, 'fence', 'permits', 'mode', 'held', 'queued', 'soonest', "
+    "'head',\n"
+    "    'h' .. tok)\n"
+    "local t, now\n"
+    "if not v.err and v[8] and v[4] and ARGV[2] == '0' then\n"
+    "  local held, queued, m = tonumber(v[4]), tonumber(v[5] or 0), string.sub(v[8], 1, 1)\n"
+    "  if queued == 0 and held <= 1 then\n"
+    "    redis.call('del', K)\n"
+    "    return 0\n"
+    "  end\n"
+    "  if queued == 0 and m ~= 'w' or m == 'r' and v[3] == 'r' and held > 1 then\n"
+    "    redis.call('hset', K, 'held', held - 1)\n"
+    "    redis.call('hdel', K, 'h' .. tok)\n"
+    "    return 0\n"
+    "  end\n"
+    "  t = redis.call('time')\n"
+    "  now = fam_now(t)\n"
+    "  local mode, soon, permits = v[3], tonumber(v[6]), tonumber(v[2] or 1)\n"
+    "  held = held - 1\n"
+    "  if held == 0 then mode, soon = nil, nil end\n"
+    "  if (m ~= 'w' or held == 0) and (held == 0 or soon and soon > now) then\n"
+    "    local fence, head, a, d = tonumber(v[1]), v[7], {}, {'h' .. tok}\n"
+    "    while queued > 0 and head do\n"
+    "      if held > 0 and mode ~= 'r' and (mode ~= 's' or held >= permits) then break end\n"
+    "      local w = redis.call('hmget', K, 'q' .. head, 'n' .. head)\n"
+    "      local hm, cl, e = string.match(w[1] or '', '^(%a):(%x+):(%d+):')\n"
+    "      e = tonumber(e)\n"
+    "      local live = e and e > now\n"
+    "      if live and held > 0 and not (hm == mode and (hm == 'r' or hm == 's' and held < "
+    "permits)) then\n"
+    "        break\n"
+    "      end\n"
+    "      d[#d + 1], d[#d + 2] = 'q' .. head, 'n' .. head\n"
+    "      if w[2] then d[#d + 1] = 'p' .. w[2] end\n"
+    "      queued = queued - 1\n"
+    "      if live then\n"
+    "        local f = t[1] * 1000000 + t[2]\n"
+    "        if f <= fence then f = fence + 1 end\n"
+    "        fence, f = f, string.format('%.0f', f)\n"
+    "        a[#a + 1], a[#a + 2] = 'h' .. head, hm .. ':1:' .. f .. ':' .. cl .. ':' .. e\n"
+    "        if held == 0 then mode, soon = hm, e elseif e < soon then soon = e end\n"
+    "        held = held + 1\n"
+    "        redis.call(ARGV[4], ARGV[3] .. cl, 'g:' .. head .. ':' .. f)\n"
+    "      end\n"
+    "      head = w[2]\n"
+    "    end\n"
+    "    if held == 0 and queued == 0 then\n"
+    "      redis.call('del', K)\n"
+    "      return 0\n"
+    "    end\n"
+    "    a[#a + 1], a[#a + 2], a[#a + 3], a[#a + 4] = 'held', held, 'queued', queued\n"
+    "    a[#a + 1], a[#a + 2] = 'fence', string.format('%.0f', fence)\n"
+    "    if mode then\n"
+    "      a[#a + 1], a[#a + 2], a[#a + 3], a[#a + 4] = 'mode', mode, 'soonest', soon\n"
+    "    else\n"
+    "      d[#d + 1], d[#d + 2] = 'mode', 'soonest'\n"
+    "    end\n"
+    "    if head then\n"
+    "      a[#a + 1], a[#a + 2] = 'head', head\n"
+    "    else\n"
+    "      d[#d + 1], d[#d + 2] = 'head', 'tail'\n"
+    "    end\n"
+    "    redis.call('hset', K, unpack(a))\n"
+    "    redis.call('hdel', K, unpack(d))\n"
+    "    return 0\n"
+    "  end\n"
+    "end\n"
+    "local F = fam_lib()\n"
+    "local S = F.load(K, tok)\n" WRONGTYPE "local r, m\n"
     "if S.h then\n"
+    "  local c, f, hc, e\n"
+    "  m, c, f, hc, e = F.hold(S.h)\n"
     "  if ARGV[2] ~= '0' then\n"
-    "    local m, f, hc = string.match(S.h, '^(%a):%d+:(%d+):(%x+)$')\n"
-    "    redis.call('hset', L[1], 'h' .. tok, m .. ':' .. ARGV[2] .. ':' .. f .. ':' .. hc)\n"
+    "    F.set(S, 'h' .. tok, m .. ':' .. ARGV[2] .. ':' .. f .. ':' .. hc .. ':' .. F.num(e))\n"
+    "    F.flush(K, S)\n"
     "    return tonumber(ARGV[2])\n"
     "  end\n"
-    "  fam_drop_holder(L, S, tok)\n"
+    "  F.drop_holder(S, tok, m)\n"
     "  r = 0\n"
     "elseif S.q then\n"
-    "  fam_drop_waiter(L, tok)\n"
+    "  F.unlink(S, tok, S.p, S.nx)\n"
     "  r = -1\n"
     "end\n"
     "if r then\n"
-    "  if redis.call('zcard', L[3]) > 1 then\n"
-    "    fam_prune(L, S, now)\n"
-    "    local _, n = fam_admit(L, S, t, nil, ARGV[3], ARGV[4])\n"
-    "    if n == 0 then fam_gc(L, now) end\n"
-    "  else\n"
-    "    fam_gc(L, now, 1)\n"
+    "  if S.queued > 0 and not (m == 'r' and S.mode == 'r') then\n"
+    "    if not t then\n"
+    "      t = redis.call('time')\n"
+    "      now = fam_now(t)\n"
+    "    end\n"
+    "    F.prune(K, S, now)\n"
+    "    F.admit(K, S, t, now, nil, ARGV[3], ARGV[4])\n"
     "  end\n"
+    "  F.done(K, S)\n"
     "  return r\n"
     "end\n"
     "if ARGV[5] + 0 == 0 then return -1 end\n"
-    "if now < ARGV[5] + 0 then return 0 end\n"
+    "if fam_now(redis.call('time')) < ARGV[5] + 0 then return 0 end\n"
     "return -2\n";
 
 static const char force_lua[] =
-    LEASH__FAMILY_LUA "local L = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}\n"
-                      "local S = fam_load(L, '')\n" WRONGTYPE "if S.new then return 0 end\n"
+    LEASH__FAMILY_LUA "local K = KEYS[1]\n"
+                      "local F = fam_lib()\n"
+                      "local S = F.load(K, '')\n" WRONGTYPE "if S.new then return 0 end\n"
                       "local t = redis.call('time')\n"
                       "local now = fam_now(t)\n"
-                      "local holders = redis.call('zrange', L[2], 1, -1)\n"
-                      "for _, tok in ipairs(holders) do fam_drop_holder(L, S, tok) end\n"
-                      "fam_prune(L, S, now)\n"
-                      "fam_admit(L, S, t, nil, ARGV[1], ARGV[2])\n"
-                      "fam_gc(L, now)\n"
-                      "if #holders > 0 then return 1 end\n"
+                      "local removed = F.scan(K, S, now, true)\n"
+                      "F.admit(K, S, t, now, nil, ARGV[1], ARGV[2])\n"
+                      "F.done(K, S)\n"
+                      "if removed > 0 then return 1 end\n"
                       "return 0\n";
 
 leash__script leash__family_acquire_script, leash__family_release_script;
@@ -238,25 +374,6 @@ int leash__family_names(leash__names *n, const leash__logger *lg, const char *pr
     return rc;
 }
 
-/* The companion `c` ("h", "q" or "x") of n's key into buf
- * (LEASH__FLOOR_MAX bytes): its length. */
-static size_t companion(const leash__names *n, const char *c, char *buf) {
-    leash__companion(buf, n->key, n->key_len, c, 1);
-    return leash__companion_len(n->key, n->key_len, 1);
-}
-
-void leash__family_keys(const leash__names *n, const char **argv, size_t *lens,
-                        char bufs[3][LEASH__FLOOR_MAX]) {
-    argv[0] = n->key;
-    lens[0] = n->key_len;
-    argv[1] = bufs[0];
-    lens[1] = companion(n, "h", bufs[0]);
-    argv[2] = bufs[1];
-    lens[2] = companion(n, "q", bufs[1]);
-    argv[3] = bufs[2];
-    lens[3] = companion(n, "x", bufs[2]);
-}
-
 size_t leash__family_base_len(const leash__names *n) {
     return n->channel_len - LEASH__TOKEN_LEN;
 }
@@ -264,40 +381,41 @@ size_t leash__family_base_len(const leash__names *n) {
 leash__cmd *leash__family_acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
                                       char mode, int permits, int once, int count,
                                       const char *under, int64_t validity_ms, int64_t deadline) {
-    const char *argv[3 + 4 + 11];
-    size_t lens[3 + 4 + 11], len;
-    char bufs[3][LEASH__FLOOR_MAX], lease[21], perm[21], cnt[21];
+    const char *argv[3 + 1 + 11];
+    size_t lens[3 + 1 + 11], len;
+    char lease[21], perm[21], cnt[21];
     char *buf;
     leash__cmd *cmd;
 
-    leash__family_keys(n, argv + 3, lens + 3, bufs);
-    argv[7] = token;
+    argv[3] = n->key;
+    lens[3] = n->key_len;
+    argv[4] = token;
+    lens[4] = LEASH__TOKEN_LEN;
+    argv[5] = lease;
+    lens[5] = leash__resp_int(lease, lease_ms);
+    argv[6] = &mode;
+    lens[6] = 1;
+    argv[7] = n->channel + leash__family_base_len(n);
     lens[7] = LEASH__TOKEN_LEN;
-    argv[8] = lease;
-    lens[8] = leash__resp_int(lease, lease_ms);
-    argv[9] = &mode;
+    argv[8] = perm;
+    lens[8] = leash__resp_int(perm, permits);
+    argv[9] = once ? "1" : "0";
     lens[9] = 1;
-    argv[10] = n->channel + leash__family_base_len(n);
-    lens[10] = LEASH__TOKEN_LEN;
-    argv[11] = perm;
-    lens[11] = leash__resp_int(perm, permits);
-    argv[12] = once ? "1" : "0";
-    lens[12] = 1;
-    argv[13] = cnt;
-    lens[13] = leash__resp_int(cnt, count);
-    argv[14] = n->channel;
-    lens[14] = leash__family_base_len(n);
-    argv[15] = leash__publish_verb(n, &lens[15]);
-    argv[16] = under != NULL ? under : "";
-    lens[16] = under != NULL ? LEASH__TOKEN_LEN : 0;
-    argv[17] = leash__stamp_zeros;
-    lens[17] = LEASH__STAMP_DIGITS;
-    buf = leash__script_call(&len, &leash__family_acquire_script, 4, 18, argv, lens);
+    argv[10] = cnt;
+    lens[10] = leash__resp_int(cnt, count);
+    argv[11] = n->channel;
+    lens[11] = leash__family_base_len(n);
+    argv[12] = leash__publish_verb(n, &lens[12]);
+    argv[13] = under != NULL ? under : "";
+    lens[13] = under != NULL ? LEASH__TOKEN_LEN : 0;
+    argv[14] = leash__stamp_zeros;
+    lens[14] = LEASH__STAMP_DIGITS;
+    buf = leash__script_call(&len, &leash__family_acquire_script, 1, 15, argv, lens);
     cmd = buf ? leash__cmd_new(buf, len, &leash__family_acquire_script, LEASH__CMD_RETRY, deadline,
                                NULL, NULL)
               : NULL;
     if (cmd != NULL) {
-        leash__cmd_publish_arg(cmd, 15);
+        leash__cmd_publish_arg(cmd, 12);
         leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
     }
     return cmd;
@@ -305,44 +423,45 @@ leash__cmd *leash__family_acquire_cmd(const leash__names *n, const char *token, 
 
 leash__cmd *leash__family_release_cmd(const leash__names *n, const char *token, int count_after,
                                       int64_t valid_until, int64_t deadline) {
-    const char *argv[3 + 4 + 5];
-    size_t lens[3 + 4 + 5], len;
-    char bufs[3][LEASH__FLOOR_MAX], cnt[21];
+    const char *argv[3 + 1 + 5];
+    size_t lens[3 + 1 + 5], len;
+    char cnt[21];
     char *buf;
     leash__cmd *cmd;
 
-    leash__family_keys(n, argv + 3, lens + 3, bufs);
-    argv[7] = token;
-    lens[7] = LEASH__TOKEN_LEN;
-    argv[8] = cnt;
-    lens[8] = leash__resp_int(cnt, count_after);
-    argv[9] = n->channel;
-    lens[9] = leash__family_base_len(n);
-    argv[10] = leash__publish_verb(n, &lens[10]);
-    argv[11] = leash__stamp_zeros;
-    lens[11] = LEASH__STAMP_DIGITS;
-    buf = leash__script_call(&len, &leash__family_release_script, 4, 12, argv, lens);
+    argv[3] = n->key;
+    lens[3] = n->key_len;
+    argv[4] = token;
+    lens[4] = LEASH__TOKEN_LEN;
+    argv[5] = cnt;
+    lens[5] = leash__resp_int(cnt, count_after);
+    argv[6] = n->channel;
+    lens[6] = leash__family_base_len(n);
+    argv[7] = leash__publish_verb(n, &lens[7]);
+    argv[8] = leash__stamp_zeros;
+    lens[8] = LEASH__STAMP_DIGITS;
+    buf = leash__script_call(&len, &leash__family_release_script, 1, 9, argv, lens);
     cmd = buf ? leash__cmd_new(buf, len, &leash__family_release_script, LEASH__CMD_RETRY, deadline,
                                NULL, NULL)
               : NULL;
     if (cmd != NULL)
-        leash__cmd_publish_arg(cmd, 10);
+        leash__cmd_publish_arg(cmd, 7);
     if (cmd != NULL && valid_until != 0)
         leash__cmd_stamp(cmd, LEASH__STAMP_RESEND_VALID_UNTIL, valid_until);
     return cmd;
 }
 
 leash__cmd *leash__family_force_cmd(const leash__names *n, int64_t deadline) {
-    const char *argv[3 + 4 + 2];
-    size_t lens[3 + 4 + 2], len;
-    char bufs[3][LEASH__FLOOR_MAX];
+    const char *argv[3 + 1 + 2];
+    size_t lens[3 + 1 + 2], len;
     char *buf;
 
-    leash__family_keys(n, argv + 3, lens + 3, bufs);
-    argv[7] = n->channel;
-    lens[7] = leash__family_base_len(n);
-    argv[8] = leash__publish_verb(n, &lens[8]);
+    argv[3] = n->key;
+    lens[3] = n->key_len;
+    argv[4] = n->channel;
+    lens[4] = leash__family_base_len(n);
+    argv[5] = leash__publish_verb(n, &lens[5]);
     /* EVAL, never resent: as the mutex's force (dialect/leash.c). */
-    buf = leash__script_eval_call(&len, &force_script, 4, 9, argv, lens);
-    return leash__publishing_cmd(buf, len, 8, deadline);
+    buf = leash__script_eval_call(&len, &force_script, 1, 6, argv, lens);
+    return leash__publishing_cmd(buf, len, 5, deadline);
 }

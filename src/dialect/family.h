@@ -3,136 +3,289 @@
  * it is): the Lua functions every script of the family uses, as a string
  * literal that a script's source begins with. The renew script
  * (dialect/leash.c) renews holds of both layouts in one call, so it
- * needs them too.
+ * needs them too (fam_renew).
  */
 #ifndef LEASH_DIALECT_FAMILY_H
 #define LEASH_DIALECT_FAMILY_H
 
-/* The four names of a family lock, L[1..4]: the hash (key), the holders
- * (zset: token -> expiry), the queue (zset: token -> place), the queue's
- * expiries (zset: token -> expiry). Times are the server's ms.
+/* A family lock is ONE hash K (dialect/family.c lists its fields). Times
+ * are the server's ms.
  *
- * While a lock exists, its three zsets hold a sentinel member "" of score 0
- * and its hash the field fence: no command of a script ever empties a key.
- * In a cluster slot being migrated, a script that touches a key its own
- * earlier command deleted is stopped half-way ("non local key"); Redis
- * checks the keys only before a script starts (all there, or TRYAGAIN).
- * The last command of a script that leaves nothing live deletes all four.
+ * fam_read reads the lock's fields and the script's own token's h, q, p
+ * and n fields in one HMGET. A script's fast path works on that reply
+ * directly; everything else takes the toolkit, fam_lib() (made only then:
+ * Lua makes every function of it anew on each run). With the toolkit, S,
+ * the state a script works on, is made from that reply (fam_load), and the
+ * script changes S, never Redis, until its end: fam_done then writes every
+ * field changed in one HSET and one HDEL (fam_flush), and a PEXPIRE when
+ * fam_keep moved the TTL; or deletes K when nobody holds or waits. So a
+ * script checks everything before its first write, and K, which keeps its
+ * fence field, is never emptied before the script's last command (a
+ * cluster slot being migrated stops a script that touches a key its own
+ * earlier command deleted, "non local key").
  *
- * S, the state a script works on, is read in one HMGET (fam_load) and kept
- * up to date by these functions: fence, x (the exclusive holder), permits,
- * and the script's own token's h and q fields. fam_admit answers the fence
- * of `self` if it was let in, and how many were; while an exclusive holder
- * holds it looks at nobody (nobody fits). The holders of a name are of one
- * kind at a time (fam_fits: readers with readers, permits with permits),
- * so one holder's mode tells the kind of all. */
-#define LEASH__FAMILY_LUA                                                                       \
-    "local function fam_load(L, tok)\n"                                                         \
-    "  local v = redis.pcall('hmget', L[1], 'fence', 'x', 'permits', 'h' .. tok, 'q' .. tok)\n" \
-    "  if v.err then return nil end\n"                                                          \
-    "  local S = {fence = v[1], x = v[2], permits = v[3], h = v[4], q = v[5]}\n"                \
-    "  if not v[1] then\n"                                                                      \
-    "    if redis.call('exists', L[1]) == 1 then return nil end\n"                              \
-    "    for i = 2, 4 do\n"                                                                     \
-    "      local t = redis.call('type', L[i])['ok']\n"                                          \
-    "      if t ~= 'none' and t ~= 'zset' then return nil end\n"                                \
-    "    end\n"                                                                                 \
-    "    S.new = true\n"                                                                        \
-    "  end\n"                                                                                   \
-    "  return S\n"                                                                              \
-    "end\n"                                                                                     \
-    "local function fam_create(L, S)\n"                                                         \
-    "  redis.call('del', L[2], L[3], L[4])\n"                                                   \
-    "  redis.call('hset', L[1], 'fence', 0, 'seq', 0)\n"                                        \
-    "  for i = 2, 4 do redis.call('zadd', L[i], 0, '') end\n"                                   \
-    "  S.fence, S.new = '0', nil\n"                                                             \
-    "end\n"                                                                                     \
-    "local function fam_live(k, tok, now)\n"                                                    \
-    "  local e = redis.call('zscore', k, tok)\n"                                                \
-    "  return e and tonumber(e) > now and tonumber(e)\n"                                        \
-    "end\n"                                                                                     \
-    "local function fam_drop_holder(L, S, tok)\n"                                               \
-    "  redis.call('zrem', L[2], tok)\n"                                                         \
-    "  if S.x == tok then\n"                                                                    \
-    "    redis.call('hdel', L[1], 'h' .. tok, 'x')\n"                                           \
-    "    S.x = false\n"                                                                         \
-    "  else\n"                                                                                  \
-    "    redis.call('hdel', L[1], 'h' .. tok)\n"                                                \
-    "  end\n"                                                                                   \
-    "end\n"                                                                                     \
-    "local function fam_drop_waiter(L, tok)\n"                                                  \
-    "  redis.call('zrem', L[3], tok)\n"                                                         \
-    "  redis.call('zrem', L[4], tok)\n"                                                         \
-    "  redis.call('hdel', L[1], 'q' .. tok)\n"                                                  \
-    "end\n"                                                                                     \
-    "local function fam_prune(L, S, now)\n"                                                     \
-    "  for _, tok in ipairs(redis.call('zrangebyscore', L[2], '(0', now)) do\n"                 \
-    "    fam_drop_holder(L, S, tok)\n"                                                          \
-    "  end\n"                                                                                   \
-    "  for _, tok in ipairs(redis.call('zrangebyscore', L[4], '(0', now)) do\n"                 \
-    "    fam_drop_waiter(L, tok)\n"                                                             \
-    "  end\n"                                                                                   \
-    "end\n"                                                                                     \
-    "local function fam_fits(L, S, mode)\n"                                                     \
-    "  if S.x then return false end\n"                                                          \
-    "  local n = redis.call('zcard', L[2]) - 1\n"                                               \
-    "  if mode == 'f' or mode == 'w' then return n == 0 end\n"                                  \
-    "  if n > 0 then\n"                                                                         \
-    "    local h = redis.call('zrange', L[2], 1, 1)[1]\n"                                       \
-    "    local v = redis.call('hget', L[1], 'h' .. h) or ''\n"                                  \
-    "    if string.sub(v, 1, 1) ~= mode then return false end\n"                                \
-    "  end\n"                                                                                   \
-    "  if mode == 's' then return n < tonumber(S.permits or 1) end\n"                           \
-    "  return true\n"                                                                           \
-    "end\n"                                                                                     \
-    "local function fam_grant(L, S, tok, mode, cl, exp, t)\n"                                   \
-    "  local f = t[1] * 1000000 + t[2]\n"                                                       \
-    "  local last = tonumber(S.fence or 0)\n"                                                   \
-    "  if f <= last then f = last + 1 end\n"                                                    \
-    "  f = string.format('%.0f', f)\n"                                                          \
-    "  local v = mode .. ':1:' .. f .. ':' .. cl\n"                                             \
-    "  if mode == 'f' or mode == 'w' then\n"                                                    \
-    "    redis.call('hset', L[1], 'fence', f, 'h' .. tok, v, 'x', tok)\n"                       \
-    "    S.x = tok\n"                                                                           \
-    "  else\n"                                                                                  \
-    "    redis.call('hset', L[1], 'fence', f, 'h' .. tok, v)\n"                                 \
-    "  end\n"                                                                                   \
-    "  redis.call('zadd', L[2], exp, tok)\n"                                                    \
-    "  S.fence = f\n"                                                                           \
-    "  return f\n"                                                                              \
-    "end\n"                                                                                     \
-    "local function fam_admit(L, S, t, self, base, verb)\n"                                     \
-    "  local got, n = nil, 0\n"                                                                 \
-    "  while not S.x do\n"                                                                      \
-    "    local head = redis.call('zrange', L[3], 1, 1)[1]\n"                                    \
-    "    if not head then break end\n"                                                          \
-    "    local mode, cl = string.match(redis.call('hget', L[1], 'q' .. head) or '', "           \
-    "'^(%a):(%x+)$')\n"                                                                         \
-    "    local exp = redis.call('zscore', L[4], head)\n"                                        \
-    "    if mode and exp and not fam_fits(L, S, mode) then break end\n"                         \
-    "    fam_drop_waiter(L, head)\n"                                                            \
-    "    if mode and exp then\n"                                                                \
-    "      local f = fam_grant(L, S, head, mode, cl, exp, t)\n"                                 \
-    "      n = n + 1\n"                                                                         \
-    "      if head == self then got = f\n"                                                      \
-    "      else redis.call(verb, base .. cl, 'g:' .. head .. ':' .. f) end\n"                   \
-    "    end\n"                                                                                 \
-    "  end\n"                                                                                   \
-    "  return got, n\n"                                                                         \
-    "end\n"                                                                                     \
-    "local function fam_keep(L, S, now, e)\n"                                                   \
-    "  if redis.call('pttl', L[1]) < e - now then\n"                                            \
-    "    fam_prune(L, S, now)\n"                                                                \
-    "    for i = 1, 4 do redis.call('pexpire', L[i], 2 * (e - now)) end\n"                      \
-    "  end\n"                                                                                   \
-    "end\n"                                                                                     \
-    "local function fam_gc(L, now, queued)\n"                                                   \
-    "  if (queued or redis.call('zcard', L[3])) == 1 and\n"                                     \
-    "      #redis.call('zrangebyscore', L[2], '(' .. now, '+inf', 'limit', 0, 1) == 0 then\n"   \
-    "    redis.call('del', L[1], L[2], L[3], L[4])\n"                                           \
-    "  end\n"                                                                                   \
-    "end\n"                                                                                     \
-    "local function fam_now(t) return t[1] * 1000 + math.floor(t[2] / 1000) end\n"
+ * held and queued count the holders and waiters whose entries are there,
+ * live or not; soonest is at most the earliest holder's expiry (grants
+ * lower it, renewals leave it), so fam_prune reads the whole hash
+ * (fam_scan: drops every holder and place whose lease ran out, and counts
+ * again) only once a lease might have run out, and at most once a lease
+ * otherwise (fam_keep). fam_admit lets the head of the queue in while it
+ * fits: the head's record is read only when the counts say it could fit.
+ * The holders of a name are of one kind at a time (fam_fits: readers with
+ * readers, permits with permits; a writer's paired readers beside it),
+ * and mode says which. */
+#define LEASH__FAMILY_LUA                                                                          \
+    "local function fam_now(t) return t[1] * 1000 + math.floor(t[2] / 1000) end\n"                 \
+    "local function fam_read(K, tok, under)\n"                                                     \
+    "  return redis.pcall('hmget', K, 'fence', 'seq', 'permits', 'mode', 'held', 'queued', "       \
+    "'soonest',\n"                                                                                 \
+    "      'ttl', 'head', 'tail', 'h' .. tok, 'q' .. tok, 'p' .. tok, 'n' .. tok, 'h' .. (under "  \
+    "or ''))\n"                                                                                    \
+    "end\n"                                                                                        \
+    "local function fam_lib()\n"                                                                   \
+    "  local FAM_F = {'fence', 'seq', 'permits', 'mode', 'held', 'queued', 'soonest', 'ttl', "     \
+    "'head', 'tail'}\n"                                                                            \
+    "  local FAM_N = {fence = 1, seq = 1, held = 1, queued = 1, soonest = 1, ttl = 1}\n"           \
+    "  local function fam_num(x) return string.format('%.0f', x) end\n"                            \
+    "  local function fam_load(K, tok, under, v)\n"                                                \
+    "    v = v or fam_read(K, tok, under)\n"                                                       \
+    "    if v.err or v[1] and not v[5] then return nil end\n"                                      \
+    "    local S = {o = {}, put = {}, del = {}, h = v[11], q = v[12], p = v[13], nx = v[14], uh "  \
+    "= v[15]}\n"                                                                                   \
+    "    for i = 1, 10 do\n"                                                                       \
+    "      local f = FAM_F[i]\n"                                                                   \
+    "      S.o[f] = v[i]\n"                                                                        \
+    "      if FAM_N[f] then S[f] = tonumber(v[i]) else S[f] = v[i] end\n"                          \
+    "    end\n"                                                                                    \
+    "    if not v[1] then\n"                                                                       \
+    "      if redis.call('exists', K) == 1 then return nil end\n"                                  \
+    "      S.new, S.fence = true, 0\n"                                                             \
+    "    end\n"                                                                                    \
+    "    S.seq, S.held, S.queued, S.ttl = S.seq or 0, S.held or 0, S.queued or 0, S.ttl or 0\n"    \
+    "    return S\n"                                                                               \
+    "  end\n"                                                                                      \
+    "  local function fam_set(S, f, v) S.put[f] = v S.del[f] = nil end\n"                          \
+    "  local function fam_unset(S, f) S.put[f] = nil S.del[f] = true end\n"                        \
+    "  local function fam_get(S, f, stored)\n"                                                     \
+    "    if S.put[f] then return S.put[f] end\n"                                                   \
+    "    if S.del[f] then return false end\n"                                                      \
+    "    return stored\n"                                                                          \
+    "  end\n"                                                                                      \
+    "  local function fam_call(cmd, K, a)\n"                                                       \
+    "    for i = 1, #a, 4000 do\n"                                                                 \
+    "      redis.call(cmd, K, unpack(a, i, math.min(i + 3999, #a)))\n"                             \
+    "    end\n"                                                                                    \
+    "  end\n"                                                                                      \
+    "  local function fam_flush(K, S)\n"                                                           \
+    "    for i = 1, 10 do\n"                                                                       \
+    "      local f = FAM_F[i]\n"                                                                   \
+    "      local v = S[f]\n"                                                                       \
+    "      if v then\n"                                                                            \
+    "        if FAM_N[f] then v = fam_num(v) end\n"                                                \
+    "        if v ~= S.o[f] then fam_set(S, f, v) end\n"                                           \
+    "      elseif S.o[f] then\n"                                                                   \
+    "        fam_unset(S, f)\n"                                                                    \
+    "      end\n"                                                                                  \
+    "    end\n"                                                                                    \
+    "    local a, d = {}, {}\n"                                                                    \
+    "    for f, v in pairs(S.put) do a[#a + 1] = f a[#a + 1] = v end\n"                            \
+    "    for f in pairs(S.del) do d[#d + 1] = f end\n"                                             \
+    "    fam_call('hset', K, a)\n"                                                                 \
+    "    fam_call('hdel', K, d)\n"                                                                 \
+    "  end\n"                                                                                      \
+    "  local function fam_done(K, S)\n"                                                            \
+    "    if S.held == 0 and S.queued == 0 then\n"                                                  \
+    "      if not S.new then redis.call('del', K) end\n"                                           \
+    "      return\n"                                                                               \
+    "    end\n"                                                                                    \
+    "    fam_flush(K, S)\n"                                                                        \
+    "    if S.expire then redis.call('pexpire', K, S.expire) end\n"                                \
+    "  end\n"                                                                                      \
+    "  local function fam_hold(v)\n"                                                               \
+    "    local m, c, f, cl, e = string.match(v, '^(%a):(%d+):(%d+):(%x+):(%d+)$')\n"               \
+    "    return m, tonumber(c), f, cl, tonumber(e)\n"                                              \
+    "  end\n"                                                                                      \
+    "  local function fam_place(v)\n"                                                              \
+    "    local m, cl, e, p = string.match(v or '', '^(%a):(%x+):(%d+):(%d+)$')\n"                  \
+    "    return m, cl, tonumber(e), p\n"                                                           \
+    "  end\n"                                                                                      \
+    "  local function fam_grant(S, tok, mode, cl, exp, c, t)\n"                                    \
+    "    local f = t[1] * 1000000 + t[2]\n"                                                        \
+    "    if f <= S.fence then f = S.fence + 1 end\n"                                               \
+    "    S.fence = f\n"                                                                            \
+    "    f = fam_num(f)\n"                                                                         \
+    "    fam_set(S, 'h' .. tok, mode .. ':' .. c .. ':' .. f .. ':' .. cl .. ':' .. "              \
+    "fam_num(exp))\n"                                                                              \
+    "    if S.held == 0 then\n"                                                                    \
+    "      S.mode, S.soonest = mode, exp\n"                                                        \
+    "    elseif not S.soonest or exp < S.soonest then\n"                                           \
+    "      S.soonest = exp\n"                                                                      \
+    "    end\n"                                                                                    \
+    "    S.held = S.held + 1\n"                                                                    \
+    "    return f\n"                                                                               \
+    "  end\n"                                                                                      \
+    "  local function fam_drop_holder(S, tok, m)\n"                                                \
+    "    fam_unset(S, 'h' .. tok)\n"                                                               \
+    "    S.held, S.freed = S.held - 1, true\n"                                                     \
+    "    if S.held <= 0 then\n"                                                                    \
+    "      S.held, S.mode, S.soonest = 0, nil, nil\n"                                              \
+    "    elseif m == 'w' then\n"                                                                   \
+    "      S.mode = 'r'\n"                                                                         \
+    "    end\n"                                                                                    \
+    "  end\n"                                                                                      \
+    "  local function fam_unlink(S, tok, p, nx)\n"                                                 \
+    "    fam_unset(S, 'q' .. tok)\n"                                                               \
+    "    fam_unset(S, 'p' .. tok)\n"                                                               \
+    "    fam_unset(S, 'n' .. tok)\n"                                                               \
+    "    if p then\n"                                                                              \
+    "      if nx then fam_set(S, 'n' .. p, nx) else fam_unset(S, 'n' .. p) end\n"                  \
+    "    else\n"                                                                                   \
+    "      S.head = nx\n"                                                                          \
+    "    end\n"                                                                                    \
+    "    if nx then\n"                                                                             \
+    "      if p then fam_set(S, 'p' .. nx, p) else fam_unset(S, 'p' .. nx) end\n"                  \
+    "    else\n"                                                                                   \
+    "      S.tail = p\n"                                                                           \
+    "    end\n"                                                                                    \
+    "    S.queued = S.queued - 1\n"                                                                \
+    "    if not S.head or S.queued < 0 then S.queued, S.head, S.tail = 0, nil, nil end\n"          \
+    "  end\n"                                                                                      \
+    "  local function fam_enqueue(S, tok, mode, cl, exp)\n"                                        \
+    "    S.seq = S.seq + 1\n"                                                                      \
+    "    fam_set(S, 'q' .. tok, mode .. ':' .. cl .. ':' .. fam_num(exp) .. ':' .. "               \
+    "fam_num(S.seq))\n"                                                                            \
+    "    if S.tail then\n"                                                                         \
+    "      fam_set(S, 'n' .. S.tail, tok)\n"                                                       \
+    "      fam_set(S, 'p' .. tok, S.tail)\n"                                                       \
+    "    else\n"                                                                                   \
+    "      S.head = tok\n"                                                                         \
+    "    end\n"                                                                                    \
+    "    S.tail = tok\n"                                                                           \
+    "    S.queued = S.queued + 1\n"                                                                \
+    "  end\n"                                                                                      \
+    "  local function fam_scan(K, S, now, all)\n"                                                  \
+    "    local F, H, Q, N = {}, {}, {}, {}\n"                                                      \
+    "    local v = redis.call('hgetall', K)\n"                                                     \
+    "    for i = 1, #v, 2 do F[v[i]] = v[i + 1] end\n"                                             \
+    "    for f, x in pairs(S.put) do F[f] = x end\n"                                               \
+    "    for f in pairs(S.del) do F[f] = nil end\n"                                                \
+    "    for f, x in pairs(F) do\n"                                                                \
+    "      if #f == 33 then\n"                                                                     \
+    "        local c, tok = string.sub(f, 1, 1), string.sub(f, 2)\n"                               \
+    "        if c == 'h' then H[tok] = x elseif c == 'q' then Q[tok] = x elseif c == 'n' then "    \
+    "N[tok] = x end\n"                                                                             \
+    "      end\n"                                                                                  \
+    "    end\n"                                                                                    \
+    "    local dropped, held, mode, soonest = 0, 0, nil, nil\n"                                    \
+    "    for tok, x in pairs(H) do\n"                                                              \
+    "      local m, _, _, _, e = fam_hold(x)\n"                                                    \
+    "      if all or not e or e <= now then\n"                                                     \
+    "        fam_unset(S, 'h' .. tok)\n"                                                           \
+    "        dropped = dropped + 1\n"                                                              \
+    "      else\n"                                                                                 \
+    "        held = held + 1\n"                                                                    \
+    "        if not mode or m == 'w' then mode = m end\n"                                          \
+    "        if not soonest or e < soonest then soonest = e end\n"                                 \
+    "      end\n"                                                                                  \
+    "    end\n"                                                                                    \
+    "    S.held, S.mode, S.soonest = held, mode, soonest\n"                                        \
+    "    if dropped > 0 then S.freed = true end\n"                                                 \
+    "    local queued, tok, p, steps, nq = 0, S.head, nil, 0, 0\n"                                 \
+    "    for _ in pairs(Q) do nq = nq + 1 end\n"                                                   \
+    "    S.queued = nq + 1\n"                                                                      \
+    "    while tok and steps <= nq do\n"                                                           \
+    "      steps = steps + 1\n"                                                                    \
+    "      local nx = N[tok] or nil\n"                                                             \
+    "      local _, _, e = fam_place(Q[tok])\n"                                                    \
+    "      Q[tok] = nil\n"                                                                         \
+    "      if not e or e <= now then\n"                                                            \
+    "        fam_unlink(S, tok, p, nx)\n"                                                          \
+    "      else\n"                                                                                 \
+    "        queued, p = queued + 1, tok\n"                                                        \
+    "      end\n"                                                                                  \
+    "      tok = nx\n"                                                                             \
+    "    end\n"                                                                                    \
+    "    for o in pairs(Q) do\n"                                                                   \
+    "      fam_unset(S, 'q' .. o)\n"                                                               \
+    "      fam_unset(S, 'p' .. o)\n"                                                               \
+    "      fam_unset(S, 'n' .. o)\n"                                                               \
+    "    end\n"                                                                                    \
+    "    S.queued, S.tail = queued, p\n"                                                           \
+    "    if queued == 0 then S.head = nil end\n"                                                   \
+    "    return dropped\n"                                                                         \
+    "  end\n"                                                                                      \
+    "  local function fam_prune(K, S, now)\n"                                                      \
+    "    if S.held > 0 and (not S.soonest or S.soonest <= now) then fam_scan(K, S, now) end\n"     \
+    "  end\n"                                                                                      \
+    "  local function fam_fits(S, mode)\n"                                                         \
+    "    if S.held == 0 then return true end\n"                                                    \
+    "    if mode == 'f' or mode == 'w' or S.mode ~= mode then return false end\n"                  \
+    "    if mode == 's' then return S.held < tonumber(S.permits or 1) end\n"                       \
+    "    return true\n"                                                                            \
+    "  end\n"                                                                                      \
+    "  local function fam_admit(K, S, t, now, self, base, verb)\n"                                 \
+    "    local got, n = nil, 0\n"                                                                  \
+    "    while S.queued > 0 and S.head do\n"                                                       \
+    "      if S.held > 0 and S.mode ~= 'r' and\n"                                                  \
+    "          (S.mode ~= 's' or S.held >= tonumber(S.permits or 1)) then break end\n"             \
+    "      local head = S.head\n"                                                                  \
+    "      local v = redis.call('hmget', K, 'q' .. head, 'n' .. head)\n"                           \
+    "      local mode, cl, e = fam_place(fam_get(S, 'q' .. head, v[1]))\n"                         \
+    "      local live = e and e > now\n"                                                           \
+    "      if live and not fam_fits(S, mode) then break end\n"                                     \
+    "      fam_unlink(S, head, nil, fam_get(S, 'n' .. head, v[2]))\n"                              \
+    "      if live then\n"                                                                         \
+    "        local f = fam_grant(S, head, mode, cl, e, 1, t)\n"                                    \
+    "        n = n + 1\n"                                                                          \
+    "        if head == self then got = f else redis.call(verb, base .. cl, 'g:' .. head .. ':' "  \
+    ".. f) end\n"                                                                                  \
+    "      end\n"                                                                                  \
+    "    end\n"                                                                                    \
+    "    return got, n\n"                                                                          \
+    "  end\n"                                                                                      \
+    "  local function fam_keep(K, S, now, e)\n"                                                    \
+    "    if e > S.ttl then\n"                                                                      \
+    "      fam_prune(K, S, now)\n"                                                                 \
+    "      S.ttl, S.expire = 2 * e - now, 2 * (e - now)\n"                                         \
+    "    end\n"                                                                                    \
+    "  end\n"                                                                                      \
+    "  return {load = fam_load, set = fam_set, unset = fam_unset, get = fam_get, flush = "         \
+    "fam_flush, done = fam_done, hold = fam_hold, place = fam_place, grant = fam_grant, "          \
+    "drop_holder = fam_drop_holder, unlink = fam_unlink, enqueue = fam_enqueue, scan = fam_scan, " \
+    "prune = fam_prune, fits = fam_fits, admit = fam_admit, keep = fam_keep, num = fam_num}\n"     \
+    "end\n"                                                                                        \
+    "local function fam_renew(K, tok, lease, base, verb, t, now)\n"                                \
+    "  local F = fam_lib()\n"                                                                      \
+    "  local S = F.load(K, tok)\n"                                                                 \
+    "  if not S or S.new then return 0 end\n"                                                      \
+    "  local exp, r = now + lease, 0\n"                                                            \
+    "  if S.h then\n"                                                                              \
+    "    local m, c, f, cl, e = F.hold(S.h)\n"                                                     \
+    "    if e and e > now then\n"                                                                  \
+    "      if e < exp then F.set(S, 'h' .. tok, m .. ':' .. c .. ':' .. f .. ':' .. cl .. ':' .. " \
+    "F.num(exp)) end\n"                                                                            \
+    "      r = tonumber(f)\n"                                                                      \
+    "    else\n"                                                                                   \
+    "      F.drop_holder(S, tok, m)\n"                                                             \
+    "    end\n"                                                                                    \
+    "  elseif S.q then\n"                                                                          \
+    "    local m, cl, e, place = F.place(S.q)\n"                                                   \
+    "    if e and e > now then\n"                                                                  \
+    "      F.set(S, 'q' .. tok, m .. ':' .. cl .. ':' .. F.num(exp) .. ':' .. place)\n"            \
+    "      r = 2\n"                                                                                \
+    "    else\n"                                                                                   \
+    "      F.unlink(S, tok, S.p, S.nx)\n"                                                          \
+    "    end\n"                                                                                    \
+    "  end\n"                                                                                      \
+    "  F.prune(K, S, now)\n"                                                                       \
+    "  if S.queued > 0 then\n"                                                                     \
+    "    local f = F.admit(K, S, t, now, r == 2 and tok or nil, base, verb)\n"                     \
+    "    if f then r = tonumber(f) end\n"                                                          \
+    "  end\n"                                                                                      \
+    "  if r ~= 0 then F.keep(K, S, now, exp) end\n"                                                \
+    "  F.done(K, S)\n"                                                                             \
+    "  return r\n"                                                                                 \
+    "end\n"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -141,11 +294,6 @@
 
 void leash__family_scripts_init(void);
 extern leash__script leash__family_acquire_script, leash__family_release_script;
-
-/* The four keys of n (a family lock) into argv[0..3], lens[0..3]; bufs
- * hold the companions. */
-void leash__family_keys(const leash__names *n, const char **argv, size_t *lens,
-                        char bufs[3][LEASH__FLOOR_MAX]);
 
 /* The channel base of n (a family lock): its client channel without the
  * client id, which the scripts complete with a waiter's client's id. */

@@ -252,37 +252,12 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "    end\n"
     "    k = k + 1\n"
     "  else\n"
-    "    local L = {KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]}\n"
-    "    k = k + 4\n"
-    "    r[i] = 0\n"
-    "    local S = fam_load(L, tok)\n"
-    "    if S and not S.new then\n"
-    "      if not t then\n"
-    "        t = redis.call('time')\n"
-    "        now = fam_now(t)\n"
-    "      end\n"
-    "      local exp = now + tonumber(lease)\n"
-    "      local e = S.h and fam_live(L[2], tok, now)\n"
-    "      if e then\n"
-    "        if e < exp then redis.call('zadd', L[2], exp, tok) end\n"
-    "        r[i] = tonumber(string.match(S.h, '^%a:%d+:(%d+):'))\n"
-    "        if redis.call('zcard', L[3]) > 1 then\n"
-    "          fam_prune(L, S, now)\n"
-    "          fam_admit(L, S, t, nil, chan, verb)\n"
-    "        end\n"
-    "        fam_keep(L, S, now, exp)\n"
-    "      elseif S.q and fam_live(L[4], tok, now) then\n"
-    "        redis.call('zadd', L[4], exp, tok)\n"
-    "        fam_prune(L, S, now)\n"
-    "        local f = fam_admit(L, S, t, tok, chan, verb)\n"
-    "        if f then r[i] = tonumber(f) else r[i] = 2 end\n"
-    "        fam_keep(L, S, now, exp)\n"
-    "      else\n"
-    "        fam_prune(L, S, now)\n"
-    "        fam_admit(L, S, t, nil, chan, verb)\n"
-    "        fam_gc(L, now)\n"
-    "      end\n"
+    "    if not t then\n"
+    "      t = redis.call('time')\n"
+    "      now = fam_now(t)\n"
     "    end\n"
+    "    r[i] = fam_renew(KEYS[k], tok, tonumber(lease), chan, verb, t, now)\n"
+    "    k = k + 1\n"
     "  end\n"
     "end\n"
     "return r\n";
@@ -542,35 +517,26 @@ static leash__cmd *giveback_cmd(const leash__names *n, const char *token, int64_
     return release_cmd(n, token, 0, 0, deadline);
 }
 
-/* Per lock: its key (the family: its four keys), and ARGV token, lease,
+/* Per lock: its key, and ARGV token, lease,
  * channel (the family: the channel base), layout ('m' the mutex's, 'f' the
  * family's); then the publish verb. */
 static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t void_after_ms,
                              int64_t deadline) {
     enum {
-        KEYS_MAX = 4 * LEASH__RENEW_BATCH,
+        KEYS_MAX = LEASH__RENEW_BATCH,
         ARGS_MAX = 4 * LEASH__RENEW_BATCH + 2
     };
     const char *keys[KEYS_MAX], *args[ARGS_MAX], *argv[3 + KEYS_MAX + ARGS_MAX];
     size_t klens[KEYS_MAX], alens[ARGS_MAX], lens[3 + KEYS_MAX + ARGS_MAX], i, k = 0, a = 0;
     char leases[LEASH__RENEW_BATCH][21];
-    char(*bufs)[3][LEASH__FLOOR_MAX];
     leash__cmd *cmd;
 
     if (n == 0 || n > LEASH__RENEW_BATCH)
         return NULL;
-    bufs = malloc(n * sizeof(*bufs));
-    if (bufs == NULL)
-        return NULL;
     for (i = 0; i < n; i++) {
         const leash__names *nm = items[i].names;
-        if (nm->family) {
-            leash__family_keys(nm, keys + k, klens + k, bufs[i]);
-            k += 4;
-        } else {
-            keys[k] = nm->key;
-            klens[k++] = nm->key_len;
-        }
+        keys[k] = nm->key;
+        klens[k++] = nm->key_len;
         args[a] = items[i].token;
         alens[a++] = LEASH__TOKEN_LEN;
         alens[a] = leash__resp_int(leases[i], items[i].lease_ms);
@@ -593,7 +559,6 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t v
         leash__cmd_publish_arg(cmd, (unsigned)(3 + k + a - 2));
         leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, void_after_ms);
     }
-    free(bufs);
     return cmd;
 }
 

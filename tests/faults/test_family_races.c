@@ -17,33 +17,43 @@
 
 #include <hiredis/hiredis.h>
 
-#include "dialect/family.h"
 #include "fixture.h"
 #include "prim/core.h"
 #include "prim/lock.h"
 #include "proxy.h"
 #include "redis_server.h"
 
-/* The four keys of family handle l. */
+/* The key of family handle l (the whole lock is one hash). */
 typedef struct fkeys {
-    const char *k[4];
-    size_t len[4];
-    char bufs[3][LEASH__FLOOR_MAX];
     char key[LEASH__FLOOR_MAX];
+    size_t len;
 } fkeys;
 
 static void keys_of(leash_lock *l, fkeys *k) {
-    leash__family_keys(&l->names, k->k, k->len, k->bufs);
-    memcpy(k->key, k->k[0], k->len[0]);
-    k->k[0] = k->key;
+    memcpy(k->key, l->names.key, l->names.key_len);
+    k->len = l->names.key_len;
 }
 
-/* ZSCORE of token in zset i (1..3), or -1. */
-static long long zscore(test_redis *r, fkeys *k, int i, const char *tok) {
-    redisReply *rep = test_redis_cmd(r, "ZSCORE %b %s", k->k[i], k->len[i], tok);
+/* The expiry in field <prefix><token> of k's hash ('h': a holder's
+ * "<mode>:<count>:<fence>:<client>:<expiry>", 'q': a waiter's
+ * "<mode>:<client>:<expiry>:<place>"), or -1. */
+static long long expiry(test_redis *r, fkeys *k, char prefix, const char *tok) {
+    char f[64];
+    redisReply *rep;
     long long v = -1;
-    if (rep != NULL && rep->type == REDIS_REPLY_STRING)
-        v = atoll(rep->str);
+
+    snprintf(f, sizeof f, "%c%s", prefix, tok);
+    rep = test_redis_cmd(r, "HGET %b %s", k->key, k->len, f);
+    if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
+        const char *p = rep->str;
+        int skip = prefix == 'h' ? 4 : 2;
+        while (skip > 0 && (p = strchr(p, ':')) != NULL) {
+            p++;
+            skip--;
+        }
+        if (p != NULL)
+            v = atoll(p);
+    }
     if (rep != NULL)
         freeReplyObject(rep);
     return v;
@@ -52,7 +62,7 @@ static long long zscore(test_redis *r, fkeys *k, int i, const char *tok) {
 static long long hexists(test_redis *r, fkeys *k, char prefix, const char *tok) {
     char f[64];
     snprintf(f, sizeof f, "%c%s", prefix, tok);
-    return test_redis_int(r, "HEXISTS %b %s", k->k[0], k->len[0], f);
+    return test_redis_int(r, "HEXISTS %b %s", k->key, k->len, f);
 }
 
 /*
@@ -88,14 +98,14 @@ TEST(place_renewal_answered_after_handoff_loses_the_hold) {
     CHECK_EQ_INT(leash_acquire(b, 10000, fx_acquire_cb, &acq), LEASH_OK);
     test_run_for(loop, 100);
     memcpy(tok, b->hold.token, sizeof tok);
-    s0 = zscore(&r, &k, 3, tok);
+    s0 = expiry(&r, &k, 'q', tok);
     CHECK_MSG(s0 > 0, "b has no place");
     /* Command replies to b take 200 ms; its subscriber connection is fast. */
     CHECK_EQ_INT(fp_delay(&p, FP_CMD, FP_DOWN, 200), 0);
     end = test_now_ms() + 3000;
     do {
         ev_run(loop, EVRUN_NOWAIT);
-        s = zscore(&r, &k, 3, tok);
+        s = expiry(&r, &k, 'q', tok);
     } while (s == s0 && test_now_ms() < end);
     CHECK_MSG(s > s0, "no place renewal seen");
     /* The renewal ran in Redis; its answer (2) is on its way. Hand over. */
@@ -397,13 +407,13 @@ TEST(lost_handoff_message_strands_a_non_head_waiter_that_keeps_the_lock) {
     fx_run_until(loop, &acqc, 2000);
     CHECK_EQ_INT(acqc.status, LEASH_OK);
     CHECK_EQ_INT(fx_release_sync(loop, cl, 2000), LEASH_OK);
-    s0 = zscore(&r, &k, 1, tok);
+    s0 = expiry(&r, &k, 'h', tok);
     fprintf(stderr, "b holds in Redis: %lld (expiry %lld)\n", hexists(&r, &k, 'h', tok), s0);
     test_run_for(loop, 4000);
     fprintf(
         stderr,
         "4 s later: b's callback %d, b holds in Redis: %lld, expiry moved by %lld ms, state %s\n",
-        acqb.calls, hexists(&r, &k, 'h', tok), zscore(&r, &k, 1, tok) - s0,
+        acqb.calls, hexists(&r, &k, 'h', tok), expiry(&r, &k, 'h', tok) - s0,
         leash__mutex.state_name(b->state));
     CHECK_MSG(acqb.calls == 1, "b holds the lock in Redis (renewing it) and was never told");
     leash_client_free(ca);

@@ -129,7 +129,7 @@ void simfx_answer(sim *s, int script, const char *fmt, ...) {
 }
 
 /* The hold count an acquire asks for: argument 6 of the mutex's command,
- * 13 of the family's (the dialect's acquire and the family's). Below 1: a
+ * 10 of the family's (the dialect's acquire and the family's). Below 1: a
  * new hold from a mutex waiter that asks with its age, granted count 1 (as
  * the script does). */
 static int count_asked(const sim_cmd *cmd) {
@@ -137,7 +137,7 @@ static int count_asked(const sim_cmd *cmd) {
 
     CHECK_MSG(script == LS_ACQUIRE || script == LS_FAMILY_ACQUIRE, "not an acquire: script %d",
               script);
-    count = atoi(cmd->argv[script == LS_ACQUIRE ? 6 : 13]);
+    count = atoi(cmd->argv[script == LS_ACQUIRE ? 6 : 10]);
     return count < 1 ? 1 : count;
 }
 
