@@ -457,8 +457,6 @@ typedef struct contender {
     int grants, errors;
 } contender;
 
-static void fair_released(leash_lock *l, int status, void *arg);
-
 static void fair_acquired(leash_lock *l, int status, void *arg) {
     contender *k = arg;
 

@@ -218,9 +218,10 @@ static void released(leash__waitq *q, const char *token, size_t token_len) {
 /* A release kept the lock for the waiter of `reserved` (LEASH_RESERVE_MS
  * at most): that one tries now, wherever it queues (with an attempt on the
  * wire, which may have run before the release: as soon as it parks). The
- * head, if another, could only find it busy: it sleeps on, until the
- * next release or the end of the reservation, whichever comes first (the
- * reserving waiter may be gone). Only once per release, as released(). */
+ * head, if another, could only find it busy: it is passed over (it sleeps
+ * on until the next release or the end of the reservation, whichever
+ * comes first: the reserving waiter may be gone). Only once per release,
+ * as released(). */
 static void reserved_release(leash__waitq *q, const char *token, const char *reserved) {
     leash__waiter *head = head_of(q), *found = NULL;
     leash__list *n;

@@ -45,7 +45,8 @@ typedef struct leash__waiter_hooks {
      * which a release kept the lock (it is woken, wherever it queues). */
     int (*owns)(const leash__waiter *w, const char *token);
     /* The mutex: a release kept the lock for another waiter (for
-     * LEASH_RESERVE_MS at most): w, the head, sleeps on (as alive). */
+     * LEASH_RESERVE_MS at most): w, the head, sleeps on (as alive), or,
+     * starving and not queued yet, tries once to queue. */
     void (*passed_over)(leash__waiter *w);
 } leash__waiter_hooks;
 

@@ -24,8 +24,9 @@
  * hold is pending (each refuses the other). A force release is sent only
  * from IDLE, and the acquire that follows it waits in AFTER_FORCE.
  *
- * A mutex waiter that has waited LEASH_STARVE_MS asks with its age (its
- * TTL wake comes then at the latest), which queues it in Redis for the
+ * A mutex waiter that has waited LEASH_STARVE_MS asks with its age at its
+ * next attempt (a release woke it, or kept the lock for another waiter:
+ * passed over, it tries once then), which queues it in Redis for the
  * grants after the current hold (leash.h; dialect/leash.c); a release that
  * keeps the lock for it wakes it by its token (the wait queue's owns hook),
  * and the other waiters sleep on (alive). Its states are the same.
