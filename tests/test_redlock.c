@@ -63,7 +63,7 @@ static void redlock_options(rworld *w, leash_options *o, const int *ports, int64
     o->nodes_count = N;
 }
 
-static leash_client *rw_client(rworld *w, int64_t lease_ms) {
+static leash_client *rw_client_of(rworld *w, int64_t lease_ms, int dialect) {
     leash_options o;
     int ports[N], i;
     leash_client *c;
@@ -71,9 +71,14 @@ static leash_client *rw_client(rworld *w, int64_t lease_ms) {
     for (i = 0; i < N; i++)
         ports[i] = w->s[i].port;
     redlock_options(w, &o, ports, lease_ms);
+    o.dialect = dialect;
     c = fx_client_opts(w->loop, &o);
     fx_wait_every_server(w->loop, c, N, 5000);
     return c;
+}
+
+static leash_client *rw_client(rworld *w, int64_t lease_ms) {
+    return rw_client_of(w, lease_ms, LEASH_DIALECT_LEASH);
 }
 
 /* Servers whose lock key `key` holds a value. */
@@ -195,7 +200,8 @@ static int floors_at_least(rworld *w, const char *key, uint64_t fence) {
  * floor above it grant it and write it as their floor: a new hold is one
  * round, N scripts, with no fence raise after it (there was one after
  * every grant: N + M..N scripts), and still a majority's floor holds the
- * fence, and the next holder's (another client's) is larger. */
+ * fence, and the next holder's (another client's) is larger. In both
+ * dialects (Redisson's keeps the fence in the floor only). */
 TEST(a_grant_whose_fences_agree_takes_no_raise) {
     rworld w;
     leash_client *a, *b;
@@ -206,7 +212,7 @@ TEST(a_grant_whose_fences_agree_takes_no_raise) {
 
     rw_up(&w);
     a = rw_client(&w, 30000);
-    b = rw_client(&w, 30000);
+    b = rw_client_of(&w, 30000, LEASH_DIALECT_REDISSON);
     la = leash_lock_new(a, "agree");
     lb = leash_lock_new(b, "agree");
     for (i = 0; i < 5; i++) {
