@@ -507,9 +507,15 @@ static void renew_again(qreq *q) {
     leash__cmd *c;
     unsigned s;
 
-    for (s = 0; s < q->qu->n; s++)
+    for (s = 0; s < q->qu->n; s++) {
+        /* A copy ended by its connection's teardown (the client is being
+         * freed): nothing is posted again, nor could it be, to connections
+         * already torn down (it would stay on them, never freed). */
+        if (q->answered[s] && q->got[s * q->n].status == LEASH_ECANCELED)
+            return;
         if (q->answered[s] && q->got[s * q->n].status != LEASH_OK)
             to |= (uint64_t)1 << s;
+    }
     if (to == 0 || (c = leash__cmd_clone(q->again)) == NULL)
         return;
     (void)leash__copies_post(q->qu->conns, q->qu->n, to, c, leash__now_ms() + RENEW_AGAIN_MS);
