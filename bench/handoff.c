@@ -1030,8 +1030,9 @@ static void print_redlock_notes(const result *res, int count, const bench_rb *rt
            "Redlock tests start them), all on the server's CPU, so that the five have the one "
            "core the single server has; each contender's client has the five as its nodes "
            "(LEASH_TOPOLOGY_REDLOCK) and subscribes on each of them. An acquisition: the "
-           "acquire script on all five (busy ones too), the fence raise on the servers that "
-           "granted; a release: the release script on all five, each of which publishes "
+           "acquire script on all five (busy ones too), and a fence raise only on granting "
+           "servers whose fences differ; a release: the release script on all five, each of "
+           "which publishes "
            "(the waiter passes one message on). Redis calls: INFO commandstats summed over "
            "the five, per acquisition in the window. Target: p50 under 1 ms with 2 "
            "contenders.%s\n",

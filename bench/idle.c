@@ -401,9 +401,10 @@ static void print_redlock(const round_result *res, int rounds, int intact) {
            "fan-out is parallel on the wire only. In each round, right after the one-server "
            "leash run, the same %ld cycles by a client with the five as its nodes "
            "(LEASH_TOPOLOGY_REDLOCK; warm-up 50 cycles, which also loads the scripts on "
-           "every server). A new hold's acquire is two steps (DESIGN 9.2): the acquire script "
-           "on all five, and once a majority granted, the fence raise on the granting "
-           "servers; the grant is reported once a majority raised. Redis calls per cycle "
+           "every server). A new hold's acquire is the acquire script on all five, each "
+           "granting the fence the client proposed and writing it as its floor; the grant is "
+           "reported once a majority returned one fence (a fence raise follows only where "
+           "they differ: route/quorum.c). Redis calls per cycle "
            "(INFO commandstats, summed over the servers, all rounds pooled): one server: ",
            res[0].l.cycles);
     print_calls(&sum1, cycles1);

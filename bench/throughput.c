@@ -980,7 +980,7 @@ int main(int argc, char **argv) {
                "Redlock tests start them), all on the server's CPU, so that the five have the "
                "one core the single server has; one leash client with the five as its nodes "
                "(LEASH_TOPOLOGY_REDLOCK), the same W handles on W distinct keys, each acquire "
-               "sent to all five (then the fence raise to the servers that granted), each "
+               "sent to all five (a fence raise follows only where their fences differ), each "
                "release to all five; its run follows the one-server runs (warm-up %.1f s, "
                "which also loads the scripts on every server). Server CPU and Redis calls: "
                "INFO summed over the five; the one-server row is the run of the main table "

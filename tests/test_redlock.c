@@ -63,7 +63,7 @@ static void redlock_options(rworld *w, leash_options *o, const int *ports, int64
     o->nodes_count = N;
 }
 
-static leash_client *rw_client(rworld *w, int64_t lease_ms) {
+static leash_client *rw_client_of(rworld *w, int64_t lease_ms, int dialect) {
     leash_options o;
     int ports[N], i;
     leash_client *c;
@@ -71,9 +71,14 @@ static leash_client *rw_client(rworld *w, int64_t lease_ms) {
     for (i = 0; i < N; i++)
         ports[i] = w->s[i].port;
     redlock_options(w, &o, ports, lease_ms);
+    o.dialect = dialect;
     c = fx_client_opts(w->loop, &o);
     fx_wait_every_server(w->loop, c, N, 5000);
     return c;
+}
+
+static leash_client *rw_client(rworld *w, int64_t lease_ms) {
+    return rw_client_of(w, lease_ms, LEASH_DIALECT_LEASH);
 }
 
 /* Servers whose lock key `key` holds a value. */
@@ -126,6 +131,148 @@ TEST(two_clients_exclude_each_other_and_fences_grow) {
     CHECK_EQ_INT(holding_servers(&w, "leash:ex"), 0);
     leash_client_free(a);
     leash_client_free(b);
+    rw_down(&w);
+}
+
+/* The name of the fence floor of lock key `key` (untagged, under 60
+ * bytes): the companion key \0 {key} "fence" (dialect/leash.c). Its
+ * length. */
+static size_t floor_name(const char *key, char *name) {
+    size_t klen = strlen(key), len;
+
+    memcpy(name, key, klen);
+    len = klen;
+    name[len++] = '\0';
+    name[len++] = '{';
+    memcpy(name + len, key, klen);
+    len += klen;
+    name[len++] = '}';
+    memcpy(name + len, "fence", 5);
+    return len + 5;
+}
+
+/* The floor of `key` on server i; 0 when it has none. */
+static uint64_t floor_on(rworld *w, int i, const char *key) {
+    char name[128];
+    size_t len = floor_name(key, name);
+    redisReply *r;
+    uint64_t v = 0;
+
+    r = test_redis_cmd(&w->s[i], "GET %b", name, len);
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        v = strtoull(r->str, NULL, 10);
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
+}
+
+static void set_floor(rworld *w, int i, const char *key, uint64_t fence) {
+    char name[128], val[24];
+    size_t len = floor_name(key, name);
+    redisReply *r;
+
+    snprintf(val, sizeof(val), "%llu", (unsigned long long)fence);
+    r = test_redis_cmd(&w->s[i], "SET %b %s PX 60000", name, len, val);
+    CHECK(r != NULL && r->type == REDIS_REPLY_STATUS);
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
+static long long scripts_everywhere(rworld *w) {
+    long long n = 0;
+    int i;
+
+    for (i = 0; i < N; i++)
+        n += test_redis_calls(&w->s[i], "evalsha") + test_redis_calls(&w->s[i], "eval");
+    return n;
+}
+
+/* Servers whose floor for `key` is at least fence. */
+static int floors_at_least(rworld *w, const char *key, uint64_t fence) {
+    int i, n = 0;
+
+    for (i = 0; i < N; i++)
+        n += floor_on(w, i, key) >= fence;
+    return n;
+}
+
+/* The attempt proposes one fence to every server, and servers with no
+ * floor above it grant it and write it as their floor: a new hold is one
+ * round, N scripts, with no fence raise after it (there was one after
+ * every grant: N + M..N scripts), and still a majority's floor holds the
+ * fence, and the next holder's (another client's) is larger. In both
+ * dialects (Redisson's keeps the fence in the floor only). */
+TEST(a_grant_whose_fences_agree_takes_no_raise) {
+    rworld w;
+    leash_client *a, *b;
+    leash_lock *la, *lb;
+    long long before;
+    uint64_t fa;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 30000);
+    b = rw_client_of(&w, 30000, LEASH_DIALECT_REDISSON);
+    la = leash_lock_new(a, "agree");
+    lb = leash_lock_new(b, "agree");
+    for (i = 0; i < 5; i++) {
+        before = scripts_everywhere(&w);
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+        fx_run_for(w.loop, 100); /* the copies a majority did not wait for */
+        CHECK_EQ_INT(scripts_everywhere(&w) - before, N);
+        fa = leash_fence(la);
+        CHECK_MSG(floors_at_least(&w, "leash:agree", fa) > N / 2,
+                  "fence %llu is the floor of %d servers", (unsigned long long)fa,
+                  floors_at_least(&w, "leash:agree", fa));
+        CHECK_EQ_INT(fx_release_sync(w.loop, la, 3000), LEASH_OK);
+        before = scripts_everywhere(&w);
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, lb, 0, 3000), LEASH_OK);
+        fx_run_for(w.loop, 100);
+        CHECK_EQ_INT(scripts_everywhere(&w) - before, N);
+        CHECK_MSG(leash_fence(lb) > fa, "fence %llu after %llu",
+                  (unsigned long long)leash_fence(lb), (unsigned long long)fa);
+        CHECK_EQ_INT(fx_release_sync(w.loop, lb, 3000), LEASH_OK);
+    }
+    leash_client_free(a);
+    leash_client_free(b);
+    rw_down(&w);
+}
+
+/* Floors above the proposal that differ on four servers (as after
+ * holds that granted different fences there): no three granting servers
+ * return one fence, so the hold's fence is the largest of the first
+ * majority's, and the others of it are raised to it before the grant
+ * counts: a majority's floors hold it. The next hold's fence is larger. */
+TEST(fences_that_differ_are_raised_before_the_grant_counts) {
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    redisReply *t;
+    uint64_t x, f;
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 30000);
+    l = leash_lock_new(c, "differ");
+    t = test_redis_cmd(&w.s[0], "TIME");
+    CHECK(t != NULL && t->type == REDIS_REPLY_ARRAY && t->elements == 2);
+    /* An hour ahead of the clocks: above any proposal. */
+    x = strtoull(t->element[0]->str, NULL, 10) * 1000000 + 3600ull * 1000000;
+    freeReplyObject(t);
+    for (i = 0; i < N - 1; i++)
+        set_floor(&w, i, "leash:differ", x + 10 * (uint64_t)i);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    f = leash_fence(l);
+    CHECK_MSG(f > x, "fence %llu, floors from %llu", (unsigned long long)f, (unsigned long long)x);
+    CHECK_MSG(floors_at_least(&w, "leash:differ", f) > N / 2,
+              "fence %llu is the floor of %d servers", (unsigned long long)f,
+              floors_at_least(&w, "leash:differ", f));
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    CHECK_MSG(leash_fence(l) > f, "fence %llu after %llu", (unsigned long long)leash_fence(l),
+              (unsigned long long)f);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(c);
     rw_down(&w);
 }
 
@@ -1085,6 +1232,8 @@ TEST(a_server_back_empty_sooner_than_the_clocks_differ_can_take_a_fence_back) {
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(two_clients_exclude_each_other_and_fences_grow),
+        TEST_CASE(a_grant_whose_fences_agree_takes_no_raise),
+        TEST_CASE(fences_that_differ_are_raised_before_the_grant_counts),
         TEST_CASE(a_force_release_from_a_new_client_reaches_every_server),
         TEST_CASE(two_servers_killed_keep_the_hold_a_third_loses_it),
         TEST_CASE(two_servers_down_and_a_crashed_holder_on_a_third_is_waited_out),

@@ -206,11 +206,12 @@ enum leash_pubsub {
  *   release sent again after a lost answer is told apart without a key
  *   (see leash_release).
  * - Fences: Redisson's RLock has none. leash_fence() still gives a leash
- *   hold the server's clock at its grant (Redlock: above the fence floor, a
- *   companion key with a TTL whose name Redisson never uses), so fences
- *   grow across leash's holds as in the leash dialect. A Redisson holder
- *   has no fence: a store that checks fences cannot stop a stale Redisson
- *   writer, nor a stale leash writer after a Redisson hold. Nor can these
+ *   hold the server's clock at its grant (Redlock: the fence its servers
+ *   agreed on, above the fence floor, a companion key with a TTL whose name
+ *   Redisson never uses: README "Redlock"), so fences grow across leash's
+ *   holds as in the leash dialect. A Redisson holder has no fence: a store
+ *   that checks fences cannot stop a stale Redisson writer, nor a stale
+ *   leash writer after a Redisson hold. Nor can these
  *   fences be mixed with Redisson's RFencedLock tokens (a counter far
  *   below the server's clock in microseconds).
  * - The lock family (leash_fair_lock_new, leash_read_lock_new,
@@ -788,8 +789,9 @@ LEASH_EXPORT int64_t leash_valid_ms(const leash_lock *l);
 /* The fencing token of the current (or last) hold: grows with every new
  * hold of this name, also across releases and Redis data loss (it is the
  * server's clock in microseconds at the grant; see the top of this file
- * for the clock assumption, and with Redlock for the servers' clocks and
- * restarts, where it can go back). 0 before the first hold. With
+ * for the clock assumption; with LEASH_TOPOLOGY_REDLOCK the fence the
+ * servers agreed on, kept above each lock's fence floor, and where it can
+ * go back: README "Redlock"). 0 before the first hold. With
  * LEASH_DIALECT_REDISSON it orders leash's holds only: Redisson's holds
  * have no fence (see enum leash_dialect). */
 LEASH_EXPORT uint64_t leash_fence(const leash_lock *l);

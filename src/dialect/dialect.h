@@ -96,11 +96,14 @@ typedef struct leash__opdef {
                   const leash__logger *lg, const char *what);
 } leash__opdef;
 
-/* How long a fence floor (Redlock) is kept after its last raise: three
- * leases, and at least a minute. Fences only grow while the servers'
- * clocks differ by less than that. */
+/* How long a fence floor (Redlock) is kept after its last write (a grant
+ * or a raise): three leases, and at least a minute. Fences grow across a
+ * floor that expired while the servers' clocks differ by less than that,
+ * less what route/quorum.c says. */
 #define LEASH__FENCE_FLOOR_MIN_MS 60000
 #define LEASH__FENCE_FLOOR_LEASES 3
+/* The digits of a fence proposal (Redlock): every uint64_t fits. */
+#define LEASH__PROPOSAL_DIGITS 20
 /* Room for the name of a fence floor: key \0 {key} "fence". */
 #define LEASH__FLOOR_MAX (2 * (LEASH_PREFIX_MAX + LEASH_NAME_MAX) + 16)
 
@@ -170,6 +173,12 @@ typedef struct leash__dialect {
     /* Raises lock n's fence floor to at least fence (a Redlock grant). */
     leash__cmd *(*raise_cmd)(const leash__names *n, uint64_t fence, int64_t ttl_ms,
                              int64_t deadline);
+    /* Writes fence into an acquire command of a fenced lock (Redlock) as
+     * the fence its servers grant when it is above their floor and not
+     * far below their clock (dialect/leash.c, acquire); route/quorum.c
+     * proposes the same one to all of them. 0, or -1 when cmd is not such
+     * a command (it is left as it was). */
+    int (*propose_fence)(leash__cmd *cmd, uint64_t fence);
     /* What a message on a lock's channel says. */
     void (*message)(const char *msg, size_t len, leash__msg *out);
     /* The lock family (fair lock, read-write lock, semaphore); NULL
@@ -216,7 +225,8 @@ leash__cmd *leash__raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_
 /* The commands of a one-key hold, as both dialects' scripts take them
  * (s: the dialect's script; holder: how it names the holder, the token or
  * Redisson's field):
- *   acquire  KEYS: lock [, fence floor]  ARGV: holder, lease_ms, count, not_after
+ *   acquire  KEYS: lock [, fence floor]  ARGV: holder, lease_ms, count
+ *            [, floor_ttl_ms, proposal (with a floor)], not_after
  *   release  KEYS: lock  ARGV: holder, count_after, channel, publish verb
  *            ("" with announce 0: nothing published), valid_until
  *   force    KEYS: lock  ARGV: channel, publish verb (EVAL, see dialect/leash.c) */
@@ -227,6 +237,11 @@ leash__cmd *leash__hold_release_cmd(const leash__script *s, const leash__names *
                                     const char *holder, size_t holder_len, int count_after,
                                     int announce, int64_t valid_until, int64_t deadline);
 leash__cmd *leash__hold_force_cmd(const leash__script *s, const leash__names *n, int64_t deadline);
+/* The acquire's proposal argument (both dialects' layout). */
+int leash__hold_propose_fence(leash__cmd *cmd, uint64_t fence);
+/* How long a fence floor lives after its last write, for holds of lease_ms:
+ * LEASH__FENCE_FLOOR_LEASES leases, at least LEASH__FENCE_FLOOR_MIN_MS. */
+int64_t leash__floor_ttl_ms(int64_t lease_ms);
 /* The fence floor's name for lock n into buf (LEASH__FLOOR_MAX bytes); its
  * length. */
 size_t leash__floor_name(const leash__names *n, char *buf);

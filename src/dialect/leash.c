@@ -74,10 +74,18 @@
  * back a script that fails half-way. A key of another type is WRONGTYPE
  * before anything is written; a string that is not a lock likewise.
  *
- * acquire  KEYS: lock [, fence floor]  ARGV: token, lease_ms, count, not_after
- *          With a fence floor (Redlock), a new hold's fence is above it.
+ * acquire  KEYS: lock [, fence floor]  ARGV: token, lease_ms, count
+ *          [, floor_ttl_ms, proposal (with a floor)], not_after
  *          count below 1: a new hold from a waiter that has waited -count
  *          ms (it queues if busy, see above; never with Redlock).
+ *          With a fence floor (Redlock), a new hold's fence is the proposal
+ *          (one fence route/quorum.c proposes to every server alike; 20
+ *          digits, 0 none), or the server's clock when the proposal lags it
+ *          by more than W = min(lease / 4, 1 s), or the floor + 1 when that
+ *          is larger; the grant writes it as the floor (PX floor_ttl_ms),
+ *          its last write, after every check: a floor only grows. So the
+ *          servers that granted one proposal hold it as their floor already,
+ *          and the grant needs no raise.
  *          not_after (a server time in ms, LEASH__STAMP_DIGITS digits; 0 =
  *          none) is written by the connection when it writes the command:
  *          a copy that runs later (it sat in a frozen server's socket after
@@ -119,10 +127,14 @@
  *             sending anything, and wake on their own only when it stops
  * raise    KEYS: fence floor  ARGV: fence, ttl_ms
  *          -> 1; the floor is at least fence from now on (its TTL renewed).
- *          Redlock (route/quorum.c): a grant's fence is the largest of the
- *          granting servers', and every granting server's floor is raised
- *          to it before the grant counts, so that the next majority, which
- *          shares a server with this one, grants a larger fence.
+ *          Redlock (route/quorum.c): when fewer than a majority of the
+ *          granting servers returned one fence (a floor above the proposal
+ *          somewhere), the hold's fence is the largest returned, and the
+ *          floors of the granting servers below it are raised to it before
+ *          the grant counts, so that a majority's floors hold it and the
+ *          next majority, which shares a server with them, grants a larger
+ *          fence. When a majority returned one fence, their grants wrote it
+ *          as their floors, and nothing is raised.
  * force    KEYS: lock  ARGV: channel, publish
  *          -> 1 a hold was removed (key deleted, PUBLISH "forced" on channel),
  *             0 nobody held it, a WRONGTYPE error when the key is not a lock
@@ -140,7 +152,8 @@
 #define ACQUIRE_LUA(GRANT)                                                                   \
     "local t = redis.call('time')\n"                                                         \
     "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"                                    \
-    "if ARGV[4] + 0 > 0 and now >= ARGV[4] + 0 then return {0, -3, 0, now} end\n"            \
+    "local na = ARGV[#ARGV] + 0\n"                                                           \
+    "if na > 0 and now >= na then return {0, -3, 0, now} end\n"                              \
     "local k, tok, n = KEYS[1], ARGV[1], tonumber(ARGV[3])\n"                                \
     "local since\n"                                                                          \
     "if n < 1 then since, n = now + n, 1 end\n"                                              \
@@ -148,6 +161,8 @@
     "if n == 1 then\n"                                                                       \
     "  local f = t[1] * 1000000 + t[2]\n"                                                    \
     "  if KEYS[2] then\n"                                                                    \
+    "    local p = tonumber(ARGV[5]) or 0\n"                                                 \
+    "    if p > 0 and p >= f - math.min(ARGV[2] / 4, 1000) * 1000 then f = p end\n"          \
     "    local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"                        \
     "    if fl >= f then f = fl + 1 end\n"                                                   \
     "  end\n"                                                                                \
@@ -187,12 +202,18 @@
     "end\n"                                                                                  \
     "return {0, redis.call('pttl', k), 0, now}\n"
 
+/* A new hold's fence becomes its server's floor (Redlock), after every
+ * check: the floor only grows, since f is above it. */
+#define FLOOR_LUA "if KEYS[2] then redis.call('set', KEYS[2], f, 'PX', ARGV[4]) end\n"
+
 static const char acquire_lua[] =
     ACQUIRE_LUA("  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
-                "  if not v then return {1, tonumber(f), 1, now} end\n");
+                "  if not v then\n"
+                "    " FLOOR_LUA "    return {1, tonumber(f), 1, now}\n"
+                "  end\n");
 static const char acquire_lua_60[] =
     ACQUIRE_LUA("  if redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2]) then\n"
-                "    return {1, tonumber(f), 1, now}\n"
+                "    " FLOOR_LUA "    return {1, tonumber(f), 1, now}\n"
                 "  end\n"
                 "  v = redis.call('get', k)\n");
 
@@ -424,13 +445,17 @@ leash__cmd *leash__script_cmd(const leash__script *s, int numkeys, int argc, con
     return buf ? leash__cmd_new(buf, len, s, flags, deadline, NULL, NULL) : NULL;
 }
 
+/* The zeros of a fence proposal (LEASH__PROPOSAL_DIGITS), which
+ * leash__hold_propose_fence overwrites. */
+static const char proposal_zeros[LEASH__PROPOSAL_DIGITS + 1] = "00000000000000000000";
+
 leash__cmd *leash__hold_acquire_cmd(const leash__script *s, const leash__names *n,
                                     const char *holder, size_t holder_len, int64_t lease_ms,
                                     int count, int64_t validity_ms, int64_t deadline) {
-    const char *argv[3 + 6];
-    size_t lens[3 + 6];
-    char lease[21], cnt[21], floor[LEASH__FLOOR_MAX];
-    int k = n->fenced ? 2 : 1;
+    const char *argv[3 + 8];
+    size_t lens[3 + 8];
+    char lease[21], cnt[21], ttl[21], floor[LEASH__FLOOR_MAX];
+    int k = n->fenced ? 2 : 1, a;
     leash__cmd *cmd;
 
     argv[3] = n->key;
@@ -445,12 +470,44 @@ leash__cmd *leash__hold_acquire_cmd(const leash__script *s, const leash__names *
     lens[4 + k] = leash__resp_int(lease, lease_ms);
     argv[5 + k] = cnt;
     lens[5 + k] = leash__resp_int(cnt, count);
-    argv[6 + k] = leash__stamp_zeros;
-    lens[6 + k] = LEASH__STAMP_DIGITS;
-    cmd = leash__script_cmd(s, k, 7 + k, argv, lens, LEASH__CMD_RETRY, deadline);
+    a = 6 + k;
+    if (n->fenced) {
+        argv[a] = ttl;
+        lens[a++] = leash__resp_int(ttl, leash__floor_ttl_ms(lease_ms));
+        argv[a] = proposal_zeros;
+        lens[a++] = LEASH__PROPOSAL_DIGITS;
+    }
+    argv[a] = leash__stamp_zeros;
+    lens[a++] = LEASH__STAMP_DIGITS;
+    cmd = leash__script_cmd(s, k, a, argv, lens, LEASH__CMD_RETRY, deadline);
     if (cmd != NULL)
         leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
     return cmd;
+}
+
+int64_t leash__floor_ttl_ms(int64_t lease_ms) {
+    int64_t ttl = lease_ms * LEASH__FENCE_FLOOR_LEASES;
+    return ttl < LEASH__FENCE_FLOOR_MIN_MS ? LEASH__FENCE_FLOOR_MIN_MS : ttl;
+}
+
+/* The proposal is the argument before the stamp: "$20\r\n<digits>\r\n"
+ * then "$19\r\n<stamp>\r\n" end the command. */
+int leash__hold_propose_fence(leash__cmd *cmd, uint64_t fence) {
+    const size_t stamp_tail = 5 + LEASH__STAMP_DIGITS + 2, arg = 5 + LEASH__PROPOSAL_DIGITS + 2;
+    char *p;
+    int i;
+
+    if (cmd->len < stamp_tail + arg + 2 || cmd->stamp != LEASH__STAMP_NOT_AFTER)
+        return -1;
+    p = cmd->buf + cmd->len - stamp_tail - arg;
+    if (memcmp(p, "$20\r\n", 5) != 0 || memcmp(p + arg - 2, "\r\n", 2) != 0)
+        return -1;
+    p += 5;
+    for (i = LEASH__PROPOSAL_DIGITS - 1; i >= 0; i--) {
+        p[i] = (char)('0' + fence % 10);
+        fence /= 10;
+    }
+    return 0;
 }
 
 static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
@@ -789,6 +846,7 @@ const leash__dialect leash__dialect_leash = {
     .renew_cmd = renew_cmd,
     .force_cmd = force_cmd,
     .raise_cmd = leash__raise_cmd,
+    .propose_fence = leash__hold_propose_fence,
     .message = message,
     .family_names = leash__family_names,
     .family_acquire_cmd = leash__family_acquire_cmd,

@@ -47,15 +47,18 @@
  * dialect. Redisson's latch keys are never read nor written here, so the
  * ones Redisson leaves confuse nothing (they expire by their PX).
  *
- * acquire  KEYS: lock [, fence floor]  ARGV: field, lease_ms, count, not_after
- *          -> {1, fence, count, now} granted: the key was missing (count 1)
+ * acquire  KEYS: lock [, fence floor]  ARGV: field, lease_ms, count
+ *          [, floor_ttl_ms, proposal], not_after (as dialect/leash.c's)
+ *          -> {1, fence, count, now} granted: the key was missing (count 1:
+ *             its fence becomes the floor, as in dialect/leash.c)
  *             or holds our field (a retry, or an extra hold: count set,
  *             never lowered); the lease PEXPIREd
  *          -> {0, pttl, 0, now} held by another
  *          -> {0, -3, 0, now} too late (not_after passed): it did nothing
  *          -> {0, -4, 0, now} an extra hold (count > 1) whose hold is gone
- *          fence: the server's clock in microseconds (above the floor with
- *          one): Redisson keeps none, so nothing is written for it.
+ *          fence: the server's clock in microseconds, or with a floor the
+ *          largest of that, the proposal and the floor + 1: Redisson keeps
+ *          none in its hash, so only the floor records it.
  * release  KEYS: lock  ARGV: field, count_after, channel, publish, valid_until
  *          -> count left (> 0; the TTL kept), 0 released (key deleted, "0"
  *             published: Redisson's waiters do not say that they wait, so
@@ -88,10 +91,13 @@
 static const char acquire_lua[] =
     "local t = redis.call('time')\n"
     "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
-    "if ARGV[4] + 0 > 0 and now >= ARGV[4] + 0 then return {0, -3, 0, now} end\n"
+    "local na = ARGV[#ARGV] + 0\n"
+    "if na > 0 and now >= na then return {0, -3, 0, now} end\n"
     "local k, fld, n = KEYS[1], ARGV[1], tonumber(ARGV[3])\n"
     "local f = t[1] * 1000000 + t[2]\n"
     "if KEYS[2] then\n"
+    "  local p = tonumber(ARGV[5]) or 0\n"
+    "  if p > 0 and p >= f - math.min(ARGV[2] / 4, 1000) * 1000 then f = p end\n"
     "  local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"
     "  if fl >= f then f = fl + 1 end\n"
     "end\n"
@@ -100,6 +106,9 @@ static const char acquire_lua[] =
     "  if n > 1 then return {0, -4, 0, now} end\n"
     "  redis.call('hset', k, fld, 1)\n"
     "  redis.call('pexpire', k, ARGV[2])\n"
+    "  if KEYS[2] then\n"
+    "    redis.call('set', KEYS[2], string.format('%.0f', f), 'PX', ARGV[4])\n"
+    "  end\n"
     "  return {1, f, 1, now}\n"
     "end\n"
     "if ty ~= 'hash' then return " WRONGTYPE " end\n"
@@ -317,5 +326,6 @@ const leash__dialect leash__dialect_redisson = {
     .renew_cmd = renew_cmd,
     .force_cmd = force_cmd,
     .raise_cmd = leash__raise_cmd,
+    .propose_fence = leash__hold_propose_fence,
     .message = message,
 };

@@ -5,11 +5,19 @@
  * decided (a server that is down does not hold everyone up until its
  * deadline). M = N / 2 + 1 is a majority.
  *
- *   grant    A new hold: granted by M servers; then every granting
- *            server's fence floor is raised to the largest fence any of
- *            them returned, and the grant is reported once M confirmed the
- *            raise (the fence is that largest one). An extra (reentrant)
- *            hold: granted by M. Not granted: given back on all N (the
+ *   grant    A new hold: granted by M servers. The attempt proposes one
+ *            fence to all N (propose_fence); each server grants it, or
+ *            its own clock when the proposal lags that by more than W (a
+ *            quarter lease, at most a second), or its floor + 1 when that
+ *            is larger, and writes what it granted as its floor in the
+ *            same script. When M granting servers returned one fence (the
+ *            usual case: the proposal won everywhere), that is the hold's
+ *            fence and the grant is reported in its own round. Else the
+ *            hold's fence is the largest returned, the granting servers
+ *            below it have their floors raised to it (a second round: the
+ *            raise), and the grant is reported once the raised ones and
+ *            the ones already at it make M. An extra (reentrant) hold:
+ *            granted by M. Not granted: given back on all N (the
  *            ones that answered busy or nothing included; giveback_cmd,
  *            dialect.h), and reported busy, with the time after which a
  *            majority could be free, or a short random pause when nobody
@@ -32,24 +40,41 @@
  * cancelled acquire withdraws copies outright.
  *
  * Validity: the primitive measures a hold from the send of its attempt
- * (lease - elapsed - drift), as for one server; the raise happens inside
+ * (lease - elapsed - drift), as for one server; a raise happens inside
  * that time.
  *
- * Why fences only grow: a hold's fence F is at least every granting
- * server's, and M granting servers' floors were raised to F while the hold
- * stood. Any later majority shares a server with those M, whose next grant
- * is above its floor, so the later fence is above F, however far the
- * clocks differ - as long as that server kept its floor. One that lost it
- * (a restart without its data, an eviction, the floor's TTL: three leases,
- * at least a minute, dialect.h) grants its clock, as do the others of the
- * later majority that never had F: their largest clock is above F only
- * once more time has passed since F's grant than F's clock was ahead of
- * theirs. So fences only grow while the servers' clocks differ by less
- * than a floor lives and by less than a server that lost its data stays
- * down (Redlock's delayed restart: at least a lease, so clocks within a
- * lease of each other, or that server keeps its data: appendonly with
- * fsync always). Otherwise they can go back (README "Redlock";
- * tests/test_redlock.c shows it with clocks 10 s apart).
+ * Why fences only grow. (1) A hold's fence F is the floor of M servers
+ * before the grant is reported: M granting servers returned F and wrote it
+ * as their floor while granting, or the raise wrote F onto enough of the
+ * granting servers below it. (2) A floor only grows (a grant writes a fence
+ * above it, a raise writes the larger of the two) and lives
+ * LEASH__FENCE_FLOOR_LEASES leases, at least a minute, after its last
+ * write. (3) The next hold's fence F' is at least what each server of a
+ * majority of its own granting servers returned (F' is the one value M of
+ * them returned, or the largest of all). That majority shares a server
+ * with the M of (1), which granted above its floor, so F' > F however far
+ * the clocks differ - as long as that server kept its floor. One that lost
+ * it (a restart without its data, an eviction, the floor's TTL) grants the
+ * proposal or its clock, as do the others of the later majority that never
+ * had F. Each grants at least its clock less W, and the proposal is at
+ * least the largest clock, at its send, of the servers the proposing
+ * client has heard from; F itself is at most the largest clock when it
+ * was granted plus E, the proposing client's error (its bound on a clock
+ * is at most its best round trip of the last CLOCK_VIEW_MS, plus two
+ * milliseconds of rounding, ahead; PROPOSE_AHEAD_US before the first
+ * reply), and floors hold only such fences. So F' > F once more time has
+ * passed since F's grant than F's clock was ahead of the clocks the later
+ * grant goes by (the later client's known ones, or the granting servers'
+ * less W), plus E. Fences only grow while the servers' clocks differ by
+ * less than a floor lives and by less than a server that lost its data
+ * stays down (Redlock's delayed restart: at least a lease, so clocks
+ * within a lease of each other, less W and E, or that server keeps its
+ * data: appendonly with fsync always); a later client that has heard from
+ * the server ahead proposes above its clock, which takes the difference
+ * out. Otherwise they can go back (README "Redlock"; tests/test_redlock.c
+ * shows it with clocks 10 s apart). The proposal never makes a fence
+ * smaller than that: a server grants above its floor and its clock less W
+ * whatever it is told.
  *
  * Attempts: each attempt of an acquire has a token of its own
  * (fresh_tokens): a release of a failed attempt, sent to all N, can never
@@ -81,11 +106,20 @@
 /* Servers that failed a renewal get it again this much later. */
 #define RENEW_AGAIN_MS 50
 #define MSG_MAX 64
+/* A fence proposal made from a server's clock as its connection's
+ * handshake saw it (a lower bound) is this far ahead of it. */
+#define PROPOSE_AHEAD_US 2000
+/* The best view of a server's clock is kept this long (clocks drift). */
+#define CLOCK_VIEW_MS 10000
 
 typedef struct qnode {
     leash__node node;
     leash__conn_cfg cfg; /* the client's, with this server's address */
     unsigned index;
+    /* The least upper bound of (server ms - monotonic ms) its replies gave
+     * within CLOCK_VIEW_MS, for fence proposals. */
+    int64_t clock_ahead, clock_ahead_at;
+    int clock_known;
 } qnode;
 
 typedef struct quorum {
@@ -116,8 +150,10 @@ typedef struct qreq {
     void *arg;
     size_t n;                /* answers per server */
     int raising;             /* the grant's second step */
-    uint64_t fence;          /* the largest fence granted */
-    uint64_t granted;        /* servers that granted (then: raised) */
+    uint64_t fence;          /* the hold's fence */
+    uint64_t granted;        /* servers that granted */
+    uint64_t raise_to;       /* granting servers whose fence is below the hold's */
+    unsigned at_fence;       /* granting servers whose fence is the hold's */
     int64_t deadline;        /* the operation's */
     int64_t lease_ms;        /* grant: the hold's lease */
     leash__cmd *again;       /* renew: a copy kept for servers that fail it */
@@ -197,6 +233,36 @@ static int64_t busy_wait(const qreq *q, unsigned busy, unsigned unavailable, con
     return sorted[need - 1] == INT64_MAX ? -1 : sorted[need - 1];
 }
 
+/* A new hold's fence, once a majority granted: a fence that a majority of
+ * the granting servers returned alike (each wrote it as its floor while
+ * granting) needs nothing more; else the largest, to which the ones below
+ * are raised (raise_to) before the grant counts. */
+static void choose_fence(qreq *q) {
+    unsigned s, t, same;
+
+    q->raise_to = 0;
+    for (s = 0; s < q->qu->n; s++) {
+        if (!(q->granted & ((uint64_t)1 << s)))
+            continue;
+        for (t = s, same = 0; t < q->qu->n; t++)
+            same += (q->granted & ((uint64_t)1 << t)) && q->got[t].fence == q->got[s].fence;
+        if (same >= q->qu->majority) {
+            q->fence = q->got[s].fence;
+            q->at_fence = same;
+            return;
+        }
+    }
+    q->at_fence = 0;
+    for (s = 0; s < q->qu->n; s++) {
+        if (!(q->granted & ((uint64_t)1 << s)))
+            continue;
+        if (q->got[s].fence == q->fence)
+            q->at_fence++;
+        else
+            q->raise_to |= (uint64_t)1 << s;
+    }
+}
+
 /* The grant's step 1. Returns the decision: 1 granted (go on), 0 not
  * granted (out filled), UNDECIDED. A grant short of its replicas (WAIT)
  * does not count; when only such grants make the majority, the answer is
@@ -244,6 +310,8 @@ static int decide_grant(qreq *q, leash__answer *out) {
         }
     }
     if (granted >= q->qu->majority) {
+        if (first->n == 1)
+            choose_fence(q);
         *out = *first;
         out->fence = q->fence;
         out->sent_ms = sent;
@@ -273,21 +341,22 @@ static int decide_grant(qreq *q, leash__answer *out) {
     return 0;
 }
 
-/* The raise: 1 done (M raised), 0 failed, UNDECIDED. */
+/* The raise: 1 done (with the servers already at the fence, M have it as
+ * their floor), 0 failed, UNDECIDED. */
 static int decide_raise(qreq *q) {
     unsigned s, raised = 0, failed = 0;
 
     for (s = 0; s < q->qu->n; s++) {
-        if (!(q->granted & ((uint64_t)1 << s)) || !q->answered[s])
+        if (!(q->raise_to & ((uint64_t)1 << s)) || !q->answered[s])
             continue;
         if (ok_kind(&q->got[s], LEASH__ANS_RAISED))
             raised++;
         else
             failed++;
     }
-    if (raised >= q->qu->majority)
+    if (q->at_fence + raised >= q->qu->majority)
         return 1;
-    if ((unsigned)__builtin_popcountll(q->granted) - failed < q->qu->majority)
+    if (q->at_fence + (unsigned)__builtin_popcountll(q->raise_to) - failed < q->qu->majority)
         return 0;
     return UNDECIDED;
 }
@@ -438,9 +507,15 @@ static void renew_again(qreq *q) {
     leash__cmd *c;
     unsigned s;
 
-    for (s = 0; s < q->qu->n; s++)
+    for (s = 0; s < q->qu->n; s++) {
+        /* A copy ended by its connection's teardown (the client is being
+         * freed): nothing is posted again, nor could it be, to connections
+         * already torn down (it would stay on them, never freed). */
+        if (q->answered[s] && q->got[s * q->n].status == LEASH_ECANCELED)
+            return;
         if (q->answered[s] && q->got[s * q->n].status != LEASH_OK)
             to |= (uint64_t)1 << s;
+    }
     if (to == 0 || (c = leash__cmd_clone(q->again)) == NULL)
         return;
     (void)leash__copies_post(q->qu->conns, q->qu->n, to, c, leash__now_ms() + RENEW_AGAIN_MS);
@@ -460,13 +535,11 @@ static void bound_grant(leash__cmd *cmd, int64_t command_timeout_ms, int64_t lea
 }
 
 static int start_raise(qreq *q) {
-    int64_t ttl = q->lease_ms * LEASH__FENCE_FLOOR_LEASES;
     leash__cmd *cmd;
     unsigned s;
 
-    if (ttl < LEASH__FENCE_FLOOR_MIN_MS)
-        ttl = LEASH__FENCE_FLOOR_MIN_MS;
-    cmd = q->qu->base.dialect->raise_cmd(q->names, q->fence, ttl, q->deadline);
+    cmd = q->qu->base.dialect->raise_cmd(q->names, q->fence, leash__floor_ttl_ms(q->lease_ms),
+                                         q->deadline);
     if (cmd != NULL)
         bound_grant(cmd, q->qu->base.cfg->conn->command_timeout_ms, q->lease_ms);
     if (cmd == NULL)
@@ -476,7 +549,7 @@ static int start_raise(qreq *q) {
     q->op = q->qu->base.dialect->raise;
     for (s = 0; s < q->qu->n; s++)
         q->answered[s] = 0;
-    return leash__copies_send(&q->copies, q->granted, cmd);
+    return leash__copies_send(&q->copies, q->raise_to, cmd);
 }
 
 /* Looks whether q's outcome is decided now, and acts on it. */
@@ -488,8 +561,9 @@ static void settle(qreq *q) {
         d = decide_grant(q, &q->answers[0]);
         if (d == UNDECIDED)
             return;
-        if (d == 1 && q->answers[0].n == 1) {
-            /* A new hold: its fence goes onto M floors first. */
+        if (d == 1 && q->answers[0].n == 1 && q->at_fence < q->qu->majority) {
+            /* A new hold whose fence is not yet M servers' floor: it goes
+             * onto the floors of the granting servers below it first. */
             if (start_raise(q) != 0) {
                 release_everywhere(q);
                 set_failed(&q->answers[0], LEASH_ENOMEM);
@@ -531,13 +605,62 @@ static void settle(qreq *q) {
     finish(q);
 }
 
+/* What a reply says of its server's clock: the server read server_ms (in
+ * whole ms) after the copy was written at written_at (monotonic ms, whole
+ * too), so server ms - monotonic ms is at most server_ms + 1 - written_at
+ * (the clocks' rates taken as equal); the least recent bound is the
+ * closest. */
+static void note_clock(qnode *qn, int64_t server_ms, int64_t written_at) {
+    int64_t now = leash__now_ms(), ahead = server_ms + 1 - written_at;
+
+    if (written_at <= 0)
+        return;
+    if (!qn->clock_known || ahead < qn->clock_ahead || now - qn->clock_ahead_at > CLOCK_VIEW_MS) {
+        qn->clock_ahead = ahead;
+        qn->clock_ahead_at = now;
+        qn->clock_known = 1;
+    }
+}
+
+/* The fence a new hold's attempt proposes to every server (Redlock): the
+ * largest server clock, in microseconds, as the client bounds it from
+ * above (a server's replies: at most its best round trip ahead; before any
+ * reply, its handshake's lower bound and PROPOSE_AHEAD_US). Every server
+ * grants the largest of the proposal, its own clock and its floor + 1: a
+ * proposal at or above the granting servers' clocks and floors makes their
+ * fences agree, and the grant needs no raise. One that is off costs a
+ * raise, never a fence that goes back: the servers decide. 0 (no clock
+ * known): each server's own. */
+static uint64_t propose_fence(quorum *qu) {
+    int64_t now_us = leash__now_us(), best = 0;
+    unsigned s;
+
+    for (s = 0; s < qu->n; s++) {
+        const qnode *qn = &qu->nodes[s];
+        const leash__conn *c = qu->conns[s];
+        int64_t v;
+        if (qn->clock_known)
+            v = now_us + qn->clock_ahead * 1000;
+        else if (c->server_offset_known)
+            v = now_us + c->server_offset * 1000 + PROPOSE_AHEAD_US;
+        else
+            continue;
+        if (v > best)
+            best = v;
+    }
+    return best > 0 ? (uint64_t)best : 0;
+}
+
 static void on_answer(void *owner, unsigned s, redisReply *reply, int status,
                       const leash__reply_info *info) {
     qreq *q = owner;
 
     leash__route_read(&q->qu->base, q->op, reply, status, info, &q->got[s * q->n], q->n, q->what);
-    if (q->got[s * q->n].status == LEASH_OK && q->got[s * q->n].server_ms > 0)
+    if (q->got[s * q->n].status == LEASH_OK && q->got[s * q->n].server_ms > 0) {
         leash__conn_server_time(q->qu->conns[s], q->got[s * q->n].server_ms);
+        note_clock(&q->qu->nodes[s], q->got[s * q->n].server_ms,
+                   info != NULL ? info->written_at : 0);
+    }
     q->answered[s] = 1;
     settle(q);
 }
@@ -579,6 +702,9 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
         snd->cmd->flags |= LEASH__CMD_BACKGROUND; /* and every copy */
     if (snd->op->cls == LEASH__OP_GRANT)
         bound_grant(snd->cmd, qu->base.cfg->conn->command_timeout_ms, snd->lease_ms);
+    if (snd->op->cls == LEASH__OP_GRANT && snd->names != NULL && snd->names->fenced &&
+        qu->base.dialect->propose_fence != NULL)
+        (void)qu->base.dialect->propose_fence(snd->cmd, propose_fence(qu));
     if (leash__copies_send(&q->copies, all_servers(qu), snd->cmd) != 0) {
         req_free(q);
         return NULL;
