@@ -130,7 +130,7 @@ int cli_scan(cli_conn *c, int i, const char *pattern,
 /* The servers to read: the masters (cluster), all of them (Redlock), the
  * one. */
 int cli_is_master(const cli_conn *c, int i);
-/* A lock's companion `kind` of key (dialect/leash.c): key \0 [{key}] kind.
+/* A lock's companion `kind` of key (dialect/common.c): key \0 [{key}] kind.
  * Returns its length; out holds at least 2 * len + strlen(kind) + 3 bytes. */
 size_t cli_companion(char *out, const char *key, size_t len, const char *kind);
 /* The server's Redis version on rc, as major * 10000 + minor * 100 + patch

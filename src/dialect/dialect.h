@@ -214,12 +214,14 @@ extern const leash__dialect leash__dialect_redisson;
 void leash__dialects_init(void);
 void leash__redisson_scripts_init(void);
 
-/* What the dialects share (dialect/leash.c). Their scripts answer in the
+/* What the dialects share (dialect/common.c). Their scripts answer in the
  * same shapes, so the answers read alike; and a Redlock fence floor is the
  * companion "fence" of the lock's key, which only leash reads. */
 extern const leash__opdef leash__op_acquire, leash__op_release, leash__op_renew, leash__op_force,
     leash__op_raise;
 extern leash__script leash__raise_script;
+/* Makes the raise script's SHA1 (leash__dialects_init). */
+void leash__common_scripts_init(void);
 leash__cmd *leash__raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_ms,
                              int64_t deadline);
 /* The commands of a one-key hold, as both dialects' scripts take them
@@ -268,7 +270,7 @@ int leash__names_make(leash__names *n, const leash__logger *lg, const char *pref
 
 /* Bytes of the companion `kind` of a key of key_len bytes, and the
  * companion itself at out (no NUL added): key + NUL + the key's hash tag
- * part + kind (see dialect/leash.c for why this shape). */
+ * part + kind (see dialect/common.c for why this shape). */
 size_t leash__companion_len(const char *key, size_t key_len, size_t kind_len);
 void leash__companion(char *out, const char *key, size_t key_len, const char *kind,
                       size_t kind_len);

@@ -4,7 +4,7 @@
  * dialect/leash.c renews their holds and queue places too: fam_renew).
  *
  * Names. Of a lock name K = key_prefix + name (companions: see
- * dialect/leash.c):
+ * dialect/common.c):
  *   K                 hash, the whole lock (below)
  *   K\0{K}g:<db>:<client>   the channel of one client (32 hex digits, new
  *                     for every client): where it hears that the lock was

@@ -30,7 +30,7 @@
  *
  * leash's scripts below write exactly that data, and answer in the shapes
  * of leash's own scripts (dialect/leash.c), so the answers are read by the
- * same code:
+ * same code (dialect/common.c):
  *
  * Field. A leash hold's field is its owner token as a UUID (8-4-4-4-12
  * hex digits) and thread id 0: new for every hold (and for every attempt
@@ -74,7 +74,7 @@
  *          -> 1 the hash was deleted and "0" published, 0 nobody held it,
  *             a WRONGTYPE error when the key is not a hash (left alone).
  *             Sent as EVAL (see dialect/leash.c).
- * raise    leash's own (dialect/leash.c): the floor is a companion key
+ * raise    the shared one (dialect/common.c): the floor is a companion key
  *          with a TTL whose name holds a NUL, so Redisson never names it.
  *
  * Every key is written with a TTL: the lock's hash by its PEXPIRE (a

@@ -2091,7 +2091,7 @@ static void check_sentinel_empty(void) {
 
 /* Redlock mode: the keys under PREFIX on every server. A lock is a key
  * that is the prefix and a name; a key that goes on after a NUL is a
- * companion of one (dialect/leash.c), here the fence floor that a grant
+ * companion of one (dialect/common.c), here the fence floor that a grant
  * raised: it outlives the lock by design (max(3 leases, 60 s), so that a
  * later majority, which shares a server with this one, sees it), and must
  * only have a TTL (DESIGN.md 1.9: nothing stays for ever). */
