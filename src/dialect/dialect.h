@@ -210,8 +210,10 @@ typedef struct leash__dialect {
 extern const leash__dialect leash__dialect_leash;
 /* Redisson's RLock layout (dialect/redisson.c); no lock family. */
 extern const leash__dialect leash__dialect_redisson;
-/* Makes the dialects' script SHA1s (once, before any client exists). */
+/* Makes the dialects' script SHA1s (once, before any client exists;
+ * dialect/dialects.c), each dialect's by its own function. */
 void leash__dialects_init(void);
+void leash__leash_scripts_init(void);
 void leash__redisson_scripts_init(void);
 
 /* What the dialects share (dialect/common.c). Their scripts answer in the

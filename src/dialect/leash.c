@@ -1,6 +1,5 @@
 #include "dialect/dialect.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,27 +296,14 @@ static const leash__script *const scripts[] = {&acquire_script,
                                                &leash__family_acquire_script,
                                                &leash__family_release_script};
 
-/* What leash__dialects_init does once: the SHA1s of every dialect's
- * scripts. */
-static void make_scripts(void) {
+/* The SHA1s of leash's own scripts (leash__dialects_init). */
+void leash__leash_scripts_init(void) {
     leash__script_init(&acquire_script_60, acquire_lua_60);
     leash__script_init_since(&acquire_script, acquire_lua, LEASH__VERSION(7, 0, 0),
                              &acquire_script_60);
     leash__script_init(&release_script, release_lua);
     leash__script_init(&renew_script, renew_lua);
     leash__script_init(&force_script, force_lua);
-    leash__common_scripts_init();
-    leash__family_scripts_init();
-    leash__redisson_scripts_init();
-}
-
-/* Once per process, whichever thread makes the first client; a thread
- * that comes while another makes them sleeps in pthread_once until they
- * are made (base/token.c uses pthread_once too) rather than spinning. */
-void leash__dialects_init(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-    (void)pthread_once(&once, make_scripts);
 }
 
 /* ---- names ---- */
