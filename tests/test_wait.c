@@ -692,6 +692,32 @@ TEST(a_starving_waiter_that_gives_up_leaves_the_queue) {
     freeReplyObject(rep);
     fx_world_down(&w);
 }
+
+/* A queued value's tail is checked alike by every script: the force
+ * release refuses, as the acquire does, a string whose tail is not
+ * ":<token>:<since>" entries (it is not a lock: nothing is deleted). */
+TEST(the_force_release_refuses_a_value_whose_tail_is_not_a_queue) {
+    const leash__script *force = leash__dialect_leash.scripts[3];
+    fx_world w;
+    test_redis *r;
+    char h[33], q[33], value[256];
+    redisReply *rep;
+
+    memset(h, 'a', 32);
+    memset(q, 'b', 32);
+    h[32] = q[32] = '\0';
+    leash__dialects_init();
+    fx_world_up(&w, 5000, 0);
+    r = fx_redis_of(&w, "leash:junk-tail");
+    snprintf(value, sizeof(value), "%s:1:1:5:%s:7not-a-queue", h, q);
+    freeReplyObject(test_redis_cmd(r, "SET leash:junk-tail %s PX 5000", value));
+    CHECK(strstr(force->src, "'forced'") != NULL); /* the force script */
+    rep = test_redis_cmd(r, "EVAL %b 1 leash:junk-tail chan publish", force->src, force->len);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "WRONGTYPE", 9) == 0);
+    freeReplyObject(rep);
+    check_value(r, "leash:junk-tail", value);
+    fx_world_down(&w);
+}
 #endif
 
 int main(int argc, char **argv) {
@@ -711,6 +737,7 @@ int main(int argc, char **argv) {
 #ifndef LEASH_TEST_TOPOLOGY_REDLOCK
         TEST_CASE(a_grant_kept_for_a_waiter_that_is_gone_frees_within_reserve_ms),
         TEST_CASE(a_starving_waiter_that_gives_up_leaves_the_queue),
+        TEST_CASE(the_force_release_refuses_a_value_whose_tail_is_not_a_queue),
 #endif
         {0},
     };
