@@ -718,6 +718,35 @@ TEST(the_force_release_refuses_a_value_whose_tail_is_not_a_queue) {
     check_value(r, "leash:junk-tail", value);
     fx_world_down(&w);
 }
+
+/* A key kept for a waiter (count 0) is no hold of that waiter's token: a
+ * renewal of it does not stretch LEASH_RESERVE_MS to a whole lease. */
+TEST(a_renewal_does_not_stretch_a_grant_kept_for_a_waiter) {
+    const leash__script *renew = leash__dialect_leash.scripts[2];
+    fx_world w;
+    test_redis *r;
+    char q[33], value[256];
+    redisReply *rep;
+
+    memset(q, 'b', 32);
+    q[32] = '\0';
+    leash__dialects_init();
+    fx_world_up(&w, 5000, 0);
+    r = fx_redis_of(&w, "leash:kept");
+    snprintf(value, sizeof(value), "%s:1:0:0", q);
+    freeReplyObject(test_redis_cmd(r, "SET leash:kept %s PX %d", value, LEASH_RESERVE_MS));
+    CHECK(strstr(renew->src, "renewed:") != NULL); /* the renew script */
+    rep = test_redis_cmd(r, "EVAL %b 1 leash:kept %s 30000 chan m publish 0", renew->src,
+                         renew->len, q);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+          rep->element[0]->type == REDIS_REPLY_INTEGER);
+    CHECK_EQ_INT(rep->element[0]->integer, 0);
+    freeReplyObject(rep);
+    rep = test_redis_cmd(r, "PTTL leash:kept");
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_INTEGER && rep->integer <= LEASH_RESERVE_MS);
+    freeReplyObject(rep);
+    fx_world_down(&w);
+}
 #endif
 
 int main(int argc, char **argv) {
@@ -738,6 +767,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_grant_kept_for_a_waiter_that_is_gone_frees_within_reserve_ms),
         TEST_CASE(a_starving_waiter_that_gives_up_leaves_the_queue),
         TEST_CASE(the_force_release_refuses_a_value_whose_tail_is_not_a_queue),
+        TEST_CASE(a_renewal_does_not_stretch_a_grant_kept_for_a_waiter),
 #endif
         {0},
     };
