@@ -695,6 +695,125 @@ TEST(a_starving_waiter_that_gives_up_leaves_the_queue) {
     freeReplyObject(rep);
     fx_world_down(&w);
 }
+
+/* A queued value's tail is checked alike by every script: the force
+ * release refuses, as the acquire does, a string whose tail is not
+ * ":<token>:<since>" entries (it is not a lock: nothing is deleted). */
+TEST(the_force_release_refuses_a_value_whose_tail_is_not_a_queue) {
+    const leash__script *force = leash__dialect_leash.scripts[3];
+    fx_world w;
+    test_redis *r;
+    char h[33], q[33], value[256];
+    redisReply *rep;
+
+    memset(h, 'a', 32);
+    memset(q, 'b', 32);
+    h[32] = q[32] = '\0';
+    leash__dialects_init();
+    fx_world_up(&w, 5000, 0);
+    r = fx_redis_of(&w, "leash:junk-tail");
+    snprintf(value, sizeof(value), "%s:1:1:5:%s:7not-a-queue", h, q);
+    freeReplyObject(test_redis_cmd(r, "SET leash:junk-tail %s PX 5000", value));
+    CHECK(strstr(force->src, "'forced'") != NULL); /* the force script */
+    rep = test_redis_cmd(r, "EVAL %b 1 leash:junk-tail chan publish", force->src, force->len);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "WRONGTYPE", 9) == 0);
+    freeReplyObject(rep);
+    check_value(r, "leash:junk-tail", value);
+    fx_world_down(&w);
+}
+
+/* A key kept for a waiter (count 0) is no hold of that waiter's token: a
+ * renewal of it does not stretch LEASH_RESERVE_MS to a whole lease. */
+TEST(a_renewal_does_not_stretch_a_grant_kept_for_a_waiter) {
+    const leash__script *renew = leash__dialect_leash.scripts[2];
+    fx_world w;
+    test_redis *r;
+    char q[33], value[256];
+    redisReply *rep;
+
+    memset(q, 'b', 32);
+    q[32] = '\0';
+    leash__dialects_init();
+    fx_world_up(&w, 5000, 0);
+    r = fx_redis_of(&w, "leash:kept");
+    snprintf(value, sizeof(value), "%s:1:0:0", q);
+    freeReplyObject(test_redis_cmd(r, "SET leash:kept %s PX %d", value, LEASH_RESERVE_MS));
+    CHECK(strstr(renew->src, "renewed:") != NULL); /* the renew script */
+    rep = test_redis_cmd(r, "EVAL %b 1 leash:kept %s 30000 chan m publish 0", renew->src,
+                         renew->len, q);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+          rep->element[0]->type == REDIS_REPLY_INTEGER);
+    CHECK_EQ_INT(rep->element[0]->integer, 0);
+    freeReplyObject(rep);
+    rep = test_redis_cmd(r, "PTTL leash:kept");
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_INTEGER && rep->integer <= LEASH_RESERVE_MS);
+    freeReplyObject(rep);
+    fx_world_down(&w);
+}
+
+/* The value's length, 0 when the key is gone. */
+static size_t value_len(test_redis *r, const char *key) {
+    redisReply *rep = test_redis_cmd(r, "GET %s", key);
+    size_t n = rep != NULL && rep->type == REDIS_REPLY_STRING ? rep->len : 0;
+
+    freeReplyObject(rep);
+    return n;
+}
+
+/* Two starving waiters of two clients race for a release: the loser
+ * queues in the winner's value. Freed, it leaves that queue at once, so
+ * the winner's release keeps nothing for it (leash.h, LEASH_STARVE_MS). */
+TEST(a_queued_waiter_freed_leaves_the_queue_at_once) {
+    static const char key[] = "leash:freed-starver";
+    fx_world w;
+    leash_client *c2, *c3;
+    leash_lock *h, *q, *p, *winner, *loser;
+    fx_result gq, gp;
+    test_redis *r;
+    size_t held_len;
+    int i;
+
+    memset(&gq, 0, sizeof(gq));
+    memset(&gp, 0, sizeof(gp));
+    fx_world_up(&w, 5000, 0);
+    c2 = fx_world_client(&w, 5000);
+    c3 = fx_world_client(&w, 5000);
+    fx_wait_connected(w.loop, c2, 5000);
+    fx_wait_connected(w.loop, c3, 5000);
+    r = fx_redis_of(&w, key);
+    h = leash_lock_new(w.c, "freed-starver");
+    q = leash_lock_new(c2, "freed-starver");
+    p = leash_lock_new(c3, "freed-starver");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 5000), LEASH_OK);
+    held_len = value_len(r, key);
+    CHECK_EQ_INT(leash_acquire(q, 5000, fx_acquire_cb, &gq), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(p, 5000, fx_acquire_cb, &gp), LEASH_OK);
+    run_until_parked(&w, q);
+    run_until_parked(&w, p);
+    fx_run_for(w.loop, 2 * LEASH_STARVE_MS);
+    CHECK_EQ_INT(fx_release_sync(w.loop, h, 5000), LEASH_OK);
+    for (i = 0; i < 1000 && !gq.done && !gp.done; i++)
+        fx_run_for(w.loop, 2);
+    CHECK(gq.done != gp.done);
+    winner = gq.done ? q : p;
+    loser = gq.done ? p : q;
+    CHECK_EQ_INT(gq.done ? gq.status : gp.status, LEASH_OK);
+    for (i = 0; i < 250 && value_len(r, key) <= held_len; i++)
+        fx_run_for(w.loop, 2);
+    CHECK_MSG(value_len(r, key) > held_len, "the loser did not queue (value %zu bytes)",
+              value_len(r, key));
+    leash_lock_free(loser);
+    fx_run_for(w.loop, 50);
+    CHECK_MSG(value_len(r, key) <= held_len, "the freed waiter is still queued (%zu bytes)",
+              value_len(r, key));
+    CHECK_EQ_INT(fx_release_sync(w.loop, winner, 5000), LEASH_OK);
+    CHECK_EQ_INT(value_len(r, key), 0);
+    leash_lock_free(h);
+    leash_lock_free(winner);
+    leash_client_free(c2);
+    leash_client_free(c3);
+    fx_world_down(&w);
+}
 #endif
 
 int main(int argc, char **argv) {
@@ -714,6 +833,9 @@ int main(int argc, char **argv) {
 #ifndef LEASH_TEST_TOPOLOGY_REDLOCK
         TEST_CASE(a_grant_kept_for_a_waiter_that_is_gone_frees_within_reserve_ms),
         TEST_CASE(a_starving_waiter_that_gives_up_leaves_the_queue),
+        TEST_CASE(the_force_release_refuses_a_value_whose_tail_is_not_a_queue),
+        TEST_CASE(a_renewal_does_not_stretch_a_grant_kept_for_a_waiter),
+        TEST_CASE(a_queued_waiter_freed_leaves_the_queue_at_once),
 #endif
         {0},
     };

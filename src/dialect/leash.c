@@ -107,7 +107,8 @@
  *          release already ran (0); after it the script cannot tell (-2).
  * renew    KEYS: lock1..lockN  ARGV: token1, lease1, channel1, ..., publish,
  *          not_after
- *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken or wrong type),
+ *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken, wrong type,
+ *             or only kept for that token: count 0 holds nothing),
  *             -3 each when not_after passed: it did nothing. not_after (as
  *             the acquire's: written at the write, the command timeout
  *             later on the server's clock) keeps a copy that sat in a
@@ -256,7 +257,8 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "  local tok, lease, chan = ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1]\n"
     "  if ARGV[4 * i] == 'm' then\n"
     "    local v = redis.pcall('get', KEYS[k])\n"
-    "    if type(v) == 'string' and string.sub(v, 1, 33) == tok .. ':' then\n"
+    "    if type(v) == 'string' and string.sub(v, 1, 33) == tok .. ':' and\n"
+    "        string.sub(v, 36, 37) ~= '0:' then\n"
     "      redis.call('pexpire', KEYS[k], lease)\n"
     "      if string.byte(v, 34) == 49 then redis.call(verb, chan, 'renewed:' .. lease) end\n"
     "      r[i] = 1\n"
@@ -279,8 +281,8 @@ static const char force_lua[] =
     "local v = redis.pcall('get', KEYS[1])\n"
     "if type(v) == 'table' then return v end\n"
     "if not v then return 0 end\n"
-    "if not string.match(v, '^%x+:[01]:%d+:%d+$') and\n"
-    "   not string.match(v, '^%x+:[01]:%d+:%d+:%x+:%d+') then\n"
+    "local tail = string.match(v, '^%x+:[01]:%d+:%d+(.*)$')\n"
+    "if not tail or string.gsub(tail, ':%x+:%d+', '') ~= '' then\n"
     "  return redis.error_reply('WRONGTYPE the key holds a value that is not a lock')\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
