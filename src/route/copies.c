@@ -94,14 +94,6 @@ int leash__copies_send(leash__copies *c, uint64_t to, leash__cmd *tmpl) {
     return 0;
 }
 
-int leash__copies_awaited(const leash__copies *c, unsigned s) {
-    return c->out[s] != NULL;
-}
-
-int leash__copies_written(const leash__copies *c, unsigned s) {
-    return c->out[s] != NULL && (c->out[s]->flags & LEASH__CMD_WRITTEN) != 0;
-}
-
 void leash__copies_let_go(leash__copies *c) {
     unsigned s;
 

@@ -66,11 +66,6 @@ void leash__copies_fini(leash__copies *c);
  * sent: 0, or -1 without memory, and then nothing was sent. */
 int leash__copies_send(leash__copies *c, uint64_t to, leash__cmd *tmpl);
 
-/* 1 while server s's copy is out (its answer still to come). */
-int leash__copies_awaited(const leash__copies *c, unsigned s);
-/* 1 when server s's copy is out and was written (it may have run). */
-int leash__copies_written(const leash__copies *c, unsigned s);
-
 /* The decision is made: every copy still out is delivered to its
  * deadline, unheard. */
 void leash__copies_let_go(leash__copies *c);
