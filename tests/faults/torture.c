@@ -4,7 +4,7 @@
  * while a schedule of faults fires. Afterwards the supervisor checks the
  * guarantees of DESIGN.md section 1 on what the workers recorded.
  *
- *   torture --quick                  about 60 s: what ctest runs
+ *   torture --quick                  about 45 s: what ctest runs
  *   torture --minutes N              N minutes of faults (soak, by hand)
  *   torture --procs 16 --handles 64 --names 16   the big mode
  *   torture --seed S                 replay a schedule
@@ -2204,7 +2204,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--quick") == 0) {
-            cfg.fault_s = 40;
+            cfg.fault_s = 30;
         } else if (strcmp(a, "--cluster") == 0) {
             cfg.cluster = 1;
         } else if (strcmp(a, "--redlock") == 0) {
