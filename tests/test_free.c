@@ -258,6 +258,37 @@ TEST(free_another_waiter_of_the_same_name_in_a_callback) {
     fx_world_down(&w);
 }
 
+/* The release a client's free sends for a hold still held is the same
+ * release as leash_release's: it tells the name's waiters in other
+ * clients, on every server version (Redis 6.x has no SPUBLISH: the free's
+ * release is written as the version needs, like any command). */
+TEST(a_client_freed_while_holding_wakes_another_clients_waiter) {
+    fx_world w;
+    leash_client *other;
+    leash_lock *holder, *waiter;
+    fx_result rw = {0};
+    int64_t freed;
+
+    fx_world_up(&w, 5000, 300);
+    other = fx_world_client(&w, 5000);
+    holder = leash_lock_new(w.c, "handed");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    waiter = leash_lock_new(other, "handed");
+    CHECK_EQ_INT(leash_acquire(waiter, 10000, fx_acquire_cb, &rw), LEASH_OK);
+    fx_run_for(w.loop, 300); /* the waiter is asleep on the channel */
+    CHECK_EQ_INT(rw.calls, 0);
+    freed = test_now_ms();
+    leash_client_free(w.c);
+    w.c = NULL;
+    fx_run_until(w.loop, &rw, 8000);
+    CHECK_EQ_INT(rw.status, LEASH_OK);
+    /* Woken by the release's message, not by the lease's end (5 s). */
+    CHECK(test_now_ms() - freed <= 500 + TEST_SLACK_MS);
+    CHECK_EQ_INT(fx_release_sync(w.loop, waiter, 5000), LEASH_OK);
+    leash_client_free(other);
+    fx_world_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(free_lock_in_acquire_ok),
@@ -282,6 +313,7 @@ int main(int argc, char **argv) {
         TEST_CASE(free_client_in_woken_acquire),
         TEST_CASE(client_free_with_waiters_holders_and_commands_in_flight),
         TEST_CASE(free_another_waiter_of_the_same_name_in_a_callback),
+        TEST_CASE(a_client_freed_while_holding_wakes_another_clients_waiter),
         {0},
     };
     return fx_main(argc, argv, cases);

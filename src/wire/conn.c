@@ -409,15 +409,24 @@ static int write_wait(leash__conn *conn, const leash__cmd *cmd) {
     return rc;
 }
 
-static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
-    size_t before = leash__sock_unsent(conn->sock);
-
+/* Makes a command's bytes what this server needs, at the moment they are
+ * written: its version (a command built before the handshake told it), and
+ * its clock (stamps). -1: no memory, nothing changed that matters. */
+static int fit_to_server(leash__conn *conn, leash__cmd *cmd) {
     if (cmd->publish_arg != 0 && conn->cfg->pubsub == LEASH_PUBSUB_AUTO &&
         conn->version < LEASH__VERSION(7, 0, 0) && publish_classic(cmd) != 0)
         return -1;
     stamp_cmd(conn, cmd);
     if (cmd->script != NULL)
         leash__script_retarget(cmd->buf, cmd->len, leash__script_for(cmd->script, conn->version));
+    return 0;
+}
+
+static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
+    size_t before = leash__sock_unsent(conn->sock);
+
+    if (fit_to_server(conn, cmd) != 0)
+        return -1;
     if (leash__sock_write(conn->sock, cmd->buf, cmd->len) != 0)
         return -1;
     if (cmd->wait_replicas > 0 && write_wait(conn, cmd) != 0) {
@@ -1261,16 +1270,15 @@ void leash__conn_start(leash__conn *conn) {
 }
 
 /* Teardown of an unsent list: orphans (best-effort releases) go into the
- * socket's buffer if it is ready, the others complete LEASH_ECANCELED. */
+ * socket's buffer if it is ready, fitted to the server as write_cmd fits
+ * them; the others complete LEASH_ECANCELED. */
 static void teardown_list(leash__conn *conn, leash__list *list) {
     while (!leash__list_empty(list)) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(list));
         queue_remove(conn, cmd);
         if ((cmd->flags & (LEASH__CMD_ORPHAN | LEASH__CMD_BACKGROUND)) && conn->sock != NULL &&
-            conn->state == LEASH__CONN_READY) {
-            stamp_cmd(conn, cmd);
+            conn->state == LEASH__CONN_READY && fit_to_server(conn, cmd) == 0)
             (void)leash__sock_write(conn->sock, cmd->buf, cmd->len);
-        }
         cmd->conn = NULL;
         cmd_complete(cmd, NULL, LEASH_ECANCELED, -1);
     }
