@@ -82,3 +82,16 @@ void leash__strmap_free(leash__strmap *m) {
     free(m->buckets);
     memset(m, 0, sizeof(*m));
 }
+
+void *leash__strmap_owner_new(size_t size, size_t entry_offset, const char *key, size_t len) {
+    char *owner = calloc(1, size + len + 1);
+    leash__strmap_entry *e;
+
+    if (owner == NULL)
+        return NULL;
+    memcpy(owner + size, key, len);
+    e = (leash__strmap_entry *)(owner + entry_offset);
+    e->key = owner + size;
+    e->len = len;
+    return owner;
+}

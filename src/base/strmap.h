@@ -30,6 +30,12 @@ void leash__strmap_remove(leash__strmap *m, leash__strmap_entry *e);
  * returned may be removed if the walk continues from its successor taken
  * before the removal. */
 leash__strmap_entry *leash__strmap_next(const leash__strmap *m, const leash__strmap_entry *e);
+/* A zeroed owner of size bytes, with a copy of key (and a NUL) stored
+ * after it, whose entry at entry_offset is keyed by that copy (not yet in
+ * any map): one free() frees both. NULL without memory. */
+void *leash__strmap_owner_new(size_t size, size_t entry_offset, const char *key, size_t len);
+#define LEASH__STRMAP_OWNER_NEW(type, member, key, len) \
+    ((type *)leash__strmap_owner_new(sizeof(type), offsetof(type, member), (key), (len)))
 /* Frees the buckets (not the entries). */
 void leash__strmap_free(leash__strmap *m);
 

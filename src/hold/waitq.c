@@ -74,12 +74,9 @@ int leash__waitq_join(leash__waitqs *qs, leash__waiter *w, const char *chan, siz
         return LEASH_OK;
     q = (leash__waitq *)leash__strmap_find(&qs->map, chan, len);
     if (q == NULL) {
-        q = calloc(1, sizeof(*q) + len + 1);
+        q = LEASH__STRMAP_OWNER_NEW(leash__waitq, e, chan, len);
         if (q == NULL)
             return LEASH_ENOMEM;
-        memcpy(q + 1, chan, len);
-        q->e.key = (const char *)(q + 1);
-        q->e.len = len;
         q->qs = qs;
         q->slot = slot;
         leash__list_init(&q->waiters);

@@ -680,12 +680,9 @@ static int cluster_want(leash__route *r, const char *chan, size_t len, unsigned 
         return LEASH_OK;
     }
     if (ch == NULL) {
-        ch = calloc(1, sizeof(*ch) + len + 1);
+        ch = LEASH__STRMAP_OWNER_NEW(cchan, e, chan, len);
         if (ch == NULL)
             return LEASH_ENOMEM;
-        memcpy(ch + 1, chan, len);
-        ch->e.key = (const char *)(ch + 1);
-        ch->e.len = len;
         ch->slot = slot % LEASH__SLOTS;
         if (leash__strmap_insert(&cl->chans, &ch->e) != 0) {
             free(ch);

@@ -74,12 +74,9 @@ int leash__node_want(leash__node *n, const char *chan, size_t len, int on) {
     if (s == NULL) {
         if (!on)
             return LEASH_OK;
-        s = calloc(1, sizeof(*s) + len + 1);
+        s = LEASH__STRMAP_OWNER_NEW(node_sub, e, chan, len);
         if (s == NULL)
             return LEASH_ENOMEM;
-        memcpy(s + 1, chan, len);
-        s->e.key = (const char *)(s + 1);
-        s->e.len = len;
         leash__list_init(&s->pending);
         if (leash__strmap_insert(&n->subs, &s->e) != 0) {
             free(s);

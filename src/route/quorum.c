@@ -755,12 +755,9 @@ static int quorum_want(leash__route *r, const char *chan, size_t len, unsigned s
         return LEASH_OK;
     }
     if (ch == NULL) {
-        ch = calloc(1, sizeof(*ch) + len + 1);
+        ch = LEASH__STRMAP_OWNER_NEW(qchan, e, chan, len);
         if (ch == NULL)
             return LEASH_ENOMEM;
-        memcpy(ch + 1, chan, len);
-        ch->e.key = (const char *)(ch + 1);
-        ch->e.len = len;
         if (leash__strmap_insert(&qu->chans, &ch->e) != 0) {
             free(ch);
             return LEASH_ENOMEM;
