@@ -11,6 +11,7 @@
 
 #include "dns_server.h"
 #include "fixture.h"
+#include "proxy.h"
 #include "redis_cluster.h"
 
 #define NAME "redis.leash.test"
@@ -201,6 +202,71 @@ TEST(the_connect_timeout_covers_the_lookup) {
     fx_wait_connected(loop, c, 5000);
     roundtrip(loop, c, &r, "in-time");
     leash_client_free(c);
+    test_dns_stop(&d);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+/* The connect timeout covers the lookup, the connect and the TLS
+ * handshake. A handshake still unanswered at the deadline says "this port
+ * does not speak TLS" (LEASH_ETLS) only when it had half the timeout: one
+ * that a slow lookup left a few hundred milliseconds is a connect timeout
+ * (LEASH_ECONN). The proxy holds the TLS server's answers back. */
+TEST(a_tls_handshake_cut_short_by_a_slow_lookup_is_econn) {
+    test_redis_config cfg = {0};
+    test_redis r;
+    test_dns d;
+    fault_proxy p;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    int64_t t0, took;
+
+    cfg.tls_dir = test_tls_certs();
+    CHECK(cfg.tls_dir != NULL);
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), 0);
+    CHECK_EQ_INT(fp_start(&p, r.tls_port), 0);
+    CHECK_EQ_INT(fp_stall(&p, FP_ALL, FP_DOWN, 1), 0);
+    CHECK_EQ_INT(test_dns_start(&d), 0);
+    CHECK_EQ_INT(test_dns_set(&d, NAME, "127.0.0.1"), 0);
+    CHECK_EQ_INT(test_dns_delay(&d, 700), 0);
+    name_options(&o, &r, &d, NAME, 5000);
+    o.port = p.port;
+    o.tls = 1;
+    o.tls_ca_file = test_tls_file(0, "ca.pem");
+    o.tls_server_name = "localhost";
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 2000; /* the acquire outwaits the connect */
+    o.reconnect_min_ms = 1000;
+    o.reconnect_max_ms = 1000;
+
+    /* 700 ms of lookup leave the handshake 300: ECONN. */
+    fx_log_clear();
+    t0 = test_now_ms();
+    c = fx_client_opts(loop, &o);
+    took = econn_after(loop, c, "cut-short", t0);
+    CHECK_MSG(took >= 1000 && took <= 2000 + TEST_SLACK_MS, "ECONN %lld ms after the start",
+              (long long)took);
+    CHECK(fx_log_contains("connect timed out (in the TLS handshake)"));
+    CHECK(!fx_log_contains("TLS handshake not answered"));
+    leash_client_free(c);
+
+    /* A quick lookup leaves the handshake the whole second: ETLS. */
+    CHECK_EQ_INT(test_dns_delay(&d, 0), 0);
+    fx_log_clear();
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "not-answered");
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 3000), LEASH_ETLS);
+    CHECK(fx_log_contains("TLS handshake not answered within connect_timeout_ms"));
+    leash_lock_free(l);
+
+    /* Answered now: the same client locks over TLS. */
+    CHECK_EQ_INT(fp_stall(&p, FP_ALL, FP_DOWN, 0), 0);
+    fx_wait_connected(loop, c, 5000);
+    roundtrip(loop, c, &r, "answered");
+    leash_client_free(c);
+    fp_stop(&p);
     test_dns_stop(&d);
     test_redis_stop(&r);
     ev_loop_destroy(loop);
@@ -503,6 +569,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_name_resolves_and_locks_work),
         TEST_CASE(a_slow_lookup_never_stalls_the_loop),
         TEST_CASE(the_connect_timeout_covers_the_lookup),
+        TEST_CASE(a_tls_handshake_cut_short_by_a_slow_lookup_is_econn),
         TEST_CASE(client_free_while_resolving),
         TEST_CASE(a_hosts_file_answer_comes_from_the_loop),
         TEST_CASE(a_name_that_moves_is_followed),

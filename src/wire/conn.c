@@ -1144,6 +1144,16 @@ static void conn_arm(leash__conn *conn) {
         leash__timer_at(&conn->timer, due, keep_alive);
 }
 
+/* Whether a TLS handshake still unanswered at the connect deadline says
+ * "not a TLS port": only when it had half the connect timeout at least. A
+ * slow DNS answer or a slow connect can leave it a few milliseconds, which
+ * says nothing of the port: that is a connect timeout (LEASH_ECONN). */
+static int handshake_had_its_time(const leash__conn *conn, int64_t now) {
+    int64_t since = leash__sock_tls_handshake_since(conn->sock);
+
+    return since != 0 && now - since >= conn->cfg->connect_timeout_ms / 2;
+}
+
 static void conn_timer_fired(void *arg) {
     leash__conn *conn = arg;
     leash__env *env = conn->env;
@@ -1159,8 +1169,7 @@ static void conn_timer_fired(void *arg) {
             conn_connect(conn);
         break;
     case LEASH__CONN_CONNECTING:
-        if (now >= conn->next_attempt && conn->sock != NULL &&
-            leash__sock_in_tls_handshake(conn->sock)) {
+        if (now >= conn->next_attempt && conn->sock != NULL && handshake_had_its_time(conn, now)) {
             /* TCP connected, TLS never answered: what a plain-TCP port
              * does (Redis waits for a line that a ClientHello lacks). */
             leash__log(conn_log(conn), refusal_level(conn),
@@ -1174,9 +1183,10 @@ static void conn_timer_fired(void *arg) {
         } else if (now >= conn->next_attempt) {
             leash__log(conn_log(conn), failure_level(conn), "%s: connect timed out%s",
                        role_name(conn),
-                       conn->sock != NULL && leash__sock_resolving(conn->sock)
-                           ? " (no answer from DNS yet)"
-                           : "");
+                       conn->sock == NULL                            ? ""
+                       : leash__sock_resolving(conn->sock)           ? " (no answer from DNS yet)"
+                       : leash__sock_tls_handshake_since(conn->sock) ? " (in the TLS handshake)"
+                                                                     : "");
             conn_break(conn);
             if (env->freeing)
                 return;

@@ -14,6 +14,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "base/clock.h"
 #include "wire/resolve.h"
 
 /* What one read takes at most; a read that fills it is followed by another
@@ -38,7 +39,7 @@ struct leash__sock {
     leash__tls *tls;        /* TLS once connected (NULL: plain) */
     const char *tls_name;   /* the name sent and verified */
     leash__tls_session *ts; /* from the connect on, with tls */
-    int handshaking;        /* the TLS handshake runs */
+    int64_t handshaking;    /* since when the TLS handshake runs (ms), 0: it does not */
     int write_wants_read;   /* the last TLS write waits for the fd to be readable */
     int read_wants_write;   /* the last TLS read waits for it to be writable */
     int heard;              /* the server sent data: TLS was accepted */
@@ -383,7 +384,7 @@ static void start_tls(leash__sock *s) {
         fail(s, err, 0);
         return;
     }
-    s->handshaking = 1;
+    s->handshaking = leash__now_ms();
     tls_handshake(s);
 }
 
@@ -687,7 +688,7 @@ int leash__sock_has_input(const leash__sock *s) {
            recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
 }
 
-int leash__sock_in_tls_handshake(const leash__sock *s) {
+int64_t leash__sock_tls_handshake_since(const leash__sock *s) {
     return s->handshaking;
 }
 

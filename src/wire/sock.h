@@ -77,8 +77,9 @@ size_t leash__sock_unsent(const leash__sock *s);
  * or input the TLS session holds) that the loop has not delivered yet. */
 int leash__sock_has_input(const leash__sock *s);
 
-/* 1 while the TLS handshake runs (the connect itself completed). */
-int leash__sock_in_tls_handshake(const leash__sock *s);
+/* Since when (leash__now_ms) the TLS handshake runs (the connect itself
+ * completed); 0 when it does not run. */
+int64_t leash__sock_tls_handshake_since(const leash__sock *s);
 /* 1 while the host name is being resolved (no connect started yet). */
 int leash__sock_resolving(const leash__sock *s);
 
