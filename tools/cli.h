@@ -144,17 +144,8 @@ int cli_server_version(redisContext *rc);
 char *cli_redisson_channel(const cli_conn *c, const char *name, size_t *len);
 
 /* lockstate.c: the library's dialects read the layouts (read_state,
- * dialect/dialect.h); the tool says what they read. */
-enum cli_kind {
-    CLI_KIND_NONE = LEASH__STATE_NONE,
-    CLI_KIND_OTHER = LEASH__STATE_OTHER,
-    CLI_KIND_MUTEX = LEASH__STATE_MUTEX,
-    CLI_KIND_FAIR = LEASH__STATE_FAIR,
-    CLI_KIND_RW = LEASH__STATE_RW,
-    CLI_KIND_SEMAPHORE = LEASH__STATE_SEMAPHORE,
-    CLI_KIND_FAMILY = LEASH__STATE_FAMILY,
-    CLI_KIND_REDISSON = LEASH__STATE_REDISSON
-};
+ * dialect/dialect.h); the tool says what they read. A state's kind is
+ * enum leash__state_kind. */
 const char *cli_kind_name(int kind);
 
 #define CLI_TOKEN_MAX LEASH__STATE_TOKEN_MAX

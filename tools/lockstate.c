@@ -14,19 +14,19 @@
 
 const char *cli_kind_name(int kind) {
     switch (kind) {
-    case CLI_KIND_NONE:
+    case LEASH__STATE_NONE:
         return "none";
-    case CLI_KIND_MUTEX:
+    case LEASH__STATE_MUTEX:
         return "mutex";
-    case CLI_KIND_FAIR:
+    case LEASH__STATE_FAIR:
         return "fair";
-    case CLI_KIND_RW:
+    case LEASH__STATE_RW:
         return "rwlock";
-    case CLI_KIND_SEMAPHORE:
+    case LEASH__STATE_SEMAPHORE:
         return "semaphore";
-    case CLI_KIND_FAMILY:
+    case LEASH__STATE_FAMILY:
         return "family";
-    case CLI_KIND_REDISSON:
+    case LEASH__STATE_REDISSON:
         return "redisson";
     default:
         return "other";
