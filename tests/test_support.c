@@ -684,6 +684,9 @@ TEST(t_script_ids_name_the_scripts_each_command_calls) {
     int i, j;
 
     leash__dialects_init();
+    memset(&n, 0, sizeof(n)); /* names() leaves what the owner sets (sharded, fenced) */
+    memset(&fam, 0, sizeof(fam));
+    memset(&rn, 0, sizeof(rn));
     CHECK_EQ_INT(d->nscripts, LEASH__LEASH_SCRIPT_COUNT);
     CHECK_EQ_INT(rs->nscripts, LEASH__REDISSON_SCRIPT_COUNT);
     for (i = 0; i < d->nscripts; i++)
@@ -766,6 +769,9 @@ TEST(t_read_state_reads_what_the_scripts_write) {
     CHECK(test_redis_start(&r, NULL) == 0);
     c = test_redis_connect_admin(&r, 2000);
     CHECK(c != NULL);
+    memset(&n, 0, sizeof(n)); /* names() leaves what the owner sets (sharded, fenced) */
+    memset(&fam, 0, sizeof(fam));
+    memset(&rn, 0, sizeof(rn));
     CHECK_EQ_INT(d->names(&n, NULL, "leash:", "m", 0), LEASH_OK);
     CHECK_EQ_INT(d->family_names(&fam, NULL, "leash:", "f", 0, tok_b), LEASH_OK);
     CHECK_EQ_INT(rs->names(&rn, NULL, "", "rs", 0), LEASH_OK);
