@@ -760,6 +760,7 @@ int bench_populate_holds(redisContext *c, const char *prefix, long n, const char
                          long ttl_ms) {
     char first[256];
     leash__names names;
+    leash__answer granted = {.status = LEASH_ENOMEM};
     redisReply *r;
     long from;
     int ok;
@@ -770,8 +771,9 @@ int bench_populate_holds(redisContext *c, const char *prefix, long n, const char
     /* The first by leash's own acquire; the rest copies of it. */
     names = names_of(first, "");
     r = test_cmd_run(c, leash__dialect_leash.acquire_cmd(&names, token, ttl_ms, 1, 0, 0));
-    ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
+    if (r != NULL) /* the dialect reads its answer */
+        leash__dialect_leash.acquire->parse(r, &granted, 1, NULL, first);
+    ok = r != NULL && granted.status == LEASH_OK && granted.kind == LEASH__ANS_GRANTED;
     if (r != NULL)
         freeReplyObject(r);
     for (from = 1; ok && from < n; from += 50000) {
