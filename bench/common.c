@@ -22,7 +22,8 @@
 
 #include <leash/adapters/libev.h>
 
-#include "dialect/dialect.h" /* the core's own script sources (src/dialect/leash.c) */
+#include "dialect/dialect.h" /* leash's scripts and the commands that call them */
+#include "lockdata.h"        /* test_cmd_args, test_cmd_run */
 
 /* ---- time and resources ---- */
 
@@ -30,12 +31,6 @@ int64_t bench_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-void bench_sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
 }
 
 /* User + system CPU time of RUSAGE_SELF or RUSAGE_CHILDREN, in ns. */
@@ -321,6 +316,28 @@ void bench_cmdstats_delta(const bench_cmdstats *before, const bench_cmdstats *af
     }
 }
 
+static int by_calls_desc(const void *a, const void *b) {
+    const bench_cmdstat *x = a, *y = b;
+    if (x->calls != y->calls)
+        return (x->calls < y->calls) - (x->calls > y->calls);
+    return strcmp(x->name, y->name);
+}
+
+void bench_print_calls(const bench_cmdstats *d, double per, const char *lead) {
+    bench_cmdstats sorted = *d;
+    int i, any = 0;
+
+    qsort(sorted.cmd, (size_t)sorted.n, sizeof sorted.cmd[0], by_calls_desc);
+    for (i = 0; i < sorted.n; i++) {
+        double v = (double)sorted.cmd[i].calls / per;
+        if (!bench_cmdstats_counted(sorted.cmd[i].name) || sorted.cmd[i].calls <= 0 || !(per > 0.))
+            continue;
+        printf("%s%s %.*f", any++ ? ", " : lead, sorted.cmd[i].name, v < 0.01 ? 4 : 2, v);
+    }
+    if (!any)
+        printf("%sn/a", lead);
+}
+
 /* The number after "\n<name>" in an INFO text, or `absent`. */
 static double info_number(const char *text, const char *name, double absent) {
     char needle[64];
@@ -548,30 +565,25 @@ double bench_admin_cpu_s(bench_admin *a, int replicas) {
     return sum;
 }
 
-long long bench_admin_used_memory(bench_admin *a) {
-    long long sum = 0;
+/* read() of every master summed, -1 when one fails. */
+static long long sum_masters(bench_admin *a, long long (*read)(redisContext *c)) {
+    long long sum = 0, v;
     int i;
 
     for (i = 0; i < a->masters; i++) {
-        long long v = bench_used_memory(a->c[i]);
-        if (v < 0)
+        if ((v = read(a->c[i])) < 0)
             return -1;
         sum += v;
     }
     return sum;
 }
 
-long long bench_admin_db_keys(bench_admin *a) {
-    long long sum = 0;
-    int i;
+long long bench_admin_used_memory(bench_admin *a) {
+    return sum_masters(a, bench_used_memory);
+}
 
-    for (i = 0; i < a->masters; i++) {
-        long long v = bench_db_keys(a->c[i]);
-        if (v < 0)
-            return -1;
-        sum += v;
-    }
-    return sum;
+long long bench_admin_db_keys(bench_admin *a) {
+    return sum_masters(a, bench_db_keys);
 }
 
 void bench_admin_flushall(bench_admin *a) {
@@ -620,24 +632,21 @@ void bench_bus_delta(const bench_bus *before, const bench_bus *after, bench_bus 
 /* ---- leash's scripts ---- */
 
 int bench_load_scripts(redisContext *c, bench_scripts *s) {
-    /* In the dialect's order: acquire, release, renew (then force). */
-    static const int which[BENCH_SCRIPT_COUNT] = {0, 1, 2};
+    const leash__dialect *d = &leash__dialect_leash;
     redisReply *info = redisCommand(c, "INFO server");
-    int i, version = 0;
+    int i;
 
     /* The variant of each script that the library sends to this server. */
+    s->version = 0;
     if (info != NULL && info->type == REDIS_REPLY_STRING)
-        version = leash__info_version(info->str);
+        s->version = leash__info_version(info->str);
     if (info != NULL)
         freeReplyObject(info);
     leash__dialects_init();
-    for (i = 0; i < BENCH_SCRIPT_COUNT; i++) {
-        redisReply *r =
-            redisCommand(c, "SCRIPT LOAD %s",
-                         leash__script_for(leash__dialect_leash.scripts[which[i]], version)->src);
-        int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
-        if (ok)
-            memcpy(s->sha[i], r->str, 41);
+    for (i = 0; i < d->nscripts; i++) {
+        const leash__script *variant = leash__script_for(d->scripts[i], s->version);
+        redisReply *r = redisCommand(c, "SCRIPT LOAD %b", variant->src, variant->len);
+        int ok = r != NULL && r->type == REDIS_REPLY_STRING;
         if (r != NULL)
             freeReplyObject(r);
         if (!ok)
@@ -663,109 +672,119 @@ int bench_start_with_scripts(const char *prog, test_redis *r, int pin, bench_cpu
     return 0;
 }
 
-/* The stamp argument the connection overwrites with a server time when it
- * writes the command (conn.h, LEASH__STAMP_DIGITS): all zeros on a first
- * send means "none", and the length is what leash sends. */
-#define STAMP_NONE "0000000000000000000"
+/* The names of the lock at key whose releases are announced on channel,
+ * for the dialect's commands: a channel of the benchmark's choice (leash's
+ * own holds a NUL, which no command-line argument can). */
+static leash__names names_of(const char *key, const char *channel) {
+    leash__names n;
 
-static void call_begin(bench_call *c, const bench_scripts *s, int script, int numkeys) {
-    c->argc = 0;
-    c->used = 0;
-    c->argv[c->argc++] = "EVALSHA";
-    c->argv[c->argc++] = s->sha[script];
-    snprintf(c->pool, sizeof c->pool, "%d", numkeys);
-    c->argv[c->argc++] = c->pool;
-    c->used = strlen(c->pool) + 1;
-    c->argv[c->argc] = NULL;
+    memset(&n, 0, sizeof n);
+    n.key = (char *)key;
+    n.key_len = strlen(key);
+    n.channel = (char *)channel;
+    n.channel_len = strlen(channel);
+    return n;
 }
 
-/* Appends a copy of a printf-formatted argument; -1 when it does not fit. */
-static int call_arg(bench_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int call_arg(bench_call *c, const char *fmt, ...) {
-    va_list ap;
-    int n;
+/* cmd (freed here) as c: its script's variant for s->version, each of
+ * its arguments copied. -1 when there is none or it does not fit. */
+static int call_of(bench_call *c, const bench_scripts *s, leash__cmd *cmd) {
+    redisReply *args;
+    size_t i;
+    int rc = 0;
 
-    if (c->argc + 1 >= (int)(sizeof c->argv / sizeof c->argv[0]))
+    if (cmd == NULL)
         return -1;
-    va_start(ap, fmt);
-    n = vsnprintf(c->pool + c->used, sizeof c->pool - c->used, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof c->pool - c->used)
-        return -1;
-    c->argv[c->argc++] = c->pool + c->used;
+    leash__script_retarget(cmd->buf, cmd->len, leash__script_for(cmd->script, s->version));
+    args = test_cmd_args(cmd->buf, cmd->len);
+    leash__cmd_free(cmd);
+    c->argc = 0;
+    c->used = 0;
+    for (i = 0; args != NULL && i < args->elements && rc == 0; i++) {
+        const redisReply *a = args->element[i];
+        if ((size_t)c->argc + 1 >= sizeof c->argv / sizeof c->argv[0] ||
+            a->len + 1 > sizeof c->pool - c->used || memchr(a->str, '\0', a->len) != NULL) {
+            rc = -1;
+            break;
+        }
+        memcpy(c->pool + c->used, a->str, a->len + 1);
+        c->argv[c->argc++] = c->pool + c->used;
+        c->used += a->len + 1;
+    }
     c->argv[c->argc] = NULL;
-    c->used += (size_t)n + 1;
-    return 0;
+    if (args != NULL)
+        freeReplyObject(args);
+    return args != NULL ? rc : -1;
 }
 
 int bench_call_acquire(bench_call *c, const bench_scripts *s, const char *key, const char *token,
                        long lease_ms) {
-    /* KEYS: lock; ARGV: token, lease_ms, count, not_after */
-    call_begin(c, s, BENCH_SCRIPT_ACQUIRE, 1);
-    return call_arg(c, "%s", key) || call_arg(c, "%s", token) || call_arg(c, "%ld", lease_ms) ||
-                   call_arg(c, "1") || call_arg(c, STAMP_NONE)
-               ? -1
-               : 0;
+    leash__names n = names_of(key, "");
+
+    return call_of(c, s, leash__dialect_leash.acquire_cmd(&n, token, lease_ms, 1, 0, 0));
 }
 
 int bench_call_release(bench_call *c, const bench_scripts *s, const char *key, const char *token,
                        const char *channel) {
-    /* KEYS: lock; ARGV: token, count_after, channel, publish, valid_until */
-    call_begin(c, s, BENCH_SCRIPT_RELEASE, 1);
-    return call_arg(c, "%s", key) || call_arg(c, "%s", token) || call_arg(c, "0") ||
-                   call_arg(c, "%s", channel) || call_arg(c, "publish") || call_arg(c, STAMP_NONE)
-               ? -1
-               : 0;
+    leash__names n = names_of(key, channel);
+
+    return call_of(c, s, leash__dialect_leash.release_cmd(&n, token, 0, 0, 0));
 }
 
 int bench_call_renew(bench_call *c, const bench_scripts *s, const char *const *keys, int n,
                      const char *token, long lease_ms, const char *channel) {
+    leash__names names[BENCH_RENEW_BATCH];
+    leash__renew_item items[BENCH_RENEW_BATCH];
     int i;
 
-    /* KEYS: lock1..lockN; ARGV: token, lease, channel per lock, then publish */
     if (n < 1 || n > BENCH_RENEW_BATCH)
         return -1;
-    call_begin(c, s, BENCH_SCRIPT_RENEW, n);
-    for (i = 0; i < n; i++)
-        if (call_arg(c, "%s", keys[i]) != 0)
-            return -1;
-    for (i = 0; i < n; i++)
-        if (call_arg(c, "%s", token) || call_arg(c, "%ld", lease_ms) || call_arg(c, "%s", channel))
-            return -1;
-    return call_arg(c, "publish");
+    for (i = 0; i < n; i++) {
+        names[i] = names_of(keys[i], channel);
+        items[i] = (leash__renew_item){&names[i], token, lease_ms};
+    }
+    return call_of(c, s, leash__dialect_leash.renew_cmd(items, (size_t)n, 0, 0));
 }
 
-/* A lock's value is "<token>:<w>:<count>:<fence>" with the lease as its
- * TTL. The fence is this machine's clock in µs, as the server's TIME
- * would give it: the script leaves TIME alone, which counts acquire runs. */
-static const char populate_lua[] =
-    "local v = ARGV[4] .. ':0:1:' .. ARGV[6]\n"
+/* Copies the lock at KEYS[1] (DUMP, RESTORE: whatever its layout) to
+ * ARGV[1] .. i as 12 digits for i in [ARGV[2], ARGV[3]), each with a TTL
+ * of ARGV[4] ms. */
+static const char copy_lua[] =
+    "local v = redis.call('dump', KEYS[1])\n"
     "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) - 1 do\n"
-    "  redis.call('set', ARGV[1] .. string.format('%012d', i), v, 'PX', ARGV[5])\n"
+    "  redis.call('restore', ARGV[1] .. string.format('%012d', i), ARGV[4], v, 'REPLACE')\n"
     "end\n"
     "return 1\n";
 
 int bench_populate_holds(redisContext *c, const char *prefix, long n, const char *token,
                          long ttl_ms) {
-    struct timespec now;
-    long long fence;
+    char first[256];
+    leash__names names;
+    leash__answer granted = {.status = LEASH_ENOMEM};
+    redisReply *r;
     long from;
+    int ok;
 
-    if (strlen(token) != BENCH_TOKEN_LEN)
+    if (strlen(token) != BENCH_TOKEN_LEN || n < 1 ||
+        (size_t)snprintf(first, sizeof first, "%s%012d", prefix, 0) >= sizeof first)
         return -1;
-    clock_gettime(CLOCK_REALTIME, &now);
-    fence = (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000;
-    for (from = 0; from < n; from += 50000) {
+    /* The first by leash's own acquire; the rest copies of it. */
+    names = names_of(first, "");
+    r = test_cmd_run(c, leash__dialect_leash.acquire_cmd(&names, token, ttl_ms, 1, 0, 0));
+    if (r != NULL) /* the dialect reads its answer */
+        leash__dialect_leash.acquire->parse(r, &granted, 1, NULL, first);
+    ok = r != NULL && granted.status == LEASH_OK && granted.kind == LEASH__ANS_GRANTED;
+    if (r != NULL)
+        freeReplyObject(r);
+    for (from = 1; ok && from < n; from += 50000) {
         long to = from + 50000 < n ? from + 50000 : n;
-        redisReply *r = redisCommand(c, "EVAL %s 0 %s %ld %ld %s %ld %lld", populate_lua, prefix,
-                                     from, to, token, ttl_ms, fence);
-        int ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
+        r = redisCommand(c, "EVAL %s 1 %s %s %ld %ld %ld", copy_lua, first, prefix, from, to,
+                         ttl_ms);
+        ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
         if (r != NULL)
             freeReplyObject(r);
-        if (!ok)
-            return -1;
     }
-    return 0;
+    return ok ? 0 : -1;
 }
 
 /* Every command leash's scripts run inside the server (see
@@ -1050,7 +1069,7 @@ int bench_wait_connected(struct ev_loop *loop, leash_client *const *clients, int
             all = leash_client_connected(clients[i]);
         if (all)
             return 0;
-        bench_sleep_ms(1);
+        test_sleep_ms(1);
     } while (bench_now_ns() < deadline);
     return -1;
 }
@@ -1076,7 +1095,7 @@ int bench_wait_ready(struct ev_loop *loop, leash_client *const *clients, int n,
         }
         if (all)
             return 0;
-        bench_sleep_ms(1);
+        test_sleep_ms(1);
     } while (bench_now_ns() < deadline);
     return -1;
 }
@@ -1135,7 +1154,7 @@ int bench_reap(pid_t *pids, int n, int timeout_ms, const char *prog) {
     int alive, i;
 
     while ((alive = bench_reap_exited(pids, n)) > 0 && bench_now_ns() < deadline)
-        bench_sleep_ms(2);
+        test_sleep_ms(2);
     if (alive == 0)
         return 0;
     fprintf(stderr, "%s: %d child process(es) did not stop; killing them\n", prog, alive);

@@ -1,9 +1,10 @@
 /*
  * What the benchmark programs share: time, CPU pinning and steal, the
  * redis-server they start, INFO commandstats, cpu and memory, redis-benchmark
- * runs, child processes, and leash's own Lua scripts (SCRIPT LOAD of the
- * sources the library itself loads, from src/dialect/leash.c, and the one place
- * that knows their arguments and what they write).
+ * runs, child processes, and calls of leash's own Lua scripts (SCRIPT LOAD
+ * of the sources the library itself loads, called with the commands its
+ * dialect builds: src/dialect/leash.c alone knows their arguments and what
+ * they write). The launchers and the loop helpers are tests/support's.
  *
  * Every program starts its own redis-server on a free loopback port with
  * bench_start_server(): the server is pinned to the first CPU this process
@@ -28,6 +29,7 @@
 #include <hiredis/hiredis.h>
 #include <leash/leash.h>
 
+#include "check.h" /* test_sleep_ms */
 #include "redis_cluster.h"
 #include "redis_server.h"
 
@@ -35,7 +37,6 @@
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t bench_now_ns(void);
-void bench_sleep_ms(int ms);
 /* User + system CPU time of this process so far (getrusage), in ns. */
 int64_t bench_cpu_ns(void);
 /* Resident set size of this process (/proc/self/statm), in bytes; -1 if unknown. */
@@ -104,6 +105,11 @@ long long bench_cmdstats_total(const bench_cmdstats *s);
 /* after - before, command by command. */
 void bench_cmdstats_delta(const bench_cmdstats *before, const bench_cmdstats *after,
                           bench_cmdstats *out);
+
+/* Prints "<lead>evalsha 2.00, del 1.00, ..." : every command of d that
+ * bench_cmdstats_counted() counts, per `per` units, the most called first
+ * (and "n/a" when there is none). */
+void bench_print_calls(const bench_cmdstats *d, double per, const char *lead);
 
 /* CPU time the server process has used so far (INFO cpu, user + sys), in
  * seconds; -1 on failure. */
@@ -202,29 +208,22 @@ int bench_admin_bus(bench_admin *a, bench_bus *out);
 /* after - before. */
 void bench_bus_delta(const bench_bus *before, const bench_bus *after, bench_bus *out);
 
-/* ---- leash's scripts: everything that knows their layout ----
+/* ---- leash's scripts ----
  *
- * Only common.c knows leash's Lua scripts (src/dialect/leash.c): the order of
- * their KEYS and ARGV, what a lock's value looks like, and which commands
- * each script runs inside the server, from which INFO commandstats tells
- * the scripts' runs apart. A change of the scripts changes common.c alone.
+ * The benchmarks call leash's own scripts (src/dialect/leash.c) with the
+ * commands the library's dialect builds, and read nothing of the layout:
+ * a change of the scripts' arguments or of what they write changes the
+ * dialect alone.
  */
 
-enum {
-    BENCH_SCRIPT_ACQUIRE,
-    BENCH_SCRIPT_RELEASE,
-    BENCH_SCRIPT_RENEW,
-    BENCH_SCRIPT_COUNT
-};
-
-/* The SHA1 of each script as SCRIPT LOAD answered it. */
+/* What the calls need of the server: its version, for the variant of each
+ * script that the library would send it. */
 typedef struct bench_scripts {
-    char sha[BENCH_SCRIPT_COUNT][41];
+    int version;
 } bench_scripts;
 
-/* SCRIPT LOAD of leash's acquire, release and renew scripts (the text the
- * library loads, from src/dialect/, in the variant it sends to this
- * server's version). 0 or -1. */
+/* SCRIPT LOAD of each of leash's scripts (leash__dialect_leash.scripts, in
+ * the variant the library sends to this server's version). 0 or -1. */
 int bench_load_scripts(redisContext *c, bench_scripts *s);
 
 /* bench_start_server (no config), a connection to it in *admin, and the
@@ -243,29 +242,30 @@ int bench_start_with_scripts(const char *prog, test_redis *r, int pin, bench_cpu
  * struct. A key may hold redis-benchmark's __rand_int__. */
 typedef struct bench_call {
     int argc;
-    const char *argv[8 + 4 * BENCH_RENEW_BATCH];
-    char pool[8192 + 64 * BENCH_RENEW_BATCH];
+    const char *argv[8 + 5 * BENCH_RENEW_BATCH];
+    char pool[8192 + 128 * BENCH_RENEW_BATCH];
     size_t used;
 } bench_call;
 
-/* A new hold of `key` by `token` for lease_ms, first send (no not_after):
- * what leash_acquire() sends. 0, or -1 when it does not fit. */
+/* The dialect's commands as such calls, each a first send (no stamps), on
+ * a lock at key whose messages go to channel: a new hold of `key` by
+ * `token` for lease_ms, what leash_acquire() sends; the release of a whole
+ * hold (count 1 -> 0), what leash_release() sends to one server (it
+ * publishes only when someone found the lock busy); one renew call of
+ * keys[0..n) (n <= BENCH_RENEW_BATCH), all held by token, what the
+ * watchdog sends. 0, or -1 when it does not fit. */
 int bench_call_acquire(bench_call *c, const bench_scripts *s, const char *key, const char *token,
                        long lease_ms);
-/* The release of a whole hold (count 1 -> 0), first send: what
- * leash_release() sends to one server. It publishes on `channel` only when
- * someone found the lock busy. */
 int bench_call_release(bench_call *c, const bench_scripts *s, const char *key, const char *token,
                        const char *channel);
-/* One renew call of keys[0..n) (n <= BENCH_RENEW_BATCH), all held by
- * token: what the watchdog sends. */
 int bench_call_renew(bench_call *c, const bench_scripts *s, const char *const *keys, int n,
                      const char *token, long lease_ms, const char *channel);
 
 /* Makes n locks "<prefix><i as 12 digits>" for i in [0, n), each held by
- * `token` (count 1, nobody waiting) with a TTL of ttl_ms: what leash's
- * acquire script leaves behind, and the key names that redis-benchmark's
- * __rand_int__ produces. Done inside the server, in chunks. 0 or -1. */
+ * `token` (count 1, nobody waiting) with a TTL of ttl_ms: the first by
+ * leash's acquire script, the others copies of it made inside the server
+ * (DUMP and RESTORE, in chunks); the key names that redis-benchmark's
+ * __rand_int__ produces. The scripts must be loaded. 0 or -1. */
 int bench_populate_holds(redisContext *c, const char *prefix, long n, const char *token,
                          long ttl_ms);
 

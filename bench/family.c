@@ -82,6 +82,7 @@
 #include <leash/leash.h>
 
 #include "common.h"
+#include "evloop.h" /* test_run_until */
 #include "redis_server.h"
 
 enum {
@@ -218,26 +219,6 @@ static void print_calls(const redis_counts *rc, double n, const char *unit) {
 
 /* ---- running one loop ---- */
 
-static void on_deadline(struct ev_loop *loop, ev_timer *t, int revents) {
-    (void)loop;
-    (void)revents;
-    *(int *)t->data = 1;
-}
-
-/* Runs loop until *flag is set or ms passed; 0 when the flag was set. */
-static int run_until(struct ev_loop *loop, const int *flag, int64_t ms) {
-    ev_timer t;
-    int expired = 0;
-
-    ev_timer_init(&t, on_deadline, (double)ms / 1000., 0.);
-    t.data = &expired;
-    ev_timer_start(loop, &t);
-    while (!*flag && !expired)
-        ev_run(loop, EVRUN_ONCE);
-    ev_timer_stop(loop, &t);
-    return *flag ? 0 : -1;
-}
-
 /* The commands a client sent but its watchdog's renewals: what moves while
  * something other than the lease schedule is going on. */
 static uint64_t busy_of(leash_client *c) {
@@ -262,13 +243,13 @@ static int settle(struct ev_loop *loop, leash_client *const *c, int n, redisCont
 
     while (bench_now_ns() < deadline) {
         uint64_t busy = 0;
-        run_until(loop, &never, SETTLE_LOOK_MS);
+        test_run_until(loop, &never, SETTLE_LOOK_MS);
         for (i = 0; i < n; i++)
             busy += busy_of(c[i]);
         same = busy == last ? same + 1 : 0;
         last = busy;
         if (same >= 3) {
-            run_until(loop, &never, SETTLE_TAIL_MS);
+            test_run_until(loop, &never, SETTLE_TAIL_MS);
             return bench_cmdstats_read(admin, out);
         }
     }
@@ -566,7 +547,7 @@ static int run_cycles(redisContext *admin, int kind, int n, int nclients, int na
     for (i = 0; i < n; i++)
         cy_ask(&cy.cs[i]);
     deadline = (int64_t)(G.cap_s * 1000.);
-    if (run_until(cy.loop, &cy.done, deadline) != 0) {
+    if (test_run_until(cy.loop, &cy.done, deadline) != 0) {
         fprintf(stderr, "family: %s, %d contenders: %lld grants in %.0f s, the window %s\n",
                 kind_name(kind), n, (long long)cy.grants, G.cap_s,
                 cy.window_open_ns ? "did not close" : "did not open");
@@ -821,7 +802,7 @@ static int mw_snap(mw_shared *sh, int procs, int snap) {
     atomic_store(&sh->acks, 0);
     atomic_store(&sh->snap, snap);
     while (atomic_load(&sh->acks) < procs && bench_now_ns() < deadline)
-        bench_sleep_ms(1);
+        test_sleep_ms(1);
     return atomic_load(&sh->acks) < procs ? -1 : 0;
 }
 
@@ -836,13 +817,13 @@ static int mw_settle(mw_shared *sh, int procs, struct ev_loop *loop, leash_clien
 
     while (bench_now_ns() < deadline) {
         uint64_t busy = busy_of(gate);
-        run_until(loop, &never, SETTLE_LOOK_MS);
+        test_run_until(loop, &never, SETTLE_LOOK_MS);
         for (i = 0; i < procs; i++)
             busy += atomic_load(&sh->busy[i]);
         same = busy == last ? same + 1 : 0;
         last = busy;
         if (same >= 3) {
-            run_until(loop, &never, SETTLE_TAIL_MS);
+            test_run_until(loop, &never, SETTLE_TAIL_MS);
             return bench_cmdstats_read(admin, out);
         }
     }
@@ -888,7 +869,7 @@ static int run_many(test_redis *r, redisContext *admin, int kind, int procs, int
         goto out;
     }
     if ((gl = make_lock(gc, kind, "bench:family:herd", 0)) == NULL ||
-        leash_acquire(gl, 0, gate_cb, &g) != LEASH_OK || run_until(loop, &g.done, 5000) != 0 ||
+        leash_acquire(gl, 0, gate_cb, &g) != LEASH_OK || test_run_until(loop, &g.done, 5000) != 0 ||
         g.status != LEASH_OK) {
         fprintf(stderr, "family: the gate could not take the lock\n");
         goto out;
@@ -906,7 +887,7 @@ static int run_many(test_redis *r, redisContext *admin, int kind, int procs, int
     }
     deadline = bench_now_ns() + 20000000000LL;
     while (started == procs && atomic_load(&sh->ready) < procs && bench_now_ns() < deadline)
-        bench_sleep_ms(5);
+        test_sleep_ms(5);
     if (started < procs || atomic_load(&sh->ready) < procs) {
         fprintf(stderr, "family: the waiter processes did not start\n");
         goto stop;
@@ -923,7 +904,7 @@ static int run_many(test_redis *r, redisContext *admin, int kind, int procs, int
             goto stop;
         }
         i0 = bench_now_ns();
-        run_until(loop, &never, (int64_t)(idle_seconds * 1000.));
+        test_run_until(loop, &never, (int64_t)(idle_seconds * 1000.));
         if (mw_snap(sh, procs, 2) != 0) {
             fprintf(stderr, "family: the waiter processes did not answer\n");
             goto stop;
@@ -949,7 +930,7 @@ static int run_many(test_redis *r, redisContext *admin, int kind, int procs, int
     g.done = 0;
     t0 = bench_now_ns();
     sh->gate_rel_ns = t0;
-    if (leash_release(gl, gate_cb, &g) != LEASH_OK || run_until(loop, &g.done, 5000) != 0 ||
+    if (leash_release(gl, gate_cb, &g) != LEASH_OK || test_run_until(loop, &g.done, 5000) != 0 ||
         g.status != LEASH_OK) {
         fprintf(stderr, "family: the gate could not release\n");
         goto stop;
@@ -957,7 +938,7 @@ static int run_many(test_redis *r, redisContext *admin, int kind, int procs, int
     deadline = t0 + (int64_t)(G.cap_s * 1e9);
     while (!atomic_load(&sh->stop) && bench_now_ns() < deadline) {
         int never = 0;
-        run_until(loop, &never, 2);
+        test_run_until(loop, &never, 2);
     }
     if (!atomic_load(&sh->stop)) {
         fprintf(stderr, "family: %s, %dx%d: %lld of %lld handoffs in %.0f s\n", kind_name(kind),
@@ -1184,14 +1165,14 @@ static int run_tp(redisContext *admin, int kind, int inflight, double warm_s, do
     }
     for (i = 0; i < inflight; i++)
         tp_ask(&xs[i]);
-    run_until(t.loop, &never, (int64_t)(warm_s * 1000.));
+    test_run_until(t.loop, &never, (int64_t)(warm_s * 1000.));
     t.wfrom = bench_now_ns();
     bench_cmdstats_read(admin, &a);
     scpu0 = bench_server_cpu_s(admin);
     cpu0 = bench_cpu_ns();
     c0 = t.cycles;
     t0 = bench_now_ns();
-    run_until(t.loop, &never, (int64_t)(secs * 1000.));
+    test_run_until(t.loop, &never, (int64_t)(secs * 1000.));
     res->cycles = t.cycles - c0;
     res->seconds = (double)(bench_now_ns() - t0) / 1e9;
     res->client_cpu_us = per((double)(bench_cpu_ns() - cpu0) / 1e3, (double)res->cycles);
@@ -1324,7 +1305,7 @@ static int run_wr(redisContext *admin, int kind, int readers, int nclients, int 
         leash_stats sa, sb, d;
         memset(&g, 0, sizeof g);
         if (leash_acquire(holder, LEASH_WAIT_FOREVER, gate_cb, &g) != LEASH_OK ||
-            run_until(loop, &g.done, 5000) != 0 || g.status != LEASH_OK) {
+            test_run_until(loop, &g.done, 5000) != 0 || g.status != LEASH_OK) {
             fprintf(stderr, "family: the %s holder could not take the lock\n", kind_name(kind));
             goto out;
         }
@@ -1352,7 +1333,7 @@ static int run_wr(redisContext *admin, int kind, int readers, int nclients, int 
             int64_t until = bench_now_ns() + (int64_t)(G.cap_s * 1e9);
             while (w.granted < readers && bench_now_ns() < until && w.errors == 0) {
                 int never = 0;
-                run_until(loop, &never, 5);
+                test_run_until(loop, &never, 5);
             }
         }
         stats_sum(c, 1 + nclients, &sb);
@@ -1378,13 +1359,13 @@ static int run_wr(redisContext *admin, int kind, int readers, int nclients, int 
         for (i = 0; i < readers; i++)
             if (leash_release(rl[i], wr_released, &w) != LEASH_OK)
                 wr_error(&w, "leash_release", LEASH_ESTATE);
-        if (run_until(loop, &g.done, 5000) != 0 || g.status != LEASH_OK)
+        if (test_run_until(loop, &g.done, 5000) != 0 || g.status != LEASH_OK)
             wr_error(&w, "holder release", g.status);
         {
             int64_t until = bench_now_ns() + 5000000000LL;
             while (w.released < readers && bench_now_ns() < until) {
                 int never = 0;
-                run_until(loop, &never, 5);
+                test_run_until(loop, &never, 5);
             }
         }
         if (w.errors)

@@ -566,7 +566,7 @@ static int run_procs_mode(bench *b, bench_admin *admin) {
     /* Everybody connected, then go. */
     deadline = bench_now_ns() + 10000000000LL;
     while (started == b->n && atomic_load(&sh->ready) < b->n && bench_now_ns() < deadline)
-        bench_sleep_ms(1);
+        test_sleep_ms(1);
     if (started == b->n && atomic_load(&sh->ready) == b->n) {
         atomic_store(&sh->go, 1);
         for (i = 0; i < b->n; i++)
@@ -581,7 +581,7 @@ static int run_procs_mode(bench *b, bench_admin *admin) {
      * process does. */
     while (!atomic_load(&sh->stop) && bench_now_ns() < deadline &&
            bench_reap_exited(pids, started) > 0)
-        bench_sleep_ms(2);
+        test_sleep_ms(2);
     if (bench_now_ns() >= deadline && atomic_compare_exchange_strong(&sh->stop, &zero, 1))
         close_window(b, admin, 1);
     for (i = 0; i < b->n; i++)
@@ -791,29 +791,6 @@ static void print_table(const result *res, int count) {
     }
 }
 
-static int cmp_calls_desc(const void *a, const void *b) {
-    const bench_cmdstat *x = a, *y = b;
-    if (x->calls != y->calls)
-        return (x->calls < y->calls) - (x->calls > y->calls);
-    return strcmp(x->name, y->name);
-}
-
-/* "; Redis calls per acquisition: evalsha 3.00, ..." for every command of
- * the window, the most called first. */
-static void print_calls(const result *x) {
-    bench_cmdstats sorted = x->cmds;
-    int i, any = 0;
-
-    qsort(sorted.cmd, (size_t)sorted.n, sizeof sorted.cmd[0], cmp_calls_desc);
-    for (i = 0; i < sorted.n; i++) {
-        double v = per_acq(sorted.cmd[i].calls, x->acqs);
-        if (!bench_cmdstats_counted(sorted.cmd[i].name) || sorted.cmd[i].calls <= 0)
-            continue;
-        printf("%s%s %.*f", any++ ? ", " : "; Redis calls per acquisition: ", sorted.cmd[i].name,
-               v < 0.01 ? 4 : 2, v);
-    }
-}
-
 /* "2, one loop", "2, one loop, cluster, sharded pub/sub" or "2, one loop,
  * Redlock, 5 servers". */
 static const char *config_name(const result *x, char *buf, size_t cap) {
@@ -882,7 +859,7 @@ static void print_config_notes(const result *res, int count, const bench_rb *rtt
             printf("; server time per EVALSHA %.1f µs",
                    (double)d->script_usec / (double)d->scripts);
         if (x->counts_ok && (x->target.cluster || x->target.redlock))
-            print_calls(x);
+            bench_print_calls(&x->cmds, (double)x->acqs, "; Redis calls per acquisition: ");
         printf("; leash wakeups per hold %.2f", per_acq((long long)x->wakeups, x->total_holds));
         if (x->self_handoffs)
             printf("; %lld handoffs back to the releaser", (long long)x->self_handoffs);

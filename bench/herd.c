@@ -236,7 +236,7 @@ static int wait_quiet(redisContext *admin, int timeout_ms, bench_cmdstats *out) 
         if (same >= 3)
             return 0;
         last = total;
-        bench_sleep_ms(20);
+        test_sleep_ms(20);
     }
     return -1;
 }
@@ -314,7 +314,7 @@ static int run_config(test_redis *r, redisContext *admin, const bench_cpus *cpus
     }
     deadline = bench_now_ns() + 20000000000LL;
     while (started == nprocs && atomic_load(&sh->ready) < nprocs && bench_now_ns() < deadline)
-        bench_sleep_ms(5);
+        test_sleep_ms(5);
     if (started < nprocs || atomic_load(&sh->ready) < nprocs) {
         fprintf(stderr, "herd: the waiter processes did not start\n");
         goto stop;
@@ -337,7 +337,7 @@ static int run_config(test_redis *r, redisContext *admin, const bench_cpus *cpus
     sh->gate_released = g.at;
     deadline = t0 + (int64_t)(cap_s * 1e9);
     while (!atomic_load(&sh->stop) && bench_now_ns() < deadline)
-        bench_sleep_ms(2);
+        test_sleep_ms(2);
     if (!atomic_load(&sh->stop)) {
         fprintf(stderr, "herd: %lld of %lld handoffs in %.0f s\n",
                 (long long)atomic_load(&sh->holds), (long long)h, cap_s);

@@ -11,7 +11,7 @@
  * fresh keys (the grant path) and its release script on keys that hold a
  * lock of the token (the full release path, GET and DEL; the keys are made
  * beforehand, and INFO commandstats says how many calls took that path),
- * with the arguments common.c writes as leash does. Its mean latency per
+ * with the commands leash's dialect builds. Its mean latency per
  * call, acquire + release, is what a cycle would cost with no library at
  * all.
  *
@@ -301,29 +301,6 @@ static void cmdstats_add(bench_cmdstats *sum, const bench_cmdstats *d) {
     }
 }
 
-static int cmp_calls_desc(const void *a, const void *b) {
-    const bench_cmdstat *x = a, *y = b;
-    if (x->calls != y->calls)
-        return (x->calls < y->calls) - (x->calls > y->calls);
-    return strcmp(x->name, y->name);
-}
-
-/* "evalsha 15.00, time 5.00, ..." per cycle, the most called first. */
-static void print_calls(const bench_cmdstats *sum, double cycles) {
-    bench_cmdstats sorted = *sum;
-    int i, any = 0;
-
-    qsort(sorted.cmd, (size_t)sorted.n, sizeof sorted.cmd[0], cmp_calls_desc);
-    for (i = 0; i < sorted.n; i++) {
-        double v = (double)sorted.cmd[i].calls / cycles;
-        if (!bench_cmdstats_counted(sorted.cmd[i].name) || sorted.cmd[i].calls <= 0)
-            continue;
-        printf("%s%s %.*f", any++ ? ", " : "", sorted.cmd[i].name, v < 0.01 ? 4 : 2, v);
-    }
-    if (!any)
-        printf("n/a");
-}
-
 /* The rounds where both runs went through: one server against Redlock. */
 static void print_redlock(const round_result *res, int rounds, int intact) {
     double a1[MAX_ROUNDS], a2[MAX_ROUNDS], ar[MAX_ROUNDS], p1[MAX_ROUNDS], p2[MAX_ROUNDS];
@@ -407,9 +384,9 @@ static void print_redlock(const round_result *res, int rounds, int intact) {
            "they differ: route/quorum.c). Redis calls per cycle "
            "(INFO commandstats, summed over the servers, all rounds pooled): one server: ",
            res[0].l.cycles);
-    print_calls(&sum1, cycles1);
+    bench_print_calls(&sum1, cycles1, "");
     printf("; Redlock: ");
-    print_calls(&sum2, cycles2);
+    bench_print_calls(&sum2, cycles2, "");
     printf(". Server time inside EVALSHA (commandstats) per cycle: one server %.1f µs "
            "(%.1f µs per call), Redlock %.1f µs (%.1f µs per call).%s\n",
            cycles1 > 0. ? usec1 / cycles1 : 0., ev1 > 0. ? usec1 / ev1 : 0.,

@@ -232,7 +232,7 @@ static int one_failover(bench *b, int k, failover *f) {
             }
             next_poll = bench_now_ns() + 5000000;
         }
-        bench_sleep_ms(1);
+        test_sleep_ms(1);
     }
     if (granted)
         (void)leash_release(l, NULL, NULL);

@@ -133,7 +133,6 @@ enum {
 static double run_once(int port, int n, double warmup_s, double seconds, int variant,
                        int64_t *reads) {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    leash_options o;
     run r;
     int64_t t0, t1;
     int i;
@@ -142,9 +141,7 @@ static double run_once(int port, int n, double warmup_s, double seconds, int var
     memset(&r, 0, sizeof r);
     r.loop = loop;
     r.n = n;
-    leash_options_init(&o);
-    o.port = port;
-    if (leash_client_new(&r.client, &o) != LEASH_OK || leash_libev_attach(loop, r.client) != 0)
+    if ((r.client = bench_client_new(loop, port)) == NULL)
         return -1;
     r.slots = calloc((size_t)n, sizeof(*r.slots));
     for (i = 0; i < n; i++) {
@@ -152,8 +149,8 @@ static double run_once(int port, int n, double warmup_s, double seconds, int var
         r.slots[i].run = &r;
         r.slots[i].lock = leash_lock_new(r.client, name);
     }
-    while (!leash_client_connected(r.client))
-        ev_run(loop, EVRUN_ONCE);
+    if (bench_wait_connected(loop, &r.client, 1, 5000) != 0)
+        return -1;
 
     ev_timer_init(&r.phase, on_phase, warmup_s, seconds);
     r.phase.data = &r;

@@ -12,7 +12,7 @@
  * acquire script by EVALSHA on fresh keys (the grant path), then the release
  * script on keys that hold a lock of the token (the release path: GET and
  * DEL). The SHAs come from SCRIPT LOAD of the sources that the library
- * itself loads (src/dialect/leash.c), the arguments from common.c. A cycle costs
+ * itself loads (src/dialect/leash.c), the commands as its dialect builds them. A cycle costs
  * the server one of each, so the limit in cycles/s is
  * 1 / (1/acquires per s + 1/releases per s). redis-benchmark draws its keys
  * at random (__rand_int__), so the release keyspace is filled beforehand
@@ -519,36 +519,13 @@ static void print_reference(const char *when, const reference *ref, int clients)
            ref->limit, ref->calls_per_cycle, ref->acq_exec_us, ref->rel_exec_us);
 }
 
-static int cmp_calls_desc(const void *a, const void *b) {
-    const bench_cmdstat *x = a, *y = b;
-    if (x->calls != y->calls)
-        return (x->calls < y->calls) - (x->calls > y->calls);
-    return strcmp(x->name, y->name);
-}
-
-/* "evalsha 2.00, del 1.00, ..." for every command of the window, the most
- * called first. */
-static void print_calls(const result *x) {
-    bench_cmdstats sorted = x->cmds;
-    int i, any = 0;
-
-    qsort(sorted.cmd, (size_t)sorted.n, sizeof sorted.cmd[0], cmp_calls_desc);
-    for (i = 0; i < sorted.n; i++) {
-        double v = per(sorted.cmd[i].calls, x->cycles);
-        if (!bench_cmdstats_counted(sorted.cmd[i].name) || sorted.cmd[i].calls <= 0)
-            continue;
-        printf("%s%s %.*f", any++ ? ", " : "; Redis calls per cycle: ", sorted.cmd[i].name,
-               v < 0.01 ? 4 : 2, v);
-    }
-}
-
 static void print_run_notes(const char *what, const result *x) {
     printf("- %s: %.2f s", what, x->seconds);
     if (!x->ok) {
         printf("; failed");
     } else {
         printf(", %lld cycles (%.0f/s)", (long long)x->cycles, x->rate);
-        print_calls(x);
+        bench_print_calls(&x->cmds, (double)x->cycles, "; Redis calls per cycle: ");
         printf("; server time inside EVALSHA (commandstats) %.1f µs per call", x->exec_us);
         bench_print_steal(&x->steal);
         if (x->steal.wall_ns > 0 && x->steal.server_busy_ms >= 0 && x->steal.client_busy_ms >= 0) {

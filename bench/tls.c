@@ -114,15 +114,13 @@ static void options(leash_options *o, const test_redis *srv, int tls) {
 static leash_client *client(struct ev_loop *loop, const test_redis *srv, int tls) {
     leash_options o;
     leash_client *c = NULL;
-    int64_t deadline = bench_now_ns() + 5000000000LL;
 
     options(&o, srv, tls);
     if (leash_client_new(&c, &o) != LEASH_OK || leash_libev_attach(loop, c) != LEASH_OK) {
         fprintf(stderr, "leash-bench-tls: no client\n");
         exit(1);
     }
-    while (!leash_client_connected(c) && bench_now_ns() < deadline)
-        ev_run(loop, EVRUN_ONCE);
+    bench_wait_connected(loop, &c, 1, 5000);
     return c;
 }
 
@@ -227,7 +225,7 @@ static double reconnect_ms(struct ev_loop *loop, leash_client *c, test_redis *sr
         }
         if (seen_down && leash_client_connected(c))
             v[n++] = (bench_now_ns() - t0) / 1e6;
-        bench_sleep_ms(5);
+        test_sleep_ms(5);
     }
     return n ? median(v, n) : -1;
 }

@@ -2060,33 +2060,6 @@ TEST(every_kind_on_a_wrong_type_key_gives_eredis_and_writes_nothing) {
 
 /* ---- what each hold costs Redis ---- */
 
-/* Every call r counted since the last CONFIG RESETSTAT (INFO
- * commandstats: the scripts' own calls and what they ran), but the
- * test's own (INFO, CONFIG) and what servers and connections say among
- * themselves (a replica's REPLCONF ACK every second, PING, CLUSTER, ...). */
-static long long redis_calls(test_redis *r) {
-    static const char *const others[] = {"info",    "config", "replconf", "ping",
-                                         "cluster", "client", "command",  "select",
-                                         "auth",    "hello",  "readonly", "role"};
-    redisReply *rep = test_redis_cmd(r, "INFO commandstats");
-    const char *p;
-    long long n = 0;
-
-    CHECK(rep != NULL && rep->type == REDIS_REPLY_STRING);
-    for (p = strstr(rep->str, "cmdstat_"); p != NULL; p = strstr(p + 1, "cmdstat_")) {
-        const char *name = p + 8, *calls = strstr(p, ":calls=");
-        size_t i, len = strcspn(name, ":|");
-        int other = 0;
-        for (i = 0; i < sizeof(others) / sizeof(others[0]); i++)
-            if (strlen(others[i]) == len && strncmp(name, others[i], len) == 0)
-                other = 1;
-        if (calls != NULL && !other)
-            n += strtoll(calls + 7, NULL, 10);
-    }
-    freeReplyObject(rep);
-    return n;
-}
-
 static long long commands_sent(leash_client *const *c, int n) {
     long long sum = 0;
     int i;
@@ -2141,7 +2114,8 @@ static void turns_case(fx_world *w, leash_client *const *c, enum kind k, int n, 
             order[j] = order[j + 1];
         order[n - 1] = out;
     }
-    calls = redis_calls(r);
+    calls = test_redis_lock_calls(r);
+    CHECK(calls >= 0);
     CHECK_MSG((double)calls <= max_calls * turns, "%s: %.2f Redis calls per turn, at most %.0f",
               kind_name(k), (double)calls / turns, max_calls);
     CHECK_MSG((double)(commands_sent(c, 2) - cmds0) <= max_cmds * turns,
@@ -2183,7 +2157,8 @@ TEST(family_holds_and_turns_cost_the_redis_calls_the_layout_needs) {
         CHECK_EQ_INT(fx_acquire_sync(w.loop, r1, 0, 5000), LEASH_OK);
         CHECK_EQ_INT(fx_release_sync(w.loop, r1, 5000), LEASH_OK);
     }
-    calls = redis_calls(r);
+    calls = test_redis_lock_calls(r);
+    CHECK(calls >= 0);
     CHECK_MSG(calls <= 20 * 8 + 2, "%.2f Redis calls per read hold beside another, at most 8",
               calls / 20.);
     CHECK_EQ_INT(fx_release_sync(w.loop, r0, 5000), LEASH_OK);

@@ -22,7 +22,10 @@
 #include <hiredis/hiredis.h>
 
 #include "check.h"
+#include "dialect/dialect.h"
 #include "evloop.h"
+#include "leashscripts.h"
+#include "lockdata.h"
 #include "redis_server.h"
 
 /* ---- helpers ---- */
@@ -646,6 +649,193 @@ TEST(t_restart_keeping_data) {
     test_redis_stop(&r);
 }
 
+/* ---- leash's layout: the scripts by id, and read back ---- */
+
+static const char tok_a[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+static const char tok_b[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+/* The id of the script of d that cmd calls (cmd is freed). */
+static int script_called(const leash__dialect *d, leash__cmd *cmd) {
+    const char *argv[16];
+    size_t lens[16], i;
+    redisReply *args;
+    int id;
+
+    CHECK(cmd != NULL);
+    args = test_cmd_args(cmd->buf, cmd->len);
+    CHECK(args != NULL && args->elements >= 3);
+    for (i = 0; i < args->elements && i < 16; i++) {
+        argv[i] = args->element[i]->str;
+        lens[i] = args->element[i]->len;
+    }
+    id = leash_script_in(d, (int)i, argv, lens);
+    freeReplyObject(args);
+    leash__cmd_free(cmd);
+    return id;
+}
+
+/* Each command of a dialect calls the script its id names: the fake
+ * servers and the benchmarks tell the scripts apart by these ids, so a
+ * script put under another id in a dialect's array fails here. */
+TEST(t_script_ids_name_the_scripts_each_command_calls) {
+    const leash__dialect *d = &leash__dialect_leash, *rs = &leash__dialect_redisson;
+    leash__names n, fam, rn;
+    leash__renew_item item;
+    int i, j;
+
+    leash__dialects_init();
+    memset(&n, 0, sizeof(n)); /* names() leaves what the owner sets (sharded, fenced) */
+    memset(&fam, 0, sizeof(fam));
+    memset(&rn, 0, sizeof(rn));
+    CHECK_EQ_INT(d->nscripts, LEASH__LEASH_SCRIPT_COUNT);
+    CHECK_EQ_INT(rs->nscripts, LEASH__REDISSON_SCRIPT_COUNT);
+    for (i = 0; i < d->nscripts; i++)
+        for (j = 0; j < i; j++)
+            CHECK(d->scripts[i] != NULL && d->scripts[i] != d->scripts[j]);
+    CHECK_EQ_INT(d->names(&n, NULL, "leash:", "ids", 0), LEASH_OK);
+    CHECK_EQ_INT(d->family_names(&fam, NULL, "leash:", "ids", 0, tok_b), LEASH_OK);
+    CHECK_EQ_INT(rs->names(&rn, NULL, "", "ids", 0), LEASH_OK);
+    CHECK_EQ_INT(script_called(d, d->acquire_cmd(&n, tok_a, 1000, 1, 0, 0)), LS_ACQUIRE);
+    CHECK_EQ_INT(script_called(d, d->release_cmd(&n, tok_a, 0, 0, 0)), LS_RELEASE);
+    item = (leash__renew_item){&n, tok_a, 1000};
+    CHECK_EQ_INT(script_called(d, d->renew_cmd(&item, 1, 0, 0)), LS_RENEW);
+    CHECK_EQ_INT(script_called(d, d->force_cmd(&n, 0)), LS_FORCE);
+    CHECK_EQ_INT(script_called(d, d->raise_cmd(&n, 7, 60000, 0)), LS_RAISE);
+    CHECK_EQ_INT(
+        script_called(d, d->family_acquire_cmd(&fam, tok_a, 1000, 'f', 0, 0, 1, NULL, 0, 0)),
+        LS_FAMILY_ACQUIRE);
+    CHECK_EQ_INT(script_called(d, d->family_release_cmd(&fam, tok_a, 0, 0, 0)), LS_FAMILY_RELEASE);
+    CHECK_EQ_INT(script_called(rs, rs->acquire_cmd(&rn, tok_a, 1000, 1, 0, 0)),
+                 LEASH__REDISSON_SCRIPT_ACQUIRE);
+    CHECK_EQ_INT(script_called(rs, rs->release_cmd(&rn, tok_a, 0, 0, 0)),
+                 LEASH__REDISSON_SCRIPT_RELEASE);
+    item = (leash__renew_item){&rn, tok_a, 1000};
+    CHECK_EQ_INT(script_called(rs, rs->renew_cmd(&item, 1, 0, 0)), LEASH__REDISSON_SCRIPT_RENEW);
+    CHECK_EQ_INT(script_called(rs, rs->force_cmd(&rn, 0)), LEASH__REDISSON_SCRIPT_FORCE);
+    CHECK_EQ_INT(script_called(rs, rs->raise_cmd(&rn, 7, 60000, 0)), LEASH__REDISSON_SCRIPT_RAISE);
+    leash__names_clear(&n);
+    leash__names_clear(&fam);
+    leash__names_clear(&rn);
+}
+
+/* test_cmd_run, which must not fail. */
+static redisReply *run_cmd(redisContext *c, leash__cmd *cmd) {
+    redisReply *reply;
+
+    CHECK(cmd != NULL);
+    reply = test_cmd_run(c, cmd);
+    CHECK(reply != NULL);
+    CHECK_MSG(reply->type != REDIS_REPLY_ERROR, "%s", reply->str);
+    return reply;
+}
+
+/* What d's read_state makes of key on c now. */
+static void read_back(redisContext *c, const leash__dialect *d, const char *key, leash__state *st) {
+    redisReply *type = redisCommand(c, "TYPE %s", key), *value = NULL, *pttl, *now;
+    const char *cmd;
+
+    CHECK(type != NULL && type->type == REDIS_REPLY_STATUS);
+    if ((cmd = d->state_cmd(type->str)) != NULL)
+        CHECK((value = redisCommand(c, "%s %s", cmd, key)) != NULL);
+    pttl = redisCommand(c, "PTTL %s", key);
+    now = redisCommand(c, "TIME");
+    CHECK(pttl != NULL && now != NULL && now->elements == 2);
+    CHECK_EQ_INT(d->read_state(type->str, value, pttl->integer,
+                               strtoll(now->element[0]->str, NULL, 10) * 1000 +
+                                   strtoll(now->element[1]->str, NULL, 10) / 1000,
+                               st),
+                 0);
+    freeReplyObject(type);
+    if (value != NULL)
+        freeReplyObject(value);
+    freeReplyObject(pttl);
+    freeReplyObject(now);
+}
+
+/* read_state (and test_lock_value on it) reads what the dialects' own
+ * scripts write: a mutex held, held twice, with a starving waiter queued,
+ * kept for it; a read hold of the family; a Redisson hold; and keys that
+ * are no lock. */
+TEST(t_read_state_reads_what_the_scripts_write) {
+    const leash__dialect *d = &leash__dialect_leash, *rs = &leash__dialect_redisson;
+    leash__names n, fam, rn;
+    leash__state st;
+    test_redis r;
+    redisContext *c;
+    char token[33];
+    uint64_t fence = 0;
+
+    leash__dialects_init();
+    CHECK(test_redis_start(&r, NULL) == 0);
+    c = test_redis_connect_admin(&r, 2000);
+    CHECK(c != NULL);
+    memset(&n, 0, sizeof(n)); /* names() leaves what the owner sets (sharded, fenced) */
+    memset(&fam, 0, sizeof(fam));
+    memset(&rn, 0, sizeof(rn));
+    CHECK_EQ_INT(d->names(&n, NULL, "leash:", "m", 0), LEASH_OK);
+    CHECK_EQ_INT(d->family_names(&fam, NULL, "leash:", "f", 0, tok_b), LEASH_OK);
+    CHECK_EQ_INT(rs->names(&rn, NULL, "", "rs", 0), LEASH_OK);
+
+    CHECK_EQ_INT(test_lock_value(&r, "leash:m", token, &fence), 0);
+    freeReplyObject(run_cmd(c, d->acquire_cmd(&n, tok_a, 60000, 1, 0, 0)));
+    CHECK_EQ_INT(test_lock_value(&r, "leash:m", token, &fence), 1);
+    CHECK_STR_EQ(token, tok_a);
+    CHECK(fence > 0);
+    freeReplyObject(run_cmd(c, d->acquire_cmd(&n, tok_a, 60000, 2, 0, 0)));
+    CHECK_EQ_INT(test_lock_value(&r, "leash:m", NULL, NULL), 2);
+    /* A waiter that waited 5 s past LEASH_STARVE_MS queues behind the hold. */
+    freeReplyObject(run_cmd(c, d->acquire_cmd(&n, tok_b, 60000, -(LEASH_STARVE_MS + 5000), 0, 0)));
+    read_back(c, d, "leash:m", &st);
+    CHECK_EQ_INT(st.kind, LEASH__STATE_MUTEX);
+    CHECK_MSG(st.nholders == 1 && st.nwaiters == 1, "%zu holders, %zu waiters", st.nholders,
+              st.nwaiters);
+    CHECK_STR_EQ(st.holders[0].token, tok_a);
+    CHECK_EQ_INT(st.holders[0].count, 2);
+    CHECK(st.holders[0].fence == fence && st.fence == fence && st.marked);
+    CHECK(st.holders[0].ttl_ms > 0 && st.holders[0].ttl_ms <= 60000);
+    CHECK_STR_EQ(st.waiters[0].token, tok_b);
+    CHECK_EQ_INT(st.waiters[0].count, 1);
+    leash__state_clear(&st);
+    /* The release keeps the lock for that waiter: nobody holds it. */
+    freeReplyObject(run_cmd(c, d->release_cmd(&n, tok_a, 0, 0, 0)));
+    read_back(c, d, "leash:m", &st);
+    CHECK(st.kind == LEASH__STATE_MUTEX && st.nholders == 0 && st.nwaiters == 1);
+    CHECK_STR_EQ(st.waiters[0].token, tok_b);
+    leash__state_clear(&st);
+    CHECK_EQ_INT(test_lock_value(&r, "leash:m", NULL, NULL), 0);
+
+    freeReplyObject(
+        run_cmd(c, d->family_acquire_cmd(&fam, tok_a, 60000, 'r', 0, 0, 1, NULL, 0, 0)));
+    read_back(c, d, "leash:f", &st);
+    CHECK(st.kind == LEASH__STATE_RW && st.nholders == 1 && st.nwaiters == 0);
+    CHECK_STR_EQ(st.holders[0].token, tok_a);
+    CHECK(st.holders[0].mode == 'r' && st.holders[0].count == 1 && st.holders[0].fence > 0);
+    CHECK(st.holders[0].ttl_ms > 0 && st.holders[0].ttl_ms <= 60000);
+    leash__state_clear(&st);
+    CHECK_EQ_INT(test_lock_value(&r, "leash:f", NULL, NULL), -1); /* no mutex */
+
+    freeReplyObject(run_cmd(c, rs->acquire_cmd(&rn, tok_a, 60000, 1, 0, 0)));
+    read_back(c, d, "rs", &st);
+    CHECK_EQ_INT(st.kind, LEASH__STATE_OTHER); /* no lock of leash's own layout */
+    read_back(c, rs, "rs", &st);
+    CHECK(st.kind == LEASH__STATE_REDISSON && st.nholders == 1 && st.holders[0].count == 1);
+    CHECK_STR_EQ(st.holders[0].token, "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa:0");
+    leash__state_clear(&st);
+
+    freeReplyObject(redisCommand(c, "SET leash:text %s", tok_a));
+    CHECK_EQ_INT(test_lock_value(&r, "leash:text", NULL, NULL), -1);
+    read_back(c, rs, "leash:text", &st);
+    CHECK_EQ_INT(st.kind, LEASH__STATE_OTHER);
+    read_back(c, d, "leash:none", &st);
+    CHECK_EQ_INT(st.kind, LEASH__STATE_NONE);
+
+    leash__names_clear(&n);
+    leash__names_clear(&fam);
+    leash__names_clear(&rn);
+    redisFree(c);
+    test_redis_stop(&r);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--harness-demo") == 0)
         return test_main(argc - 1, argv + 1, demo_cases);
@@ -669,6 +859,8 @@ int main(int argc, char **argv) {
                          TEST_CASE(t_calls),
                          TEST_CASE(t_two_servers),
                          TEST_CASE(t_evloop),
+                         TEST_CASE(t_script_ids_name_the_scripts_each_command_calls),
+                         TEST_CASE(t_read_state_reads_what_the_scripts_write),
                          {0},
                      });
 }

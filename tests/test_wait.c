@@ -644,7 +644,7 @@ TEST(a_grant_kept_for_a_waiter_that_is_gone_frees_within_reserve_ms) {
  * a queue of starving waiters (dialect/leash.c): a waiter that gives up
  * leaves the queue; one whose turn has come passes it on. */
 static long long release_as(test_redis *r, const char *key, const char *token) {
-    const leash__script *s = leash__dialect_leash.scripts[1];
+    const leash__script *s = leash__dialect_leash.scripts[LEASH__LEASH_SCRIPT_RELEASE];
     redisReply *rep;
     long long n;
 
@@ -700,7 +700,7 @@ TEST(a_starving_waiter_that_gives_up_leaves_the_queue) {
  * release refuses, as the acquire does, a string whose tail is not
  * ":<token>:<since>" entries (it is not a lock: nothing is deleted). */
 TEST(the_force_release_refuses_a_value_whose_tail_is_not_a_queue) {
-    const leash__script *force = leash__dialect_leash.scripts[3];
+    const leash__script *force = leash__dialect_leash.scripts[LEASH__LEASH_SCRIPT_FORCE];
     fx_world w;
     test_redis *r;
     char h[33], q[33], value[256];
@@ -725,7 +725,7 @@ TEST(the_force_release_refuses_a_value_whose_tail_is_not_a_queue) {
 /* A key kept for a waiter (count 0) is no hold of that waiter's token: a
  * renewal of it does not stretch LEASH_RESERVE_MS to a whole lease. */
 TEST(a_renewal_does_not_stretch_a_grant_kept_for_a_waiter) {
-    const leash__script *renew = leash__dialect_leash.scripts[2];
+    const leash__script *renew = leash__dialect_leash.scripts[LEASH__LEASH_SCRIPT_RENEW];
     fx_world w;
     test_redis *r;
     char q[33], value[256];

@@ -17,6 +17,8 @@
 #include <leash/leash.h>
 #include <leash/url.h>
 
+#include "dialect/dialect.h" /* the layouts' reader (read_state) */
+
 /* Exit codes a script can use (leash.1, EXIT STATUS). */
 enum {
     CLI_OK = 0,
@@ -141,28 +143,17 @@ int cli_server_version(redisContext *rc);
  * memory or for a name the dialect refuses. */
 char *cli_redisson_channel(const cli_conn *c, const char *name, size_t *len);
 
-/* lockstate.c */
-enum cli_kind {
-    CLI_KIND_NONE = 0,  /* no key */
-    CLI_KIND_OTHER,     /* a key that is no lock leash knows */
-    CLI_KIND_MUTEX,     /* leash_lock_new */
-    CLI_KIND_FAIR,      /* leash_fair_lock_new */
-    CLI_KIND_RW,        /* leash_read_lock_new / leash_write_lock_new */
-    CLI_KIND_SEMAPHORE, /* leash_semaphore_new */
-    CLI_KIND_FAMILY,    /* a family lock with nobody in it now */
-    CLI_KIND_REDISSON   /* Redisson's RLock layout */
-};
+/* lockstate.c: the library's dialects read the layouts (read_state,
+ * dialect/dialect.h); the tool says what they read. A state's kind is
+ * enum leash__state_kind. */
 const char *cli_kind_name(int kind);
 
-#define CLI_TOKEN_MAX 96
+#define CLI_TOKEN_MAX LEASH__STATE_TOKEN_MAX
 
-typedef struct cli_holder {
-    char token[CLI_TOKEN_MAX]; /* leash: 32 hex digits; Redisson: uuid:thread */
-    char mode;                 /* m mutex, f, r, w, s (family), R Redisson */
-    int64_t count;             /* reentrant holds */
-    uint64_t fence;            /* 0: none (Redisson) */
-    int64_t ttl_ms;            /* left; -1 none */
-} cli_holder;
+/* token: leash: 32 hex digits; Redisson: uuid:thread. mode: m mutex, f,
+ * r, w, s (family), R Redisson. count: reentrant holds (a waiter: its
+ * place). fence: 0 none (Redisson). ttl_ms: left, -1 none. */
+typedef leash__state_entry cli_holder;
 
 typedef struct cli_lockstate {
     int kind;

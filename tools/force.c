@@ -77,8 +77,8 @@ static int force(cli_conn *c, const char *name, int kind, int *status) {
     if (rc == LEASH_OK) {
         /* A fair lock's handle serves every kind of the family: they share
          * one layout and one force script. */
-        l = kind == CLI_KIND_MUTEX ? leash_lock_new(client, name)
-                                   : leash_fair_lock_new(client, name);
+        l = kind == LEASH__STATE_MUTEX ? leash_lock_new(client, name)
+                                       : leash_fair_lock_new(client, name);
         rc = l == NULL ? LEASH_EINVAL : leash_force_release(l, on_forced, &f);
     }
     /* On Redlock the force is done once every server answered
@@ -118,7 +118,7 @@ int cli_release(cli_conn *c, const cli_args *a) {
         cli_lockstate_clear(&s);
         return rc;
     }
-    if (s.kind == CLI_KIND_REDISSON) {
+    if (s.kind == LEASH__STATE_REDISSON) {
         fprintf(stderr,
                 "leash: %s is a Redisson lock: release it with Redisson's "
                 "forceUnlock()\n",

@@ -93,7 +93,7 @@ static const cli_lockstate *view_state(const view *v, const char **majority, int
         if (m != NULL && v->st[i].nholders == 1 && strcmp(v->st[i].holders[0].token, m) == 0)
             return &v->st[i];
     for (i = 0; i < v->n; i++)
-        if (v->st[i].kind > CLI_KIND_OTHER)
+        if (v->st[i].kind > LEASH__STATE_OTHER)
             return &v->st[i];
     return &v->st[0];
 }
@@ -249,14 +249,14 @@ static const char *holder_text(const cli_lockstate *s, int full, char *buf, size
     if (s->nholders == 0)
         return "-";
     switch (s->kind) {
-    case CLI_KIND_RW:
+    case LEASH__STATE_RW:
         if (s->holders[0].mode == 'w')
             snprintf(buf, size, "writer %s",
                      cli_token_text(s->holders[0].token, full, tok, sizeof(tok)));
         else
             snprintf(buf, size, "%zu reader%s", s->nholders, s->nholders == 1 ? "" : "s");
         return buf;
-    case CLI_KIND_SEMAPHORE:
+    case LEASH__STATE_SEMAPHORE:
         snprintf(buf, size, "%zu/%" PRId64 " permits", s->nholders, s->permits);
         return buf;
     default:
@@ -279,20 +279,20 @@ static void view_line(FILE *f, const cli_conn *c, const view *v, int full) {
 
     for (i = 0; i < s->nholders; i++) {
         holds += s->holders[i].count;
-        if (s->kind != CLI_KIND_MUTEX && s->kind != CLI_KIND_REDISSON &&
+        if (s->kind != LEASH__STATE_MUTEX && s->kind != LEASH__STATE_REDISSON &&
             (i == 0 || s->holders[i].ttl_ms > ttl))
             ttl = s->holders[i].ttl_ms;
     }
-    if (s->kind >= CLI_KIND_FAIR && s->kind <= CLI_KIND_FAMILY && s->nholders == 0)
+    if (s->kind >= LEASH__STATE_FAIR && s->kind <= LEASH__STATE_FAMILY && s->nholders == 0)
         ttl = -1;
     majority_fence(v, m, &lo, &hi);
     if (m != NULL && lo != hi)
         snprintf(fb, sizeof(fb), ">=%" PRIu64, lo);
     else
         snprintf(fb, sizeof(fb), "%" PRIu64, m ? lo : s->fence);
-    if (s->kind == CLI_KIND_MUTEX)
+    if (s->kind == LEASH__STATE_MUTEX)
         snprintf(wb, sizeof(wb), "%s", s->marked ? "marked" : "-");
-    else if (s->kind == CLI_KIND_REDISSON)
+    else if (s->kind == LEASH__STATE_REDISSON)
         snprintf(wb, sizeof(wb), "-");
     else
         snprintf(wb, sizeof(wb), "%zu", s->nwaiters);
@@ -308,7 +308,7 @@ static void view_line(FILE *f, const cli_conn *c, const view *v, int full) {
 static int is_lock(const view *v) {
     int i;
     for (i = 0; i < v->n; i++)
-        if (v->up[i] && v->st[i].kind > CLI_KIND_OTHER)
+        if (v->up[i] && v->st[i].kind > LEASH__STATE_OTHER)
             return 1;
     return 0;
 }
@@ -460,18 +460,18 @@ static void show_state(FILE *f, const cli_lockstate *s) {
     size_t i;
 
     fprintf(f, "server    %s\n", s->node);
-    if (s->kind <= CLI_KIND_OTHER) {
-        fprintf(f, "state     %s\n", s->kind == CLI_KIND_NONE ? "free (no key)" : "not a lock");
+    if (s->kind <= LEASH__STATE_OTHER) {
+        fprintf(f, "state     %s\n", s->kind == LEASH__STATE_NONE ? "free (no key)" : "not a lock");
         return;
     }
     fprintf(f, "kind      %s\n", cli_kind_name(s->kind));
     fprintf(f, "ttl       %s\n", cli_ms_text(s->ttl_ms, tb, sizeof(tb)));
     if (s->fence)
         fprintf(f, "fence     %" PRIu64 "%s\n", s->fence,
-                s->kind == CLI_KIND_MUTEX ? "" : " (the last one given)");
-    if (s->kind == CLI_KIND_SEMAPHORE)
+                s->kind == LEASH__STATE_MUTEX ? "" : " (the last one given)");
+    if (s->kind == LEASH__STATE_SEMAPHORE)
         fprintf(f, "permits   %zu of %" PRId64 " in use\n", s->nholders, s->permits);
-    if (s->kind == CLI_KIND_MUTEX)
+    if (s->kind == LEASH__STATE_MUTEX)
         fprintf(f, "marked    %s\n",
                 s->marked ? "yes (someone found it busy: its release and renewals publish)"
                           : "no (nobody waited)");
@@ -486,7 +486,7 @@ static void show_state(FILE *f, const cli_lockstate *s) {
             fprintf(f, "  fence %" PRIu64, h->fence);
         fprintf(f, "  ttl %s\n", cli_ms_text(h->ttl_ms, tb, sizeof(tb)));
     }
-    if (s->kind == CLI_KIND_MUTEX || s->kind == CLI_KIND_REDISSON)
+    if (s->kind == LEASH__STATE_MUTEX || s->kind == LEASH__STATE_REDISSON)
         return;
     fprintf(f, "waiters   %zu\n", s->nwaiters);
     for (i = 0; i < s->nwaiters; i++)

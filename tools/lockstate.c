@@ -1,32 +1,32 @@
 /*
- * One lock's state as one server has it, read (never written) from the
- * layouts of src/dialect: the mutex's string "<token>:<w>:<count>:<fence>"
- * (dialect/leash.c), the lock family's hash (dialect/family.c), and
- * Redisson's RLock hash of "<uuid>:<thread>" -> count. The reads are
+ * One lock's state as one server has it, read (never written): the tool
+ * sends TYPE, the value command and PTTL of a key and TIME, and the
+ * library's dialects make a state of the replies (read_state,
+ * src/dialect/dialect.h): leash's mutex and family layouts, then
+ * Redisson's RLock. The layouts are known there alone. The reads are
  * separate commands, so a state caught while a script ran between them
  * can be a mix of before and after; watch reads again.
  */
 #include "cli.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char *cli_kind_name(int kind) {
     switch (kind) {
-    case CLI_KIND_NONE:
+    case LEASH__STATE_NONE:
         return "none";
-    case CLI_KIND_MUTEX:
+    case LEASH__STATE_MUTEX:
         return "mutex";
-    case CLI_KIND_FAIR:
+    case LEASH__STATE_FAIR:
         return "fair";
-    case CLI_KIND_RW:
+    case LEASH__STATE_RW:
         return "rwlock";
-    case CLI_KIND_SEMAPHORE:
+    case LEASH__STATE_SEMAPHORE:
         return "semaphore";
-    case CLI_KIND_FAMILY:
+    case LEASH__STATE_FAMILY:
         return "family";
-    case CLI_KIND_REDISSON:
+    case LEASH__STATE_REDISSON:
         return "redisson";
     default:
         return "other";
@@ -59,224 +59,47 @@ static int64_t server_ms(cli_conn *c, int node) {
     return ms;
 }
 
-static int all_digits(const char *p, size_t n) {
-    size_t i;
-    if (n == 0)
-        return 0;
-    for (i = 0; i < n; i++)
-        if (!isdigit((unsigned char)p[i]))
-            return 0;
-    return 1;
-}
+/* The dialects whose layouts the tool reads, in the order tried: a key
+ * that is no lock of one may be of the next. */
+static const leash__dialect *const dialects[] = {&leash__dialect_leash, &leash__dialect_redisson};
 
-static cli_holder *add(cli_holder **v, size_t *n) {
-    cli_holder *g = realloc(*v, (*n + 1) * sizeof(**v));
-    if (g == NULL)
+/* The command that reads the value of a key of TYPE answer t, or NULL:
+ * nothing to read (no dialect keeps a lock in such a key). */
+static const char *value_cmd(const redisReply *t) {
+    const char *cmd = NULL;
+    size_t i;
+
+    if (t->type != REDIS_REPLY_STATUS)
         return NULL;
-    *v = g;
-    memset(&g[*n], 0, sizeof(**v));
-    g[*n].ttl_ms = -1;
-    return &g[(*n)++];
+    for (i = 0; i < sizeof(dialects) / sizeof(dialects[0]) && cmd == NULL; i++)
+        cmd = dialects[i]->state_cmd(t->str);
+    return cmd;
 }
 
-static void copy_token(cli_holder *h, const char *p, size_t n) {
-    if (n >= sizeof(h->token))
-        n = sizeof(h->token) - 1;
-    memcpy(h->token, p, n);
-    h->token[n] = '\0';
-}
-
-static int hex_token(const char *p) {
-    return p[0] != '\0' && strspn(p, "0123456789abcdef") == strlen(p);
-}
-
-/* A waiter the lock is kept for, at place `place`. */
-static int add_reserver(cli_lockstate *s, const char *token, int64_t place) {
-    cli_holder *h = add(&s->waiters, &s->nwaiters);
-    if (h == NULL)
-        return 0;
-    copy_token(h, token, strlen(token));
-    h->mode = 'm';
-    h->count = place;
-    return 1;
-}
-
-/* "<token>:<w>:<count>:<fence>", then ":<token>:<since>" for each
- * starving waiter queued for the grants after this hold, oldest first;
- * count 0: nobody holds it, it is kept for token (README "Fairness"). The
- * waiters it is kept or queued for are its waiters, in order. */
-static int read_mutex(const redisReply *v, cli_lockstate *s) {
-    char buf[4096];
-    char *w, *cnt, *fence, *next;
-    cli_holder *h;
-    int64_t place = 1;
-
-    if (v->type != REDIS_REPLY_STRING || v->len >= sizeof(buf))
-        return 0;
-    memcpy(buf, v->str, v->len);
-    buf[v->len] = '\0';
-    if ((w = strchr(buf, ':')) == NULL || (cnt = strchr(w + 1, ':')) == NULL ||
-        (fence = strchr(cnt + 1, ':')) == NULL)
-        return 0;
-    *w++ = *cnt++ = *fence++ = '\0';
-    next = strchr(fence, ':');
-    if (next != NULL)
-        *next++ = '\0';
-    if (!hex_token(buf) || (strcmp(w, "0") != 0 && strcmp(w, "1") != 0) ||
-        !all_digits(cnt, strlen(cnt)) || !all_digits(fence, strlen(fence)))
-        return 0;
-    s->marked = w[0] == '1';
-    s->kind = CLI_KIND_MUTEX;
-    if (strcmp(cnt, "0") == 0) {
-        if (!add_reserver(s, buf, place++))
-            return 0;
-    } else {
-        if ((h = add(&s->holders, &s->nholders)) == NULL)
-            return 0;
-        copy_token(h, buf, strlen(buf));
-        h->mode = 'm';
-        h->count = strtoll(cnt, NULL, 10);
-        h->fence = strtoull(fence, NULL, 10);
-        h->ttl_ms = s->ttl_ms;
-        s->fence = h->fence;
-    }
-    while (next != NULL) {
-        char *token = next, *since = strchr(next, ':');
-        if (since == NULL)
-            return 0;
-        *since++ = '\0';
-        next = strchr(since, ':');
-        if (next != NULL)
-            *next++ = '\0';
-        if (!hex_token(token) || !all_digits(since, strlen(since)) ||
-            !add_reserver(s, token, place++))
-            return 0;
-    }
-    return 1;
-}
-
-/* Redisson: every field "<uuid>:<digits>", every value an integer. */
-static int read_redisson(const redisReply *v, cli_lockstate *s) {
-    size_t i;
-    if (v->elements == 0)
-        return 0;
-    for (i = 0; i + 1 < v->elements; i += 2) {
-        const redisReply *f = v->element[i], *n = v->element[i + 1];
-        const char *colon = f->len ? memchr(f->str, ':', f->len) : NULL;
-        size_t id = colon ? (size_t)(colon - f->str) : 0;
-        if (colon == NULL || id < 8 || strspn(f->str, "0123456789abcdefABCDEF-") != id ||
-            !all_digits(colon + 1, f->len - id - 1) || !all_digits(n->str, n->len))
-            return 0;
-    }
-    for (i = 0; i + 1 < v->elements; i += 2) {
-        cli_holder *h = add(&s->holders, &s->nholders);
-        if (h == NULL)
-            return 0;
-        copy_token(h, v->element[i]->str, v->element[i]->len);
-        h->mode = 'R';
-        h->count = strtoll(v->element[i + 1]->str, NULL, 10);
-        h->ttl_ms = s->ttl_ms;
-    }
-    s->kind = CLI_KIND_REDISSON;
-    return 1;
-}
-
-static const redisReply *field(const redisReply *v, const char *name, size_t nlen) {
-    size_t i;
-    for (i = 0; i + 1 < v->elements; i += 2)
-        if (v->element[i]->len == nlen && memcmp(v->element[i]->str, name, nlen) == 0)
-            return v->element[i + 1];
-    return NULL;
-}
-
-static int place_cmp(const void *a, const void *b) {
-    const cli_holder *x = a, *y = b;
-    return (x->count > y->count) - (x->count < y->count);
-}
-
-/* The number after the skip-th colon of s, or -1. */
-static long long part(const char *s, int skip) {
-    while (skip > 0 && s != NULL) {
-        s = strchr(s, ':');
-        if (s != NULL)
-            s++;
-        skip--;
-    }
-    return s != NULL && isdigit((unsigned char)*s) ? strtoll(s, NULL, 10) : -1;
-}
-
-/* The family's hash (dialect/family.c): h<token> =
- * "<mode>:<count>:<fence>:<client>:<expiry>" per holder, q<token> =
- * "<mode>:<client>:<expiry>:<place>" per waiter; entries whose lease ran
- * out are left out: they hold nothing, and the next script that meets
- * them drops them. */
-static int read_family(const redisReply *v, cli_lockstate *s) {
-    const redisReply *f = field(v, "fence", 5), *p = field(v, "permits", 7);
-    int modes[128] = {0};
-    size_t i;
-
-    s->fence = strtoull(f->str, NULL, 10);
-    s->permits = p ? strtoll(p->str, NULL, 10) : 0;
-    for (i = 0; i + 1 < v->elements; i += 2) {
-        const redisReply *k = v->element[i], *val = v->element[i + 1];
-        const char *tok = k->str + 1;
-        size_t tlen = k->len ? k->len - 1 : 0;
-        int holder = k->len > 0 && k->str[0] == 'h';
-        int64_t exp;
-        cli_holder *h;
-        char buf[160];
-
-        if (tlen != 32 || (!holder && k->str[0] != 'q') || val->len >= sizeof(buf) || val->len < 2)
-            continue;
-        memcpy(buf, val->str, val->len);
-        buf[val->len] = '\0';
-        exp = part(buf, holder ? 4 : 2);
-        if (exp <= s->server_ms)
-            continue;
-        h = holder ? add(&s->holders, &s->nholders) : add(&s->waiters, &s->nwaiters);
-        if (h == NULL)
-            return -1;
-        copy_token(h, tok, tlen);
-        h->mode = buf[0];
-        h->ttl_ms = exp - s->server_ms;
-        modes[(unsigned char)buf[0] & 127] = 1;
-        if (holder) {
-            long long fence = part(buf, 2);
-            h->count = part(buf, 1);
-            h->fence = fence > 0 ? (uint64_t)fence : 0;
-        } else {
-            h->count = part(buf, 3);
-        }
-    }
-    if (s->nwaiters > 1)
-        qsort(s->waiters, s->nwaiters, sizeof(*s->waiters), place_cmp);
-    s->kind = modes['f']                 ? CLI_KIND_FAIR
-              : modes['r'] || modes['w'] ? CLI_KIND_RW
-              : modes['s'] || p != NULL  ? CLI_KIND_SEMAPHORE
-                                         : CLI_KIND_FAMILY;
-    return 0;
-}
-
-/* The lock in what TYPE, the value (GET or HGETALL) and PTTL of a key
- * answered; s has its node and server_ms. 0, or -1 without memory. */
+/* The lock in what TYPE, the value command and PTTL of a key answered; s
+ * has its node and server_ms. 0, or -1 without memory. */
 static int read_value(const char *type, const redisReply *v, const redisReply *ttl,
                       cli_lockstate *s) {
-    if (strcmp(type, "none") == 0)
-        return 0;
-    s->kind = CLI_KIND_OTHER;
-    if (strcmp(type, "string") != 0 && strcmp(type, "hash") != 0)
-        return 0;
-    s->ttl_ms = ttl->type == REDIS_REPLY_INTEGER && ttl->integer >= 0 ? ttl->integer : -1;
-    if (v->type == REDIS_REPLY_NIL) {
-        s->kind = CLI_KIND_NONE; /* gone between TYPE and GET */
-    } else if (v->type == REDIS_REPLY_STRING) {
-        read_mutex(v, s);
-    } else if (v->type == REDIS_REPLY_ARRAY) {
-        const redisReply *f = field(v, "fence", 5);
-        if (f != NULL && f->type == REDIS_REPLY_STRING)
-            return read_family(v, s);
-        read_redisson(v, s);
+    int64_t pttl = ttl != NULL && ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1;
+    leash__state st;
+    size_t i;
+
+    memset(&st, 0, sizeof(st));
+    for (i = 0; i < sizeof(dialects) / sizeof(dialects[0]); i++) {
+        if (dialects[i]->read_state(type, v, pttl, s->server_ms, &st) != 0)
+            return -1;
+        if (st.kind != LEASH__STATE_OTHER)
+            break;
     }
+    s->kind = st.kind;
+    s->ttl_ms = st.ttl_ms;
+    s->fence = st.fence;
+    s->marked = st.marked;
+    s->permits = st.permits;
+    s->holders = st.holders;
+    s->nholders = st.nholders;
+    s->waiters = st.waiters;
+    s->nwaiters = st.nwaiters;
     return 0;
 }
 
@@ -294,8 +117,8 @@ int cli_lock_read(cli_conn *c, int *node, const char *key, size_t len, cli_locks
         goto out;
     }
     snprintf(s->node, sizeof(s->node), "%s", c->nodes[*node].label);
-    if (strcmp(t->str, "string") == 0 || strcmp(t->str, "hash") == 0) {
-        v = key1(c, node, strcmp(t->str, "string") == 0 ? "GET" : "HGETALL", key, len);
+    if (value_cmd(t) != NULL) {
+        v = key1(c, node, value_cmd(t), key, len);
         ttl = v ? key1(c, node, "PTTL", key, len) : NULL;
         if (ttl == NULL || (s->server_ms = server_ms(c, *node)) < 0)
             goto out;
@@ -309,13 +132,6 @@ out:
     if (ttl)
         freeReplyObject(ttl);
     return rc;
-}
-
-/* The value command for what TYPE answered, or NULL: nothing to read. */
-static const char *value_cmd(const redisReply *t) {
-    if (t->type != REDIS_REPLY_STATUS)
-        return NULL;
-    return strcmp(t->str, "string") == 0 ? "GET" : strcmp(t->str, "hash") == 0 ? "HGETALL" : NULL;
 }
 
 /* Whether the pipeline's replies for one key settle it: no error (a

@@ -145,13 +145,13 @@ void cli_print_state_json(FILE *f, const cli_lockstate *s) {
         fprintf(f, ",\"fence\":%" PRIu64, s->fence);
     if (s->fence_max > s->fence)
         fprintf(f, ",\"fence_max\":%" PRIu64, s->fence_max);
-    if (s->kind == CLI_KIND_MUTEX)
+    if (s->kind == LEASH__STATE_MUTEX)
         fprintf(f, ",\"marked\":%s", s->marked ? "true" : "false");
-    if (s->kind == CLI_KIND_SEMAPHORE)
+    if (s->kind == LEASH__STATE_SEMAPHORE)
         fprintf(f, ",\"permits\":%" PRId64, s->permits);
     holders_json(f, "holders", s->holders, s->nholders, 0);
-    if (s->kind != CLI_KIND_MUTEX && s->kind != CLI_KIND_REDISSON && s->kind != CLI_KIND_NONE &&
-        s->kind != CLI_KIND_OTHER)
+    if (s->kind != LEASH__STATE_MUTEX && s->kind != LEASH__STATE_REDISSON &&
+        s->kind != LEASH__STATE_NONE && s->kind != LEASH__STATE_OTHER)
         holders_json(f, "waiters", s->waiters, s->nwaiters, 1);
 }
 

@@ -172,7 +172,7 @@ static void state_event(watcher *w, const cli_lockstate *s, int agree, int of) {
         if (of > 1)
             printf(",\"agree\":%d,\"of\":%d", agree, of);
     } else {
-        printf("  %s", s->kind == CLI_KIND_NONE ? "free" : cli_kind_name(s->kind));
+        printf("  %s", s->kind == LEASH__STATE_NONE ? "free" : cli_kind_name(s->kind));
         for (i = 0; i < s->nholders; i++)
             printf("  holder %s fence %" PRIu64 " ttl %s", s->holders[i].token, s->holders[i].fence,
                    cli_ms_text(s->holders[i].ttl_ms, tb, sizeof(tb)));
@@ -446,7 +446,7 @@ static size_t channel_of(const cli_conn *c, int kind, const char *name, const ch
     size_t len = 0;
     char what[32];
 
-    if (kind == CLI_KIND_REDISSON) {
+    if (kind == LEASH__STATE_REDISSON) {
         *chan = cli_redisson_channel(c, name, &len);
         return len;
     }
@@ -483,8 +483,8 @@ int cli_watch(cli_conn *c, const cli_args *a) {
     }
     /* Every server that may publish: the key's master, or each Redlock
      * server. A family lock has no channel of its own to listen to. */
-    if (first.kind != CLI_KIND_FAIR && first.kind != CLI_KIND_RW &&
-        first.kind != CLI_KIND_SEMAPHORE && first.kind != CLI_KIND_FAMILY) {
+    if (first.kind != LEASH__STATE_FAIR && first.kind != LEASH__STATE_RW &&
+        first.kind != LEASH__STATE_SEMAPHORE && first.kind != LEASH__STATE_FAMILY) {
         if ((chan_len = channel_of(c, first.kind, a->name, key, plen + nlen, &chan)) == 0) {
             snprintf(c->err, sizeof(c->err), "out of memory");
         } else if (c->topology == LEASH_TOPOLOGY_REDLOCK) {

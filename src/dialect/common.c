@@ -424,3 +424,49 @@ static void parse_raise(const redisReply *r, leash__answer *a, size_t n, const l
 }
 
 const leash__opdef leash__op_raise = {"fence raise", LEASH__OP_RAISE, parse_raise};
+
+/* ---- reading a lock back ---- */
+
+void leash__state_clear(leash__state *s) {
+    free(s->holders);
+    free(s->waiters);
+    memset(s, 0, sizeof(*s));
+}
+
+leash__state_entry *leash__state_add(leash__state_entry **v, size_t *n, const char *token,
+                                     size_t len) {
+    leash__state_entry *grown = realloc(*v, (*n + 1) * sizeof(**v)), *h;
+
+    if (grown == NULL)
+        return NULL;
+    *v = grown;
+    h = &grown[(*n)++];
+    memset(h, 0, sizeof(*h));
+    if (len >= sizeof(h->token))
+        len = sizeof(h->token) - 1;
+    memcpy(h->token, token, len);
+    h->ttl_ms = -1;
+    return h;
+}
+
+int leash__all_digits(const char *p, size_t n) {
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+    return n > 0;
+}
+
+const redisReply *leash__hash_field(const redisReply *all, const char *name) {
+    size_t i, len = strlen(name);
+
+    if (all == NULL || all->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (i = 0; i + 1 < all->elements; i += 2) {
+        const redisReply *f = all->element[i];
+        if (f->type == REDIS_REPLY_STRING && f->len == len && memcmp(f->str, name, len) == 0)
+            return all->element[i + 1];
+    }
+    return NULL;
+}

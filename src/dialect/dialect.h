@@ -138,6 +138,49 @@ typedef struct leash__msg {
     const char *reserved;
 } leash__msg;
 
+/* One lock's state as one server has it, in no dialect's layout: what
+ * read_state makes of the replies, for the leash tool (`leash inspect`,
+ * `watch`), the tests and the benchmarks, so that the layout is read in
+ * the dialect alone. */
+enum leash__state_kind {
+    LEASH__STATE_NONE = 0,  /* no key */
+    LEASH__STATE_OTHER,     /* a key that is no lock of the dialect */
+    LEASH__STATE_MUTEX,     /* leash_lock_new */
+    LEASH__STATE_FAIR,      /* leash_fair_lock_new */
+    LEASH__STATE_RW,        /* leash_read_lock_new / leash_write_lock_new */
+    LEASH__STATE_SEMAPHORE, /* leash_semaphore_new */
+    LEASH__STATE_FAMILY,    /* a family lock with nobody in it now */
+    LEASH__STATE_REDISSON   /* Redisson's RLock layout */
+};
+
+/* Room for a holder's name: leash's 32 hex digits, Redisson's
+ * "<uuid>:<thread id>" (longer ones are cut). */
+#define LEASH__STATE_TOKEN_MAX 96
+
+typedef struct leash__state_entry {
+    char token[LEASH__STATE_TOKEN_MAX];
+    char mode;      /* m mutex, f fair, r read, w write, s semaphore, R Redisson */
+    int64_t count;  /* holder: reentrant holds; waiter: its place (1 first) */
+    uint64_t fence; /* 0: none (Redisson, a waiter) */
+    int64_t ttl_ms; /* lease left; -1 none known */
+} leash__state_entry;
+
+typedef struct leash__state {
+    int kind;                    /* enum leash__state_kind */
+    int64_t ttl_ms;              /* the key's PTTL, -1 none */
+    uint64_t fence;              /* the last fence given (0 none) */
+    int marked;                  /* mutex: someone found it busy (its releases publish) */
+    int64_t permits;             /* semaphore; 0 otherwise */
+    int64_t server_ms;           /* the server's clock when read */
+    leash__state_entry *holders; /* malloc'ed (leash__state_clear) */
+    size_t nholders;
+    leash__state_entry *waiters; /* in queue order */
+    size_t nwaiters;
+} leash__state;
+
+/* Frees what read_state allocated and zeroes s. */
+void leash__state_clear(leash__state *s);
+
 typedef struct leash__dialect {
     const char *name;
     /* The names of lock `name` (1..LEASH_NAME_MAX bytes) with key_prefix
@@ -204,7 +247,42 @@ typedef struct leash__dialect {
      * kept (README "Fairness"). 0: count is never below 1 (Redisson's
      * layout keeps Redisson's rules). */
     int reserves;
+    /* Reading a lock back (never written): state_cmd is the command that
+     * reads the value of a key whose TYPE answered type ("GET",
+     * "HGETALL"), NULL when the dialect keeps no lock in such a key.
+     * read_state fills *out (which it zeroes first) from TYPE's answer,
+     * that command's reply (NULL when there was none), the key's PTTL and
+     * the server's clock (TIME, ms; holders and waiters whose lease ran
+     * out by then are left out): kind OTHER for a key that is no lock of
+     * this dialect. 0, or -1 without memory (*out then cleared). */
+    const char *(*state_cmd)(const char *type);
+    int (*read_state)(const char *type, const struct redisReply *value, int64_t pttl,
+                      int64_t server_ms, leash__state *out);
 } leash__dialect;
+
+/* leash's scripts by id: each is the index of its script in
+ * leash__dialect_leash.scripts (dialect/leash.c fills the array by these
+ * ids, and nscripts is its length), for the fake servers of the tests and
+ * the benchmarks, which tell the scripts apart. */
+enum leash__leash_script_id {
+    LEASH__LEASH_SCRIPT_ACQUIRE,
+    LEASH__LEASH_SCRIPT_RELEASE,
+    LEASH__LEASH_SCRIPT_RENEW,
+    LEASH__LEASH_SCRIPT_FORCE,
+    LEASH__LEASH_SCRIPT_RAISE,
+    LEASH__LEASH_SCRIPT_FAMILY_ACQUIRE,
+    LEASH__LEASH_SCRIPT_FAMILY_RELEASE,
+    LEASH__LEASH_SCRIPT_COUNT
+};
+/* Redisson's dialect's scripts by id (dialect/redisson.c), likewise. */
+enum leash__redisson_script_id {
+    LEASH__REDISSON_SCRIPT_ACQUIRE,
+    LEASH__REDISSON_SCRIPT_RELEASE,
+    LEASH__REDISSON_SCRIPT_RENEW,
+    LEASH__REDISSON_SCRIPT_FORCE,
+    LEASH__REDISSON_SCRIPT_RAISE,
+    LEASH__REDISSON_SCRIPT_COUNT
+};
 
 /* leash's own layout (dialect/leash.c). */
 extern const leash__dialect leash__dialect_leash;
@@ -253,6 +331,15 @@ size_t leash__floor_name(const leash__names *n, char *buf);
  * first three slots are the call's own. NULL without memory. */
 leash__cmd *leash__script_cmd(const leash__script *s, int numkeys, int argc, const char **argv,
                               size_t *lens, unsigned flags, int64_t deadline);
+
+/* What read_state readers share (dialect/common.c): a new holder or
+ * waiter at the end of *v (token of len bytes, cut to fit; ttl_ms -1), or
+ * NULL without memory; whether p[0..n) is n > 0 decimal digits; the value
+ * of field `name` in an HGETALL reply, or NULL. */
+leash__state_entry *leash__state_add(leash__state_entry **v, size_t *n, const char *token,
+                                     size_t len);
+int leash__all_digits(const char *p, size_t n);
+const struct redisReply *leash__hash_field(const struct redisReply *all, const char *name);
 
 void leash__names_clear(leash__names *n);
 /* "publish" or "spublish" (sharded), for n's messages; its length in *len.

@@ -88,6 +88,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis/hiredis.h>
 #include <leash/leash.h>
 
 #include "base/slot.h"
@@ -464,4 +465,84 @@ leash__cmd *leash__family_force_cmd(const leash__names *n, int64_t deadline) {
     /* EVAL, never resent: as the mutex's force (dialect/leash.c). */
     buf = leash__script_eval_call(&len, &force_script, 1, 6, argv, lens);
     return leash__publishing_cmd(buf, len, 5, deadline);
+}
+
+/* ---- reading a lock back ---- */
+
+/* The number after the skip-th colon of v[0..len), or -1. */
+static long long entry_part(const char *v, size_t len, int skip) {
+    const char *p = v, *end = v + len;
+    char digits[21];
+    size_t n = 0;
+
+    for (; skip > 0; skip--) {
+        if ((p = memchr(p, ':', (size_t)(end - p))) == NULL)
+            return -1;
+        p++;
+    }
+    while (p + n < end && p[n] >= '0' && p[n] <= '9' && n + 1 < sizeof(digits))
+        n++;
+    if (n == 0)
+        return -1;
+    memcpy(digits, p, n);
+    digits[n] = '\0';
+    return strtoll(digits, NULL, 10);
+}
+
+static int by_place(const void *a, const void *b) {
+    const leash__state_entry *x = a, *y = b;
+    return (x->count > y->count) - (x->count < y->count);
+}
+
+/* The fields named at the top: h<token> holders, q<token> waiters (by
+ * place); entries whose lease ran out by s->server_ms are left out: they
+ * hold nothing, and the next script that meets them drops them. The kind
+ * is the modes' (a semaphore's permits field stays while nobody holds). */
+int leash__family_read_state(const struct redisReply *all, leash__state *s) {
+    const redisReply *fence = leash__hash_field(all, "fence"),
+                     *permits = leash__hash_field(all, "permits");
+    int modes[128] = {0};
+    size_t i;
+
+    if (fence == NULL || fence->type != REDIS_REPLY_STRING)
+        return 0;
+    s->fence = strtoull(fence->str, NULL, 10);
+    s->permits = permits != NULL && permits->type == REDIS_REPLY_STRING
+                     ? strtoll(permits->str, NULL, 10)
+                     : 0;
+    for (i = 0; i + 1 < all->elements; i += 2) {
+        const redisReply *k = all->element[i], *v = all->element[i + 1];
+        int holder;
+        long long expiry;
+        leash__state_entry *h;
+
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
+            k->len != 1 + LEASH__TOKEN_LEN || (k->str[0] != 'h' && k->str[0] != 'q') || v->len < 2)
+            continue;
+        holder = k->str[0] == 'h';
+        expiry = entry_part(v->str, v->len, holder ? 4 : 2);
+        if (expiry <= s->server_ms)
+            continue;
+        h = holder ? leash__state_add(&s->holders, &s->nholders, k->str + 1, LEASH__TOKEN_LEN)
+                   : leash__state_add(&s->waiters, &s->nwaiters, k->str + 1, LEASH__TOKEN_LEN);
+        if (h == NULL)
+            return -1;
+        h->mode = v->str[0];
+        h->ttl_ms = expiry - s->server_ms;
+        modes[(unsigned char)v->str[0] & 127] = 1;
+        if (holder) {
+            long long f = entry_part(v->str, v->len, 2);
+            h->count = entry_part(v->str, v->len, 1);
+            h->fence = f > 0 ? (uint64_t)f : 0;
+        } else {
+            h->count = entry_part(v->str, v->len, 3);
+        }
+    }
+    if (s->nwaiters > 1)
+        qsort(s->waiters, s->nwaiters, sizeof(*s->waiters), by_place);
+    s->kind = modes['f']                      ? LEASH__STATE_FAIR
+              : modes['r'] || modes['w']      ? LEASH__STATE_RW
+              : modes['s'] || permits != NULL ? LEASH__STATE_SEMAPHORE
+                                              : LEASH__STATE_FAMILY;
+    return 1;
 }

@@ -290,13 +290,15 @@ static const char force_lua[] =
     "return 1\n";
 
 static leash__script acquire_script, acquire_script_60, release_script, renew_script, force_script;
-static const leash__script *const scripts[] = {&acquire_script,
-                                               &release_script,
-                                               &renew_script,
-                                               &force_script,
-                                               &leash__raise_script,
-                                               &leash__family_acquire_script,
-                                               &leash__family_release_script};
+/* By id (dialect.h), so that the ids and the array cannot drift apart. */
+static const leash__script *const scripts[LEASH__LEASH_SCRIPT_COUNT] = {
+    [LEASH__LEASH_SCRIPT_ACQUIRE] = &acquire_script,
+    [LEASH__LEASH_SCRIPT_RELEASE] = &release_script,
+    [LEASH__LEASH_SCRIPT_RENEW] = &renew_script,
+    [LEASH__LEASH_SCRIPT_FORCE] = &force_script,
+    [LEASH__LEASH_SCRIPT_RAISE] = &leash__raise_script,
+    [LEASH__LEASH_SCRIPT_FAMILY_ACQUIRE] = &leash__family_acquire_script,
+    [LEASH__LEASH_SCRIPT_FAMILY_RELEASE] = &leash__family_release_script};
 
 /* The SHA1s of leash's own scripts (leash__dialects_init). */
 void leash__leash_scripts_init(void) {
@@ -426,11 +428,110 @@ static void message(const char *msg, size_t len, leash__msg *out) {
     }
 }
 
+/* ---- reading a lock back ---- */
+
+static int hex_token(const char *p, size_t n) {
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+            return 0;
+    return n > 0;
+}
+
+/* The part of [*p, end) up to the next ':' (or the end): its start, its
+ * length in *len; *p moves past it, and *more says whether a ':' ended it. */
+static const char *next_part(const char **p, const char *end, size_t *len, int *more) {
+    const char *start = *p, *colon = memchr(start, ':', (size_t)(end - start));
+
+    *more = colon != NULL;
+    *len = (size_t)((colon != NULL ? colon : end) - start);
+    *p = start + *len + *more;
+    return start;
+}
+
+/* The mutex's string (see the top): "<token>:<w>:<count>:<fence>", then
+ * ":<token>:<since>" per queued waiter; count 0: nobody holds it, it is
+ * kept for token, the first of its waiters. 1, 0 for a string of another
+ * shape (no lock), -1 without memory. */
+static int read_mutex(const redisReply *v, leash__state *s) {
+    const char *p = v->str, *end = v->str + v->len, *part[4], *since;
+    size_t len[4], since_len;
+    int64_t place = 1;
+    leash__state_entry *h;
+    int more = 1, i;
+
+    for (i = 0; i < 4; i++) {
+        if (!more)
+            return 0;
+        part[i] = next_part(&p, end, &len[i], &more);
+    }
+    if (!hex_token(part[0], len[0]) || len[1] != 1 || (part[1][0] != '0' && part[1][0] != '1') ||
+        !leash__all_digits(part[2], len[2]) || !leash__all_digits(part[3], len[3]))
+        return 0;
+    s->kind = LEASH__STATE_MUTEX;
+    s->marked = part[1][0] == '1';
+    if (len[2] == 1 && part[2][0] == '0') {
+        h = leash__state_add(&s->waiters, &s->nwaiters, part[0], len[0]);
+        if (h == NULL)
+            return -1;
+        h->count = place++;
+    } else {
+        if ((h = leash__state_add(&s->holders, &s->nholders, part[0], len[0])) == NULL)
+            return -1;
+        h->count = strtoll(part[2], NULL, 10);
+        h->fence = s->fence = strtoull(part[3], NULL, 10);
+        h->ttl_ms = s->ttl_ms;
+    }
+    h->mode = 'm';
+    while (more) {
+        const char *tok = next_part(&p, end, &len[0], &more);
+        if (!more)
+            return 0;
+        since = next_part(&p, end, &since_len, &more);
+        if (!hex_token(tok, len[0]) || !leash__all_digits(since, since_len))
+            return 0;
+        if ((h = leash__state_add(&s->waiters, &s->nwaiters, tok, len[0])) == NULL)
+            return -1;
+        h->mode = 'm';
+        h->count = place++;
+    }
+    return 1;
+}
+
+static const char *state_cmd(const char *type) {
+    return strcmp(type, "string") == 0 ? "GET" : strcmp(type, "hash") == 0 ? "HGETALL" : NULL;
+}
+
+/* A string is the mutex's, a hash with a fence field the family's. */
+static int read_state(const char *type, const redisReply *value, int64_t pttl, int64_t server_ms,
+                      leash__state *out) {
+    int rc = 0;
+
+    memset(out, 0, sizeof(*out));
+    out->ttl_ms = pttl >= 0 ? pttl : -1;
+    out->server_ms = server_ms;
+    if (strcmp(type, "none") == 0 || (value != NULL && value->type == REDIS_REPLY_NIL))
+        return 0; /* NONE: also a key gone between TYPE and its read */
+    out->kind = LEASH__STATE_OTHER;
+    if (value != NULL && value->type == REDIS_REPLY_STRING && strcmp(type, "string") == 0)
+        rc = read_mutex(value, out);
+    else if (value != NULL && value->type == REDIS_REPLY_ARRAY && strcmp(type, "hash") == 0)
+        rc = leash__family_read_state(value, out);
+    if (rc <= 0) { /* no lock of this dialect after all, or no memory */
+        leash__state_clear(out);
+        out->kind = LEASH__STATE_OTHER;
+        out->ttl_ms = pttl >= 0 ? pttl : -1;
+        out->server_ms = server_ms;
+    }
+    return rc < 0 ? -1 : 0;
+}
+
 const leash__dialect leash__dialect_leash = {
     .name = "leash",
     .names = make_names,
     .scripts = scripts,
-    .nscripts = 7,
+    .nscripts = sizeof(scripts) / sizeof(scripts[0]),
     .acquire = &leash__op_acquire,
     .release = &leash__op_release,
     .renew = &leash__op_renew,
@@ -449,4 +550,6 @@ const leash__dialect leash__dialect_leash = {
     .family_release_cmd = leash__family_release_cmd,
     .family_force_cmd = leash__family_force_cmd,
     .reserves = 1,
+    .state_cmd = state_cmd,
+    .read_state = read_state,
 };

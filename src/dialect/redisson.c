@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis/hiredis.h>
 #include <leash/leash.h>
 
 #include "base/token.h"
@@ -166,8 +167,13 @@ static const char force_lua[] = "local ty = redis.call('type', KEYS[1])['ok']\n"
                                 "return 1\n";
 
 static leash__script acquire_script, release_script, renew_script, force_script;
-static const leash__script *const scripts[] = {&acquire_script, &release_script, &renew_script,
-                                               &force_script, &leash__raise_script};
+/* By id (dialect.h). */
+static const leash__script *const scripts[LEASH__REDISSON_SCRIPT_COUNT] = {
+    [LEASH__REDISSON_SCRIPT_ACQUIRE] = &acquire_script,
+    [LEASH__REDISSON_SCRIPT_RELEASE] = &release_script,
+    [LEASH__REDISSON_SCRIPT_RENEW] = &renew_script,
+    [LEASH__REDISSON_SCRIPT_FORCE] = &force_script,
+    [LEASH__REDISSON_SCRIPT_RAISE] = &leash__raise_script};
 
 void leash__redisson_scripts_init(void) {
     leash__script_init(&acquire_script, acquire_lua);
@@ -310,11 +316,60 @@ static void message(const char *msg, size_t len, leash__msg *out) {
     out->kind = len == 1 && msg[0] == '0' ? LEASH__MSG_RELEASED : LEASH__MSG_OTHER;
 }
 
+/* ---- reading a lock back ---- */
+
+static const char *state_cmd(const char *type) {
+    return strcmp(type, "hash") == 0 ? "HGETALL" : NULL;
+}
+
+/* Every field "<uuid>:<digits>" (Redisson's uuid, or a leash token as one),
+ * every value a count; anything else is no RLock. */
+static int read_state(const char *type, const redisReply *value, int64_t pttl, int64_t server_ms,
+                      leash__state *out) {
+    size_t i;
+
+    memset(out, 0, sizeof(*out));
+    out->ttl_ms = pttl >= 0 ? pttl : -1;
+    out->server_ms = server_ms;
+    if (strcmp(type, "none") == 0 || (value != NULL && value->type == REDIS_REPLY_NIL))
+        return 0;
+    out->kind = LEASH__STATE_OTHER;
+    if (strcmp(type, "hash") != 0 || value == NULL || value->type != REDIS_REPLY_ARRAY ||
+        value->elements == 0)
+        return 0;
+    for (i = 0; i + 1 < value->elements; i += 2) {
+        const redisReply *f = value->element[i], *n = value->element[i + 1];
+        const char *colon;
+        size_t id;
+
+        if (f->type != REDIS_REPLY_STRING || n->type != REDIS_REPLY_STRING)
+            return 0;
+        colon = f->len > 0 ? memchr(f->str, ':', f->len) : NULL;
+        id = colon != NULL ? (size_t)(colon - f->str) : 0;
+        if (colon == NULL || id < 8 || strspn(f->str, "0123456789abcdefABCDEF-") < id ||
+            !leash__all_digits(colon + 1, f->len - id - 1) || !leash__all_digits(n->str, n->len))
+            return 0;
+    }
+    for (i = 0; i + 1 < value->elements; i += 2) {
+        const redisReply *f = value->element[i];
+        leash__state_entry *h = leash__state_add(&out->holders, &out->nholders, f->str, f->len);
+        if (h == NULL) {
+            leash__state_clear(out);
+            return -1;
+        }
+        h->mode = 'R';
+        h->count = strtoll(value->element[i + 1]->str, NULL, 10);
+        h->ttl_ms = out->ttl_ms;
+    }
+    out->kind = LEASH__STATE_REDISSON;
+    return 0;
+}
+
 const leash__dialect leash__dialect_redisson = {
     .name = "redisson",
     .names = make_names,
     .scripts = scripts,
-    .nscripts = 5,
+    .nscripts = sizeof(scripts) / sizeof(scripts[0]),
     .acquire = &leash__op_acquire,
     .release = &leash__op_release,
     .renew = &leash__op_renew,
@@ -328,4 +383,6 @@ const leash__dialect leash__dialect_redisson = {
     .raise_cmd = leash__raise_cmd,
     .propose_fence = leash__hold_propose_fence,
     .message = message,
+    .state_cmd = state_cmd,
+    .read_state = read_state,
 };

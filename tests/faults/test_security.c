@@ -236,7 +236,8 @@ TEST(owner_tokens_are_never_shared) {
 
 /* The release script, run by hand with any token (a first send). */
 static long long release_with(test_redis *r, const char *token) {
-    return test_redis_int(r, "EVAL %s 1 %s %s 0 %s 0", leash__dialect_leash.scripts[1]->src,
+    return test_redis_int(r, "EVAL %s 1 %s %s 0 %s 0",
+                          leash__dialect_leash.scripts[LEASH__LEASH_SCRIPT_RELEASE]->src,
                           "leash:victim", token, "leash:victim-channel");
 }
 

@@ -12,20 +12,23 @@
 
 #include "dialect/dialect.h"
 
-/* In the order of leash__dialect_leash.scripts. */
+/* The dialect's own ids (the index of each script in
+ * leash__dialect_leash.scripts), under the tests' short names. */
 enum {
     LS_NONE = -1,
-    LS_ACQUIRE = 0,
-    LS_RELEASE = 1,
-    LS_RENEW = 2,
-    LS_FORCE = 3,
-    LS_RAISE = 4,
-    LS_FAMILY_ACQUIRE = 5,
-    LS_FAMILY_RELEASE = 6
+    LS_ACQUIRE = LEASH__LEASH_SCRIPT_ACQUIRE,
+    LS_RELEASE = LEASH__LEASH_SCRIPT_RELEASE,
+    LS_RENEW = LEASH__LEASH_SCRIPT_RENEW,
+    LS_FORCE = LEASH__LEASH_SCRIPT_FORCE,
+    LS_RAISE = LEASH__LEASH_SCRIPT_RAISE,
+    LS_FAMILY_ACQUIRE = LEASH__LEASH_SCRIPT_FAMILY_ACQUIRE,
+    LS_FAMILY_RELEASE = LEASH__LEASH_SCRIPT_FAMILY_RELEASE
 };
 
-static inline int leash_script_of(int argc, const char *const *argv, const size_t *lens) {
-    const leash__dialect *d = &leash__dialect_leash;
+/* The id of the script of dialect d (its index in d->scripts) that a
+ * command calls, LS_NONE for none. */
+static inline int leash_script_in(const leash__dialect *d, int argc, const char *const *argv,
+                                  const size_t *lens) {
     int i;
 
     leash__dialects_init();
@@ -43,6 +46,11 @@ static inline int leash_script_of(int argc, const char *const *argv, const size_
         }
     }
     return LS_NONE;
+}
+
+/* The id of leash's own script that a command calls. */
+static inline int leash_script_of(int argc, const char *const *argv, const size_t *lens) {
+    return leash_script_in(&leash__dialect_leash, argc, argv, lens);
 }
 
 #endif

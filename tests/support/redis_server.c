@@ -873,3 +873,30 @@ long long test_redis_calls(test_redis *r, const char *command) {
     freeReplyObject(reply);
     return calls;
 }
+
+long long test_redis_lock_calls(test_redis *r) {
+    static const char *const others[] = {"info",    "config", "replconf", "ping",
+                                         "cluster", "client", "command",  "select",
+                                         "auth",    "hello",  "readonly", "role"};
+    redisReply *rep = test_redis_cmd(r, "INFO commandstats");
+    const char *p;
+    long long n = 0;
+
+    if (rep == NULL || rep->type != REDIS_REPLY_STRING) {
+        if (rep != NULL)
+            freeReplyObject(rep);
+        return -1;
+    }
+    for (p = strstr(rep->str, "cmdstat_"); p != NULL; p = strstr(p + 1, "cmdstat_")) {
+        const char *name = p + 8, *calls = strstr(p, ":calls=");
+        size_t i, len = strcspn(name, ":|");
+        int other = 0;
+        for (i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+            if (strlen(others[i]) == len && strncmp(name, others[i], len) == 0)
+                other = 1;
+        if (calls != NULL && !other)
+            n += strtoll(calls + 7, NULL, 10);
+    }
+    freeReplyObject(rep);
+    return n;
+}

@@ -137,6 +137,13 @@ long long test_redis_int(test_redis *r, const char *fmt, ...);
  * CONFIG RESETSTAT sets them all back to 0. */
 long long test_redis_calls(test_redis *r, const char *command);
 
+/* Calls of every command counted since the last CONFIG RESETSTAT (INFO
+ * commandstats: scripts' runs and what they ran), but the harness's own
+ * (INFO, CONFIG) and what servers and connections say among themselves (a
+ * replica's REPLCONF ACK every second, PING, CLUSTER, HELLO, ...): what
+ * clients of the locks cost Redis. -1 on failure. */
+long long test_redis_lock_calls(test_redis *r);
+
 /* A folder of throwaway certificates made once per process with
  * scripts/make-certs (its top comment lists the files), under
  * test_tmpdir(); NULL when that failed (said on stderr). */
