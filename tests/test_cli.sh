@@ -315,6 +315,18 @@ jq -e 'length == 1 and .[0].name == "m" and (.[0].fence // .[0].servers[0].fence
 "${rcli[@]}" set leash:plain hello >/dev/null
 expect_rc 1 L show plain
 "${rcli[@]}" del leash:plain >/dev/null
+# A hash with a fence but no held field is a WRONGTYPE to the family's
+# scripts (a force release fails), so it is no lock to the tool either.
+"${rcli[@]}" hset leash:nohold fence 5 h0123456789abcdef0123456789abcdef \
+    f:1:5:0123456789abcdef0123456789abcdef:99999999999999 >/dev/null
+expect_rc 1 L show nohold
+"${rcli[@]}" del leash:nohold >/dev/null
+# The counts of a key of anyone's add up without wrapping round.
+"${rcli[@]}" hset leash:huge "${rs_field%:1}:1" 9223372036854775807 \
+    "${rs_field%:1}:2" 9223372036854775807 >/dev/null
+expect_rc 0 L ls 'huge*'
+[[ $out == *" 9223372036854775807 "* && $out != *" -2 "* ]] || fail "ls huge: $out"
+"${rcli[@]}" del leash:huge >/dev/null
 
 # A name that is not UTF-8 still makes JSON that a strict reader takes.
 printf 'SET "leash:bin\\xff\\xc3(" 0123456789abcdef0123456789abcdef:0:1:7 PX 30000\n' |

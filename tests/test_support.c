@@ -836,6 +836,70 @@ TEST(t_read_state_reads_what_the_scripts_write) {
     test_redis_stop(&r);
 }
 
+/* read_state takes for a lock what the scripts take for one, no more:
+ * a hash with a fence but no held field, or a mutex string whose tail is
+ * no queue, is a WRONGTYPE to the scripts and "other" here (the tool
+ * showed the hash as a fair lock whose force release then failed). And
+ * test_lock_value answers -1 for a holder token that is not 32 digits,
+ * rather than copying 33 bytes of it without a NUL. */
+TEST(t_read_state_takes_what_the_scripts_take_for_a_lock) {
+    const leash__dialect *d = &leash__dialect_leash;
+    leash__names fam, n;
+    leash__state st;
+    test_redis r;
+    redisContext *c;
+    redisReply *rep;
+    char token[33];
+    static const char live[] = "f:1:5:cccccccccccccccccccccccccccccccc:99999999999999";
+
+    leash__dialects_init();
+    CHECK(test_redis_start(&r, NULL) == 0);
+    c = test_redis_connect_admin(&r, 2000);
+    CHECK(c != NULL);
+    memset(&fam, 0, sizeof(fam));
+    memset(&n, 0, sizeof(n));
+    CHECK_EQ_INT(d->family_names(&fam, NULL, "leash:", "nh", 0, tok_b), LEASH_OK);
+    CHECK_EQ_INT(d->names(&n, NULL, "leash:", "tail", 0), LEASH_OK);
+
+    /* A family hash without held: the scripts refuse it, so does the reader. */
+    freeReplyObject(redisCommand(c, "HSET leash:nh fence 5 h%s %s", tok_a, live));
+    rep = test_cmd_run(c, d->family_acquire_cmd(&fam, tok_b, 1000, 'f', 0, 0, 1, NULL, 0, 0));
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "WRONGTYPE") != NULL);
+    freeReplyObject(rep);
+    read_back(c, d, "leash:nh", &st);
+    CHECK_EQ_INT(st.kind, LEASH__STATE_OTHER);
+    CHECK(st.nholders == 0 && st.holders == NULL);
+    /* With held, it is the fair lock it says it is. */
+    freeReplyObject(redisCommand(c, "HSET leash:nh held 1"));
+    read_back(c, d, "leash:nh", &st);
+    CHECK_EQ_INT(st.kind, LEASH__STATE_FAIR);
+    CHECK(st.nholders == 1 && st.holders[0].count == 1 && st.holders[0].fence == 5);
+    leash__state_clear(&st);
+
+    /* A mutex whose tail is no queue of ":<token>:<since>". */
+    freeReplyObject(redisCommand(c, "SET leash:tail %s:1:2:17:zz:1 PX 60000", tok_a));
+    rep = test_cmd_run(c, d->acquire_cmd(&n, tok_b, 1000, 1, 0, 0));
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "WRONGTYPE") != NULL);
+    freeReplyObject(rep);
+    read_back(c, d, "leash:tail", &st);
+    CHECK_EQ_INT(st.kind, LEASH__STATE_OTHER);
+    CHECK_EQ_INT(test_lock_value(&r, "leash:tail", NULL, NULL), -1);
+
+    /* A holder token of 40 hex digits: the scripts' %x+ takes it, the
+     * 33-byte token of test_lock_value cannot. */
+    freeReplyObject(redisCommand(c, "SET leash:long %s01234567:0:1:5 PX 60000", tok_a));
+    memset(token, 'x', sizeof(token));
+    CHECK_EQ_INT(test_lock_value(&r, "leash:long", token, NULL), -1);
+    read_back(c, d, "leash:long", &st);
+    CHECK(st.kind == LEASH__STATE_MUTEX && st.nholders == 1 && strlen(st.holders[0].token) == 40);
+    leash__state_clear(&st);
+
+    leash__names_clear(&fam);
+    leash__names_clear(&n);
+    redisFree(c);
+    test_redis_stop(&r);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--harness-demo") == 0)
         return test_main(argc - 1, argv + 1, demo_cases);
@@ -861,6 +925,7 @@ int main(int argc, char **argv) {
                          TEST_CASE(t_evloop),
                          TEST_CASE(t_script_ids_name_the_scripts_each_command_calls),
                          TEST_CASE(t_read_state_reads_what_the_scripts_write),
+                         TEST_CASE(t_read_state_takes_what_the_scripts_take_for_a_lock),
                          {0},
                      });
 }

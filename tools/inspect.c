@@ -278,7 +278,10 @@ static void view_line(FILE *f, const cli_conn *c, const view *v, int full) {
     uint64_t lo, hi;
 
     for (i = 0; i < s->nholders; i++) {
-        holds += s->holders[i].count;
+        /* Saturated: a key that is no leash's own can name any count. */
+        holds = s->holders[i].count > 0 && holds > INT64_MAX - s->holders[i].count
+                    ? INT64_MAX
+                    : holds + s->holders[i].count;
         if (s->kind != LEASH__STATE_MUTEX && s->kind != LEASH__STATE_REDISSON &&
             (i == 0 || s->holders[i].ttl_ms > ttl))
             ttl = s->holders[i].ttl_ms;

@@ -497,14 +497,17 @@ static int by_place(const void *a, const void *b) {
 /* The fields named at the top: h<token> holders, q<token> waiters (by
  * place); entries whose lease ran out by s->server_ms are left out: they
  * hold nothing, and the next script that meets them drops them. The kind
- * is the modes' (a semaphore's permits field stays while nobody holds). */
+ * is the modes' (a semaphore's permits field stays while nobody holds). A
+ * hash without fence or held is no lock to the scripts (fam_load), so it
+ * is none here either. */
 int leash__family_read_state(const struct redisReply *all, leash__state *s) {
     const redisReply *fence = leash__hash_field(all, "fence"),
                      *permits = leash__hash_field(all, "permits");
     int modes[128] = {0};
     size_t i;
 
-    if (fence == NULL || fence->type != REDIS_REPLY_STRING)
+    if (fence == NULL || fence->type != REDIS_REPLY_STRING ||
+        leash__hash_field(all, "held") == NULL)
         return 0;
     s->fence = strtoull(fence->str, NULL, 10);
     s->permits = permits != NULL && permits->type == REDIS_REPLY_STRING

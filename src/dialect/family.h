@@ -308,7 +308,8 @@ leash__cmd *leash__family_release_cmd(const leash__names *n, const char *token, 
 leash__cmd *leash__family_force_cmd(const leash__names *n, int64_t deadline);
 /* A family lock's hash (HGETALL reply all) into s, whose ttl_ms and
  * server_ms are set (read_state, dialect.h). 1, 0 when all is no family
- * lock's hash (no fence field), -1 without memory. */
+ * lock's hash (no fence or no held field: the scripts' WRONGTYPE), -1
+ * without memory. */
 int leash__family_read_state(const struct redisReply *all, leash__state *s);
 
 #endif

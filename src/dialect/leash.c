@@ -503,7 +503,7 @@ static const char *state_cmd(const char *type) {
     return strcmp(type, "string") == 0 ? "GET" : strcmp(type, "hash") == 0 ? "HGETALL" : NULL;
 }
 
-/* A string is the mutex's, a hash with a fence field the family's. */
+/* A string is the mutex's, a hash with fence and held fields the family's. */
 static int read_state(const char *type, const redisReply *value, int64_t pttl, int64_t server_ms,
                       leash__state *out) {
     int rc = 0;

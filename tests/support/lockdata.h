@@ -17,8 +17,9 @@ extern "C" {
 
 /* The hold count of the mutex at `key` (db 0), 0 when there is no such key
  * or nobody holds it (it is only kept for a waiter), -1 when it is not a
- * mutex. token (33 bytes: 32 hex digits and a NUL) and fence may be NULL;
- * they are set only for a held lock. */
+ * mutex or its holder's token is not 32 digits (none leash writes). token
+ * (33 bytes: 32 hex digits and a NUL) and fence may be NULL; they are set
+ * only for a held lock. */
 long long test_lock_value(test_redis *r, const char *key, char *token, uint64_t *fence);
 
 /* The arguments of a command as the library builds it (buf: RESP, a
