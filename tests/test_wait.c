@@ -696,6 +696,48 @@ TEST(a_starving_waiter_that_gives_up_leaves_the_queue) {
     fx_world_down(&w);
 }
 
+/* A handover keeps the released hold's fence beside the waiter it keeps
+ * the lock for, and that waiter's grant takes a fence above it: fences
+ * grow across a handover even when the server's clock stepped back since
+ * the released grant (here an hour: the released fence is planted an hour
+ * ahead of the clock). */
+TEST(a_grant_kept_for_a_waiter_takes_a_fence_above_the_released_one) {
+    const leash__script *acquire = leash__dialect_leash.scripts[LEASH__LEASH_SCRIPT_ACQUIRE];
+    fx_world w;
+    test_redis *r;
+    char h[33], q[33], value[256], want[256];
+    unsigned long long ahead;
+    int version = test_redis_version();
+    redisReply *rep;
+
+    memset(h, 'a', 32);
+    memset(q, 'b', 32);
+    h[32] = q[32] = '\0';
+    leash__dialects_init();
+    fx_world_up(&w, 5000, 0);
+    r = fx_redis_of(&w, "leash:handed");
+    rep = test_redis_cmd(r, "TIME");
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+    ahead = strtoull(rep->element[0]->str, NULL, 10) * 1000000ULL +
+            strtoull(rep->element[1]->str, NULL, 10) + 3600ULL * 1000000ULL;
+    freeReplyObject(rep);
+    snprintf(value, sizeof(value), "%s:1:1:%llu:%s:7", h, ahead, q);
+    freeReplyObject(test_redis_cmd(r, "SET leash:handed %s PX 5000", value));
+    CHECK_EQ_INT(release_as(r, "leash:handed", h), 0);
+    snprintf(want, sizeof(want), "%s:1:0:%llu", q, ahead);
+    check_value(r, "leash:handed", want);
+    CHECK(strstr(acquire->src, "'NX'") != NULL); /* the acquire script */
+    if (version != 0 && version < 70000)
+        acquire = acquire->older; /* SET NX GET is 7.0 */
+    rep = test_redis_cmd(r, "EVAL %b 1 leash:handed %s 5000 1 0", acquire->src, acquire->len, q);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4);
+    CHECK_EQ_INT(rep->element[0]->integer, 1); /* granted */
+    CHECK_MSG((unsigned long long)rep->element[1]->integer > ahead,
+              "fence %lld, the released one %llu", rep->element[1]->integer, ahead);
+    freeReplyObject(rep);
+    fx_world_down(&w);
+}
+
 /* A queued value's tail is checked alike by every script: the force
  * release refuses, as the acquire does, a string whose tail is not
  * ":<token>:<since>" entries (it is not a lock: nothing is deleted). */
@@ -833,6 +875,7 @@ int main(int argc, char **argv) {
 #ifndef LEASH_TEST_TOPOLOGY_REDLOCK
         TEST_CASE(a_grant_kept_for_a_waiter_that_is_gone_frees_within_reserve_ms),
         TEST_CASE(a_starving_waiter_that_gives_up_leaves_the_queue),
+        TEST_CASE(a_grant_kept_for_a_waiter_takes_a_fence_above_the_released_one),
         TEST_CASE(the_force_release_refuses_a_value_whose_tail_is_not_a_queue),
         TEST_CASE(a_renewal_does_not_stretch_a_grant_kept_for_a_waiter),
         TEST_CASE(a_queued_waiter_freed_leaves_the_queue_at_once),

@@ -43,8 +43,9 @@
  * the hold's value goes on with one ":<token>:<since>" per queued waiter
  * (since: the server's ms when it began to wait). The hold's own writes
  * keep them. The release then does not delete the key: it leaves
- *   "<first token>:1:0:0" + the rest of the queue
- * (count 0: no hold; the lock kept for that waiter) with a PX of
+ *   "<first token>:1:0:<released fence>" + the rest of the queue
+ * (count 0: no hold; the lock kept for that waiter, whose grant takes a
+ * fence above the released one even if the clock stepped back) with a PX of
  * LEASH_RESERVE_MS, and publishes "<released token>:<first token>", which
  * wakes that waiter wherever it queues (the others sleep on). Only its
  * attempt is granted meanwhile (a new hold with a new fence, that keeps
@@ -169,7 +170,9 @@
     "lock') end\n"                                                                           \
     "if o == tok and c == '0' then\n"                                                        \
     "  if n > 1 then return {0, -4, 0, now} end\n"                                           \
-    "  f = string.format('%.0f', t[1] * 1000000 + t[2])\n"                                   \
+    "  local g = t[1] * 1000000 + t[2]\n"                                                    \
+    "  if g <= tonumber(f) then g = tonumber(f) + 1 end\n"                                   \
+    "  f = string.format('%.0f', g)\n"                                                       \
     "  redis.call('set', k, tok .. ':1:1:' .. f .. r, 'PX', ARGV[2])\n"                      \
     "  return {1, tonumber(f), 1, now}\n"                                                    \
     "end\n"                                                                                  \
@@ -221,9 +224,9 @@ static const char release_lua[] =
     "'KEEPTTL')\n"
     "    return tonumber(ARGV[2])\n"
     "  end\n"
-    "  local r, rest = string.match(v, '^%x+:1:%d+:%d+:(%x+):%d+(.*)$')\n"
+    "  local f, r, rest = string.match(v, '^%x+:1:%d+:(%d+):(%x+):%d+(.*)$')\n"
     "  if r then\n"
-    "    redis.call('set', KEYS[1], r .. ':1:0:0' .. rest, 'PX', " LEASH__RESERVE_MS_TEXT ")\n"
+    "    redis.call('set', KEYS[1], r .. ':1:0:' .. f .. rest, 'PX', " LEASH__RESERVE_MS_TEXT ")\n"
     "    redis.call(ARGV[4], ARGV[3], ARGV[1] .. ':' .. r)\n"
     "    return 0\n"
     "  end\n"
