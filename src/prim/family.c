@@ -91,6 +91,15 @@ static void note_place(leash_lock *l, const leash__answer *a) {
     }
 }
 
+/* The wait ended: a waiter leaves the queue at once, not a lease later (if
+ * it was let in meanwhile, the release gives that back); let in, its place
+ * is its hold now. */
+static void wait_ended(leash_lock *l, int granted) {
+    if (!granted && l->queued)
+        leash__holding_release_in_background(l, l->hold.token, 0);
+    l->queued = 0;
+}
+
 /* What a renewal of the waiter's place answered. */
 static void place_renewed(leash_lock *l, const leash__event *e) {
     if (!l->queued)
@@ -284,6 +293,7 @@ const leash__prim leash__family = {
     .release_cmd = release_cmd,
     .force_cmd = force_cmd,
     .hold_given_back = NULL, /* the family's script hands the lock over itself */
+    .wait_ended = wait_ended,
     .told_when_let_in = 1,
 };
 

@@ -383,19 +383,23 @@ static leash__req *send(leash_lock *l, const leash__opdef *op, leash__cmd *cmd, 
 
 /* A release nobody waits for (loss, free, abandoned grant), sent now or,
  * with send_at != 0, not before then. */
-static void release_in_background(leash_lock *l, const char *token, int64_t send_at) {
+void leash__holding_release_in_background(leash_lock *l, const char *token, int64_t send_at) {
     leash__core *core = l->core;
     int64_t from = send_at > 0 ? send_at : leash__now_ms();
     leash__cmd *cmd =
         release_cmd(l, token, 0, 0, from + core->cfg->conn->command_timeout_ms + l->hold.lease_ms);
 
-    /* A family waiter's place goes with it (a release gives it up). */
+    /* A waiter's place goes with it (a release gives it up). */
     if (strcmp(token, l->hold.token) == 0)
         l->queued = 0;
 
     if (cmd == NULL || send(l, core->dialect->release, cmd, send_at, NULL, NULL) == NULL)
         leash__log(lg(l), LEASH_LOG_WARN,
                    "lock %s: no memory to release it; it expires with its lease", l->log_name);
+}
+
+static void release_in_background(leash_lock *l, const char *token, int64_t send_at) {
+    leash__holding_release_in_background(l, token, send_at);
 }
 
 /* The attempt of l's token was written and will not be sent again: once
@@ -500,21 +504,18 @@ static void set_state(leash_lock *l, int to) {
         count_time(&l->stats.hold_us_total, &l->stats.hold_us_max, &cst->hold_us_total,
                    &cst->hold_us_max, l->hold_us);
     }
-    if (acquiring(from) && !acquiring(to) && to != M_HELD) {
-        leash__waitq_leave(&l->w); /* hands an unused wake on */
-        /* A family waiter leaves the queue at once, not a lease later (if
-         * it was let in meanwhile, the release gives that back), and its
-         * place's renewals stop (also when a release went already). A
-         * mutex waiter that asked with its age leaves the queue of starving
-         * waiters, or gives its turn back (leash.h, LEASH_STARVE_MS). */
-        leash__watchdog_forget(&l->hold);
-        if (l->queued || l->aged)
-            release_in_background(l, l->hold.token, 0);
+    if (acquiring(from) && !acquiring(to)) {
+        if (to != M_HELD) {
+            leash__waitq_leave(&l->w); /* hands an unused wake on */
+            /* A waiter's place stops being renewed (also when a release
+             * went already). */
+            leash__watchdog_forget(&l->hold);
+        }
+        /* What the token holds in Redis for the wait (a place, a
+         * reservation) is given up, or became the hold. */
+        if (l->prim->wait_ended != NULL)
+            l->prim->wait_ended(l, to == M_HELD);
     }
-    if (acquiring(from) && !acquiring(to))
-        l->aged = 0;
-    if (to == M_HELD)
-        l->queued = 0;
     if (holding(from) && !holding(to)) {
         leash__watchdog_forget(&l->hold);
         leash__waitq_hold_ended(&l->w);
@@ -526,7 +527,10 @@ static void set_state(leash_lock *l, int to) {
     arm(l);
 }
 
-/* One timer per handle; what it waits for depends on the state. */
+/* One timer per handle; what it waits for depends on the state. A
+ * waiter's place (l->queued: a kind that queues in Redis, the family, takes
+ * one) is renewed like a hold while it acquires: the place's renewal and
+ * deadline are this timer's too, and their events the kind's cells. */
 void leash__holding_arm(leash_lock *l) {
     int64_t due = FOREVER;
     int keep_alive = 0;

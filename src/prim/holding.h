@@ -55,6 +55,9 @@ void leash__holding_take(leash_lock *l);
 /* Stops waiting for the attempt in flight; with release_grant, whatever it
  * may have been granted is released. */
 void leash__holding_abandon_attempt(leash_lock *l, int release_grant);
+/* A release nobody waits for (a loss, a free, an abandoned grant, a place
+ * given up), sent now or, with send_at != 0, not before then. */
+void leash__holding_release_in_background(leash_lock *l, const char *token, int64_t send_at);
 /* Sets the handle's one timer for what its state waits for. */
 void leash__holding_arm(leash_lock *l);
 /* When the answered attempt was written (the lease runs from then). */

@@ -105,6 +105,10 @@ typedef struct leash__prim {
      * handle freed while holding): the kind wakes its local waiters, or
      * NULL where Redis hands the lock over itself. */
     void (*hold_given_back)(leash_lock *l, const char *token);
+    /* The acquire's wait ended, granted (-> HELD) or not: what the kind's
+     * token holds in Redis for the wait is given up, or became the hold.
+     * NULL: nothing. */
+    void (*wait_ended)(leash_lock *l, int granted);
     /* A waiter's busy answer without a TTL (negative) means it is told
      * when it is let in: it sleeps until then instead of looking again
      * every lease. */

@@ -23,7 +23,7 @@
  *            again once it has waited LEASH_STARVE_MS (at once if it has)
  * and in every attempt: a new hold's count is minus the wait's age once it
  * has waited LEASH_STARVE_MS (count_new), and leaving the wait without the
- * lock gives the reservation back (holding.c's set_state: l->aged).
+ * lock gives the reservation back (wait_ended).
  */
 #include <string.h>
 
@@ -62,6 +62,14 @@ static void wake_when_starving(leash_lock *l) {
         l->ttl_wake = starving;
         leash__holding_arm(l);
     }
+}
+
+/* A waiter that asked with its age leaves the queue of starving waiters, or
+ * gives its turn back (leash.h, LEASH_STARVE_MS). */
+static void wait_ended(leash_lock *l, int granted) {
+    if (!granted && l->aged)
+        leash__holding_release_in_background(l, l->hold.token, 0);
+    l->aged = 0;
 }
 
 static int dispatch(leash_lock *l, const leash__event *e) {
@@ -145,5 +153,6 @@ const leash__prim leash__mutex = {
     .release_cmd = release_cmd,
     .force_cmd = force_cmd,
     .hold_given_back = hold_given_back,
+    .wait_ended = wait_ended,
     .told_when_let_in = 0,
 };
