@@ -1,9 +1,10 @@
 /*
  * The mutex's state machine, cell by cell: for every (state, event) of the
- * tables at the top of src/prim/holding.c and src/prim/mutex.c, a handle is brought into the state
- * on the simulated Redis of support/sim.h (virtual clock, every reply
- * written here), the event is delivered, and what follows is checked: the
- * state after, the return of a call, and which callbacks fired with what.
+ * tables at the top of src/prim/holding.c and src/prim/mutex.c, a handle
+ * is brought into the state on the simulated Redis of support/sim.h
+ * (virtual clock, every reply written here), the event is delivered, and
+ * what follows is checked: the state after, the return of a call, and
+ * which callbacks fired with what.
  *
  * How events arrive:
  * - calls through the public API;
