@@ -20,6 +20,7 @@
 #include "dialect/dialect.h"
 #include "options.h"
 #include "prim/core.h"
+#include "prim/family.h"
 #include "prim/lock.h"
 #include "route/route.h"
 #include "wire/resolve.h"
@@ -234,12 +235,12 @@ static int client_usable(const leash_client *c) {
 leash_lock *leash_lock_new(leash_client *c, const char *name) {
     if (!client_usable(c))
         return NULL;
-    return leash__lock_make(&c->core, &leash__mutex, name, 0, 0);
+    return leash__lock_make(&c->core, &leash__mutex, name);
 }
 
 /* A handle of the lock family: see leash.h for why not on Redlock. */
-static leash_lock *family_new(leash_client *c, const char *who, const char *name, char mode,
-                              int permits) {
+static leash_lock *family_new(leash_client *c, const char *who, const char *name,
+                              const leash__family_kind *kind, int permits) {
     leash__core *core;
 
     if (!client_usable(c))
@@ -262,19 +263,19 @@ static leash_lock *family_new(leash_client *c, const char *who, const char *name
         leash__log(&core->env.log, LEASH_LOG_ERROR, "%s: no randomness for the client's id", who);
         return NULL;
     }
-    return leash__lock_make(core, &leash__mutex, name, mode, permits);
+    return leash__family_new(core, kind, name, permits);
 }
 
 leash_lock *leash_fair_lock_new(leash_client *c, const char *name) {
-    return family_new(c, "leash_fair_lock_new", name, 'f', 1);
+    return family_new(c, "leash_fair_lock_new", name, &leash__fair_lock, 1);
 }
 
 leash_lock *leash_read_lock_new(leash_client *c, const char *name) {
-    return family_new(c, "leash_read_lock_new", name, 'r', 0);
+    return family_new(c, "leash_read_lock_new", name, &leash__read_lock, 0);
 }
 
 leash_lock *leash_write_lock_new(leash_client *c, const char *name) {
-    return family_new(c, "leash_write_lock_new", name, 'w', 0);
+    return family_new(c, "leash_write_lock_new", name, &leash__write_lock, 0);
 }
 
 leash_lock *leash_semaphore_new(leash_client *c, const char *name, int permits) {
@@ -283,7 +284,7 @@ leash_lock *leash_semaphore_new(leash_client *c, const char *name, int permits) 
                    "leash_semaphore_new: permits must be 1..LEASH_PERMITS_MAX (got %d)", permits);
         return NULL;
     }
-    return family_new(c, "leash_semaphore_new", name, 's', permits);
+    return family_new(c, "leash_semaphore_new", name, &leash__semaphore, permits);
 }
 
 /* ---- graceful close ---- */

@@ -216,6 +216,31 @@ const char *fx_log_text(void) {
     return log_buf;
 }
 
+int fx_log_state_path(const char *name, const char *const *path, size_t n) {
+    char tail[256];
+    const char *at = log_buf;
+    size_t i, tail_len;
+    int lines = 0;
+
+    for (i = 0; i < n; i++) {
+        at = strstr(at, path[i]);
+        if (at == NULL) {
+            fprintf(stderr, "not in the log, or not after the line before: %s", path[i]);
+            return -1;
+        }
+        at += strlen(path[i]);
+    }
+    snprintf(tail, sizeof(tail), " lock %s", name);
+    tail_len = strlen(tail);
+    for (at = log_buf; *at != '\0' && strchr(at, '\n') != NULL; at = strchr(at, '\n') + 1) {
+        size_t len = (size_t)(strchr(at, '\n') - at);
+        if (strncmp(at, "STATE: ", 7) == 0 && len > tail_len &&
+            strncmp(at + len - tail_len, tail, tail_len) == 0)
+            lines++;
+    }
+    return lines;
+}
+
 void fx_log_clear(void) {
     log_len = 0;
     log_buf[0] = '\0';

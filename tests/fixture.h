@@ -194,6 +194,11 @@ int fx_log_contains(const char *needle);
 /* The case's log since the last fx_log_clear, one line a message. */
 const char *fx_log_text(void);
 void fx_log_clear(void);
+/* The trace of lock `name`'s machine in the captured log (its "STATE: "
+ * lines, at debug level): the number of those lines if each of `path`
+ * (n parts of lines) is found in the log after the one before, else -1
+ * (the first missing one is printed). */
+int fx_log_state_path(const char *name, const char *const *path, size_t n);
 void fx_log_cb(int level, const char *msg, void *arg);
 
 /* 1 if the key exists in Redis (db 0), else 0. */

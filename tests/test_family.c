@@ -1180,6 +1180,38 @@ TEST(fair_lock_try_once_is_busy_when_held_or_when_someone_waits) {
     fx_world_down(&w);
 }
 
+/* The family's machine is traced like the mutex's (the one state setter,
+ * prim/holding.c), its own events named: a waiter let in by the holder's
+ * release goes to HELD on the handoff, whatever it went through before. */
+TEST(fair_lock_debug_log_traces_each_change_of_state_and_the_handoff) {
+    static const char *const path[] = {
+        "STATE: IDLE => ATTEMPT (ACQUIRE) lock fair-traced\n",
+        " => HELD (HANDOFF) lock fair-traced\n",
+        "STATE: HELD => IDLE (RELEASE) lock fair-traced\n",
+    };
+    fx_world w;
+    leash_client *c2;
+    leash_lock *h, *x;
+    fx_result got = {0};
+
+    fx_world_up(&w, 2000, 0);
+    c2 = fx_world_client(&w, 2000);
+    h = fair(w.c, "fair-traced");
+    x = fair(c2, "fair-traced");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 5000), LEASH_OK);
+    fx_log_clear();
+    CHECK_EQ_INT(leash_acquire(x, 5000, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_for(w.loop, 100); /* x has its place, and sleeps */
+    CHECK_EQ_INT(fx_release_sync(w.loop, h, 2000), LEASH_OK);
+    fx_run_until(w.loop, &got, 2000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, x, 2000), LEASH_OK);
+    /* Both handles' lines: h's release, and x's path. */
+    CHECK(fx_log_state_path("fair-traced", path, sizeof(path) / sizeof(path[0])) >= 4);
+    leash_client_free(c2);
+    fx_world_down(&w);
+}
+
 TEST(fair_lock_reentrant_holds_are_counted) {
     fx_world w;
     leash_client *c2;
@@ -2249,6 +2281,7 @@ int main(int argc, char **argv) {
         TEST_CASE(fair_lock_deleted_keys_make_the_holder_lost_and_fences_still_grow),
         TEST_CASE(fair_lock_release_over_a_wrong_type_key_gives_eredis_and_leaves_it),
         TEST_CASE(fair_lock_try_once_is_busy_when_held_or_when_someone_waits),
+        TEST_CASE(fair_lock_debug_log_traces_each_change_of_state_and_the_handoff),
         TEST_CASE(fair_lock_reentrant_holds_are_counted),
         TEST_CASE(rw_many_readers_hold_at_once_and_keep_writers_out),
         TEST_CASE(rw_writer_excludes_readers_and_writers_over_many_cycles),

@@ -1,9 +1,10 @@
 /*
  * The mutex's state machine, cell by cell: for every (state, event) of the
- * table at the top of src/prim/mutex.c, a handle is brought into the state
- * on the simulated Redis of support/sim.h (virtual clock, every reply
- * written here), the event is delivered, and what follows is checked: the
- * state after, the return of a call, and which callbacks fired with what.
+ * tables at the top of src/prim/holding.c and src/prim/mutex.c, a handle
+ * is brought into the state on the simulated Redis of support/sim.h
+ * (virtual clock, every reply written here), the event is delivered, and
+ * what follows is checked: the state after, the return of a call, and
+ * which callbacks fired with what.
  *
  * How events arrive:
  * - calls through the public API;
@@ -16,9 +17,10 @@
  *   (their own timing is what the integration tests check).
  * Each case is its own process; a case's name is "<event>:<state>".
  *
- * The lock family runs on the same dispatch: cases "family/<event>:<state>"
- * do the same with a fair lock for the rows where the family differs (its
- * place's renewals, the place's deadline, the handoff), in every state; in
+ * The lock family shares those states (src/prim/family.c): cases
+ * "family/<event>:<state>" do the same with a fair lock for the rows of its
+ * own table (its place's renewals, the place's deadline, the handoff), in
+ * every state; in
  * the acquiring states the handle has a place (an attempt answered busy).
  */
 #include <stdio.h>
@@ -29,15 +31,15 @@
 
 #include "check.h"
 #include "failalloc.h"
+#include "prim/holding.h"
 #include "prim/lock.h"
-#include "prim/mutex.h"
 #include "sim_fixture.h"
 
 /* ---- the expected outcome of every cell ----
  * "<state after>" ("=" unchanged, "freed"), then any of: rc=<status of the
  * call>, acq=<acquire callback's status>, rel=<release callback's status>,
  * lost=<lost reason>. A callback not named must not have fired. */
-static const char *const table[LEASH__EV_COUNT][LEASH__MUTEX_STATES] = {
+static const char *const table[LEASH__EV_COUNT][LEASH__LOCK_STATES] = {
     /*                      IDLE                AFTER_FORCE        ATTEMPT
      *                      LAST                SUBSCRIBING        PARKED
      *                      NOMEM               HELD               EXTRA    XNOMEM */
@@ -108,7 +110,7 @@ static const int family_events[FAMILY_ROWS] = {
     LEASH__EV_RENEWED,  LEASH__EV_NOT_OURS,  LEASH__EV_RENEW_FAILED, LEASH__EV_RENEW_UNREPLICATED,
     LEASH__EV_DEADLINE, LEASH__EV_RENEW_DUE, LEASH__EV_HANDOFF,
 };
-static const char *const family_table[LEASH__EV_COUNT][LEASH__MUTEX_STATES] = {
+static const char *const family_table[LEASH__EV_COUNT][LEASH__LOCK_STATES] = {
     /*                      IDLE AFTER_FORCE ATTEMPT
      *                      LAST SUBSCRIBING PARKED
      *                      NOMEM HELD EXTRA XNOMEM */
@@ -229,11 +231,11 @@ static void into_placed(int st) {
     int rc;
 
     switch (st) {
-    case LEASH__MUTEX_ATTEMPT:
+    case LEASH__LOCK_ATTEMPT:
         parked();
         synthetic(LEASH__EV_TTL, NULL); /* the head looks again */
         break;
-    case LEASH__MUTEX_LAST:
+    case LEASH__LOCK_LAST:
         simfx_in_call = 1;
         rc = leash_acquire(L, 600, simfx_on_acquired, &acq);
         simfx_in_call = 0;
@@ -244,14 +246,14 @@ static void into_placed(int st) {
         sim_run(S); /* covered: the attempt again */
         sim_advance(S, 600);
         break;
-    case LEASH__MUTEX_SUBSCRIBING:
+    case LEASH__LOCK_SUBSCRIBING:
         run_call(acquire_wait, &rc);
         busy();
         break;
-    case LEASH__MUTEX_PARKED:
+    case LEASH__LOCK_PARKED:
         parked();
         break;
-    case LEASH__MUTEX_NOMEM:
+    case LEASH__LOCK_NOMEM:
         parked();
         failalloc_arm(1); /* the look's attempt finds no memory */
         synthetic(LEASH__EV_TTL, NULL);
@@ -267,12 +269,12 @@ static void into_placed(int st) {
 static void into(int st, int with_release) {
     int rc;
 
-    if (family && st >= LEASH__MUTEX_ATTEMPT && st <= LEASH__MUTEX_NOMEM) {
+    if (family && st >= LEASH__LOCK_ATTEMPT && st <= LEASH__LOCK_NOMEM) {
         into_placed(st);
         goto reached;
     }
     switch (st) {
-    case LEASH__MUTEX_IDLE:
+    case LEASH__LOCK_IDLE:
         if (with_release == 1) {
             held();
             run_call(release, &rc);
@@ -280,39 +282,39 @@ static void into(int st, int with_release) {
             run_call(force, &rc);
         }
         break;
-    case LEASH__MUTEX_AFTER_FORCE:
+    case LEASH__LOCK_AFTER_FORCE:
         run_call(force, &rc);
         run_call(acquire_wait, &rc);
         break;
-    case LEASH__MUTEX_ATTEMPT:
+    case LEASH__LOCK_ATTEMPT:
         if (with_release == 1) {
             held();
             run_call(release, &rc);
         }
         run_call(acquire_wait, &rc);
         break;
-    case LEASH__MUTEX_LAST:
+    case LEASH__LOCK_LAST:
         simfx_in_call = 1;
         rc = leash_acquire(L, 300, simfx_on_acquired, &acq);
         simfx_in_call = 0;
         sim_run(S);
         sim_advance(S, 300);
         break;
-    case LEASH__MUTEX_SUBSCRIBING:
+    case LEASH__LOCK_SUBSCRIBING:
         sim_set_auto(S, SIM_AUTO_SUBSCRIBE, 0);
         run_call(acquire_wait, &rc);
         busy();
         break;
-    case LEASH__MUTEX_PARKED:
+    case LEASH__LOCK_PARKED:
         parked();
         break;
-    case LEASH__MUTEX_NOMEM:
+    case LEASH__LOCK_NOMEM:
         parked();
         failalloc_arm(1); /* the wake's attempt finds no memory */
         simfx_publish_release(S);
         failalloc_disarm();
         break;
-    case LEASH__MUTEX_HELD:
+    case LEASH__LOCK_HELD:
         held();
         if (with_release == 1) {
             run_call(acquire_once, &rc);
@@ -320,11 +322,11 @@ static void into(int st, int with_release) {
             run_call(release, &rc); /* one of two holds */
         }
         break;
-    case LEASH__MUTEX_EXTRA:
+    case LEASH__LOCK_EXTRA:
         held();
         run_call(acquire_once, &rc);
         break;
-    case LEASH__MUTEX_XNOMEM:
+    case LEASH__LOCK_XNOMEM:
         held();
         run_call(acquire_once, &rc);
         failalloc_arm(1); /* the extra hold's next attempt finds no memory */
@@ -406,7 +408,7 @@ static int deliver(int ev) {
         break;
     case LEASH__EV_GRANTED:
         snprintf(reply, sizeof(reply), "*4\r\n:1\r\n:77\r\n:%d\r\n:%lld\r\n",
-                 leash__lock_state(L) == LEASH__MUTEX_EXTRA ? 2 : 1, simfx_server_ms());
+                 leash__lock_state(L) == LEASH__LOCK_EXTRA ? 2 : 1, simfx_server_ms());
         answer_or_synthetic(s_acquire, ev, LEASH__ANS_GRANTED, LEASH_OK, reply);
         break;
     case LEASH__EV_BUSY:
@@ -426,7 +428,7 @@ static int deliver(int ev) {
         break;
     case LEASH__EV_RELEASED:
         answer_or_synthetic(s_release, ev, LEASH__ANS_RELEASED, LEASH_OK,
-                            leash__lock_state(L) == LEASH__MUTEX_HELD ? ":1\r\n" : ":0\r\n");
+                            leash__lock_state(L) == LEASH__LOCK_HELD ? ":1\r\n" : ":0\r\n");
         break;
     case LEASH__EV_FORCED:
         answer_or_synthetic(LS_FORCE, ev, LEASH__ANS_REMOVED, LEASH_OK, ":1\r\n");
@@ -568,8 +570,8 @@ static void cell(int st, int ev) {
 /* One case per cell, named "<event>:<state>", then the family's rows,
  * "family/<event>:<state>" (select some on the command line); each runs in
  * its own process (test_main forks). */
-#define CELLS (LEASH__EV_COUNT * LEASH__MUTEX_STATES)
-#define FAMILY_CELLS (FAMILY_ROWS * LEASH__MUTEX_STATES)
+#define CELLS (LEASH__EV_COUNT * LEASH__LOCK_STATES)
+#define FAMILY_CELLS (FAMILY_ROWS * LEASH__LOCK_STATES)
 static test_case cases[CELLS + FAMILY_CELLS + 1];
 
 static void run_current(void) {
@@ -580,10 +582,10 @@ static void run_current(void) {
         family = 1;
         s_acquire = LS_FAMILY_ACQUIRE;
         s_release = LS_FAMILY_RELEASE;
-        cell(i % LEASH__MUTEX_STATES, family_events[i / LEASH__MUTEX_STATES]);
+        cell(i % LEASH__LOCK_STATES, family_events[i / LEASH__LOCK_STATES]);
         return;
     }
-    cell(i % LEASH__MUTEX_STATES, i / LEASH__MUTEX_STATES);
+    cell(i % LEASH__LOCK_STATES, i / LEASH__LOCK_STATES);
 }
 
 int main(int argc, char **argv) {
@@ -592,10 +594,10 @@ int main(int argc, char **argv) {
 
     for (i = 0; i < CELLS + FAMILY_CELLS; i++) {
         int j = i < CELLS ? i : i - CELLS;
-        int ev = i < CELLS ? j / LEASH__MUTEX_STATES : family_events[j / LEASH__MUTEX_STATES];
+        int ev = i < CELLS ? j / LEASH__LOCK_STATES : family_events[j / LEASH__LOCK_STATES];
 
         snprintf(names[i], sizeof(names[i]), "%s%s:%s", i < CELLS ? "" : "family/", event_names[ev],
-                 leash__mutex.state_name(j % LEASH__MUTEX_STATES));
+                 leash__mutex.state_name(j % LEASH__LOCK_STATES));
         cases[i].name = names[i];
         cases[i].fn = run_current;
         cases[i].timeout_s = 20;

@@ -101,7 +101,7 @@ TEST(t_error_reply_completes_from_sim_run) {
  * Virtual time. An unanswered attempt breaks the connection after exactly
  * command_timeout_ms (200 in sim_options). The wait of 300 ms fails, never
  * before its end; not at its end either: leash lets an attempt still in
- * flight at the deadline decide (src/prim/mutex.c), so the callback comes when
+ * flight at the deadline decide (src/prim/holding.c), so the callback comes when
  * the resent attempt times out too, with LEASH_ECONN.
  */
 TEST(t_wait_ends_on_the_virtual_clock) {

@@ -15,8 +15,7 @@ static const leash__logger *lg(const leash_lock *l) {
     return &l->core->env.log;
 }
 
-/* A handle the caller may use: alive, its client neither freed nor closing. */
-static int usable(const leash_lock *l) {
+int leash__lock_usable(const leash_lock *l) {
     return l != NULL && l->magic == LEASH__LOCK_MAGIC && !l->freed && !l->core->env.freeing &&
            !l->core->closing;
 }
@@ -29,36 +28,41 @@ static int loop_attached(const leash_lock *l, const char *who) {
     return l->core->env.attached;
 }
 
-static int call(leash_lock *l, const leash__event *e) {
-    return l->prim->dispatch(l, e);
+int leash__lock_deliver(leash_lock *l, const leash__event *e) {
+    /* A user callback run from the dispatch may call into l again: that
+     * event is traced as the cause until it returns, then this one is
+     * again. l outlives the callbacks (a handle freed inside one waits in
+     * the graveyard until the loop's entry returns). */
+    int rc, outer = l->event;
+
+    l->event = e->type;
+    rc = l->prim->dispatch(l, e);
+    /* Counted where it is decided: a call runs no user callback, so l is
+     * still there. */
+    if (e->type == LEASH__EV_ACQUIRE && rc == LEASH_OK) {
+        l->stats.acquires++;
+        l->core->env.stats->acquires++;
+    }
+    l->event = outer;
+    return rc;
 }
 
-leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const char *name,
-                             char mode, int permits) {
+leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const char *name) {
     leash_lock *l = calloc(1, sizeof(*l));
-    int rc;
 
     if (l == NULL) {
         leash__log(&core->env.log, LEASH_LOG_ERROR, "leash_lock_new: out of memory");
         return NULL;
     }
-    if (mode != 0)
-        rc = core->dialect->family_names(&l->names, &core->env.log, core->cfg->key_prefix, name,
-                                         core->cfg->conn->db, core->client_id);
-    else
-        rc = core->dialect->names(&l->names, &core->env.log, core->cfg->key_prefix, name,
-                                  core->cfg->conn->db);
-    if (rc != LEASH_OK) {
+    l->core = core;
+    if (prim->names(l, name) != LEASH_OK) {
         free(l);
         return NULL;
     }
-    l->mode = mode;
-    l->permits = permits;
     l->names.sharded = &core->route->sharded;
     l->names.fenced = core->route->fenced;
     l->magic = LEASH__LOCK_MAGIC;
     l->prim = prim;
-    l->core = core;
     l->name = l->names.key + strlen(core->cfg->key_prefix);
     if (strlen(l->name) <= LEASH__LOG_NAME_MAX)
         snprintf(l->log_name, sizeof(l->log_name), "%s", l->name);
@@ -99,7 +103,7 @@ int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *ar
                        (long long)wait_ms, l->log_name);
         return LEASH_EINVAL;
     }
-    if (!usable(l))
+    if (!leash__lock_usable(l))
         return LEASH_ESTATE;
     if (!loop_attached(l, "leash_acquire"))
         return LEASH_ELOOP;
@@ -108,7 +112,7 @@ int leash_acquire(leash_lock *l, int64_t wait_ms, leash_acquire_cb *cb, void *ar
     e.wait_ms = wait_ms;
     e.acq_cb = cb;
     e.arg = arg;
-    return call(l, &e);
+    return leash__lock_deliver(l, &e);
 }
 
 int leash_release(leash_lock *l, leash_release_cb *cb, void *arg) {
@@ -116,13 +120,13 @@ int leash_release(leash_lock *l, leash_release_cb *cb, void *arg) {
 
     if (l == NULL)
         return LEASH_EINVAL;
-    if (!usable(l))
+    if (!leash__lock_usable(l))
         return LEASH_ESTATE;
     memset(&e, 0, sizeof(e));
     e.type = LEASH__EV_RELEASE;
     e.rel_cb = cb;
     e.arg = arg;
-    return call(l, &e);
+    return leash__lock_deliver(l, &e);
 }
 
 int leash_force_release(leash_lock *l, leash_release_cb *cb, void *arg) {
@@ -130,7 +134,7 @@ int leash_force_release(leash_lock *l, leash_release_cb *cb, void *arg) {
 
     if (l == NULL)
         return LEASH_EINVAL;
-    if (!usable(l))
+    if (!leash__lock_usable(l))
         return LEASH_ESTATE;
     if (!loop_attached(l, "leash_force_release"))
         return LEASH_ELOOP;
@@ -138,7 +142,7 @@ int leash_force_release(leash_lock *l, leash_release_cb *cb, void *arg) {
     e.type = LEASH__EV_FORCE;
     e.rel_cb = cb;
     e.arg = arg;
-    return call(l, &e);
+    return leash__lock_deliver(l, &e);
 }
 
 int leash_cancel(leash_lock *l) {
@@ -146,11 +150,11 @@ int leash_cancel(leash_lock *l) {
 
     if (l == NULL)
         return LEASH_EINVAL;
-    if (!usable(l))
+    if (!leash__lock_usable(l))
         return LEASH_ESTATE;
     memset(&e, 0, sizeof(e));
     e.type = LEASH__EV_CANCEL;
-    return call(l, &e);
+    return leash__lock_deliver(l, &e);
 }
 
 /* ---- the end of a handle ---- */
@@ -161,7 +165,7 @@ static void end(leash_lock *l, int type) {
 
     memset(&e, 0, sizeof(e));
     e.type = type;
-    call(l, &e);
+    leash__lock_deliver(l, &e);
     if (type == LEASH__EV_FREE) {
         leash__list_remove(&l->link);
         leash__list_insert_tail(&core->graveyard, &l->link);
@@ -199,7 +203,7 @@ void leash__lock_destroy(leash_lock *l) {
 /* ---- settings ---- */
 
 static int settings_check(leash_lock *l, const char *who) {
-    if (!usable(l))
+    if (!leash__lock_usable(l))
         return l == NULL ? LEASH_EINVAL : LEASH_ESTATE;
     if (l->state != 0) {
         leash__log(lg(l), LEASH_LOG_ERROR, "%s: lock %s is acquiring or held", who, l->log_name);
@@ -263,25 +267,6 @@ void leash_on_lost(leash_lock *l, leash_lost_cb *cb, void *arg) {
     l->lost_arg = arg;
 }
 
-int leash_rw_lock_pair(leash_lock *read, leash_lock *write) {
-    if (!usable(read) || !usable(write))
-        return LEASH_EINVAL;
-    if (read->mode != 'r' || write->mode != 'w' || read->core != write->core ||
-        read->names.key_len != write->names.key_len ||
-        memcmp(read->names.key, write->names.key, read->names.key_len) != 0) {
-        leash__log(lg(read), LEASH_LOG_ERROR,
-                   "leash_rw_lock_pair: needs a read and a write handle of one name and client");
-        return LEASH_EINVAL;
-    }
-    if (read->pair != NULL)
-        read->pair->pair = NULL;
-    if (write->pair != NULL)
-        write->pair->pair = NULL;
-    read->pair = write;
-    write->pair = read;
-    return LEASH_OK;
-}
-
 /* ---- queries ---- */
 
 void leash_lock_set_data(leash_lock *l, void *data) {
@@ -336,7 +321,7 @@ void leash_lock_stats_sized(const leash_lock *l, leash_lock_stats *out, size_t s
 int leash__lock_dispatch(leash_lock *l, const leash__event *e) {
     int rc;
     leash__env_enter(&l->core->env);
-    rc = call(l, e);
+    rc = leash__lock_deliver(l, e);
     leash__env_leave(&l->core->env);
     return rc;
 }

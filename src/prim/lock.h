@@ -1,8 +1,10 @@
 /*
  * A lock handle (leash_lock), whatever its kind. The public calls, the
  * answers, the timers and the wait queue's wake-ups all reach it as events
- * of its kind's one dispatch function (prim/mutex.c for the mutex), which
- * decides what every event does in every state.
+ * of its kind's one dispatch function (prim/mutex.c for the mutex,
+ * prim/family.c for the lock family), which decides what the kind's own
+ * events do and hands the rest to the machine every kind shares
+ * (prim/holding.c: the states, the acquire, the hold, the release slot).
  */
 #ifndef LEASH_PRIM_LOCK_H
 #define LEASH_PRIM_LOCK_H
@@ -72,15 +74,62 @@ typedef struct leash__event {
     uint64_t fence;              /* HANDOFF */
 } leash__event;
 
+/* A kind of lock: one of these per primitive (leash__mutex, leash__family),
+ * registered by the constructor that makes its handles (client.c). */
 typedef struct leash__prim {
     const char *kind;
     /* What the event does in the handle's state: a call's status (LEASH_OK
-     * accepted, an error refused: then nothing changed), 0 for others. */
+     * accepted, an error refused: then nothing changed), 0 for others.
+     * Reached through leash__lock_deliver only. */
     int (*dispatch)(leash_lock *l, const leash__event *e);
     const char *(*state_name)(int state);
-    /* Sets up the kind's part of a new handle (its timer's callback...). */
+    /* The handle's key and channel names (the dialect's layout for the
+     * kind); a status, logged on failure. */
+    int (*names)(leash_lock *l, const char *name);
+    /* Sets up the kind's part of a new handle (its timer's callback...):
+     * leash__holding_init, with the two hooks below. */
     void (*init)(leash_lock *l);
+    /* What the wait queue tells the kind's waiters; where the answers of
+     * its holds' renewals go (hold.h). */
+    const leash__waiter_hooks *waiter_hooks;
+    void (*hold_renewed)(leash__hold *h, const leash__answer *a, int64_t sent);
+    /* The kind's commands, which the shared machine sends: an attempt (a
+     * new hold, or with extra one more of a reentrant hold) that ends at
+     * deadline; a release of token leaving count_after holds; a force
+     * release. NULL without memory. */
+    leash__cmd *(*attempt_cmd)(leash_lock *l, int extra, int64_t deadline);
+    leash__cmd *(*release_cmd)(const leash_lock *l, const char *token, int count_after,
+                               int64_t valid_until, int64_t deadline);
+    leash__cmd *(*force_cmd)(const leash_lock *l, int64_t deadline);
+    /* The last hold of token was given back (its release answered, or the
+     * handle freed while holding): the kind wakes its local waiters, or
+     * NULL where Redis hands the lock over itself. */
+    void (*hold_given_back)(leash_lock *l, const char *token);
+    /* The acquire's wait ended, granted (-> HELD) or not: what the kind's
+     * token holds in Redis for the wait is given up, or became the hold.
+     * NULL: nothing. */
+    void (*wait_ended)(leash_lock *l, int granted);
+    /* A waiter's busy answer without a TTL (negative) means it is told
+     * when it is let in: it sleeps until then instead of looking again
+     * every lease. */
+    int told_when_let_in;
 } leash__prim;
+
+/* The release (or force release) in flight, or its callback still owed:
+ * one at a time per handle. prim/holding.c owns it. */
+typedef struct leash__release_slot {
+    leash__req *req; /* on the wire, NULL once answered */
+    leash_release_cb *cb;
+    void *arg;
+    int final;      /* it gives the last hold back */
+    int force;      /* it is a force release */
+    int close_wait; /* leash_client_close waits for it */
+    int owed;       /* answered, its callback comes after a lost callback */
+    char token[LEASH__TOKEN_LEN + 1];
+} leash__release_slot;
+
+/* A kind of the lock family (prim/family.h). */
+typedef struct leash__family_kind leash__family_kind;
 
 /* The most bytes of a lock's name a log line shows. */
 #define LEASH__LOG_NAME_MAX 64
@@ -103,11 +152,11 @@ struct leash_lock {
     int64_t lease_ms, renew_ms, max_hold_ms;
     int watchdog, reentrant;
 
-    /* The lock family (0 for the mutex): 'f' fair, 'r' read, 'w' write,
-     * 's' semaphore of `permits`. */
-    char mode;
+    /* The lock family's (prim/family.c), NULL and 0 for other kinds: which
+     * of its kinds, a semaphore's permits, and for read-write the other
+     * handle of a leash_rw_lock_pair, or NULL. */
+    const leash__family_kind *family;
     int permits;
-    /* Read-write: the other handle of a leash_rw_lock_pair, or NULL. */
     leash_lock *pair;
 
     int state; /* the kind's own states */
@@ -139,14 +188,7 @@ struct leash_lock {
     leash__hold hold;
 
     /* The release (or force release) in flight. */
-    leash__req *rel;
-    leash_release_cb *rel_cb;
-    void *rel_arg;
-    int rel_final;      /* it gives the last hold back */
-    int rel_force;      /* it is a force release */
-    int rel_close_wait; /* leash_client_close waits for it */
-    int rel_owed;       /* answered, its callback comes after a lost callback */
-    char rel_token[LEASH__TOKEN_LEN + 1];
+    leash__release_slot rel;
 
     leash_lost_cb *lost_cb;
     void *lost_arg;
@@ -161,10 +203,14 @@ struct leash_lock {
 /* The mutex (prim/mutex.c). */
 extern const leash__prim leash__mutex;
 
-/* A new handle of kind prim for lock `name` (logs why on failure: NULL);
- * mode and permits: 0 for the mutex, else the family's (leash_lock.mode). */
-leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const char *name,
-                             char mode, int permits);
+/* A new handle of kind prim for lock `name` (logs why on failure: NULL). */
+leash_lock *leash__lock_make(leash__core *core, const leash__prim *prim, const char *name);
+/* A handle the caller may use: alive, its client neither freed nor closing. */
+int leash__lock_usable(const leash_lock *l);
+/* Every event reaches the kind's dispatch through here: it names the event
+ * as the cause of the state changes it makes (the trace), and counts an
+ * accepted acquire. */
+int leash__lock_deliver(leash_lock *l, const leash__event *e);
 /* The client's teardown: every handle ends (callbacks ECANCELED, holds
  * released best-effort) and goes to the graveyard. */
 void leash__lock_teardown(leash_lock *l);

@@ -17,8 +17,8 @@
 #include "base/token.h"
 #include "fixture.h"
 #include "lockdata.h"
+#include "prim/holding.h"
 #include "prim/lock.h"
-#include "prim/mutex.h"
 #include "redis_server.h"
 
 /* What leash runs: its scripts call these on the lock's key, and the
@@ -274,7 +274,7 @@ TEST(forged_or_stale_tokens_never_release_someone_elses_hold) {
 
     /* Through leash: a handle that holds the lock under a forged token. */
     memcpy(old->hold.token, forged, sizeof forged);
-    old->state = LEASH__MUTEX_HELD;
+    old->state = LEASH__LOCK_HELD;
     old->hold.count = 1;
     old->hold.lease_ms = 300;
     old->hold.deadline = test_now_ms() + 300;
@@ -282,7 +282,7 @@ TEST(forged_or_stale_tokens_never_release_someone_elses_hold) {
     /* and one with the stale token: not ours either, and still nothing of
      * the holder's is touched */
     memcpy(old->hold.token, stale, sizeof stale);
-    old->state = LEASH__MUTEX_HELD;
+    old->state = LEASH__LOCK_HELD;
     old->hold.count = 1;
     old->hold.deadline = test_now_ms() + 300;
     CHECK_EQ_INT(fx_release_sync(w.loop, old, 3000), LEASH_ENOTHELD);
@@ -336,7 +336,7 @@ static long long publish_on(test_redis *r, const char *name, const char *msg) {
 
 /*
  * A waiter takes "renewed:<lease>" messages on the lock's channel at their
- * word: holder_alive() (src/prim/mutex.c) computes now + lease_ms + 1 with the
+ * word: holder_alive() (src/prim/holding.c) computes now + lease_ms + 1 with the
  * number from the message, which overflows int64_t (undefined behaviour:
  * UBSan stops the process) for a large one. Anyone allowed to PUBLISH on
  * the channel can send it; a holder's own watchdog never would.
