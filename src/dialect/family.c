@@ -41,15 +41,17 @@
  * are in nobody's way.
  *
  * Cost (Redis calls, EVALSHA included). Each script reads the lock in
- * one HMGET and first tries its fast path, straight-line code
- * for the common cases; the rest goes through the toolkit (fam_lib; the
- * acquire's reads the lock once more, one HMGET). A grant with nothing in the way: EVALSHA, TIME,
- * HMGET, HSET (4; a new lock also EXISTS, and a PEXPIRE); a place at the end of the queue behind
- * live holders: the same 4 (the place, the link and the counts in one HSET); the release of one of
- * several holds: EVALSHA, HMGET, HSET, HDEL (4), of the last one EVALSHA, HMGET, DEL (3); a release
- * that lets the head in: EVALSHA, HMGET, TIME, an HMGET of the head's place, the PUBLISH, HSET,
- * HDEL (7; one more HMGET and PUBLISH per further waiter let in). Once a
- * lease, a PEXPIRE (and an HGETALL when a lease may have run out).
+ * one HMGET and first tries its fast path, straight-line code for the
+ * common cases; the rest goes through the toolkit (fam_lib; the acquire's
+ * reads the lock once more, one HMGET). A grant with nothing in the way:
+ * EVALSHA, TIME, HMGET, HSET (4; a new lock also EXISTS, and a PEXPIRE);
+ * a place at the end of the queue behind live holders: the same 4 (the
+ * place, the link and the counts in one HSET); the release of one of
+ * several holds: EVALSHA, HMGET, HSET, HDEL (4), of the last one EVALSHA,
+ * HMGET, DEL (3); a release that lets the head in: EVALSHA, HMGET, TIME,
+ * an HMGET of the head's place, the PUBLISH, HSET, HDEL (7; one more HMGET
+ * and PUBLISH per further waiter let in). Once a lease, a PEXPIRE (and an
+ * HGETALL when a lease may have run out).
  *
  * TTL: K's TTL is at least the latest expiry in it: a script that sets an
  * expiry beyond ttl sets it to twice that lease (fam_keep), so that a
