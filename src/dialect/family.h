@@ -12,9 +12,10 @@
  * are the server's ms.
  *
  * fam_read reads the lock's fields and the script's own token's h, q, p
- * and n fields in one HMGET. A script's fast path works on that reply, or
- * on one of its own with fewer fields (the acquire's), directly; everything else takes the toolkit,
- * fam_lib() (made only then: Lua makes every function of it anew on each run). With the toolkit, S,
+ * and n fields in one HMGET. A script's fast path works on that reply
+ * (the acquire's on one of its own, of fewer fields) directly; everything
+ * else takes the toolkit, fam_lib() (made only then:
+ * Lua makes every function of it anew on each run). With the toolkit, S,
  * the state a script works on, is made from that reply (fam_load), and the
  * script changes S, never Redis, until its end: fam_done then writes every
  * field changed in one HSET and one HDEL (fam_flush), and a PEXPIRE when
