@@ -48,13 +48,19 @@
  *
  * (d) semaphore: 64 contenders (each its own client, one loop) on ONE
  *     semaphore of 16 permits, each looping acquire -> release at once
- *     (--sem-hold MS: after MS ms, an ev_timer) -> acquire; against 64
+ *     (--sem-hold MS: after MS ms, a timerfd) -> acquire; against 64
  *     mutex contenders on 16 names (4 per name: 16 holders at most there
  *     too). Cycles/s and the ratio; wake-ups per freed permit (leash_stats
  *     wakeups summed over the clients, per release in the window: the
  *     target is 1); commands and Redis calls per cycle; the wait
  *     (leash_acquire() call -> callback) p50 and p99; the most holders
- *     seen at once (must not pass the permits).
+ *     seen at once (must not pass the permits). With a hold time, where
+ *     a cycle's time goes: the hold as it was (acquire callback ->
+ *     leash_release() call: what the timer added to MS), the handoff (a
+ *     release -> the grant it made room for, the oldest release of that
+ *     name not yet followed by a grant), and the CPU of the benchmark
+ *     process and of the server (INFO cpu) per cycle: permits / (hold +
+ *     handoff) is the rate.
  *
  * Every scenario checks what the kind promises on the holders it sees
  * (one holder of a fair lock or mutex, no more than the permits of a
@@ -73,6 +79,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -293,9 +300,16 @@ typedef struct contender {
     leash_client *client; /* not owned: cy->clients[] */
     leash_lock *lock;
     int64_t asked_ns;
-    int64_t grants; /* in the window */
-    int name;       /* index of its name */
-    ev_timer hold;  /* (d) with a hold time: the release is due */
+    int64_t held_ns; /* its acquire callback */
+    int64_t grants;  /* in the window */
+    int name;        /* index of its name */
+    /* (d) with a hold time: the release is due. A timerfd, not an
+     * ev_timer: libev waits in epoll_wait, whose timeout is in whole ms
+     * and at least 1 ms, so an ev_timer of 1 ms that the loop sleeps on
+     * fires 1-2 ms after it was set; a timerfd wakes the loop on time
+     * (hrtimer). */
+    int hold_fd;
+    ev_io hold;
 } contender;
 
 struct cycler {
@@ -323,7 +337,16 @@ struct cycler {
     leash_stats sa, sb;
     bench_cmdstats ca, cb;
     int64_t cpu_a, cpu_b;
-    ev_timer clock; /* cycles: closes the window by time */
+    double server_cpu_a, server_cpu_b; /* INFO cpu, s */
+    ev_timer clock;                    /* cycles: closes the window by time */
+    /* (d) with a hold time: each name's releases not yet followed by a
+     * grant (a ring of n per name), so that a grant is timed from the
+     * release that made its room (the oldest one left); and the holds as
+     * they were (acquire callback -> leash_release() call). */
+    int64_t *freed_ns;
+    int *freed_first, *freed_count;
+    int64_t *handoffs, nhandoffs;
+    int64_t *holds, nholds;
 };
 
 static void cy_error(cycler *cy, const char *what, int status) {
@@ -339,6 +362,7 @@ static int cy_in_window(const cycler *cy) {
 static void cy_open(cycler *cy) {
     stats_sum(cy->clients, cy->nclients, &cy->sa);
     bench_cmdstats_read(cy->admin, &cy->ca);
+    cy->server_cpu_a = bench_server_cpu_s(cy->admin);
     cy->cpu_a = bench_cpu_ns();
     cy->window_open_ns = bench_now_ns();
 }
@@ -348,6 +372,7 @@ static void cy_close(cycler *cy) {
     cy->cpu_b = bench_cpu_ns();
     stats_sum(cy->clients, cy->nclients, &cy->sb);
     bench_cmdstats_read(cy->admin, &cy->cb);
+    cy->server_cpu_b = bench_server_cpu_s(cy->admin);
     cy->done = 1;
 }
 
@@ -395,6 +420,15 @@ static void cy_acquired(leash_lock *l, int status, void *arg) {
         cy->max_holders = cy->holders;
     if (++cy->name_holders[k->name] > cy->permits)
         cy->over++;
+    k->held_ns = now;
+    if (cy->freed_ns != NULL && cy->freed_count[k->name] > 0) {
+        int j = cy->freed_first[k->name];
+        int64_t freed = cy->freed_ns[(int64_t)k->name * cy->n + j];
+        cy->freed_first[k->name] = (j + 1) % cy->n;
+        cy->freed_count[k->name]--;
+        if (cy_in_window(cy) && cy->nhandoffs < cy->cap_waits)
+            cy->handoffs[cy->nhandoffs++] = now - freed;
+    }
     if (cy->done)
         return; /* after the window: keep it until the end */
     g = cy->grants++;
@@ -419,18 +453,28 @@ static void cy_acquired(leash_lock *l, int status, void *arg) {
         }
     }
     if (cy->hold_ms > 0) {
-        ev_timer_set(&k->hold, cy->hold_ms / 1e3, 0.);
-        ev_timer_start(cy->loop, &k->hold);
+        struct itimerspec due;
+        memset(&due, 0, sizeof due);
+        due.it_value.tv_sec = cy->hold_ms / 1000;
+        due.it_value.tv_nsec = (long)(cy->hold_ms % 1000) * 1000000L;
+        if (timerfd_settime(k->hold_fd, 0, &due, NULL) != 0) {
+            cy_error(cy, "timerfd_settime", LEASH_EINVAL);
+            return;
+        }
+        ev_io_start(cy->loop, &k->hold);
         return;
     }
     cy_give(k); /* hold ~0: give it back at once */
 }
 
-static void cy_hold_done(struct ev_loop *loop, ev_timer *t, int revents) {
-    contender *k = t->data;
+static void cy_hold_done(struct ev_loop *loop, ev_io *w, int revents) {
+    contender *k = w->data;
+    uint64_t expirations;
 
-    (void)loop;
     (void)revents;
+    if (read(k->hold_fd, &expirations, sizeof expirations) != (ssize_t)sizeof expirations)
+        return; /* not due yet (the timer was set again): wait on */
+    ev_io_stop(loop, w);
     if (!k->cy->stopping && !k->cy->done)
         cy_give(k);
 }
@@ -444,6 +488,16 @@ static void cy_give(contender *k) {
     if (cy_in_window(cy))
         cy->releases_in_window++;
     cy->rel_ns = bench_now_ns();
+    if (cy->freed_ns != NULL) {
+        int c = cy->freed_count[k->name];
+        if (c < cy->n) {
+            int j = (cy->freed_first[k->name] + c) % cy->n;
+            cy->freed_ns[(int64_t)k->name * cy->n + j] = cy->rel_ns;
+            cy->freed_count[k->name] = c + 1;
+        }
+        if (cy_in_window(cy) && cy->nholds < cy->cap_waits)
+            cy->holds[cy->nholds++] = cy->rel_ns - k->held_ns;
+    }
     rc = leash_release(k->lock, cy_released, k);
     if (rc != LEASH_OK)
         cy_error(cy, "leash_release", rc);
@@ -470,8 +524,12 @@ typedef struct cycle_result {
     leash_stats d;
     redis_counts rc;
     double client_cpu_us; /* per grant */
+    double server_cpu_us; /* per grant (INFO cpu); -1 unknown */
     int64_t p50_ns, p99_ns, max_ns, nsamples;
     int64_t wait_p50_ns, wait_p99_ns; /* leash_acquire() -> callback, in the window */
+    /* With a hold time: the release -> the grant it made room for, and the
+     * hold as it was (acquire callback -> leash_release() call). */
+    int64_t handoff_p50_ns, handoff_p99_ns, hold_p50_ns, hold_p99_ns;
     int64_t min_grants, max_grants, longest_wait_ns;
     int self_handoffs, max_holders, over, errors;
     char first_error[160];
@@ -514,6 +572,18 @@ static int run_cycles(redisContext *admin, int kind, int n, int nclients, int na
     cy.clients = calloc((size_t)nclients, sizeof *cy.clients);
     cy.cs = calloc((size_t)n, sizeof *cy.cs);
     cy.name_holders = calloc((size_t)names, sizeof *cy.name_holders);
+    for (i = 0; cy.cs != NULL && i < n; i++)
+        cy.cs[i].hold_fd = -1;
+    if (hold_ms > 0) {
+        cy.freed_ns = calloc((size_t)names * (size_t)n, sizeof *cy.freed_ns);
+        cy.freed_first = calloc((size_t)names, sizeof *cy.freed_first);
+        cy.freed_count = calloc((size_t)names, sizeof *cy.freed_count);
+        cy.handoffs = calloc((size_t)cy.cap_waits, sizeof *cy.handoffs);
+        cy.holds = calloc((size_t)cy.cap_waits, sizeof *cy.holds);
+        if (cy.freed_ns == NULL || cy.freed_first == NULL || cy.freed_count == NULL ||
+            cy.handoffs == NULL || cy.holds == NULL)
+            goto out_free;
+    }
     if (secs > 0.) {
         cy.by_time_ns = (int64_t)(secs * 1e9);
     } else {
@@ -533,8 +603,13 @@ static int run_cycles(redisContext *admin, int kind, int n, int nclients, int na
         k->id = i;
         k->client = cy.clients[i % nclients];
         k->name = i % names;
-        ev_timer_init(&k->hold, cy_hold_done, 0., 0.);
-        k->hold.data = k;
+        if (hold_ms > 0) {
+            k->hold_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+            if (k->hold_fd < 0)
+                goto out;
+            ev_io_init(&k->hold, cy_hold_done, k->hold_fd, EV_READ);
+            k->hold.data = k;
+        }
         snprintf(name, sizeof name, "bench:family:%d", k->name);
         if ((k->lock = make_lock(k->client, kind, name, permits)) == NULL)
             goto out;
@@ -567,6 +642,9 @@ static int run_cycles(redisContext *admin, int kind, int n, int nclients, int na
             res->max_grants = cy.cs[i].grants;
     }
     res->client_cpu_us = per((double)(cy.cpu_b - cy.cpu_a) / 1e3, (double)res->grants);
+    res->server_cpu_us = cy.server_cpu_a >= 0. && cy.server_cpu_b >= 0.
+                             ? per((cy.server_cpu_b - cy.server_cpu_a) * 1e6, (double)res->grants)
+                             : -1.;
     res->longest_wait_ns = cy.longest_wait_ns;
     res->self_handoffs = cy.self_handoffs;
     if (cy.nsamples > 0) {
@@ -581,6 +659,16 @@ static int run_cycles(redisContext *admin, int kind, int n, int nclients, int na
         res->wait_p50_ns = bench_pct(cy.waits, cy.nwaits, 0.5);
         res->wait_p99_ns = bench_pct(cy.waits, cy.nwaits, 0.99);
     }
+    if (cy.nhandoffs > 0) {
+        qsort(cy.handoffs, (size_t)cy.nhandoffs, sizeof *cy.handoffs, bench_cmp_i64);
+        res->handoff_p50_ns = bench_pct(cy.handoffs, cy.nhandoffs, 0.5);
+        res->handoff_p99_ns = bench_pct(cy.handoffs, cy.nhandoffs, 0.99);
+    }
+    if (cy.nholds > 0) {
+        qsort(cy.holds, (size_t)cy.nholds, sizeof *cy.holds, bench_cmp_i64);
+        res->hold_p50_ns = bench_pct(cy.holds, cy.nholds, 0.5);
+        res->hold_p99_ns = bench_pct(cy.holds, cy.nholds, 0.99);
+    }
     res->ok = 1;
     rc = 0;
 out:
@@ -592,7 +680,10 @@ out:
     if (secs > 0.)
         ev_timer_stop(cy.loop, &cy.clock);
     for (i = 0; i < n; i++)
-        ev_timer_stop(cy.loop, &cy.cs[i].hold);
+        if (cy.cs[i].hold_fd >= 0) {
+            ev_io_stop(cy.loop, &cy.cs[i].hold);
+            close(cy.cs[i].hold_fd);
+        }
     clients_free(cy.loop, cy.clients, nclients);
 out_free:
     if (cy.loop != NULL)
@@ -602,6 +693,11 @@ out_free:
     free(cy.name_holders);
     free(cy.samples);
     free(cy.waits);
+    free(cy.freed_ns);
+    free(cy.freed_first);
+    free(cy.freed_count);
+    free(cy.handoffs);
+    free(cy.holds);
     return rc;
 }
 
@@ -1917,7 +2013,7 @@ int main(int argc, char **argv) {
         }
         printf("\nEach contender its own leash client, all on one libev loop, looping "
                "leash_acquire(LEASH_WAIT_FOREVER) -> hold %d ms (0: leash_release() inside the "
-               "acquire callback; else an ev_timer) -> leash_release() -> leash_acquire() from "
+               "acquire callback; else a timerfd) -> leash_release() -> leash_acquire() from "
                "the release callback: ONE semaphore of %d "
                "permits, or mutexes on %d names (%d contenders each: %d holders at most "
                "there too). Cycles over %.1f s after 0.5 s of warm-up; a cycle is one permit "
@@ -1925,13 +2021,23 @@ int main(int argc, char **argv) {
                "permit: leash_stats wakeups summed over the clients, per release in the "
                "window (each release frees one permit; more than 1 means waiters woken for "
                "nothing). Redis calls: INFO commandstats, the scripts' inner calls included. "
-               "Wait: leash_acquire() call -> its callback, every grant in the window.\n",
+               "Wait: leash_acquire() call -> its callback, every grant in the window. "
+               "Hold as it was: acquire callback -> leash_release() call; handoff: a "
+               "leash_release() call -> the grant it made room for (the oldest release of that "
+               "name not yet followed by a grant); CPU: the benchmark process (every client) "
+               "and the server (INFO cpu), per cycle.\n",
                G.sem_hold_ms, permits, permits, sem_contenders / permits, permits, secs);
         for (k = 0; k < 2; k++)
             if (res[k].ok) {
                 printf("- %s: %.2f s, %lld cycles", k ? "semaphore" : "mutex", res[k].seconds,
                        (long long)res[k].grants);
                 print_calls(&res[k].rc, (double)res[k].grants, "cycle");
+                if (G.sem_hold_ms > 0)
+                    printf("; hold as it was p50 %.0f / p99 %.0f µs, handoff p50 %.0f / p99 %.0f "
+                           "µs; CPU per cycle: client %.1f µs, server %.1f µs",
+                           (double)res[k].hold_p50_ns / 1e3, (double)res[k].hold_p99_ns / 1e3,
+                           (double)res[k].handoff_p50_ns / 1e3, (double)res[k].handoff_p99_ns / 1e3,
+                           res[k].client_cpu_us, res[k].server_cpu_us);
                 printf("\n");
             }
         for (k = 0; k < 2; k++)

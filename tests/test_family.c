@@ -1431,6 +1431,11 @@ TEST(rw_readers_queued_behind_a_writer_go_in_together_up_to_the_next_writer) {
                   i, (long long)(g[i].at_ms - rel.at_ms));
         CHECK(leash_held(rs[i])); /* all three at once */
     }
+    /* Let in by one script, in one microsecond of the server's clock: each
+     * its own fence all the same, above the writer's, in queue order. */
+    CHECK(leash_fence(rs[0]) > leash_fence(wr));
+    CHECK(leash_fence(rs[1]) > leash_fence(rs[0]));
+    CHECK(leash_fence(rs[2]) > leash_fence(rs[1]));
     /* The writer behind them waits, and so does the reader behind it. */
     run_for_or_until(&w, &glate, 150);
     CHECK_EQ_INT(gw2.calls + glate.calls, 0);

@@ -41,16 +41,17 @@
  * are in nobody's way.
  *
  * Cost (Redis calls, EVALSHA included). Each script reads the lock in
- * one HMGET and first tries its fast path, straight-line code
- * for the common cases; the rest goes through the toolkit (fam_lib). A
- * grant with nothing in the way: EVALSHA, TIME, HMGET, HSET (4; a new lock
- * also EXISTS, and a PEXPIRE); a place at the end of the queue behind live
- * holders: the same 4 (the place, the link and the counts in one HSET);
- * the release of one of several holds: EVALSHA, HMGET, HSET, HDEL (4), of
- * the last one EVALSHA, HMGET, DEL (3); a release that lets the head in:
- * EVALSHA, HMGET, TIME, an HMGET of the head's place, the PUBLISH, HSET,
- * HDEL (7; one more HMGET and PUBLISH per further waiter let in). Once a
- * lease, a PEXPIRE (and an HGETALL when a lease may have run out).
+ * one HMGET and first tries its fast path, straight-line code for the
+ * common cases; the rest goes through the toolkit (fam_lib; the acquire's
+ * reads the lock once more, one HMGET). A grant with nothing in the way:
+ * EVALSHA, TIME, HMGET, HSET (4; a new lock also EXISTS, and a PEXPIRE);
+ * a place at the end of the queue behind live holders: the same 4 (the
+ * place, the link and the counts in one HSET); the release of one of
+ * several holds: EVALSHA, HMGET, HSET, HDEL (4), of the last one EVALSHA,
+ * HMGET, DEL (3); a release that lets the head in: EVALSHA, HMGET, TIME,
+ * an HMGET of the head's place, the PUBLISH, HSET, HDEL (7; one more HMGET
+ * and PUBLISH per further waiter let in). Once a lease, a PEXPIRE (and an
+ * HGETALL when a lease may have run out).
  *
  * TTL: K's TTL is at least the latest expiry in it: a script that sets an
  * expiry beyond ttl sets it to twice that lease (fam_keep), so that a
@@ -58,7 +59,10 @@
  * leaves no holder and nobody queued deletes K.
  *
  * Fences: the server's clock (TIME) in microseconds at the grant, and
- * above the last fence given (readers let in together).
+ * above the last fence given (readers let in together). The fast paths
+ * write them as they come from TIME, digits put together (fam_fence): a
+ * 16-digit number made and printed in Lua costs the server a strtod and a
+ * printf of a double each time.
  *
  * acquire KEYS: K  ARGV: token, lease, mode, client, permits, once,
  *         count, channel base, publish verb, under, not_after
@@ -105,13 +109,19 @@
  * its way that may have run out, is granted when it fits and nobody waits,
  * or takes a place at the end of the queue behind live holders. The
  * toolkit does the rest: a hold or place of its own, a downgrade, room
- * while others wait (a head that may be dead), a lease to drop. */
+ * while others wait (a head that may be dead), a lease to drop. The fast
+ * path reads only the fields it uses (not the token's p and n fields nor
+ * the paired hold): each field read costs the server a lookup and a Lua
+ * string, on every acquire; the toolkit reads the lock again (fam_load),
+ * one HMGET more on the rarer slow path. */
 static const char acquire_lua[] = LEASH__FAMILY_LUA
     "local t = redis.call('time')\n"
     "local now = fam_now(t)\n"
     "if ARGV[11] + 0 > 0 and now >= ARGV[11] + 0 then return {0, -3, 0, now} end\n"
     "local K, tok, mode = KEYS[1], ARGV[1], ARGV[3]\n"
-    "local v = fam_read(K, tok, ARGV[10])\n"
+    "local v = redis.pcall('hmget', K, 'fence', 'seq', 'permits', 'mode', 'held', 'queued', "
+    "'soonest', 'ttl',\n"
+    "    'head', 'tail', 'h' .. tok, 'q' .. tok)\n"
     "if not v.err and not v[11] and not v[12] and ARGV[7] == '1' and ARGV[10] == '' and\n"
     "    (v[1] and v[5] or not v[1] and redis.call('exists', K) == 0) then\n"
     "  local held, queued, soon = tonumber(v[5] or 0), tonumber(v[6] or 0), tonumber(v[7])\n"
@@ -122,9 +132,7 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "then\n"
     "    room = nil\n"
     "  elseif room and queued == 0 then\n"
-    "    local f = t[1] * 1000000 + t[2]\n"
-    "    if f <= tonumber(v[1] or 0) then f = tonumber(v[1]) + 1 end\n"
-    "    f = string.format('%.0f', f)\n"
+    "    local f = fam_fence(t, v[1])\n"
     "    a = {'fence', f, 'held', held + 1, 'h' .. tok, mode .. ':1:' .. f .. ':' .. ARGV[4] .. "
     "':' .. exp}\n"
     "    if held == 0 then\n"
@@ -136,7 +144,7 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "    r = {1, tonumber(f), 1, now}\n"
     "  elseif not room and held > 0 then\n"
     "    if ARGV[6] == '1' then return {0, -6, 0, now} end\n"
-    "    local seq = (tonumber(v[2]) or 0) + 1\n"
+    "    local seq = tostring((tonumber(v[2]) or 0) + 1)\n"
     "    a = {'seq', seq, 'queued', queued + 1, 'tail', tok, 'q' .. tok,\n"
     "         mode .. ':' .. ARGV[4] .. ':' .. exp .. ':' .. seq}\n"
     "    if v[10] then\n"
@@ -156,7 +164,7 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "end\n"
     "local F = fam_lib()\n"
     "local lease, cl, n = tonumber(ARGV[2]), ARGV[4], tonumber(ARGV[7])\n"
-    "local S = F.load(K, tok, ARGV[10], v)\n" WRONGTYPE "local exp = now + lease\n"
+    "local S = F.load(K, tok, ARGV[10])\n" WRONGTYPE "local exp = now + lease\n"
     "if mode == 's' and S.permits and S.permits ~= ARGV[5] and S.held > 0 then\n"
     "  F.prune(K, S, now)\n"
     "  if S.held > 0 then\n"
@@ -257,7 +265,7 @@ static const char release_lua[] = LEASH__FAMILY_LUA
     "  held = held - 1\n"
     "  if held == 0 then mode, soon = nil, nil end\n"
     "  if (m ~= 'w' or held == 0) and (held == 0 or soon and soon > now) then\n"
-    "    local fence, head, a, d = tonumber(v[1]), v[7], {}, {'h' .. tok}\n"
+    "    local fence, head, a, d = v[1], v[7], {}, {'h' .. tok}\n"
     "    while queued > 0 and head do\n"
     "      if held > 0 and mode ~= 'r' and (mode ~= 's' or held >= permits) then break end\n"
     "      local w = redis.call('hmget', K, 'q' .. head, 'n' .. head)\n"
@@ -272,9 +280,8 @@ static const char release_lua[] = LEASH__FAMILY_LUA
     "      if w[2] then d[#d + 1] = 'p' .. w[2] end\n"
     "      queued = queued - 1\n"
     "      if live then\n"
-    "        local f = t[1] * 1000000 + t[2]\n"
-    "        if f <= fence then f = fence + 1 end\n"
-    "        fence, f = f, string.format('%.0f', f)\n"
+    "        local f = fam_fence(t, fence)\n"
+    "        fence = f\n"
     "        a[#a + 1], a[#a + 2] = 'h' .. head, hm .. ':1:' .. f .. ':' .. cl .. ':' .. e\n"
     "        if held == 0 then mode, soon = hm, e elseif e < soon then soon = e end\n"
     "        held = held + 1\n"
@@ -286,19 +293,24 @@ static const char release_lua[] = LEASH__FAMILY_LUA
     "      redis.call('del', K)\n"
     "      return 0\n"
     "    end\n"
-    "    a[#a + 1], a[#a + 2], a[#a + 3], a[#a + 4] = 'held', held, 'queued', queued\n"
-    "    a[#a + 1], a[#a + 2] = 'fence', string.format('%.0f', fence)\n"
+    "    local function put(f, x, was)\n"
+    "      if x ~= was then a[#a + 1], a[#a + 2] = f, x end\n"
+    "    end\n"
+    "    put('held', held, tonumber(v[4]))\n"
+    "    put('queued', queued, tonumber(v[5] or 0))\n"
+    "    put('fence', fence, v[1])\n"
     "    if mode then\n"
-    "      a[#a + 1], a[#a + 2], a[#a + 3], a[#a + 4] = 'mode', mode, 'soonest', soon\n"
+    "      put('mode', mode, v[3])\n"
+    "      put('soonest', soon, tonumber(v[6]))\n"
     "    else\n"
     "      d[#d + 1], d[#d + 2] = 'mode', 'soonest'\n"
     "    end\n"
     "    if head then\n"
-    "      a[#a + 1], a[#a + 2] = 'head', head\n"
+    "      put('head', head, v[7])\n"
     "    else\n"
     "      d[#d + 1], d[#d + 2] = 'head', 'tail'\n"
     "    end\n"
-    "    redis.call('hset', K, unpack(a))\n"
+    "    if #a > 0 then redis.call('hset', K, unpack(a)) end\n"
     "    redis.call('hdel', K, unpack(d))\n"
     "    return 0\n"
     "  end\n"

@@ -13,7 +13,8 @@
  *
  * fam_read reads the lock's fields and the script's own token's h, q, p
  * and n fields in one HMGET. A script's fast path works on that reply
- * directly; everything else takes the toolkit, fam_lib() (made only then:
+ * (the acquire's on one of its own, of fewer fields) directly; everything
+ * else takes the toolkit, fam_lib() (made only then:
  * Lua makes every function of it anew on each run). With the toolkit, S,
  * the state a script works on, is made from that reply (fam_load), and the
  * script changes S, never Redis, until its end: fam_done then writes every
@@ -36,6 +37,14 @@
  * and mode says which. */
 #define LEASH__FAMILY_LUA                                                                          \
     "local function fam_now(t) return t[1] * 1000 + math.floor(t[2] / 1000) end\n"                 \
+    "local function fam_fence(t, last)\n"                                                          \
+    "  local u = t[2]\n"                                                                           \
+    "  local f = t[1] .. string.rep('0', 6 - #u) .. u\n"                                           \
+    "  if last and (#last > #f or #last == #f and last >= f) then\n"                               \
+    "    f = string.format('%.0f', last + 1)\n"                                                    \
+    "  end\n"                                                                                      \
+    "  return f\n"                                                                                 \
+    "end\n"                                                                                        \
     "local function fam_read(K, tok, under)\n"                                                     \
     "  return redis.pcall('hmget', K, 'fence', 'seq', 'permits', 'mode', 'held', 'queued', "       \
     "'soonest',\n"                                                                                 \
