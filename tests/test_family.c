@@ -15,7 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dialect/dialect.h"
 #include "fixture.h"
+#include "prim/lock.h"
 
 /* ---- the kinds ---- */
 
@@ -619,6 +621,63 @@ TEST(fair_lock_handoff_racing_a_place_renewal_keeps_the_new_hold) {
     CHECK_EQ_INT(res.fence_violations, 0);
     leash_client_free(cs[1]);
     leash_client_free(cs[2]);
+    fx_world_down(&w);
+}
+
+/* A holder's token that Redis has only queued (its hold removed by a
+ * copy its handle never heard of, a late copy of its own attempt queueing
+ * the token again behind the next holder) is no hold: the holder's next
+ * renewal, answered "queued", loses it. Only a renewal sent before the
+ * token was let in may answer "queued" for a hold (the case above). The
+ * scripts run here as those copies would. */
+TEST(fair_lock_holder_whose_token_is_queued_again_is_lost) {
+    const leash__script *release = leash__dialect_leash.scripts[LEASH__LEASH_SCRIPT_FAMILY_RELEASE];
+    const leash__script *acquire = leash__dialect_leash.scripts[LEASH__LEASH_SCRIPT_FAMILY_ACQUIRE];
+    const int64_t lease = 300; /* renewed every 100 ms */
+    fx_world w;
+    leash_client *c2;
+    leash_lock *a, *b;
+    fx_result lost = {0};
+    test_redis *r;
+    redisReply *rep;
+    char tok[LEASH__TOKEN_LEN + 1], field[LEASH__TOKEN_LEN + 2], client[64];
+
+    leash__dialects_init();
+    fx_world_up(&w, lease, 0);
+    c2 = fx_world_client(&w, lease);
+    fx_wait_connected(w.loop, c2, 5000);
+    a = fair(w.c, "fair-requeued");
+    b = fair(c2, "fair-requeued");
+    leash_on_lost(a, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    memcpy(tok, a->hold.token, LEASH__TOKEN_LEN);
+    tok[LEASH__TOKEN_LEN] = '\0';
+    r = fx_redis_of(&w, "leash:fair-requeued");
+    /* a's client, as its attempts carry it: "<mode>:<count>:<fence>:<client>:<expiry>". */
+    snprintf(field, sizeof(field), "h%s", tok);
+    rep = test_redis_cmd(r, "HGET leash:fair-requeued %s", field);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_STRING);
+    CHECK_EQ_INT(sscanf(rep->str, "%*[^:]:%*[^:]:%*[^:]:%63[^:]:", client), 1);
+    freeReplyObject(rep);
+    rep = test_redis_cmd(r, "EVAL %b 1 leash:fair-requeued %s 0 chan publish 0", release->src,
+                         release->len, tok);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0);
+    freeReplyObject(rep);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, b, 0, 5000), LEASH_OK);
+    rep = test_redis_cmd(r, "EVAL %b 1 leash:fair-requeued %s 30000 f %s 0 0 1 chan publish %s 0",
+                         acquire->src, acquire->len, tok, client, "");
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4);
+    CHECK_EQ_INT(rep->element[0]->integer, 0); /* queued behind b */
+    freeReplyObject(rep);
+    fx_run_for(w.loop, 2 * lease);
+    CHECK_MSG(lost.calls == 1, "a renewed a hold Redis gives b (%d lost callbacks)", lost.calls);
+    CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
+    CHECK(!leash_held(a));
+    CHECK(leash_held(b));
+    CHECK_EQ_INT(fx_release_sync(w.loop, b, 2000), LEASH_OK);
+    leash_lock_free(a);
+    leash_lock_free(b);
+    leash_client_free(c2);
     fx_world_down(&w);
 }
 
@@ -2270,6 +2329,7 @@ int main(int argc, char **argv) {
         TEST_CASE(fair_lock_excludes_across_clients_over_many_cycles_and_fences_grow),
         TEST_CASE(fair_lock_handoff_racing_a_place_renewal_keeps_the_new_hold),
         TEST_CASE(fair_lock_place_renewal_answered_before_the_handoff_but_read_after_it),
+        TEST_CASE(fair_lock_holder_whose_token_is_queued_again_is_lost),
         TEST_CASE(fair_lock_grants_three_processes_in_arrival_order),
         TEST_CASE(fair_lock_live_waiter_waiting_many_leases_is_never_evicted),
         TEST_CASE(fair_lock_crashed_holder_is_recovered_after_one_lease),

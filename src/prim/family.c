@@ -278,6 +278,13 @@ static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
     /* A waiter's place: it was let in. */
     if (a->status == LEASH_OK && a->kind == LEASH__ANS_HANDED && !leash__holding_held(l->state))
         type = LEASH__EV_HANDOFF;
+    /* "Queued" is a hold's answer only to a renewal of its place sent
+     * before the token was let in. Sent since, it says the token waits
+     * again (its hold was given back by a copy this handle never heard
+     * of, and a late copy of its attempt queued it): no hold. */
+    if (a->status == LEASH_OK && a->kind == LEASH__ANS_QUEUED && leash__holding_held(l->state) &&
+        sent >= l->hold.since)
+        type = LEASH__EV_NOT_OURS;
     leash__holding_renewal(l, type, a, sent);
 }
 
