@@ -392,7 +392,7 @@ static void on_watch_down(leash__conn *conn) {
 /* ---- the discovery machine ---- */
 
 /* Every change of state of the discovery machine, and the event of step()
- * that made it: at debug level a line, as the locks' (prim/mutex.c). */
+ * that made it: at debug level a line, as the locks' (prim/holding.c). */
 static void set_state(sentinel *s, int to, int ev) {
     int64_t now = leash__now_ms();
 
