@@ -204,6 +204,62 @@ TEST(freeing_a_client_with_a_woken_queue_sends_no_new_attempts) {
     sim_free(s);
 }
 
+/* ---- 10. A family waiter let in while its place's renewal is out ---- */
+
+/* A fair-lock waiter's place renewal is written; Redis runs it (the place:
+ * "queued", 2) and then the holder's release, which lets the waiter in
+ * and says so on the client's channel. The handoff message is read first,
+ * in the millisecond the renewal went out (on loopback both take well
+ * under one). That "queued" was sent before the let-in: the hold stands,
+ * and nobody waits a lease for a hold its holder stopped renewing. */
+TEST(fair_lock_let_in_the_ms_its_place_renewal_went_out_keeps_the_hold) {
+    sim *s = sim_new();
+    leash_client *c = client_on(s);
+    leash_lock *l = leash_fair_lock_new(c, "x");
+    simfx_rec got = {0}, lost = {0}, rel = {0};
+    sim_cmd *cmd;
+    sim_conn *renew_conn;
+    const char *chan;
+    size_t chan_len;
+    char msg[128];
+    int64_t renew_written;
+
+    leash_on_lost(l, simfx_on_lost, &lost);
+    CHECK_EQ_INT(leash_acquire(l, LEASH_WAIT_FOREVER, simfx_on_acquired, &got), LEASH_OK);
+    cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
+    CHECK_EQ_INT(simfx_script_of(cmd), LS_FAMILY_ACQUIRE);
+    snprintf(msg, sizeof(msg), "g:%s:78", sim_cmd_arg(cmd, 4));
+    simfx_busy(cmd, 2000); /* a place; subscribed (auto mode), then covered: */
+    simfx_busy(sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA"), 2000);
+    sim_run(s);
+    CHECK_EQ_INT(simfx_count_pending(s, LS_FAMILY_ACQUIRE), 0); /* parked, with its place */
+    /* The clock stops where the place's renewal is written. */
+    cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
+    CHECK_EQ_INT(simfx_script_of(cmd), LS_RENEW);
+    renew_conn = cmd->conn;
+    renew_written = sim_now();
+    chan = sim_conn_subscription(sim_sub_conn(s), 0, &chan_len, NULL);
+    CHECK(chan != NULL);
+    CHECK_EQ_INT(sim_publish(s, chan, chan_len, msg, strlen(msg)), 1);
+    sim_run(s);
+    CHECK_EQ_INT(got.calls, 1);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_EQ_INT(sim_now(), renew_written);
+    CHECK_EQ_INT(sim_reply(renew_conn, "*1\r\n:2\r\n"), 0); /* the place, renewed */
+    sim_run(s);
+    CHECK_MSG(lost.calls == 0, "the new hold was lost (%d) to its place's renewal", lost.status);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(leash_fence(l), 78);
+    CHECK_EQ_INT(leash_release(l, simfx_on_released, &rel), LEASH_OK);
+    sim_run(s);
+    simfx_answer(s, LS_FAMILY_RELEASE, ":0\r\n");
+    CHECK_EQ_INT(rel.calls, 1);
+    CHECK_EQ_INT(rel.status, LEASH_OK);
+    leash_client_free(c);
+    CHECK_EQ_INT(sim_timers_alive(s), 0);
+    sim_free(s);
+}
+
 /* ---- 4. Allocation failures in every public call, and on the loop ---- */
 
 /*
@@ -908,6 +964,7 @@ int main(int argc, char **argv) {
         TEST_CASE(busy_answer_after_a_resubscription_tries_again),
         TEST_CASE(woken_waiter_cancelled_hands_the_wake_on),
         TEST_CASE(woken_waiter_whose_attempt_fails_hands_the_wake_on),
+        TEST_CASE(fair_lock_let_in_the_ms_its_place_renewal_went_out_keeps_the_hold),
         TEST_CASE(extra_hold_without_memory_is_refused_and_changes_nothing),
         TEST_CASE_T(every_allocation_of_every_call_may_fail, 120),
         TEST_CASE_T(every_allocation_on_the_loop_may_fail, 240),

@@ -93,10 +93,12 @@ static void note_place(leash_lock *l, const leash__answer *a) {
 
 /* The wait ended: a waiter leaves the queue at once, not a lease later (if
  * it was let in meanwhile, the release gives that back); let in, its place
- * is its hold now. */
+ * is its hold now, and a renewal of the place still on the wire is the
+ * hold's first (hold_renewed). */
 static void wait_ended(leash_lock *l, int granted) {
     if (!granted && l->queued)
         leash__holding_release_in_background(l, l->hold.token, 0);
+    l->place_renewal_out = granted && l->queued && l->hold.renew_state == LEASH__RENEW_INFLIGHT;
     l->queued = 0;
 }
 
@@ -273,17 +275,20 @@ static const leash__waiter_hooks waiter_hooks = {leash__holding_waiter_wake,
 
 static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
     leash_lock *l = LEASH__CONTAINER(h, leash_lock, hold);
-    int type = leash__holding_renewal_type(a);
+    int type = leash__holding_renewal_type(a), place_renewal = l->place_renewal_out;
 
+    l->place_renewal_out = 0;
     /* A waiter's place: it was let in. */
     if (a->status == LEASH_OK && a->kind == LEASH__ANS_HANDED && !leash__holding_held(l->state))
         type = LEASH__EV_HANDOFF;
-    /* "Queued" is a hold's answer only to a renewal of its place sent
-     * before the token was let in. Sent since, it says the token waits
-     * again (its hold was given back by a copy this handle never heard
-     * of, and a late copy of its attempt queued it): no hold. */
+    /* "Queued" is a hold's answer only to the renewal of its place that
+     * was on the wire when the token was let in (it ran first; which
+     * millisecond it went out in says nothing: the let-in may be read in
+     * the same one). Any other says the token waits again (its hold was
+     * given back by a copy this handle never heard of, and a late copy of
+     * its attempt queued it): no hold. */
     if (a->status == LEASH_OK && a->kind == LEASH__ANS_QUEUED && leash__holding_held(l->state) &&
-        sent >= l->hold.since)
+        !place_renewal)
         type = LEASH__EV_NOT_OURS;
     leash__holding_renewal(l, type, a, sent);
 }

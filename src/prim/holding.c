@@ -116,27 +116,36 @@
  *   xunrepl  the extra hold's callback gets LEASH_EREPLICAS -> HELD (the
  *            count Redis raised goes with the last release)
  *   rel      the release's callback gets the answer; a last hold's release
- *            wakes the local waiters (the kind's hold_given_back); a release of one of several
- * holds that found the hold gone: lost EXPIRED first (HELD -> IDLE) forced   the force release's
- * callback gets the answer go       the attempt goes now -> ATTEMPT (NOMEM), then as forced renewed
- * the deadline moves, the next renewal is scheduled (an answer after the deadline: lost) lost the
- * lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD, REPLICAS) -> IDLE; the hold is
- * released unless it expired, not before its local deadline (REPLICAS comes sooner); an extra hold
- * then ends LEASH_ECANCELED; renew-unrepl on a route that retries it (route->retry_unreplicated:
- * Sentinel) is retry retry    a renewal again soon renew    the renewal joins the next batch last
- * -> LAST (the answer on the wire decides) again    an attempt -> ATTEMPT (NOMEM without memory); a
- * wake after a split vote, on a route whose attempts must not go in step with other clients'
- * (Redlock), after a random pause later    the holder lives on: the TTL wake moves (capped: anyone
- * may publish)
+ *            wakes the local waiters (the kind's hold_given_back); a
+ *            release of one of several holds that found the hold gone: lost
+ *            EXPIRED first (HELD -> IDLE)
+ *   forced   the force release's callback gets the answer
+ *   go       the attempt goes now -> ATTEMPT (NOMEM), then as forced
+ *   renewed  the deadline moves, the next renewal is scheduled (an answer
+ *            after the deadline: lost)
+ *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD,
+ *            REPLICAS) -> IDLE; the hold is released unless it expired, not
+ *            before its local deadline (REPLICAS comes sooner); an extra
+ *            hold then ends LEASH_ECANCELED; renew-unrepl on a route
+ *            that retries it (route->retry_unreplicated: Sentinel) is retry
+ *   retry    a renewal again soon
+ *   renew    the renewal joins the next batch
+ *   last     -> LAST (the answer on the wire decides)
+ *   again    an attempt -> ATTEMPT (NOMEM without memory); a wake after
+ *            a split vote, on a route whose attempts must not go in step
+ *            with other clients' (Redlock), after a random pause
+ *   later    the holder lives on: the TTL wake moves (capped: anyone may
+ *            publish)
  *
  * User callbacks come last in every handler, or are followed by a check of
  * l->freed: a callback may free the handle or the client.
  *
  * Stats (leash_lock_stats, and the client's sums): an accepted acquire is
  * counted where every event is delivered (leash__lock_deliver), its end
- * where its callback is handed out (finish_acquire, defer_acquire), waits and holds where states
- * change (set_state), losses in lose_then(), renewals in renewed(): each event at the one place
- * that decides it, so no path can count it twice.
+ * where its callback is handed out (finish_acquire, defer_acquire), waits
+ * and holds where states change (set_state), losses in lose_then(),
+ * renewals in renewed(): each event at the one place that decides it, so
+ * no path can count it twice.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -182,6 +182,10 @@ struct leash_lock {
      * like a hold (hold.deadline is the place's), and given up when the
      * acquire ends without the lock. */
     int queued;
+    /* Family: the place's renewal was on the wire when the token was let
+     * in (prim/family.c): its answer, the hold's first, may say "queued"
+     * (it ran before the let-in); no later one may. */
+    int place_renewal_out;
     leash__waiter w;
 
     /* The hold. */
