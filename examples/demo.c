@@ -811,7 +811,7 @@ struct quorum_kills {
     int allowed;     /* LEASH_DEMO_REDLOCK_PIDS is set: kills may happen */
     int refused;     /* a kill was due and did not happen (a problem said) */
     int n, majority; /* servers, and how many make a majority */
-    struct node_info server[LEASH_NODES_MAX]; /* as listed; the first ones die */
+    struct node_info server[LEASH_NODES_MAX]; /* the first ones die (order_by_hold) */
     int phase;                                /* kills done: 0, 1 (N - M servers), 2 (one more) */
     int count[2];                             /* servers killed by each */
     int hold[2];                              /* index into holds of the hold under each */
@@ -2038,9 +2038,49 @@ static int check_servers(struct parent *p, int from, int to) {
     return 0;
 }
 
+/* Whether server s holds hold h: its key names h's fence
+ * ("<token>:<w>:<count>:<fence>"). 1 when it cannot be read: a server
+ * that may hold it is killed last. */
+static int holds_fence(const struct node_info *s, uint64_t fence) {
+    redisContext *c = admin_connect(s->host, s->port);
+    redisReply *r = c != NULL ? redisCommand(c, "GET %s", KEY_PREFIX LOCK_NAME) : NULL;
+    unsigned long long f = 0;
+    int holds = 1;
+
+    if (r != NULL && r->type == REDIS_REPLY_NIL)
+        holds = 0;
+    else if (r != NULL && r->type == REDIS_REPLY_STRING)
+        holds = sscanf(r->str, "%*[0-9a-f]:%*d:%*d:%llu", &f) == 1 && f == fence;
+    if (r != NULL)
+        freeReplyObject(r);
+    if (c != NULL)
+        redisFree(c);
+    return holds;
+}
+
+/* A Redlock grant needs a majority, not every server: a waiter woken by
+ * the release's first message can find the lock still held on a server
+ * the release has not reached yet, and then holds on a bare majority
+ * (its renewals keep it there). The servers it holds on go last, so that
+ * the first kill leaves the hold its majority, as the story says. */
+static void order_by_hold(struct quorum_kills *qk, uint64_t fence) {
+    struct node_info spare[LEASH_NODES_MAX], held[LEASH_NODES_MAX];
+    int i, ns = 0, nh = 0;
+
+    for (i = 0; i < qk->n; i++) {
+        if (holds_fence(&qk->server[i], fence))
+            held[nh++] = qk->server[i];
+        else
+            spare[ns++] = qk->server[i];
+    }
+    memcpy(qk->server, spare, (size_t)ns * sizeof(spare[0]));
+    memcpy(qk->server + ns, held, (size_t)nh * sizeof(held[0]));
+}
+
 /* During hold h's job: the first time kills N - M servers (a majority is
- * left; N >= 3, so at least one), the second time one more (none is).
- * Every one must be a server that scripts/demo started, or none is killed. */
+ * left; N >= 3, so at least one), those h does not hold on first; the
+ * second time one more (none is left). Every one must be a server that
+ * scripts/demo started, or none is killed. */
 static void kill_servers(struct parent *p, struct hold *h) {
     struct quorum_kills *qk = &p->qk;
     int k = qk->phase, from = k == 0 ? 0 : qk->count[0];
@@ -2048,6 +2088,8 @@ static void kill_servers(struct parent *p, struct hold *h) {
     char list[160];
 
     qk->refused = 1; /* until the signals went */
+    if (k == 0)
+        order_by_hold(qk, h->fence);
     if (check_servers(p, from, to) != 0)
         return;
     /* The note first: its time stamp comes before anything the kill causes. */
@@ -2715,8 +2757,9 @@ static void print_redlock_plan(const struct quorum_kills *qk) {
                            "  scripts/demo --redlock started, is not set");
         return;
     }
-    printf("  %d ms into hold %d the parent kills (SIGKILL) %d of them, %d ms into the next hold\n"
-           "  one more; %.1f s later, with no majority, the run ends.\n\n",
+    printf("  %d ms into hold %d the parent kills (SIGKILL) %d of them (any the hold does not\n"
+           "  need first), %d ms into the next hold one more; %.1f s later, with no majority,\n"
+           "  the run ends.\n\n",
            KILL_AFTER_MS, KILL_HOLD, qk->n - qk->majority, LAST_KILL_AFTER_MS,
            NO_MAJORITY_MS / 1000.);
 }
