@@ -1666,31 +1666,59 @@ static int started_by_script(const char *env, int port, long pid) {
 
 /* --sentinel: a connection to the first sentinel that takes one, with
  * its password; NULL when none does. */
+/* A connection to sentinel i of t, logged in; NULL when it cannot be had. */
+static redisContext *sentinel_connect_to(const struct target *t, int i) {
+    char host[256];
+    int port;
+    redisContext *c;
+    redisReply *r = NULL;
+
+    if (split_endpoint(t->nodes[i], host, sizeof(host), &port) != 0 ||
+        (c = admin_connect(host, port)) == NULL)
+        return NULL;
+    if (t->sentinel_password[0] == '\0')
+        return c;
+    r = t->sentinel_user[0] != '\0'
+            ? redisCommand(c, "AUTH %s %s", t->sentinel_user, t->sentinel_password)
+            : redisCommand(c, "AUTH %s", t->sentinel_password);
+    if (r != NULL && r->type != REDIS_REPLY_ERROR) {
+        freeReplyObject(r);
+        return c;
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    return NULL;
+}
+
 static redisContext *sentinel_connect(const struct target *t) {
+    redisContext *c = NULL;
+    int i;
+
+    for (i = 0; i < t->nnodes && c == NULL; i++)
+        c = sentinel_connect_to(t, i);
+    return c;
+}
+
+/* Once the demo's failover is done: the sentinels (which scripts/demo
+ * started, or the master would not have been killed) wait CALM_DOWN_MS
+ * before they call the new master down. Their down-after of 1000 ms makes
+ * the demo's failover quick, but on a loaded machine a master that stalls
+ * for a second is then failed over again, to the other replica, which may
+ * not have synced from it yet: the hold granted there is lost with it
+ * (README "Redis Sentinel": wait_replicas), and that failover is no part
+ * of this story. */
+#define CALM_DOWN_MS 10000
+static void calm_sentinels(const struct target *t) {
     int i;
 
     for (i = 0; i < t->nnodes; i++) {
-        char host[256];
-        int port;
-        redisContext *c;
-        redisReply *r = NULL;
-
-        if (split_endpoint(t->nodes[i], host, sizeof(host), &port) != 0 ||
-            (c = admin_connect(host, port)) == NULL)
+        redisContext *c = sentinel_connect_to(t, i);
+        if (c == NULL)
             continue;
-        if (t->sentinel_password[0] == '\0')
-            return c;
-        r = t->sentinel_user[0] != '\0'
-                ? redisCommand(c, "AUTH %s %s", t->sentinel_user, t->sentinel_password)
-                : redisCommand(c, "AUTH %s", t->sentinel_password);
-        if (r != NULL && r->type != REDIS_REPLY_ERROR) {
-            freeReplyObject(r);
-            return c;
-        }
-        freeReplyObject(r);
+        freeReplyObject(
+            redisCommand(c, "SENTINEL SET %s down-after-milliseconds %d", t->master, CALM_DOWN_MS));
         redisFree(c);
     }
-    return NULL;
 }
 
 /* --sentinel: the master the sentinels name now into *n (its pid
@@ -1917,6 +1945,7 @@ static void watch_sentinel(struct parent *p) {
                     "after the kill",
                     fo->replica.host, fo->replica.port, fo->replica.pid, p->target->master,
                     since_kill(p, fo->promoted_at));
+        calm_sentinels(p->target);
     }
 }
 
