@@ -1506,8 +1506,7 @@ int leash__holding_renewal_type(const leash__answer *a) {
         return LEASH__EV_RENEW_FAILED;
     /* "Queued" for a holding handle: the renewal ran before the token was
      * let in, and the hold kept that place's expiry (the family's
-     * hold_renewed takes one sent after the let-in for what it is: no
-     * hold). */
+     * hold_renewed takes any other for what it is: no hold). */
     if (a->kind == LEASH__ANS_RENEWED || a->kind == LEASH__ANS_HANDED ||
         a->kind == LEASH__ANS_QUEUED)
         return a->replicas_short ? LEASH__EV_RENEW_UNREPLICATED : LEASH__EV_RENEWED;
