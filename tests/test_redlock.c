@@ -649,6 +649,94 @@ TEST(a_renewal_goes_once_to_each_server_when_all_are_well) {
     rw_down(&w);
 }
 
+/* The value of `key` on server i, into buf ("" when it has none). */
+static void value_on(rworld *w, int i, const char *key, char *buf, size_t size) {
+    redisReply *r = test_redis_cmd(&w->s[i], "GET %s", key);
+
+    buf[0] = '\0';
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        snprintf(buf, size, "%s", r->str);
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
+/* Two servers still hold the last holder's key when the attempt reaches
+ * them (its release had not yet: the waiter woke on the first server's
+ * message), so three grant: a bare majority. Their renewal spreads the
+ * hold onto the two once their key is gone, and the hold then survives two
+ * of its three first servers killed, as Redlock promises for any two of
+ * five. */
+TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
+    rworld w;
+    leash_client *a;
+    leash_lock *held;
+    char first[128], v[128];
+    uint64_t renewals;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    for (i = 3; i < N; i++)
+        freeReplyObject(test_redis_cmd(&w.s[i], "SET leash:spread %s PX 300",
+                                       "0123456789abcdef0123456789abcdef:0:1:17"));
+    held = leash_lock_new(a, "spread");
+    leash_on_lost(held, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, held, 0, 3000), LEASH_OK);
+    value_on(&w, 0, "leash:spread", first, sizeof(first));
+    value_on(&w, 3, "leash:spread", v, sizeof(v));
+    CHECK_MSG(strncmp(v, first, 32) != 0, "server 3 granted: %s", v);
+    fx_run_for(w.loop, 1200);
+    for (i = 0; i < N; i++) {
+        value_on(&w, i, "leash:spread", v, sizeof(v));
+        CHECK_MSG(strncmp(v, first, 33) == 0, "server %d holds %s, not %s", i, v, first);
+        CHECK_EQ_INT(floor_on(&w, i, "leash:spread") >= leash_fence(held), 1);
+    }
+    CHECK_EQ_INT(test_redis_kill(&w.s[0]), 0);
+    CHECK_EQ_INT(test_redis_kill(&w.s[1]), 0);
+    renewals = leash_renewals(held);
+    fx_run_for(w.loop, 1200);
+    CHECK_MSG(leash_renewals(held) > renewals, "no renewal on the three left");
+    CHECK(leash_held(held));
+    CHECK_EQ_INT(lost_calls, 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, held, 3000), LEASH_OK);
+    CHECK_EQ_INT(holding_servers(&w, "leash:spread"), 0);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
+/* A force release removes the hold from every server; the holder's next
+ * renewal must not spread it back (every server had it: its floor is the
+ * hold's fence): the holder is lost EXPIRED, and nothing is left. */
+TEST(a_force_released_hold_is_lost_at_its_renewal_not_spread_again) {
+    rworld w;
+    leash_client *holder, *op;
+    leash_lock *h, *f;
+    fx_result done = {0};
+
+    rw_up(&w);
+    holder = rw_client(&w, 1500);
+    op = rw_client(&w, 1500);
+    lost_calls = 0;
+    h = leash_lock_new(holder, "forced");
+    leash_on_lost(h, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    fx_run_for(w.loop, 100);
+    CHECK_EQ_INT(holding_servers(&w, "leash:forced"), N);
+    f = leash_lock_new(op, "forced");
+    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
+    fx_run_until(w.loop, &done, 3000);
+    CHECK_EQ_INT(done.status, LEASH_OK);
+    fx_run_for(w.loop, 1000); /* two renewals due */
+    CHECK_EQ_INT(lost_calls, 1);
+    CHECK_EQ_INT(lost_reason, LEASH_LOST_EXPIRED);
+    CHECK(!leash_held(h));
+    CHECK_EQ_INT(holding_servers(&w, "leash:forced"), 0);
+    leash_client_free(op);
+    leash_client_free(holder);
+    rw_down(&w);
+}
+
 /* One server frozen (SIGSTOP) under a hold: the others keep it. While it
  * is frozen the lock changes hands twice; when it thaws, the commands that
  * waited in its socket run, and none of them leaves a hold nobody owns. */
@@ -1243,6 +1331,8 @@ int main(int argc, char **argv) {
         TEST_CASE(a_failed_extra_hold_leaves_the_hold_alone),
         TEST_CASE(a_handoff_to_the_only_waiter_takes_no_random_pause),
         TEST_CASE(a_renewal_goes_once_to_each_server_when_all_are_well),
+        TEST_CASE(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills),
+        TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),

@@ -697,7 +697,7 @@ TEST(t_script_ids_name_the_scripts_each_command_calls) {
     CHECK_EQ_INT(rs->names(&rn, NULL, "", "ids", 0), LEASH_OK);
     CHECK_EQ_INT(script_called(d, d->acquire_cmd(&n, tok_a, 1000, 1, 0, 0)), LS_ACQUIRE);
     CHECK_EQ_INT(script_called(d, d->release_cmd(&n, tok_a, 0, 0, 0)), LS_RELEASE);
-    item = (leash__renew_item){&n, tok_a, 1000};
+    item = (leash__renew_item){&n, tok_a, 1000, 0};
     CHECK_EQ_INT(script_called(d, d->renew_cmd(&item, 1, 0, 0)), LS_RENEW);
     CHECK_EQ_INT(script_called(d, d->force_cmd(&n, 0)), LS_FORCE);
     CHECK_EQ_INT(script_called(d, d->raise_cmd(&n, 7, 60000, 0)), LS_RAISE);
@@ -709,7 +709,7 @@ TEST(t_script_ids_name_the_scripts_each_command_calls) {
                  LEASH__REDISSON_SCRIPT_ACQUIRE);
     CHECK_EQ_INT(script_called(rs, rs->release_cmd(&rn, tok_a, 0, 0, 0)),
                  LEASH__REDISSON_SCRIPT_RELEASE);
-    item = (leash__renew_item){&rn, tok_a, 1000};
+    item = (leash__renew_item){&rn, tok_a, 1000, 0};
     CHECK_EQ_INT(script_called(rs, rs->renew_cmd(&item, 1, 0, 0)), LEASH__REDISSON_SCRIPT_RENEW);
     CHECK_EQ_INT(script_called(rs, rs->force_cmd(&rn, 0)), LEASH__REDISSON_SCRIPT_FORCE);
     CHECK_EQ_INT(script_called(rs, rs->raise_cmd(&rn, 7, 60000, 0)), LEASH__REDISSON_SCRIPT_RAISE);

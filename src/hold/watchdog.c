@@ -74,7 +74,7 @@ static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigne
     leash__renew_item items[LEASH__RENEW_BATCH];
     leash__renew_batch *b = calloc(1, sizeof(*b));
     leash__send s;
-    int64_t deadline = 0;
+    int64_t deadline = 0, timeout = w->route->cfg->conn->command_timeout_ms;
     size_t i;
 
     if (b == NULL)
@@ -86,19 +86,32 @@ static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigne
         items[i].names = holds[i]->names;
         items[i].token = holds[i]->token;
         items[i].lease_ms = holds[i]->lease_ms;
+        items[i].fence = 0;
         if (deadline == 0 || holds[i]->deadline < deadline)
             deadline = holds[i]->deadline;
     }
     memset(&s, 0, sizeof(s));
     s.slot = slot;
     s.op = w->route->dialect->renew;
-    s.cmd =
-        w->route->dialect->renew_cmd(items, n, w->route->cfg->conn->command_timeout_ms, deadline);
+    if (w->route->fenced) {
+        s.again = w->route->dialect->renew_cmd(items, n, timeout, deadline);
+        for (i = 0; i < n; i++)
+            items[i].fence = holds[i]->fence;
+    }
+    s.cmd = w->route->dialect->renew_cmd(items, n, timeout, deadline);
     s.nanswers = n;
     s.what = "(batch)";
     s.done = on_batch;
     s.arg = b;
-    if (s.cmd == NULL || leash__route_send(w->route, &s) == NULL) {
+    if (s.cmd == NULL || (w->route->fenced && s.again == NULL)) {
+        if (s.cmd != NULL)
+            leash__cmd_free(s.cmd);
+        if (s.again != NULL)
+            leash__cmd_free(s.again);
+        free(b);
+        return -1;
+    }
+    if (leash__route_send(w->route, &s) == NULL) {
         free(b);
         return -1;
     }

@@ -28,6 +28,12 @@
  *            said so (no majority is possible); else the failure. Servers
  *            that failed get the renewal again shortly, in the background,
  *            so a hold does not run on a bare majority longer than needed.
+ *            A renewal also spreads the hold onto servers that lack it and
+ *            never had it (dialect/leash.c, renew: the key missing, the
+ *            floor below the hold's fence): a grant by a bare majority
+ *            reaches all N by the next renewal. That resend does not
+ *            spread (leash__send.again): it is written after the holder's
+ *            release when that came in between.
  *   force    removed by any; nobody held it on M; else the failure.
  *
  * Copies: route/copies.c delivers them, and this file only decides. Once
@@ -675,12 +681,14 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
         q->got = calloc(qu->n * snd->nanswers, sizeof(*q->got));
         q->answered = calloc(qu->n, 1);
         if (snd->op->cls == LEASH__OP_RENEW)
-            q->again = leash__cmd_clone(snd->cmd);
+            q->again = snd->again != NULL ? snd->again : leash__cmd_clone(snd->cmd);
     }
     if (q == NULL || copies != LEASH_OK || q->got == NULL || q->answered == NULL ||
         (snd->op->cls == LEASH__OP_RENEW && q->again == NULL)) {
         if (q != NULL)
             req_free(q);
+        else if (snd->again != NULL)
+            leash__cmd_free(snd->again);
         leash__cmd_free(snd->cmd);
         return NULL;
     }
