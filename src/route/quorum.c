@@ -42,7 +42,8 @@
  * server that was unreachable at the decision still gets the release, the
  * give-back or the renewal when it is back in time (a renewal's stamp
  * voids one that runs too late). A grant's copies are dropped instead: one
- * that landed after the release would leave a key nobody holds. Only a
+ * that landed after the release would leave a key nobody holds; the
+ * servers it missed get the hold from its renewals (renew, above). Only a
  * cancelled acquire withdraws copies outright.
  *
  * Validity: the primitive measures a hold from the send of its attempt
