@@ -665,11 +665,13 @@ static void value_on(rworld *w, int i, const char *key, char *buf, size_t size) 
  * message), so three grant: a bare majority. Their renewal spreads the
  * hold onto the two once their key is gone, and the hold then survives two
  * of its three first servers killed, as Redlock promises for any two of
- * five. */
+ * five. Another hold of the client, on all five, renews in the same
+ * commands (each spreading lock takes two keys of the script's). */
 TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     rworld w;
     leash_client *a;
-    leash_lock *held;
+    leash_lock *held, *other;
+    fx_result got = {0}, got_other = {0};
     char first[128], v[128];
     uint64_t renewals;
     int i;
@@ -680,9 +682,17 @@ TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     for (i = 3; i < N; i++)
         freeReplyObject(test_redis_cmd(&w.s[i], "SET leash:spread %s PX 300",
                                        "0123456789abcdef0123456789abcdef:0:1:17"));
+    other = leash_lock_new(a, "spread-other");
     held = leash_lock_new(a, "spread");
+    leash_on_lost(other, on_lost, NULL);
     leash_on_lost(held, on_lost, NULL);
-    CHECK_EQ_INT(fx_acquire_sync(w.loop, held, 0, 3000), LEASH_OK);
+    /* Granted together: their renewals fall due together (hold.c's grid). */
+    CHECK_EQ_INT(leash_acquire(other, 0, fx_acquire_cb, &got_other), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(held, 0, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_until(w.loop, &got_other, 3000);
+    fx_run_until(w.loop, &got, 3000);
+    CHECK_EQ_INT(got_other.status, LEASH_OK);
+    CHECK_EQ_INT(got.status, LEASH_OK);
     value_on(&w, 0, "leash:spread", first, sizeof(first));
     value_on(&w, 3, "leash:spread", v, sizeof(v));
     CHECK_MSG(strncmp(v, first, 32) != 0, "server 3 granted: %s", v);
@@ -698,8 +708,10 @@ TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     fx_run_for(w.loop, 1200);
     CHECK_MSG(leash_renewals(held) > renewals, "no renewal on the three left");
     CHECK(leash_held(held));
+    CHECK(leash_held(other));
     CHECK_EQ_INT(lost_calls, 0);
     CHECK_EQ_INT(fx_release_sync(w.loop, held, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 3000), LEASH_OK);
     CHECK_EQ_INT(holding_servers(&w, "leash:spread"), 0);
     leash_client_free(a);
     rw_down(&w);
