@@ -717,6 +717,62 @@ TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     rw_down(&w);
 }
 
+/* Script calls that failed on server i (INFO commandstats, Redis 6.2
+ * on); -1 before. */
+static long long failed_scripts(rworld *w, int i) {
+    redisReply *r = test_redis_cmd(&w->s[i], "INFO commandstats");
+    const char *p =
+        r != NULL && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:") : NULL;
+    long long n = -1;
+
+    if (p != NULL && (p = strstr(p, "failed_calls=")) != NULL)
+        n = strtoll(p + strlen("failed_calls="), NULL, 10);
+    if (r != NULL)
+        freeReplyObject(r);
+    return n;
+}
+
+/* A lock's fence floor of another type on one server (not leash's doing)
+ * spoils neither that lock's renewals elsewhere nor the other locks'
+ * renewals in the same commands on that server: the spread passes it by. */
+TEST(a_floor_of_another_type_spoils_no_renewal_of_the_batch) {
+    rworld w;
+    leash_client *a;
+    leash_lock *odd, *plain;
+    fx_result got = {0}, got_plain = {0};
+    char name[128];
+    size_t len = floor_name("leash:odd", name);
+    long long errors;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    freeReplyObject(test_redis_cmd(&w.s[4], "RPUSH %b x", name, len));
+    odd = leash_lock_new(a, "odd");
+    plain = leash_lock_new(a, "plain");
+    CHECK_EQ_INT(leash_acquire(odd, 0, fx_acquire_cb, &got), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(plain, 0, fx_acquire_cb, &got_plain), LEASH_OK);
+    fx_run_until(w.loop, &got, 3000);
+    fx_run_until(w.loop, &got_plain, 3000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_EQ_INT(got_plain.status, LEASH_OK);
+    CHECK_EQ_INT(test_redis_int(&w.s[4], "EXISTS leash:odd"), 0); /* its grant failed there */
+    errors = failed_scripts(&w, 4);
+    fx_run_for(w.loop, 1200);
+    if (errors >= 0)
+        CHECK_MSG(failed_scripts(&w, 4) == errors, "renewals failed on server 4: %lld",
+                  failed_scripts(&w, 4) - errors);
+    CHECK(leash_held(odd));
+    CHECK(leash_held(plain));
+    /* Renewed on server 4 within the last renew interval (and a margin). */
+    CHECK_MSG(test_redis_int(&w.s[4], "PTTL leash:plain") > 1500 - 500 - 300,
+              "server 4 stopped renewing: PTTL %lld", test_redis_int(&w.s[4], "PTTL leash:plain"));
+    CHECK_EQ_INT(test_redis_int(&w.s[4], "EXISTS leash:odd"), 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, odd, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, plain, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
 /* A force release removes the hold from every server; the holder's next
  * renewal must not spread it back (every server had it: its floor is the
  * hold's fence): the holder is lost EXPIRED, and nothing is left. */
@@ -1344,6 +1400,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_handoff_to_the_only_waiter_takes_no_random_pause),
         TEST_CASE(a_renewal_goes_once_to_each_server_when_all_are_well),
         TEST_CASE(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills),
+        TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),

@@ -259,6 +259,10 @@ static const char release_lua[] =
     "return -2\n";
 
 static const char renew_lua[] = LEASH__FAMILY_LUA
+    "local function floor_below(key, f)\n"
+    "  local fl = redis.pcall('get', key)\n"
+    "  return type(fl) ~= 'table' and (tonumber(fl or 0) or 0) < tonumber(f)\n"
+    "end\n"
     "local r, k, verb, t, now = {}, 1, ARGV[#ARGV - 1]\n"
     "local count = (#ARGV - 2) / 4\n"
     "if ARGV[#ARGV] + 0 > 0 then\n"
@@ -280,8 +284,7 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "      redis.call('pexpire', KEYS[k], lease)\n"
     "      if string.byte(v, 34) == 49 then redis.call(verb, chan, 'renewed:' .. lease) end\n"
     "      r[i] = 1\n"
-    "    elseif v == false and f and\n"
-    "        (tonumber(redis.call('get', KEYS[k + 1]) or 0) or 0) < tonumber(f) then\n"
+    "    elseif v == false and f and floor_below(KEYS[k + 1], f) then\n"
     "      redis.call('set', KEYS[k], tok .. ':0:1:' .. f, 'PX', lease)\n"
     "      redis.call('set', KEYS[k + 1], f, 'PX', ttl)\n"
     "      r[i] = 1\n"
