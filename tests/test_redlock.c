@@ -805,6 +805,93 @@ TEST(a_force_released_hold_is_lost_at_its_renewal_not_spread_again) {
     rw_down(&w);
 }
 
+/* Every server that had a hold keeps its fence as floor for as long as the
+ * hold lives: else, once the floors' TTL (LEASH__FENCE_FLOOR_LEASES leases,
+ * at least a minute) ran out under a long hold, a force release is undone
+ * by the holder's next renewal, which spreads the hold back onto every
+ * server (seen: lease 1.5 s, held 62 s, force-released: held again on all
+ * five, never lost). So a renewal keeps the floors alive: after two of
+ * them, each floor's TTL is longer than the grant's floor has left. */
+TEST(a_renewed_hold_keeps_its_fence_floors_alive) {
+    rworld w;
+    leash_client *c;
+    leash_lock *h;
+    char name[128];
+    size_t len = floor_name("leash:aged", name);
+    int64_t granted;
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 1500); /* renewals every 500 ms; floors live 60 s */
+    h = leash_lock_new(c, "aged");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    granted = test_now_ms();
+    fx_run_for(w.loop, 1100);
+    for (i = 0; i < N; i++) {
+        redisReply *r = test_redis_cmd(&w.s[i], "PTTL %b", name, len);
+        int64_t left = 60000 - (test_now_ms() - granted);
+        CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER);
+        CHECK_MSG(r->integer > left + 300, "server %d: floor PTTL %lld, the grant's has %lld left",
+                  i, r->integer, (long long)left);
+        freeReplyObject(r);
+    }
+    CHECK_EQ_INT(fx_release_sync(w.loop, h, 3000), LEASH_OK);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* Several Redlock holds of one client renew in one command (the watchdog
+ * batches the holds due together; a Redlock route has one batch key).
+ * A spreading item has two keys, its lock and its floor: every hold must
+ * stay held through several renewals, and every server keep every lock's
+ * key a lock (never a floor's number). */
+TEST(holds_renewed_in_one_batch_all_stay_held) {
+    enum {
+        LOCKS = 4
+    };
+    rworld w;
+    leash_client *c;
+    leash_lock *l[LOCKS];
+    fx_result res[LOCKS];
+    char name[LOCKS][16], key[32], v[64];
+    uint64_t renewals[LOCKS];
+    int i, s;
+
+    rw_up(&w);
+    c = rw_client(&w, 600); /* renewals every 200 ms */
+    lost_calls = 0;
+    memset(res, 0, sizeof(res));
+    for (i = 0; i < LOCKS; i++) {
+        snprintf(name[i], sizeof(name[i]), "batch%d", i);
+        l[i] = leash_lock_new(c, name[i]);
+        leash_on_lost(l[i], on_lost, NULL);
+        /* All in one loop turn: the grants come back together, and so
+         * their renewals fall due together. */
+        CHECK_EQ_INT(leash_acquire(l[i], 0, fx_acquire_cb, &res[i]), LEASH_OK);
+    }
+    for (i = 0; i < LOCKS; i++) {
+        fx_run_until(w.loop, &res[i], 3000);
+        CHECK_EQ_INT(res[i].status, LEASH_OK);
+        renewals[i] = leash_renewals(l[i]);
+    }
+    fx_run_for(w.loop, 1000);
+    CHECK_EQ_INT(lost_calls, 0);
+    for (i = 0; i < LOCKS; i++) {
+        CHECK_MSG(leash_held(l[i]), "lock %d lost", i);
+        CHECK_MSG(leash_renewals(l[i]) > renewals[i], "lock %d not renewed", i);
+        snprintf(key, sizeof(key), "leash:batch%d", i);
+        for (s = 0; s < N; s++) {
+            value_on(&w, s, key, v, sizeof(v));
+            CHECK_MSG(strlen(v) > 33 && v[32] == ':', "server %d: %s is \"%s\"", s, key, v);
+        }
+    }
+    for (i = 0; i < LOCKS; i++)
+        if (leash_held(l[i]))
+            CHECK_EQ_INT(fx_release_sync(w.loop, l[i], 3000), LEASH_OK);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
 /* One server frozen (SIGSTOP) under a hold: the others keep it. While it
  * is frozen the lock changes hands twice; when it thaws, the commands that
  * waited in its socket run, and none of them leaves a hold nobody owns. */
@@ -1402,6 +1489,8 @@ int main(int argc, char **argv) {
         TEST_CASE(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills),
         TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),
+        TEST_CASE(holds_renewed_in_one_batch_all_stay_held),
+        TEST_CASE(a_renewed_hold_keeps_its_fence_floors_alive),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
