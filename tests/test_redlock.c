@@ -1066,6 +1066,60 @@ TEST(a_grant_copy_retried_after_busy_does_not_outlive_the_release) {
     rw_down(&w);
 }
 
+/* One server answers BUSY through the grant (its copy is dropped: it never
+ * had the hold, its floor is below the hold's fence) and at the first
+ * renewal, whose copy there bounces before the majority (10 ms further
+ * away) renewed, and waits out the BUSY pause (25 ms) in the delayed list.
+ * The holder releases as soon as the renewal counts, and the script ends:
+ * the release runs there first (nothing to remove). The renewal copy that
+ * comes after it must not spread the hold onto that server: nobody holds
+ * it any more. */
+TEST(a_renewal_copy_retried_after_busy_does_not_spread_after_the_release) {
+    rworld w;
+    fault_proxy p[N - 1];
+    leash_options o;
+    leash_client *a;
+    leash_lock *la;
+    redisContext *busy;
+    uint64_t renewals;
+    int64_t end;
+    int ports[N], i;
+
+    rw_up(&w);
+    for (i = 0; i < N - 1; i++) {
+        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
+        CHECK_EQ_INT(fp_delay(&p[i], FP_ALL, FP_UP, 10), 0);
+        ports[i] = p[i].port;
+    }
+    ports[N - 1] = w.s[N - 1].port;
+    redlock_options(&w, &o, ports, 1500); /* renewals every 500 ms */
+    a = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, a, N, 5000);
+    la = leash_lock_new(a, "busy-renew");
+    busy = start_busy_script(&w, N - 1);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+    renewals = leash_renewals(la);
+    end = test_now_ms() + 1000;
+    while (leash_renewals(la) == renewals && test_now_ms() < end)
+        fx_run_for(w.loop, 1);
+    CHECK_MSG(leash_renewals(la) > renewals, "no renewal");
+    stop_busy_script(&w, N - 1, busy);
+    CHECK_EQ_INT(fx_release_sync(w.loop, la, 3000), LEASH_OK);
+    end = test_now_ms() + 600;
+    while (test_now_ms() < end) {
+        fx_run_for(w.loop, 20);
+        CHECK_MSG(test_redis_int(&w.s[N - 1], "EXISTS leash:busy-renew") == 0,
+                  "a renewal copy set the key after the release (PTTL %lld ms)",
+                  test_redis_int(&w.s[N - 1], "PTTL leash:busy-renew"));
+    }
+    CHECK_EQ_INT(holding_servers(&w, "leash:busy-renew"), 0);
+    leash_lock_free(la);
+    leash_client_free(a);
+    for (i = 0; i < N - 1; i++)
+        fp_stop(&p[i]);
+    rw_down(&w);
+}
+
 /* Three clients race for one lock, each closer to different servers (the
  * fault proxy delays the others): votes split. At most one holds at any
  * moment, the others try again, and each gets it in turn. */
@@ -1495,6 +1549,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
         TEST_CASE(a_grant_copy_retried_after_busy_does_not_outlive_the_release),
+        TEST_CASE(a_renewal_copy_retried_after_busy_does_not_spread_after_the_release),
         TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),
         TEST_CASE(fences_grow_with_clocks_10s_ahead_and_behind_while_servers_restart),
         TEST_CASE(a_server_back_empty_sooner_than_the_clocks_differ_can_take_a_fence_back),
