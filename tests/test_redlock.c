@@ -840,6 +840,45 @@ TEST(a_renewed_hold_keeps_its_fence_floors_alive) {
     rw_down(&w);
 }
 
+/* A hold granted by a bare majority is force-released before its first
+ * renewal: the two servers it never reached have floors below its fence,
+ * and the holder's renewal writes it there while the three that had it
+ * say "not ours". The holder is lost EXPIRED; nothing may be left (a
+ * force release that reported OK, then the key on two servers for a
+ * lease nobody releases). */
+TEST(a_force_release_before_the_first_renewal_leaves_nothing) {
+    rworld w;
+    leash_client *holder, *op;
+    leash_lock *h, *f;
+    fx_result done = {0};
+    int i;
+
+    rw_up(&w);
+    holder = rw_client(&w, 1500); /* the first renewal at about 500 ms */
+    op = rw_client(&w, 1500);
+    lost_calls = 0;
+    for (i = 3; i < N; i++)
+        freeReplyObject(test_redis_cmd(&w.s[i], "SET leash:early %s PX 200",
+                                       "0123456789abcdef0123456789abcdef:0:1:17"));
+    h = leash_lock_new(holder, "early");
+    leash_on_lost(h, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    fx_run_for(w.loop, 250); /* the last holder's keys expired */
+    CHECK_EQ_INT(holding_servers(&w, "leash:early"), 3);
+    f = leash_lock_new(op, "early");
+    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
+    fx_run_until(w.loop, &done, 3000);
+    CHECK_EQ_INT(done.status, LEASH_OK);
+    fx_run_for(w.loop, 1000); /* the renewal due */
+    CHECK_EQ_INT(lost_calls, 1);
+    CHECK_EQ_INT(lost_reason, LEASH_LOST_EXPIRED);
+    CHECK_MSG(holding_servers(&w, "leash:early") == 0, "left on %d servers",
+              holding_servers(&w, "leash:early"));
+    leash_client_free(op);
+    leash_client_free(holder);
+    rw_down(&w);
+}
+
 /* Several Redlock holds of one client renew in one command (the watchdog
  * batches the holds due together; a Redlock route has one batch key).
  * A spreading item has two keys, its lock and its floor: every hold must
@@ -1543,6 +1582,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills),
         TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),
+        TEST_CASE(a_force_release_before_the_first_renewal_leaves_nothing),
         TEST_CASE(holds_renewed_in_one_batch_all_stay_held),
         TEST_CASE(a_renewed_hold_keeps_its_fence_floors_alive),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
