@@ -419,7 +419,10 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t v
     memcpy(lens + 3, klens, k * sizeof(*klens));
     memcpy(argv + 3 + k, args, a * sizeof(*args));
     memcpy(lens + 3 + k, alens, a * sizeof(*alens));
-    cmd = leash__script_cmd(&renew_script, (int)k, (int)(3 + k + a), argv, lens, 0, deadline);
+    /* A spreading renewal retried after BUSY could run after the release
+     * that passed it in the delayed list, and write the hold again. */
+    cmd = leash__script_cmd(&renew_script, (int)k, (int)(3 + k + a), argv, lens,
+                            floors != NULL ? LEASH__CMD_ONCE : 0, deadline);
     free(floors);
     if (cmd != NULL) {
         leash__cmd_publish_arg(cmd, (unsigned)(3 + k + a - 2));
