@@ -678,8 +678,13 @@ static void lose_then(leash_lock *l, int reason, int owed) {
      * write that counted keeps the key that long (on the replicas that
      * acknowledged it too). A loss that comes sooner (a renewal too few
      * replicas acknowledged) gives the key back only then: a release now
-     * would hand the lock to a waiter inside that validity. */
-    if (reason != LEASH_LOST_EXPIRED)
+     * would hand the lock to a waiter inside that validity. Redlock: a
+     * renewal that found the hold gone on a majority (nothing left to
+     * guard) may have spread it onto servers that lacked it
+     * (dialect/leash.c, renew): given back there at once. */
+    if (reason == LEASH_LOST_EXPIRED && l->core->route->fenced)
+        release_in_background(l, l->hold.token, 0);
+    else if (reason != LEASH_LOST_EXPIRED)
         release_in_background(l, l->hold.token, deadline > leash__now_ms() ? deadline : 0);
     l->core->env.stats->losts++;
     switch (reason) {
