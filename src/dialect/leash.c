@@ -120,7 +120,13 @@
  *          coming back where it was: every server that had the hold, by
  *          grant, raise or spread, has its fence as floor, so a hold
  *          force-released or released there is never written again (the
- *          holder learns at the next renewal, as on one server).
+ *          holder learns at the next renewal, as on one server). A renewal
+ *          in place keeps that floor (at least the fence, its TTL
+ *          renewed): written at the grant only, it would expire under a
+ *          hold renewed for longer than a floor lives, and the spread would
+ *          then undo a force release everywhere (and the next holder's
+ *          fence would rest on the clocks alone). A floor of another type
+ *          is passed by, so it fails no other lock of the batch.
  *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken, wrong type,
  *             or only kept for that token: count 0 holds nothing),
  *             -3 each when not_after passed: it did nothing. not_after (as
@@ -263,6 +269,12 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "  local fl = redis.pcall('get', key)\n"
     "  return type(fl) ~= 'table' and (tonumber(fl or 0) or 0) < tonumber(f)\n"
     "end\n"
+    "local function keep_floor(key, f, ttl)\n"
+    "  local fl = redis.pcall('get', key)\n"
+    "  if type(fl) == 'table' then return end\n"
+    "  if not fl or (tonumber(fl) or 0) < tonumber(f) then fl = f end\n"
+    "  redis.call('set', key, fl, 'PX', ttl)\n"
+    "end\n"
     "local r, k, verb, t, now = {}, 1, ARGV[#ARGV - 1]\n"
     "local count = (#ARGV - 2) / 4\n"
     "if ARGV[#ARGV] + 0 > 0 then\n"
@@ -281,6 +293,7 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "    local f, ttl = string.match(layout, '^r(%d+):(%d+)$')\n"
     "    if type(v) == 'string' and string.sub(v, 1, 33) == tok .. ':' and\n"
     "        string.sub(v, 36, 37) ~= '0:' then\n"
+    "      if f then keep_floor(KEYS[k + 1], f, ttl) end\n"
     "      redis.call('pexpire', KEYS[k], lease)\n"
     "      if string.byte(v, 34) == 49 then redis.call(verb, chan, 'renewed:' .. lease) end\n"
     "      r[i] = 1\n"
