@@ -31,9 +31,10 @@
  *            A renewal also spreads the hold onto servers that lack it and
  *            never had it (dialect/leash.c, renew: the key missing, the
  *            floor below the hold's fence): a grant by a bare majority
- *            reaches all N by the next renewal. That resend does not
- *            spread (leash__send.again): it is written after the holder's
- *            release when that came in between.
+ *            reaches all N by the next renewal; and each renewal keeps
+ *            the hold's floor on every server that has the hold. That
+ *            resend does not spread (leash__send.again): it is written
+ *            after the holder's release when that came in between.
  *   force    removed by any; nobody held it on M; else the failure.
  *
  * Copies: route/copies.c delivers them, and this file only decides. Once
@@ -54,7 +55,7 @@
  * before the grant is reported: M granting servers returned F and wrote it
  * as their floor while granting, or the raise wrote F onto enough of the
  * granting servers below it. (2) A floor only grows (a grant writes a fence
- * above it, a raise writes the larger of the two) and lives
+ * above it, a raise, a spread and a renewal the larger of the two) and lives
  * LEASH__FENCE_FLOOR_LEASES leases, at least a minute, after its last
  * write. (3) The next hold's fence F' is at least what each server of a
  * majority of its own granting servers returned (F' is the one value M of
