@@ -679,8 +679,14 @@ static void lose_then(leash_lock *l, int reason, int owed) {
      * acknowledged it too). A loss that comes sooner (a renewal too few
      * replicas acknowledged) gives the key back only then: a release now
      * would hand the lock to a waiter inside that validity. */
-    if (reason != LEASH_LOST_EXPIRED)
+    if (l->requeued) {
+        /* The token holds nothing: it waits. Its place goes now, and
+         * again once the late copies that may queue it are void. */
+        l->requeued = 0;
+        forget_attempt(l);
+    } else if (reason != LEASH_LOST_EXPIRED) {
         release_in_background(l, l->hold.token, deadline > leash__now_ms() ? deadline : 0);
+    }
     l->core->env.stats->losts++;
     switch (reason) {
     case LEASH_LOST_EXPIRED:
@@ -773,6 +779,7 @@ static int64_t attempt_time(const leash_lock *l, const leash__answer *a) {
 }
 
 void leash__holding_take(leash_lock *l) {
+    l->requeued = 0;
     set_state(l, M_HELD);
     finish_acquire(l, LEASH_OK);
 }
