@@ -674,6 +674,11 @@ TEST(fair_lock_holder_whose_token_is_queued_again_is_lost) {
     CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
     CHECK(!leash_held(a));
     CHECK(leash_held(b));
+    /* The loss gave a's place back at once: it would otherwise wait in
+     * the queue, ahead of everyone, until its place expires. */
+    fx_run_for(w.loop, 50);
+    snprintf(field, sizeof(field), "q%s", tok);
+    CHECK_EQ_INT(test_redis_int(r, "HEXISTS leash:fair-requeued %s", field), 0);
     CHECK_EQ_INT(fx_release_sync(w.loop, b, 2000), LEASH_OK);
     leash_lock_free(a);
     leash_lock_free(b);

@@ -287,8 +287,9 @@ static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
      * the same one). Any other says the token waits again (its hold was
      * given back by a copy this handle never heard of, and a late copy of
      * its attempt queued it): no hold. */
-    if (a->status == LEASH_OK && a->kind == LEASH__ANS_QUEUED && leash__holding_held(l->state) &&
-        !place_renewal)
+    l->requeued = a->status == LEASH_OK && a->kind == LEASH__ANS_QUEUED &&
+                  leash__holding_held(l->state) && !place_renewal;
+    if (l->requeued)
         type = LEASH__EV_NOT_OURS;
     leash__holding_renewal(l, type, a, sent);
 }

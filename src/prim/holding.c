@@ -682,10 +682,16 @@ static void lose_then(leash_lock *l, int reason, int owed) {
      * renewal that found the hold gone on a majority (nothing left to
      * guard) may have spread it onto servers that lacked it
      * (dialect/leash.c, renew): given back there at once. */
-    if (reason == LEASH_LOST_EXPIRED && l->core->route->fenced)
+    if (l->requeued) {
+        /* The token holds nothing: it waits. Its place goes now, and
+         * again once the late copies that may queue it are void. */
+        l->requeued = 0;
+        forget_attempt(l);
+    } else if (reason == LEASH_LOST_EXPIRED && l->core->route->fenced) {
         release_in_background(l, l->hold.token, 0);
-    else if (reason != LEASH_LOST_EXPIRED)
+    } else if (reason != LEASH_LOST_EXPIRED) {
         release_in_background(l, l->hold.token, deadline > leash__now_ms() ? deadline : 0);
+    }
     l->core->env.stats->losts++;
     switch (reason) {
     case LEASH_LOST_EXPIRED:
@@ -778,6 +784,7 @@ static int64_t attempt_time(const leash_lock *l, const leash__answer *a) {
 }
 
 void leash__holding_take(leash_lock *l) {
+    l->requeued = 0;
     set_state(l, M_HELD);
     finish_acquire(l, LEASH_OK);
 }

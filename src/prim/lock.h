@@ -186,6 +186,10 @@ struct leash_lock {
      * in (prim/family.c): its answer, the hold's first, may say "queued"
      * (it ran before the let-in); no later one may. */
     int place_renewal_out;
+    /* Family: a renewal found the hold's token waiting in the queue again
+     * (a late copy of its attempt queued it): the loss that follows gives
+     * that place back, or it would be let in with nobody to use it. */
+    int requeued;
     leash__waiter w;
 
     /* The hold. */
