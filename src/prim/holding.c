@@ -125,7 +125,9 @@
  *            after the deadline: lost)
  *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD,
  *            REPLICAS) -> IDLE; the hold is released unless it expired, not
- *            before its local deadline (REPLICAS comes sooner); an extra
+ *            before its local deadline (REPLICAS comes sooner); expired on
+ *            Redlock, or a family token queued again, it is released at
+ *            once (it holds nothing any more where it counts); an extra
  *            hold then ends LEASH_ECANCELED; renew-unrepl on a route
  *            that retries it (route->retry_unreplicated: Sentinel) is retry
  *   retry    a renewal again soon
