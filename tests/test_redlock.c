@@ -773,14 +773,33 @@ TEST(a_floor_of_another_type_spoils_no_renewal_of_the_batch) {
     rw_down(&w);
 }
 
+/* Lock `name`, held by h on `held_on` servers, force-released by another
+ * client: h's next renewal must not spread it back, h is lost EXPIRED,
+ * and nothing is left on any server. */
+static void force_and_see_it_lost(rworld *w, leash_client *op, leash_lock *h, const char *name,
+                                  const char *key, int held_on) {
+    leash_lock *f = leash_lock_new(op, name);
+    fx_result done = {0};
+
+    CHECK_EQ_INT(holding_servers(w, key), held_on);
+    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
+    fx_run_until(w->loop, &done, 3000);
+    CHECK_EQ_INT(done.status, LEASH_OK);
+    fx_run_for(w->loop, 1000); /* two renewals due */
+    CHECK_EQ_INT(lost_calls, 1);
+    CHECK_EQ_INT(lost_reason, LEASH_LOST_EXPIRED);
+    CHECK(!leash_held(h));
+    CHECK_MSG(holding_servers(w, key) == 0, "left on %d servers", holding_servers(w, key));
+    leash_lock_free(f);
+}
+
 /* A force release removes the hold from every server; the holder's next
  * renewal must not spread it back (every server had it: its floor is the
- * hold's fence): the holder is lost EXPIRED, and nothing is left. */
+ * hold's fence). */
 TEST(a_force_released_hold_is_lost_at_its_renewal_not_spread_again) {
     rworld w;
     leash_client *holder, *op;
-    leash_lock *h, *f;
-    fx_result done = {0};
+    leash_lock *h;
 
     rw_up(&w);
     holder = rw_client(&w, 1500);
@@ -790,16 +809,7 @@ TEST(a_force_released_hold_is_lost_at_its_renewal_not_spread_again) {
     leash_on_lost(h, on_lost, NULL);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
     fx_run_for(w.loop, 100);
-    CHECK_EQ_INT(holding_servers(&w, "leash:forced"), N);
-    f = leash_lock_new(op, "forced");
-    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
-    fx_run_until(w.loop, &done, 3000);
-    CHECK_EQ_INT(done.status, LEASH_OK);
-    fx_run_for(w.loop, 1000); /* two renewals due */
-    CHECK_EQ_INT(lost_calls, 1);
-    CHECK_EQ_INT(lost_reason, LEASH_LOST_EXPIRED);
-    CHECK(!leash_held(h));
-    CHECK_EQ_INT(holding_servers(&w, "leash:forced"), 0);
+    force_and_see_it_lost(&w, op, h, "forced", "leash:forced", N);
     leash_client_free(op);
     leash_client_free(holder);
     rw_down(&w);
@@ -849,8 +859,7 @@ TEST(a_renewed_hold_keeps_its_fence_floors_alive) {
 TEST(a_force_release_before_the_first_renewal_leaves_nothing) {
     rworld w;
     leash_client *holder, *op;
-    leash_lock *h, *f;
-    fx_result done = {0};
+    leash_lock *h;
     int i;
 
     rw_up(&w);
@@ -864,16 +873,7 @@ TEST(a_force_release_before_the_first_renewal_leaves_nothing) {
     leash_on_lost(h, on_lost, NULL);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
     fx_run_for(w.loop, 250); /* the last holder's keys expired */
-    CHECK_EQ_INT(holding_servers(&w, "leash:early"), 3);
-    f = leash_lock_new(op, "early");
-    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
-    fx_run_until(w.loop, &done, 3000);
-    CHECK_EQ_INT(done.status, LEASH_OK);
-    fx_run_for(w.loop, 1000); /* the renewal due */
-    CHECK_EQ_INT(lost_calls, 1);
-    CHECK_EQ_INT(lost_reason, LEASH_LOST_EXPIRED);
-    CHECK_MSG(holding_servers(&w, "leash:early") == 0, "left on %d servers",
-              holding_servers(&w, "leash:early"));
+    force_and_see_it_lost(&w, op, h, "early", "leash:early", 3);
     leash_client_free(op);
     leash_client_free(holder);
     rw_down(&w);
