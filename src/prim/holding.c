@@ -125,7 +125,8 @@
  *            after the deadline: lost)
  *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD,
  *            REPLICAS) -> IDLE; the hold is released unless it expired, not
- *            before its local deadline (REPLICAS comes sooner); an extra
+ *            before its local deadline (REPLICAS comes sooner; a family
+ *            token found queued again or let in anew: at once); an extra
  *            hold then ends LEASH_ECANCELED; renew-unrepl on a route
  *            that retries it (route->retry_unreplicated: Sentinel) is retry
  *   retry    a renewal again soon
@@ -680,8 +681,9 @@ static void lose_then(leash_lock *l, int reason, int owed) {
      * replicas acknowledged) gives the key back only then: a release now
      * would hand the lock to a waiter inside that validity. */
     if (l->requeued) {
-        /* The token holds nothing: it waits. Its place goes now, and
-         * again once the late copies that may queue it are void. */
+        /* The token holds nothing this handle may use (it waits, or went
+         * in anew): its place or new hold goes now, and again once the
+         * late copies that may queue it are void. */
         l->requeued = 0;
         forget_attempt(l);
     } else if (reason != LEASH_LOST_EXPIRED) {
