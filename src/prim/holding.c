@@ -126,8 +126,9 @@
  *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD,
  *            REPLICAS) -> IDLE; the hold is released unless it expired, not
  *            before its local deadline (REPLICAS comes sooner); expired on
- *            Redlock, or a family token queued again, it is released at
- *            once (it holds nothing any more where it counts); an extra
+ *            Redlock, or a family token found queued again or let in anew,
+ *            it is released at once (it holds nothing any more where it
+ *            counts, or nothing its handle may use); an extra
  *            hold then ends LEASH_ECANCELED; renew-unrepl on a route
  *            that retries it (route->retry_unreplicated: Sentinel) is retry
  *   retry    a renewal again soon
@@ -685,8 +686,9 @@ static void lose_then(leash_lock *l, int reason, int owed) {
      * guard) may have spread it onto servers that lacked it
      * (dialect/leash.c, renew): given back there at once. */
     if (l->requeued) {
-        /* The token holds nothing: it waits. Its place goes now, and
-         * again once the late copies that may queue it are void. */
+        /* The token holds nothing this handle may use (it waits, or went
+         * in anew): its place or new hold goes now, and again once the
+         * late copies that may queue it are void. */
         l->requeued = 0;
         forget_attempt(l);
     } else if (reason == LEASH_LOST_EXPIRED && l->core->route->fenced) {
