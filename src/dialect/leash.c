@@ -120,13 +120,16 @@
  *          coming back where it was: every server that had the hold, by
  *          grant, raise or spread, has its fence as floor, so a hold
  *          force-released or released there is never written again (the
- *          holder learns at the next renewal, as on one server). A renewal
- *          in place keeps that floor (at least the fence, its TTL
- *          renewed): written at the grant only, it would expire under a
- *          hold renewed for longer than a floor lives, and the spread would
- *          then undo a force release everywhere (and the next holder's
- *          fence would rest on the clocks alone). A floor of another type
- *          is passed by, so it fails no other lock of the batch.
+ *          holder learns at the next renewal, as on one server). Where the
+ *          hold is, such a renewal keeps that floor (at least the fence,
+ *          its TTL renewed): written at the grant only, it would expire
+ *          under a hold renewed for longer than a floor lives, and the
+ *          spread would then undo a force release everywhere (and the next
+ *          holder's fence would rest on the clocks alone). The watchdog
+ *          sends the 'r' layout on a hold's first renewal and one in every
+ *          quarter of the floor's life, 'm' on the others. A floor of
+ *          another type is passed by, so it fails no other lock of the
+ *          batch.
  *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken, wrong type,
  *             or only kept for that token: count 0 holds nothing),
  *             -3 each when not_after passed: it did nothing. not_after (as

@@ -68,6 +68,16 @@ static void on_batch(void *arg, const leash__answer *answers, size_t n) {
     free(b);
 }
 
+/* Whether h's renewal at `now` carries its fence (Redlock): the first one,
+ * which spreads a hold granted by a bare majority onto the servers it
+ * missed, then one every quarter of the fence floor's life, which keeps
+ * the floors of a long hold from running out (and spreads it onto a
+ * server back meanwhile). The others only extend: a floor read and
+ * written with every renewal doubled the servers' renewal work. */
+static int keeps_floor(const leash__hold *h, int64_t now) {
+    return h->floor_kept_at == 0 || now - h->floor_kept_at >= leash__floor_ttl_ms(h->lease_ms) / 4;
+}
+
 /* Sends holds[0..n) (one batch key) in one command. 0, or -1 without
  * memory (they stay due). */
 static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigned slot) {
@@ -96,7 +106,10 @@ static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigne
     if (w->route->fenced) {
         s.again = w->route->dialect->renew_cmd(items, n, timeout, deadline);
         for (i = 0; i < n; i++)
-            items[i].fence = holds[i]->fence;
+            if (keeps_floor(holds[i], b->sent)) {
+                items[i].fence = holds[i]->fence;
+                holds[i]->floor_kept_at = b->sent;
+            }
     }
     s.cmd = w->route->dialect->renew_cmd(items, n, timeout, deadline);
     s.nanswers = n;

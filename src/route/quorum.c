@@ -28,13 +28,14 @@
  *            said so (no majority is possible); else the failure. Servers
  *            that failed get the renewal again shortly, in the background,
  *            so a hold does not run on a bare majority longer than needed.
- *            A renewal also spreads the hold onto servers that lack it and
- *            never had it (dialect/leash.c, renew: the key missing, the
- *            floor below the hold's fence): a grant by a bare majority
- *            reaches all N by the next renewal; and each renewal keeps
- *            the hold's floor on every server that has the hold. That
- *            resend does not spread (leash__send.again): it is written
- *            after the holder's release when that came in between.
+ *            A hold's first renewal (and one in every quarter of the
+ *            floor's life: hold/watchdog.c) also spreads it onto servers
+ *            that lack it and never had it (dialect/leash.c, renew: the
+ *            key missing, the floor below the hold's fence), and keeps its
+ *            floor where it is: a grant by a bare majority reaches all N
+ *            by then, and a long hold's floors never run out. That resend
+ *            does not spread (leash__send.again): it is written after the
+ *            holder's release when that came in between.
  *   force    removed by any; nobody held it on M; else the failure.
  *
  * Copies: route/copies.c delivers them, and this file only decides. Once
