@@ -680,7 +680,7 @@ TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     a = rw_client(&w, 1500); /* renewals every 500 ms */
     lost_calls = 0;
     for (i = 3; i < N; i++)
-        freeReplyObject(test_redis_cmd(&w.s[i], "SET leash:spread %s PX 300",
+        freeReplyObject(test_redis_cmd(&w.s[i], "SET leash:spread %s PX 30000",
                                        "0123456789abcdef0123456789abcdef:0:1:17"));
     other = leash_lock_new(a, "spread-other");
     held = leash_lock_new(a, "spread");
@@ -696,6 +696,10 @@ TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     value_on(&w, 0, "leash:spread", first, sizeof(first));
     value_on(&w, 3, "leash:spread", v, sizeof(v));
     CHECK_MSG(strncmp(v, first, 32) != 0, "server 3 granted: %s", v);
+    /* The last holder's release reaches the two, well before the first
+     * renewal (a third of the lease after the grant). */
+    for (i = 3; i < N; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:spread"), 1);
     fx_run_for(w.loop, 1200);
     for (i = 0; i < N; i++) {
         value_on(&w, i, "leash:spread", v, sizeof(v));
@@ -867,12 +871,13 @@ TEST(a_force_release_before_the_first_renewal_leaves_nothing) {
     op = rw_client(&w, 1500);
     lost_calls = 0;
     for (i = 3; i < N; i++)
-        freeReplyObject(test_redis_cmd(&w.s[i], "SET leash:early %s PX 200",
+        freeReplyObject(test_redis_cmd(&w.s[i], "SET leash:early %s PX 30000",
                                        "0123456789abcdef0123456789abcdef:0:1:17"));
     h = leash_lock_new(holder, "early");
     leash_on_lost(h, on_lost, NULL);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
-    fx_run_for(w.loop, 250); /* the last holder's keys expired */
+    for (i = 3; i < N; i++) /* the last holder's release reaches them */
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:early"), 1);
     force_and_see_it_lost(&w, op, h, "early", "leash:early", 3);
     leash_client_free(op);
     leash_client_free(holder);
