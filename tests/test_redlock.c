@@ -660,6 +660,48 @@ static void value_on(rworld *w, int i, const char *key, char *buf, size_t size) 
         freeReplyObject(r);
 }
 
+/* Servers whose memory is full (maxmemory, no eviction) still renew a
+ * hold: a renewal extends a key and keeps a floor that is there, which
+ * takes no memory, and Redis refuses only a script whose first write is
+ * one that may (a SET): the renewal extends the hold's key first. */
+TEST(a_hold_outlives_servers_whose_memory_is_full) {
+    rworld w;
+    leash_client *a;
+    leash_lock *l;
+    uint64_t renewals;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    l = leash_lock_new(a, "full");
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    renewals = leash_renewals(l);
+    for (i = 0; i < N; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 1"), -1);
+    fx_run_for(w.loop, 2000);
+    for (i = 0; i < N; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 0"), -1);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(lost_calls, 0);
+    CHECK(leash_renewals(l) > renewals);
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
+/* Servers 3 and 4 hold `key` for another client's token for px ms (the
+ * last holder's key, which its release has not reached yet there). */
+static void another_holds_on_the_last_two(rworld *w, const char *key, int px) {
+    int i;
+
+    for (i = 3; i < N; i++)
+        freeReplyObject(test_redis_cmd(&w->s[i], "SET %s %s PX %d", key,
+                                       "0123456789abcdef0123456789abcdef:0:1:17", px));
+}
+
 /* Two servers still hold the last holder's key when the attempt reaches
  * them (its release had not yet: the waiter woke on the first server's
  * message), so three grant: a bare majority. Their renewal spreads the
@@ -679,9 +721,7 @@ TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     rw_up(&w);
     a = rw_client(&w, 1500); /* renewals every 500 ms */
     lost_calls = 0;
-    for (i = 3; i < N; i++)
-        freeReplyObject(test_redis_cmd(&w.s[i], "SET leash:spread %s PX 30000",
-                                       "0123456789abcdef0123456789abcdef:0:1:17"));
+    another_holds_on_the_last_two(&w, "leash:spread", 30000);
     other = leash_lock_new(a, "spread-other");
     held = leash_lock_new(a, "spread");
     leash_on_lost(other, on_lost, NULL);
@@ -1069,6 +1109,52 @@ static void stop_busy_script(rworld *w, int s, redisContext *busy) {
     (void)redisGetReply(busy, &reply); /* the script's error */
     freeReplyObject(reply);
     redisFree(busy);
+}
+
+/* A hold granted by three of five (two still held the last holder's key)
+ * whose first renewal fails: its three servers answer BUSY (a long
+ * script), the two still hold that key. The renewal that succeeds after it
+ * must spread the hold onto the two, whose key is gone by then: the
+ * spreading layout goes with the first renewal that succeeds, not with the
+ * first one sent. Else the hold runs on a bare majority for a quarter of
+ * its floor's life (15 s here), where losing one of its three servers
+ * loses it. */
+TEST(a_failed_first_renewal_does_not_put_off_the_spread) {
+    rworld w;
+    leash_client *a;
+    leash_lock *l;
+    redisContext *busy[3];
+    char first[128], v[128];
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:late", 30000);
+    l = leash_lock_new(a, "late");
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    value_on(&w, 0, "leash:late", first, sizeof(first));
+    value_on(&w, 3, "leash:late", v, sizeof(v));
+    CHECK_MSG(strncmp(v, first, 33) != 0, "server 3 granted: %s", v);
+    for (i = 0; i < 3; i++)
+        busy[i] = start_busy_script(&w, i);
+    fx_run_for(w.loop, 600); /* the first renewal, at 500 ms, fails */
+    for (i = 3; i < N; i++) /* the last holder's release reaches them */
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:late"), 1);
+    for (i = 0; i < 3; i++)
+        stop_busy_script(&w, i, busy[i]);
+    fx_run_for(w.loop, 1200);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(lost_calls, 0);
+    for (i = 0; i < N; i++) {
+        value_on(&w, i, "leash:late", v, sizeof(v));
+        CHECK_MSG(strncmp(v, first, 33) == 0, "server %d holds '%s', not '%s'", i, v, first);
+    }
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
 }
 
 /* One server answers BUSY (a long script) while a majority grants: its
@@ -1585,6 +1671,8 @@ int main(int argc, char **argv) {
         TEST_CASE(a_handoff_to_the_only_waiter_takes_no_random_pause),
         TEST_CASE(a_renewal_goes_once_to_each_server_when_all_are_well),
         TEST_CASE(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills),
+        TEST_CASE(a_failed_first_renewal_does_not_put_off_the_spread),
+        TEST_CASE(a_hold_outlives_servers_whose_memory_is_full),
         TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),
         TEST_CASE(a_force_release_before_the_first_renewal_leaves_nothing),
