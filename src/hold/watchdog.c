@@ -10,6 +10,7 @@ typedef struct leash__renew_batch {
     int64_t sent;
     size_t n;
     leash__hold *holds[LEASH__RENEW_BATCH]; /* NULL once a hold forgot it */
+    unsigned char kept[LEASH__RENEW_BATCH]; /* its renewal carried the fence */
 } leash__renew_batch;
 
 static void flush(void *arg);
@@ -58,6 +59,10 @@ static void on_batch(void *arg, const leash__answer *answers, size_t n) {
             continue;
         h->renew_state = LEASH__RENEW_IDLE;
         h->batch = NULL;
+        /* Counted once it renewed: after a failed one, the next carries
+         * the fence again (the hold's spread and floors wait for it). */
+        if (b->kept[i] && answers[i].status == LEASH_OK && answers[i].kind == LEASH__ANS_RENEWED)
+            h->floor_kept_at = b->sent;
         /* May run a lost callback, which may free other holds of b (they
          * forget it: their slot turns NULL) or the client. */
         /* From when its command was written, if the route knows. */
@@ -108,7 +113,7 @@ static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigne
         for (i = 0; i < n; i++)
             if (keeps_floor(holds[i], b->sent)) {
                 items[i].fence = holds[i]->fence;
-                holds[i]->floor_kept_at = b->sent;
+                b->kept[i] = 1;
             }
     }
     s.cmd = w->route->dialect->renew_cmd(items, n, timeout, deadline);
