@@ -660,36 +660,19 @@ static void value_on(rworld *w, int i, const char *key, char *buf, size_t size) 
         freeReplyObject(r);
 }
 
-/* Servers whose memory is full (maxmemory, no eviction) still renew a
- * hold: a renewal extends a key and keeps a floor that is there, which
- * takes no memory, and Redis refuses only a script whose first write is
- * one that may (a SET): the renewal extends the hold's key first. */
-TEST(a_hold_outlives_servers_whose_memory_is_full) {
-    rworld w;
-    leash_client *a;
-    leash_lock *l;
-    uint64_t renewals;
-    int i;
+/* Script calls that failed on server i (INFO commandstats, Redis 6.2
+ * on); -1 before. */
+static long long failed_scripts(rworld *w, int i) {
+    redisReply *r = test_redis_cmd(&w->s[i], "INFO commandstats");
+    const char *p =
+        r != NULL && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:") : NULL;
+    long long n = -1;
 
-    rw_up(&w);
-    a = rw_client(&w, 1500); /* renewals every 500 ms */
-    lost_calls = 0;
-    l = leash_lock_new(a, "full");
-    leash_on_lost(l, on_lost, NULL);
-    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
-    renewals = leash_renewals(l);
-    for (i = 0; i < N; i++)
-        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 1"), -1);
-    fx_run_for(w.loop, 2000);
-    for (i = 0; i < N; i++)
-        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 0"), -1);
-    CHECK(leash_held(l));
-    CHECK_EQ_INT(lost_calls, 0);
-    CHECK(leash_renewals(l) > renewals);
-    if (leash_held(l))
-        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
-    leash_client_free(a);
-    rw_down(&w);
+    if (p != NULL && (p = strstr(p, "failed_calls=")) != NULL)
+        n = strtoll(p + strlen("failed_calls="), NULL, 10);
+    if (r != NULL)
+        freeReplyObject(r);
+    return n;
 }
 
 /* Servers 3 and 4 hold `key` for another client's token for px ms (the
@@ -700,6 +683,61 @@ static void another_holds_on_the_last_two(rworld *w, const char *key, int px) {
     for (i = 3; i < N; i++)
         freeReplyObject(test_redis_cmd(&w->s[i], "SET %s %s PX %d", key,
                                        "0123456789abcdef0123456789abcdef:0:1:17", px));
+}
+
+/* Servers whose memory is full (maxmemory, no eviction) still renew a
+ * hold: a renewal extends a key and keeps a floor that is there, which
+ * takes no memory, and Redis refuses only a script whose first write is
+ * one that may (a SET): the renewal extends the hold's key first. A spread
+ * they refuse (another hold of the client, in the same commands, granted
+ * without servers 3 and 4) fails no other lock of the batch there. */
+TEST(a_hold_outlives_servers_whose_memory_is_full) {
+    rworld w;
+    leash_client *a;
+    leash_lock *l, *sp;
+    fx_result got = {0}, got_sp = {0};
+    long long failed[N];
+    uint64_t renewals;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:full-spread", 30000);
+    sp = leash_lock_new(a, "full-spread");
+    l = leash_lock_new(a, "full");
+    leash_on_lost(sp, on_lost, NULL);
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(leash_acquire(sp, 0, fx_acquire_cb, &got_sp), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_until(w.loop, &got_sp, 3000);
+    fx_run_until(w.loop, &got, 3000);
+    CHECK_EQ_INT(got_sp.status, LEASH_OK);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    for (i = 3; i < N; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:full-spread"), 1);
+    renewals = leash_renewals(l);
+    for (i = 0; i < N; i++) {
+        failed[i] = failed_scripts(&w, i);
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 1"), -1);
+    }
+    fx_run_for(w.loop, 2000);
+    for (i = 0; i < N; i++) {
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 0"), -1);
+        if (failed[i] >= 0)
+            CHECK_MSG(failed_scripts(&w, i) == failed[i], "server %d: %lld scripts failed", i,
+                      failed_scripts(&w, i) - failed[i]);
+    }
+    CHECK(leash_held(l));
+    CHECK(leash_held(sp));
+    CHECK_EQ_INT(lost_calls, 0);
+    CHECK(leash_renewals(l) > renewals);
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    if (leash_held(sp))
+        CHECK_EQ_INT(fx_release_sync(w.loop, sp, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
 }
 
 /* Two servers still hold the last holder's key when the attempt reaches
@@ -759,21 +797,6 @@ TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     CHECK_EQ_INT(holding_servers(&w, "leash:spread"), 0);
     leash_client_free(a);
     rw_down(&w);
-}
-
-/* Script calls that failed on server i (INFO commandstats, Redis 6.2
- * on); -1 before. */
-static long long failed_scripts(rworld *w, int i) {
-    redisReply *r = test_redis_cmd(&w->s[i], "INFO commandstats");
-    const char *p =
-        r != NULL && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:") : NULL;
-    long long n = -1;
-
-    if (p != NULL && (p = strstr(p, "failed_calls=")) != NULL)
-        n = strtoll(p + strlen("failed_calls="), NULL, 10);
-    if (r != NULL)
-        freeReplyObject(r);
-    return n;
 }
 
 /* A lock's fence floor of another type on one server (not leash's doing)
@@ -1140,7 +1163,7 @@ TEST(a_failed_first_renewal_does_not_put_off_the_spread) {
     for (i = 0; i < 3; i++)
         busy[i] = start_busy_script(&w, i);
     fx_run_for(w.loop, 600); /* the first renewal, at 500 ms, fails */
-    for (i = 3; i < N; i++) /* the last holder's release reaches them */
+    for (i = 3; i < N; i++)  /* the last holder's release reaches them */
         CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:late"), 1);
     for (i = 0; i < 3; i++)
         stop_busy_script(&w, i, busy[i]);

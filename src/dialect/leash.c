@@ -128,8 +128,9 @@
  *          holder's fence would rest on the clocks alone). The watchdog
  *          sends the 'r' layout on a hold's first renewal and one in every
  *          quarter of the floor's life, 'm' on the others. A floor of
- *          another type is passed by, so it fails no other lock of the
- *          batch.
+ *          another type is passed by, and a spread refused for memory (a
+ *          script's first write is, when Redis is full) is not one: they
+ *          fail no other lock of the batch.
  *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken, wrong type,
  *             or only kept for that token: count 0 holds nothing),
  *             -3 each when not_after passed: it did nothing. not_after (as
@@ -272,6 +273,12 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "  local fl = redis.pcall('get', key)\n"
     "  return type(fl) ~= 'table' and (tonumber(fl or 0) or 0) < tonumber(f)\n"
     "end\n"
+    "local function spread(key, v, lease, floor, f, ttl)\n"
+    "  local ok = redis.pcall('set', key, v, 'PX', lease)\n"
+    "  if type(ok) == 'table' and ok.err then return false end\n"
+    "  redis.call('set', floor, f, 'PX', ttl)\n"
+    "  return true\n"
+    "end\n"
     "local function keep_floor(key, f, ttl)\n"
     "  local fl = redis.pcall('get', key)\n"
     "  if type(fl) == 'table' then return end\n"
@@ -300,9 +307,8 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "      if f then keep_floor(KEYS[k + 1], f, ttl) end\n"
     "      if string.byte(v, 34) == 49 then redis.call(verb, chan, 'renewed:' .. lease) end\n"
     "      r[i] = 1\n"
-    "    elseif v == false and f and floor_below(KEYS[k + 1], f) then\n"
-    "      redis.call('set', KEYS[k], tok .. ':0:1:' .. f, 'PX', lease)\n"
-    "      redis.call('set', KEYS[k + 1], f, 'PX', ttl)\n"
+    "    elseif v == false and f and floor_below(KEYS[k + 1], f) and\n"
+    "        spread(KEYS[k], tok .. ':0:1:' .. f, lease, KEYS[k + 1], f, ttl) then\n"
     "      r[i] = 1\n"
     "    else\n"
     "      r[i] = 0\n"

@@ -73,14 +73,17 @@ static void on_batch(void *arg, const leash__answer *answers, size_t n) {
     free(b);
 }
 
-/* Whether h's renewal at `now` carries its fence (Redlock): the first one,
- * which spreads a hold granted by a bare majority onto the servers it
- * missed, then one every quarter of the fence floor's life, which keeps
- * the floors of a long hold from running out (and spreads it onto a
- * server back meanwhile). The others only extend: a floor read and
- * written with every renewal doubled the servers' renewal work. */
+/* Whether h's renewal at `now` carries its fence (Redlock): until one
+ * that did has renewed, which spreads a hold granted by a bare majority
+ * onto the servers it missed; then the last one before a quarter of the
+ * fence floor's life has passed since (the renewal after it would come
+ * later), which keeps the floors of a long hold from running out, with
+ * room for three more to fail (and spreads the hold onto a server back
+ * meanwhile). The others only extend: a floor read and written with every
+ * renewal doubled the servers' renewal work. */
 static int keeps_floor(const leash__hold *h, int64_t now) {
-    return h->floor_kept_at == 0 || now - h->floor_kept_at >= leash__floor_ttl_ms(h->lease_ms) / 4;
+    return h->floor_kept_at == 0 ||
+           now + h->renew_ms - h->floor_kept_at >= leash__floor_ttl_ms(h->lease_ms) / 4;
 }
 
 /* Sends holds[0..n) (one batch key) in one command. 0, or -1 without

@@ -1017,8 +1017,10 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
     }
     if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply))
         goto out;
+    /* Sent again as EVAL it would go behind what was written after it:
+     * a LEASH__CMD_ONCE command completes with the NOSCRIPT error. */
     if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
-        strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        !(cmd->flags & LEASH__CMD_ONCE) && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
         size_t len;
         char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len,
                                            leash__script_for(cmd->script, conn->version));

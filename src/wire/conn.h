@@ -68,10 +68,11 @@ enum {
     LEASH__CMD_DELAYED = 16,    /* waits in the delayed list for its send_at */
     LEASH__CMD_KEEP = 32,       /* its owner frees it (or sends it again) after fn */
     LEASH__CMD_BACKGROUND = 64, /* written at teardown like an orphan (its owner still listens) */
-    /* Never sent again after a transient answer (BUSY, LOADING...): it
-     * completes with that answer. A command that may write what a command
-     * sent after it removes (a Redlock renewal that spreads a hold) must
-     * not wait in the delayed list, where that command can pass it. */
+    /* Never sent again after a transient answer (BUSY, LOADING...) nor as
+     * EVAL after NOSCRIPT: it completes with that answer. A command that
+     * may write what a command sent after it removes (a Redlock renewal
+     * that spreads a hold) must not go behind that command (the delayed
+     * list, or the tail of the queue). */
     LEASH__CMD_ONCE = 128
 };
 
