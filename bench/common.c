@@ -741,7 +741,7 @@ int bench_call_renew(bench_call *c, const bench_scripts *s, const char *const *k
         return -1;
     for (i = 0; i < n; i++) {
         names[i] = names_of(keys[i], channel);
-        items[i] = (leash__renew_item){&names[i], token, lease_ms};
+        items[i] = (leash__renew_item){&names[i], token, lease_ms, 0};
     }
     return call_of(c, s, leash__dialect_leash.renew_cmd(items, (size_t)n, 0, 0));
 }

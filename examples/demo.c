@@ -2090,8 +2090,9 @@ static int holds_fence(const struct node_info *s, uint64_t fence) {
 /* A Redlock grant needs a majority, not every server: a waiter woken by
  * the release's first message can find the lock still held on a server
  * the release has not reached yet, and then holds on a bare majority
- * (its renewals keep it there). The servers it holds on go last, so that
- * the first kill leaves the hold its majority, as the story says. */
+ * until its first renewal spreads it to the rest (README "Redlock"). A
+ * kill may come before that: the servers it holds on go last, so that the
+ * first kill leaves the hold its majority, as the story says. */
 static void order_by_hold(struct quorum_kills *qk, uint64_t fence) {
     struct node_info spare[LEASH_NODES_MAX], held[LEASH_NODES_MAX];
     int i, ns = 0, nh = 0;

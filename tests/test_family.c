@@ -674,10 +674,111 @@ TEST(fair_lock_holder_whose_token_is_queued_again_is_lost) {
     CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
     CHECK(!leash_held(a));
     CHECK(leash_held(b));
+    /* The loss gave a's place back at once: it would otherwise wait in
+     * the queue, ahead of everyone, until its place expires. */
+    fx_run_for(w.loop, 50);
+    snprintf(field, sizeof(field), "q%s", tok);
+    CHECK_EQ_INT(test_redis_int(r, "HEXISTS leash:fair-requeued %s", field), 0);
     CHECK_EQ_INT(fx_release_sync(w.loop, b, 2000), LEASH_OK);
     leash_lock_free(a);
     leash_lock_free(b);
     leash_client_free(c2);
+    fx_world_down(&w);
+}
+
+/* A holder of another client, in the copies the tests below run. */
+#define OTHER_TOKEN "0123456789abcdef0123456789abcdef"
+
+/* What the copies handle a never heard of do to its hold at key: one gives
+ * the hold back, another client's holder goes in (a higher fence), and a
+ * late copy of a's attempt queues a's token (copied to tok) behind it. The
+ * scripts run here as those copies would. Returns the key's server. */
+static test_redis *requeue_behind_another(fx_world *w, leash_lock *a, const char *key, char *tok) {
+    const leash__script *release = leash__dialect_leash.scripts[LEASH__LEASH_SCRIPT_FAMILY_RELEASE];
+    const leash__script *acquire = leash__dialect_leash.scripts[LEASH__LEASH_SCRIPT_FAMILY_ACQUIRE];
+    const char *turns[] = {OTHER_TOKEN, tok};
+    test_redis *r = fx_redis_of(w, key);
+    redisReply *rep;
+    int i;
+
+    memcpy(tok, a->hold.token, LEASH__TOKEN_LEN);
+    tok[LEASH__TOKEN_LEN] = '\0';
+    rep =
+        test_redis_cmd(r, "EVAL %b 1 %s %s 0 chan publish 0", release->src, release->len, key, tok);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0);
+    freeReplyObject(rep);
+    for (i = 0; i < 2; i++) {
+        rep = test_redis_cmd(r, "EVAL %b 1 %s %s 30000 f abcd 0 0 1 chan publish %s 0",
+                             acquire->src, acquire->len, key, turns[i], "");
+        CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4);
+        /* The other holds, then tok waits behind it. */
+        CHECK_EQ_INT(rep->element[0]->integer, i == 0);
+        CHECK(i == 1 || (uint64_t)rep->element[1]->integer > leash_fence(a));
+        freeReplyObject(rep);
+    }
+    return r;
+}
+
+/* The extra (reentrant) hold's attempt is the first to meet a holder's
+ * token that Redis has only queued again: answered "gone", the hold is
+ * lost EXPIRED, and its place goes back at once, as when the renewal
+ * finds it. */
+TEST(fair_lock_extra_hold_that_finds_its_token_queued_again_gives_the_place_back) {
+    fx_world w;
+    leash_lock *a;
+    fx_result lost = {0}, extra = {0};
+    test_redis *r;
+    char tok[LEASH__TOKEN_LEN + 1], field[LEASH__TOKEN_LEN + 2];
+
+    leash__dialects_init();
+    fx_world_up(&w, 300, 0);
+    a = fair(w.c, "fair-extra-requeued");
+    leash_on_lost(a, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    r = requeue_behind_another(&w, a, "leash:fair-extra-requeued", tok);
+    CHECK_EQ_INT(leash_acquire(a, 0, fx_acquire_cb, &extra), LEASH_OK);
+    fx_run_until(w.loop, &extra, 2000);
+    CHECK_EQ_INT(extra.status, LEASH_EBUSY);
+    CHECK_EQ_INT(lost.calls, 1);
+    CHECK_EQ_INT(lost.status, LEASH_LOST_EXPIRED);
+    fx_run_for(w.loop, 50 + TEST_SLACK_MS);
+    snprintf(field, sizeof(field), "q%s", tok);
+    CHECK_MSG(test_redis_int(r, "HEXISTS leash:fair-extra-requeued %s", field) == 0,
+              "a's token still waits in the queue after its loss");
+    leash_lock_free(a);
+    fx_world_down(&w);
+}
+
+/* The same copies, and the holder's renewal comes only after the token was
+ * let in again: Redis answers with the new hold's fence, and another held
+ * the lock in between. The hold the handle had ended there: lost. */
+TEST(fair_lock_holder_whose_token_is_let_in_again_under_a_new_fence_is_lost) {
+    const leash__script *release = leash__dialect_leash.scripts[LEASH__LEASH_SCRIPT_FAMILY_RELEASE];
+    const int64_t lease = 300; /* renewed every 100 ms */
+    fx_world w;
+    leash_lock *a;
+    fx_result lost = {0};
+    test_redis *r;
+    redisReply *rep;
+    char tok[LEASH__TOKEN_LEN + 1];
+
+    leash__dialects_init();
+    fx_world_up(&w, lease, 0);
+    a = fair(w.c, "fair-let-in-again");
+    leash_on_lost(a, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, a, 0, 5000), LEASH_OK);
+    r = requeue_behind_another(&w, a, "leash:fair-let-in-again", tok);
+    /* The other releases: a's token goes in again, under a new fence. */
+    rep = test_redis_cmd(r, "EVAL %b 1 leash:fair-let-in-again %s 0 chan publish 0", release->src,
+                         release->len, OTHER_TOKEN);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0);
+    freeReplyObject(rep);
+    fx_run_for(w.loop, 2 * lease);
+    CHECK_MSG(lost.calls == 1,
+              "a still holds under fence %llu though another held the lock since (%d lost)",
+              (unsigned long long)leash_fence(a), lost.calls);
+    CHECK(!leash_held(a));
+    leash_lock_free(a);
     fx_world_down(&w);
 }
 
@@ -2330,6 +2431,8 @@ int main(int argc, char **argv) {
         TEST_CASE(fair_lock_handoff_racing_a_place_renewal_keeps_the_new_hold),
         TEST_CASE(fair_lock_place_renewal_answered_before_the_handoff_but_read_after_it),
         TEST_CASE(fair_lock_holder_whose_token_is_queued_again_is_lost),
+        TEST_CASE(fair_lock_extra_hold_that_finds_its_token_queued_again_gives_the_place_back),
+        TEST_CASE(fair_lock_holder_whose_token_is_let_in_again_under_a_new_fence_is_lost),
         TEST_CASE(fair_lock_grants_three_processes_in_arrival_order),
         TEST_CASE(fair_lock_live_waiter_waiting_many_leases_is_never_evicted),
         TEST_CASE(fair_lock_crashed_holder_is_recovered_after_one_lease),

@@ -649,6 +649,356 @@ TEST(a_renewal_goes_once_to_each_server_when_all_are_well) {
     rw_down(&w);
 }
 
+/* The value of `key` on server i, into buf ("" when it has none). */
+static void value_on(rworld *w, int i, const char *key, char *buf, size_t size) {
+    redisReply *r = test_redis_cmd(&w->s[i], "GET %s", key);
+
+    buf[0] = '\0';
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        snprintf(buf, size, "%s", r->str);
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
+/* Script calls that failed on server i (INFO commandstats, Redis 6.2
+ * on); -1 before. */
+static long long failed_scripts(rworld *w, int i) {
+    redisReply *r = test_redis_cmd(&w->s[i], "INFO commandstats");
+    const char *p =
+        r != NULL && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:") : NULL;
+    long long n = -1;
+
+    if (p != NULL && (p = strstr(p, "failed_calls=")) != NULL)
+        n = strtoll(p + strlen("failed_calls="), NULL, 10);
+    if (r != NULL)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Servers 3 and 4 hold `key` for another client's token for px ms (the
+ * last holder's key, which its release has not reached yet there). */
+static void another_holds_on_the_last_two(rworld *w, const char *key, int px) {
+    int i;
+
+    for (i = 3; i < N; i++)
+        freeReplyObject(test_redis_cmd(&w->s[i], "SET %s %s PX %d", key,
+                                       "0123456789abcdef0123456789abcdef:0:1:17", px));
+}
+
+/* Servers whose memory is full (maxmemory, no eviction) still renew a
+ * hold: a renewal extends a key and keeps a floor that is there, which
+ * takes no memory, and Redis refuses only a script whose first write is
+ * one that may (a SET): the renewal extends the hold's key first. A spread
+ * they refuse (another hold of the client, in the same commands, granted
+ * without servers 3 and 4) fails no other lock of the batch there. */
+TEST(a_hold_outlives_servers_whose_memory_is_full) {
+    rworld w;
+    leash_client *a;
+    leash_lock *l, *sp;
+    fx_result got = {0}, got_sp = {0};
+    long long failed[N];
+    uint64_t renewals;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:full-spread", 30000);
+    sp = leash_lock_new(a, "full-spread");
+    l = leash_lock_new(a, "full");
+    leash_on_lost(sp, on_lost, NULL);
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(leash_acquire(sp, 0, fx_acquire_cb, &got_sp), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_until(w.loop, &got_sp, 3000);
+    fx_run_until(w.loop, &got, 3000);
+    CHECK_EQ_INT(got_sp.status, LEASH_OK);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    for (i = 3; i < N; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:full-spread"), 1);
+    renewals = leash_renewals(l);
+    for (i = 0; i < N; i++) {
+        failed[i] = failed_scripts(&w, i);
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 1"), -1);
+    }
+    fx_run_for(w.loop, 2000);
+    for (i = 0; i < N; i++) {
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "CONFIG SET maxmemory 0"), -1);
+        if (failed[i] >= 0)
+            CHECK_MSG(failed_scripts(&w, i) == failed[i], "server %d: %lld scripts failed", i,
+                      failed_scripts(&w, i) - failed[i]);
+    }
+    CHECK(leash_held(l));
+    CHECK(leash_held(sp));
+    CHECK_EQ_INT(lost_calls, 0);
+    CHECK(leash_renewals(l) > renewals);
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    if (leash_held(sp))
+        CHECK_EQ_INT(fx_release_sync(w.loop, sp, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
+/* Two servers still hold the last holder's key when the attempt reaches
+ * them (its release had not yet: the waiter woke on the first server's
+ * message), so three grant: a bare majority. Their renewal spreads the
+ * hold onto the two once their key is gone, and the hold then survives two
+ * of its three first servers killed, as Redlock promises for any two of
+ * five. Another hold of the client, on all five, renews in the same
+ * commands (each spreading lock takes two keys of the script's). */
+TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
+    rworld w;
+    leash_client *a;
+    leash_lock *held, *other;
+    fx_result got = {0}, got_other = {0};
+    char first[128], v[128];
+    uint64_t renewals;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:spread", 30000);
+    other = leash_lock_new(a, "spread-other");
+    held = leash_lock_new(a, "spread");
+    leash_on_lost(other, on_lost, NULL);
+    leash_on_lost(held, on_lost, NULL);
+    /* Granted together: their renewals fall due together (hold.c's grid). */
+    CHECK_EQ_INT(leash_acquire(other, 0, fx_acquire_cb, &got_other), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(held, 0, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_until(w.loop, &got_other, 3000);
+    fx_run_until(w.loop, &got, 3000);
+    CHECK_EQ_INT(got_other.status, LEASH_OK);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    value_on(&w, 0, "leash:spread", first, sizeof(first));
+    value_on(&w, 3, "leash:spread", v, sizeof(v));
+    CHECK_MSG(strncmp(v, first, 32) != 0, "server 3 granted: %s", v);
+    /* The last holder's release reaches the two, well before the first
+     * renewal (a third of the lease after the grant). */
+    for (i = 3; i < N; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:spread"), 1);
+    fx_run_for(w.loop, 1200);
+    for (i = 0; i < N; i++) {
+        value_on(&w, i, "leash:spread", v, sizeof(v));
+        CHECK_MSG(strncmp(v, first, 33) == 0, "server %d holds %s, not %s", i, v, first);
+        CHECK_EQ_INT(floor_on(&w, i, "leash:spread") >= leash_fence(held), 1);
+    }
+    CHECK_EQ_INT(test_redis_kill(&w.s[0]), 0);
+    CHECK_EQ_INT(test_redis_kill(&w.s[1]), 0);
+    renewals = leash_renewals(held);
+    fx_run_for(w.loop, 1200);
+    CHECK_MSG(leash_renewals(held) > renewals, "no renewal on the three left");
+    CHECK(leash_held(held));
+    CHECK(leash_held(other));
+    CHECK_EQ_INT(lost_calls, 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, held, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 3000), LEASH_OK);
+    CHECK_EQ_INT(holding_servers(&w, "leash:spread"), 0);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
+/* A lock's fence floor of another type on one server (not leash's doing)
+ * spoils neither that lock's renewals elsewhere nor the other locks'
+ * renewals in the same commands on that server: the spread passes it by. */
+TEST(a_floor_of_another_type_spoils_no_renewal_of_the_batch) {
+    rworld w;
+    leash_client *a;
+    leash_lock *odd, *plain;
+    fx_result got = {0}, got_plain = {0};
+    char name[128];
+    size_t len = floor_name("leash:odd", name);
+    long long errors;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    freeReplyObject(test_redis_cmd(&w.s[4], "RPUSH %b x", name, len));
+    odd = leash_lock_new(a, "odd");
+    plain = leash_lock_new(a, "plain");
+    CHECK_EQ_INT(leash_acquire(odd, 0, fx_acquire_cb, &got), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(plain, 0, fx_acquire_cb, &got_plain), LEASH_OK);
+    fx_run_until(w.loop, &got, 3000);
+    fx_run_until(w.loop, &got_plain, 3000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_EQ_INT(got_plain.status, LEASH_OK);
+    CHECK_EQ_INT(test_redis_int(&w.s[4], "EXISTS leash:odd"), 0); /* its grant failed there */
+    errors = failed_scripts(&w, 4);
+    fx_run_for(w.loop, 1200);
+    if (errors >= 0)
+        CHECK_MSG(failed_scripts(&w, 4) == errors, "renewals failed on server 4: %lld",
+                  failed_scripts(&w, 4) - errors);
+    CHECK(leash_held(odd));
+    CHECK(leash_held(plain));
+    /* Renewed on server 4 within the last renew interval (and a margin). */
+    CHECK_MSG(test_redis_int(&w.s[4], "PTTL leash:plain") > 1500 - 500 - 300,
+              "server 4 stopped renewing: PTTL %lld", test_redis_int(&w.s[4], "PTTL leash:plain"));
+    CHECK_EQ_INT(test_redis_int(&w.s[4], "EXISTS leash:odd"), 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, odd, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, plain, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
+/* Lock `name`, held by h on `held_on` servers, force-released by another
+ * client: h's next renewal must not spread it back, h is lost EXPIRED,
+ * and nothing is left on any server. */
+static void force_and_see_it_lost(rworld *w, leash_client *op, leash_lock *h, const char *name,
+                                  const char *key, int held_on) {
+    leash_lock *f = leash_lock_new(op, name);
+    fx_result done = {0};
+
+    CHECK_EQ_INT(holding_servers(w, key), held_on);
+    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
+    fx_run_until(w->loop, &done, 3000);
+    CHECK_EQ_INT(done.status, LEASH_OK);
+    fx_run_for(w->loop, 1000); /* two renewals due */
+    CHECK_EQ_INT(lost_calls, 1);
+    CHECK_EQ_INT(lost_reason, LEASH_LOST_EXPIRED);
+    CHECK(!leash_held(h));
+    CHECK_MSG(holding_servers(w, key) == 0, "left on %d servers", holding_servers(w, key));
+    leash_lock_free(f);
+}
+
+/* A force release removes the hold from every server; the holder's next
+ * renewal must not spread it back (every server had it: its floor is the
+ * hold's fence). */
+TEST(a_force_released_hold_is_lost_at_its_renewal_not_spread_again) {
+    rworld w;
+    leash_client *holder, *op;
+    leash_lock *h;
+
+    rw_up(&w);
+    holder = rw_client(&w, 1500);
+    op = rw_client(&w, 1500);
+    lost_calls = 0;
+    h = leash_lock_new(holder, "forced");
+    leash_on_lost(h, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    fx_run_for(w.loop, 100);
+    force_and_see_it_lost(&w, op, h, "forced", "leash:forced", N);
+    leash_client_free(op);
+    leash_client_free(holder);
+    rw_down(&w);
+}
+
+/* Every server that had a hold keeps its fence as floor for as long as the
+ * hold lives: else, once the floors' TTL (LEASH__FENCE_FLOOR_LEASES leases,
+ * at least a minute) ran out under a long hold, a force release is undone
+ * by the holder's next renewal, which spreads the hold back onto every
+ * server (seen: lease 1.5 s, held 62 s, force-released: held again on all
+ * five, never lost). So a renewal keeps the floors alive: after two of
+ * them, each floor's TTL is longer than the grant's floor has left. */
+TEST(a_renewed_hold_keeps_its_fence_floors_alive) {
+    rworld w;
+    leash_client *c;
+    leash_lock *h;
+    char name[128];
+    size_t len = floor_name("leash:aged", name);
+    int64_t granted;
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 1500); /* renewals every 500 ms; floors live 60 s */
+    h = leash_lock_new(c, "aged");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    granted = test_now_ms();
+    fx_run_for(w.loop, 1100);
+    for (i = 0; i < N; i++) {
+        redisReply *r = test_redis_cmd(&w.s[i], "PTTL %b", name, len);
+        int64_t left = 60000 - (test_now_ms() - granted);
+        CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER);
+        CHECK_MSG(r->integer > left + 300, "server %d: floor PTTL %lld, the grant's has %lld left",
+                  i, r->integer, (long long)left);
+        freeReplyObject(r);
+    }
+    CHECK_EQ_INT(fx_release_sync(w.loop, h, 3000), LEASH_OK);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* A hold granted by a bare majority is force-released before its first
+ * renewal: the two servers it never reached have floors below its fence,
+ * and the holder's renewal writes it there while the three that had it
+ * say "not ours". The holder is lost EXPIRED; nothing may be left (a
+ * force release that reported OK, then the key on two servers for a
+ * lease nobody releases). */
+TEST(a_force_release_before_the_first_renewal_leaves_nothing) {
+    rworld w;
+    leash_client *holder, *op;
+    leash_lock *h;
+    int i;
+
+    rw_up(&w);
+    holder = rw_client(&w, 1500); /* the first renewal at about 500 ms */
+    op = rw_client(&w, 1500);
+    lost_calls = 0;
+    for (i = 3; i < N; i++)
+        freeReplyObject(test_redis_cmd(&w.s[i], "SET leash:early %s PX 30000",
+                                       "0123456789abcdef0123456789abcdef:0:1:17"));
+    h = leash_lock_new(holder, "early");
+    leash_on_lost(h, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    for (i = 3; i < N; i++) /* the last holder's release reaches them */
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:early"), 1);
+    force_and_see_it_lost(&w, op, h, "early", "leash:early", 3);
+    leash_client_free(op);
+    leash_client_free(holder);
+    rw_down(&w);
+}
+
+/* Several Redlock holds of one client renew in one command (the watchdog
+ * batches the holds due together; a Redlock route has one batch key).
+ * A spreading item has two keys, its lock and its floor: every hold must
+ * stay held through several renewals, and every server keep every lock's
+ * key a lock (never a floor's number). */
+TEST(holds_renewed_in_one_batch_all_stay_held) {
+    enum {
+        LOCKS = 4
+    };
+    rworld w;
+    leash_client *c;
+    leash_lock *l[LOCKS];
+    fx_result res[LOCKS];
+    char name[LOCKS][16], key[32], v[64];
+    uint64_t renewals[LOCKS];
+    int i, s;
+
+    rw_up(&w);
+    c = rw_client(&w, 600); /* renewals every 200 ms */
+    lost_calls = 0;
+    memset(res, 0, sizeof(res));
+    for (i = 0; i < LOCKS; i++) {
+        snprintf(name[i], sizeof(name[i]), "batch%d", i);
+        l[i] = leash_lock_new(c, name[i]);
+        leash_on_lost(l[i], on_lost, NULL);
+        /* All in one loop turn: the grants come back together, and so
+         * their renewals fall due together. */
+        CHECK_EQ_INT(leash_acquire(l[i], 0, fx_acquire_cb, &res[i]), LEASH_OK);
+    }
+    for (i = 0; i < LOCKS; i++) {
+        fx_run_until(w.loop, &res[i], 3000);
+        CHECK_EQ_INT(res[i].status, LEASH_OK);
+        renewals[i] = leash_renewals(l[i]);
+    }
+    fx_run_for(w.loop, 1000);
+    CHECK_EQ_INT(lost_calls, 0);
+    for (i = 0; i < LOCKS; i++) {
+        CHECK_MSG(leash_held(l[i]), "lock %d lost", i);
+        CHECK_MSG(leash_renewals(l[i]) > renewals[i], "lock %d not renewed", i);
+        snprintf(key, sizeof(key), "leash:batch%d", i);
+        for (s = 0; s < N; s++) {
+            value_on(&w, s, key, v, sizeof(v));
+            CHECK_MSG(strlen(v) > 33 && v[32] == ':', "server %d: %s is \"%s\"", s, key, v);
+        }
+    }
+    for (i = 0; i < LOCKS; i++)
+        if (leash_held(l[i]))
+            CHECK_EQ_INT(fx_release_sync(w.loop, l[i], 3000), LEASH_OK);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
 /* One server frozen (SIGSTOP) under a hold: the others keep it. While it
  * is frozen the lock changes hands twice; when it thaws, the commands that
  * waited in its socket run, and none of them leaves a hold nobody owns. */
@@ -784,6 +1134,52 @@ static void stop_busy_script(rworld *w, int s, redisContext *busy) {
     redisFree(busy);
 }
 
+/* A hold granted by three of five (two still held the last holder's key)
+ * whose first renewal fails: its three servers answer BUSY (a long
+ * script), the two still hold that key. The renewal that succeeds after it
+ * must spread the hold onto the two, whose key is gone by then: the
+ * spreading layout goes with the first renewal that succeeds, not with the
+ * first one sent. Else the hold runs on a bare majority for a quarter of
+ * its floor's life (15 s here), where losing one of its three servers
+ * loses it. */
+TEST(a_failed_first_renewal_does_not_put_off_the_spread) {
+    rworld w;
+    leash_client *a;
+    leash_lock *l;
+    redisContext *busy[3];
+    char first[128], v[128];
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:late", 30000);
+    l = leash_lock_new(a, "late");
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    value_on(&w, 0, "leash:late", first, sizeof(first));
+    value_on(&w, 3, "leash:late", v, sizeof(v));
+    CHECK_MSG(strncmp(v, first, 33) != 0, "server 3 granted: %s", v);
+    for (i = 0; i < 3; i++)
+        busy[i] = start_busy_script(&w, i);
+    fx_run_for(w.loop, 600); /* the first renewal, at 500 ms, fails */
+    for (i = 3; i < N; i++)  /* the last holder's release reaches them */
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:late"), 1);
+    for (i = 0; i < 3; i++)
+        stop_busy_script(&w, i, busy[i]);
+    fx_run_for(w.loop, 1200);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(lost_calls, 0);
+    for (i = 0; i < N; i++) {
+        value_on(&w, i, "leash:late", v, sizeof(v));
+        CHECK_MSG(strncmp(v, first, 33) == 0, "server %d holds '%s', not '%s'", i, v, first);
+    }
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
 /* One server answers BUSY (a long script) while a majority grants: its
  * grant copy waits out the BUSY pauses (25, 50, 100 ms...). The holder
  * releases as soon as the script ends: that server's release copy runs
@@ -820,6 +1216,60 @@ TEST(a_grant_copy_retried_after_busy_does_not_outlive_the_release) {
     }
     leash_lock_free(la);
     leash_client_free(a);
+    rw_down(&w);
+}
+
+/* One server answers BUSY through the grant (its copy is dropped: it never
+ * had the hold, its floor is below the hold's fence) and at the first
+ * renewal, whose copy there bounces before the majority (10 ms further
+ * away) renewed, and waits out the BUSY pause (25 ms) in the delayed list.
+ * The holder releases as soon as the renewal counts, and the script ends:
+ * the release runs there first (nothing to remove). The renewal copy that
+ * comes after it must not spread the hold onto that server: nobody holds
+ * it any more. */
+TEST(a_renewal_copy_retried_after_busy_does_not_spread_after_the_release) {
+    rworld w;
+    fault_proxy p[N - 1];
+    leash_options o;
+    leash_client *a;
+    leash_lock *la;
+    redisContext *busy;
+    uint64_t renewals;
+    int64_t end;
+    int ports[N], i;
+
+    rw_up(&w);
+    for (i = 0; i < N - 1; i++) {
+        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
+        CHECK_EQ_INT(fp_delay(&p[i], FP_ALL, FP_UP, 10), 0);
+        ports[i] = p[i].port;
+    }
+    ports[N - 1] = w.s[N - 1].port;
+    redlock_options(&w, &o, ports, 1500); /* renewals every 500 ms */
+    a = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, a, N, 5000);
+    la = leash_lock_new(a, "busy-renew");
+    busy = start_busy_script(&w, N - 1);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+    renewals = leash_renewals(la);
+    end = test_now_ms() + 1000;
+    while (leash_renewals(la) == renewals && test_now_ms() < end)
+        fx_run_for(w.loop, 1);
+    CHECK_MSG(leash_renewals(la) > renewals, "no renewal");
+    stop_busy_script(&w, N - 1, busy);
+    CHECK_EQ_INT(fx_release_sync(w.loop, la, 3000), LEASH_OK);
+    end = test_now_ms() + 600;
+    while (test_now_ms() < end) {
+        fx_run_for(w.loop, 20);
+        CHECK_MSG(test_redis_int(&w.s[N - 1], "EXISTS leash:busy-renew") == 0,
+                  "a renewal copy set the key after the release (PTTL %lld ms)",
+                  test_redis_int(&w.s[N - 1], "PTTL leash:busy-renew"));
+    }
+    CHECK_EQ_INT(holding_servers(&w, "leash:busy-renew"), 0);
+    leash_lock_free(la);
+    leash_client_free(a);
+    for (i = 0; i < N - 1; i++)
+        fp_stop(&p[i]);
     rw_down(&w);
 }
 
@@ -1243,10 +1693,19 @@ int main(int argc, char **argv) {
         TEST_CASE(a_failed_extra_hold_leaves_the_hold_alone),
         TEST_CASE(a_handoff_to_the_only_waiter_takes_no_random_pause),
         TEST_CASE(a_renewal_goes_once_to_each_server_when_all_are_well),
+        TEST_CASE(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills),
+        TEST_CASE(a_failed_first_renewal_does_not_put_off_the_spread),
+        TEST_CASE(a_hold_outlives_servers_whose_memory_is_full),
+        TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
+        TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),
+        TEST_CASE(a_force_release_before_the_first_renewal_leaves_nothing),
+        TEST_CASE(holds_renewed_in_one_batch_all_stay_held),
+        TEST_CASE(a_renewed_hold_keeps_its_fence_floors_alive),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
         TEST_CASE(a_grant_copy_retried_after_busy_does_not_outlive_the_release),
+        TEST_CASE(a_renewal_copy_retried_after_busy_does_not_spread_after_the_release),
         TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),
         TEST_CASE(fences_grow_with_clocks_10s_ahead_and_behind_while_servers_restart),
         TEST_CASE(a_server_back_empty_sooner_than_the_clocks_differ_can_take_a_fence_back),

@@ -697,7 +697,7 @@ TEST(t_script_ids_name_the_scripts_each_command_calls) {
     CHECK_EQ_INT(rs->names(&rn, NULL, "", "ids", 0), LEASH_OK);
     CHECK_EQ_INT(script_called(d, d->acquire_cmd(&n, tok_a, 1000, 1, 0, 0)), LS_ACQUIRE);
     CHECK_EQ_INT(script_called(d, d->release_cmd(&n, tok_a, 0, 0, 0)), LS_RELEASE);
-    item = (leash__renew_item){&n, tok_a, 1000};
+    item = (leash__renew_item){&n, tok_a, 1000, 0};
     CHECK_EQ_INT(script_called(d, d->renew_cmd(&item, 1, 0, 0)), LS_RENEW);
     CHECK_EQ_INT(script_called(d, d->force_cmd(&n, 0)), LS_FORCE);
     CHECK_EQ_INT(script_called(d, d->raise_cmd(&n, 7, 60000, 0)), LS_RAISE);
@@ -709,7 +709,7 @@ TEST(t_script_ids_name_the_scripts_each_command_calls) {
                  LEASH__REDISSON_SCRIPT_ACQUIRE);
     CHECK_EQ_INT(script_called(rs, rs->release_cmd(&rn, tok_a, 0, 0, 0)),
                  LEASH__REDISSON_SCRIPT_RELEASE);
-    item = (leash__renew_item){&rn, tok_a, 1000};
+    item = (leash__renew_item){&rn, tok_a, 1000, 0};
     CHECK_EQ_INT(script_called(rs, rs->renew_cmd(&item, 1, 0, 0)), LEASH__REDISSON_SCRIPT_RENEW);
     CHECK_EQ_INT(script_called(rs, rs->force_cmd(&rn, 0)), LEASH__REDISSON_SCRIPT_FORCE);
     CHECK_EQ_INT(script_called(rs, rs->raise_cmd(&rn, 7, 60000, 0)), LEASH__REDISSON_SCRIPT_RAISE);
@@ -836,6 +836,61 @@ TEST(t_read_state_reads_what_the_scripts_write) {
     test_redis_stop(&r);
 }
 
+/* A Redlock renewal of several holds in one command (the watchdog batches
+ * the holds due together): a spreading item has two keys, its lock's and
+ * its fence floor's, so the item after it must read its own lock, whether
+ * the one before renewed in place or spread. Each renews; and a floor gone
+ * (its TTL: a hold renewed longer than the floor lives) must never have
+ * the next lock's key written as a floor. */
+TEST(t_redlock_renew_batch_reads_each_locks_own_keys) {
+    const leash__dialect *d = &leash__dialect_leash;
+    leash__names n1, n2;
+    leash__renew_item items[2];
+    test_redis r;
+    redisContext *c;
+    redisReply *rep;
+    char floor1[LEASH__FLOOR_MAX], floor2[LEASH__FLOOR_MAX], v[64];
+    size_t f1, f2;
+    int round;
+
+    leash__dialects_init();
+    CHECK(test_redis_start(&r, NULL) == 0);
+    c = test_redis_connect_admin(&r, 2000);
+    CHECK(c != NULL);
+    memset(&n1, 0, sizeof(n1));
+    memset(&n2, 0, sizeof(n2));
+    CHECK_EQ_INT(d->names(&n1, NULL, "leash:", "rb1", 0), LEASH_OK);
+    CHECK_EQ_INT(d->names(&n2, NULL, "leash:", "rb2", 0), LEASH_OK);
+    n1.fenced = n2.fenced = 1;
+    f1 = leash__floor_name(&n1, floor1);
+    f2 = leash__floor_name(&n2, floor2);
+    freeReplyObject(redisCommand(c, "SET leash:rb1 %s:0:1:100 PX 60000", tok_a));
+    freeReplyObject(redisCommand(c, "SET %b 100 PX 60000", floor1, f1));
+    freeReplyObject(redisCommand(c, "SET leash:rb2 %s:0:1:200 PX 60000", tok_b));
+    freeReplyObject(redisCommand(c, "SET %b 200 PX 60000", floor2, f2));
+    items[0] = (leash__renew_item){&n1, tok_a, 60000, 100};
+    items[1] = (leash__renew_item){&n2, tok_b, 60000, 200};
+    for (round = 0; round < 2; round++) {
+        if (round == 1) /* the first lock's floor expired */
+            freeReplyObject(redisCommand(c, "DEL %b", floor1, f1));
+        rep = run_cmd(c, d->renew_cmd(items, 2, 0, 0));
+        CHECK(rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+        CHECK_MSG(rep->element[0]->integer == 1 && rep->element[1]->integer == 1,
+                  "round %d: renewed %lld, %lld", round, rep->element[0]->integer,
+                  rep->element[1]->integer);
+        freeReplyObject(rep);
+        rep = redisCommand(c, "GET leash:rb2");
+        CHECK(rep != NULL);
+        snprintf(v, sizeof(v), "%s", rep->type == REDIS_REPLY_STRING ? rep->str : "");
+        freeReplyObject(rep);
+        CHECK_MSG(strncmp(v, tok_b, 32) == 0, "round %d: leash:rb2 is \"%s\"", round, v);
+    }
+    leash__names_clear(&n1);
+    leash__names_clear(&n2);
+    redisFree(c);
+    test_redis_stop(&r);
+}
+
 /* read_state takes for a lock what the scripts take for one, no more:
  * a hash with a fence but no held field, or a mutex string whose tail is
  * no queue, is a WRONGTYPE to the scripts and "other" here (the tool
@@ -926,6 +981,7 @@ int main(int argc, char **argv) {
                          TEST_CASE(t_script_ids_name_the_scripts_each_command_calls),
                          TEST_CASE(t_read_state_reads_what_the_scripts_write),
                          TEST_CASE(t_read_state_takes_what_the_scripts_take_for_a_lock),
+                         TEST_CASE(t_redlock_renew_batch_reads_each_locks_own_keys),
                          {0},
                      });
 }

@@ -111,11 +111,14 @@ typedef struct leash__opdef {
  * locks per script call too). */
 #define LEASH__RENEW_BATCH 100
 
-/* A lock of a renew batch. */
+/* A lock of a renew batch. fence: the hold's, for a fenced lock (Redlock)
+ * whose renewal may spread it onto a server that lacks it (dialect/leash.c,
+ * renew); 0: a renewal only extends. */
 typedef struct leash__renew_item {
     const leash__names *names;
     const char *token;
     int64_t lease_ms;
+    uint64_t fence;
 } leash__renew_item;
 
 /* A message on a lock's channel. */

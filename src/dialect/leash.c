@@ -1,5 +1,6 @@
 #include "dialect/dialect.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,8 +107,30 @@
  *          answer it is the hold's local deadline on the server's clock:
  *          before it the hold cannot have expired, so "not ours" means this
  *          release already ran (0); after it the script cannot tell (-2).
- * renew    KEYS: lock1..lockN  ARGV: token1, lease1, channel1, ..., publish,
- *          not_after
+ * renew    KEYS: lock1..lockN  ARGV: token1, lease1, channel1, layout1, ...,
+ *          publish, not_after
+ *          layout: 'm' a mutex, 'f' the lock family's, 'r<fence>:<floor
+ *          ttl ms>' a Redlock hold, whose fence floor follows its key in
+ *          KEYS. A Redlock hold spreads: where its key is missing and the
+ *          floor is below its fence, the renewal writes the hold (count 1,
+ *          that fence) and raises the floor to it. A hold granted by a bare
+ *          majority (the others still held the last holder's key, or did
+ *          not answer) so reaches the rest, and survives the loss of any
+ *          minority, as Redlock promises. The floor is what keeps it from
+ *          coming back where it was: every server that had the hold, by
+ *          grant, raise or spread, has its fence as floor, so a hold
+ *          force-released or released there is never written again (the
+ *          holder learns at the next renewal, as on one server). Where the
+ *          hold is, such a renewal keeps that floor (at least the fence,
+ *          its TTL renewed): written at the grant only, it would expire
+ *          under a hold renewed for longer than a floor lives, and the
+ *          spread would then undo a force release everywhere (and the next
+ *          holder's fence would rest on the clocks alone). The watchdog
+ *          sends the 'r' layout on a hold's first renewal and one in every
+ *          quarter of the floor's life, 'm' on the others. A floor of
+ *          another type is passed by, and a spread refused for memory (a
+ *          script's first write is, when Redis is full) is not one: they
+ *          fail no other lock of the batch.
  *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken, wrong type,
  *             or only kept for that token: count 0 holds nothing),
  *             -3 each when not_after passed: it did nothing. not_after (as
@@ -246,6 +269,22 @@ static const char release_lua[] =
     "return -2\n";
 
 static const char renew_lua[] = LEASH__FAMILY_LUA
+    "local function floor_below(key, f)\n"
+    "  local fl = redis.pcall('get', key)\n"
+    "  return type(fl) ~= 'table' and (tonumber(fl or 0) or 0) < tonumber(f)\n"
+    "end\n"
+    "local function spread(key, v, lease, floor, f, ttl)\n"
+    "  local ok = redis.pcall('set', key, v, 'PX', lease)\n"
+    "  if type(ok) == 'table' and ok.err then return false end\n"
+    "  redis.call('set', floor, f, 'PX', ttl)\n"
+    "  return true\n"
+    "end\n"
+    "local function keep_floor(key, f, ttl)\n"
+    "  local fl = redis.pcall('get', key)\n"
+    "  if type(fl) == 'table' then return end\n"
+    "  if not fl or (tonumber(fl) or 0) < tonumber(f) then fl = f end\n"
+    "  redis.call('set', key, fl, 'PX', ttl)\n"
+    "end\n"
     "local r, k, verb, t, now = {}, 1, ARGV[#ARGV - 1]\n"
     "local count = (#ARGV - 2) / 4\n"
     "if ARGV[#ARGV] + 0 > 0 then\n"
@@ -258,17 +297,23 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "end\n"
     "for i = 1, count do\n"
     "  local tok, lease, chan = ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1]\n"
-    "  if ARGV[4 * i] == 'm' then\n"
+    "  local layout = ARGV[4 * i]\n"
+    "  if layout ~= 'f' then\n"
     "    local v = redis.pcall('get', KEYS[k])\n"
+    "    local f, ttl = string.match(layout, '^r(%d+):(%d+)$')\n"
     "    if type(v) == 'string' and string.sub(v, 1, 33) == tok .. ':' and\n"
     "        string.sub(v, 36, 37) ~= '0:' then\n"
     "      redis.call('pexpire', KEYS[k], lease)\n"
+    "      if f then keep_floor(KEYS[k + 1], f, ttl) end\n"
     "      if string.byte(v, 34) == 49 then redis.call(verb, chan, 'renewed:' .. lease) end\n"
+    "      r[i] = 1\n"
+    "    elseif v == false and f and floor_below(KEYS[k + 1], f) and\n"
+    "        spread(KEYS[k], tok .. ':0:1:' .. f, lease, KEYS[k + 1], f, ttl) then\n"
     "      r[i] = 1\n"
     "    else\n"
     "      r[i] = 0\n"
     "    end\n"
-    "    k = k + 1\n"
+    "    k = k + (f and 2 or 1)\n"
     "  else\n"
     "    if not t then\n"
     "      t = redis.call('time')\n"
@@ -342,34 +387,51 @@ static leash__cmd *giveback_cmd(const leash__names *n, const char *token, int64_
     return release_cmd(n, token, 0, 0, deadline);
 }
 
-/* Per lock: its key, and ARGV token, lease,
- * channel (the family: the channel base), layout ('m' the mutex's, 'f' the
- * family's); then the publish verb. */
+/* Per lock: its key (and a spreading Redlock hold's fence floor), and ARGV
+ * token, lease, channel (the family: the channel base), layout ('m' the
+ * mutex's, 'f' the family's, 'r<fence>:<floor ttl>' a Redlock hold that
+ * spreads); then the publish verb. */
 static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t void_after_ms,
                              int64_t deadline) {
     enum {
-        KEYS_MAX = LEASH__RENEW_BATCH,
-        ARGS_MAX = 4 * LEASH__RENEW_BATCH + 2
+        KEYS_MAX = 2 * LEASH__RENEW_BATCH,
+        ARGS_MAX = 4 * LEASH__RENEW_BATCH + 2,
+        LAYOUT_MAX = 1 + 20 + 1 + 20 + 1
     };
     const char *keys[KEYS_MAX], *args[ARGS_MAX], *argv[3 + KEYS_MAX + ARGS_MAX];
     size_t klens[KEYS_MAX], alens[ARGS_MAX], lens[3 + KEYS_MAX + ARGS_MAX], i, k = 0, a = 0;
-    char leases[LEASH__RENEW_BATCH][21];
-    leash__cmd *cmd;
+    char leases[LEASH__RENEW_BATCH][21], layouts[LEASH__RENEW_BATCH][LAYOUT_MAX];
+    char(*floors)[LEASH__FLOOR_MAX] = NULL;
+    leash__cmd *cmd = NULL;
 
     if (n == 0 || n > LEASH__RENEW_BATCH)
         return NULL;
     for (i = 0; i < n; i++) {
         const leash__names *nm = items[i].names;
+        int spreads = nm->fenced && !nm->family && items[i].fence > 0;
+        if (spreads && floors == NULL && (floors = malloc(n * sizeof(*floors))) == NULL)
+            return NULL;
         keys[k] = nm->key;
         klens[k++] = nm->key_len;
+        if (spreads) {
+            keys[k] = floors[i];
+            klens[k++] = leash__floor_name(nm, floors[i]);
+        }
         args[a] = items[i].token;
         alens[a++] = LEASH__TOKEN_LEN;
         alens[a] = leash__resp_int(leases[i], items[i].lease_ms);
         args[a++] = leases[i];
         args[a] = nm->channel;
         alens[a++] = nm->family ? leash__family_base_len(nm) : nm->channel_len;
-        args[a] = nm->family ? "f" : "m";
-        alens[a++] = 1;
+        if (spreads) {
+            alens[a] = (size_t)snprintf(layouts[i], sizeof(layouts[i]), "r%llu:%lld",
+                                        (unsigned long long)items[i].fence,
+                                        (long long)leash__floor_ttl_ms(items[i].lease_ms));
+            args[a++] = layouts[i];
+        } else {
+            args[a] = nm->family ? "f" : "m";
+            alens[a++] = 1;
+        }
     }
     args[a] = leash__publish_verb(items[0].names, &alens[a]);
     a++;
@@ -379,7 +441,11 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t v
     memcpy(lens + 3, klens, k * sizeof(*klens));
     memcpy(argv + 3 + k, args, a * sizeof(*args));
     memcpy(lens + 3 + k, alens, a * sizeof(*alens));
-    cmd = leash__script_cmd(&renew_script, (int)k, (int)(3 + k + a), argv, lens, 0, deadline);
+    /* A spreading renewal retried after BUSY could run after the release
+     * that passed it in the delayed list, and write the hold again. */
+    cmd = leash__script_cmd(&renew_script, (int)k, (int)(3 + k + a), argv, lens,
+                            floors != NULL ? LEASH__CMD_ONCE : 0, deadline);
+    free(floors);
     if (cmd != NULL) {
         leash__cmd_publish_arg(cmd, (unsigned)(3 + k + a - 2));
         leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, void_after_ms);

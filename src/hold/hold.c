@@ -28,6 +28,7 @@ void leash__hold_begin(leash__hold *h, int64_t sent, uint64_t fence, int count) 
     h->fence = fence;
     h->count = count;
     h->renewals = 0;
+    h->floor_kept_at = 0;
     h->since = sent;
     h->deadline = deadline_of(h, sent);
     if (h->watchdog)

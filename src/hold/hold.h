@@ -35,6 +35,10 @@ typedef struct leash__hold {
     int64_t lease_ms, renew_ms, max_ms; /* max_ms 0: no maximum */
     int watchdog;                       /* 0: a fixed lease */
     int64_t since, deadline, renew_due;
+    /* Redlock: when the last renewal that carried the fence (it spreads
+     * the hold and keeps its fence floors: dialect/leash.c, renew) was
+     * sent, counted once it renewed; 0 not yet. */
+    int64_t floor_kept_at;
     uint64_t renewals;
     /* The watchdog's part. */
     const leash__names *names;

@@ -10,6 +10,7 @@ typedef struct leash__renew_batch {
     int64_t sent;
     size_t n;
     leash__hold *holds[LEASH__RENEW_BATCH]; /* NULL once a hold forgot it */
+    unsigned char kept[LEASH__RENEW_BATCH]; /* its renewal carried the fence */
 } leash__renew_batch;
 
 static void flush(void *arg);
@@ -58,6 +59,10 @@ static void on_batch(void *arg, const leash__answer *answers, size_t n) {
             continue;
         h->renew_state = LEASH__RENEW_IDLE;
         h->batch = NULL;
+        /* Counted once it renewed: after a failed one, the next carries
+         * the fence again (the hold's spread and floors wait for it). */
+        if (b->kept[i] && answers[i].status == LEASH_OK && answers[i].kind == LEASH__ANS_RENEWED)
+            h->floor_kept_at = b->sent;
         /* May run a lost callback, which may free other holds of b (they
          * forget it: their slot turns NULL) or the client. */
         /* From when its command was written, if the route knows. */
@@ -68,13 +73,26 @@ static void on_batch(void *arg, const leash__answer *answers, size_t n) {
     free(b);
 }
 
+/* Whether h's renewal at `now` carries its fence (Redlock): until one
+ * that did has renewed, which spreads a hold granted by a bare majority
+ * onto the servers it missed; then the last one before a quarter of the
+ * fence floor's life has passed since (the renewal after it would come
+ * later), which keeps the floors of a long hold from running out, with
+ * room for three more to fail (and spreads the hold onto a server back
+ * meanwhile). The others only extend: a floor read and written with every
+ * renewal doubled the servers' renewal work. */
+static int keeps_floor(const leash__hold *h, int64_t now) {
+    return h->floor_kept_at == 0 ||
+           now + h->renew_ms - h->floor_kept_at >= leash__floor_ttl_ms(h->lease_ms) / 4;
+}
+
 /* Sends holds[0..n) (one batch key) in one command. 0, or -1 without
  * memory (they stay due). */
 static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigned slot) {
     leash__renew_item items[LEASH__RENEW_BATCH];
     leash__renew_batch *b = calloc(1, sizeof(*b));
     leash__send s;
-    int64_t deadline = 0;
+    int64_t deadline = 0, timeout = w->route->cfg->conn->command_timeout_ms;
     size_t i;
 
     if (b == NULL)
@@ -86,19 +104,35 @@ static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigne
         items[i].names = holds[i]->names;
         items[i].token = holds[i]->token;
         items[i].lease_ms = holds[i]->lease_ms;
+        items[i].fence = 0;
         if (deadline == 0 || holds[i]->deadline < deadline)
             deadline = holds[i]->deadline;
     }
     memset(&s, 0, sizeof(s));
     s.slot = slot;
     s.op = w->route->dialect->renew;
-    s.cmd =
-        w->route->dialect->renew_cmd(items, n, w->route->cfg->conn->command_timeout_ms, deadline);
+    if (w->route->fenced) {
+        s.again = w->route->dialect->renew_cmd(items, n, timeout, deadline);
+        for (i = 0; i < n; i++)
+            if (keeps_floor(holds[i], b->sent)) {
+                items[i].fence = holds[i]->fence;
+                b->kept[i] = 1;
+            }
+    }
+    s.cmd = w->route->dialect->renew_cmd(items, n, timeout, deadline);
     s.nanswers = n;
     s.what = "(batch)";
     s.done = on_batch;
     s.arg = b;
-    if (s.cmd == NULL || leash__route_send(w->route, &s) == NULL) {
+    if (s.cmd == NULL || (w->route->fenced && s.again == NULL)) {
+        if (s.cmd != NULL)
+            leash__cmd_free(s.cmd);
+        if (s.again != NULL)
+            leash__cmd_free(s.again);
+        free(b);
+        return -1;
+    }
+    if (leash__route_send(w->route, &s) == NULL) {
         free(b);
         return -1;
     }

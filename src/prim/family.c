@@ -196,6 +196,14 @@ static int dispatch(leash_lock *l, const leash__event *e) {
     if (leash__holding_acquiring(l->state) && acquiring_event(l, e))
         return 0;
     switch (e->type) {
+    case LEASH__EV_BUSY:
+    case LEASH__EV_GONE:
+        /* The extra hold's attempt found no hold: the token may wait in
+         * the queue again (a late copy of its attempt), and the loss that
+         * follows gives that place back. */
+        if (l->state == LEASH__LOCK_EXTRA)
+            l->requeued = 1;
+        break;
     case LEASH__EV_ACQUIRE:
         if (l->state == F_IDLE && l->acq_cb == NULL && upgrade(l)) {
             leash__log(&l->core->env.log, LEASH_LOG_ERROR,
@@ -287,8 +295,13 @@ static void hold_renewed(leash__hold *h, const leash__answer *a, int64_t sent) {
      * the same one). Any other says the token waits again (its hold was
      * given back by a copy this handle never heard of, and a late copy of
      * its attempt queued it): no hold. */
-    if (a->status == LEASH_OK && a->kind == LEASH__ANS_QUEUED && leash__holding_held(l->state) &&
-        !place_renewal)
+    /* Let in anew (another fence): the same copies gave the hold back and
+     * queued the token, and it went in again, after others maybe: the
+     * hold this handle had ended there. */
+    l->requeued = a->status == LEASH_OK && leash__holding_held(l->state) &&
+                  ((a->kind == LEASH__ANS_QUEUED && !place_renewal) ||
+                   (a->kind == LEASH__ANS_HANDED && a->fence != l->hold.fence));
+    if (l->requeued)
         type = LEASH__EV_NOT_OURS;
     leash__holding_renewal(l, type, a, sent);
 }

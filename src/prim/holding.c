@@ -125,7 +125,10 @@
  *            after the deadline: lost)
  *   lost     the lost callback (EXPIRED, UNREACHABLE, FIXED_LEASE, MAX_HOLD,
  *            REPLICAS) -> IDLE; the hold is released unless it expired, not
- *            before its local deadline (REPLICAS comes sooner); an extra
+ *            before its local deadline (REPLICAS comes sooner); expired on
+ *            Redlock, or a family token found queued again or let in anew,
+ *            it is released at once (it holds nothing any more where it
+ *            counts, or nothing its handle may use); an extra
  *            hold then ends LEASH_ECANCELED; renew-unrepl on a route
  *            that retries it (route->retry_unreplicated: Sentinel) is retry
  *   retry    a renewal again soon
@@ -678,9 +681,21 @@ static void lose_then(leash_lock *l, int reason, int owed) {
      * write that counted keeps the key that long (on the replicas that
      * acknowledged it too). A loss that comes sooner (a renewal too few
      * replicas acknowledged) gives the key back only then: a release now
-     * would hand the lock to a waiter inside that validity. */
-    if (reason != LEASH_LOST_EXPIRED)
+     * would hand the lock to a waiter inside that validity. Redlock: a
+     * renewal that found the hold gone on a majority (nothing left to
+     * guard) may have spread it onto servers that lacked it
+     * (dialect/leash.c, renew): given back there at once. */
+    if (l->requeued) {
+        /* The token holds nothing this handle may use (it waits, or went
+         * in anew): its place or new hold goes now, and again once the
+         * late copies that may queue it are void. */
+        l->requeued = 0;
+        forget_attempt(l);
+    } else if (reason == LEASH_LOST_EXPIRED && l->core->route->fenced) {
+        release_in_background(l, l->hold.token, 0);
+    } else if (reason != LEASH_LOST_EXPIRED) {
         release_in_background(l, l->hold.token, deadline > leash__now_ms() ? deadline : 0);
+    }
     l->core->env.stats->losts++;
     switch (reason) {
     case LEASH_LOST_EXPIRED:
@@ -773,6 +788,7 @@ static int64_t attempt_time(const leash_lock *l, const leash__answer *a) {
 }
 
 void leash__holding_take(leash_lock *l) {
+    l->requeued = 0;
     set_state(l, M_HELD);
     finish_acquire(l, LEASH_OK);
 }

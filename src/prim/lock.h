@@ -186,6 +186,12 @@ struct leash_lock {
      * in (prim/family.c): its answer, the hold's first, may say "queued"
      * (it ran before the let-in); no later one may. */
     int place_renewal_out;
+    /* Family: a renewal or an extra hold's attempt found the hold's token
+     * waiting in the queue again (a late copy of its attempt queued it), or
+     * let in anew under another fence: the loss that follows gives that
+     * place or hold back at once, or it would wait (or hold) with nobody to
+     * use it. Set and consumed within one event (lose_then). */
+    int requeued;
     leash__waiter w;
 
     /* The hold. */

@@ -28,6 +28,14 @@
  *            said so (no majority is possible); else the failure. Servers
  *            that failed get the renewal again shortly, in the background,
  *            so a hold does not run on a bare majority longer than needed.
+ *            A hold's first renewal (and one in every quarter of the
+ *            floor's life: hold/watchdog.c) also spreads it onto servers
+ *            that lack it and never had it (dialect/leash.c, renew: the
+ *            key missing, the floor below the hold's fence), and keeps its
+ *            floor where it is: a grant by a bare majority reaches all N
+ *            by then, and a long hold's floors never run out. That resend
+ *            does not spread (leash__send.again): it is written after the
+ *            holder's release when that came in between.
  *   force    removed by any; nobody held it on M; else the failure.
  *
  * Copies: route/copies.c delivers them, and this file only decides. Once
@@ -36,7 +44,8 @@
  * server that was unreachable at the decision still gets the release, the
  * give-back or the renewal when it is back in time (a renewal's stamp
  * voids one that runs too late). A grant's copies are dropped instead: one
- * that landed after the release would leave a key nobody holds. Only a
+ * that landed after the release would leave a key nobody holds; the
+ * servers it missed get the hold from its renewals (renew, above). Only a
  * cancelled acquire withdraws copies outright.
  *
  * Validity: the primitive measures a hold from the send of its attempt
@@ -47,7 +56,7 @@
  * before the grant is reported: M granting servers returned F and wrote it
  * as their floor while granting, or the raise wrote F onto enough of the
  * granting servers below it. (2) A floor only grows (a grant writes a fence
- * above it, a raise writes the larger of the two) and lives
+ * above it, a raise, a spread and a renewal the larger of the two) and lives
  * LEASH__FENCE_FLOOR_LEASES leases, at least a minute, after its last
  * write. (3) The next hold's fence F' is at least what each server of a
  * majority of its own granting servers returned (F' is the one value M of
@@ -675,12 +684,14 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
         q->got = calloc(qu->n * snd->nanswers, sizeof(*q->got));
         q->answered = calloc(qu->n, 1);
         if (snd->op->cls == LEASH__OP_RENEW)
-            q->again = leash__cmd_clone(snd->cmd);
+            q->again = snd->again != NULL ? snd->again : leash__cmd_clone(snd->cmd);
     }
     if (q == NULL || copies != LEASH_OK || q->got == NULL || q->answered == NULL ||
         (snd->op->cls == LEASH__OP_RENEW && q->again == NULL)) {
         if (q != NULL)
             req_free(q);
+        else if (snd->again != NULL)
+            leash__cmd_free(snd->again);
         leash__cmd_free(snd->cmd);
         return NULL;
     }

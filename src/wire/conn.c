@@ -203,9 +203,10 @@ leash__cmd *leash__cmd_clone(const leash__cmd *cmd) {
     if (buf == NULL)
         return NULL;
     memcpy(buf, cmd->buf, cmd->len);
-    c = leash__cmd_new(buf, cmd->len, cmd->script,
-                       cmd->flags & (LEASH__CMD_RETRY | LEASH__CMD_KEEP | LEASH__CMD_BACKGROUND),
-                       cmd->deadline, NULL, NULL);
+    c = leash__cmd_new(
+        buf, cmd->len, cmd->script,
+        cmd->flags & (LEASH__CMD_RETRY | LEASH__CMD_KEEP | LEASH__CMD_BACKGROUND | LEASH__CMD_ONCE),
+        cmd->deadline, NULL, NULL);
     if (c != NULL) {
         c->stamp = cmd->stamp;
         c->stamp_ms = cmd->stamp_ms;
@@ -959,6 +960,8 @@ static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redis
 
     if ((cmd->flags & LEASH__CMD_ORPHAN) && !(cmd->flags & LEASH__CMD_RETRY))
         return 0; /* cancelled */
+    if (cmd->flags & LEASH__CMD_ONCE)
+        return 0;
     pause = (int64_t)TRANSIENT_FIRST_MS << shift;
     if (pause > TRANSIENT_MAX_MS)
         pause = TRANSIENT_MAX_MS;
@@ -1014,8 +1017,10 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
     }
     if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply))
         goto out;
+    /* Sent again as EVAL it would go behind what was written after it:
+     * a LEASH__CMD_ONCE command completes with the NOSCRIPT error. */
     if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
-        strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        !(cmd->flags & LEASH__CMD_ONCE) && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
         size_t len;
         char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len,
                                            leash__script_for(cmd->script, conn->version));

@@ -61,13 +61,19 @@ typedef void leash__reply_fn(void *arg, struct redisReply *reply, int status,
                              const leash__reply_info *info);
 
 enum {
-    LEASH__CMD_RETRY = 1,      /* resend after a reconnect while the deadline allows */
-    LEASH__CMD_SENT = 2,       /* written to hiredis; its callback is pending */
-    LEASH__CMD_ORPHAN = 4,     /* nobody waits for the answer any more */
-    LEASH__CMD_WRITTEN = 8,    /* was written at least once: it may have run */
-    LEASH__CMD_DELAYED = 16,   /* waits in the delayed list for its send_at */
-    LEASH__CMD_KEEP = 32,      /* its owner frees it (or sends it again) after fn */
-    LEASH__CMD_BACKGROUND = 64 /* written at teardown like an orphan (its owner still listens) */
+    LEASH__CMD_RETRY = 1,       /* resend after a reconnect while the deadline allows */
+    LEASH__CMD_SENT = 2,        /* written to hiredis; its callback is pending */
+    LEASH__CMD_ORPHAN = 4,      /* nobody waits for the answer any more */
+    LEASH__CMD_WRITTEN = 8,     /* was written at least once: it may have run */
+    LEASH__CMD_DELAYED = 16,    /* waits in the delayed list for its send_at */
+    LEASH__CMD_KEEP = 32,       /* its owner frees it (or sends it again) after fn */
+    LEASH__CMD_BACKGROUND = 64, /* written at teardown like an orphan (its owner still listens) */
+    /* Never sent again after a transient answer (BUSY, LOADING...) nor as
+     * EVAL after NOSCRIPT: it completes with that answer. A command that
+     * may write what a command sent after it removes (a Redlock renewal
+     * that spreads a hold) must not go behind that command (the delayed
+     * list, or the tail of the queue). */
+    LEASH__CMD_ONCE = 128
 };
 
 /* A server-time stamp in a command's last argument, which must be
