@@ -685,6 +685,33 @@ static void another_holds_on_the_last_two(rworld *w, const char *key, int px) {
                                        "0123456789abcdef0123456789abcdef:0:1:17", px));
 }
 
+/* Locks `spreading` (key `key`) and `other` of one client, granted together
+ * (their renewals fall due together: hold.c's grid, so they share renew
+ * commands). Servers 3 and 4 still hold `key` for another client at the
+ * grant, so `spreading` is granted by the first three; then the last
+ * holder's release reaches the two (DEL), well before the first renewal
+ * (a third of the lease after the grant). */
+static void grant_by_three(rworld *w, leash_lock *spreading, leash_lock *other, const char *key) {
+    fx_result got = {0}, got_other = {0};
+    char first[128], v[128];
+    int i;
+
+    another_holds_on_the_last_two(w, key, 30000);
+    leash_on_lost(spreading, on_lost, NULL);
+    leash_on_lost(other, on_lost, NULL);
+    CHECK_EQ_INT(leash_acquire(other, 0, fx_acquire_cb, &got_other), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(spreading, 0, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_until(w->loop, &got_other, 3000);
+    fx_run_until(w->loop, &got, 3000);
+    CHECK_EQ_INT(got_other.status, LEASH_OK);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    value_on(w, 0, key, first, sizeof(first));
+    value_on(w, 3, key, v, sizeof(v));
+    CHECK_MSG(strncmp(v, first, 32) != 0, "server 3 granted: %s", v);
+    for (i = 3; i < N; i++)
+        CHECK_EQ_INT(test_redis_int(&w->s[i], "DEL %s", key), 1);
+}
+
 /* Servers whose memory is full (maxmemory, no eviction) still renew a
  * hold: a renewal extends a key and keeps a floor that is there, which
  * takes no memory, and Redis refuses only a script whose first write is
@@ -695,7 +722,6 @@ TEST(a_hold_outlives_servers_whose_memory_is_full) {
     rworld w;
     leash_client *a;
     leash_lock *l, *sp;
-    fx_result got = {0}, got_sp = {0};
     long long failed[N];
     uint64_t renewals;
     int i;
@@ -703,19 +729,9 @@ TEST(a_hold_outlives_servers_whose_memory_is_full) {
     rw_up(&w);
     a = rw_client(&w, 1500); /* renewals every 500 ms */
     lost_calls = 0;
-    another_holds_on_the_last_two(&w, "leash:full-spread", 30000);
     sp = leash_lock_new(a, "full-spread");
     l = leash_lock_new(a, "full");
-    leash_on_lost(sp, on_lost, NULL);
-    leash_on_lost(l, on_lost, NULL);
-    CHECK_EQ_INT(leash_acquire(sp, 0, fx_acquire_cb, &got_sp), LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &got), LEASH_OK);
-    fx_run_until(w.loop, &got_sp, 3000);
-    fx_run_until(w.loop, &got, 3000);
-    CHECK_EQ_INT(got_sp.status, LEASH_OK);
-    CHECK_EQ_INT(got.status, LEASH_OK);
-    for (i = 3; i < N; i++)
-        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:full-spread"), 1);
+    grant_by_three(&w, sp, l, "leash:full-spread");
     renewals = leash_renewals(l);
     for (i = 0; i < N; i++) {
         failed[i] = failed_scripts(&w, i);
@@ -751,7 +767,6 @@ TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     rworld w;
     leash_client *a;
     leash_lock *held, *other;
-    fx_result got = {0}, got_other = {0};
     char first[128], v[128];
     uint64_t renewals;
     int i;
@@ -759,25 +774,10 @@ TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     rw_up(&w);
     a = rw_client(&w, 1500); /* renewals every 500 ms */
     lost_calls = 0;
-    another_holds_on_the_last_two(&w, "leash:spread", 30000);
     other = leash_lock_new(a, "spread-other");
     held = leash_lock_new(a, "spread");
-    leash_on_lost(other, on_lost, NULL);
-    leash_on_lost(held, on_lost, NULL);
-    /* Granted together: their renewals fall due together (hold.c's grid). */
-    CHECK_EQ_INT(leash_acquire(other, 0, fx_acquire_cb, &got_other), LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(held, 0, fx_acquire_cb, &got), LEASH_OK);
-    fx_run_until(w.loop, &got_other, 3000);
-    fx_run_until(w.loop, &got, 3000);
-    CHECK_EQ_INT(got_other.status, LEASH_OK);
-    CHECK_EQ_INT(got.status, LEASH_OK);
+    grant_by_three(&w, held, other, "leash:spread");
     value_on(&w, 0, "leash:spread", first, sizeof(first));
-    value_on(&w, 3, "leash:spread", v, sizeof(v));
-    CHECK_MSG(strncmp(v, first, 32) != 0, "server 3 granted: %s", v);
-    /* The last holder's release reaches the two, well before the first
-     * renewal (a third of the lease after the grant). */
-    for (i = 3; i < N; i++)
-        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:spread"), 1);
     fx_run_for(w.loop, 1200);
     for (i = 0; i < N; i++) {
         value_on(&w, i, "leash:spread", v, sizeof(v));
