@@ -94,6 +94,7 @@ static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigne
     leash__send s;
     int64_t deadline = 0, timeout = w->route->cfg->conn->command_timeout_ms;
     size_t i;
+    int kept = 0;
 
     if (b == NULL)
         return -1;
@@ -111,20 +112,24 @@ static int send_batch(leash__watchdog *w, leash__hold **holds, size_t n, unsigne
     memset(&s, 0, sizeof(s));
     s.slot = slot;
     s.op = w->route->dialect->renew;
-    if (w->route->fenced) {
-        s.again = w->route->dialect->renew_cmd(items, n, timeout, deadline);
-        for (i = 0; i < n; i++)
-            if (keeps_floor(holds[i], b->sent)) {
-                items[i].fence = holds[i]->fence;
-                b->kept[i] = 1;
-            }
-    }
+    for (i = 0; i < n && w->route->fenced; i++)
+        if (keeps_floor(holds[i], b->sent)) {
+            items[i].fence = holds[i]->fence;
+            b->kept[i] = 1;
+            kept = 1;
+        }
     s.cmd = w->route->dialect->renew_cmd(items, n, timeout, deadline);
+    /* The resend to servers that failed it must not spread: the same
+     * renewal without the fences (the route clones the plain one itself). */
+    for (i = 0; i < n && kept; i++)
+        items[i].fence = 0;
+    if (kept)
+        s.again = w->route->dialect->renew_cmd(items, n, timeout, deadline);
     s.nanswers = n;
     s.what = "(batch)";
     s.done = on_batch;
     s.arg = b;
-    if (s.cmd == NULL || (w->route->fenced && s.again == NULL)) {
+    if (s.cmd == NULL || (kept && s.again == NULL)) {
         if (s.cmd != NULL)
             leash__cmd_free(s.cmd);
         if (s.again != NULL)

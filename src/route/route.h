@@ -62,11 +62,11 @@ typedef struct leash__send {
     const leash__names *names;
     const char *token;
     int64_t lease_ms;
-    /* A renewal on a fenced route (Redlock): the same renewal without
-     * spreading (dialect.h, leash__renew_item), which the route resends to
-     * servers that failed the first; the route owns it. NULL elsewhere. A
-     * resend is written later than commands sent meanwhile (a release), so
-     * it must not be able to write a hold. */
+    /* A renewal that spreads (Redlock: dialect.h, leash__renew_item): the
+     * same renewal without spreading, which the route resends to servers
+     * that failed the first; the route owns it. NULL elsewhere (a quorum
+     * resends a copy of cmd). A resend is written later than commands sent
+     * meanwhile (a release), so it must not be able to write a hold. */
     leash__cmd *again;
     const char *what;     /* names the lock in log lines; alive until done */
     leash__done_fn *done; /* NULL: nobody waits (a release in the background) */
