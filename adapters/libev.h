@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash/adapters/libev.h — run a leash client on a libev loop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash/adapters/libevent.h — run a leash client on a libevent 2 event_base.
  *

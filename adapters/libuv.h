@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash/adapters/libuv.h — run a leash client on a libuv loop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
 
 #include "common.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the benchmark programs share: time, CPU pinning and steal, the
  * redis-server they start, INFO commandstats, cpu and memory, redis-benchmark

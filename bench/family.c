@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-bench-family: the lock family (fair lock, read-write lock,
  * semaphore) beside the mutex, measured in the same run on the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-bench-floor: the lock handoff with bare hiredis and no leash, the
  * floor that leash-bench-handoff's figures stand on.

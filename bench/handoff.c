@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-bench-handoff: how fast the lock moves from one holder to the next.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-bench-herd: many waiters on one lock, spread over processes.
  *

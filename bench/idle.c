@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-bench-idle: latency of one acquire+release at a time.
  *

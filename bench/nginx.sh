@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # bench/nginx.sh NGINX MODULE_SO: the nginx module under wrk (scripts/bench
 # runs it when the module is built), printing a markdown table:
 #   1. requests/s of a small static file through one nginx worker, without a

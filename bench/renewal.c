@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-bench-renewal: what 100 000 held locks cost under the watchdog.
  *

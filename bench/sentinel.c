@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-bench-sentinel: what going through Redis Sentinel costs (issue 21).
  *

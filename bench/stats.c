@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-bench-stats: what the counters cost. Acquire+release cycles per
  * second (try once, distinct keys, --inflight handles cycling as in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-bench-throughput: acquire+release cycles per second on distinct keys,
  * one client, with 1, 64 and 1024 operations in flight; the Redis calls a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-bench-tls: TLS against plain TCP, on one redis-server in the same
  * run (it serves both: its plain port and its TLS port, with certificates

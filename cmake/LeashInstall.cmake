@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Install rules: headers, adapters, libraries, leash.pc, leash-config.cmake.
 #
 # After `cmake --install`, a program outside the tree finds leash either way:

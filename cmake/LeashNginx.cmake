@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The nginx module (nginx/, README "nginx"): built by nginx's own configure
 # and make from the source tree of Debian's nginx-dev, with the flags of the
 # distribution's nginx, so that it loads into /usr/sbin/nginx. It links

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * compensation: a job of several steps under a lock, undone when the lock is
  * lost half-way, on a store that refuses stale holders.

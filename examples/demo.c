@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash-demo: three worker processes take turns on one lock.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* minimal [REDIS_URL]: take the lock "report", do a one-second job, give the lock back. */
 #include <inttypes.h>
 #include <leash/adapters/libev.h> /* brings <ev.h> and <leash/leash.h> */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* minimal_libevent [REDIS_URL]: minimal.c on a libevent loop: take the lock "report",
  * do a one-second job, give the lock back. */
 #include <inttypes.h>

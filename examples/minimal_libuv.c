@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* minimal_libuv [REDIS_URL]: minimal.c on a libuv loop: take the lock "report",
  * do a one-second job, give the lock back. */
 #define _POSIX_C_SOURCE 200809L /* <uv.h> needs POSIX types */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: arbitrary bytes as the server's side of both of a
  * client's connections (command and subscriber), with lock operations in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: arbitrary bytes as a Redis URL (include/leash/url.h).
  * Beyond "no crash": a refusal leaves a terminated "redis URL: " line; an

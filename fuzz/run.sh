@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # fuzz/run.sh [SECONDS]: builds the libFuzzer targets with clang into
 # build-fuzz/ and runs fuzz_replies for SECONDS (default 60), then fuzz_url
 # (the URL parser: small, so LEASH_FUZZ_URL_SECONDS, default 10), each on a

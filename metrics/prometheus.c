@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash_stats in the Prometheus text exposition format (version 0.0.4),
  * written by hand: a few `# HELP` / `# TYPE` lines and samples, for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A process's leash_stats as Prometheus text, for the programs of this
  * tree that serve metrics: nginx's leash_metrics (nginx/config compiles

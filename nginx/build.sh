@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds ngx_http_leash_module.so with nginx's own build system, from the
 # nginx source tree Debian's nginx-dev ships, configured with the flags the
 # distribution's nginx was built with (its conf_flags), so that the module

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ngx_http_leash_module — fleet-wide locks and concurrency limits for
  * nginx requests (DESIGN section 13, README "nginx").

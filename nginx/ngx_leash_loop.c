@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "ngx_leash_loop.h"
 
 #include <ngx_event.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ngx_leash_loop.h — a leash client on nginx's own event loop.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 # The set-up shared by scripts/test, scripts/demo and scripts/bench: sourced,
 # never run. It checks for the Debian packages the build and the tests need

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The client: the composition root, the one file that sees every layer.
  * It turns the options into a route (where commands go: one server

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The client's configuration: the user's leash_options, checked once and
  * laid out as the parts the layers read. Each option is written once, into

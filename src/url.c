@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Redis URLs (include/leash/url.h). A hand-written scanner rather than a
  * general URI parser: the forms are few, and each refusal can then say in
  * the user's terms what is wrong, without ever echoing the credentials. */

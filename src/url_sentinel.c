@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis+sentinel:// URLs (leash/url.h). Each piece is checked by the
  * redis:// parser (credentials, db, each sentinel's host and port), so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_holder: takes locks with the library for tests/test_cli.sh, one
  * command a line on stdin, one answer a line on stdout:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the leash integration and fault tests share: a client on a real
  * event loop against a test_redis (or a proxy or fake server in front of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "redisson.h"
 
 #include <poll.h>

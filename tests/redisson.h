@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A small client that speaks Redisson's RLock layout (Redisson 3.x,
  * RedissonLock), written from its documented behaviour: its Lua scripts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Structs that grow (leash.h): a program built against another header than
  * the library's. An older header's struct is shorter than the library's, a
  * newer one's longer; struct_size (or the size argument) says which. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What every loop adapter promises (include/leash/loop.h), built once per
  * loop: a second attach is refused, the loop is left clean after a free,
  * and leash's own timers keep the loop running only where the loop can say

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_cli.sh MODE LEASH HOLDER: the `leash` tool (tools/) end to end on
 # MODE single (one redis-server), cluster (3 masters), redlock (3
 # servers) or tls (one server, every command over rediss://) of its own. HOLDER (tests/cli_holder.c) takes locks of every

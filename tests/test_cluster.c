@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash on a real Redis Cluster (tests/support/redis_cluster.h: 3 masters,
  * 3 replicas, node timeout 500 ms, on loopback): locks over every slot,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Self-test of the Redis Cluster harness (tests/support/redis_cluster.h):
  * the cluster tests of leash trust its starts, its slot map and its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_compensation.sh PROGRAM: runs examples/compensation against a
 # redis-server of its own, twice over.
 #  1. takeover: job "first" is frozen (SIGSTOP) after its second step; job

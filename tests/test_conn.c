@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The connection layer against real redis-servers: transports, AUTH,
  * SELECT, reconnects, NOSCRIPT, frozen servers, transient answers (BUSY),
  * a command retried after its answer was lost, teardown. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_demo.sh PROGRAM [--cluster | --redlock | --sentinel | --tls]: runs scripts/demo in that
 # mode with PROGRAM as its leash-demo (LEASH_DEMO_PROGRAM: no package check,
 # no build) and checks the story: the run ends "result: OK" with status 0,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_demo_nginx.sh NGINX MODULE_SO: runs `scripts/demo --nginx` with that
 # nginx and module (LEASH_DEMO_NGINX, LEASH_DEMO_NGINX_MODULE: no package
 # check, no build) and checks its story: status 0, "result: OK", nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The lock engine against the simulated Redis of support/sim.h: every reply
  * written by the test, time moved by the test. For the interleavings a real

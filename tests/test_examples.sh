@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_examples.sh PROGRAM...: runs each minimal example (minimal, and
 # minimal_libevent / minimal_libuv where they were built) against a
 # redis-server of its own: each must take the lock, work, release it and

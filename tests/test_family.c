@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _DEFAULT_SOURCE 1 /* kill, usleep */
 /* The lock family against real servers (one server or a cluster; the
  * family refuses Redlock, test_lock.c checks that): the fair lock, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Freeing handles and clients from inside every kind of callback, and
  * tearing a client down with waiters, holders and commands in flight. Run
  * under AddressSanitizer, these are the use-after-free and leak tests. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What leash leaves in Redis, against real redis-servers: every key it
  * writes has a TTL and a name nobody uses leaves nothing; a key of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _DEFAULT_SOURCE 1 /* usleep */
 /* The lock engine on a real loop against a real Redis (one server, a
  * cluster, or Redlock's independent servers: fixture.h): exclusion,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory stays bounded under load, on a real redis-server: what
  * leash-bench-throughput reports as figures, asserted here as behaviour.
  * The client's heap does not grow with the number of cycles (blocks left

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The mutex's state machine, cell by cell: for every (state, event) of the
  * tables at the top of src/prim/holding.c and src/prim/mutex.c, a handle

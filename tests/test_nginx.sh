@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_nginx.sh NGINX MODULE_SO: ngx_http_leash_module in real nginx processes.
 #
 # Starts its own redis-server on a free loopback port, a slow backend that

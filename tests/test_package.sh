@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_package.sh SOURCE_DIR: leash's Debian packages, installed into this
 # machine the way a user installs them, used, and removed again.
 #

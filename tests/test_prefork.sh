@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_prefork.sh PREFORK_SERVER: examples/prefork-server end to end.
 #
 # Starts its own redis-server on a free loopback port and two prefork-servers

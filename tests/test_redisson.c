@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* LEASH_DIALECT_REDISSON against a client that speaks Redisson's RLock
  * layout (redisson.h), on one server and on a cluster (fixture.h):
  * exclusion, wake-ups and force releases both ways, reentrancy counts and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _DEFAULT_SOURCE 1 /* usleep */
 /*
  * Redlock (LEASH_TOPOLOGY_REDLOCK) on 5 real redis-servers that each case

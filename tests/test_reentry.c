@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Callbacks that act on what called them, on the simulated Redis of
  * support/sim.h: a lost callback that acquires again or frees its handle

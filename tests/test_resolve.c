@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host names: resolved with c-ares on the loop (never blocking it), every
  * address tried, resolved again on each reconnect, failures within the
  * connect timeout. The client asks only the test's own DNS server

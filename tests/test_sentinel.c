@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash through Redis Sentinel (tests/support/redis_sentinel.h: one
  * master, two replicas, three sentinels on loopback, down-after 2000 ms):

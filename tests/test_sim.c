@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The simulated Redis (support/sim.h) and the failing allocator
  * (support/failalloc.h), proved on leash's public API. The cases answer
  * scripts with error replies only: the scripts' reply shapes belong to

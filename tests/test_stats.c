@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _DEFAULT_SOURCE 1 /* usleep */
 /* The counters of leash_stats and leash_lock_stats against a scripted
  * scenario on a real Redis: every counter the scenario moves is checked to

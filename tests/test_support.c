@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Self-test of the test support code: the harness (check.h), the Redis
  * servers (redis_server.h) and the loop helpers (evloop.h). Every other

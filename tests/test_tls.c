@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TLS to one redis-server (Debian's, built with TLS), with certificates
  * made by scripts/make-certs: the lock paths over TLS, and every way TLS
  * is refused ending LEASH_ETLS quickly with a log line that says why. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TLS on every topology: a Redis Cluster whose nodes speak TLS
  * (tls-cluster yes: CLUSTER SLOTS and MOVED name the TLS ports to a TLS
  * client), reached from one seed, and Redlock's independent TLS servers. */

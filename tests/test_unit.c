@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pieces of the core that need no server: options, status table, key
  * naming and hash slots, SHA-1, the wire format, tokens. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* leash_url_parse, _apply and _format (include/leash/url.h): every form a
  * user may write, every refusal with its message, and clients made from
  * parsed URLs against real redis-servers (TCP with an ACL user and a db,

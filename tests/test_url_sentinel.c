@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* redis+sentinel:// URLs (leash/url.h), and a client made from one. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _DEFAULT_SOURCE 1 /* usleep */
 /* Waiting without polling: pub/sub wakes, holder TTLs, kept wakes, and the
  * subscriber connection dying under sleeping waiters. */

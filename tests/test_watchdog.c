@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _DEFAULT_SOURCE 1 /* usleep */
 /* The watchdog, the local deadline and the lost callback, with 300 ms
  * leases (renewed every 100 ms). */

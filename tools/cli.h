@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The `leash` command-line tool (leash.1 is its manual): what its files
  * share. main.c reads the command line; redis.c talks to the servers of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * `leash release --force NAME`: removes a lock whoever holds it, through
  * the library's own leash_force_release() on a handle of the lock's kind,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * `leash ls` and `leash show`: find lock keys (SCAN every server that has
  * keys: the one, each master, each Redlock server) and print their state.

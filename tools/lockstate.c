@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One lock's state as one server has it, read (never written): the tool
  * sends TYPE, the value command and PTTL of a key and TIME, and the

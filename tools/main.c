@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * `leash`: the command line (leash.1 says the same for people). Options
  * may come before or after the command; the first word that is not an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Printing: strings for people (lock names may hold any byte but NUL) and
  * for JSON, durations, timestamps, and one lock state as a JSON object.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The servers of a topology, through hiredis's blocking API: a CLI asks
  * one question at a time and waits for the answer, so an event loop would

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis+sentinel:// for the tool: the sentinels are asked in turn for the
  * master (SENTINEL get-master-addr-by-name), which must say ROLE master;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * TLS for the tool's blocking hiredis connections. hiredis 0.14 (Debian's)
  * has no TLS, so a connection to a TLS server is a socketpair: hiredis

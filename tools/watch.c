@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * `leash watch NAME`: what happens to one lock, as it happens.
  *

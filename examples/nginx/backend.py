@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A slow backend for the nginx module's example, benchmark and test
 (scripts/demo --nginx, bench/nginx.sh, tests/test_nginx.sh): it records, per
 key, how many requests it serves at once, when each one started and ended,

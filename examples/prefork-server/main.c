@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prefork-server: an nginx-style HTTP server that uses leash for two jobs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The maintenance job: every worker of every server tries it now and then
  * (try-once, no waiting), and the lock "maintenance" lets exactly one run it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prefork-server: what the master (main.c), the worker (worker.c) and the
  * maintenance job (maintenance.c) share.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One worker process: its own libev loop, its own leash client, its own
  * hiredis connection for the application's data, and a tiny HTTP/1.1 server

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash — distributed locks on Redis that run on the caller's event loop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leash/loop.h — what an event-loop adapter implements.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Redis addresses as users write them, for command lines, environment
  * variables and config files:

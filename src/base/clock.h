@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Monotonic time for every safety decision (never a loop's cached time). */
 #ifndef LEASH_CLOCK_H
 #define LEASH_CLOCK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What every layer of one client shares: the loop's hooks, the logger, the
  * counters, the resolver of host names, and re-entrancy.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "base/later.h"
 
 static void run_one(leash__later *item) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The run-later queue: completions decided inside a user's call (a cancel,
  * a release while acquiring) are delivered from the loop, so that no

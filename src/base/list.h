@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One intrusive list for every list of the library: a circular doubly
  * linked ring with a sentinel head, embedded in the objects it links

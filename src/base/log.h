@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Log lines go to the user's callback only; leash prints nothing itself. */
 #ifndef LEASH_LOG_H
 #define LEASH_LOG_H

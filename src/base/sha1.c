@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SHA-1 as specified in FIPS 180-4, section 6.1. */
 #include "base/sha1.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SHA-1, only to name Lua scripts the way Redis does (EVALSHA). */
 #ifndef LEASH_SHA1_H
 #define LEASH_SHA1_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "base/slot.h"
 
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Redis Cluster's key -> hash slot rule, and the hash tag it hashes. */
 #ifndef LEASH_BASE_SLOT_H
 #define LEASH_BASE_SLOT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Status names and messages, from the one table in leash.h. */
 #include <leash/leash.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "base/strmap.h"
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A map from byte strings to entries embedded in their owners (chained
  * hashing, FNV-1a, grows by doubling). The map owns only its buckets: the

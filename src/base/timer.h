@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A one-shot timer of the loop, embedded in its owner. It is made when its
  * owner is (leash__timer_create), so that arming it never allocates and no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "base/token.h"
 
 #include <errno.h>

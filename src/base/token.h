@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Owner tokens: 128 bits from the kernel's random source, as 32 hex digits. */
 #ifndef LEASH_TOKEN_H
 #define LEASH_TOKEN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A dialect: how locks are laid out in Redis. Key names, the Lua scripts,
  * the argument layout of every call, what each reply means (a typed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The dialects of leash, made ready once per process: every dialect's
  * script SHA1s, before any client exists. This file uses each dialect

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The lock family in leash's dialect: fair lock, read-write lock and
  * semaphore share one layout and three scripts (the renew script of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The lock family's layout in leash's dialect (dialect/family.c says what
  * it is): the Lua functions every script of the family uses, as a string

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "dialect/dialect.h"
 
 #include <stdio.h>

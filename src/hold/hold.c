@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "hold/hold.h"
 
 #include <leash/leash.h>

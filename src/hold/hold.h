@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A hold: what every primitive keeps while it holds something in Redis (a
  * lock, a read share, a permit): its owner token, fence and count, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "hold/waitq.h"
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Local waiters, one queue per lock channel, and the channel's
  * subscription.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "hold/watchdog.h"
 
 #include <stdlib.h>

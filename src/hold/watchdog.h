@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The watchdog: renewals of held holds, batched. A hold whose renewal falls
  * due joins the due list; from the loop, once the current loop iteration is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What every lock handle sees of its client: the environment, the route
  * (where commands go), the dialect (what they say), the run-later queue,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The lock family (fair lock, read-write lock, semaphore): one machine,
  * whose states and shared events are prim/holding.c's (its table); this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The lock family (prim/family.c): the fair lock, the read and write locks
  * and the semaphore, one machine whose kinds differ only in what they ask

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What every kind of lock handle shares: making and freeing one, the
  * public calls (each becomes an event of the handle's kind's dispatch),

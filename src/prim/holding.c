@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The machine every kind of lock shares (the mutex, prim/mutex.c; the lock
  * family, prim/family.c): its states, and what every event does in them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The machine every kind of lock shares (prim/holding.c): its states, and
  * what the events every kind sees alike do in them (an attempt, a grant, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A lock handle (leash_lock), whatever its kind. The public calls, the
  * answers, the timers and the wait queue's wake-ups all reach it as events

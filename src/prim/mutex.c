@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The mutex (leash_lock_new): one machine, whose states and shared events
  * are prim/holding.c's (its table); this file is what the mutex adds: its

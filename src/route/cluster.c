@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The route to a Redis Cluster: a command goes to the master of its key's
  * hash slot, as the slot map says.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "route/copies.h"
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The copies of one command on the servers of a quorum (route/quorum.c),
  * and what each owes its server: delivery. A copy is written to its

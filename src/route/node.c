@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "route/node.h"
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A node: one Redis server as the routes see it, with a command connection
  * (pipelined scripts) and a subscriber connection, and the channels

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The route to N independent servers (Redlock, DESIGN 9.2): every
  * operation goes to all of them at once, and their answers combine into

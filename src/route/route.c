@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "route/route.h"
 
 #include <string.h>

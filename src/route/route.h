@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The route: the one place that decides where a command goes. Every
  * primitive sends through it, and subscribes through it:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The route through Redis Sentinel (DESIGN 9.4): a one-server route
  * (route/single.c) whose node follows the master the sentinels name.

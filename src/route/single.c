@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The route to one Redis server: every operation goes to its one node, and
  * its answers pass through as they are.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One connection to one Redis server (a node's command connection or its
  * subscriber connection): connecting, the handshake (AUTH, INFO for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "wire/resolve.h"
 
 #include <arpa/inet.h>

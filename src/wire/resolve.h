@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Host names resolved without blocking the loop: c-ares, one channel per
  * client, driven through the same loop hooks as leash's sockets (an fd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "wire/resp.h"
 
 #include <stdlib.h>

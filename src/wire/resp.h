@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Redis commands in the wire format (RESP arrays of bulk strings). */
 #ifndef LEASH_RESP_H
 #define LEASH_RESP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A Lua script as the wire sees it: its source and SHA1, called with
  * EVALSHA, and the EVAL form of such a call for a server that answered

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "wire/sock.h"
 
 #include <errno.h>

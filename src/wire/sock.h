@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A nonblocking socket to one Redis server: the connect, TLS when asked
  * (wire/tls.h: the handshake after the connect, then every read and write

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * TLS for leash's sockets, with OpenSSL: one context per client (the
  * trusted CAs, the client certificate, whether to verify), built once from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A fake Redis server for tests of hostile and broken replies.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "hostile.h"
 
 #include "tls_front.h"

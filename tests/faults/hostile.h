@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A leash client against the fake Redis, with one programmable misbehaviour:
  * the shared set-up of test_hostile.c and test_hiredis_asserts.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A fault-injecting TCP proxy between leash and a redis-server, for tests.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The lock family against the races an adversarial review found: a place
  * renewal answered after the handoff, a lost handoff message, a close or

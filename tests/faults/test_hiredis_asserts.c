@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Replies on which hiredis 0.14's async layer asserts (or reads past an
  * array) instead of reporting an error: each case feeds one such input and

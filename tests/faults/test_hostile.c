@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Hostile and broken replies from a fake Redis: wrong types, error
  * replies, truncated frames, huge bulk strings, protocol garbage, replies

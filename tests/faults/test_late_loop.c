@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * When the loop runs late (busy, or the process stopped): a renewal's
  * answer read after the hold's deadline does not bring the hold back, and

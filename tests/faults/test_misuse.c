@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * DESIGN.md section 8, the misuse that tests/test_unit.c does not cover:
  * each call is refused with its code and a log line naming the problem,

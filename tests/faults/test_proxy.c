@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fault proxy itself, with blocking hiredis connections through it. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strdup */

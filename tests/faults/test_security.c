@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Security: least-privilege ACL users, users without the rights leash
  * needs, passwords kept out of logs, owner tokens, releases with forged

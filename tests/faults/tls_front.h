@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A TLS front for a plain server of the test (the fake Redis), so that
  * hostile replies reach leash through TLS: it listens on a free port of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * torture: worker processes with many lock handles contend for a few lock
  * names through the fault proxy, with short leases and the watchdog on,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Proves that a program outside the tree builds against an installed leash,
 # both ways a user would do it:
 #   1. builds the leash tree (no tests, examples or benchmarks) in a temporary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A small test harness for leash's tests.
  *

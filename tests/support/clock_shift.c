@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A wall clock that runs ahead of the machine's or behind it, for a
  * redis-server of the tests (redis_server.h: test_redis_config's

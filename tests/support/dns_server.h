@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A small DNS server for tests: answers A and AAAA queries over UDP on
  * 127.0.0.1:<free port> from a table the test sets, optionally late.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "evloop.h"
 
 #include "check.h"

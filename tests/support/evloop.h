@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Driving a libev loop from a test until something happened.
  *

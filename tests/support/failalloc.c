@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The --wrap= allocator of failalloc.h. Needs the program to be linked
  * with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A failing allocator for tests: makes the n-th allocation of the code
  * under test return NULL, and counts what it leaves allocated.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Closed-loop HTTP clients for the nginx module's test and benchmark
 (tests/test_nginx.sh, bench/nginx.sh): how evenly a lock serves a fleet.
 

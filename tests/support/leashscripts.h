@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Which of leash's own scripts a command calls (EVALSHA by SHA1, or EVAL by
  * source), for the fake servers of the tests. Uses the library's dialect

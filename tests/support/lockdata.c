@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "lockdata.h"
 
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What leash keeps in Redis, read back for tests through the library's own
  * reader of its layout (read_state, src/dialect/dialect.h), so that a test

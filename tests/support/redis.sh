@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 # shellcheck disable=SC2034 # redis_pid and redis_port are for the sourcing script
 # Sourced by the shell tests: starts a redis-server of the test's own on a

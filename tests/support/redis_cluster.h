@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A real Redis Cluster for tests: N masters with R replicas each, every
  * node a redis-server of tests/support/redis_server.h (its own folder

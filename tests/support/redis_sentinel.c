@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "redis_sentinel.h"
 
 #include <stdio.h>

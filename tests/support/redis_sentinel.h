@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Redis Sentinel for tests: one master, replicas and sentinels, every one
  * a redis-server of tests/support/redis_server.h (its own folder under

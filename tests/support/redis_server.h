@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Real redis-server processes for tests.
  *

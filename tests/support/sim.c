@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The simulated Redis of sim.h. Grown out of fuzz/fuzz_replies.c, without
  * its knowledge of leash's structs: connections are found through the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A simulated Redis on a virtual clock, for deterministic unit tests.
  *

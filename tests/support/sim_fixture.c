@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fixture of the sim-based tests: sim_fixture.h. */
 #include "sim_fixture.h"
 

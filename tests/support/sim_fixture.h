@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The fixture of the tests on the simulated Redis (sim.h): recorders for
  * leash's callbacks, a client on the sim, and the server's side of leash's

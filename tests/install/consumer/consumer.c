@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A program that lives outside the leash tree. tests/install/run.sh builds it
  * against an installed leash only: with find_package(leash) and with
