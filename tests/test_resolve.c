@@ -501,9 +501,11 @@ static void undrop(void) {
 }
 
 /* Issue 32, item 1: NAME has two addresses, the first drops SYNs. The
- * second starts 250 ms later beside it and wins; the first costs a
- * reconnect nothing once the second has worked. */
-TEST(a_first_address_that_drops_syns_does_not_hold_the_name) {
+ * second starts 250 ms later beside it and wins (with tls, the handshake
+ * runs on it); the first costs a reconnect nothing once the second has
+ * worked. */
+static void past_a_dropping_address(int tls) {
+    test_redis_config cfg = {0};
     test_redis r;
     test_dns d;
     struct ev_loop *loop;
@@ -514,17 +516,29 @@ TEST(a_first_address_that_drops_syns_does_not_hold_the_name) {
     fx_result res = {0};
     char line[160];
     int64_t t0, took;
+    int port;
 
     if (own_netns() != 0) {
         printf("  (skipped: no network namespace of our own here)\n");
         return;
     }
     loop = new_loop();
-    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    if (tls) {
+        cfg.tls_dir = test_tls_certs();
+        CHECK(cfg.tls_dir != NULL);
+    }
+    CHECK_EQ_INT(test_redis_start(&r, tls ? &cfg : NULL), 0);
+    port = tls ? r.tls_port : r.port;
     CHECK_EQ_INT(test_dns_start(&d), 0);
     CHECK_EQ_INT(test_dns_set(&d, NAME, "127.0.0.3,127.0.0.1"), 0);
-    CHECK_EQ_INT(drop_syns("127.0.0.3", r.port), 0);
+    CHECK_EQ_INT(drop_syns("127.0.0.3", port), 0);
     name_options(&o, &r, &d, NAME, 5000);
+    if (tls) {
+        o.port = port;
+        o.tls = 1;
+        o.tls_ca_file = test_tls_file(0, "ca.pem");
+        o.tls_server_name = "localhost";
+    }
     t0 = test_now_ms();
     c = fx_client_opts(loop, &o);
     l = leash_lock_new(c, "past-the-drop");
@@ -536,8 +550,8 @@ TEST(a_first_address_that_drops_syns_does_not_hold_the_name) {
     CHECK_EQ_INT(res.status, LEASH_OK);
     CHECK_MSG(took >= 250 && took <= 400 + TEST_SLACK_MS, "acquired %lld ms after the start",
               (long long)took);
-    snprintf(line, sizeof(line), "connect to 127.0.0.3:%d not done yet: trying 127.0.0.1:%d",
-             r.port, r.port);
+    snprintf(line, sizeof(line), "connect to 127.0.0.3:%d not done yet: trying 127.0.0.1:%d", port,
+             port);
     CHECK_MSG(fx_log_contains(line), "no log line \"%s\"", line);
     CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
 
@@ -564,6 +578,14 @@ TEST(a_first_address_that_drops_syns_does_not_hold_the_name) {
     test_dns_stop(&d);
     test_redis_stop(&r);
     ev_loop_destroy(loop);
+}
+
+TEST(a_first_address_that_drops_syns_does_not_hold_the_name) {
+    past_a_dropping_address(0);
+}
+
+TEST(the_tls_handshake_runs_on_the_winner) {
+    past_a_dropping_address(1);
 }
 
 /* Issue 32, item 2: the first DNS server never answers. Each server has
@@ -713,6 +735,41 @@ TEST(the_last_answer_serves_while_dns_is_down) {
     ev_loop_destroy(loop);
 }
 
+/* The control: an answer whose TTL (1 s) ran out serves nothing; with
+ * DNS silent, the reconnect waits for it and the acquire ends ECONN. */
+TEST(an_answer_past_its_ttl_does_not_serve) {
+    test_redis r;
+    test_dns d;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    CHECK_EQ_INT(test_dns_start(&d), 0);
+    CHECK_EQ_INT(test_dns_set(&d, NAME, "127.0.0.1"), 0);
+    CHECK_EQ_INT(test_dns_ttl(&d, 1), 0);
+    name_options(&o, &r, &d, NAME, 5000);
+    o.connect_timeout_ms = 2000;
+    c = fx_client_opts(loop, &o);
+    roundtrip(loop, c, &r, "while-dns-is-up");
+    fx_run_for(loop, 1100);
+    CHECK_EQ_INT(test_dns_delay(&d, 600000), 0);
+    CHECK(test_redis_int(&r, "CLIENT KILL TYPE normal") >= 1);
+    l = leash_lock_new(c, "after-the-ttl");
+    CHECK(l != NULL);
+    CHECK_EQ_INT(leash_acquire(l, 2500, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(loop, &res, 4000);
+    CHECK_EQ_INT(res.status, LEASH_ECONN);
+    CHECK(!fx_log_contains("using its last answer"));
+    leash_lock_free(l);
+    leash_client_free(c);
+    test_dns_stop(&d);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
 /* (e) A failed lookup is ECONN within the connect timeout, and the log
  * names the host and the resolver's error. */
 static void lookup_fails(const char *servers, const char *host, const char *says) {
@@ -832,9 +889,11 @@ int main(int argc, char **argv) {
         TEST_CASE(ipv6_then_ipv4),
         TEST_CASE(no_address_answers),
         TEST_CASE(a_first_address_that_drops_syns_does_not_hold_the_name),
+        TEST_CASE(the_tls_handshake_runs_on_the_winner),
         TEST_CASE(a_dead_first_dns_server_leaves_time_to_connect),
         TEST_CASE(a_query_outlives_its_connect_attempt),
         TEST_CASE(the_last_answer_serves_while_dns_is_down),
+        TEST_CASE(an_answer_past_its_ttl_does_not_serve),
         TEST_CASE(nxdomain_is_econn_with_the_resolvers_error),
         TEST_CASE(a_dead_dns_server_is_econn_with_the_resolvers_error),
         TEST_CASE(a_server_list_is_checked),
