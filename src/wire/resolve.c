@@ -25,13 +25,14 @@ typedef struct watch {
 
 /* How many rounds over every server a query makes (ARES_OPT_TRIES), each
  * round's timeouts twice the one's before: c-ares's default, 4, lets a
- * query live 15 first rounds (7.5 connect budgets). c-ares 1.18 also
- * counts a server's refusal (ICMP) as a try of every query on its socket:
- * with an odd count the last try waits out its timeout instead. */
+ * query live 15 first rounds (7.5 connect budgets, when the share is not
+ * bounded below). c-ares 1.18 also counts a server's refusal (ICMP) as a
+ * try of every query on its socket: with an odd count the last try waits
+ * out its timeout instead of failing at once. */
 #define TRIES 4
 /* The bounds of one server's first timeout: c-ares's default is the
- * upper; below the lower, a server a continent away never gets to answer
- * first. */
+ * upper; below the lower, the retransmits would come faster than a distant
+ * server answers (an answer to an earlier send still counts). */
 #define SERVER_TIMEOUT_MIN_MS 50
 #define SERVER_TIMEOUT_MAX_MS 5000
 
