@@ -94,8 +94,8 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     leash__dialects_init();
     core = &c->core;
     core->env.log = c->cfg.log;
-    if ((rc = leash__resolver_new(&core->env.resolver, &core->env, c->cfg.dns_servers)) !=
-        LEASH_OK) {
+    if ((rc = leash__resolver_new(&core->env.resolver, &core->env, c->cfg.dns_servers,
+                                  c->cfg.conn.connect_timeout_ms)) != LEASH_OK) {
         leash__config_clear(&c->cfg);
         free(c);
         return rc;

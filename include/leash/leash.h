@@ -369,8 +369,22 @@ typedef struct leash_options {
     int tls_verify;
 
     /* Name resolution never blocks the loop (c-ares on the loop's hooks);
-     * a host name is resolved again on every connect, and each of its
-     * addresses is tried in turn, within connect_timeout_ms.
+     * a host name is resolved again on every connect. Resolving it and
+     * connecting to one of its addresses (with TLS, the handshake too)
+     * share connect_timeout_ms. Its addresses race (RFC 8305): the first
+     * starts at once, each next one when the one before failed or has
+     * not connected within 250 ms (less when what is left of
+     * connect_timeout_ms, shared out, would not let every address start;
+     * never less than 10 ms), IPv6 and IPv4 taking turns; the first to
+     * connect is used, the others are closed, and it goes first on the
+     * next connect. Each DNS server is given connect_timeout_ms / 2 / the
+     * number of servers (50..5000 ms) before the next is asked, so that
+     * every one is asked within half of connect_timeout_ms; a query that
+     * a connect gave up on runs on (4 rounds over the servers, each twice
+     * as patient) and answers the next connect. A name's last answer
+     * serves for its TTL when every server failed, or none answered
+     * within that half (not after an answer that the name does not
+     * exist).
      * NULL (default): the system's resolvers (/etc/resolv.conf). Else a
      * comma-separated list of "ip", "ip:port" or "[ipv6]:port" to ask
      * instead, at most LEASH_DNS_SERVERS_MAX bytes; one c-ares does not

@@ -1082,8 +1082,13 @@ static const leash__sock_hooks sock_hooks = {on_sock_connected, on_sock_reply, o
 
 static void conn_connect(leash__conn *conn) {
     const leash__conn_cfg *cfg = conn->cfg;
-    leash__sock_addr addr = {cfg->host, cfg->port, cfg->unix_path, cfg->tls,
-                             cfg->tls_server_name ? cfg->tls_server_name : cfg->host};
+    /* A name's addresses race inside the connect budget (wire/sock.h). */
+    leash__sock_addr addr = {cfg->host,
+                             cfg->port,
+                             cfg->unix_path,
+                             cfg->tls,
+                             cfg->tls_server_name ? cfg->tls_server_name : cfg->host,
+                             cfg->connect_timeout_ms};
     char err[160];
 
     if (cfg->host == NULL && cfg->unix_path == NULL)
