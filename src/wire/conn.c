@@ -981,6 +981,20 @@ static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redis
     return 1;
 }
 
+/* -READONLY: a replica refused a write. Redis 7 answers a script's write
+ * so too; Redis 6.x wraps it in the script's error ("ERR Error running
+ * script (call to f_...): @user_script:18: ... -READONLY You can't write
+ * against a read only replica."). */
+static int reply_readonly(const redisReply *r) {
+    static const char script_error[] = "ERR Error running script";
+
+    if (r->type != REDIS_REPLY_ERROR || r->str == NULL)
+        return 0;
+    return strncmp(r->str, "READONLY", 8) == 0 ||
+           (strncmp(r->str, script_error, sizeof(script_error) - 1) == 0 &&
+            strstr(r->str, " -READONLY ") != NULL);
+}
+
 /* The answer of the command at the head of the sent list; with WAIT
  * behind it, its own reply is kept until WAIT's comes. Returns 1 when
  * reply was kept. */
@@ -1003,8 +1017,7 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
         kept = reply = cmd->first;
         cmd->first = NULL;
     }
-    if (conn->cfg->require_master && reply->type == REDIS_REPLY_ERROR &&
-        strncmp(reply->str, "READONLY", 8) == 0) {
+    if (conn->cfg->require_master && reply_readonly(reply)) {
         /* A master demoted under us: the command did not run. It is lost
          * with the connection as on any break (resent or failed). */
         leash__log(conn_log(conn), LEASH_LOG_WARN, "%s: Redis answered %s: reconnecting",
