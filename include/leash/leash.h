@@ -170,7 +170,10 @@ enum leash_topology {
 enum leash_pubsub {
     LEASH_PUBSUB_AUTO = 0,    /* sharded in a cluster, classic elsewhere */
     LEASH_PUBSUB_CLASSIC = 1, /* SUBSCRIBE/PUBLISH (a cluster broadcasts every message) */
-    LEASH_PUBSUB_SHARDED = 2  /* SSUBSCRIBE/SPUBLISH: Redis 7 */
+    /* SSUBSCRIBE/SPUBLISH: Redis 7. A server older than 7.0, or one that
+     * does not say its version (INFO refused), is refused at the
+     * handshake: what waits for it ends LEASH_EREDIS, logged. */
+    LEASH_PUBSUB_SHARDED = 2
 };
 
 /*
@@ -525,6 +528,11 @@ typedef struct leash_stats {
     uint64_t subscriptions;    /* SUBSCRIBE/SSUBSCRIBE written (again after reconnects) */
     uint64_t held_now;         /* handles that hold their lock now */
     uint64_t waiting_now;      /* acquires asleep until a release now (counted in waits) */
+    /* Servers whose maxmemory-policy can evict a held lock (volatile-* or
+     * allkeys-* with maxmemory set: README "What Redis must be and do"),
+     * each counted once, at the handshake that said so; a warning is
+     * logged then. */
+    uint64_t evicting_servers;
 } leash_stats;
 #define leash_client_stats(c, out) leash_client_stats_sized((c), (out), sizeof(leash_stats))
 /* What the macro calls: fills the first size bytes of *out (zeros for a NULL

@@ -21,6 +21,7 @@ enum {
     HS_TIME = 3,
     HS_INFO = 4,
     HS_ROLE = 5,
+    HS_MEMORY = 6,
     HS_SCRIPT = 16
 };
 
@@ -701,9 +702,12 @@ static void start_handshake(leash__conn *conn) {
     }
     if (conn->role == LEASH__CONN_CMD && !cfg->sentinel) {
         const char *info_argv[2] = {"INFO", "server"};
+        /* maxmemory and its policy: one section per INFO before 7.0. */
+        const char *memory_argv[2] = {"INFO", "memory"};
         const char *time_argv[1] = {"TIME"};
         const leash__script *s;
         failed |= handshake_cmd(conn, HS_INFO, 2, info_argv);
+        failed |= handshake_cmd(conn, HS_MEMORY, 2, memory_argv);
         failed |= handshake_cmd(conn, HS_TIME, 1, time_argv);
         if (cfg->db != 0) {
             const char *argv[2] = {"SELECT", db};
@@ -774,6 +778,27 @@ static int info_version(const char *info, const char *field) {
     return 0;
 }
 
+/* The value of "field:value\r\n" in INFO's text, copied into out (at most
+ * cap - 1 bytes): 0, or -1 when the field is not there. */
+static int info_field(const char *info, const char *field, char *out, size_t cap) {
+    const char *p = info;
+    size_t n = strlen(field), len;
+
+    while ((p = strstr(p, field)) != NULL) {
+        if ((p == info || p[-1] == '\n') && p[n] == ':') {
+            p += n + 1;
+            len = strcspn(p, "\r\n");
+            if (len >= cap)
+                len = cap - 1;
+            memcpy(out, p, len);
+            out[len] = '\0';
+            return 0;
+        }
+        p += n;
+    }
+    return -1;
+}
+
 int leash__info_version(const char *info) {
     return info_version(info, "redis_version");
 }
@@ -796,12 +821,25 @@ static int note_server_version(leash__conn *conn, const redisReply *r) {
     conn->version = r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS
                         ? leash__info_version(r->str)
                         : 0;
-    if (conn->version == 0) {
+    if (conn->version == 0 && cfg->min_version <= LEASH__VERSION(6, 0, 0)) {
         leash__log(conn_log(conn), LEASH_LOG_WARN,
                    "%s: INFO server did not say the version (%s): using only what Redis 6.0 "
                    "has",
                    role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "no redis_version");
         return 1;
+    }
+    if (conn->version == 0) {
+        /* Taken as 6.0, as everywhere else: what needs a later one cannot
+         * be promised on it. */
+        version_text(need, sizeof(need), cfg->min_version);
+        leash__log(conn_log(conn), LEASH_LOG_ERROR,
+                   "%s: INFO server did not say the version (%s), so the server is taken as "
+                   "Redis 6.0; %s needs Redis %s or later (let the user run INFO)",
+                   role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "no redis_version",
+                   cfg->min_version_for, need);
+        conn->refused = LEASH_EREDIS;
+        conn_break(conn);
+        return 0;
     }
     version_text(have, sizeof(have), conn->version);
     valkey = info_version(r->str, "valkey_version");
@@ -821,6 +859,34 @@ static int note_server_version(leash__conn *conn, const redisReply *r) {
     conn->refused = LEASH_EREDIS;
     conn_break(conn);
     return 0;
+}
+
+/* INFO memory: a policy that evicts keys with a TTL (volatile-*) or any
+ * key (allkeys-*) can evict a lock that is held, and a second client then
+ * gets it. It evicts only under maxmemory: maxmemory 0 (no limit, the
+ * default on 64-bit servers) evicts nothing, whatever the policy. Said
+ * once per server (per connection's life, and again after a retarget to
+ * another server), and counted in the stats. */
+static void note_eviction_policy(leash__conn *conn, const redisReply *r) {
+    char policy[48], maxmemory[32];
+
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) {
+        leash__log(conn_log(conn), LEASH_LOG_INFO,
+                   "%s: INFO memory not answered (%s): maxmemory-policy not checked",
+                   role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        return;
+    }
+    if (conn->evict_warned || info_field(r->str, "maxmemory_policy", policy, sizeof policy) != 0 ||
+        info_field(r->str, "maxmemory", maxmemory, sizeof maxmemory) != 0 ||
+        strtoull(maxmemory, NULL, 10) == 0 ||
+        (strncmp(policy, "volatile-", 9) != 0 && strncmp(policy, "allkeys-", 8) != 0))
+        return;
+    conn->evict_warned = 1;
+    conn->env->stats->evicting_servers++;
+    leash__log(conn_log(conn), LEASH_LOG_WARN,
+               "%s: maxmemory-policy %s with maxmemory %s bytes: Redis may evict a lock that is "
+               "held, and another client then gets it; run maxmemory-policy noeviction",
+               role_name(conn), policy, maxmemory);
 }
 
 /* The socket is gone: what was written on it is lost, then the
@@ -863,12 +929,21 @@ static const char *hs_name(int tag) {
     case HS_TIME:
         return "TIME";
     case HS_INFO:
-        return "INFO";
+        return "INFO server";
+    case HS_MEMORY:
+        return "INFO memory";
     case HS_ROLE:
         return "ROLE";
     default:
         return "SCRIPT LOAD";
     }
+}
+
+/* What a server at maxclients writes on a new connection before closing
+ * it (Redis and Valkey alike), read as the first command's answer. */
+static int reply_maxclients(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR && r->str != NULL &&
+           strstr(r->str, "max number of clients reached") != NULL;
 }
 
 static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int tag) {
@@ -877,7 +952,15 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
      * we do not have. */
     if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOAUTH", 6) == 0)
         tag = HS_AUTH;
-    if (reply->type == REDIS_REPLY_ERROR && tag != HS_SCRIPT && leash__reply_transient(reply)) {
+    if (reply_maxclients(reply)) {
+        /* The server refused the connection, not a command: what answers
+         * the first command, then it closes. Other clients leave: an
+         * ordinary failed attempt, queued work keeps its deadlines. */
+        leash__log(conn_log(conn), failure_level(conn),
+                   "%s: connection refused by Redis: %s (maxclients)", role_name(conn), reply->str);
+        conn_break(conn);
+    } else if (reply->type == REDIS_REPLY_ERROR && tag != HS_SCRIPT &&
+               leash__reply_transient(reply)) {
         /* Loading its data or running a long script: nothing was refused,
          * and ROLE, INFO and TIME did not answer what they ask (a BUSY
          * server answers them so too). Queued work waits for its own
@@ -903,6 +986,8 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
             note_server_time(conn, reply);
         if (tag == HS_INFO && !note_server_version(conn, reply))
             return;
+        if (tag == HS_MEMORY)
+            note_eviction_policy(conn, reply);
         if (tag == HS_SCRIPT) {
             if (reply->type != REDIS_REPLY_STRING)
                 /* ACL users may lack SCRIPT: EVALSHA's NOSCRIPT path loads it. */
@@ -1279,6 +1364,7 @@ void leash__conn_retarget(leash__conn *conn) {
     conn->refused = 0;
     conn->handshake_busy = 0;
     conn->server_offset_known = 0;
+    conn->evict_warned = 0;
     conn_break(conn);
     if (conn->env->freeing)
         return;
