@@ -903,7 +903,7 @@ TEST(a_busy_answer_in_the_handshake_is_asked_again) {
     snprintf(reply, sizeof(reply), "$%zu\r\n%s\r\n", strlen(info), info);
     CHECK_EQ_INT(sim_reply(cmd->conn, reply), 0);
     sim_run(s);
-    CHECK_MSG(strstr(engine_log, "INFO answered BUSY") != NULL, "log: %s", engine_log);
+    CHECK_MSG(strstr(engine_log, "INFO server answered BUSY") != NULL, "log: %s", engine_log);
     l = leash_lock_new(c, "busy-info");
     CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
     cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
