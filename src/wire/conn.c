@@ -425,7 +425,10 @@ static int fit_to_server(leash__conn *conn, leash__cmd *cmd) {
     return 0;
 }
 
-static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
+/* Puts a command on the wire as this server needs it (fit_to_server), with
+ * its WAIT behind it: the one place that both writers, write_cmd and the
+ * teardown, go through. -1: nothing of it was written. */
+static int put_on_wire(leash__conn *conn, leash__cmd *cmd) {
     size_t before = leash__sock_unsent(conn->sock);
 
     if (fit_to_server(conn, cmd) != 0)
@@ -437,6 +440,12 @@ static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
         leash__sock_unwrite(conn->sock, leash__sock_unsent(conn->sock) - before);
         return -1;
     }
+    return 0;
+}
+
+static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
+    if (put_on_wire(conn, cmd) != 0)
+        return -1;
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
     cmd->written_at = leash__now_ms();
     cmd->replies_left = cmd->wait_replicas > 0 ? 2 : 1;
@@ -1385,15 +1394,15 @@ void leash__conn_start(leash__conn *conn) {
 }
 
 /* Teardown of an unsent list: orphans (best-effort releases) go into the
- * socket's buffer if it is ready, fitted to the server as write_cmd fits
- * them; the others complete LEASH_ECANCELED. */
+ * socket's buffer if it is ready, put on the wire as write_cmd puts them;
+ * the others complete LEASH_ECANCELED. */
 static void teardown_list(leash__conn *conn, leash__list *list) {
     while (!leash__list_empty(list)) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(list));
         queue_remove(conn, cmd);
         if ((cmd->flags & (LEASH__CMD_ORPHAN | LEASH__CMD_BACKGROUND)) && conn->sock != NULL &&
-            conn->state == LEASH__CONN_READY && fit_to_server(conn, cmd) == 0)
-            (void)leash__sock_write(conn->sock, cmd->buf, cmd->len);
+            conn->state == LEASH__CONN_READY)
+            (void)put_on_wire(conn, cmd);
         cmd->conn = NULL;
         cmd_complete(cmd, NULL, LEASH_ECANCELED, -1);
     }
