@@ -9,8 +9,7 @@
 #include <string.h>
 
 /* leash_options as the 0.2 header lays it out (up to its last field,
- * wait_timeout_ms): the smallest struct_size leash_client_new takes, and
- * what the plain leash_options_init fills. */
+ * wait_timeout_ms): the smallest struct_size leash_client_new takes. */
 #define OPTIONS_SIZE_0_2 \
     (offsetof(leash_options, wait_timeout_ms) + sizeof(((leash_options *)0)->wait_timeout_ms))
 /* The end of each field added after 0.2: a struct_size may end at one,
@@ -64,8 +63,12 @@ void leash_options_init_sized(leash_options *o, size_t struct_size) {
     o->struct_size = struct_size;
 }
 
+/* The function form is what bindings call (bindgen, cgo and cffi cannot
+ * call a macro), and they lay out this version's struct: filling only the
+ * 0.2 layout would leave every later field (tls included) ignored, silently.
+ * No 0.2 program loads this library (the soname changed at 0.3). */
 void(leash_options_init)(leash_options *o) {
-    leash_options_init_sized(o, OPTIONS_SIZE_0_2);
+    leash_options_init_sized(o, sizeof(leash_options));
 }
 
 /* Whether a struct_size ends at 0.2's last field or at one added since

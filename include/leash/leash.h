@@ -170,7 +170,10 @@ enum leash_topology {
 enum leash_pubsub {
     LEASH_PUBSUB_AUTO = 0,    /* sharded in a cluster, classic elsewhere */
     LEASH_PUBSUB_CLASSIC = 1, /* SUBSCRIBE/PUBLISH (a cluster broadcasts every message) */
-    LEASH_PUBSUB_SHARDED = 2  /* SSUBSCRIBE/SPUBLISH: Redis 7 */
+    /* SSUBSCRIBE/SPUBLISH: Redis 7. A server older than 7.0, or one that
+     * does not say its version (INFO refused), is refused at the
+     * handshake: what waits for it ends LEASH_EREDIS, logged. */
+    LEASH_PUBSUB_SHARDED = 2
 };
 
 /*
@@ -266,8 +269,9 @@ typedef struct leash_lock leash_lock;
  * leash_stats and leash_lock_stats gain fields in later versions, only ever
  * at their end, and a field added later means "as before it existed" when
  * it is zero. The program tells the library how large its copy of the
- * struct is: leash_options_init() and leash_loop_init() record sizeof in
- * struct_size, leash_client_stats() and leash_lock_stats() pass it. So a program built against an
+ * struct is: the macros leash_options_init() and leash_loop_init() record sizeof in
+ * struct_size, the macros leash_client_stats() and leash_lock_stats() pass it (the
+ * functions of the same names use the library's own size). So a program built against an
  * older header runs on a newer library unchanged (fields it does not know take their defaults), and
  * a program built against a newer header runs on an older library as long as it leaves the fields
  * that library does not know at zero (leash_client_new() otherwise answers LEASH_EINVAL and logs
@@ -415,10 +419,12 @@ typedef struct leash_options {
  * included) and nothing past them. For bindings that cannot use the macro:
  * pass the size of the struct as the binding lays it out. */
 LEASH_EXPORT void leash_options_init_sized(leash_options *o, size_t struct_size);
-/* The same as a function, for code that takes its address; it fills the
- * struct as laid out by the 0.2 header, so fields added after 0.2 (dialect)
- * are not part of it and keep their defaults whatever they hold: set them
- * in a struct that the macro or leash_options_init_sized filled. */
+/* The same as a function (what bindings such as Rust's bindgen, cgo or
+ * cffi call, and code that takes its address): it fills the whole struct
+ * as this version's header lays it out, struct_size = sizeof(leash_options)
+ * of the library. Call it only on a struct from the header of the version
+ * the program loads (the soname says which); a binding that may lay out an
+ * older struct calls leash_options_init_sized with its own size. */
 LEASH_EXPORT void(leash_options_init)(leash_options *o);
 
 /*
@@ -536,11 +542,17 @@ typedef struct leash_stats {
     uint64_t subscriptions;    /* SUBSCRIBE/SSUBSCRIBE written (again after reconnects) */
     uint64_t held_now;         /* handles that hold their lock now */
     uint64_t waiting_now;      /* acquires asleep until a release now (counted in waits) */
+    /* Servers whose maxmemory-policy can evict a held lock (volatile-* or
+     * allkeys-* with maxmemory set: README "What Redis must be and do"),
+     * each counted once, at the handshake that said so; a warning is
+     * logged then. */
+    uint64_t evicting_servers;
 } leash_stats;
 #define leash_client_stats(c, out) leash_client_stats_sized((c), (out), sizeof(leash_stats))
 /* What the macro calls: fills the first size bytes of *out (zeros for a NULL
  * client) and nothing past them. The function of the same name fills the
- * 0.2 layout (the first nine fields), for code that takes its address. */
+ * whole struct as this version's header lays it out (the same rule as the
+ * function leash_options_init). */
 LEASH_EXPORT void leash_client_stats_sized(const leash_client *c, leash_stats *out, size_t size);
 LEASH_EXPORT void(leash_client_stats)(const leash_client *c, leash_stats *out);
 

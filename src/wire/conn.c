@@ -21,6 +21,7 @@ enum {
     HS_TIME = 3,
     HS_INFO = 4,
     HS_ROLE = 5,
+    HS_MEMORY = 6,
     HS_SCRIPT = 16
 };
 
@@ -424,7 +425,10 @@ static int fit_to_server(leash__conn *conn, leash__cmd *cmd) {
     return 0;
 }
 
-static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
+/* Puts a command on the wire as this server needs it (fit_to_server), with
+ * its WAIT behind it: the one place that both writers, write_cmd and the
+ * teardown, go through. -1: nothing of it was written. */
+static int put_on_wire(leash__conn *conn, leash__cmd *cmd) {
     size_t before = leash__sock_unsent(conn->sock);
 
     if (fit_to_server(conn, cmd) != 0)
@@ -436,6 +440,12 @@ static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
         leash__sock_unwrite(conn->sock, leash__sock_unsent(conn->sock) - before);
         return -1;
     }
+    return 0;
+}
+
+static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
+    if (put_on_wire(conn, cmd) != 0)
+        return -1;
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
     cmd->written_at = leash__now_ms();
     cmd->replies_left = cmd->wait_replicas > 0 ? 2 : 1;
@@ -701,9 +711,12 @@ static void start_handshake(leash__conn *conn) {
     }
     if (conn->role == LEASH__CONN_CMD && !cfg->sentinel) {
         const char *info_argv[2] = {"INFO", "server"};
+        /* maxmemory and its policy: one section per INFO before 7.0. */
+        const char *memory_argv[2] = {"INFO", "memory"};
         const char *time_argv[1] = {"TIME"};
         const leash__script *s;
         failed |= handshake_cmd(conn, HS_INFO, 2, info_argv);
+        failed |= handshake_cmd(conn, HS_MEMORY, 2, memory_argv);
         failed |= handshake_cmd(conn, HS_TIME, 1, time_argv);
         if (cfg->db != 0) {
             const char *argv[2] = {"SELECT", db};
@@ -774,6 +787,27 @@ static int info_version(const char *info, const char *field) {
     return 0;
 }
 
+/* The value of "field:value\r\n" in INFO's text, copied into out (at most
+ * cap - 1 bytes): 0, or -1 when the field is not there. */
+static int info_field(const char *info, const char *field, char *out, size_t cap) {
+    const char *p = info;
+    size_t n = strlen(field), len;
+
+    while ((p = strstr(p, field)) != NULL) {
+        if ((p == info || p[-1] == '\n') && p[n] == ':') {
+            p += n + 1;
+            len = strcspn(p, "\r\n");
+            if (len >= cap)
+                len = cap - 1;
+            memcpy(out, p, len);
+            out[len] = '\0';
+            return 0;
+        }
+        p += n;
+    }
+    return -1;
+}
+
 int leash__info_version(const char *info) {
     return info_version(info, "redis_version");
 }
@@ -796,12 +830,25 @@ static int note_server_version(leash__conn *conn, const redisReply *r) {
     conn->version = r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS
                         ? leash__info_version(r->str)
                         : 0;
-    if (conn->version == 0) {
+    if (conn->version == 0 && cfg->min_version <= LEASH__VERSION(6, 0, 0)) {
         leash__log(conn_log(conn), LEASH_LOG_WARN,
                    "%s: INFO server did not say the version (%s): using only what Redis 6.0 "
                    "has",
                    role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "no redis_version");
         return 1;
+    }
+    if (conn->version == 0) {
+        /* Taken as 6.0, as everywhere else: what needs a later one cannot
+         * be promised on it. */
+        version_text(need, sizeof(need), cfg->min_version);
+        leash__log(conn_log(conn), LEASH_LOG_ERROR,
+                   "%s: INFO server did not say the version (%s), so the server is taken as "
+                   "Redis 6.0; %s needs Redis %s or later (let the user run INFO)",
+                   role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "no redis_version",
+                   cfg->min_version_for, need);
+        conn->refused = LEASH_EREDIS;
+        conn_break(conn);
+        return 0;
     }
     version_text(have, sizeof(have), conn->version);
     valkey = info_version(r->str, "valkey_version");
@@ -821,6 +868,34 @@ static int note_server_version(leash__conn *conn, const redisReply *r) {
     conn->refused = LEASH_EREDIS;
     conn_break(conn);
     return 0;
+}
+
+/* INFO memory: a policy that evicts keys with a TTL (volatile-*) or any
+ * key (allkeys-*) can evict a lock that is held, and a second client then
+ * gets it. It evicts only under maxmemory: maxmemory 0 (no limit, the
+ * default on 64-bit servers) evicts nothing, whatever the policy. Said
+ * once per server (per connection's life, and again after a retarget to
+ * another server), and counted in the stats. */
+static void note_eviction_policy(leash__conn *conn, const redisReply *r) {
+    char policy[48], maxmemory[32];
+
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) {
+        leash__log(conn_log(conn), LEASH_LOG_INFO,
+                   "%s: INFO memory not answered (%s): maxmemory-policy not checked",
+                   role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        return;
+    }
+    if (conn->evict_warned || info_field(r->str, "maxmemory_policy", policy, sizeof policy) != 0 ||
+        info_field(r->str, "maxmemory", maxmemory, sizeof maxmemory) != 0 ||
+        strtoull(maxmemory, NULL, 10) == 0 ||
+        (strncmp(policy, "volatile-", 9) != 0 && strncmp(policy, "allkeys-", 8) != 0))
+        return;
+    conn->evict_warned = 1;
+    conn->env->stats->evicting_servers++;
+    leash__log(conn_log(conn), LEASH_LOG_WARN,
+               "%s: maxmemory-policy %s with maxmemory %s bytes: Redis may evict a lock that is "
+               "held, and another client then gets it; run maxmemory-policy noeviction",
+               role_name(conn), policy, maxmemory);
 }
 
 /* The socket is gone: what was written on it is lost, then the
@@ -863,12 +938,21 @@ static const char *hs_name(int tag) {
     case HS_TIME:
         return "TIME";
     case HS_INFO:
-        return "INFO";
+        return "INFO server";
+    case HS_MEMORY:
+        return "INFO memory";
     case HS_ROLE:
         return "ROLE";
     default:
         return "SCRIPT LOAD";
     }
+}
+
+/* What a server at maxclients writes on a new connection before closing
+ * it (Redis and Valkey alike), read as the first command's answer. */
+static int reply_maxclients(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR && r->str != NULL &&
+           strstr(r->str, "max number of clients reached") != NULL;
 }
 
 static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int tag) {
@@ -877,7 +961,15 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
      * we do not have. */
     if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOAUTH", 6) == 0)
         tag = HS_AUTH;
-    if (reply->type == REDIS_REPLY_ERROR && tag != HS_SCRIPT && leash__reply_transient(reply)) {
+    if (reply_maxclients(reply)) {
+        /* The server refused the connection, not a command: what answers
+         * the first command, then it closes. Other clients leave: an
+         * ordinary failed attempt, queued work keeps its deadlines. */
+        leash__log(conn_log(conn), failure_level(conn),
+                   "%s: connection refused by Redis: %s (maxclients)", role_name(conn), reply->str);
+        conn_break(conn);
+    } else if (reply->type == REDIS_REPLY_ERROR && tag != HS_SCRIPT &&
+               leash__reply_transient(reply)) {
         /* Loading its data or running a long script: nothing was refused,
          * and ROLE, INFO and TIME did not answer what they ask (a BUSY
          * server answers them so too). Queued work waits for its own
@@ -903,6 +995,8 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
             note_server_time(conn, reply);
         if (tag == HS_INFO && !note_server_version(conn, reply))
             return;
+        if (tag == HS_MEMORY)
+            note_eviction_policy(conn, reply);
         if (tag == HS_SCRIPT) {
             if (reply->type != REDIS_REPLY_STRING)
                 /* ACL users may lack SCRIPT: EVALSHA's NOSCRIPT path loads it. */
@@ -981,6 +1075,20 @@ static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redis
     return 1;
 }
 
+/* -READONLY: a replica refused a write. Redis 7 answers a script's write
+ * so too; Redis 6.x wraps it in the script's error ("ERR Error running
+ * script (call to f_...): @user_script:18: ... -READONLY You can't write
+ * against a read only replica."). */
+static int reply_readonly(const redisReply *r) {
+    static const char script_error[] = "ERR Error running script";
+
+    if (r->type != REDIS_REPLY_ERROR || r->str == NULL)
+        return 0;
+    return strncmp(r->str, "READONLY", 8) == 0 ||
+           (strncmp(r->str, script_error, sizeof(script_error) - 1) == 0 &&
+            strstr(r->str, " -READONLY ") != NULL);
+}
+
 /* The answer of the command at the head of the sent list; with WAIT
  * behind it, its own reply is kept until WAIT's comes. Returns 1 when
  * reply was kept. */
@@ -1003,8 +1111,7 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
         kept = reply = cmd->first;
         cmd->first = NULL;
     }
-    if (conn->cfg->require_master && reply->type == REDIS_REPLY_ERROR &&
-        strncmp(reply->str, "READONLY", 8) == 0) {
+    if (conn->cfg->require_master && reply_readonly(reply)) {
         /* A master demoted under us: the command did not run. It is lost
          * with the connection as on any break (resent or failed). */
         leash__log(conn_log(conn), LEASH_LOG_WARN, "%s: Redis answered %s: reconnecting",
@@ -1271,6 +1378,7 @@ void leash__conn_retarget(leash__conn *conn) {
     conn->refused = 0;
     conn->handshake_busy = 0;
     conn->server_offset_known = 0;
+    conn->evict_warned = 0;
     conn_break(conn);
     if (conn->env->freeing)
         return;
@@ -1291,15 +1399,15 @@ void leash__conn_start(leash__conn *conn) {
 }
 
 /* Teardown of an unsent list: orphans (best-effort releases) go into the
- * socket's buffer if it is ready, fitted to the server as write_cmd fits
- * them; the others complete LEASH_ECANCELED. */
+ * socket's buffer if it is ready, put on the wire as write_cmd puts them;
+ * the others complete LEASH_ECANCELED. */
 static void teardown_list(leash__conn *conn, leash__list *list) {
     while (!leash__list_empty(list)) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(list));
         queue_remove(conn, cmd);
         if ((cmd->flags & (LEASH__CMD_ORPHAN | LEASH__CMD_BACKGROUND)) && conn->sock != NULL &&
-            conn->state == LEASH__CONN_READY && fit_to_server(conn, cmd) == 0)
-            (void)leash__sock_write(conn->sock, cmd->buf, cmd->len);
+            conn->state == LEASH__CONN_READY)
+            (void)put_on_wire(conn, cmd);
         cmd->conn = NULL;
         cmd_complete(cmd, NULL, LEASH_ECANCELED, -1);
     }

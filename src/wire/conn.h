@@ -155,9 +155,9 @@ typedef struct leash__conn_cfg {
     int pubsub;
 } leash__conn_cfg;
 
-/* AUTH, ROLE, INFO, TIME, SELECT and SCRIPT LOADs (the scripts and their
- * variants for older servers). */
-#define LEASH__HANDSHAKE_MAX 24
+/* AUTH, ROLE, INFO server, INFO memory, TIME, SELECT and SCRIPT LOADs (the
+ * scripts and their variants for older servers). */
+#define LEASH__HANDSHAKE_MAX 32
 
 struct leash__conn {
     leash__env *env;
@@ -186,6 +186,7 @@ struct leash__conn {
     int version;
     int handshake_busy;      /* the last handshake got LOADING or BUSY */
     int not_master;          /* require_master: the server said it is a replica */
+    int evict_warned;        /* its maxmemory-policy can evict locks: said once */
     unsigned failures;       /* connect attempts that failed since it was last ready */
     int was_ready;           /* has been ready once: the next ready is a reconnect */
     leash__list queue;       /* not sent yet */
