@@ -1109,6 +1109,84 @@ TEST(a_release_reaches_a_server_that_was_unreachable_at_the_release) {
     rw_down(&w);
 }
 
+/* Runs the loop until c has made `connects` command connections ready. */
+static void wait_connects(rworld *w, leash_client *c, uint64_t connects) {
+    int64_t deadline = test_now_ms() + 5000;
+    leash_stats st;
+
+    for (;;) {
+        leash_client_stats(c, &st);
+        if (st.connects >= connects)
+            break;
+        CHECK_MSG(test_now_ms() < deadline, "%llu of %llu connections",
+                  (unsigned long long)st.connects, (unsigned long long)connects);
+        fx_run_for(w->loop, 2);
+    }
+}
+
+/* A fresh client's first hold is granted by servers 0, 1, 2 while its
+ * connections to 3 and 4 still wait for their handshake's answers: their
+ * grant copies are dropped, they never have the hold. The release then
+ * hears "released" from 0 and "not ours" from 3 and 4, while 1 and 2 drop
+ * the client's connections. Servers that never had the hold are no sign
+ * that it was gone: a release of a valid hold is LEASH_OK, at once (it was
+ * LEASH_ENOTHELD at the hold's deadline). The copies for 1 and 2 still
+ * reach them once they take connections again. */
+TEST(a_release_is_ok_where_servers_never_had_the_hold) {
+    rworld w;
+    fault_proxy p[N];
+    leash_options o;
+    leash_client *a;
+    leash_lock *la;
+    fx_result res = {0};
+    int ports[N], i;
+    int64_t t0, end;
+
+    rw_up(&w);
+    for (i = 0; i < N; i++) {
+        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
+        ports[i] = p[i].port;
+    }
+    CHECK_EQ_INT(fp_stall(&p[3], FP_ALL, FP_DOWN, 1), 0);
+    CHECK_EQ_INT(fp_stall(&p[4], FP_ALL, FP_DOWN, 1), 0);
+    redlock_options(&w, &o, ports, 5000);
+    o.connect_timeout_ms = 2000; /* the stalled handshakes wait, not reconnect */
+    a = fx_client_opts(w.loop, &o);
+    la = leash_lock_new(a, "never-had");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 3000, 3000), LEASH_OK);
+    CHECK_EQ_INT(fp_clear(&p[3]), 0);
+    CHECK_EQ_INT(fp_clear(&p[4]), 0);
+    wait_connects(&w, a, N);
+    fx_run_for(w.loop, 50);
+    for (i = 0; i < N; i++)
+        CHECK_MSG(test_redis_int(&w.s[i], "EXISTS leash:never-had") == (i < 3),
+                  "server %d: EXISTS %lld", i, test_redis_int(&w.s[i], "EXISTS leash:never-had"));
+    for (i = 1; i < 3; i++) {
+        CHECK_EQ_INT(fp_refuse(&p[i], FP_ALL, 1), 0);
+        CHECK_EQ_INT(fp_cut(&p[i], FP_ALL), 0);
+    }
+    t0 = test_now_ms();
+    CHECK(leash_valid_ms(la) > 4000);
+    CHECK_EQ_INT(leash_release(la, fx_release_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 6000);
+    CHECK_MSG(res.status == LEASH_OK, "release %s after %lld ms", leash_strerror(res.status),
+              (long long)(res.at_ms - t0));
+    CHECK_MSG(res.at_ms - t0 <= 300 + TEST_SLACK_MS, "release reported after %lld ms",
+              (long long)(res.at_ms - t0));
+    CHECK_EQ_INT(test_redis_int(&w.s[0], "EXISTS leash:never-had"), 0);
+    for (i = 1; i < 3; i++)
+        CHECK_EQ_INT(fp_refuse(&p[i], FP_ALL, 0), 0);
+    end = test_now_ms() + 3000;
+    while (holding_servers(&w, "leash:never-had") > 0 && test_now_ms() < end)
+        fx_run_for(w.loop, 20);
+    CHECK_EQ_INT(holding_servers(&w, "leash:never-had"), 0);
+    leash_lock_free(la);
+    leash_client_free(a);
+    for (i = 0; i < N; i++)
+        fp_stop(&p[i]);
+    rw_down(&w);
+}
+
 /* A read-only script that keeps server s busy (every other client is
  * answered BUSY once lua-time-limit passed) until SCRIPT KILL; on a
  * connection of its own, whose reply the caller reads after the kill. */
@@ -1705,6 +1783,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
+        TEST_CASE(a_release_is_ok_where_servers_never_had_the_hold),
         TEST_CASE(a_grant_copy_retried_after_busy_does_not_outlive_the_release),
         TEST_CASE(a_renewal_copy_retried_after_busy_does_not_spread_after_the_release),
         TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),
