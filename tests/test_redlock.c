@@ -1298,6 +1298,90 @@ TEST(a_grant_copy_retried_after_busy_does_not_outlive_the_release) {
     rw_down(&w);
 }
 
+/* Server s forgets its scripts (SCRIPT FLUSH) under a hold of c's, whose
+ * release then caches the release script there again (NOSCRIPT, then
+ * EVAL), not the acquire script. */
+static void flush_all_but_release(rworld *w, leash_client *c, int s) {
+    leash_lock *l = leash_lock_new(c, "warm");
+    long long evals;
+    int64_t end;
+
+    CHECK_EQ_INT(fx_acquire_sync(w->loop, l, 0, 3000), LEASH_OK);
+    fx_run_for(w->loop, 100); /* the grant's copies a majority did not wait for */
+    freeReplyObject(test_redis_cmd(&w->s[s], "SCRIPT FLUSH"));
+    evals = test_redis_calls(&w->s[s], "eval");
+    CHECK_EQ_INT(fx_release_sync(w->loop, l, 3000), LEASH_OK);
+    end = test_now_ms() + 2000;
+    while (test_redis_calls(&w->s[s], "eval") == evals && test_now_ms() < end)
+        fx_run_for(w->loop, 10);
+    CHECK_MSG(test_redis_calls(&w->s[s], "eval") == evals + 1, "%lld EVAL on server %d",
+              test_redis_calls(&w->s[s], "eval") - evals, s);
+    CHECK_EQ_INT(holding_servers(w, "leash:warm"), 0);
+    leash_lock_free(l);
+}
+
+/* Server s never has `key` for the next ms milliseconds. */
+static void never_on(rworld *w, int s, const char *key, int64_t ms) {
+    int64_t end = test_now_ms() + ms;
+
+    while (test_now_ms() < end) {
+        fx_run_for(w->loop, 20);
+        CHECK_MSG(test_redis_int(&w->s[s], "EXISTS %s", key) == 0,
+                  "server %d holds %s, nobody's (PTTL %lld ms)", s, key,
+                  test_redis_int(&w->s[s], "PTTL %s", key));
+    }
+}
+
+/* The last server forgot the acquire script (SCRIPT FLUSH; the release
+ * script is cached again) and answers slowly (200 ms away). A grant copy
+ * there is dropped at the decision and answered NOSCRIPT after the copies
+ * written behind it went: the release of the hold, or the give-back of an
+ * attempt that missed its majority. Sent again as EVAL, it would run after
+ * them and leave a key with a full lease that nobody holds. */
+TEST(a_dropped_grant_copy_answered_noscript_is_not_sent_again) {
+    rworld w;
+    fault_proxy p;
+    leash_options o;
+    leash_client *a;
+    leash_lock *la, *lb;
+    int ports[N], i;
+
+    rw_up(&w);
+    CHECK_EQ_INT(fp_start(&p, w.s[N - 1].port), 0);
+    for (i = 0; i < N; i++)
+        ports[i] = i == N - 1 ? p.port : w.s[i].port;
+    redlock_options(&w, &o, ports, 10000);
+    a = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, a, N, 5000);
+    la = leash_lock_new(a, "noscript-release");
+    lb = leash_lock_new(a, "noscript-giveback");
+
+    /* The release. */
+    flush_all_but_release(&w, a, N - 1);
+    CHECK_EQ_INT(fp_delay(&p, FP_ALL, FP_UP, 200), 0);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, la, 3000), LEASH_OK);
+    never_on(&w, N - 1, "leash:noscript-release", 800);
+    CHECK_EQ_INT(holding_servers(&w, "leash:noscript-release"), 0);
+
+    /* The give-back: three servers hold the key for another client. */
+    CHECK_EQ_INT(fp_delay(&p, FP_ALL, FP_UP, 0), 0);
+    flush_all_but_release(&w, a, N - 1);
+    CHECK_EQ_INT(fp_delay(&p, FP_ALL, FP_UP, 200), 0);
+    for (i = 0; i < 3; i++)
+        freeReplyObject(test_redis_cmd(&w.s[i], "SET %s %s PX %d", "leash:noscript-giveback",
+                                       "0123456789abcdef0123456789abcdef:0:1:17", 30000));
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, lb, 0, 3000), LEASH_EBUSY);
+    never_on(&w, N - 1, "leash:noscript-giveback", 800);
+    CHECK_EQ_INT(test_redis_int(&w.s[3], "EXISTS leash:noscript-giveback"), 0);
+
+    leash_lock_free(la);
+    leash_lock_free(lb);
+    leash_client_free(a);
+    fp_stop(&p);
+    rw_down(&w);
+}
+
 /* One server answers BUSY through the grant (its copy is dropped: it never
  * had the hold, its floor is below the hold's fence) and at the first
  * renewal, whose copy there bounces before the majority (10 ms further
@@ -1785,6 +1869,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
         TEST_CASE(a_release_is_ok_where_servers_never_had_the_hold),
         TEST_CASE(a_grant_copy_retried_after_busy_does_not_outlive_the_release),
+        TEST_CASE(a_dropped_grant_copy_answered_noscript_is_not_sent_again),
         TEST_CASE(a_renewal_copy_retried_after_busy_does_not_spread_after_the_release),
         TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),
         TEST_CASE(fences_grow_with_clocks_10s_ahead_and_behind_while_servers_restart),
