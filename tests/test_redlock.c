@@ -466,14 +466,18 @@ TEST(grants_short_of_replicas_end_ereplicas_without_a_retry_loop) {
     rw_down(&w);
 }
 
-/* A majority down: a wait ends LEASH_ECONN (not ETIMEDOUT, which says the
- * lock was busy), after the command timeout or at its own end, whichever
- * comes first, whatever order the timers fire in. */
+/* A majority down: try-once ends LEASH_ECONN after the command timeout; a
+ * wait attempts again each command timeout (as one server's attempt waits
+ * for its connection) and ends LEASH_ECONN (not ETIMEDOUT, which says the
+ * lock was busy) at its own end, whatever order the timers fire in; the
+ * servers that are up see an attempt and its give-backs per command
+ * timeout, no more. */
 TEST(a_wait_with_no_majority_reachable_ends_econn) {
-    static const int64_t waits[] = {200, 450, 700, LEASH_WAIT_FOREVER};
+    static const int64_t waits[] = {0, 200, 450, 700, 1300};
     rworld w;
     leash_client *c;
     leash_lock *l;
+    long long before, attempts = 0;
     size_t i;
     int64_t t0;
 
@@ -483,13 +487,60 @@ TEST(a_wait_with_no_majority_reachable_ends_econn) {
     for (i = 0; i < 3; i++)
         CHECK_EQ_INT(test_redis_kill(&w.s[i]), 0);
     fx_run_for(w.loop, 50);
+    before = scripts_on(&w.s[3]);
     for (i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
-        int64_t bound = waits[i] != LEASH_WAIT_FOREVER && waits[i] < 500 ? waits[i] : 500;
+        int64_t bound = waits[i] == 0 ? 500 : waits[i];
         t0 = test_now_ms();
         CHECK_EQ_INT(fx_acquire_sync(w.loop, l, waits[i], 3000), LEASH_ECONN);
+        CHECK_MSG(test_now_ms() - t0 >= bound, "wait %lld ended after %lld ms", (long long)waits[i],
+                  (long long)(test_now_ms() - t0));
         CHECK_MSG(test_now_ms() - t0 <= bound + TEST_SLACK_MS, "wait %lld ended after %lld ms",
                   (long long)waits[i], (long long)(test_now_ms() - t0));
+        attempts += bound / 500 + 1;
     }
+    fx_run_for(w.loop, 50); /* the last give-backs */
+    /* Each attempt, and its give-backs: the quorum's, the primitive's now
+     * and after the late copies (a command timeout later: the last ones
+     * not yet). */
+    CHECK_MSG(scripts_on(&w.s[3]) - before <= 4 * attempts, "%lld scripts for %lld attempts",
+              scripts_on(&w.s[3]) - before, attempts);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* Three of five servers restart (killed, back 1.5 s later) while an
+ * acquire waits up to 5 s: each attempt's copies to them give up after the
+ * command timeout (500 ms), and the acquire attempts again until a
+ * majority grants, as one server's attempt waits for its connection
+ * (it ended LEASH_ECONN at the first attempt's command timeout). */
+TEST(an_acquire_attempts_again_while_a_majority_reconnects) {
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    int64_t t0;
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 5000);
+    l = leash_lock_new(c, "restarting");
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_kill(&w.s[i]), 0);
+    fx_run_for(w.loop, 50);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(w.loop, 1500);
+    CHECK_MSG(res.calls == 0, "acquire ended %s after %lld ms", leash_strerror(res.status),
+              (long long)(res.at_ms - t0));
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_restart(&w.s[i]), 0);
+    fx_run_until(w.loop, &res, 5000);
+    CHECK_EQ_INT(res.calls, 1);
+    CHECK_MSG(res.status == LEASH_OK, "acquire %s after %lld ms", leash_strerror(res.status),
+              (long long)(res.at_ms - t0));
+    CHECK(res.at_ms - t0 < 5000);
+    CHECK(holding_servers(&w, "leash:restarting") > N / 2);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     leash_client_free(c);
     rw_down(&w);
 }
@@ -1852,6 +1903,7 @@ int main(int argc, char **argv) {
         TEST_CASE(two_servers_down_and_a_crashed_holder_on_a_third_is_waited_out),
         TEST_CASE(grants_short_of_replicas_end_ereplicas_without_a_retry_loop),
         TEST_CASE(a_wait_with_no_majority_reachable_ends_econn),
+        TEST_CASE(an_acquire_attempts_again_while_a_majority_reconnects),
         TEST_CASE(a_key_without_expiry_and_failing_servers_make_no_retry_loop),
         TEST_CASE(a_failed_extra_hold_leaves_the_hold_alone),
         TEST_CASE(a_handoff_to_the_only_waiter_takes_no_random_pause),
