@@ -302,8 +302,8 @@ typedef struct leash_options {
     int64_t connect_timeout_ms; /* default 2000; > 0 */
     /* default 2000; silence that breaks a connection. With Redlock also
      * how long an attempt waits for a server that is down or silent before
-     * it is decided by the others (no majority left: LEASH_ECONN): keep it
-     * well below the lease. */
+     * it is decided by the others (no majority left: a wait with time left
+     * attempts again, else LEASH_ECONN): keep it well below the lease. */
     int64_t command_timeout_ms;
     int64_t reconnect_min_ms; /* default 50; first reconnect backoff, > 0 */
     int64_t reconnect_max_ms; /* default 2000; backoff cap, >= reconnect_min_ms */

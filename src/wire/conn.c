@@ -1045,17 +1045,27 @@ static void cmd_lost(leash__conn *conn, leash__cmd *cmd) {
     cmd_complete(cmd, NULL, LEASH_ECONN, -1);
 }
 
+/* Whether a command that did not run (a transient answer, NOSCRIPT) must
+ * not go again: sent again, it would run behind what was written after it.
+ * So a LEASH__CMD_ONCE command, and one nobody wants that is not owed
+ * either (an orphan without LEASH__CMD_RETRY: a grant's copy dropped at
+ * the decision, an acquire cancelled), which its owner's release or
+ * give-back follows. */
+static int not_again(const leash__cmd *cmd) {
+    return (cmd->flags & LEASH__CMD_ONCE) ||
+           ((cmd->flags & LEASH__CMD_ORPHAN) && !(cmd->flags & LEASH__CMD_RETRY));
+}
+
 /* A transient answer (LOADING, BUSY...): the command did not run. It goes
  * again after a pause while its deadline allows (returns 1); at the
  * deadline it completes LEASH_ECONN (returns 1 too). Returns 0 for a
- * command nobody wants any more: it completes with the answer. */
+ * command that must not go again (not_again): it completes with the
+ * answer. */
 static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redisReply *reply) {
     int64_t now = leash__now_ms(), pause;
     unsigned shift = cmd->transient < 4 ? cmd->transient : 4;
 
-    if ((cmd->flags & LEASH__CMD_ORPHAN) && !(cmd->flags & LEASH__CMD_RETRY))
-        return 0; /* cancelled */
-    if (cmd->flags & LEASH__CMD_ONCE)
+    if (not_again(cmd))
         return 0;
     pause = (int64_t)TRANSIENT_FIRST_MS << shift;
     if (pause > TRANSIENT_MAX_MS)
@@ -1126,9 +1136,10 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
     if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply))
         goto out;
     /* Sent again as EVAL it would go behind what was written after it:
-     * a LEASH__CMD_ONCE command completes with the NOSCRIPT error. */
-    if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
-        !(cmd->flags & LEASH__CMD_ONCE) && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+     * a command that must not go again (not_again) completes with the
+     * NOSCRIPT error. */
+    if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL && !not_again(cmd) &&
+        strncmp(reply->str, "NOSCRIPT", 8) == 0) {
         size_t len;
         char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len,
                                            leash__script_for(cmd->script, conn->version));

@@ -22,7 +22,10 @@
  * connection is back (leash's scripts are idempotent per owner token). Any
  * command answered with a transient error is sent again after a short pause
  * while its deadline allows: such an answer means it did not run. NOSCRIPT
- * turns an EVALSHA into the EVAL of the same script, sent again.
+ * turns an EVALSHA into the EVAL of the same script, sent again. Neither
+ * goes again for a LEASH__CMD_ONCE command, nor for an orphan without
+ * LEASH__CMD_RETRY (cancelled, or a Redlock grant's copy dropped: route/
+ * copies.h): it would run behind the release written after it.
  *
  * The server's clock: the handshake asks for TIME, and the owner reports the
  * server time it reads in replies (leash__conn_server_time). From them the
