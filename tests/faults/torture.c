@@ -224,7 +224,8 @@ static struct {
     int permits;      /* --semaphore N */
     int lab;          /* --lab: every process in a network namespace of its own, see the top */
     const char *only; /* --only NAME: lab mode, that fault alone */
-} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0, 0, 0, NULL};
+    int tls;          /* --tls: lab mode over TLS */
+} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0};
 
 enum {
     K_MUTEX = 0,
@@ -901,6 +902,12 @@ static void client_options(leash_options *o, int port) {
     o->log_level = cfg.verbose ? LEASH_LOG_INFO : LEASH_LOG_ERROR;
     if (lab_dns_servers[0] != '\0')
         o->dns_servers = lab_dns_servers;
+    if (cfg.tls) {
+        /* The test certificates name localhost, not the lab's names. */
+        o->tls = 1;
+        o->tls_ca_file = test_tls_file(0, "ca.pem");
+        o->tls_server_name = "localhost";
+    }
     if (cfg.cluster) {
         o->topology = LEASH_TOPOLOGY_CLUSTER;
         o->nodes = seeds;
@@ -2263,6 +2270,8 @@ static int lab_start(int nservers, test_redis *servers, const test_redis_config 
         if ((lab_srv[i] = netlab_node(LAB, name)) < 0)
             return -1;
         c.host = netlab_addr(LAB, lab_srv[i]);
+        if (cfg.tls && (c.tls_dir = test_tls_certs()) == NULL)
+            return -1;
         lab_in(i);
         if (test_redis_start(&servers[i], &c) != 0)
             return -1;
@@ -2690,13 +2699,12 @@ static void check_majority_gone(figures *fg) {
 }
 
 static void usage(const char *argv0) {
-    fprintf(
-        stderr,
-        "usage: %s [--cluster | --redlock | --sentinel] [--lab] [--fair | --rw | --semaphore N]\n"
-        "          [--quick]"
-        "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
-        "          [--seed S] [--tolerance-ms N] [--verbose]\n",
-        argv0);
+    fprintf(stderr,
+            "usage: %s [--cluster | --redlock | --sentinel] [--lab [--tls] [--only FAULT]]\n"
+            "          [--fair | --rw | --semaphore N] [--quick]\n"
+            "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
+            "          [--seed S] [--tolerance-ms N] [--verbose]\n",
+            argv0);
     exit(2);
 }
 
@@ -2729,6 +2737,8 @@ int main(int argc, char **argv) {
             cfg.sentinel = 1;
         } else if (strcmp(a, "--lab") == 0) {
             cfg.lab = 1;
+        } else if (strcmp(a, "--tls") == 0) {
+            cfg.tls = 1;
         } else if (strcmp(a, "--fair") == 0) {
             cfg.kind = K_FAIR;
         } else if (strcmp(a, "--rw") == 0) {
@@ -2762,7 +2772,7 @@ int main(int argc, char **argv) {
     if (cfg.procs < 1 || cfg.procs > MAX_PROCS || cfg.handles < 1 || cfg.handles > 4096 ||
         cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 ||
         cfg.cluster + cfg.redlock + cfg.sentinel > 1 || (cfg.redlock && cfg.kind != K_MUTEX) ||
-        (cfg.lab && (cfg.cluster || cfg.sentinel)) ||
+        (cfg.lab && (cfg.cluster || cfg.sentinel)) || (cfg.tls && !cfg.lab) ||
         (cfg.only != NULL && (!cfg.lab || cfg.redlock || lab_fault_named(cfg.only) < 0)) ||
         (cfg.kind == K_SEM && (cfg.permits < 1 || cfg.permits > LEASH_PERMITS_MAX)))
         usage(argv[0]);
@@ -2841,7 +2851,8 @@ int main(int argc, char **argv) {
                 return 2;
             }
             for (i = 0; i < RL_N; i++) {
-                snprintf(seed_text[i], sizeof seed_text[i], "%s:%d", lab_names[i], RS[i].port);
+                snprintf(seed_text[i], sizeof seed_text[i], "%s:%d", lab_names[i],
+                         cfg.tls ? RS[i].tls_port : RS[i].port);
                 seeds[i] = seed_text[i];
             }
         }
@@ -2854,7 +2865,7 @@ int main(int argc, char **argv) {
             seeds[i] = seed_text[i];
         }
         nseeds = RL_N;
-        port = cfg.lab ? RS[0].port : RP[0].port;
+        port = cfg.lab ? (cfg.tls ? RS[0].tls_port : RS[0].port) : RP[0].port;
     } else {
         memset(&rc, 0, sizeof rc);
         /* Restarts must not lose acknowledged writes: DESIGN.md's guarantees
@@ -2871,7 +2882,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
             server_host = lab_names[0];
-            port = R.port;
+            port = cfg.tls ? R.tls_port : R.port;
         } else if (test_redis_start(&R, &rc) != 0 || fp_start(&P, R.port) != 0) {
             fprintf(stderr, "torture: cannot start redis-server and the proxy\n");
             return 2;
@@ -3044,10 +3055,10 @@ int main(int argc, char **argv) {
         : cfg.redlock  ? " --redlock"
         : cfg.sentinel ? " --sentinel"
                        : "",
-        cfg.lab ? " --lab" : "", kind_flag(), cfg.procs, cfg.handles, cfg.names, cfg.fault_s,
-        cfg.seed, fg.acquisitions, fg.handoffs, faults, losts[LEASH_LOST_EXPIRED],
-        losts[LEASH_LOST_UNREACHABLE], losts[LEASH_LOST_MAX_HOLD], losts[LEASH_LOST_REPLICAS],
-        rejections, violations);
+        cfg.lab ? (cfg.tls ? " --lab --tls" : " --lab") : "", kind_flag(), cfg.procs, cfg.handles,
+        cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions, fg.handoffs, faults,
+        losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE], losts[LEASH_LOST_MAX_HOLD],
+        losts[LEASH_LOST_REPLICAS], rejections, violations);
     fflush(stdout);
     if (cfg.cluster) {
         test_cluster_stop(&C);
