@@ -1573,8 +1573,6 @@ typedef struct probe {
 } probe;
 static void probe_start(probe *p);
 static void probe_check(probe *p, int64_t over, const char *fault);
-static void lab_in(int server);
-static void lab_out(void);
 static int64_t lab_net_fault(int nf, const int *servers, int nservers, test_redis *rs, probe *pr,
                              char *said, size_t cap);
 static int64_t lab_bridge(char *said, size_t cap);
@@ -1662,9 +1660,7 @@ static void rl_restart(int s) {
                 s, (long long)down);
         exit(2);
     }
-    lab_in(s);
     int restarted = test_redis_restart(&RS[s]);
-    lab_out();
     if (restarted != 0) {
         fprintf(stderr, "torture: redis-server %d did not come back\n", s);
         kill_workers();
@@ -1705,10 +1701,8 @@ static void rl_on_every_server(int fault, char *out, size_t cap) {
         redisReply *r;
         if (rl_killed_at[i] != 0)
             continue;
-        lab_in(i);
         r = fault == RF_KILL_PUBSUB ? test_redis_cmd(&RS[i], "CLIENT KILL TYPE pubsub")
                                     : test_redis_cmd(&RS[i], "SCRIPT FLUSH");
-        lab_out();
         if (used < cap)
             used += (size_t)snprintf(out + used, cap - used, " %d:", i);
         if (used < cap && r && r->type == REDIS_REPLY_INTEGER)
@@ -1894,17 +1888,10 @@ static int lab_dns_node[2];
 static test_dns lab_dns[2]; /* every client asks dns0 first, then dns1 */
 static char lab_names[RL_N][32];
 
-/* The supervisor's connections to a server are made inside that server's
- * namespace (a socket stays in the namespace it was made in), so every
- * call that may connect runs between lab_in and lab_out. Without a lab
- * both do nothing. */
-static void lab_in(int server) {
-    if (LAB != NULL && netlab_enter(LAB, lab_srv[server]) != 0) {
-        perror("torture: setns into a server's namespace");
-        exit(2);
-    }
-}
-
+/* Back to the supervisor's own namespace, which reaches nothing: every
+ * connection the harness makes to a server is made in the server's
+ * namespace (test_redis_config.netns), and one that a slip made here
+ * would go nowhere, never out of the machine. */
 static void lab_out(void) {
     if (LAB != NULL && setns(lab_home, CLONE_NEWNET) != 0) {
         perror("torture: setns back home");
@@ -2064,16 +2051,14 @@ static void lab_name_set(int s, const char *addrs) {
         }
 }
 
-/* Every client connection of server s closed: they connect again, and
+/* Every client connection of server r closed: they connect again, and
  * resolve its name again. */
-static void lab_kill_connections(int s, test_redis *r) {
+static void lab_kill_connections(test_redis *r) {
     redisReply *x;
-    lab_in(s);
     if ((x = test_redis_cmd(r, "CLIENT KILL TYPE normal")) != NULL)
         freeReplyObject(x);
     if ((x = test_redis_cmd(r, "CLIENT KILL TYPE pubsub")) != NULL)
         freeReplyObject(x);
-    lab_out();
 }
 
 /* pr: a probe to start once the fault is in place. */
@@ -2099,7 +2084,7 @@ static int64_t lab_net_fault(int nf, const int *servers, int nservers, test_redi
         }
         if (nf == NF_SYN_HOLE) {
             lab_rule(netlab_drop_syn(LAB, node, r->port));
-            lab_kill_connections(servers[k], r);
+            lab_kill_connections(r);
         } else if (nf == NF_ISOLATE) {
             lab_rule(netlab_isolate(LAB, node));
         } else if (nf == NF_DEAD_FIRST) {
@@ -2109,14 +2094,14 @@ static int64_t lab_net_fault(int nf, const int *servers, int nservers, test_redi
             if (k == 0)
                 lab_rule(netlab_drop_syn(LAB, lab_ghost, 0));
             lab_name_set(servers[k], addrs);
-            lab_kill_connections(servers[k], r);
+            lab_kill_connections(r);
         } else if (nf == NF_DNS_DEAD) {
             if (k == 0)
                 lab_rule(netlab_isolate(LAB, lab_dns_node[0]));
-            lab_kill_connections(servers[k], r);
+            lab_kill_connections(r);
         } else if (nf == NF_NXDOMAIN) {
             lab_name_set(servers[k], NULL);
-            lab_kill_connections(servers[k], r);
+            lab_kill_connections(r);
         }
     }
     probe_start(pr);
@@ -2213,33 +2198,25 @@ static void one_lab_fault(void) {
             char cmd[40];
             ms = s_between(50, 2000);
             snprintf(cmd, sizeof cmd, "DEBUG SLEEP %.3f", (double)ms / 1000.0);
-            lab_in(0);
             admin(cmd);
-            lab_out();
             break;
         }
         case LF_RESTART:
             test_redis_kill(&R);
             sleep_ms(s_between(0, 600));
-            lab_in(0);
             if (redis_respawn() != 0) {
                 fprintf(stderr, "torture: redis-server did not come back\n");
                 exit(2);
             }
-            lab_out();
             break;
         case LF_KILL_PUBSUB:
-            lab_in(0);
             admin("CLIENT KILL TYPE pubsub");
-            lab_out();
             break;
         case LF_SIGSTOP:
             sigstop_one(ms = s_between(50, 3 * cfg.lease_max));
             break;
         case LF_SCRIPT_FLUSH:
-            lab_in(0);
             admin("SCRIPT FLUSH");
-            lab_out();
             break;
         }
     }
@@ -2260,9 +2237,14 @@ static int lab_start(int nservers, test_redis *servers, const test_redis_config 
         printf("SKIP torture --lab: %s\n", why);
         exit(77);
     }
-    lab_home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (lab_home < 0 || (LAB = netlab_new(NULL)) == NULL)
+    if ((LAB = netlab_new(NULL)) == NULL)
         return -1;
+    /* The supervisor leaves the host's namespace for an empty one. */
+    if (unshare(CLONE_NEWNET) != 0 ||
+        (lab_home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
+        perror("torture: a namespace of the supervisor's own");
+        return -1;
+    }
     for (i = 0; i < nservers; i++) {
         test_redis_config c = *rc;
         char name[16];
@@ -2270,12 +2252,11 @@ static int lab_start(int nservers, test_redis *servers, const test_redis_config 
         if ((lab_srv[i] = netlab_node(LAB, name)) < 0)
             return -1;
         c.host = netlab_addr(LAB, lab_srv[i]);
+        c.netns = netlab_ns_path(LAB, lab_srv[i]);
         if (cfg.tls && (c.tls_dir = test_tls_certs()) == NULL)
             return -1;
-        lab_in(i);
         if (test_redis_start(&servers[i], &c) != 0)
             return -1;
-        lab_out();
     }
     for (i = 0; i < cfg.procs; i++) {
         char name[16];
@@ -2622,7 +2603,6 @@ static void check_redlock_empty(figures *fg) {
 
     for (i = 0; i < RL_N; i++) {
         redisReply *r;
-        lab_in(i);
         r = test_redis_cmd(&RS[i], "KEYS %s*", PREFIX);
         if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
             sv_violation("cannot list the keys left on server %d", i);
@@ -2647,7 +2627,6 @@ static void check_redlock_empty(figures *fg) {
         }
         if (r)
             freeReplyObject(r);
-        lab_out();
     }
 }
 
@@ -2971,9 +2950,7 @@ int main(int argc, char **argv) {
     else if (cfg.redlock)
         check_redlock_empty(&fg);
     else {
-        lab_in(0);
         check_redis_empty();
-        lab_out();
     }
     check_log(&fg);
     if (cfg.redlock)

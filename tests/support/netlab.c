@@ -24,7 +24,8 @@
 
 typedef struct netlab_ns {
     pid_t keeper;
-    int fd; /* /proc/<keeper>/ns/net, held open */
+    int fd;        /* path, held open */
+    char path[48]; /* /proc/<keeper>/ns/net */
 } netlab_ns;
 
 typedef struct netlab_node_info {
@@ -98,10 +99,9 @@ static int netlab_ns_make(netlab_ns *ns) {
         got = read(ready[0], &ok, 1);
     while (got < 0 && errno == EINTR);
     close(ready[0]);
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    snprintf(ns->path, sizeof ns->path, "/proc/%d/ns/net", (int)pid);
     ns->keeper = pid;
-    ns->fd = got == 1 && ok == 'y' ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    ns->fd = got == 1 && ok == 'y' ? open(ns->path, O_RDONLY | O_CLOEXEC) : -1;
     if (ns->fd < 0) {
         fprintf(stderr, "netlab: cannot make a network namespace: %s\n", strerror(errno));
         kill(pid, SIGKILL);
@@ -249,6 +249,10 @@ int netlab_node(netlab *lab, const char *name) {
 
 const char *netlab_addr(const netlab *lab, int node) {
     return node >= 0 && node < lab->n_nodes ? lab->nodes[node].addr : NULL;
+}
+
+const char *netlab_ns_path(const netlab *lab, int node) {
+    return node >= 0 && node < lab->n_nodes ? lab->nodes[node].ns.path : NULL;
 }
 
 pid_t netlab_spawn(netlab *lab, int node, char *const argv[]) {

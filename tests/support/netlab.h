@@ -65,6 +65,10 @@ int netlab_node(netlab *lab, const char *name);
 /* The node's address as text ("10.213.7.2"), owned by the lab. */
 const char *netlab_addr(const netlab *lab, int node);
 
+/* The node's namespace as a path ("/proc/PID/ns/net"), owned by the lab:
+ * for test_redis_config.netns, setns(2), nsenter(1). */
+const char *netlab_ns_path(const netlab *lab, int node);
+
 /* Runs argv (argv[0] looked up in PATH) inside the node's namespace, with
  * stdin from /dev/null; the process dies with the calling thread. Returns
  * its pid or -1. The caller waits for it (netlab_free kills it). */
