@@ -972,6 +972,54 @@ static void worker_main(int proc, int port) {
 
 /* ---- the supervisor ---- */
 
+static netlab *LAB;
+static int lab_home = -1; /* the supervisor's own network namespace */
+#define LAB_MAX_SERVERS 8
+static int lab_srv[LAB_MAX_SERVERS]; /* each server's node */
+static int lab_nsrv;
+static int lab_cli[MAX_PROCS]; /* each worker's node */
+static int lab_ghost = -1;     /* a node whose connects vanish: a dead address */
+static int lab_dns_node[2];
+static test_dns lab_dns[2]; /* every client asks dns0 first, then dns1 */
+static char lab_names[LAB_MAX_SERVERS][32];
+
+/* The network faults that the lab makes between the workers and server s
+ * (the same for one server and for each Redlock server). Each holds for
+ * a while and heals; returns how long it held, and says which in said. */
+enum {
+    NF_CUT,           /* some workers cut off from the server, both ways */
+    NF_REPLIES_LOST,  /* the server's packets to some workers dropped */
+    NF_REQUESTS_LOST, /* some workers' packets to the server dropped */
+    NF_SYN_HOLE,      /* connects vanish; every connection is killed into it */
+    NF_ISOLATE,       /* the server gone from the network */
+    NF_DEAD_FIRST,    /* its name gets a dead address first (connects to it vanish) */
+    NF_DNS_DEAD,      /* the first DNS server gone from the network */
+    NF_NXDOMAIN,      /* its name unknown to every DNS server */
+    NF_COUNT
+};
+static const char *const net_fault_names[NF_COUNT] = {
+    "cut",     "replies-lost",       "requests-lost",  "syn-blackhole",
+    "isolate", "dead-first-address", "dns-first-dead", "nxdomain"};
+/* The faults that leave a path open all along: over when they begin. */
+#define NF_LEAVES_A_PATH(nf) ((nf) == NF_DEAD_FIRST || (nf) == NF_DNS_DEAD)
+
+/* Lab mode (its section is below). How soon after a fault was over the
+ * probe must be granted (see the probe). */
+#define RECOVER_MS 2000
+typedef struct probe {
+    pid_t pid;
+    int fd;
+    int n;
+    int64_t started;
+} probe;
+static void probe_start(probe *p);
+static void probe_check(probe *p, int64_t over, const char *fault);
+static int64_t lab_net_fault(int nf, const int *servers, test_redis *const *rs, int nservers,
+                             probe *pr, char *said, size_t cap);
+static int64_t lab_bridge(char *said, size_t cap);
+static void lab_rule(int ok);
+static void lab_kill_connections(test_redis *r);
+
 static test_redis R;
 static fault_proxy P;
 static unsigned srnd;
@@ -1449,10 +1497,14 @@ enum {
     SF_KILL_PUBSUB,
     SF_SCRIPT_FLUSH,
     SF_SIGSTOP,
+    SF_STALE_SENTINEL, /* lab mode only, as the two below */
+    SF_MASTER_CUT_OFF,
+    SF_NET, /* lab mode: one of the network's faults, on a sentinel */
     SF_COUNT
 };
 static const char *const sentinel_fault_names[SF_COUNT] = {
-    "failover", "kill-master", "freeze-sentinel", "client-kill", "script-flush", "sigstop"};
+    "failover", "kill-master",    "freeze-sentinel", "client-kill", "script-flush",
+    "sigstop",  "stale-sentinel", "master-cut-off",  "network"};
 static uint64_t sentinel_fault_count[SF_COUNT];
 
 /* The sentinels' harness gave up (no master named in time). */
@@ -1462,14 +1514,88 @@ static void sentinel_harness_failed(const char *what) {
     exit(2);
 }
 
-static void one_sentinel_fault(void) {
-    int f = s_between(0, SF_COUNT - 1), master = test_sentinel_master(&TS), other = -1;
-    int64_t t0 = now_ms(), t1 = 0, t2 = 0;
-    redisReply *r = NULL;
+/* Lab mode: the first sentinel of every client's list is cut off from
+ * the other sentinels and every data node (the clients still reach it)
+ * while the others fail the master over: it goes on naming the old
+ * master, which the others soon make a replica. Every client connection
+ * is closed then, so that clients ask the sentinels again. Returns the
+ * new master, and in *named when the others named it. */
+static int stale_sentinel(int master, int64_t *named, probe *pr) {
+    int i, m = -1, liar = lab_nsrv - TS.nsentinels; /* sentinel 0's node index */
+    int64_t until;
 
+    for (i = 0; i < lab_nsrv; i++)
+        if (i != liar)
+            lab_rule(netlab_cut(LAB, lab_srv[liar], lab_srv[i]));
+    until = now_ms() + 30000;
+    while (now_ms() < until) {
+        freeReplyObject(
+            test_redis_cmd(&TS.sentinel[1], "SENTINEL FAILOVER %s", TEST_SENTINEL_MASTER));
+        int64_t wait_until = now_ms() + 5000;
+        while (now_ms() < wait_until && ((m = test_sentinel_named_by(&TS, 1)) < 0 || m == master))
+            sleep_ms(50);
+        if (m >= 0 && m != master)
+            break;
+    }
+    if (m < 0 || m == master)
+        sentinel_harness_failed("no failover behind the stale sentinel");
+    *named = now_ms();
+    /* Until the old master is demoted, it would still say "master". */
+    until = now_ms() + 30000;
+    for (;;) {
+        redisReply *r = test_redis_cmd(&TS.data[master], "ROLE");
+        int demoted = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                      strcmp(r->element[0]->str, "slave") == 0;
+        freeReplyObject(r);
+        if (demoted)
+            break;
+        if (now_ms() > until)
+            sentinel_harness_failed("the old master was not demoted");
+        sleep_ms(50);
+    }
+    for (i = 0; i < TS.ndata; i++)
+        lab_kill_connections(&TS.data[i]);
+    *named = now_ms();
+    probe_start(pr);
+    sleep_ms(s_between(RECOVER_MS + 1000, RECOVER_MS + 3000));
+    lab_rule(netlab_heal(LAB));
+    if (test_sentinel_wait_master(&TS, -1, 30000) < 0)
+        sentinel_harness_failed("the sentinels did not agree again");
+    return m;
+}
+
+/* Lab mode: the master cut off from the sentinels and the replicas while
+ * the clients still reach it, until the sentinels named another; then
+ * healed. Returns the new master, and in *named when it was named. */
+static int master_cut_off(int master, int64_t *named) {
+    int i, m;
+    for (i = 0; i < lab_nsrv; i++)
+        if (i != master)
+            lab_rule(netlab_cut(LAB, lab_srv[master], lab_srv[i]));
+    m = test_sentinel_wait_master(&TS, master, 30000);
+    *named = now_ms();
+    if (m < 0)
+        sentinel_harness_failed("no new master while the old was cut off");
+    sleep_ms(s_between(100, 2000));
+    lab_rule(netlab_heal(LAB));
+    return m;
+}
+
+static void one_sentinel_fault(void) {
+    int f, master = test_sentinel_master(&TS), other = -1;
+    int64_t t0 = now_ms(), t1 = 0, t2 = 0, over = 0;
+    redisReply *r = NULL;
+    char said[160] = "";
+    probe pr;
+
+    do
+        f = s_between(0, SF_COUNT - 1);
+    while (!cfg.lab && f >= SF_STALE_SENTINEL);
     sentinel_fault_count[f]++;
     if (master < 0)
         sentinel_harness_failed("no master named");
+    if (f != SF_STALE_SENTINEL && f != SF_NET)
+        probe_start(&pr);
     switch (f) {
     case SF_FAILOVER:
         /* A failover that does not happen (no replica good enough in
@@ -1505,10 +1631,28 @@ static void one_sentinel_fault(void) {
     case SF_SIGSTOP:
         sigstop_one(s_between(50, cfg.lease_max + 1000));
         break;
+    case SF_STALE_SENTINEL:
+        other = stale_sentinel(master, &over, &pr);
+        break;
+    case SF_MASTER_CUT_OFF:
+        other = master_cut_off(master, &over);
+        break;
+    case SF_NET: {
+        /* On one sentinel: a minority; the others still answer. */
+        int nf = s_between(0, NF_COUNT - 1), sn = s_between(0, TS.nsentinels - 1);
+        int node = lab_nsrv - TS.nsentinels + sn;
+        lab_net_fault(nf, &node, (test_redis *const[]){&TS.sentinel[sn]}, 1, &pr, said,
+                      sizeof said);
+        if (NF_LEAVES_A_PATH(nf))
+            over = t0;
+        other = sn;
+        break;
+    }
     }
     if (r)
         freeReplyObject(r);
-    if ((f == SF_FAILOVER && other >= 0) || f == SF_KILL) {
+    if ((f == SF_FAILOVER && other >= 0) || f == SF_KILL || f == SF_STALE_SENTINEL ||
+        f == SF_MASTER_CUT_OFF) {
         /* WAIT 2 is short until the old master is a replica in sync
          * again (the sentinels convert it when they see it). */
         int64_t until = now_ms() + 30000;
@@ -1524,9 +1668,12 @@ static void one_sentinel_fault(void) {
         fprintf(stderr, " -> %d", other);
     if (f == SF_KILL)
         fprintf(stderr, ", promoted at t=%lld, restarted at t=%lld", (long long)t1, (long long)t2);
-    if (f == SF_FREEZE_SENTINEL)
+    if (f == SF_FREEZE_SENTINEL || f == SF_NET)
         fprintf(stderr, ", sentinel %d", other);
-    fprintf(stderr, ", done at t=%lld\n", (long long)now_ms());
+    if (f == SF_STALE_SENTINEL || f == SF_MASTER_CUT_OFF)
+        fprintf(stderr, " -> %d, named at t=%lld", other, (long long)over);
+    fprintf(stderr, "%s, done at t=%lld\n", said, (long long)now_ms());
+    probe_check(&pr, over != 0 ? over : now_ms(), sentinel_fault_names[f]);
 }
 
 /* ---- the supervisor in Redlock mode ---- */
@@ -1545,37 +1692,6 @@ static void one_sentinel_fault(void) {
 #define RL_N 5
 #define RL_MINORITY 2
 
-/* The network faults that the lab makes between the workers and server s
- * (the same for one server and for each Redlock server). Each holds for
- * a while and heals; returns how long it held, and says which in said. */
-enum {
-    NF_CUT,           /* some workers cut off from the server, both ways */
-    NF_REPLIES_LOST,  /* the server's packets to some workers dropped */
-    NF_REQUESTS_LOST, /* some workers' packets to the server dropped */
-    NF_SYN_HOLE,      /* connects vanish; every connection is killed into it */
-    NF_ISOLATE,       /* the server gone from the network */
-    NF_DEAD_FIRST,    /* its name gets a dead address first (connects to it vanish) */
-    NF_DNS_DEAD,      /* the first DNS server gone from the network */
-    NF_NXDOMAIN,      /* its name unknown to every DNS server */
-    NF_COUNT
-};
-static const char *const net_fault_names[NF_COUNT] = {
-    "cut",     "replies-lost",       "requests-lost",  "syn-blackhole",
-    "isolate", "dead-first-address", "dns-first-dead", "nxdomain"};
-/* The faults that leave a path open all along: over when they begin. */
-#define NF_LEAVES_A_PATH(nf) ((nf) == NF_DEAD_FIRST || (nf) == NF_DNS_DEAD)
-
-/* Lab mode (below). */
-typedef struct probe {
-    pid_t pid;
-    int fd;
-    int n;
-} probe;
-static void probe_start(probe *p);
-static void probe_check(probe *p, int64_t over, const char *fault);
-static int64_t lab_net_fault(int nf, const int *servers, int nservers, test_redis *rs, probe *pr,
-                             char *said, size_t cap);
-static int64_t lab_bridge(char *said, size_t cap);
 #define MAX_GONE 256
 
 static test_redis RS[RL_N];
@@ -1854,7 +1970,10 @@ static void one_redlock_fault(int force_majority) {
         break;
     default: /* lab mode: the network's fault for -f - 1 */
         f = -f - 1;
-        ms = lab_net_fault(redlock_lab_net[f], s, n, RS, &pr, said, sizeof said);
+        test_redis *rs[RL_N];
+        for (i = 0; i < n; i++)
+            rs[i] = &RS[s[i]];
+        ms = lab_net_fault(redlock_lab_net[f], s, rs, n, &pr, said, sizeof said);
     }
     for (i = 0; i < n && !cfg.lab; i++)
         fp_clear(&RP[s[i]]);
@@ -1878,15 +1997,6 @@ static void one_redlock_fault(int force_majority) {
 }
 
 /* ---- lab mode (--lab) ---- */
-
-static netlab *LAB;
-static int lab_home = -1;      /* the supervisor's own network namespace */
-static int lab_srv[RL_N];      /* each server's node */
-static int lab_cli[MAX_PROCS]; /* each worker's node */
-static int lab_ghost = -1;     /* a node whose connects vanish: a dead address */
-static int lab_dns_node[2];
-static test_dns lab_dns[2]; /* every client asks dns0 first, then dns1 */
-static char lab_names[RL_N][32];
 
 /* Back to the supervisor's own namespace, which reaches nothing: every
  * connection the harness makes to a server is made in the server's
@@ -1914,7 +2024,6 @@ static void sv_violation(const char *fmt, ...) TEST_PRINTF_(1, 2);
  * a path open the whole time (a dead first address or DNS server, a
  * bridge) is over, for this bound, the moment it began.
  */
-#define RECOVER_MS 2000
 #define PROBE_WAIT_MS 60000
 
 typedef struct probe_result {
@@ -1925,7 +2034,7 @@ typedef struct probe_result {
 static int lab_probe_node = -1;
 static int lab_port;
 static int probes;
-static uint64_t probe_failures;
+static uint64_t probe_failures, probes_expected;
 
 static void probe_on_acquired(leash_lock *l, int status, void *arg) {
     probe_result *r = arg;
@@ -1968,6 +2077,7 @@ static void probe_start(probe *p) {
     if (LAB == NULL)
         return;
     p->n = ++probes;
+    p->started = now_ms();
     if (pipe(fds) != 0) {
         perror("torture: pipe");
         exit(2);
@@ -2007,6 +2117,14 @@ static void probe_check(probe *p, int64_t over, const char *fault) {
     if (got != (ssize_t)sizeof r) {
         probe_failures++;
         sv_violation("availability: probe %d across %s died (status 0x%x)", p->n, fault, status);
+    } else if (r.status == LEASH_EREPLICAS && short_during(p->started, r.ended)) {
+        /* README "Redis Sentinel": while the master has fewer replicas in
+         * sync than wait_replicas, grants fail EREPLICAS. */
+        probes_expected++;
+        fprintf(stderr,
+                "torture: probe %d across %s ended %s at t=%lld: expected (the master was short "
+                "of replicas)\n",
+                p->n, fault, leash_strerror(r.status), (long long)r.ended);
     } else if (r.status != LEASH_OK) {
         probe_failures++;
         sv_violation("availability: probe %d across %s (over at t=%lld): a fresh client's "
@@ -2062,8 +2180,8 @@ static void lab_kill_connections(test_redis *r) {
 }
 
 /* pr: a probe to start once the fault is in place. */
-static int64_t lab_net_fault(int nf, const int *servers, int nservers, test_redis *rs, probe *pr,
-                             char *said, size_t cap) {
+static int64_t lab_net_fault(int nf, const int *servers, test_redis *const *rs, int nservers,
+                             probe *pr, char *said, size_t cap) {
     int cli[MAX_PROCS + 1], n = nf <= NF_REQUESTS_LOST ? lab_pick_clients(cli) : 0, i, k;
     int64_t ms;
 
@@ -2073,7 +2191,7 @@ static int64_t lab_net_fault(int nf, const int *servers, int nservers, test_redi
 
     for (k = 0; k < nservers; k++) {
         int node = lab_srv[servers[k]];
-        test_redis *r = &rs[servers[k]];
+        test_redis *r = rs[k];
         for (i = 0; i < n + (n > 0); i++) {
             if (nf == NF_CUT)
                 lab_rule(netlab_cut(LAB, node, cli[i]));
@@ -2186,7 +2304,8 @@ static void one_lab_fault(void) {
     if (f >= NF_COUNT)
         probe_start(&pr);
     if (f < NF_COUNT) {
-        ms = lab_net_fault(f, (const int[]){0}, 1, &R, &pr, said, sizeof said);
+        ms = lab_net_fault(f, (const int[]){0}, (test_redis *const[]){&R}, 1, &pr, said,
+                           sizeof said);
     } else {
         switch (f) {
         case LF_FREEZE:
@@ -2227,9 +2346,10 @@ static void one_lab_fault(void) {
     probe_check(&pr, f < NF_COUNT && NF_LEAVES_A_PATH(f) ? t0 : now_ms(), lab_fault_names[f]);
 }
 
-/* Every node of the run: the servers' (started inside them), then one per
- * worker. 0, or -1 with the reason on stderr. */
-static int lab_start(int nservers, test_redis *servers, const test_redis_config *rc) {
+/* The lab and a node for each of nservers servers (not started yet: each
+ * is started with its node's address and namespace, lab_place). Exits 77
+ * where no lab can be made. 0, or -1 with the reason on stderr. */
+static int lab_make(int nservers) {
     char why[160];
     int i;
 
@@ -2246,18 +2366,32 @@ static int lab_start(int nservers, test_redis *servers, const test_redis_config 
         return -1;
     }
     for (i = 0; i < nservers; i++) {
-        test_redis_config c = *rc;
         char name[16];
         snprintf(name, sizeof name, "redis%d", i);
         if ((lab_srv[i] = netlab_node(LAB, name)) < 0)
             return -1;
-        c.host = netlab_addr(LAB, lab_srv[i]);
-        c.netns = netlab_ns_path(LAB, lab_srv[i]);
-        if (cfg.tls && (c.tls_dir = test_tls_certs()) == NULL)
-            return -1;
-        if (test_redis_start(&servers[i], &c) != 0)
-            return -1;
     }
+    lab_nsrv = nservers;
+    return 0;
+}
+
+/* Server s's config: on its node, over TLS with --tls. */
+static test_redis_config lab_place(int s, const test_redis_config *rc) {
+    test_redis_config c = *rc;
+    c.host = netlab_addr(LAB, lab_srv[s]);
+    c.netns = netlab_ns_path(LAB, lab_srv[s]);
+    if (cfg.tls && (c.tls_dir = test_tls_certs()) == NULL) {
+        fprintf(stderr, "torture: no certificates\n");
+        exit(2);
+    }
+    return c;
+}
+
+/* The rest of the lab once the servers run: a node per worker, the
+ * probe's, a dead address, two DNS servers, and every server's name. */
+static int lab_finish(void) {
+    int i;
+
     for (i = 0; i < cfg.procs; i++) {
         char name[16];
         snprintf(name, sizeof name, "worker%d", i);
@@ -2280,15 +2414,27 @@ static int lab_start(int nservers, test_redis *servers, const test_redis_config 
     }
     snprintf(lab_dns_servers, sizeof lab_dns_servers, "%s,%s", lab_dns[0].servers,
              lab_dns[1].servers);
-    for (i = 0; i < nservers; i++) {
+    for (i = 0; i < lab_nsrv; i++) {
         snprintf(lab_names[i], sizeof lab_names[i], "redis%d.lab.test", i);
         lab_name_set(i, netlab_addr(LAB, lab_srv[i]));
     }
     fprintf(stderr,
             "torture: a lab of %d servers (the first at %s) and %d workers, each in a "
             "network namespace of its own\n",
-            nservers, netlab_addr(LAB, lab_srv[0]), cfg.procs);
+            lab_nsrv, netlab_addr(LAB, lab_srv[0]), cfg.procs);
     return 0;
+}
+
+/* One server or Redlock's: the lab, its servers, the rest. */
+static int lab_start(int nservers, test_redis *servers, const test_redis_config *rc) {
+    if (lab_make(nservers) != 0)
+        return -1;
+    for (int i = 0; i < nservers; i++) {
+        test_redis_config c = lab_place(i, rc);
+        if (test_redis_start(&servers[i], &c) != 0)
+            return -1;
+    }
+    return lab_finish();
 }
 
 /* ---- the checks ---- */
@@ -2751,7 +2897,7 @@ int main(int argc, char **argv) {
     if (cfg.procs < 1 || cfg.procs > MAX_PROCS || cfg.handles < 1 || cfg.handles > 4096 ||
         cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 ||
         cfg.cluster + cfg.redlock + cfg.sentinel > 1 || (cfg.redlock && cfg.kind != K_MUTEX) ||
-        (cfg.lab && (cfg.cluster || cfg.sentinel)) || (cfg.tls && !cfg.lab) ||
+        (cfg.lab && cfg.cluster) || (cfg.tls && !cfg.lab) ||
         (cfg.only != NULL && (!cfg.lab || cfg.redlock || lab_fault_named(cfg.only) < 0)) ||
         (cfg.kind == K_SEM && (cfg.permits < 1 || cfg.permits > LEASH_PERMITS_MAX)))
         usage(argv[0]);
@@ -2811,12 +2957,37 @@ int main(int argc, char **argv) {
         nseeds = C.cfg.masters;
         port = test_cluster_port(&C, 0);
     } else if (cfg.sentinel) {
-        if (test_sentinel_start(&TS, NULL) != 0) {
+        test_sentinel_config scfg;
+        memset(&scfg, 0, sizeof scfg);
+        if (cfg.lab) {
+            /* Nodes 0-2: the data nodes; 3-5: the sentinels (the harness'
+             * defaults: a master, two replicas, three sentinels). */
+            memset(&rc, 0, sizeof rc);
+            if (lab_make(6) != 0) {
+                fprintf(stderr, "torture: cannot start the lab\n");
+                return 2;
+            }
+            for (i = 0; i < 6; i++) {
+                test_redis_config c = lab_place(i, &rc);
+                scfg.tls_dir = c.tls_dir;
+                if (i < 3) {
+                    scfg.data_host[i] = c.host;
+                    scfg.data_netns[i] = c.netns;
+                } else {
+                    scfg.sentinel_host[i - 3] = c.host;
+                    scfg.sentinel_netns[i - 3] = c.netns;
+                }
+            }
+        }
+        if (test_sentinel_start(&TS, &scfg) != 0 || (cfg.lab && lab_finish() != 0)) {
             fprintf(stderr, "torture: cannot start the master, its replicas and sentinels\n");
             return 2;
         }
         for (i = 0; i < TS.nsentinels; i++) {
             test_sentinel_addr(&TS, i, seed_text[i], sizeof seed_text[i]);
+            if (cfg.lab) /* by name */
+                snprintf(seed_text[i], sizeof seed_text[i], "%s:%d", lab_names[3 + i],
+                         cfg.tls ? TS.sentinel[i].tls_port : TS.sentinel[i].port);
             seeds[i] = seed_text[i];
         }
         nseeds = TS.nsentinels;
@@ -3006,6 +3177,9 @@ int main(int argc, char **argv) {
                ", the longest pttl %lld ms)",
                rl_restarts, (long long)(rl_restarts ? rl_min_down : 0), ngone, fg.gone_losts,
                fg.floors, (long long)fg.floor_ttl_max);
+    if (LAB != NULL)
+        printf(" (probes %d: failed %" PRIu64 ", failed as documented %" PRIu64 ")", probes,
+               probe_failures, probes_expected);
     printf("\nacquire endings: busy=%" PRIu64 " timedout=%" PRIu64 " econn=%" PRIu64
            " ereplicas=%" PRIu64 " canceled=%" PRIu64 " other=%" PRIu64 "; writes=%" PRIu64
            "; worst lateness: lost %lld ms past its deadline (beyond the loop's own), acquire %lld "
