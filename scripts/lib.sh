@@ -84,6 +84,10 @@ leash_missing_packages() {
     leash__dpkg_has nginx-dev || [[ -f /usr/share/nginx/src/conf_flags ]] || echo nginx-dev
     [[ -x /usr/sbin/nginx ]] || echo nginx
     command -v python3 >/dev/null 2>&1 || echo python3
+    # The network lab of the fault tests (tests/support/netlab.h): network
+    # namespaces, veth links and a bridge (iproute2), rules on it (nftables).
+    [[ -x /usr/sbin/ip ]] || echo iproute2
+    [[ -x /usr/sbin/nft ]] || echo nftables
     # clang's sanitizer runtimes are only a recommendation of clang.
     if [[ -n $LEASH_SANITIZE && $cc_name == clang* ]]; then
         if ! command -v "$CC" >/dev/null 2>&1 || ! leash__sanitizers_link; then

@@ -174,6 +174,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -192,6 +193,8 @@
 #include <leash/leash.h>
 
 #include "check.h"
+#include "dns_server.h"
+#include "netlab.h"
 #include "prim/lock.h" /* the hold's deadline, for the lost callback's check */
 #include "proxy.h"
 #include "redis_cluster.h"
@@ -214,12 +217,15 @@ static struct {
     int slack_ms; /* lateness allowed to an acquire beyond wait + command timeout */
     unsigned seed;
     int verbose;
-    int cluster;  /* --cluster: on a Redis Cluster, see the top */
-    int redlock;  /* --redlock: on Redlock's five servers, see the top */
-    int sentinel; /* --sentinel: through Redis Sentinel, see the top */
-    int kind;     /* K_MUTEX, or a member of the lock family (see the top) */
-    int permits;  /* --semaphore N */
-} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0, 0};
+    int cluster;      /* --cluster: on a Redis Cluster, see the top */
+    int redlock;      /* --redlock: on Redlock's five servers, see the top */
+    int sentinel;     /* --sentinel: through Redis Sentinel, see the top */
+    int kind;         /* K_MUTEX, or a member of the lock family (see the top) */
+    int permits;      /* --semaphore N */
+    int lab;          /* --lab: every process in a network namespace of its own, see the top */
+    const char *only; /* --only NAME: lab mode, that fault alone */
+    int tls;          /* --tls: lab mode over TLS */
+} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0};
 
 enum {
     K_MUTEX = 0,
@@ -849,6 +855,9 @@ static char seed_text[TEST_CLUSTER_MAX_NODES][32];
 static const char *seeds[TEST_CLUSTER_MAX_NODES];
 static int nseeds;
 
+/* Where the one server is: 127.0.0.1 (its proxy), or its address in the lab. */
+static const char *server_host = "127.0.0.1";
+
 /* A lock handle of the run's kind for h->name. */
 static void new_handle(handle *h) {
     char name[32];
@@ -875,6 +884,50 @@ static void new_handle(handle *h) {
     leash_on_lost(h->l, on_lost, h);
 }
 
+/* The lab's DNS servers, "addr:port,addr:port" (lab mode; else NULL). */
+static char lab_dns_servers[96];
+
+/* What every client of the run is given: a worker's and the probe's. */
+static void client_options(leash_options *o, int port) {
+    leash_options_init(o);
+    o->host = server_host;
+    o->port = port;
+    o->key_prefix = PREFIX;
+    o->lease_ms = cfg.lease_max;
+    o->command_timeout_ms = cfg.command_timeout;
+    o->connect_timeout_ms = cfg.command_timeout;
+    o->reconnect_min_ms = 20;
+    o->reconnect_max_ms = 200;
+    o->log_cb = worker_log;
+    o->log_level = cfg.verbose ? LEASH_LOG_INFO : LEASH_LOG_ERROR;
+    if (lab_dns_servers[0] != '\0')
+        o->dns_servers = lab_dns_servers;
+    if (cfg.tls) {
+        /* The test certificates name localhost, not the lab's names. */
+        o->tls = 1;
+        o->tls_ca_file = test_tls_file(0, "ca.pem");
+        o->tls_server_name = "localhost";
+    }
+    if (cfg.cluster) {
+        o->topology = LEASH_TOPOLOGY_CLUSTER;
+        o->nodes = seeds;
+        o->nodes_count = nseeds;
+        o->wait_replicas = 1;
+        o->wait_timeout_ms = CLUSTER_WAIT_TIMEOUT_MS;
+    } else if (cfg.redlock) {
+        o->topology = LEASH_TOPOLOGY_REDLOCK;
+        o->nodes = seeds;
+        o->nodes_count = nseeds;
+    } else if (cfg.sentinel) {
+        o->topology = LEASH_TOPOLOGY_SENTINEL;
+        o->nodes = seeds;
+        o->nodes_count = nseeds;
+        o->sentinel_master = TEST_SENTINEL_MASTER;
+        o->wait_replicas = 2; /* every replica: see the top */
+        o->wait_timeout_ms = CLUSTER_WAIT_TIMEOUT_MS;
+    }
+}
+
 static void worker_main(int proc, int port) {
     leash_options o;
     int i;
@@ -884,35 +937,7 @@ static void worker_main(int proc, int port) {
     W.me = &S->w[proc];
     W.rnd = cfg.seed * 2654435761u + (unsigned)proc * 40503u + 1;
     W.loop = ev_loop_new(EVFLAG_AUTO);
-    leash_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = port;
-    o.key_prefix = PREFIX;
-    o.lease_ms = cfg.lease_max;
-    o.command_timeout_ms = cfg.command_timeout;
-    o.connect_timeout_ms = cfg.command_timeout;
-    o.reconnect_min_ms = 20;
-    o.reconnect_max_ms = 200;
-    o.log_cb = worker_log;
-    o.log_level = cfg.verbose ? LEASH_LOG_INFO : LEASH_LOG_ERROR;
-    if (cfg.cluster) {
-        o.topology = LEASH_TOPOLOGY_CLUSTER;
-        o.nodes = seeds;
-        o.nodes_count = nseeds;
-        o.wait_replicas = 1;
-        o.wait_timeout_ms = CLUSTER_WAIT_TIMEOUT_MS;
-    } else if (cfg.redlock) {
-        o.topology = LEASH_TOPOLOGY_REDLOCK;
-        o.nodes = seeds;
-        o.nodes_count = nseeds;
-    } else if (cfg.sentinel) {
-        o.topology = LEASH_TOPOLOGY_SENTINEL;
-        o.nodes = seeds;
-        o.nodes_count = nseeds;
-        o.sentinel_master = TEST_SENTINEL_MASTER;
-        o.wait_replicas = 2; /* every replica: see the top */
-        o.wait_timeout_ms = CLUSTER_WAIT_TIMEOUT_MS;
-    }
+    client_options(&o, port);
     if (leash_client_new(&W.c, &o) != LEASH_OK || leash_libev_attach(W.loop, W.c) != LEASH_OK) {
         violation("no client");
         exit(1);
@@ -946,6 +971,54 @@ static void worker_main(int proc, int port) {
 }
 
 /* ---- the supervisor ---- */
+
+static netlab *LAB;
+static int lab_home = -1; /* the supervisor's own network namespace */
+#define LAB_MAX_SERVERS 8
+static int lab_srv[LAB_MAX_SERVERS]; /* each server's node */
+static int lab_nsrv;
+static int lab_cli[MAX_PROCS]; /* each worker's node */
+static int lab_ghost = -1;     /* a node whose connects vanish: a dead address */
+static int lab_dns_node[2];
+static test_dns lab_dns[2]; /* every client asks dns0 first, then dns1 */
+static char lab_names[LAB_MAX_SERVERS][32];
+
+/* The network faults that the lab makes between the workers and server s
+ * (the same for one server and for each Redlock server). Each holds for
+ * a while and heals; returns how long it held, and says which in said. */
+enum {
+    NF_CUT,           /* some workers cut off from the server, both ways */
+    NF_REPLIES_LOST,  /* the server's packets to some workers dropped */
+    NF_REQUESTS_LOST, /* some workers' packets to the server dropped */
+    NF_SYN_HOLE,      /* connects vanish; every connection is killed into it */
+    NF_ISOLATE,       /* the server gone from the network */
+    NF_DEAD_FIRST,    /* its name gets a dead address first (connects to it vanish) */
+    NF_DNS_DEAD,      /* the first DNS server gone from the network */
+    NF_NXDOMAIN,      /* its name unknown to every DNS server */
+    NF_COUNT
+};
+static const char *const net_fault_names[NF_COUNT] = {
+    "cut",     "replies-lost",       "requests-lost",  "syn-blackhole",
+    "isolate", "dead-first-address", "dns-first-dead", "nxdomain"};
+/* The faults that leave a path open all along: over when they begin. */
+#define NF_LEAVES_A_PATH(nf) ((nf) == NF_DEAD_FIRST || (nf) == NF_DNS_DEAD)
+
+/* Lab mode (its section is below). How soon after a fault was over the
+ * probe must be granted (see the probe). */
+#define RECOVER_MS 2000
+typedef struct probe {
+    pid_t pid;
+    int fd;
+    int n;
+    int64_t started;
+} probe;
+static void probe_start(probe *p);
+static void probe_check(probe *p, int64_t over, const char *fault);
+static int64_t lab_net_fault(int nf, const int *servers, test_redis *const *rs, int nservers,
+                             probe *pr, char *said, size_t cap);
+static int64_t lab_bridge(char *said, size_t cap);
+static void lab_rule(int ok);
+static void lab_kill_connections(test_redis *r);
 
 static test_redis R;
 static fault_proxy P;
@@ -1424,10 +1497,14 @@ enum {
     SF_KILL_PUBSUB,
     SF_SCRIPT_FLUSH,
     SF_SIGSTOP,
+    SF_STALE_SENTINEL, /* lab mode only, as the two below */
+    SF_MASTER_CUT_OFF,
+    SF_NET, /* lab mode: one of the network's faults, on a sentinel */
     SF_COUNT
 };
 static const char *const sentinel_fault_names[SF_COUNT] = {
-    "failover", "kill-master", "freeze-sentinel", "client-kill", "script-flush", "sigstop"};
+    "failover", "kill-master",    "freeze-sentinel", "client-kill", "script-flush",
+    "sigstop",  "stale-sentinel", "master-cut-off",  "network"};
 static uint64_t sentinel_fault_count[SF_COUNT];
 
 /* The sentinels' harness gave up (no master named in time). */
@@ -1437,14 +1514,88 @@ static void sentinel_harness_failed(const char *what) {
     exit(2);
 }
 
-static void one_sentinel_fault(void) {
-    int f = s_between(0, SF_COUNT - 1), master = test_sentinel_master(&TS), other = -1;
-    int64_t t0 = now_ms(), t1 = 0, t2 = 0;
-    redisReply *r = NULL;
+/* Lab mode: the first sentinel of every client's list is cut off from
+ * the other sentinels and every data node (the clients still reach it)
+ * while the others fail the master over: it goes on naming the old
+ * master, which the others soon make a replica. Every client connection
+ * is closed then, so that clients ask the sentinels again. Returns the
+ * new master, and in *named when the others named it. */
+static int stale_sentinel(int master, int64_t *named, probe *pr) {
+    int i, m = -1, liar = lab_nsrv - TS.nsentinels; /* sentinel 0's node index */
+    int64_t until;
 
+    for (i = 0; i < lab_nsrv; i++)
+        if (i != liar)
+            lab_rule(netlab_cut(LAB, lab_srv[liar], lab_srv[i]));
+    until = now_ms() + 30000;
+    while (now_ms() < until) {
+        freeReplyObject(
+            test_redis_cmd(&TS.sentinel[1], "SENTINEL FAILOVER %s", TEST_SENTINEL_MASTER));
+        int64_t wait_until = now_ms() + 5000;
+        while (now_ms() < wait_until && ((m = test_sentinel_named_by(&TS, 1)) < 0 || m == master))
+            sleep_ms(50);
+        if (m >= 0 && m != master)
+            break;
+    }
+    if (m < 0 || m == master)
+        sentinel_harness_failed("no failover behind the stale sentinel");
+    *named = now_ms();
+    /* Until the old master is demoted, it would still say "master". */
+    until = now_ms() + 30000;
+    for (;;) {
+        redisReply *r = test_redis_cmd(&TS.data[master], "ROLE");
+        int demoted = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                      strcmp(r->element[0]->str, "slave") == 0;
+        freeReplyObject(r);
+        if (demoted)
+            break;
+        if (now_ms() > until)
+            sentinel_harness_failed("the old master was not demoted");
+        sleep_ms(50);
+    }
+    for (i = 0; i < TS.ndata; i++)
+        lab_kill_connections(&TS.data[i]);
+    *named = now_ms();
+    probe_start(pr);
+    sleep_ms(s_between(RECOVER_MS + 1000, RECOVER_MS + 3000));
+    lab_rule(netlab_heal(LAB));
+    if (test_sentinel_wait_master(&TS, -1, 30000) < 0)
+        sentinel_harness_failed("the sentinels did not agree again");
+    return m;
+}
+
+/* Lab mode: the master cut off from the sentinels and the replicas while
+ * the clients still reach it, until the sentinels named another; then
+ * healed. Returns the new master, and in *named when it was named. */
+static int master_cut_off(int master, int64_t *named) {
+    int i, m;
+    for (i = 0; i < lab_nsrv; i++)
+        if (i != master)
+            lab_rule(netlab_cut(LAB, lab_srv[master], lab_srv[i]));
+    m = test_sentinel_wait_master(&TS, master, 30000);
+    *named = now_ms();
+    if (m < 0)
+        sentinel_harness_failed("no new master while the old was cut off");
+    sleep_ms(s_between(100, 2000));
+    lab_rule(netlab_heal(LAB));
+    return m;
+}
+
+static void one_sentinel_fault(void) {
+    int f, master = test_sentinel_master(&TS), other = -1;
+    int64_t t0 = now_ms(), t1 = 0, t2 = 0, over = 0;
+    redisReply *r = NULL;
+    char said[160] = "";
+    probe pr;
+
+    do
+        f = s_between(0, SF_COUNT - 1);
+    while (!cfg.lab && f >= SF_STALE_SENTINEL);
     sentinel_fault_count[f]++;
     if (master < 0)
         sentinel_harness_failed("no master named");
+    if (f != SF_STALE_SENTINEL && f != SF_NET)
+        probe_start(&pr);
     switch (f) {
     case SF_FAILOVER:
         /* A failover that does not happen (no replica good enough in
@@ -1480,10 +1631,28 @@ static void one_sentinel_fault(void) {
     case SF_SIGSTOP:
         sigstop_one(s_between(50, cfg.lease_max + 1000));
         break;
+    case SF_STALE_SENTINEL:
+        other = stale_sentinel(master, &over, &pr);
+        break;
+    case SF_MASTER_CUT_OFF:
+        other = master_cut_off(master, &over);
+        break;
+    case SF_NET: {
+        /* On one sentinel: a minority; the others still answer. */
+        int nf = s_between(0, NF_COUNT - 1), sn = s_between(0, TS.nsentinels - 1);
+        int node = lab_nsrv - TS.nsentinels + sn;
+        lab_net_fault(nf, &node, (test_redis *const[]){&TS.sentinel[sn]}, 1, &pr, said,
+                      sizeof said);
+        if (NF_LEAVES_A_PATH(nf))
+            over = t0;
+        other = sn;
+        break;
+    }
     }
     if (r)
         freeReplyObject(r);
-    if ((f == SF_FAILOVER && other >= 0) || f == SF_KILL) {
+    if ((f == SF_FAILOVER && other >= 0) || f == SF_KILL || f == SF_STALE_SENTINEL ||
+        f == SF_MASTER_CUT_OFF) {
         /* WAIT 2 is short until the old master is a replica in sync
          * again (the sentinels convert it when they see it). */
         int64_t until = now_ms() + 30000;
@@ -1499,9 +1668,12 @@ static void one_sentinel_fault(void) {
         fprintf(stderr, " -> %d", other);
     if (f == SF_KILL)
         fprintf(stderr, ", promoted at t=%lld, restarted at t=%lld", (long long)t1, (long long)t2);
-    if (f == SF_FREEZE_SENTINEL)
+    if (f == SF_FREEZE_SENTINEL || f == SF_NET)
         fprintf(stderr, ", sentinel %d", other);
-    fprintf(stderr, ", done at t=%lld\n", (long long)now_ms());
+    if (f == SF_STALE_SENTINEL || f == SF_MASTER_CUT_OFF)
+        fprintf(stderr, " -> %d, named at t=%lld", other, (long long)over);
+    fprintf(stderr, "%s, done at t=%lld\n", said, (long long)now_ms());
+    probe_check(&pr, over != 0 ? over : now_ms(), sentinel_fault_names[f]);
 }
 
 /* ---- the supervisor in Redlock mode ---- */
@@ -1519,6 +1691,7 @@ static void one_sentinel_fault(void) {
  */
 #define RL_N 5
 #define RL_MINORITY 2
+
 #define MAX_GONE 256
 
 static test_redis RS[RL_N];
@@ -1537,12 +1710,23 @@ enum {
     RF_KILL_PUBSUB,
     RF_SCRIPT_FLUSH,
     RF_SIGSTOP,
+    RF_BRIDGE, /* lab mode only */
     RF_MAJORITY,
     RF_COUNT
 };
 static const char *const redlock_fault_names[RF_COUNT] = {
-    "kill",   "freeze",      "stall",        "delay",   "blackhole",    "cut",
-    "refuse", "client-kill", "script-flush", "sigstop", "majority-gone"};
+    "kill",   "freeze",      "stall",        "delay",   "blackhole", "cut",
+    "refuse", "client-kill", "script-flush", "sigstop", "bridge",    "majority-gone"};
+/* In the lab the proxy's faults are the network's (lab_net_fault). */
+static const char *const redlock_lab_fault_names[RF_COUNT] = {
+    "kill",          "freeze",  "cut",           "replies-lost",
+    "syn-blackhole", "isolate", "requests-lost", "client-kill",
+    "script-flush",  "sigstop", "bridge",        "majority-gone"};
+static const int redlock_lab_net[RF_COUNT] = {[RF_STALL] = NF_CUT,
+                                              [RF_DELAY] = NF_REPLIES_LOST,
+                                              [RF_HOLE] = NF_SYN_HOLE,
+                                              [RF_CUT] = NF_ISOLATE,
+                                              [RF_REFUSE] = NF_REQUESTS_LOST};
 static uint64_t redlock_fault_count[RF_COUNT];
 static uint64_t rl_restarts;
 static int64_t rl_min_down = INT64_MAX; /* shortest time a killed server stayed down */
@@ -1592,7 +1776,8 @@ static void rl_restart(int s) {
                 s, (long long)down);
         exit(2);
     }
-    if (test_redis_restart(&RS[s]) != 0) {
+    int restarted = test_redis_restart(&RS[s]);
+    if (restarted != 0) {
         fprintf(stderr, "torture: redis-server %d did not come back\n", s);
         kill_workers();
         exit(2);
@@ -1693,19 +1878,27 @@ static void one_redlock_fault(int force_majority) {
     int64_t t0 = now_ms(), ms = 0;
     char said[200] = "";
 
+    probe pr;
+
     rl_restart_due(0);
     budget = RL_MINORITY - rl_down_count();
     for (;;) {
         f = force_majority || s_between(0, 24) == 0 ? RF_MAJORITY : s_between(0, RF_MAJORITY - 1);
+        if (f == RF_BRIDGE && (!cfg.lab || rl_down_count() > 0))
+            continue; /* each side must still see a majority */
         if (budget > 0 || f == RF_KILL_PUBSUB || f == RF_SCRIPT_FLUSH || f == RF_SIGSTOP ||
-            f == RF_MAJORITY)
+            f == RF_BRIDGE || f == RF_MAJORITY)
             break;
     }
     redlock_fault_count[f]++;
+    if (!cfg.lab || f < RF_STALL || f > RF_REFUSE)
+        probe_start(&pr);
     if (f <= RF_REFUSE) {
         k = s_between(1, budget);
         n = rl_pick_up(s, k);
     }
+    if (cfg.lab && f >= RF_STALL && f <= RF_REFUSE)
+        f = -f - 1; /* the network's fault instead of the proxy's, below */
     switch (f) {
     case RF_KILL:
         for (i = 0; i < n; i++) {
@@ -1769,13 +1962,23 @@ static void one_redlock_fault(int force_majority) {
     case RF_SIGSTOP:
         sigstop_one(ms = s_between(50, 3 * cfg.lease_max));
         break;
+    case RF_BRIDGE:
+        ms = lab_bridge(said, sizeof said);
+        break;
     case RF_MAJORITY:
         rl_majority_gone(said, sizeof said);
         break;
+    default: /* lab mode: the network's fault for -f - 1 */
+        f = -f - 1;
+        test_redis *rs[RL_N];
+        for (i = 0; i < n; i++)
+            rs[i] = &RS[s[i]];
+        ms = lab_net_fault(redlock_lab_net[f], s, rs, n, &pr, said, sizeof said);
     }
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n && !cfg.lab; i++)
         fp_clear(&RP[s[i]]);
-    fprintf(stderr, "torture: t=%lld fault %s", (long long)t0, redlock_fault_names[f]);
+    fprintf(stderr, "torture: t=%lld fault %s", (long long)t0,
+            (cfg.lab ? redlock_lab_fault_names : redlock_fault_names)[f]);
     if (n > 0) {
         fprintf(stderr, ": server%s", n > 1 ? "s" : "");
         for (i = 0; i < n; i++)
@@ -1788,6 +1991,450 @@ static void one_redlock_fault(int force_majority) {
     fprintf(stderr, "%s%s, done at t=%lld\n",
             f == RF_KILL_PUBSUB || f == RF_SCRIPT_FLUSH ? ", servers said" : "", said,
             (long long)now_ms());
+    /* Across a bridge every worker sees a majority all along. */
+    probe_check(&pr, f == RF_BRIDGE ? t0 : now_ms(),
+                (cfg.lab ? redlock_lab_fault_names : redlock_fault_names)[f]);
+}
+
+/* ---- lab mode (--lab) ---- */
+
+/* Back to the supervisor's own namespace, which reaches nothing: every
+ * connection the harness makes to a server is made in the server's
+ * namespace (test_redis_config.netns), and one that a slip made here
+ * would go nowhere, never out of the machine. */
+static void lab_out(void) {
+    if (LAB != NULL && setns(lab_home, CLONE_NEWNET) != 0) {
+        perror("torture: setns back home");
+        exit(2);
+    }
+}
+
+static void sv_violation(const char *fmt, ...) TEST_PRINTF_(1, 2);
+
+/* The probe. */
+
+/*
+ * Availability after a fault: a fresh client in a node of its own (new
+ * connections, every name resolved anew) asks, as the fault begins, for
+ * a lock nobody else uses, with a wait that outlasts the fault. It must be
+ * granted, and no later than RECOVER_MS after the fault was over: work
+ * issued while disconnected waits until it connects or its own deadline
+ * passes (DESIGN.md 7), a name with one live address connects, a slow or
+ * frozen server is a connect timeout like any other. A fault that leaves
+ * a path open the whole time (a dead first address or DNS server, a
+ * bridge) is over, for this bound, the moment it began.
+ */
+#define PROBE_WAIT_MS 60000
+
+typedef struct probe_result {
+    int status;
+    int64_t ended;
+} probe_result;
+
+static int lab_probe_node = -1;
+static int lab_port;
+static int probes;
+static uint64_t probe_failures, probes_expected;
+
+static void probe_on_acquired(leash_lock *l, int status, void *arg) {
+    probe_result *r = arg;
+    (void)l;
+    r->status = status;
+    r->ended = now_ms();
+    ev_break(W.loop, EVBREAK_ALL);
+}
+
+static void probe_main(int fd, int n) {
+    leash_options o;
+    leash_client *c = NULL;
+    leash_lock *l = NULL;
+    char name[32];
+    probe_result r = {-1000, 0};
+
+    W.proc = -1;
+    W.loop = ev_loop_new(EVFLAG_AUTO);
+    client_options(&o, lab_port);
+    snprintf(name, sizeof name, "probe%d", n);
+    if (leash_client_new(&c, &o) != LEASH_OK || leash_libev_attach(W.loop, c) != LEASH_OK ||
+        (l = leash_lock_new(c, name)) == NULL ||
+        leash_acquire(l, PROBE_WAIT_MS, probe_on_acquired, &r) != LEASH_OK)
+        _exit(3);
+    ev_run(W.loop, 0);
+    if (r.status == LEASH_OK)
+        leash_release(l, NULL, NULL);
+    leash_client_free(c); /* gives back what it still holds, then ends */
+    ev_run(W.loop, 0);
+    if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
+        _exit(3);
+    _exit(0);
+}
+
+static void probe_start(probe *p) {
+    int fds[2];
+    pid_t parent = getpid();
+
+    p->pid = 0;
+    if (LAB == NULL)
+        return;
+    p->n = ++probes;
+    p->started = now_ms();
+    if (pipe(fds) != 0) {
+        perror("torture: pipe");
+        exit(2);
+    }
+    fflush(stderr);
+    p->pid = fork();
+    if (p->pid < 0) {
+        perror("torture: fork");
+        exit(2);
+    }
+    if (p->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent || netlab_enter(LAB, lab_probe_node) != 0)
+            _exit(3);
+        close(fds[0]);
+        probe_main(fds[1], p->n);
+    }
+    close(fds[1]);
+    p->fd = fds[0];
+}
+
+/* The fault the probe ran across was over at `over`: the probe must end
+ * granted by over + RECOVER_MS. */
+static void probe_check(probe *p, int64_t over, const char *fault) {
+    probe_result r = {-1000, 0};
+    int status;
+    ssize_t got;
+
+    if (p->pid <= 0)
+        return;
+    do
+        got = read(p->fd, &r, sizeof r);
+    while (got < 0 && errno == EINTR);
+    close(p->fd);
+    waitpid(p->pid, &status, 0);
+    p->pid = 0;
+    if (got != (ssize_t)sizeof r) {
+        probe_failures++;
+        sv_violation("availability: probe %d across %s died (status 0x%x)", p->n, fault, status);
+    } else if (r.status == LEASH_EREPLICAS && short_during(p->started, r.ended)) {
+        /* README "Redis Sentinel": while the master has fewer replicas in
+         * sync than wait_replicas, grants fail EREPLICAS. */
+        probes_expected++;
+        fprintf(stderr,
+                "torture: probe %d across %s ended %s at t=%lld: expected (the master was short "
+                "of replicas)\n",
+                p->n, fault, leash_strerror(r.status), (long long)r.ended);
+    } else if (r.status != LEASH_OK) {
+        probe_failures++;
+        sv_violation("availability: probe %d across %s (over at t=%lld): a fresh client's "
+                     "acquire of a free lock ended %s at t=%lld",
+                     p->n, fault, (long long)over, leash_strerror(r.status), (long long)r.ended);
+    } else if (r.ended > over + RECOVER_MS) {
+        probe_failures++;
+        sv_violation("availability: probe %d across %s (over at t=%lld): granted at t=%lld, "
+                     "%lld ms after the fault was over (at most %d)",
+                     p->n, fault, (long long)over, (long long)r.ended, (long long)(r.ended - over),
+                     RECOVER_MS);
+    }
+}
+
+/* Between 1 and every worker's node, picked at random, into out[]. */
+static int lab_pick_clients(int *out) {
+    int i, n = 0, k = s_between(1, cfg.procs), left[MAX_PROCS], nleft = cfg.procs;
+    for (i = 0; i < cfg.procs; i++)
+        left[i] = lab_cli[i];
+    while (n < k) {
+        int j = s_between(0, nleft - 1);
+        out[n++] = left[j];
+        left[j] = left[--nleft];
+    }
+    return n;
+}
+
+static void lab_rule(int ok) {
+    if (ok != 0) {
+        fprintf(stderr, "torture: a lab rule was refused\n");
+        kill_workers();
+        exit(2);
+    }
+}
+
+/* Server s's name resolves to addrs (NULL: NXDOMAIN) on every DNS server. */
+static void lab_name_set(int s, const char *addrs) {
+    for (int i = 0; i < 2; i++)
+        if (test_dns_set(&lab_dns[i], lab_names[s], addrs) != 0) {
+            fprintf(stderr, "torture: the lab's DNS server %d did not take a name\n", i);
+            exit(2);
+        }
+}
+
+/* Every client connection of server r closed: they connect again, and
+ * resolve its name again. */
+static void lab_kill_connections(test_redis *r) {
+    redisReply *x;
+    if ((x = test_redis_cmd(r, "CLIENT KILL TYPE normal")) != NULL)
+        freeReplyObject(x);
+    if ((x = test_redis_cmd(r, "CLIENT KILL TYPE pubsub")) != NULL)
+        freeReplyObject(x);
+}
+
+/* pr: a probe to start once the fault is in place. */
+static int64_t lab_net_fault(int nf, const int *servers, test_redis *const *rs, int nservers,
+                             probe *pr, char *said, size_t cap) {
+    int cli[MAX_PROCS + 1], n = nf <= NF_REQUESTS_LOST ? lab_pick_clients(cli) : 0, i, k;
+    int64_t ms;
+
+    /* The probe's path always suffers what the picked workers' do. */
+    if (n > 0)
+        cli[n] = lab_probe_node;
+
+    for (k = 0; k < nservers; k++) {
+        int node = lab_srv[servers[k]];
+        test_redis *r = rs[k];
+        for (i = 0; i < n + (n > 0); i++) {
+            if (nf == NF_CUT)
+                lab_rule(netlab_cut(LAB, node, cli[i]));
+            else if (nf == NF_REPLIES_LOST)
+                lab_rule(netlab_cut_oneway(LAB, node, cli[i]));
+            else
+                lab_rule(netlab_cut_oneway(LAB, cli[i], node));
+        }
+        if (nf == NF_SYN_HOLE) {
+            lab_rule(netlab_drop_syn(LAB, node, r->port));
+            lab_kill_connections(r);
+        } else if (nf == NF_ISOLATE) {
+            lab_rule(netlab_isolate(LAB, node));
+        } else if (nf == NF_DEAD_FIRST) {
+            char addrs[64];
+            snprintf(addrs, sizeof addrs, "%s,%s", netlab_addr(LAB, lab_ghost),
+                     netlab_addr(LAB, node));
+            if (k == 0)
+                lab_rule(netlab_drop_syn(LAB, lab_ghost, 0));
+            lab_name_set(servers[k], addrs);
+            lab_kill_connections(r);
+        } else if (nf == NF_DNS_DEAD) {
+            if (k == 0)
+                lab_rule(netlab_isolate(LAB, lab_dns_node[0]));
+            lab_kill_connections(r);
+        } else if (nf == NF_NXDOMAIN) {
+            lab_name_set(servers[k], NULL);
+            lab_kill_connections(r);
+        }
+    }
+    probe_start(pr);
+    ms = nf == NF_ISOLATE ? s_between(50, 2 * cfg.lease_max) : s_between(50, 3 * cfg.lease_max);
+    if (NF_LEAVES_A_PATH(nf)) /* longer than the probe may take to get through */
+        ms = s_between(RECOVER_MS + 1000, RECOVER_MS + 4000);
+    sleep_ms(ms);
+    lab_rule(netlab_heal(LAB));
+    for (k = 0; k < nservers; k++)
+        lab_name_set(servers[k], netlab_addr(LAB, lab_srv[servers[k]]));
+    if (n > 0)
+        snprintf(said, cap, " (%s, %d of %d workers)", net_fault_names[nf], n, cfg.procs);
+    else
+        snprintf(said, cap, " (%s)", net_fault_names[nf]);
+    return ms;
+}
+
+/* Redlock in the lab: the workers split in two groups that each see a
+ * different majority of the servers, sharing one (A sees 0-2, B sees
+ * 2-4, as a permutation of the servers): a bridge, where every worker
+ * can still be granted the lock, by majorities that overlap in one
+ * server. */
+static int64_t lab_bridge(char *said, size_t cap) {
+    int perm[RL_N], i, j, ina = 0;
+    int64_t ms;
+
+    for (i = 0; i < RL_N; i++)
+        perm[i] = i;
+    for (i = RL_N - 1; i > 0; i--) {
+        int t;
+        j = s_between(0, i);
+        t = perm[i], perm[i] = perm[j], perm[j] = t;
+    }
+    for (i = 0; i <= cfg.procs; i++) {
+        int in_a = s_between(0, 1), node = i < cfg.procs ? lab_cli[i] : lab_probe_node;
+        ina += in_a && i < cfg.procs;
+        for (j = 0; j < 2; j++)
+            lab_rule(netlab_cut(LAB, node, lab_srv[perm[in_a ? 3 + j : j]]));
+    }
+    sleep_ms(ms = s_between(cfg.lease_min, 3 * cfg.lease_max));
+    lab_rule(netlab_heal(LAB));
+    snprintf(said, cap, " (%d workers see %d,%d,%d; %d see %d,%d,%d)", ina, perm[0], perm[1],
+             perm[2], cfg.procs - ina, perm[2], perm[3], perm[4]);
+    return ms;
+}
+
+/* One server in the lab: the network faults, and what the server and the
+ * workers' processes suffer. */
+enum {
+    LF_FREEZE = NF_COUNT, /* below it: the network faults, NF_* */
+    LF_DEBUG_SLEEP,
+    LF_RESTART,
+    LF_KILL_PUBSUB,
+    LF_SIGSTOP,
+    LF_SCRIPT_FLUSH,
+    LF_COUNT
+};
+static const char *const lab_fault_names[LF_COUNT] = {
+    "cut",           "replies-lost",       "requests-lost",  "syn-blackhole",
+    "isolate",       "dead-first-address", "dns-first-dead", "nxdomain",
+    "freeze-server", "debug-sleep",        "restart",        "client-kill",
+    "sigstop",       "script-flush"};
+static uint64_t lab_fault_count[LF_COUNT];
+
+static int lab_fault_named(const char *name) {
+    for (int f = 0; f < LF_COUNT; f++)
+        if (strcmp(lab_fault_names[f], name) == 0)
+            return f;
+    return -1;
+}
+
+static void one_lab_fault(void) {
+    int f = s_between(0, LF_COUNT - 1);
+
+    if (cfg.only != NULL)
+        f = lab_fault_named(cfg.only);
+    int64_t t0 = now_ms(), ms = 0;
+    char said[160] = "";
+    probe pr;
+
+    lab_fault_count[f]++;
+    if (f >= NF_COUNT)
+        probe_start(&pr);
+    if (f < NF_COUNT) {
+        ms = lab_net_fault(f, (const int[]){0}, (test_redis *const[]){&R}, 1, &pr, said,
+                           sizeof said);
+    } else {
+        switch (f) {
+        case LF_FREEZE:
+            test_redis_freeze(&R);
+            sleep_ms(ms = s_between(50, 3 * cfg.lease_max));
+            test_redis_thaw(&R);
+            break;
+        case LF_DEBUG_SLEEP: {
+            char cmd[40];
+            ms = s_between(50, 2000);
+            snprintf(cmd, sizeof cmd, "DEBUG SLEEP %.3f", (double)ms / 1000.0);
+            admin(cmd);
+            break;
+        }
+        case LF_RESTART:
+            test_redis_kill(&R);
+            sleep_ms(s_between(0, 600));
+            if (redis_respawn() != 0) {
+                fprintf(stderr, "torture: redis-server did not come back\n");
+                exit(2);
+            }
+            break;
+        case LF_KILL_PUBSUB:
+            admin("CLIENT KILL TYPE pubsub");
+            break;
+        case LF_SIGSTOP:
+            sigstop_one(ms = s_between(50, 3 * cfg.lease_max));
+            break;
+        case LF_SCRIPT_FLUSH:
+            admin("SCRIPT FLUSH");
+            break;
+        }
+    }
+    fprintf(stderr, "torture: t=%lld fault %s", (long long)t0, lab_fault_names[f]);
+    if (ms > 0)
+        fprintf(stderr, " for %lld ms", (long long)ms);
+    fprintf(stderr, "%s, done at t=%lld\n", said, (long long)now_ms());
+    probe_check(&pr, f < NF_COUNT && NF_LEAVES_A_PATH(f) ? t0 : now_ms(), lab_fault_names[f]);
+}
+
+/* The lab and a node for each of nservers servers (not started yet: each
+ * is started with its node's address and namespace, lab_place). Exits 77
+ * where no lab can be made. 0, or -1 with the reason on stderr. */
+static int lab_make(int nservers) {
+    char why[160];
+    int i;
+
+    if (!netlab_usable(why, sizeof why)) {
+        printf("SKIP torture --lab: %s\n", why);
+        exit(77);
+    }
+    if ((LAB = netlab_new(NULL)) == NULL)
+        return -1;
+    /* The supervisor leaves the host's namespace for an empty one. */
+    if (unshare(CLONE_NEWNET) != 0 ||
+        (lab_home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
+        perror("torture: a namespace of the supervisor's own");
+        return -1;
+    }
+    for (i = 0; i < nservers; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "redis%d", i);
+        if ((lab_srv[i] = netlab_node(LAB, name)) < 0)
+            return -1;
+    }
+    lab_nsrv = nservers;
+    return 0;
+}
+
+/* Server s's config: on its node, over TLS with --tls. */
+static test_redis_config lab_place(int s, const test_redis_config *rc) {
+    test_redis_config c = *rc;
+    c.host = netlab_addr(LAB, lab_srv[s]);
+    c.netns = netlab_ns_path(LAB, lab_srv[s]);
+    if (cfg.tls && (c.tls_dir = test_tls_certs()) == NULL) {
+        fprintf(stderr, "torture: no certificates\n");
+        exit(2);
+    }
+    return c;
+}
+
+/* The rest of the lab once the servers run: a node per worker, the
+ * probe's, a dead address, two DNS servers, and every server's name. */
+static int lab_finish(void) {
+    int i;
+
+    for (i = 0; i < cfg.procs; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "worker%d", i);
+        if ((lab_cli[i] = netlab_node(LAB, name)) < 0)
+            return -1;
+    }
+    if ((lab_probe_node = netlab_node(LAB, "probe")) < 0 ||
+        (lab_ghost = netlab_node(LAB, "ghost")) < 0)
+        return -1;
+    for (i = 0; i < 2; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "dns%d", i);
+        if ((lab_dns_node[i] = netlab_node(LAB, name)) < 0 ||
+            netlab_enter(LAB, lab_dns_node[i]) != 0)
+            return -1;
+        int started = test_dns_start_at(&lab_dns[i], netlab_addr(LAB, lab_dns_node[i]));
+        lab_out();
+        if (started != 0)
+            return -1;
+    }
+    snprintf(lab_dns_servers, sizeof lab_dns_servers, "%s,%s", lab_dns[0].servers,
+             lab_dns[1].servers);
+    for (i = 0; i < lab_nsrv; i++) {
+        snprintf(lab_names[i], sizeof lab_names[i], "redis%d.lab.test", i);
+        lab_name_set(i, netlab_addr(LAB, lab_srv[i]));
+    }
+    fprintf(stderr,
+            "torture: a lab of %d servers (the first at %s) and %d workers, each in a "
+            "network namespace of its own\n",
+            lab_nsrv, netlab_addr(LAB, lab_srv[0]), cfg.procs);
+    return 0;
+}
+
+/* One server or Redlock's: the lab, its servers, the rest. */
+static int lab_start(int nservers, test_redis *servers, const test_redis_config *rc) {
+    if (lab_make(nservers) != 0)
+        return -1;
+    for (int i = 0; i < nservers; i++) {
+        test_redis_config c = lab_place(i, rc);
+        if (test_redis_start(&servers[i], &c) != 0)
+            return -1;
+    }
+    return lab_finish();
 }
 
 /* ---- the checks ---- */
@@ -2101,7 +2748,8 @@ static void check_redlock_empty(figures *fg) {
     size_t k;
 
     for (i = 0; i < RL_N; i++) {
-        redisReply *r = test_redis_cmd(&RS[i], "KEYS %s*", PREFIX);
+        redisReply *r;
+        r = test_redis_cmd(&RS[i], "KEYS %s*", PREFIX);
         if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
             sv_violation("cannot list the keys left on server %d", i);
         } else {
@@ -2176,12 +2824,12 @@ static void check_majority_gone(figures *fg) {
 }
 
 static void usage(const char *argv0) {
-    fprintf(
-        stderr,
-        "usage: %s [--cluster | --redlock | --sentinel] [--fair | --rw | --semaphore N] [--quick]\n"
-        "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
-        "          [--seed S] [--tolerance-ms N] [--verbose]\n",
-        argv0);
+    fprintf(stderr,
+            "usage: %s [--cluster | --redlock | --sentinel] [--lab [--tls] [--only FAULT]]\n"
+            "          [--fair | --rw | --semaphore N] [--quick]\n"
+            "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
+            "          [--seed S] [--tolerance-ms N] [--verbose]\n",
+            argv0);
     exit(2);
 }
 
@@ -2212,6 +2860,10 @@ int main(int argc, char **argv) {
             cfg.redlock = 1;
         } else if (strcmp(a, "--sentinel") == 0) {
             cfg.sentinel = 1;
+        } else if (strcmp(a, "--lab") == 0) {
+            cfg.lab = 1;
+        } else if (strcmp(a, "--tls") == 0) {
+            cfg.tls = 1;
         } else if (strcmp(a, "--fair") == 0) {
             cfg.kind = K_FAIR;
         } else if (strcmp(a, "--rw") == 0) {
@@ -2234,6 +2886,8 @@ int main(int argc, char **argv) {
             cfg.names = atoi(v), i++;
         } else if (strcmp(a, "--seed") == 0) {
             cfg.seed = (unsigned)strtoul(v, NULL, 0), i++;
+        } else if (strcmp(a, "--only") == 0) {
+            cfg.only = v, i++;
         } else if (strcmp(a, "--tolerance-ms") == 0) {
             cfg.tol_ms = atoi(v), i++;
         } else {
@@ -2243,6 +2897,8 @@ int main(int argc, char **argv) {
     if (cfg.procs < 1 || cfg.procs > MAX_PROCS || cfg.handles < 1 || cfg.handles > 4096 ||
         cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 ||
         cfg.cluster + cfg.redlock + cfg.sentinel > 1 || (cfg.redlock && cfg.kind != K_MUTEX) ||
+        (cfg.lab && cfg.cluster) || (cfg.tls && !cfg.lab) ||
+        (cfg.only != NULL && (!cfg.lab || cfg.redlock || lab_fault_named(cfg.only) < 0)) ||
         (cfg.kind == K_SEM && (cfg.permits < 1 || cfg.permits > LEASH_PERMITS_MAX)))
         usage(argv[0]);
     if (cfg.cluster || cfg.sentinel)
@@ -2301,19 +2957,56 @@ int main(int argc, char **argv) {
         nseeds = C.cfg.masters;
         port = test_cluster_port(&C, 0);
     } else if (cfg.sentinel) {
-        if (test_sentinel_start(&TS, NULL) != 0) {
+        test_sentinel_config scfg;
+        memset(&scfg, 0, sizeof scfg);
+        if (cfg.lab) {
+            /* Nodes 0-2: the data nodes; 3-5: the sentinels (the harness'
+             * defaults: a master, two replicas, three sentinels). */
+            memset(&rc, 0, sizeof rc);
+            if (lab_make(6) != 0) {
+                fprintf(stderr, "torture: cannot start the lab\n");
+                return 2;
+            }
+            for (i = 0; i < 6; i++) {
+                test_redis_config c = lab_place(i, &rc);
+                scfg.tls_dir = c.tls_dir;
+                if (i < 3) {
+                    scfg.data_host[i] = c.host;
+                    scfg.data_netns[i] = c.netns;
+                } else {
+                    scfg.sentinel_host[i - 3] = c.host;
+                    scfg.sentinel_netns[i - 3] = c.netns;
+                }
+            }
+        }
+        if (test_sentinel_start(&TS, &scfg) != 0 || (cfg.lab && lab_finish() != 0)) {
             fprintf(stderr, "torture: cannot start the master, its replicas and sentinels\n");
             return 2;
         }
         for (i = 0; i < TS.nsentinels; i++) {
             test_sentinel_addr(&TS, i, seed_text[i], sizeof seed_text[i]);
+            if (cfg.lab) /* by name */
+                snprintf(seed_text[i], sizeof seed_text[i], "%s:%d", lab_names[3 + i],
+                         cfg.tls ? TS.sentinel[i].tls_port : TS.sentinel[i].port);
             seeds[i] = seed_text[i];
         }
         nseeds = TS.nsentinels;
         port = TS.data[0].port;
     } else if (cfg.redlock) {
         /* No persistence: a killed server comes back empty. */
-        for (i = 0; i < RL_N; i++) {
+        memset(&rc, 0, sizeof rc);
+        if (cfg.lab) {
+            if (lab_start(RL_N, RS, &rc) != 0) {
+                fprintf(stderr, "torture: cannot start the lab\n");
+                return 2;
+            }
+            for (i = 0; i < RL_N; i++) {
+                snprintf(seed_text[i], sizeof seed_text[i], "%s:%d", lab_names[i],
+                         cfg.tls ? RS[i].tls_port : RS[i].port);
+                seeds[i] = seed_text[i];
+            }
+        }
+        for (i = 0; i < RL_N && !cfg.lab; i++) {
             if (test_redis_start(&RS[i], NULL) != 0 || fp_start(&RP[i], RS[i].port) != 0) {
                 fprintf(stderr, "torture: cannot start redis-server %d and its proxy\n", i);
                 return 2;
@@ -2322,17 +3015,30 @@ int main(int argc, char **argv) {
             seeds[i] = seed_text[i];
         }
         nseeds = RL_N;
-        port = RP[0].port;
+        port = cfg.lab ? (cfg.tls ? RS[0].tls_port : RS[0].port) : RP[0].port;
     } else {
         memset(&rc, 0, sizeof rc);
         /* Restarts must not lose acknowledged writes: DESIGN.md's guarantees
          * are for a single Redis without data loss. */
         rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no";
-        if (test_redis_start(&R, &rc) != 0 || fp_start(&P, R.port) != 0) {
+        if (cfg.lab) {
+            /* DEBUG SLEEP is one of the lab's faults. */
+            rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no\n"
+                       "enable-debug-command yes";
+            if (test_redis_version() < 70000)
+                rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no";
+            if (lab_start(1, &R, &rc) != 0) {
+                fprintf(stderr, "torture: cannot start the lab\n");
+                return 2;
+            }
+            server_host = lab_names[0];
+            port = cfg.tls ? R.tls_port : R.port;
+        } else if (test_redis_start(&R, &rc) != 0 || fp_start(&P, R.port) != 0) {
             fprintf(stderr, "torture: cannot start redis-server and the proxy\n");
             return 2;
+        } else {
+            port = P.port;
         }
-        port = P.port;
     }
 
     for (i = 0; i < cfg.procs; i++) {
@@ -2346,12 +3052,17 @@ int main(int argc, char **argv) {
         }
         if (pid == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (LAB != NULL && netlab_enter(LAB, lab_cli[i]) != 0) {
+                perror("torture: setns into a worker's namespace");
+                exit(2);
+            }
             worker_main(i, port);
             exit(S->w[i].violations ? 1 : 0);
         }
         S->w[i].pid = pid;
     }
 
+    lab_port = port;
     start = now_ms();
     fault_end = start + (int64_t)cfg.fault_s * 1000;
     while (now_ms() < fault_end) {
@@ -2366,6 +3077,8 @@ int main(int argc, char **argv) {
             /* One majority gone at least, half-way at the latest. */
             one_redlock_fault(redlock_fault_count[RF_MAJORITY] == 0 &&
                               now_ms() >= start + (int64_t)cfg.fault_s * 500);
+        else if (cfg.lab)
+            one_lab_fault();
         else
             one_fault();
         faults++;
@@ -2407,8 +3120,9 @@ int main(int argc, char **argv) {
         check_sentinel_empty();
     else if (cfg.redlock)
         check_redlock_empty(&fg);
-    else
+    else {
         check_redis_empty();
+    }
     check_log(&fg);
     if (cfg.redlock)
         check_majority_gone(&fg);
@@ -2432,14 +3146,21 @@ int main(int argc, char **argv) {
         frees += w->frees;
     }
 
-    nkinds = cfg.cluster ? CF_COUNT : cfg.redlock ? RF_COUNT : cfg.sentinel ? SF_COUNT : F_COUNT;
-    kind_names = cfg.cluster    ? cluster_fault_names
-                 : cfg.redlock  ? redlock_fault_names
-                 : cfg.sentinel ? sentinel_fault_names
-                                : fault_names;
+    nkinds = cfg.cluster    ? CF_COUNT
+             : cfg.redlock  ? RF_COUNT
+             : cfg.sentinel ? SF_COUNT
+             : cfg.lab      ? LF_COUNT
+                            : F_COUNT;
+    kind_names = cfg.cluster              ? cluster_fault_names
+                 : cfg.redlock && cfg.lab ? redlock_lab_fault_names
+                 : cfg.redlock            ? redlock_fault_names
+                 : cfg.sentinel           ? sentinel_fault_names
+                 : cfg.lab                ? lab_fault_names
+                                          : fault_names;
     kind_counts = cfg.cluster    ? cluster_fault_count
                   : cfg.redlock  ? redlock_fault_count
                   : cfg.sentinel ? sentinel_fault_count
+                  : cfg.lab      ? lab_fault_count
                                  : fault_count;
     printf("faults:");
     for (i = 0; i < nkinds; i++)
@@ -2456,6 +3177,9 @@ int main(int argc, char **argv) {
                ", the longest pttl %lld ms)",
                rl_restarts, (long long)(rl_restarts ? rl_min_down : 0), ngone, fg.gone_losts,
                fg.floors, (long long)fg.floor_ttl_max);
+    if (LAB != NULL)
+        printf(" (probes %d: failed %" PRIu64 ", failed as documented %" PRIu64 ")", probes,
+               probe_failures, probes_expected);
     printf("\nacquire endings: busy=%" PRIu64 " timedout=%" PRIu64 " econn=%" PRIu64
            " ereplicas=%" PRIu64 " canceled=%" PRIu64 " other=%" PRIu64 "; writes=%" PRIu64
            "; worst lateness: lost %lld ms past its deadline (beyond the loop's own), acquire %lld "
@@ -2473,17 +3197,19 @@ int main(int argc, char **argv) {
                    reads, stale_reads);
         printf("\n");
     }
-    printf("torture%s%s: %dx%d handles on %d names, %d s of faults, seed %u: acquisitions=%" PRIu64
-           " handoffs=%" PRIu64 " faults=%" PRIu64 " losts: expired=%" PRIu64
-           " unreachable=%" PRIu64 " max_hold=%" PRIu64 " replicas=%" PRIu64
-           " stale-fence rejections=%" PRIu64 " violations=%" PRIu64 "\n",
-           cfg.cluster    ? " --cluster"
-           : cfg.redlock  ? " --redlock"
-           : cfg.sentinel ? " --sentinel"
-                          : "",
-           kind_flag(), cfg.procs, cfg.handles, cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions,
-           fg.handoffs, faults, losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE],
-           losts[LEASH_LOST_MAX_HOLD], losts[LEASH_LOST_REPLICAS], rejections, violations);
+    printf(
+        "torture%s%s%s: %dx%d handles on %d names, %d s of faults, seed %u: acquisitions=%" PRIu64
+        " handoffs=%" PRIu64 " faults=%" PRIu64 " losts: expired=%" PRIu64 " unreachable=%" PRIu64
+        " max_hold=%" PRIu64 " replicas=%" PRIu64 " stale-fence rejections=%" PRIu64
+        " violations=%" PRIu64 "\n",
+        cfg.cluster    ? " --cluster"
+        : cfg.redlock  ? " --redlock"
+        : cfg.sentinel ? " --sentinel"
+                       : "",
+        cfg.lab ? (cfg.tls ? " --lab --tls" : " --lab") : "", kind_flag(), cfg.procs, cfg.handles,
+        cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions, fg.handoffs, faults,
+        losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE], losts[LEASH_LOST_MAX_HOLD],
+        losts[LEASH_LOST_REPLICAS], rejections, violations);
     fflush(stdout);
     if (cfg.cluster) {
         test_cluster_stop(&C);
@@ -2491,13 +3217,18 @@ int main(int argc, char **argv) {
         test_sentinel_stop(&TS);
     } else if (cfg.redlock) {
         for (i = 0; i < RL_N; i++) {
-            fp_stop(&RP[i]);
+            if (!cfg.lab)
+                fp_stop(&RP[i]);
             test_redis_stop(&RS[i]);
         }
     } else {
-        fp_stop(&P);
+        if (!cfg.lab)
+            fp_stop(&P);
         test_redis_stop(&R);
     }
+    test_dns_stop(&lab_dns[0]);
+    test_dns_stop(&lab_dns[1]);
+    netlab_free(LAB);
     munmap(S, size);
     if (fg.acquisitions == 0 || faults == 0) {
         fprintf(stderr, "torture: nothing happened\n");

@@ -289,6 +289,10 @@ static void serve(int udp, int ctl) {
 /* ---- the test's side ---- */
 
 int test_dns_start(test_dns *d) {
+    return test_dns_start_at(d, "127.0.0.1");
+}
+
+int test_dns_start_at(test_dns *d, const char *ipv4) {
     struct sockaddr_in sa;
     socklen_t len = sizeof(sa);
     int sv[2], udp;
@@ -299,7 +303,12 @@ int test_dns_start(test_dns *d) {
     udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     memset(&sa, 0, sizeof(sa));
     sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (inet_pton(AF_INET, ipv4, &sa.sin_addr) != 1) {
+        fprintf(stderr, "test_dns: %s is not an IPv4 address\n", ipv4);
+        if (udp >= 0)
+            close(udp);
+        return -1;
+    }
     if (udp < 0 || bind(udp, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
         getsockname(udp, (struct sockaddr *)&sa, &len) != 0) {
         perror("test_dns: udp socket");
@@ -333,7 +342,7 @@ int test_dns_start(test_dns *d) {
     d->pid = pid;
     d->ctl = sv[0];
     d->port = ntohs(sa.sin_port);
-    snprintf(d->servers, sizeof(d->servers), "127.0.0.1:%d", d->port);
+    snprintf(d->servers, sizeof(d->servers), "%s:%d", ipv4, d->port);
     return 0;
 }
 

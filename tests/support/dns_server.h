@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A small DNS server for tests: answers A and AAAA queries over UDP on
- * 127.0.0.1:<free port> from a table the test sets, optionally late.
+ * 127.0.0.1:<free port> (or another address: test_dns_start_at) from a
+ * table the test sets, optionally late.
  *
  * It runs in a child process (so that it answers while the test's loop is
  * busy, and a delay there stalls nothing here), killed by pid and with its
@@ -34,11 +35,15 @@ typedef struct test_dns {
     pid_t pid;        /* the server's process; 0 when stopped */
     int port;         /* UDP, on 127.0.0.1 */
     int ctl;          /* control socket */
-    char servers[32]; /* "127.0.0.1:PORT", for leash_options.dns_servers */
+    char servers[40]; /* "127.0.0.1:PORT", for leash_options.dns_servers */
 } test_dns;
 
 /* Starts a server with an empty table. 0, or -1 (reason on stderr). */
 int test_dns_start(test_dns *d);
+/* The same on ipv4 (an address of the caller's network namespace, e.g. a
+ * node of tests/support/netlab.h) instead of 127.0.0.1. The socket stays
+ * in the namespace the caller was in. */
+int test_dns_start_at(test_dns *d, const char *ipv4);
 /* Stops it (SIGKILL by pid). Safe on a stopped or zeroed d, and twice. */
 void test_dns_stop(test_dns *d);
 

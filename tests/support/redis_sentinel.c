@@ -52,12 +52,14 @@ static int client_port(const test_sentinel *t, const test_redis *r) {
     return t->cfg.tls_dir != NULL ? r->tls_port : r->port;
 }
 
-static char *data_extra(const test_sentinel *t, int master_port, char *buf, size_t cap) {
+/* master: NULL for the first master itself. */
+static char *data_extra(const test_sentinel *t, const test_redis *master, char *buf, size_t cap) {
     int n = snprintf(buf, cap, "repl-diskless-sync yes\nrepl-diskless-sync-delay 0\n%s",
                      t->cfg.tls_dir != NULL ? "tls-replication yes\n" : "");
 
-    if (master_port > 0)
-        n += snprintf(buf + n, cap - (size_t)n, "replicaof 127.0.0.1 %d\n", master_port);
+    if (master != NULL)
+        n += snprintf(buf + n, cap - (size_t)n, "replicaof %s %d\n", test_redis_host(master),
+                      client_port(t, master));
     if (t->cfg.data_user != NULL)
         snprintf(buf + n, cap - (size_t)n, "masteruser %s\nmasterauth %s\n", t->cfg.data_user,
                  t->cfg.data_password);
@@ -65,7 +67,7 @@ static char *data_extra(const test_sentinel *t, int master_port, char *buf, size
 }
 
 const char *test_sentinel_addr(const test_sentinel *t, int i, char *buf, size_t cap) {
-    snprintf(buf, cap, "127.0.0.1:%d", client_port(t, &t->sentinel[i]));
+    snprintf(buf, cap, "%s:%d", test_redis_host(&t->sentinel[i]), client_port(t, &t->sentinel[i]));
     return buf;
 }
 
@@ -116,7 +118,9 @@ int test_sentinel_start(test_sentinel *t, const test_sentinel_config *cfg) {
         rc.acl_user = acl;
     }
     for (i = 0; i <= t->cfg.replicas; i++) {
-        rc.extra = data_extra(t, i == 0 ? 0 : client_port(t, &t->data[0]), extra, sizeof extra);
+        rc.extra = data_extra(t, i == 0 ? NULL : &t->data[0], extra, sizeof extra);
+        rc.host = t->cfg.data_host[i];
+        rc.netns = t->cfg.data_netns[i];
         if (test_redis_start(&t->data[i], &rc) != 0)
             goto fail;
         t->ndata++;
@@ -130,15 +134,16 @@ int test_sentinel_start(test_sentinel *t, const test_sentinel_config *cfg) {
     rc.requirepass = t->cfg.sentinel_password;
     rc.tls_dir = t->cfg.tls_dir;
     for (i = 0; i < t->cfg.sentinels; i++) {
-        int n = snprintf(extra, sizeof extra,
-                         "sentinel monitor %s 127.0.0.1 %d %d\n"
-                         "sentinel down-after-milliseconds %s %d\n"
-                         "sentinel failover-timeout %s %d\n"
-                         "sentinel parallel-syncs %s 1\n%s",
-                         TEST_SENTINEL_MASTER, client_port(t, &t->data[0]),
-                         t->cfg.sentinels / 2 + 1, TEST_SENTINEL_MASTER, t->cfg.down_after_ms,
-                         TEST_SENTINEL_MASTER, t->cfg.failover_timeout_ms, TEST_SENTINEL_MASTER,
-                         t->cfg.tls_dir != NULL ? "tls-replication yes\n" : "");
+        int n =
+            snprintf(extra, sizeof extra,
+                     "sentinel monitor %s %s %d %d\n"
+                     "sentinel down-after-milliseconds %s %d\n"
+                     "sentinel failover-timeout %s %d\n"
+                     "sentinel parallel-syncs %s 1\n%s",
+                     TEST_SENTINEL_MASTER, test_redis_host(&t->data[0]),
+                     client_port(t, &t->data[0]), t->cfg.sentinels / 2 + 1, TEST_SENTINEL_MASTER,
+                     t->cfg.down_after_ms, TEST_SENTINEL_MASTER, t->cfg.failover_timeout_ms,
+                     TEST_SENTINEL_MASTER, t->cfg.tls_dir != NULL ? "tls-replication yes\n" : "");
         if (t->cfg.data_user != NULL)
             n += snprintf(extra + n, sizeof extra - (size_t)n,
                           "sentinel auth-user %s %s\nsentinel auth-pass %s %s\n",
@@ -148,6 +153,8 @@ int test_sentinel_start(test_sentinel *t, const test_sentinel_config *cfg) {
             snprintf(extra + n, sizeof extra - (size_t)n, "sentinel sentinel-pass %s\n",
                      t->cfg.sentinel_password);
         rc.extra = extra;
+        rc.host = t->cfg.sentinel_host[i];
+        rc.netns = t->cfg.sentinel_netns[i];
         if (test_redis_start(&t->sentinel[i], &rc) != 0)
             goto fail;
         t->nsentinels++;
@@ -175,21 +182,23 @@ void test_sentinel_stop(test_sentinel *t) {
         test_redis_stop(&t->data[i]);
 }
 
-/* The data node a sentinel names, or -1. */
-static int named_by(test_sentinel *t, int s) {
+int test_sentinel_named_by(test_sentinel *t, int s) {
     redisReply *r;
     int i, port = -1;
+    char host[64] = "";
 
     if (t->sentinel[s].pid == 0)
         return -1;
     r = test_redis_cmd(&t->sentinel[s], "SENTINEL get-master-addr-by-name %s",
                        TEST_SENTINEL_MASTER);
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_STRING)
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+        snprintf(host, sizeof host, "%s", r->element[0]->str);
         port = atoi(r->element[1]->str);
+    }
     freeReplyObject(r);
     for (i = 0; i < t->ndata; i++)
-        if (client_port(t, &t->data[i]) == port)
+        if (client_port(t, &t->data[i]) == port && strcmp(test_redis_host(&t->data[i]), host) == 0)
             return i;
     return -1;
 }
@@ -198,7 +207,7 @@ int test_sentinel_master(test_sentinel *t) {
     int s, m;
 
     for (s = 0; s < t->nsentinels; s++)
-        if ((m = named_by(t, s)) >= 0)
+        if ((m = test_sentinel_named_by(t, s)) >= 0)
             return m;
     return -1;
 }
@@ -210,7 +219,7 @@ int test_sentinel_new_master(test_sentinel *t, int not_index) {
         int n;
         if (t->sentinel[s].pid == 0)
             continue;
-        n = named_by(t, s);
+        n = test_sentinel_named_by(t, s);
         if (n < 0 || (m >= 0 && n != m))
             return -1;
         m = n;
@@ -259,7 +268,7 @@ int test_sentinel_failover(test_sentinel *t, int timeout_ms) {
 }
 
 int test_sentinel_is_replica(test_sentinel *t, int i) {
-    char line[32];
+    char line[32], host_line[80];
     int m = t->nsentinels > 0 ? test_sentinel_master(t) : 0; /* at the start: data[0] */
 
     /* Of the master the sentinels name: a data node restarted from its
@@ -268,9 +277,11 @@ int test_sentinel_is_replica(test_sentinel *t, int i) {
     if (m < 0 || m == i)
         return 0;
     snprintf(line, sizeof line, "master_port:%d\r", client_port(t, &t->data[m]));
+    snprintf(host_line, sizeof host_line, "master_host:%s\r", test_redis_host(&t->data[m]));
     return role_is(&t->data[i], "slave") &&
            info_has(&t->data[i], "replication", "master_link_status:up") &&
-           info_has(&t->data[i], "replication", line);
+           info_has(&t->data[i], "replication", line) &&
+           info_has(&t->data[i], "replication", host_line);
 }
 
 int test_sentinel_wait_replica(test_sentinel *t, int i, int timeout_ms) {

@@ -51,6 +51,15 @@ typedef struct test_sentinel_config {
      * sentinels talk over TLS (tls-replication yes), so the sentinels name
      * the TLS ports. The plain ports stay for the harness. */
     const char *tls_dir;
+    /* Where each node runs (a node of tests/support/netlab.h): the address
+     * it listens on and is reached at (test_redis_config.host) and its
+     * network namespace (test_redis_config.netns); NULL: 127.0.0.1 in the
+     * caller's namespace. Replicas replicate from, and sentinels watch,
+     * these addresses. */
+    const char *data_host[TEST_SENTINEL_MAX_DATA];
+    const char *data_netns[TEST_SENTINEL_MAX_DATA];
+    const char *sentinel_host[TEST_SENTINEL_MAX_SENTINELS];
+    const char *sentinel_netns[TEST_SENTINEL_MAX_SENTINELS];
 } test_sentinel_config;
 
 typedef struct test_sentinel {
@@ -65,6 +74,8 @@ typedef struct test_sentinel {
 int test_sentinel_start(test_sentinel *t, const test_sentinel_config *cfg);
 /* Stops every process (by pid) and removes the folders. */
 void test_sentinel_stop(test_sentinel *t);
+/* The index of the data node sentinel[s] names as master, or -1. */
+int test_sentinel_named_by(test_sentinel *t, int s);
 /* The index of the data node the first live sentinel names as master. */
 int test_sentinel_master(test_sentinel *t);
 /* Waits (at most timeout_ms) until every live sentinel names one master

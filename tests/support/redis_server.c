@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* prctl, mkdtemp, syscall */
+#define _GNU_SOURCE /* prctl, mkdtemp, syscall, setns */
 #endif
 
 #include "redis_server.h"
@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -147,6 +148,47 @@ const char *test_tls_file(int slot, const char *name) {
 
 static const char *host_of(const test_redis *r) {
     return r->cfg.host != NULL ? r->cfg.host : "127.0.0.1";
+}
+
+const char *test_redis_host(const test_redis *r) {
+    return host_of(r);
+}
+
+/* With cfg.netns, the calling thread goes into that namespace for a spawn
+ * or a connect (a process stays in the namespace it was forked in, a
+ * socket in the one it was made in). Returns what netns_leave needs: the
+ * fd of the namespace to go back to, -1 when nothing was switched, -2 when
+ * the switch failed (said on stderr). */
+static int netns_enter(const test_redis *r) {
+    int home, ns;
+
+    if (r->cfg.netns == NULL)
+        return -1;
+    home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    ns = open(r->cfg.netns, O_RDONLY | O_CLOEXEC);
+    if (home < 0 || ns < 0 || setns(ns, CLONE_NEWNET) != 0) {
+        fprintf(stderr, "test_redis: cannot enter %s: %s\n", r->cfg.netns, strerror(errno));
+        if (home >= 0)
+            close(home);
+        if (ns >= 0)
+            close(ns);
+        return -2;
+    }
+    close(ns);
+    return home;
+}
+
+static void netns_leave(int home) {
+    if (home < 0)
+        return;
+    if (setns(home, CLONE_NEWNET) != 0) {
+        /* Going on in the wrong namespace would send the caller's traffic
+         * where it does not belong. */
+        fprintf(stderr, "test_redis: cannot go back to the caller's namespace: %s\n",
+                strerror(errno));
+        abort();
+    }
+    close(home);
 }
 
 int test_redis_version(void) {
@@ -400,11 +442,15 @@ static void reap(pid_t pid) {
 static redisContext *connect_raw(const test_redis *r, int timeout_ms) {
     struct timeval tv = ms_to_tv(timeout_ms);
     redisContext *c;
+    int home = netns_enter(r);
 
+    if (home == -2)
+        return NULL;
     if (r->unix_path[0])
         c = redisConnectUnixWithTimeout(r->unix_path, tv);
     else
         c = redisConnectWithTimeout(host_of(r), r->port, tv);
+    netns_leave(home);
     if (c && c->err) {
         redisFree(c);
         c = NULL;
@@ -504,7 +550,11 @@ static int launch(test_redis *r, int *exited) {
         fprintf(stderr, "test_redis: cannot write the config in %s\n", r->dir);
         return -1;
     }
+    int home = netns_enter(r);
+    if (home == -2)
+        return -1;
     r->pid = spawn(r);
+    netns_leave(home);
     if (r->pid < 0) {
         r->pid = 0;
         return -1;
@@ -527,7 +577,7 @@ static char *dup_or_null(const char *s) {
 int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     static const test_redis_config none = {0};
     const char *base = test_tmpdir();
-    int attempt, exited;
+    int attempt, exited, home;
 
     memset(r, 0, sizeof *r);
     if (!cfg)
@@ -541,9 +591,11 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     r->strings_[3] = dup_or_null(cfg->host);
     r->strings_[4] = dup_or_null(cfg->tls_dir);
     r->strings_[5] = dup_or_null(cfg->tls_cert);
+    r->strings_[6] = dup_or_null(cfg->netns);
     if ((cfg->requirepass && !r->strings_[0]) || (cfg->acl_user && !r->strings_[1]) ||
         (cfg->extra && !r->strings_[2]) || (cfg->host && !r->strings_[3]) ||
-        (cfg->tls_dir && !r->strings_[4]) || (cfg->tls_cert && !r->strings_[5])) {
+        (cfg->tls_dir && !r->strings_[4]) || (cfg->tls_cert && !r->strings_[5]) ||
+        (cfg->netns && !r->strings_[6])) {
         fprintf(stderr, "test_redis_start: out of memory\n");
         test_redis_stop(r);
         return -1;
@@ -555,6 +607,7 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
     r->cfg.port = cfg->port;
     r->cfg.tls_dir = r->strings_[4];
     r->cfg.tls_cert = r->strings_[5];
+    r->cfg.netns = r->strings_[6];
     r->cfg.tls_auth_clients = cfg->tls_auth_clients;
     r->cfg.clock_shift_ms = cfg->clock_shift_ms;
     if (cfg->clock_shift_ms > TEST_REDIS_CLOCK_SHIFT_MAX_MS ||
@@ -582,7 +635,9 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
         return -1;
     }
 
-    for (attempt = 0; attempt < START_ATTEMPTS; attempt++) {
+    /* Free ports are looked for where the server will listen. */
+    home = netns_enter(r);
+    for (attempt = 0; home != -2 && attempt < START_ATTEMPTS; attempt++) {
         if (!cfg->unix_socket && cfg->port != 0) {
             r->port = cfg->port;
         } else if (!cfg->unix_socket) {
@@ -603,12 +658,15 @@ int test_redis_start(test_redis *r, const test_redis_config *cfg) {
             path_in_dir(r, "redis.log", log, sizeof log);
             unlink(log);
         }
-        if (launch(r, &exited) == 0)
+        if (launch(r, &exited) == 0) {
+            netns_leave(home);
             return 0;
+        }
         /* Only a lost race for the port is worth another try. */
         if (cfg->unix_socket || cfg->port != 0 || !exited)
             break;
     }
+    netns_leave(home);
     fprintf(stderr, "test_redis_start: %s did not come up\n", redis_binary());
     print_log_tail(r);
     test_redis_stop(r);

@@ -69,6 +69,12 @@ typedef struct test_redis_config {
      * TEST_REDIS_CLOCK_SHIFT_MAX_MS either way; a start asking for a shift
      * fails where that library was not built (the benchmarks). */
     int clock_shift_ms;
+    /* NULL, or a network namespace (a path such as /proc/PID/ns/net, see
+     * netlab_ns_path) that the server runs in and that the harness makes
+     * its own connections to it in, so that host can be an address of
+     * that namespace (a node of tests/support/netlab.h) that the caller's
+     * namespace does not reach. */
+    const char *netns;
 } test_redis_config;
 
 /* The largest clock_shift_ms either way: a day. */
@@ -84,8 +90,11 @@ typedef struct test_redis {
 
     /* Private. */
     redisContext *admin_; /* cached connection of test_redis_cmd */
-    char *strings_[6];    /* copies of the cfg strings */
+    char *strings_[7];    /* copies of the cfg strings */
 } test_redis;
+
+/* The address clients reach r at: cfg.host, or 127.0.0.1. */
+const char *test_redis_host(const test_redis *r);
 
 /* The version of the redis-server binary the tests run (see above), from
  * its --version, as major * 10000 + minor * 100 + patch (Valkey: its own
