@@ -803,8 +803,8 @@ TEST(nxdomain_is_econn_with_the_resolvers_error) {
 }
 
 TEST(a_dead_dns_server_is_econn_with_the_resolvers_error) {
-    char servers[32];
     test_dns d;
+    char servers[sizeof d.servers];
 
     /* A port where no DNS server listens any more. */
     CHECK_EQ_INT(test_dns_start(&d), 0);
