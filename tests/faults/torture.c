@@ -2323,8 +2323,10 @@ static void one_lab_fault(void) {
         case LF_RESTART:
             test_redis_kill(&R);
             sleep_ms(s_between(0, 600));
-            if (redis_respawn() != 0) {
+            /* In its namespace (test_redis_config.netns), with its data. */
+            if (test_redis_restart_keeping_data(&R) != 0) {
                 fprintf(stderr, "torture: redis-server did not come back\n");
+                kill_workers();
                 exit(2);
             }
             break;
