@@ -41,7 +41,7 @@ static void tls_options(leash_options *o, const test_redis *r, int port) {
 
 /* An acquire on a fresh client with o: its status; the log is cleared
  * first, and *ms says how long it took. */
-static int acquire_status(const leash_options *o, int64_t *ms) {
+static int acquire_status_wait(const leash_options *o, int64_t wait_ms, int64_t *ms) {
     struct ev_loop *loop = new_loop();
     leash_client *c;
     leash_lock *l;
@@ -53,12 +53,32 @@ static int acquire_status(const leash_options *o, int64_t *ms) {
     l = leash_lock_new(c, "tls");
     CHECK(l != NULL);
     t0 = test_now_ms();
-    st = fx_acquire_sync(loop, l, 0, 10000);
+    st = fx_acquire_sync(loop, l, wait_ms, wait_ms + 10000);
     if (ms != NULL)
         *ms = test_now_ms() - t0;
     leash_client_free(c);
     ev_loop_destroy(loop);
     return st;
+}
+
+/* The same, trying once. */
+static int acquire_status(const leash_options *o, int64_t *ms) {
+    return acquire_status_wait(o, 0, ms);
+}
+
+/* Log lines by level, of the lines that contain `about` (NULL: every
+ * line), while they also go to the fixture's capture. */
+typedef struct level_count {
+    const char *about;
+    int at[4];
+} level_count;
+
+static void count_levels(int level, const char *msg, void *arg) {
+    level_count *lc = arg;
+
+    fx_log_cb(level, msg, NULL);
+    if (level >= 0 && level < 4 && (lc->about == NULL || strstr(msg, lc->about) != NULL))
+        lc->at[level]++;
 }
 
 static void roundtrip(struct ev_loop *loop, leash_client *c, test_redis *r, const char *name) {
@@ -230,30 +250,37 @@ TEST(unreadable_files_fail_client_new) {
 
 /* TLS to the plain port: Redis takes the ClientHello for the start of an
  * inline command and waits for its end of line (or, when the random bytes
- * hold one, answers an error in plain text). */
-TEST(tls_to_a_plain_port_is_etls) {
+ * hold one, answers an error in plain text, LEASH_ETLS). A silent port
+ * looks like a frozen server: a connect timeout (LEASH_ECONN), and the log
+ * says that nothing came back and what that may mean. */
+TEST(tls_to_a_plain_port_times_out_with_a_hint) {
     test_redis r;
     leash_options o;
     int64_t ms;
+    int st;
 
     start_tls_server(&r, NULL, 0);
     tls_options(&o, &r, r.port);
     o.connect_timeout_ms = 300;
-    CHECK_EQ_INT(acquire_status(&o, &ms), LEASH_ETLS);
-    CHECK(ms < 300 + TEST_SLACK_MS);
-    CHECK(fx_log_contains("is this port TLS?"));
+    st = acquire_status_wait(&o, 700, &ms);
+    if (st == LEASH_ETLS) {
+        CHECK(fx_log_contains("wrong version number; is this port TLS?"));
+    } else {
+        CHECK_EQ_INT(st, LEASH_ECONN);
+        CHECK(ms >= 700);
+        CHECK(ms < 700 + TEST_SLACK_MS);
+        CHECK(fx_log_contains("connect timed out (in the TLS handshake: no byte from the "
+                              "server"));
+        CHECK(fx_log_contains("is this port TLS?"));
+    }
     test_redis_stop(&r);
 }
 
-/* A listener that never accepts: the kernel completes the TCP connect, no
- * one answers the ClientHello. The connect timeout ends it. */
-TEST(a_handshake_never_answered_ends_at_the_connect_timeout) {
+/* A TCP listener of the test's own on 127.0.0.1: its fd, *port. */
+static int listener(int *port) {
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
-    test_redis none = {0};
-    leash_options o;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int64_t ms;
 
     CHECK(fd >= 0);
     memset(&sa, 0, sizeof sa);
@@ -262,13 +289,144 @@ TEST(a_handshake_never_answered_ends_at_the_connect_timeout) {
     CHECK_EQ_INT(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     CHECK_EQ_INT(listen(fd, 16), 0);
     CHECK_EQ_INT(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    tls_options(&o, &none, ntohs(sa.sin_port));
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* A listener that never accepts: the kernel completes the TCP connect, no
+ * one answers the ClientHello. The connect timeout ends each attempt, as
+ * any connect timeout: the acquire waits its own wait (LEASH_ECONN). */
+TEST(a_handshake_never_answered_ends_at_the_connect_timeout) {
+    test_redis none = {0};
+    leash_options o;
+    int port, fd = listener(&port);
+    int64_t ms;
+
+    tls_options(&o, &none, port);
     o.connect_timeout_ms = 300;
-    CHECK_EQ_INT(acquire_status(&o, &ms), LEASH_ETLS);
-    CHECK(ms >= 290);
-    CHECK(ms < 300 + TEST_SLACK_MS);
-    CHECK(fx_log_contains("TLS handshake not answered within connect_timeout_ms (300 ms)"));
+    CHECK_EQ_INT(acquire_status_wait(&o, 500, &ms), LEASH_ECONN);
+    CHECK(ms >= 500);
+    CHECK(ms < 500 + TEST_SLACK_MS);
+    CHECK(fx_log_contains("connect timed out (in the TLS handshake: no byte from the server"));
+    CHECK(!fx_log_contains("TLS handshake failed"));
     close(fd);
+}
+
+/* The server answered part of the handshake, then went silent: the log
+ * says how far it came. */
+TEST(a_handshake_cut_short_says_what_came) {
+    test_redis none = {0};
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    /* The header of a handshake record and the start of its body. */
+    static const char some[] = "\x16\x03\x03\x00\x40\x02\x00";
+    int port, fd = listener(&port), peer = -1;
+    int64_t t0;
+
+    tls_options(&o, &none, port);
+    o.connect_timeout_ms = 600;
+    fx_log_clear();
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "tls-cut-short");
+    CHECK(l != NULL);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(l, 400, fx_acquire_cb, &res), LEASH_OK);
+    while (peer < 0 && test_now_ms() - t0 < 300) {
+        fx_run_for(loop, 5);
+        peer = accept(fd, NULL, NULL);
+    }
+    CHECK(peer >= 0);
+    CHECK_EQ_INT(write(peer, some, sizeof some - 1), (long)(sizeof some - 1));
+    fx_run_until(loop, &res, 5000);
+    CHECK_EQ_INT(res.status, LEASH_ECONN);
+    fx_run_for(loop, 600);
+    CHECK(fx_log_contains("connect timed out (in the TLS handshake: 7 bytes from the server"));
+    leash_client_free(c);
+    ev_loop_destroy(loop);
+    close(peer);
+    close(fd);
+}
+
+/* A server frozen (SIGSTOP: a fork stall, a long command) while a fresh
+ * client connects: the kernel completes the TCP connect, the handshake
+ * gets no answer until the thaw. That is a server that is slow, not one
+ * that refused: an acquire that may wait gets the lock once it is back,
+ * and the retries keep the ordinary backoff, not reconnect_max_ms. */
+TEST(a_frozen_server_through_the_handshake_is_waited_for) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    int64_t thawed;
+
+    start_tls_server(&r, NULL, 0);
+    tls_options(&o, &r, r.tls_port);
+    o.connect_timeout_ms = 700;
+    o.reconnect_min_ms = 20;
+    o.reconnect_max_ms = 8000;
+    test_redis_freeze(&r);
+    fx_log_clear();
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "tls-frozen");
+    CHECK(l != NULL);
+    CHECK_EQ_INT(leash_acquire(l, 10000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(loop, 2500);
+    CHECK(!res.done);
+    test_redis_thaw(&r);
+    thawed = test_now_ms();
+    fx_run_until(loop, &res, 9000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    /* The attempt under way when it thawed, or the next after the
+     * ordinary backoff: far less than reconnect_max_ms. */
+    CHECK(res.at_ms - thawed < 700 + 200 + TEST_SLACK_MS);
+    CHECK(fx_log_contains("connect timed out (in the TLS handshake: no byte from the server"));
+    CHECK(!fx_log_contains("TLS handshake not answered"));
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+/* tls-auth-clients yes and no client certificate: with TLS 1.3 the
+ * client's handshake completes, and the server's refusal (an alert) comes
+ * after it. No connection is ready before the server answered it (the
+ * subscriber's PING included): one error line for each connection, and
+ * the retries at debug level, as the README says. */
+TEST(a_refusal_after_the_handshake_is_one_error_per_connection) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    level_count sub = {"subscriber connection", {0}}, all = {NULL, {0}};
+    level_count *both[2] = {&sub, &all};
+    int i;
+
+    start_tls_server(&r, NULL, 1);
+    tls_options(&o, &r, r.tls_port);
+    o.reconnect_min_ms = 20;
+    o.reconnect_max_ms = 150;
+    o.log_cb = count_levels;
+    for (i = 0; i < 2; i++) {
+        o.log_arg = both[i];
+        fx_log_clear();
+        c = fx_client_opts(loop, &o);
+        fx_run_for(loop, 2000);
+        leash_client_free(c);
+    }
+    CHECK(!fx_log_contains("subscriber connection ready"));
+    CHECK(fx_log_contains("subscriber connection to 127.0.0.1"));
+    CHECK_EQ_INT(sub.at[LEASH_LOG_ERROR], 1);
+    CHECK_EQ_INT(sub.at[LEASH_LOG_WARN], 0);
+    CHECK(sub.at[LEASH_LOG_DEBUG] >= 3); /* it did retry */
+    CHECK_EQ_INT(all.at[LEASH_LOG_ERROR], 2);
+    CHECK_EQ_INT(all.at[LEASH_LOG_WARN], 0);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
 }
 
 /* n try-once acquires issued at once on c, each lock its own name
@@ -475,8 +633,11 @@ int main(int argc, char **argv) {
         TEST_CASE(without_verification_anything_goes_with_a_warning),
         TEST_CASE(client_certificates),
         TEST_CASE(unreadable_files_fail_client_new),
-        TEST_CASE(tls_to_a_plain_port_is_etls),
+        TEST_CASE(tls_to_a_plain_port_times_out_with_a_hint),
         TEST_CASE(a_handshake_never_answered_ends_at_the_connect_timeout),
+        TEST_CASE(a_handshake_cut_short_says_what_came),
+        TEST_CASE(a_frozen_server_through_the_handshake_is_waited_for),
+        TEST_CASE(a_refusal_after_the_handshake_is_one_error_per_connection),
         TEST_CASE(a_deep_pipeline_over_tls),
         TEST_CASE(reconnects_over_tls_after_a_restart),
         TEST_CASE(many_held_locks_renew_over_tls),

@@ -354,7 +354,10 @@ typedef struct leash_options {
     /* TLS (README "TLS"), to every server of every topology (never over a
      * unix socket: Redis serves TLS on TCP only). Off (0) by
      * default; rediss:// URLs turn it on (leash/url.h). A failed handshake
-     * or certificate check is LEASH_ETLS, with a log line that says why.
+     * or certificate check is LEASH_ETLS, with a log line that says why; a
+     * handshake that gets no answer within connect_timeout_ms (a frozen
+     * server, a plain-TCP port) is a connect timeout like any other
+     * (LEASH_ECONN at the waiting work's own deadline, ordinary backoff).
      * Paths are at most LEASH_PATH_MAX bytes; the files are read once, by
      * leash_client_new (an unreadable one: LEASH_ETLS there). */
     int tls;

@@ -324,6 +324,17 @@ long leash__tls_write(leash__tls_session *ts, const char *buf, size_t len, char 
     return n > 0 ? n : outcome(ts, n, 0, why, whylen);
 }
 
+void leash__tls_seen(const leash__tls_session *ts, char *out, size_t len) {
+    uint64_t n = BIO_number_read(SSL_get_rbio(ts->ssl));
+
+    if (n == 0)
+        snprintf(out, len, "no byte from the server");
+    else
+        snprintf(out, len,
+                 "%llu byte%s from the server, then nothing; the handshake's last step: %s",
+                 (unsigned long long)n, n == 1 ? "" : "s", SSL_state_string_long(ts->ssl));
+}
+
 int leash__tls_pending(const leash__tls_session *ts) {
     /* Decrypted bytes only: part of a record waiting for its rest is not
      * an answer (SSL_has_pending counts it), and a server that stops in

@@ -69,6 +69,11 @@ long leash__tls_read(leash__tls_session *ts, char *buf, size_t len, char *why, s
 long leash__tls_write(leash__tls_session *ts, const char *buf, size_t len, char *why,
                       size_t whylen);
 
+/* What the server sent so far, for the log line of a handshake that ran
+ * out of time: "no byte from the server", or how many bytes and how far
+ * the handshake came with them. */
+void leash__tls_seen(const leash__tls_session *ts, char *out, size_t len);
+
 /* Whether the session holds input it decrypted or read ahead that no
  * leash__tls_read has returned yet: the socket may show nothing to read. */
 int leash__tls_pending(const leash__tls_session *ts);
