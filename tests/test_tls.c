@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dns_server.h"
 #include "fixture.h"
 #include "proxy.h"
 
@@ -429,6 +430,50 @@ TEST(a_refusal_after_the_handshake_is_one_error_per_connection) {
     ev_loop_destroy(loop);
 }
 
+/* The absolute form of a name (a trailing dot, common in Kubernetes) is
+ * the same name: sent without its dot (SNI) and verified as such. */
+TEST(a_trailing_dot_is_the_same_name) {
+    test_redis r;
+    test_dns dns;
+    leash_options o;
+
+    start_tls_server(&r, NULL, 0);
+    tls_options(&o, &r, r.tls_port);
+    o.tls_server_name = "localhost.";
+    CHECK_EQ_INT(acquire_status(&o, NULL), LEASH_OK);
+    /* The host itself in that form (resolved by the test's own DNS
+     * server, whose name the server's certificate carries). */
+    CHECK_EQ_INT(test_dns_start(&dns), 0);
+    CHECK_EQ_INT(test_dns_set(&dns, "redis.leash.test", "127.0.0.1"), 0);
+    o.dns_servers = dns.servers;
+    o.tls_server_name = NULL;
+    o.host = "redis.leash.test.";
+    CHECK_EQ_INT(acquire_status(&o, NULL), LEASH_OK);
+    o.host = "127.0.0.1";
+    o.dns_servers = NULL;
+    test_dns_stop(&dns);
+    /* One dot only. */
+    o.tls_server_name = "localhost..";
+    CHECK_EQ_INT(acquire_status(&o, NULL), LEASH_ETLS);
+    test_redis_stop(&r);
+}
+
+/* A certificate that names its host in the subject (CN) only, without a
+ * SAN, is refused, as modern clients do (RFC 9525). */
+TEST(a_certificate_without_a_san_is_refused) {
+    test_redis r;
+    leash_options o;
+    int64_t ms;
+
+    start_tls_server(&r, "nosan", 0);
+    tls_options(&o, &r, r.tls_port);
+    o.tls_server_name = "localhost";
+    CHECK_EQ_INT(acquire_status(&o, &ms), LEASH_ETLS);
+    CHECK(ms < 1000);
+    CHECK(fx_log_contains("certificate verify failed: hostname mismatch"));
+    test_redis_stop(&r);
+}
+
 /* n try-once acquires issued at once on c, each lock its own name
  * "<prefix>-<i>": the handles, and each acquire's status once done. */
 typedef struct burst {
@@ -638,6 +683,8 @@ int main(int argc, char **argv) {
         TEST_CASE(a_handshake_cut_short_says_what_came),
         TEST_CASE(a_frozen_server_through_the_handshake_is_waited_for),
         TEST_CASE(a_refusal_after_the_handshake_is_one_error_per_connection),
+        TEST_CASE(a_trailing_dot_is_the_same_name),
+        TEST_CASE(a_certificate_without_a_san_is_refused),
         TEST_CASE(a_deep_pipeline_over_tls),
         TEST_CASE(reconnects_over_tls_after_a_restart),
         TEST_CASE(many_held_locks_renew_over_tls),

@@ -361,11 +361,15 @@ typedef struct leash_options {
      * Paths are at most LEASH_PATH_MAX bytes; the files are read once, by
      * leash_client_new (an unreadable one: LEASH_ETLS there). */
     int tls;
-    const char *tls_ca_file;     /* PEM bundle of trusted CAs; NULL: the system's store */
-    const char *tls_ca_dir;      /* a hashed CA directory (c_rehash); NULL: none */
-    const char *tls_cert_file;   /* client certificate (PEM), for tls-auth-clients; NULL: none */
-    const char *tls_key_file;    /* its private key (PEM); required with tls_cert_file */
-    const char *tls_server_name; /* SNI and the name verified; NULL: the host connected to */
+    const char *tls_ca_file;   /* PEM bundle of trusted CAs; NULL: the system's store */
+    const char *tls_ca_dir;    /* a hashed CA directory (c_rehash); NULL: none */
+    const char *tls_cert_file; /* client certificate (PEM), for tls-auth-clients; NULL: none */
+    const char *tls_key_file;  /* its private key (PEM); required with tls_cert_file */
+    /* SNI and the name verified; NULL: the host connected to. A host name
+     * must be in the certificate's DNS SANs (its subject's CN alone is
+     * refused), an IP address in its IP SANs; one trailing dot ("a.svc.")
+     * is dropped. */
+    const char *tls_server_name;
     /* 1 (the default that leash_options_init sets): verify the server's
      * chain and name. 0 only when asked for: the connection is then open
      * to anyone in the middle, and the client logs a warning. */

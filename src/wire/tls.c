@@ -164,16 +164,28 @@ void leash__tls_free(leash__tls *t) {
 /* ---- a session ---- */
 
 /* A host name goes out as SNI and is matched against the certificate's
- * DNS names; an IP address is matched against its IP addresses (RFC 6066
- * has no SNI for addresses). */
+ * DNS names (its SANs only: a certificate that names its host in the
+ * subject's CN alone is refused, as RFC 9525 and modern clients do); an IP
+ * address is matched against its IP addresses (RFC 6066 has no SNI for
+ * addresses). A name in its absolute form ("a.svc.test.", common in
+ * Kubernetes) is the same name: SNI and certificates carry it without its
+ * trailing dot. */
 static int set_name(SSL *ssl, const char *name, int verify) {
     X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+    char relative[256];
+    size_t n = strlen(name);
 
+    if (n > 1 && name[n - 1] == '.' && n - 1 < sizeof(relative)) {
+        memcpy(relative, name, n - 1);
+        relative[n - 1] = '\0';
+        name = relative;
+    }
     if (X509_VERIFY_PARAM_set1_ip_asc(param, name) == 1)
         return 1;
     if (SSL_set_tlsext_host_name(ssl, name) != 1)
         return 0;
-    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS |
+                                               X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
     return !verify || X509_VERIFY_PARAM_set1_host(param, name, 0) == 1;
 }
 
