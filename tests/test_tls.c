@@ -249,6 +249,72 @@ TEST(unreadable_files_fail_client_new) {
     leash_client_free(c);
 }
 
+/* An encrypted client key and no password for it: OpenSSL would ask on
+ * the terminal (or read stdin) itself. leash_client_new never prompts nor
+ * waits: it fails LEASH_ETLS at once, with a line that says why, and
+ * prints nothing. stdin is a pipe nobody writes to, stderr a file. */
+TEST(an_encrypted_key_never_prompts) {
+    leash_options o;
+    leash_client *c = NULL;
+    test_redis none = {0};
+    int in[2], err[2], saved_in = dup(0), saved_err = dup(2);
+    int64_t t0, ms;
+    int rc;
+    char printed[256];
+    ssize_t n;
+
+    CHECK(saved_in >= 0 && saved_err >= 0);
+    CHECK_EQ_INT(pipe(in), 0);
+    CHECK_EQ_INT(pipe(err), 0);
+    none.port = 1;
+    tls_options(&o, &none, 1);
+    o.tls_cert_file = test_tls_file(1, "client.pem");
+    o.tls_key_file = test_tls_file(2, "client-encrypted.key");
+    fx_log_clear();
+    fflush(stderr);
+    CHECK(dup2(in[0], 0) == 0 && dup2(err[1], 2) == 2);
+    t0 = test_now_ms();
+    rc = leash_client_new(&c, &o);
+    ms = test_now_ms() - t0;
+    fflush(stderr);
+    CHECK(dup2(saved_in, 0) == 0 && dup2(saved_err, 2) == 2);
+    close(err[1]);
+    n = read(err[0], printed, sizeof printed - 1); /* EOF: nothing printed */
+    close(err[0]);
+    close(in[0]);
+    close(in[1]);
+    close(saved_in);
+    close(saved_err);
+    CHECK_EQ_INT(rc, LEASH_ETLS);
+    CHECK(c == NULL);
+    CHECK(ms < 500);
+    CHECK_MSG(n == 0, "printed: %.*s", (int)(n > 0 ? n : 0), printed);
+    CHECK(fx_log_contains("the client key is encrypted"));
+}
+
+/* The same key with its password (tls_key_password): the client's
+ * certificate is accepted by a server that asks for one; a wrong password
+ * is LEASH_ETLS at leash_client_new, said so. */
+TEST(an_encrypted_key_opens_with_its_password) {
+    test_redis r;
+    leash_options o;
+    leash_client *c = NULL;
+
+    start_tls_server(&r, NULL, 1);
+    tls_options(&o, &r, r.tls_port);
+    o.tls_cert_file = test_tls_file(1, "client.pem");
+    o.tls_key_file = test_tls_file(2, "client-encrypted.key");
+    o.tls_key_password = "leash-test-password";
+    CHECK_EQ_INT(acquire_status(&o, NULL), LEASH_OK);
+    o.tls_key_password = "not-the-password";
+    fx_log_clear();
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_ETLS);
+    CHECK(c == NULL);
+    CHECK(fx_log_contains("the client key is encrypted and tls_key_password does not decrypt"));
+    CHECK(!fx_log_contains("not-the-password"));
+    test_redis_stop(&r);
+}
+
 /* TLS to the plain port: Redis takes the ClientHello for the start of an
  * inline command and waits for its end of line (or, when the random bytes
  * hold one, answers an error in plain text, LEASH_ETLS). A silent port
@@ -678,6 +744,8 @@ int main(int argc, char **argv) {
         TEST_CASE(without_verification_anything_goes_with_a_warning),
         TEST_CASE(client_certificates),
         TEST_CASE(unreadable_files_fail_client_new),
+        TEST_CASE(an_encrypted_key_never_prompts),
+        TEST_CASE(an_encrypted_key_opens_with_its_password),
         TEST_CASE(tls_to_a_plain_port_times_out_with_a_hint),
         TEST_CASE(a_handshake_never_answered_ends_at_the_connect_timeout),
         TEST_CASE(a_handshake_cut_short_says_what_came),

@@ -239,6 +239,9 @@ enum leash_dialect {
 /* The longest TLS file path (tls_ca_file, ...) and dns_servers list. */
 #define LEASH_PATH_MAX 4095
 #define LEASH_DNS_SERVERS_MAX 1024
+/* The longest leash_options.tls_key_password (what OpenSSL's password
+ * callback takes). */
+#define LEASH_KEY_PASSWORD_MAX 1023
 /* The longest leash_options.sentinel_master (a master's name in Sentinel). */
 #define LEASH_SENTINEL_MASTER_MAX 255
 /* The most replicas leash_options.wait_replicas may ask for. */
@@ -399,6 +402,14 @@ typedef struct leash_options {
     const char *sentinel_master;
     const char *sentinel_username;
     const char *sentinel_password;
+
+    /* The password of an encrypted tls_key_file (README "TLS"); default
+     * NULL: none. At most LEASH_KEY_PASSWORD_MAX bytes; used by
+     * leash_client_new while it reads the key, not kept, never logged.
+     * The library never prompts for it: an encrypted key without it (or
+     * with a wrong one) fails leash_client_new with LEASH_ETLS and the log
+     * line "the client key is encrypted". */
+    const char *tls_key_password;
 } leash_options;
 
 /* Fills every field of *o with its default: leash_options_init(&opts).
