@@ -25,7 +25,9 @@
     (offsetof(leash_options, dns_servers) + sizeof(((leash_options *)0)->dns_servers))
 #define OPTIONS_SIZE_SENTINEL \
     (offsetof(leash_options, sentinel_password) + sizeof(((leash_options *)0)->sentinel_password))
-#define OPTIONS_SIZE_LAST OPTIONS_SIZE_SENTINEL
+#define OPTIONS_SIZE_KEY_PASSWORD \
+    (offsetof(leash_options, tls_key_password) + sizeof(((leash_options *)0)->tls_key_password))
+#define OPTIONS_SIZE_LAST OPTIONS_SIZE_KEY_PASSWORD
 _Static_assert(sizeof(leash_options) - OPTIONS_SIZE_LAST < _Alignof(leash_options),
                "leash_options grew: keep OPTIONS_SIZE_LAST at the end of its last field");
 
@@ -75,7 +77,7 @@ void(leash_options_init)(leash_options *o) {
  * (each group of fields added together counts as one). */
 static int size_ends_a_field(size_t n) {
     return n <= OPTIONS_SIZE_0_2 || n == OPTIONS_SIZE_DIALECT || n == OPTIONS_SIZE_TLS_VERIFY ||
-           n == OPTIONS_SIZE_DNS_SERVERS || n >= OPTIONS_SIZE_LAST;
+           n == OPTIONS_SIZE_DNS_SERVERS || n == OPTIONS_SIZE_SENTINEL || n >= OPTIONS_SIZE_LAST;
 }
 
 /* The caller's options as this version lays them out: fields the caller's
@@ -295,6 +297,8 @@ static int validate_reach(const leash__logger *lg, const leash_options *o) {
         (rc = check_length(lg, "tls_cert_file", o->tls_cert_file, LEASH_PATH_MAX)) != 0 ||
         (rc = check_length(lg, "tls_key_file", o->tls_key_file, LEASH_PATH_MAX)) != 0 ||
         (rc = check_length(lg, "tls_server_name", o->tls_server_name, 255)) != 0 ||
+        (rc = check_length(lg, "tls_key_password", o->tls_key_password, LEASH_KEY_PASSWORD_MAX)) !=
+            0 ||
         (rc = check_length(lg, "dns_servers", o->dns_servers, LEASH_DNS_SERVERS_MAX)) != 0)
         return rc;
     if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL)) {
@@ -494,6 +498,8 @@ int leash__config_init(leash__config *cfg, const leash_options *given) {
         cfg->conn.min_version_for = "sharded pub/sub (LEASH_PUBSUB_SHARDED)";
     }
     tls.verify = o->tls_verify;
+    /* Read with the key, in leash__tls_new below: not copied, not kept. */
+    tls.key_password = o->tls_key_password;
     /* route */
     cfg->route.conn = &cfg->conn;
     cfg->route.seeds = cfg->seeds;

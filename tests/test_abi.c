@@ -123,7 +123,7 @@ TEST(a_newer_headers_option_in_this_headers_tail_padding_is_refused) {
         leash_options o;
         unsigned char b[sizeof(leash_options)];
     } n;
-    size_t at = offsetof(leash_options, sentinel_password) + sizeof(n.o.sentinel_password);
+    size_t at = offsetof(leash_options, tls_key_password) + sizeof(n.o.tls_key_password);
     int seven = 7;
 
     if (at + sizeof(seven) > sizeof(n.o))
@@ -165,6 +165,10 @@ TEST(options_not_filled_by_init_are_refused) {
     o.struct_size = offsetof(leash_options, sentinel_username) + sizeof(o.sentinel_username);
     CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
     o.struct_size = offsetof(leash_options, sentinel_password) + sizeof(o.sentinel_password);
+    CHECK_EQ_INT(new_client(&o), LEASH_OK);
+    o.struct_size = offsetof(leash_options, tls_key_password) + 1;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    o.struct_size = offsetof(leash_options, tls_key_password) + sizeof(o.tls_key_password);
     CHECK_EQ_INT(new_client(&o), LEASH_OK);
 }
 

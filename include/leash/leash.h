@@ -242,6 +242,9 @@ enum leash_dialect {
 /* The longest TLS file path (tls_ca_file, ...) and dns_servers list. */
 #define LEASH_PATH_MAX 4095
 #define LEASH_DNS_SERVERS_MAX 1024
+/* The longest leash_options.tls_key_password (what OpenSSL's password
+ * callback takes). */
+#define LEASH_KEY_PASSWORD_MAX 1023
 /* The longest leash_options.sentinel_master (a master's name in Sentinel). */
 #define LEASH_SENTINEL_MASTER_MAX 255
 /* The most replicas leash_options.wait_replicas may ask for. */
@@ -358,15 +361,22 @@ typedef struct leash_options {
     /* TLS (README "TLS"), to every server of every topology (never over a
      * unix socket: Redis serves TLS on TCP only). Off (0) by
      * default; rediss:// URLs turn it on (leash/url.h). A failed handshake
-     * or certificate check is LEASH_ETLS, with a log line that says why.
+     * or certificate check is LEASH_ETLS, with a log line that says why; a
+     * handshake that gets no answer within connect_timeout_ms (a frozen
+     * server, a plain-TCP port) is a connect timeout like any other
+     * (LEASH_ECONN at the waiting work's own deadline, ordinary backoff).
      * Paths are at most LEASH_PATH_MAX bytes; the files are read once, by
      * leash_client_new (an unreadable one: LEASH_ETLS there). */
     int tls;
-    const char *tls_ca_file;     /* PEM bundle of trusted CAs; NULL: the system's store */
-    const char *tls_ca_dir;      /* a hashed CA directory (c_rehash); NULL: none */
-    const char *tls_cert_file;   /* client certificate (PEM), for tls-auth-clients; NULL: none */
-    const char *tls_key_file;    /* its private key (PEM); required with tls_cert_file */
-    const char *tls_server_name; /* SNI and the name verified; NULL: the host connected to */
+    const char *tls_ca_file;   /* PEM bundle of trusted CAs; NULL: the system's store */
+    const char *tls_ca_dir;    /* a hashed CA directory (c_rehash); NULL: none */
+    const char *tls_cert_file; /* client certificate (PEM), for tls-auth-clients; NULL: none */
+    const char *tls_key_file;  /* its private key (PEM); required with tls_cert_file */
+    /* SNI and the name verified; NULL: the host connected to. A host name
+     * must be in the certificate's DNS SANs (its subject's CN alone is
+     * refused), an IP address in its IP SANs; one trailing dot ("a.svc.")
+     * is dropped. */
+    const char *tls_server_name;
     /* 1 (the default that leash_options_init sets): verify the server's
      * chain and name. 0 only when asked for: the connection is then open
      * to anyone in the middle, and the client logs a warning. */
@@ -410,6 +420,14 @@ typedef struct leash_options {
     const char *sentinel_master;
     const char *sentinel_username;
     const char *sentinel_password;
+
+    /* The password of an encrypted tls_key_file (README "TLS"); default
+     * NULL: none. At most LEASH_KEY_PASSWORD_MAX bytes; used by
+     * leash_client_new while it reads the key, not kept, never logged.
+     * The library never prompts for it: an encrypted key without it (or
+     * with a wrong one) fails leash_client_new with LEASH_ETLS and the log
+     * line "the client key is encrypted". */
+    const char *tls_key_password;
 } leash_options;
 
 /* Fills every field of *o with its default: leash_options_init(&opts).

@@ -22,6 +22,7 @@ enum {
     HS_INFO = 4,
     HS_ROLE = 5,
     HS_MEMORY = 6,
+    HS_PING = 7,
     HS_SCRIPT = 16
 };
 
@@ -731,14 +732,19 @@ static void start_handshake(leash__conn *conn) {
                 failed |= handshake_cmd(conn, HS_SCRIPT, 3, argv);
             }
     }
+    /* A connection is ready when the server has answered it: a subscriber
+     * (or a sentinel) without AUTH asks PING. A TLS 1.3 server that
+     * refuses this client (no client certificate) says so only after the
+     * client's handshake completed, in place of the first answer. */
+    if (conn->handshake_left == 0) {
+        const char *ping_argv[1] = {"PING"};
+        failed |= handshake_cmd(conn, HS_PING, 1, ping_argv);
+    }
     if (failed) {
         leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: could not send the handshake",
                    role_name(conn));
         conn_break(conn);
-        return;
     }
-    if (conn->handshake_left == 0)
-        become_ready(conn);
 }
 
 /* TIME answers [seconds, microseconds] as bulk strings. */
@@ -943,6 +949,8 @@ static const char *hs_name(int tag) {
         return "INFO memory";
     case HS_ROLE:
         return "ROLE";
+    case HS_PING:
+        return "PING";
     default:
         return "SCRIPT LOAD";
     }
@@ -1273,14 +1281,25 @@ static void conn_arm(leash__conn *conn) {
         leash__timer_at(&conn->timer, due, keep_alive);
 }
 
-/* Whether a TLS handshake still unanswered at the connect deadline says
- * "not a TLS port": only when it had half the connect timeout at least. A
- * slow DNS answer or a slow connect can leave it a few milliseconds, which
- * says nothing of the port: that is a connect timeout (LEASH_ECONN). */
-static int handshake_had_its_time(const leash__conn *conn, int64_t now) {
-    int64_t since = leash__sock_tls_handshake_since(conn->sock);
+/* Why a connect attempt is still under way at its deadline, for the log
+ * line: nothing (a TCP connect), the name, or the TLS handshake with what
+ * the server sent in it. A handshake that gets no answer is a server that
+ * is frozen or slow, or a port that is not TLS (a plain Redis waits for
+ * the end of a line that a ClientHello lacks): both are a connect timeout,
+ * and the line says which it may be. */
+static void connect_stage(const leash__conn *conn, char *out, size_t len) {
+    char seen[200];
 
-    return since != 0 && now - since >= conn->cfg->connect_timeout_ms / 2;
+    if (conn->sock != NULL && leash__sock_resolving(conn->sock))
+        snprintf(out, len, " (no answer from DNS yet)");
+    else if (conn->sock != NULL && leash__sock_tls_seen(conn->sock, seen, sizeof(seen)))
+        snprintf(out, len, " (in the TLS handshake: %s%s)", seen,
+                 strncmp(seen, "no byte", 7) == 0
+                     ? ": a frozen or slow server, or is this port TLS? (a plain-TCP Redis never "
+                       "answers a ClientHello)"
+                     : "");
+    else
+        out[0] = '\0';
 }
 
 static void conn_timer_fired(void *arg) {
@@ -1298,24 +1317,11 @@ static void conn_timer_fired(void *arg) {
             conn_connect(conn);
         break;
     case LEASH__CONN_CONNECTING:
-        if (now >= conn->next_attempt && conn->sock != NULL && handshake_had_its_time(conn, now)) {
-            /* TCP connected, TLS never answered: what a plain-TCP port
-             * does (Redis waits for a line that a ClientHello lacks). */
-            leash__log(conn_log(conn), refusal_level(conn),
-                       "%s: TLS handshake not answered within connect_timeout_ms (%lld ms): "
-                       "is this port TLS? (a plain-TCP Redis never answers a ClientHello)",
-                       role_name(conn), (long long)conn->cfg->connect_timeout_ms);
-            conn->refused = LEASH_ETLS;
-            conn_break(conn);
-            if (env->freeing)
-                return;
-        } else if (now >= conn->next_attempt) {
+        if (now >= conn->next_attempt) {
+            char stage[400];
+            connect_stage(conn, stage, sizeof(stage));
             leash__log(conn_log(conn), failure_level(conn), "%s: connect timed out%s",
-                       role_name(conn),
-                       conn->sock == NULL                            ? ""
-                       : leash__sock_resolving(conn->sock)           ? " (no answer from DNS yet)"
-                       : leash__sock_tls_handshake_since(conn->sock) ? " (in the TLS handshake)"
-                                                                     : "");
+                       role_name(conn), stage);
             conn_break(conn);
             if (env->freeing)
                 return;

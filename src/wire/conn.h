@@ -2,7 +2,9 @@
 /*
  * One connection to one Redis server (a node's command connection or its
  * subscriber connection): connecting, the handshake (AUTH, INFO for the
- * server's version, SELECT, TIME, SCRIPT LOAD), the silence timeout that
+ * server's version, SELECT, TIME, SCRIPT LOAD; PING when there is none of
+ * them: a connection is ready only once the server answered it), the
+ * silence timeout that
  * hiredis 0.14 lacks, reconnecting with exponential backoff and jitter,
  * and the queue of commands not written yet: issued while it is not
  * ready, or waiting for the loop, or for room in the window of commands
@@ -159,7 +161,7 @@ typedef struct leash__conn_cfg {
 } leash__conn_cfg;
 
 /* AUTH, ROLE, INFO server, INFO memory, TIME, SELECT and SCRIPT LOADs (the
- * scripts and their variants for older servers). */
+ * scripts and their variants for older servers), or PING alone. */
 #define LEASH__HANDSHAKE_MAX 32
 
 struct leash__conn {

@@ -888,8 +888,11 @@ int leash__sock_has_input(const leash__sock *s) {
            recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
 }
 
-int64_t leash__sock_tls_handshake_since(const leash__sock *s) {
-    return s->handshaking;
+int leash__sock_tls_seen(const leash__sock *s, char *out, size_t len) {
+    if (!s->handshaking || s->ts == NULL)
+        return 0;
+    leash__tls_seen(s->ts, out, len);
+    return 1;
 }
 
 int leash__sock_resolving(const leash__sock *s) {

@@ -84,9 +84,9 @@ size_t leash__sock_unsent(const leash__sock *s);
  * or input the TLS session holds) that the loop has not delivered yet. */
 int leash__sock_has_input(const leash__sock *s);
 
-/* Since when (leash__now_ms) the TLS handshake runs (the connect itself
- * completed); 0 when it does not run. */
-int64_t leash__sock_tls_handshake_since(const leash__sock *s);
+/* While the TLS handshake runs: what the server sent so far (see
+ * leash__tls_seen) in out, and 1; else 0. */
+int leash__sock_tls_seen(const leash__sock *s, char *out, size_t len);
 /* 1 while the host name is being resolved (no connect started yet). */
 int leash__sock_resolving(const leash__sock *s);
 
