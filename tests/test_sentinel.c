@@ -455,6 +455,7 @@ typedef struct fake_shared {
     volatile int held;    /* 1 while the held question waits */
     volatile int release; /* set by the test: send the held answer */
     volatile int publish; /* bumped by the test: message to the subscribers */
+    volatile int asked;   /* get-master-addr-by-name questions, every connection */
     char message[128];    /* a +switch-master message */
 } fake_shared;
 
@@ -498,6 +499,7 @@ static void fake_answer(fake_shared *sh, fake_state *st, int slot, int fd, const
         return;
     if (r->elements >= 2 && strcasecmp(r->element[0]->str, "SENTINEL") == 0 &&
         strcasecmp(r->element[1]->str, "get-master-addr-by-name") == 0) {
+        sh->asked++;
         if (++st->questions == sh->hold_question) {
             st->held_fd = fd;
             st->held_port = sh->master_port;
@@ -857,6 +859,71 @@ TEST(the_tool_reads_and_releases_through_sentinel) {
 }
 #endif
 
+/* A sentinel that names a wrong master, listed first: a replica (ROLE
+ * refuses it), then a dead address. The client asks the others and is
+ * granted at the master they name, the liar asked again only after them;
+ * the tool, through the same list, tries the next sentinel too. */
+TEST(a_sentinel_naming_a_wrong_master_goes_behind_the_others) {
+    sworld w;
+    fake_sentinel f;
+    const char *nodes[TEST_SENTINEL_MAX_SENTINELS + 1];
+    char liar[32];
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    int m, r, i, k, dead;
+#ifdef LEASH_TEST_CLI
+    char args[512], out[8192];
+#endif
+
+    sw_up(&w, NULL);
+    m = test_sentinel_master(&w.t);
+    CHECK(m >= 0);
+    r = m == 0 ? 1 : 0;
+    dead = test_redis_free_port();
+    fake_start(&f, w.t.data[r].port);
+    snprintf(liar, sizeof liar, "127.0.0.1:%d", f.port);
+    nodes[0] = liar;
+    for (i = 0; i < w.t.nsentinels; i++)
+        nodes[i + 1] = w.nodes[i];
+    for (k = 0; k < 2; k++) {
+        /* k 0: a replica; k 1: an address where nothing listens. */
+        f.sh->master_port = k == 0 ? w.t.data[r].port : dead;
+        f.sh->asked = 0;
+        sw_options(&w, &o, 5000, 0);
+        o.nodes = nodes;
+        o.nodes_count = w.t.nsentinels + 1;
+        fx_log_clear();
+        c = fx_client_opts(w.loop, &o);
+        l = leash_lock_new(c, "liar");
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 10000, 12000), LEASH_OK);
+        CHECK(fx_log_contains("asked after the others now"));
+        CHECK_MSG(f.sh->asked <= 2, "the liar was asked %d times", f.sh->asked);
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+        leash_lock_free(l);
+        leash_client_free(c);
+    }
+    CHECK(script_calls(&w.t.data[m]) > 0);
+    CHECK_EQ_INT(script_calls(&w.t.data[r]), 0);
+#ifdef LEASH_TEST_CLI
+    c = fx_client_opts(w.loop, &o);
+    l = leash_lock_new(c, "liar");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 10000, 12000), LEASH_OK);
+    for (k = 0; k < 2; k++) {
+        f.sh->master_port = k == 0 ? w.t.data[r].port : dead;
+        snprintf(args, sizeof args, "-u redis+sentinel://%s,%s,%s/%s show liar", liar, w.text[0],
+                 w.text[1], TEST_SENTINEL_MASTER);
+        i = run_cli(args, out, sizeof out);
+        CHECK_MSG(i == 0, "show exit %d: %s", i, out);
+    }
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+#endif
+    fake_stop(&f);
+    sw_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(discovery_through_any_one_sentinel_while_the_others_are_down),
@@ -867,6 +934,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_replica_named_as_master_is_refused_and_readonly_sends_back),
         TEST_CASE(a_discovery_answer_from_before_a_switch_is_not_followed),
         TEST_CASE(sharded_pubsub_through_sentinel_wakes_the_waiter_at_once),
+        TEST_CASE(a_sentinel_naming_a_wrong_master_goes_behind_the_others),
 #ifdef LEASH_TEST_CLI
         TEST_CASE(the_tool_reads_and_releases_through_sentinel),
 #endif

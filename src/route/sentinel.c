@@ -12,7 +12,10 @@
  * handshake (leash__conn_cfg.require_master): no lock command goes to a
  * server that is not a master; a replica (ROLE, or -READONLY answering a
  * script) or a master that cannot be reached sends the route back to the
- * sentinels.
+ * sentinels, and the sentinel that named it goes to the back of the list:
+ * one that names a replica or a dead address (a liar, or one cut off with
+ * the old master) is asked last, so every other sentinel is asked before
+ * it again.
  *
  * Failovers are followed without polling: one subscriber connection (the
  * "watch" connection, on the front sentinel) listens to +promoted-slave
@@ -42,6 +45,8 @@
  *
  * ASK waits for the timer at once rather than asking inside the event
  * that led there: that event is often a connection's own callback.
+ * "first" is the front of the list, once a sentinel whose master failed
+ * since the last round went to its back (blame()).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +115,11 @@ typedef struct sentinel {
      * after it names the old master, which a failover of a live master
      * leaves taking writes until it is reconfigured. */
     unsigned switches, switches_asked;
+    /* The sentinel whose answer the node follows ("" when a switch
+     * message named the master), and one whose master failed, to go
+     * behind the others when the next round starts (it may be the one
+     * asked in this round). */
+    sentinel_addr named, blamed;
 } sentinel;
 
 static const leash__logger *log_of(const sentinel *s) {
@@ -155,7 +165,8 @@ static void follow(sentinel *s, const char *host, size_t len, int port) {
 }
 
 /* The master's command connection went down: unreachable, a replica
- * (ROLE, -READONLY), or refused our credentials. Ask again. */
+ * (ROLE, -READONLY), or refused our credentials. Ask again; the sentinel
+ * that named it is asked last (blame()). */
 static void on_master_down(leash__conn *conn) {
     sentinel *s = conn->owner;
 
@@ -165,6 +176,10 @@ static void on_master_down(leash__conn *conn) {
         leash__log(log_of(s), LEASH_LOG_WARN,
                    "sentinel: %s:%d is not the master of %s any more: asking the sentinels",
                    s->master.cfg.host, s->master.cfg.port, s->name);
+    if (s->named.host[0] != '\0') {
+        s->blamed = s->named;
+        s->named.host[0] = '\0';
+    }
     step(s, E_NEED, NULL, 0, 0, NULL);
 }
 
@@ -352,6 +367,7 @@ static void on_event(sentinel *s, const char *msg, size_t len, int name_at, int 
                name_at == 0 ? switch_channel : promoted_channel, (int)len, msg);
     if (atoi(port) >= 1 && atoi(port) <= 65535) {
         s->switches++;
+        s->named.host[0] = '\0';
         follow(s, f[ip_at], flen[ip_at], atoi(port));
     }
 }
@@ -407,8 +423,31 @@ static void set_state(sentinel *s, int to, int ev) {
         leash__timer_at(&s->timer, now + s->pause_ms, 0);
 }
 
+/* A sentinel that named a master which failed (not a master, or not
+ * reached) goes behind the others: the next rounds ask them first. One
+ * that stays wrong (a liar, or one cut off with a live old master) would
+ * otherwise answer first for ever and the others would never be asked. */
+static void blame(sentinel *s) {
+    sentinel_addr a = s->blamed;
+    int i;
+
+    s->blamed.host[0] = '\0';
+    for (i = 0; i < s->nlist; i++)
+        if (s->list[i].port == a.port && strcmp(s->list[i].host, a.host) == 0)
+            break;
+    if (i >= s->nlist - 1)
+        return;
+    memmove(&s->list[i], &s->list[i + 1], (size_t)(s->nlist - 1 - i) * sizeof(s->list[0]));
+    s->list[s->nlist - 1] = a;
+    leash__log(log_of(s), LEASH_LOG_INFO,
+               "sentinel: %s:%d named a master of %s that failed: asked after the others now",
+               a.host, a.port, s->name);
+}
+
 /* The next round: ASK the first sentinel. */
 static void new_round(sentinel *s, int ev) {
+    if (s->blamed.host[0] != '\0')
+        blame(s);
     s->cur = 0;
     s->again = 0;
     s->refused = 0;
@@ -438,9 +477,10 @@ static void step(sentinel *s, int ev, const char *host, size_t len, int port, co
                 leash__conn_retarget(&s->watch);
             if (s->base.env->freeing)
                 return;
-            if (s->switches == s->switches_asked)
+            if (s->switches == s->switches_asked) {
+                s->named = s->list[0];
                 follow(s, host, len, port);
-            else
+            } else
                 leash__log(log_of(s), LEASH_LOG_WARN,
                            "sentinel: %s answered %.*s:%d, asked before the switch to %s:%d: "
                            "ignored",
