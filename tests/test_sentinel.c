@@ -924,6 +924,84 @@ TEST(a_sentinel_naming_a_wrong_master_goes_behind_the_others) {
     sw_down(&w);
 }
 
+/* Refusals of the +switch-master subscription at ERROR level. */
+static int subscribe_errors;
+
+static void count_subscribe_errors(int level, const char *msg, void *arg) {
+    if (level == LEASH_LOG_ERROR && strstr(msg, "refused SUBSCRIBE") != NULL)
+        subscribe_errors++;
+    fx_log_cb(level, msg, arg);
+}
+
+/* Discovery rounds in the case's log. */
+static int rounds_in_log(void) {
+    const char *p = fx_log_text();
+    int n = 0;
+
+    while ((p = strstr(p, "=> ASK (")) != NULL) {
+        n++;
+        p++;
+    }
+    return n;
+}
+
+/* The sentinels' ACL user as the README said before channels were named:
+ * Redis 7 users start with resetchannels, so SUBSCRIBE +switch-master gets
+ * NOPERM. That is one error line, then the subscription is tried again
+ * after a backoff, without a reset or a discovery round each time (which
+ * polled the sentinels); the channels the README names now let it in. */
+TEST(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop) {
+    sworld w;
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    int i, rounds;
+    redisReply *r;
+    int64_t until;
+
+    sw_up(&w, NULL);
+    for (i = 0; i < w.t.nsentinels; i++) {
+        r = test_redis_cmd(&w.t.sentinel[i],
+                           "ACL SETUSER watcher on >watch-secret "
+                           "+sentinel|get-master-addr-by-name +sentinel|sentinels +subscribe");
+        CHECK(r != NULL && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    sw_options(&w, &o, 5000, 0);
+    o.sentinel_username = "watcher";
+    o.sentinel_password = "watch-secret";
+    o.reconnect_max_ms = 1000;
+    o.log_cb = count_subscribe_errors;
+    subscribe_errors = 0;
+    fx_log_clear();
+    c = fx_client_opts(w.loop, &o);
+    l = leash_lock_new(c, "acl");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+    fx_run_for(w.loop, 6000);
+    rounds = rounds_in_log();
+    CHECK_MSG(subscribe_errors == 1, "%d ERROR lines for the refused SUBSCRIBE", subscribe_errors);
+    CHECK(fx_log_contains("NOPERM"));
+    CHECK(fx_log_contains("the sentinel user needs &+switch-master &+promoted-slave"));
+    CHECK_MSG(rounds <= 2, "%d discovery rounds in 6 s", rounds);
+
+    /* The README's line: the retry is let in. */
+    for (i = 0; i < w.t.nsentinels; i++) {
+        r = test_redis_cmd(&w.t.sentinel[i],
+                           "ACL SETUSER watcher &+switch-master &+promoted-slave");
+        CHECK(r != NULL && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    until = test_now_ms() + 9000 + TEST_SLACK_MS;
+    while (!fx_log_contains("accepted now") && test_now_ms() < until)
+        fx_run_for(w.loop, 20);
+    CHECK(fx_log_contains("accepted now"));
+    CHECK_EQ_INT(subscribe_errors, 1);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+    sw_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(discovery_through_any_one_sentinel_while_the_others_are_down),
@@ -935,6 +1013,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_discovery_answer_from_before_a_switch_is_not_followed),
         TEST_CASE(sharded_pubsub_through_sentinel_wakes_the_waiter_at_once),
         TEST_CASE(a_sentinel_naming_a_wrong_master_goes_behind_the_others),
+        TEST_CASE(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop),
 #ifdef LEASH_TEST_CLI
         TEST_CASE(the_tool_reads_and_releases_through_sentinel),
 #endif

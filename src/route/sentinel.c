@@ -21,7 +21,12 @@
  * "watch" connection, on the front sentinel) listens to +promoted-slave
  * (at the promotion) and +switch-master (at the failover's end), and the
  * node follows the new address at once. Whenever that subscription is (re)made, the sentinels
- * are asked again: a switch made while nobody listened is not missed. An
+ * are asked again: a switch made while nobody listened is not missed. A
+ * sentinel that refuses the subscription (NOPERM: a Redis 7 ACL user
+ * starts with resetchannels) refused our setup: one error line, and the
+ * SUBSCRIBE goes again on the same connection after a backoff; no reset,
+ * no discovery round (that was polling the sentinels). Meanwhile a
+ * failover is followed when the master is lost. An
  * answer to a question asked before a switch was heard is not followed:
  * it may name the old master, still taking writes in a failover of a live
  * master until the sentinels reconfigure it.
@@ -97,7 +102,10 @@ typedef struct sentinel {
     target master, asked, watched;
     leash__conn ask, watch;
     leash__timer timer;
-    const char *name; /* the master's name */
+    leash__timer resub;     /* the next SUBSCRIBE after a refusal */
+    int64_t resub_ms;       /* its backoff: 0, or the last wait */
+    unsigned watch_refused; /* refusals since the last subscription */
+    const char *name;       /* the master's name */
     sentinel_addr *list;
     int nlist;
     int cur; /* the sentinel asked */
@@ -329,7 +337,11 @@ static void merge_list(sentinel *s, const redisReply *r) {
 static const char switch_channel[] = "+switch-master";
 static const char promoted_channel[] = "+promoted-slave";
 
-static void on_watch_ready(leash__conn *conn) {
+/* After a refused SUBSCRIBE, the longest wait before the next (doubling
+ * from reconnect_max_ms). */
+#define RESUBSCRIBE_MAX_MS 60000
+
+static void subscribe(leash__conn *conn) {
     const char *argv[3] = {"SUBSCRIBE", switch_channel, promoted_channel};
     size_t lens[3] = {9, sizeof(switch_channel) - 1, sizeof(promoted_channel) - 1}, len;
     char *buf = leash__resp_format(&len, 3, argv, lens);
@@ -337,6 +349,42 @@ static void on_watch_ready(leash__conn *conn) {
     if (buf == NULL || leash__conn_send_raw(conn, buf, len, 2) != 0)
         leash__conn_reset(conn);
     free(buf);
+}
+
+static void on_watch_ready(leash__conn *conn) {
+    sentinel *s = conn->owner;
+
+    leash__timer_stop(&s->resub);
+    subscribe(conn);
+}
+
+static void on_resub_timer(void *arg) {
+    sentinel *s = arg;
+
+    if (leash__conn_ready(&s->watch))
+        subscribe(&s->watch);
+}
+
+/* The sentinel refused the subscription: a setup error (the sentinel
+ * user's channels, README "Redis Sentinel"), said once until a
+ * subscription succeeds. It refuses again if asked at once: the same
+ * connection asks again after a backoff. */
+static void watch_refused(sentinel *s, leash__conn *conn, const char *err) {
+    int64_t max = s->base.cfg->conn->reconnect_max_ms;
+
+    leash__log(log_of(s), s->watch_refused++ == 0 ? LEASH_LOG_ERROR : LEASH_LOG_DEBUG,
+               "sentinel: %s refused SUBSCRIBE %s %s: %s: failovers are followed only when the "
+               "master is lost%s",
+               leash__conn_role_name(conn), switch_channel, promoted_channel, err,
+               strncmp(err, "NOPERM", 6) == 0
+                   ? " (the sentinel user needs &+switch-master &+promoted-slave)"
+                   : "");
+    /* One error answers the whole command: nothing more is owed. */
+    leash__conn_progress(conn, 2);
+    s->resub_ms = s->resub_ms == 0 ? max : s->resub_ms * 2;
+    if (s->resub_ms > RESUBSCRIBE_MAX_MS)
+        s->resub_ms = RESUBSCRIBE_MAX_MS > max ? RESUBSCRIBE_MAX_MS : max;
+    leash__timer_at(&s->resub, leash__now_ms() + s->resub_ms, 0);
 }
 
 /* A message's space-separated fields: "name oldip oldport newip newport"
@@ -377,9 +425,7 @@ static void on_watch_frame(leash__conn *conn, redisReply *r) {
     const redisReply *chan;
 
     if (r->type == REDIS_REPLY_ERROR) {
-        leash__log(log_of(s), LEASH_LOG_ERROR, "sentinel: %s refused SUBSCRIBE %s %s: %s",
-                   leash__conn_role_name(conn), switch_channel, promoted_channel, r->str);
-        leash__conn_reset(conn);
+        watch_refused(s, conn, r->str);
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
@@ -389,8 +435,14 @@ static void on_watch_frame(leash__conn *conn, redisReply *r) {
     if (strcmp(r->element[0]->str, "subscribe") == 0) {
         leash__conn_progress(conn, 1);
         /* From here on no switch is missed: ask about any before it. */
-        if (r->element[2]->type == REDIS_REPLY_INTEGER && r->element[2]->integer == 2)
+        if (r->element[2]->type == REDIS_REPLY_INTEGER && r->element[2]->integer == 2) {
+            if (s->watch_refused)
+                leash__log(log_of(s), LEASH_LOG_INFO, "sentinel: %s: SUBSCRIBE %s %s accepted now",
+                           leash__conn_role_name(conn), switch_channel, promoted_channel);
+            s->watch_refused = 0;
+            s->resub_ms = 0;
             step(s, E_NEED, NULL, 0, 0, NULL);
+        }
     } else if (strcmp(r->element[0]->str, "message") == 0 &&
                r->element[2]->type == REDIS_REPLY_STRING) {
         leash__conn_progress(conn, 0);
@@ -402,8 +454,12 @@ static void on_watch_frame(leash__conn *conn, redisReply *r) {
 }
 
 static void on_watch_down(leash__conn *conn) {
-    /* Deaf until it is back, maybe on another sentinel. */
-    step(conn->owner, E_NEED, NULL, 0, 0, NULL);
+    sentinel *s = conn->owner;
+
+    /* Deaf until it is back, maybe on another sentinel (which subscribes
+     * at once). */
+    leash__timer_stop(&s->resub);
+    step(s, E_NEED, NULL, 0, 0, NULL);
 }
 
 /* ---- the discovery machine ---- */
@@ -570,6 +626,7 @@ static leash__node *sentinel_node(leash__route *r, unsigned slot) {
 /* The route's own timers (its connections' and the discovery's). */
 static void clear_timers(sentinel *s) {
     leash__timer_clear(&s->timer);
+    leash__timer_clear(&s->resub);
     leash__timer_clear(&s->ask.timer);
     leash__timer_clear(&s->watch.timer);
 }
@@ -585,7 +642,8 @@ static int sentinel_prepare(leash__route *r) {
     sentinel *s = (sentinel *)r;
 
     if (s->inner->ops->prepare(s->inner) != LEASH_OK || leash__timer_create(&s->timer) != 0 ||
-        leash__conn_prepare(&s->ask) != LEASH_OK || leash__conn_prepare(&s->watch) != LEASH_OK)
+        leash__timer_create(&s->resub) != 0 || leash__conn_prepare(&s->ask) != LEASH_OK ||
+        leash__conn_prepare(&s->watch) != LEASH_OK)
         return LEASH_ENOMEM;
     return LEASH_OK;
 }
@@ -602,6 +660,7 @@ static void sentinel_teardown(leash__route *r) {
     sentinel *s = (sentinel *)r;
 
     leash__timer_clear(&s->timer);
+    leash__timer_clear(&s->resub);
     if (s->q != NULL) {
         leash__cmd_cancel(s->q);
         s->q = NULL;
@@ -726,5 +785,6 @@ leash__route *leash__route_sentinel_new(leash__env *env, const leash__dialect *d
     s->watch.on_down = on_watch_down;
     s->watch.on_frame = on_watch_frame;
     leash__timer_init(&s->timer, env, on_timer, s);
+    leash__timer_init(&s->resub, env, on_resub_timer, s);
     return &s->base;
 }
