@@ -367,6 +367,55 @@ TEST(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked) {
     sw_down(&w);
 }
 
+/* What a killed master's failover costs a hold with wait_replicas = 1,
+ * in ms after the kill: the sentinels name the new master, the other
+ * replica is linked to it, and the first renewal that counts (a replica
+ * acknowledged it) lands there. */
+typedef struct follow_times {
+    int64_t named, linked, counted, lost;
+} follow_times;
+
+static void kill_and_follow(sworld *w, leash_lock *holder, fx_result *lost, int64_t watch_ms,
+                            follow_times *ft) {
+    leash_lock_stats st;
+    uint64_t renewals;
+    int64_t killed_at, now;
+    int m, n = -1, other = -1, i;
+
+    memset(ft, 0, sizeof *ft);
+    m = test_sentinel_master(&w->t);
+    CHECK(m >= 0);
+    CHECK_EQ_INT(test_redis_kill(&w->t.data[m]), 0);
+    killed_at = test_now_ms();
+    /* An answer the master sent before it died is not the new master's. */
+    fx_run_for(w->loop, 5);
+    leash_lock_stats(holder, &st);
+    renewals = st.renewals;
+    while ((now = test_now_ms()) < killed_at + watch_ms) {
+        if (n < 0 && (n = test_sentinel_new_master(&w->t, m)) >= 0) {
+            ft->named = now - killed_at;
+            for (i = 0; i < w->t.ndata; i++)
+                if (i != m && i != n)
+                    other = i;
+        }
+        if (other >= 0 && ft->linked == 0 && test_sentinel_is_replica(&w->t, other))
+            ft->linked = now - killed_at;
+        leash_lock_stats(holder, &st);
+        if (ft->counted == 0 && st.renewals > renewals)
+            ft->counted = now - killed_at;
+        if (lost->calls > 0 && ft->lost == 0)
+            ft->lost = lost->at_ms - killed_at;
+        fx_run_for(w->loop, 10);
+    }
+    fprintf(stderr,
+            "failover: named %lld ms, other replica linked %lld ms, first renewal that counted "
+            "%lld ms after the kill%s\n",
+            (long long)ft->named, (long long)ft->linked, (long long)ft->counted,
+            ft->lost ? " (the hold was lost)" : "");
+    if (ft->lost)
+        fprintf(stderr, "lost %d at %lld ms\n", lost->status, (long long)ft->lost);
+}
+
 /* A client of options o whose acquire fails `status`, with a log line
  * naming the first sentinel. */
 static void refused_by_sentinels(sworld *w, const leash_options *o, int status) {
@@ -1002,6 +1051,45 @@ TEST(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop) {
     sw_down(&w);
 }
 
+/* The failover a hold with wait_replicas = 1 must outlive (README "Redis
+ * Sentinel"): its renewals count again only once the replica that was not
+ * promoted is linked to the new master and acknowledges them, and until
+ * then the hold stands on the last renewal that counted before the kill.
+ * With down-after 1000 ms, the issue's 6 s lease (renewed every 2 s) keeps
+ * it when that takes less than 6000 - 2000 - 62 ms. The case says how long
+ * each step took; the first renewal that counts comes right after the
+ * other replica is linked (leash is already at the new master). */
+TEST(a_killed_master_keeps_a_hold_whose_lease_outlasts_the_failover) {
+    test_sentinel_config cfg = {0};
+    sworld w;
+    leash_client *a;
+    leash_lock *holder;
+    fx_result lost = {0};
+    follow_times ft;
+
+    cfg.down_after_ms = 1000;
+    sw_up(&w, &cfg);
+    a = sw_client(&w, 6000, 1);
+    holder = leash_lock_new(a, "followed");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    /* Anywhere in the renewal interval. */
+    fx_run_for(w.loop, 500 + (int64_t)(test_now_ms() % 2000));
+    kill_and_follow(&w, holder, &lost, 8000, &ft);
+    CHECK_EQ_INT(lost.calls, 0);
+    CHECK(leash_held(holder));
+    CHECK(ft.named > 0 && ft.linked > 0 && ft.counted > 0);
+    CHECK(ft.counted < 6000 - 2000 - 62);
+    CHECK(ft.counted + 250 >= ft.linked); /* a poll apart at most */
+    CHECK_MSG(ft.counted - ft.linked < 500 + TEST_SLACK_MS,
+              "the first renewal that counted came %lld ms after the replica was linked",
+              (long long)(ft.counted - ft.linked));
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 3000), LEASH_OK);
+    leash_lock_free(holder);
+    leash_client_free(a);
+    sw_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(discovery_through_any_one_sentinel_while_the_others_are_down),
@@ -1014,6 +1102,7 @@ int main(int argc, char **argv) {
         TEST_CASE(sharded_pubsub_through_sentinel_wakes_the_waiter_at_once),
         TEST_CASE(a_sentinel_naming_a_wrong_master_goes_behind_the_others),
         TEST_CASE(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop),
+        TEST_CASE(a_killed_master_keeps_a_hold_whose_lease_outlasts_the_failover),
 #ifdef LEASH_TEST_CLI
         TEST_CASE(the_tool_reads_and_releases_through_sentinel),
 #endif
