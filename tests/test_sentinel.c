@@ -995,10 +995,10 @@ static int rounds_in_log(void) {
 }
 
 /* The sentinels' ACL user as the README said before channels were named:
- * Redis 7 users start with resetchannels, so SUBSCRIBE +switch-master gets
- * NOPERM. That is one error line, then the subscription is tried again
- * after a backoff, without a reset or a discovery round each time (which
- * polled the sentinels); the channels the README names now let it in. */
+ * Redis 7 users start with resetchannels (said here for 6.2, whose default
+ * is allchannels), so SUBSCRIBE +switch-master gets NOPERM. That is one error line, then the
+ * subscription is tried again after a backoff, without a reset or a discovery round each time
+ * (which polled the sentinels); the channels the README names now let it in. */
 TEST(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop) {
     sworld w;
     leash_options o;
@@ -1011,7 +1011,7 @@ TEST(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop) {
     sw_up(&w, NULL);
     for (i = 0; i < w.t.nsentinels; i++) {
         r = test_redis_cmd(&w.t.sentinel[i],
-                           "ACL SETUSER watcher on >watch-secret "
+                           "ACL SETUSER watcher on >watch-secret resetchannels "
                            "+sentinel|get-master-addr-by-name +sentinel|sentinels +subscribe");
         CHECK(r != NULL && r->type == REDIS_REPLY_STATUS);
         freeReplyObject(r);
