@@ -1007,6 +1007,11 @@ TEST(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop) {
     int i, rounds;
     redisReply *r;
     int64_t until;
+#ifdef LEASH_TEST_CLI
+    char path[600], args[512], out[16384];
+    const char *p;
+    pid_t watcher;
+#endif
 
     sw_up(&w, NULL);
     for (i = 0; i < w.t.nsentinels; i++) {
@@ -1026,8 +1031,24 @@ TEST(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop) {
     c = fx_client_opts(w.loop, &o);
     l = leash_lock_new(c, "acl");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+#ifdef LEASH_TEST_CLI
+    /* `leash watch` with the same user: said once, asked again later. */
+    snprintf(path, sizeof path, "%s/watch-acl.out", test_tmpdir());
+    snprintf(
+        args, sizeof args,
+        "-u 'redis+sentinel://%s,%s,%s/%s?sentinel_user=watcher&sentinel_password=watch-secret' "
+        "watch acl",
+        w.text[0], w.text[1], w.text[2], TEST_SENTINEL_MASTER);
+    watcher = cli_start(args, path);
+#endif
     fx_run_for(w.loop, 6000);
     rounds = rounds_in_log();
+#ifdef LEASH_TEST_CLI
+    cli_stop(watcher, path, out, sizeof out);
+    for (i = 0, p = out; (p = strstr(p, "NOPERM")) != NULL; p++)
+        i++;
+    CHECK_MSG(i == 1, "watch said NOPERM %d times: %s", i, out);
+#endif
     CHECK_MSG(subscribe_errors == 1, "%d ERROR lines for the refused SUBSCRIBE", subscribe_errors);
     CHECK(fx_log_contains("NOPERM"));
     CHECK(fx_log_contains("the sentinel user needs &+switch-master &+promoted-slave"));
