@@ -337,7 +337,9 @@ typedef struct leash_options {
     /* 0 (default) = off. Else a grant, and every renewal, counts only
      * once this many replicas (0..LEASH_WAIT_REPLICAS_MAX) acknowledged
      * it within wait_timeout_ms (Redis WAIT, sent with the script): a
-     * failover to one of them keeps the hold. That keeps a second holder
+     * failover to one of them keeps the hold if the lease outlasts the
+     * failover (until a replica acknowledges at the new master, no
+     * renewal counts: README "Redis Sentinel"). That keeps a second holder
      * out only if the old master takes no writes after the failover (it
      * died), or if this is the number of replicas (README "Redis
      * Sentinel", failover of a live master). Too few: the acquire fails
