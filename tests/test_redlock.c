@@ -1181,6 +1181,68 @@ TEST(a_failed_first_renewal_does_not_put_off_the_spread) {
     rw_down(&w);
 }
 
+/* A hold granted by three of five (two still held the last holder's key,
+ * whose release then reaches them) whose first renewal counts while one of
+ * the two answers BUSY (a long script): the spread took on server 4, not on
+ * server 3. The renewals after it must spread again until every server
+ * that is up has the hold (or refused it for good): not a quarter of the
+ * floor's life later (15 s here), while losing one of its first three
+ * servers and one more loses it. */
+TEST(a_spread_that_missed_a_busy_server_is_tried_again) {
+    rworld w;
+    leash_client *a;
+    leash_lock *l;
+    redisContext *busy;
+    char first[128], v[128];
+    uint64_t renewals;
+    int64_t end;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:missed", 30000);
+    l = leash_lock_new(a, "missed");
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    value_on(&w, 0, "leash:missed", first, sizeof(first));
+    value_on(&w, 3, "leash:missed", v, sizeof(v));
+    CHECK_MSG(strncmp(v, first, 33) != 0, "server 3 granted: %s", v);
+    for (i = 3; i < N; i++) /* the last holder's release reaches them */
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:missed"), 1);
+    busy = start_busy_script(&w, 3);
+    renewals = leash_renewals(l);
+    end = test_now_ms() + 1000 + TEST_SLACK_MS;
+    while (leash_renewals(l) == renewals && test_now_ms() < end)
+        fx_run_for(w.loop, 5);
+    CHECK_MSG(leash_renewals(l) > renewals, "no first renewal");
+    fx_run_for(w.loop, 100); /* the plain resend to server 3 bounces too */
+    stop_busy_script(&w, 3, busy);
+    /* Three renewals more. */
+    renewals = leash_renewals(l);
+    end = test_now_ms() + 3000 + TEST_SLACK_MS;
+    while (leash_renewals(l) < renewals + 3 && test_now_ms() < end)
+        fx_run_for(w.loop, 10);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(lost_calls, 0);
+    for (i = 0; i < N; i++) {
+        value_on(&w, i, "leash:missed", v, sizeof(v));
+        CHECK_MSG(strncmp(v, first, 33) == 0, "server %d holds '%s', not '%s'", i, v, first);
+    }
+    /* And it survives two of its first three servers killed. */
+    CHECK_EQ_INT(test_redis_kill(&w.s[0]), 0);
+    CHECK_EQ_INT(test_redis_kill(&w.s[1]), 0);
+    renewals = leash_renewals(l);
+    fx_run_for(w.loop, 2000);
+    CHECK_MSG(leash_renewals(l) > renewals, "no renewal on the three left");
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(lost_calls, 0);
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
 /* One server answers BUSY (a long script) while a majority grants: its
  * grant copy waits out the BUSY pauses (25, 50, 100 ms...). The holder
  * releases as soon as the script ends: that server's release copy runs
@@ -1696,6 +1758,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_renewal_goes_once_to_each_server_when_all_are_well),
         TEST_CASE(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills),
         TEST_CASE(a_failed_first_renewal_does_not_put_off_the_spread),
+        TEST_CASE(a_spread_that_missed_a_busy_server_is_tried_again),
         TEST_CASE(a_hold_outlives_servers_whose_memory_is_full),
         TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),

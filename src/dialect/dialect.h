@@ -75,6 +75,11 @@ typedef struct leash__answer {
     /* BUSY from a quorum: attempts raced (this one had some grants, or
      * nobody held a majority: then n is a short random pause). */
     int split;
+    /* RENEWED from a quorum, by a renewal that spreads: a server that is up
+     * neither renewed it, took it, nor said "not ours" (it answered BUSY,
+     * or nothing in time): the spread is not done, the next renewal spreads
+     * again (hold/watchdog.c). */
+    int spread_short;
 } leash__answer;
 
 /* How the answers of several servers combine (route/quorum). */
