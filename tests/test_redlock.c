@@ -883,6 +883,70 @@ TEST(a_force_released_hold_is_lost_at_its_renewal_not_spread_again) {
     rw_down(&w);
 }
 
+/* A force release that reaches two of five servers (the operator's client
+ * cannot reach the other three; the holder can): the holder renews on the
+ * three, so this is no force release, and it says so (LEASH_ECONN, not
+ * LEASH_OK). Where it removed the hold, the floor stays: once the floors
+ * the grant wrote there have expired (made short here), the holder's
+ * spreading renewal (every quarter of the floor's life: 15 s) must not
+ * write the removed hold back; it keeps the floor instead. */
+TEST(a_force_release_that_reaches_two_of_five_is_an_error_and_stays) {
+    rworld w;
+    fault_proxy p[N];
+    leash_options o;
+    leash_client *holder, *op;
+    leash_lock *h, *f;
+    fx_result done = {0};
+    char name[128];
+    size_t len = floor_name("leash:partial", name);
+    int ports[N], i;
+
+    rw_up(&w);
+    holder = rw_client(&w, 1500); /* renewals every 500 ms; floors live 60 s */
+    for (i = 0; i < N; i++) {
+        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
+        ports[i] = p[i].port;
+    }
+    redlock_options(&w, &o, ports, 1500);
+    op = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, op, N, 5000);
+    lost_calls = 0;
+    h = leash_lock_new(holder, "partial");
+    leash_on_lost(h, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    fx_run_for(w.loop, 700); /* the first renewal spread (nothing to do) */
+    for (i = 2; i < N; i++)
+        CHECK_EQ_INT(fp_blackhole(&p[i], FP_ALL, FP_BOTH, 1), 0);
+    /* The floors on the two it reaches are old: a few seconds left. */
+    for (i = 0; i < 2; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "PEXPIRE %b 5000", name, len), 1);
+    f = leash_lock_new(op, "partial");
+    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
+    fx_run_until(w.loop, &done, 3000);
+    CHECK_EQ_INT(holding_servers(&w, "leash:partial"), N - 2);
+    /* Past the next spreading renewal, a quarter floor (15 s) after the
+     * first, at about 500 ms. */
+    fx_run_for(w.loop, 15000 + 1500);
+    CHECK(leash_held(h));
+    CHECK_EQ_INT(lost_calls, 0);
+    CHECK_MSG(holding_servers(&w, "leash:partial") == N - 2,
+              "the removed hold is back: on %d servers", holding_servers(&w, "leash:partial"));
+    for (i = 0; i < 2; i++) /* kept by that renewal, not only by the force */
+        CHECK_MSG(floor_on(&w, i, "leash:partial") >= leash_fence(h) &&
+                      test_redis_int(&w.s[i], "PTTL %b", name, len) > 50000,
+                  "server %d: the floor's PTTL is %lld", i,
+                  test_redis_int(&w.s[i], "PTTL %b", name, len));
+    CHECK_MSG(done.status == LEASH_ECONN, "a force release that reached 2 of 5 answered %s",
+              leash_strerror(done.status));
+    CHECK_EQ_INT(fx_release_sync(w.loop, h, 3000), LEASH_OK);
+    leash_lock_free(f);
+    leash_client_free(op);
+    leash_client_free(holder);
+    for (i = 0; i < N; i++)
+        fp_stop(&p[i]);
+    rw_down(&w);
+}
+
 /* Every server that had a hold keeps its fence as floor for as long as the
  * hold lives: else, once the floors' TTL (LEASH__FENCE_FLOOR_LEASES leases,
  * at least a minute) ran out under a long hold, a force release is undone
@@ -1763,6 +1827,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),
         TEST_CASE(a_force_release_before_the_first_renewal_leaves_nothing),
+        TEST_CASE(a_force_release_that_reaches_two_of_five_is_an_error_and_stays),
         TEST_CASE(holds_renewed_in_one_batch_all_stay_held),
         TEST_CASE(a_renewed_hold_keeps_its_fence_floors_alive),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),

@@ -752,8 +752,14 @@ LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
  * A key at the lock's name that is not a lock is left alone (LEASH_EREDIS,
  * WRONGTYPE in the log).
  * With Redlock it goes to every server and completes once each answered
- * (one that is down, after command_timeout_ms): LEASH_OK when any removed
- * a hold.
+ * (one that is down, after command_timeout_ms): LEASH_OK when one removed
+ * a hold and a majority of the servers no longer have it (removed, or held
+ * by nobody there): the holder is lost at its next renewal. Removed on
+ * some, but fewer than a majority answered so (the others did not answer):
+ * LEASH_ECONN (or the error those servers gave), and a warning in the log
+ * saying how many servers it reached: the holder may keep the lock on a
+ * majority of the others; force it again once they answer. Where it was
+ * removed, the hold is not written back (README "Redlock").
  * `l` must be idle: not holding, not acquiring, no release in flight; it may
  * acquire again at once, from the callback or right after this call (the
  * force release runs first).

@@ -41,7 +41,12 @@
  *            connection ready) answered too, and says whether one of them
  *            failed it (spread_short, BUSY say): the watchdog then spreads
  *            again with the next renewal, not a quarter floor later.
- *   force    removed by any; nobody held it on M; else the failure.
+ *   force    removed by any, and removed or nobody's on M (decided once
+ *            every server answered); else the failure: removed on a few
+ *            only (the others did not answer) is the failure, logged with
+ *            the count, since the holder may renew on a majority of the
+ *            others (the floor keeps it off the servers it was removed
+ *            from: dialect/leash.c, force).
  *
  * Copies: route/copies.c delivers them, and this file only decides. Once
  * decided, a request lets go of its copies still out: each stays its
@@ -454,7 +459,16 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
          * the holder keeps a majority on the servers they were for. */
         if (answered < q->qu->n)
             return 0;
-        if (yes > 0)
+        if (yes > 0 && yes + nobody < m) {
+            /* Removed on too few: the holder may still renew on a majority
+             * of the others. Not a force release, and not to be taken for
+             * one; where it was removed, the floor keeps it out. */
+            leash__log(log_of(q->qu), LEASH_LOG_WARN,
+                       "force release %s reached only %u of %u servers (removed the hold on %u): "
+                       "the hold may stand on the others; force it again once they answer",
+                       q->what, yes + nobody, q->qu->n, yes);
+            out->status = failure_of(q, i);
+        } else if (yes > 0)
             out->kind = LEASH__ANS_REMOVED;
         else if (nobody >= m)
             out->kind = LEASH__ANS_NOBODY;
