@@ -1307,6 +1307,98 @@ TEST(a_spread_that_missed_a_busy_server_is_tried_again) {
     rw_down(&w);
 }
 
+/* Five servers, the last with a clock that a test can step
+ * (test_redis_step_clock; it starts 1 ms ahead). */
+static void rw_up_steppable(rworld *w) {
+    test_redis_config cfg;
+    int i;
+
+    memset(w, 0, sizeof(*w));
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.clock_shift_ms = 1;
+    for (i = 0; i < N; i++)
+        CHECK_EQ_INT(test_redis_start(&w->s[i], i == N - 1 ? &cfg : NULL), 0);
+    w->loop = fx_loop_new();
+}
+
+/* The server's clock (TIME) in ms. */
+static int64_t server_ms(test_redis *r) {
+    redisReply *t = test_redis_cmd(r, "TIME");
+    int64_t ms = 0;
+
+    if (t != NULL && t->type == REDIS_REPLY_ARRAY && t->elements == 2)
+        ms = strtoll(t->element[0]->str, NULL, 10) * 1000 +
+             strtoll(t->element[1]->str, NULL, 10) / 1000;
+    if (t != NULL)
+        freeReplyObject(t);
+    return ms;
+}
+
+/* Server 4's clock steps back 5 s. `hold`: a lock held meanwhile (its
+ * renewals' replies carry the server's time), or NULL (an idle client:
+ * its offset is older than a lease at the next acquire). Then server 4
+ * freezes through a grant and a release; when it thaws after more than
+ * the grant's command timeout (but less than the step), the grant copy
+ * that waited in its socket must do nothing: its "not after" stamp comes
+ * from the offset measured after the step, not the largest one ever. */
+static void step_back_then_freeze(rworld *w, leash_client *a, leash_lock *hold) {
+    leash_lock *l = leash_lock_new(a, "stepped");
+    int64_t end;
+
+    if (hold != NULL)
+        CHECK_EQ_INT(fx_acquire_sync(w->loop, hold, 0, 3000), LEASH_OK);
+    fx_run_for(w->loop, 200);
+    CHECK_EQ_INT(test_redis_step_clock(&w->s[N - 1], -5000), 0);
+    /* Two renewals of the hold; or, idle, longer than a lease. */
+    fx_run_for(w->loop, hold != NULL ? 1100 : 1600);
+    if (hold != NULL) /* seen in a renewal's reply */
+        CHECK(fx_log_contains("the server's clock went back by at least"));
+    CHECK_MSG(server_ms(&w->s[0]) - server_ms(&w->s[N - 1]) > 4500, "the clock did not step");
+    test_redis_freeze(&w->s[N - 1]);
+    CHECK_EQ_INT(fx_acquire_sync(w->loop, l, 0, 3000), LEASH_OK);
+    /* The grant copy sits in the frozen server's socket; its connection
+     * falls silent and breaks, so the release copy is owed, not written
+     * (until the hold's deadline). */
+    fx_run_for(w->loop, 700);
+    CHECK_EQ_INT(fx_release_sync(w->loop, l, 3000), LEASH_OK);
+    /* Past the grant's not-after (the command timeout, 500 ms) and the
+     * release's due (the hold's deadline, 1.5 s), within the step. */
+    fx_run_for(w->loop, 2000);
+    test_redis_thaw(&w->s[N - 1]);
+    end = test_now_ms() + 500;
+    while (test_now_ms() < end) {
+        fx_run_for(w->loop, 20);
+        CHECK_MSG(test_redis_int(&w->s[N - 1], "EXISTS leash:stepped") == 0,
+                  "a late grant copy set the key on the stepped server (PTTL %lld ms)",
+                  test_redis_int(&w->s[N - 1], "PTTL leash:stepped"));
+    }
+    if (hold != NULL && leash_held(hold))
+        CHECK_EQ_INT(fx_release_sync(w->loop, hold, 3000), LEASH_OK);
+    leash_lock_free(l);
+}
+
+TEST(a_clock_stepped_back_under_a_hold_voids_late_copies) {
+    rworld w;
+    leash_client *a;
+
+    rw_up_steppable(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    step_back_then_freeze(&w, a, leash_lock_new(a, "renewing"));
+    leash_client_free(a);
+    rw_down(&w);
+}
+
+TEST(a_clock_stepped_back_while_idle_voids_late_copies) {
+    rworld w;
+    leash_client *a;
+
+    rw_up_steppable(&w);
+    a = rw_client(&w, 1500);
+    step_back_then_freeze(&w, a, NULL);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
 /* One server answers BUSY (a long script) while a majority grants: its
  * grant copy waits out the BUSY pauses (25, 50, 100 ms...). The holder
  * releases as soon as the script ends: that server's release copy runs
@@ -1831,6 +1923,8 @@ int main(int argc, char **argv) {
         TEST_CASE(holds_renewed_in_one_batch_all_stay_held),
         TEST_CASE(a_renewed_hold_keeps_its_fence_floors_alive),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
+        TEST_CASE(a_clock_stepped_back_under_a_hold_voids_late_copies),
+        TEST_CASE(a_clock_stepped_back_while_idle_voids_late_copies),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
         TEST_CASE(a_grant_copy_retried_after_busy_does_not_outlive_the_release),

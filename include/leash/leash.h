@@ -22,7 +22,11 @@
  * come from the Redis server's clock (TIME, in microseconds): they keep
  * growing when Redis loses data, as long as that clock does not step back
  * (and, after a failover, the new master's is not behind the old one's by
- * more than the failover took).
+ * more than the failover took). A step back is noticed in the next answer
+ * that carries the server's time and logged (WARN); the client's "not
+ * after" stamps follow the clock from then on. A connection that had no
+ * such answer for lease_ms asks TIME before its next stamped command (one
+ * round trip; README, Late copies).
  *
  * Fences on Redlock come from N clocks: a hold's fence is the largest of
  * its granting servers' (each at least its clock and above the lock's fence

@@ -135,8 +135,10 @@
  *          another type is passed by, and a spread refused for memory (a
  *          script's first write is, when Redis is full) is not one: they
  *          fail no other lock of the batch.
- *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken, wrong type,
- *             or only kept for that token: count 0 holds nothing),
+ *          -> {r1..rN, now}, 1 renewed, 0 not ours (gone, taken, wrong type,
+ *             or only kept for that token: count 0 holds nothing); now:
+ *             the server's clock in ms, for the connection's offset (a
+ *             hold's renewals measure it again every renew interval),
  *             -3 each when not_after passed: it did nothing. not_after (as
  *             the acquire's: written at the write, the command timeout
  *             later on the server's clock) keeps a copy that sat in a
@@ -302,6 +304,7 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "  now = fam_now(t)\n"
     "  if now >= ARGV[#ARGV] + 0 then\n"
     "    for i = 1, count do r[i] = -3 end\n"
+    "    r[count + 1] = now\n"
     "    return r\n"
     "  end\n"
     "end\n"
@@ -337,6 +340,8 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "    k = k + 1\n"
     "  end\n"
     "end\n"
+    "if not t then t = redis.call('time') end\n"
+    "r[count + 1] = fam_now(t)\n"
     "return r\n";
 
 static const char force_lua[] =

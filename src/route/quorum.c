@@ -718,7 +718,8 @@ static void on_answer(void *owner, unsigned s, redisReply *reply, int status,
 
     leash__route_read(&q->qu->base, q->op, reply, status, info, &q->got[s * q->n], q->n, q->what);
     if (q->got[s * q->n].status == LEASH_OK && q->got[s * q->n].server_ms > 0) {
-        leash__conn_server_time(q->qu->conns[s], q->got[s * q->n].server_ms);
+        leash__conn_server_time(q->qu->conns[s], q->got[s * q->n].server_ms,
+                                info != NULL ? info->written_at : 0);
         note_clock(&q->qu->nodes[s], q->got[s * q->n].server_ms,
                    info != NULL ? info->written_at : 0);
     }
