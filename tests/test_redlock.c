@@ -1399,6 +1399,51 @@ TEST(a_clock_stepped_back_while_idle_voids_late_copies) {
     rw_down(&w);
 }
 
+/* The same with the last holder's key still on servers 3 and 4 at the
+ * first renewal (its release reaches them only after it): "not ours"
+ * there is for now only (that key is an older hold's, below the hold's
+ * fence, and goes), so the renewals after it spread again, and the hold
+ * is on all five two renewals after the old key went. */
+TEST(a_spread_that_met_an_older_hold_is_tried_again) {
+    rworld w;
+    leash_client *a;
+    leash_lock *l;
+    char first[128], v[128];
+    uint64_t renewals;
+    int64_t end;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:older", 30000);
+    l = leash_lock_new(a, "older");
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    value_on(&w, 0, "leash:older", first, sizeof(first));
+    renewals = leash_renewals(l);
+    end = test_now_ms() + 1000 + TEST_SLACK_MS;
+    while (leash_renewals(l) == renewals && test_now_ms() < end)
+        fx_run_for(w.loop, 5);
+    CHECK_MSG(leash_renewals(l) > renewals, "no first renewal");
+    for (i = 3; i < N; i++) /* the last holder's release reaches them now */
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:older"), 1);
+    renewals = leash_renewals(l);
+    end = test_now_ms() + 2000 + TEST_SLACK_MS;
+    while (leash_renewals(l) < renewals + 2 && test_now_ms() < end)
+        fx_run_for(w.loop, 10);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(lost_calls, 0);
+    for (i = 0; i < N; i++) {
+        value_on(&w, i, "leash:older", v, sizeof(v));
+        CHECK_MSG(strncmp(v, first, 33) == 0, "server %d holds '%s', not '%s'", i, v, first);
+    }
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
 /* One server answers BUSY (a long script) while a majority grants: its
  * grant copy waits out the BUSY pauses (25, 50, 100 ms...). The holder
  * releases as soon as the script ends: that server's release copy runs
@@ -1915,6 +1960,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills),
         TEST_CASE(a_failed_first_renewal_does_not_put_off_the_spread),
         TEST_CASE(a_spread_that_missed_a_busy_server_is_tried_again),
+        TEST_CASE(a_spread_that_met_an_older_hold_is_tried_again),
         TEST_CASE(a_hold_outlives_servers_whose_memory_is_full),
         TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),

@@ -136,7 +136,10 @@
  *          script's first write is, when Redis is full) is not one: they
  *          fail no other lock of the batch.
  *          -> {r1..rN, now}, 1 renewed, 0 not ours (gone, taken, wrong type,
- *             or only kept for that token: count 0 holds nothing); now:
+ *             or only kept for that token: count 0 holds nothing), -5 not
+ *             ours for now (spreading: an older hold, whose fence is below
+ *             this one's, still stands there: its release or expiry comes,
+ *             and a spread after it can take); now:
  *             the server's clock in ms, for the connection's offset (a
  *             hold's renewals measure it again every renew interval),
  *             -3 each when not_after passed: it did nothing. not_after (as
@@ -323,6 +326,9 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "    elseif v == false and f and (floor_of(KEYS[k + 1]) or math.huge) < tonumber(f) and\n"
     "        spread(KEYS[k], tok .. ':0:1:' .. f, lease, KEYS[k + 1], f, ttl) then\n"
     "      r[i] = 1\n"
+    "    elseif f and type(v) == 'string' and\n"
+    "        tonumber(string.match(v, '^%x+:[01]:%d+:(%d+)') or f) < tonumber(f) then\n"
+    "      r[i] = -5\n"
     "    else\n"
     "      if v == false and f and (floor_of(KEYS[k + 1]) or -1) >= tonumber(f) and\n"
     "          redis.call('pttl', KEYS[k + 1]) < tonumber(ttl) then\n"

@@ -384,10 +384,11 @@ static int decide_raise(qreq *q) {
 /* A spreading renewal of lock i that a majority renewed: whether every
  * server that is up (its command connection ready) has answered, so that
  * the answer can say whether the spread is done: 1, with *short_ set when
- * one of them neither renewed nor took the hold nor refused it ("not
- * ours": the hold was there and is gone, or another hold's fence is on
- * its floor; neither changes by asking again), but failed (BUSY, no answer
- * in time). A server that is down is not waited for (it gets the hold at
+ * one of them neither renewed nor took the hold nor refused it for good
+ ("not ours": the hold was there and is gone, or another hold's fence is
+ * on its floor; neither changes by asking again), but failed (BUSY, no
+ * answer in time) or refused it for now (an older hold still there). A server that is down is not
+ waited for (it gets the hold at
  * the quarterly spread once back: hold/watchdog.c). Waiting costs the
  * decision the slowest server that is up, at most its command timeout, on
  * the renewals that spread only. */
@@ -403,7 +404,8 @@ static int spread_heard(const qreq *q, size_t i, int *short_) {
             continue;
         }
         if (a->status != LEASH_OK ||
-            (a->kind != LEASH__ANS_RENEWED && a->kind != LEASH__ANS_NOT_OURS))
+            (a->kind != LEASH__ANS_RENEWED && a->kind != LEASH__ANS_NOT_OURS) ||
+            (a->kind == LEASH__ANS_NOT_OURS && a->n == 1))
             *short_ = 1;
     }
     return 1;
