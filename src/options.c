@@ -488,6 +488,7 @@ int leash__config_init(leash__config *cfg, const leash_options *given) {
     cfg->conn.db = o->db;
     cfg->conn.connect_timeout_ms = o->connect_timeout_ms;
     cfg->conn.command_timeout_ms = o->command_timeout_ms;
+    cfg->conn.clock_check_ms = o->lease_ms;
     cfg->conn.reconnect_min_ms = o->reconnect_min_ms;
     cfg->conn.reconnect_max_ms = o->reconnect_max_ms;
     cfg->conn.scripts = cfg->dialect->scripts;

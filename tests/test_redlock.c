@@ -934,6 +934,70 @@ TEST(a_force_released_hold_is_lost_at_its_renewal_not_spread_again) {
     rw_down(&w);
 }
 
+/* A force release that reaches two of five servers (the operator's client
+ * cannot reach the other three; the holder can): the holder renews on the
+ * three, so this is no force release, and it says so (LEASH_ECONN, not
+ * LEASH_OK). Where it removed the hold, the floor stays: once the floors
+ * the grant wrote there have expired (made short here), the holder's
+ * spreading renewal (every quarter of the floor's life: 15 s) must not
+ * write the removed hold back; it keeps the floor instead. */
+TEST(a_force_release_that_reaches_two_of_five_is_an_error_and_stays) {
+    rworld w;
+    fault_proxy p[N];
+    leash_options o;
+    leash_client *holder, *op;
+    leash_lock *h, *f;
+    fx_result done = {0};
+    char name[128];
+    size_t len = floor_name("leash:partial", name);
+    int ports[N], i;
+
+    rw_up(&w);
+    holder = rw_client(&w, 1500); /* renewals every 500 ms; floors live 60 s */
+    for (i = 0; i < N; i++) {
+        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
+        ports[i] = p[i].port;
+    }
+    redlock_options(&w, &o, ports, 1500);
+    op = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, op, N, 5000);
+    lost_calls = 0;
+    h = leash_lock_new(holder, "partial");
+    leash_on_lost(h, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    fx_run_for(w.loop, 700); /* the first renewal spread (nothing to do) */
+    for (i = 2; i < N; i++)
+        CHECK_EQ_INT(fp_blackhole(&p[i], FP_ALL, FP_BOTH, 1), 0);
+    /* The floors on the two it reaches are old: a few seconds left. */
+    for (i = 0; i < 2; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "PEXPIRE %b 5000", name, len), 1);
+    f = leash_lock_new(op, "partial");
+    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
+    fx_run_until(w.loop, &done, 3000);
+    CHECK_EQ_INT(holding_servers(&w, "leash:partial"), N - 2);
+    /* Past the next spreading renewal, a quarter floor (15 s) after the
+     * first, at about 500 ms. */
+    fx_run_for(w.loop, 15000 + 1500);
+    CHECK(leash_held(h));
+    CHECK_EQ_INT(lost_calls, 0);
+    CHECK_MSG(holding_servers(&w, "leash:partial") == N - 2,
+              "the removed hold is back: on %d servers", holding_servers(&w, "leash:partial"));
+    for (i = 0; i < 2; i++) /* kept by that renewal, not only by the force */
+        CHECK_MSG(floor_on(&w, i, "leash:partial") >= leash_fence(h) &&
+                      test_redis_int(&w.s[i], "PTTL %b", name, len) > 50000,
+                  "server %d: the floor's PTTL is %lld", i,
+                  test_redis_int(&w.s[i], "PTTL %b", name, len));
+    CHECK_MSG(done.status == LEASH_ECONN, "a force release that reached 2 of 5 answered %s",
+              leash_strerror(done.status));
+    CHECK_EQ_INT(fx_release_sync(w.loop, h, 3000), LEASH_OK);
+    leash_lock_free(f);
+    leash_client_free(op);
+    leash_client_free(holder);
+    for (i = 0; i < N; i++)
+        fp_stop(&p[i]);
+    rw_down(&w);
+}
+
 /* Every server that had a hold keeps its fence as floor for as long as the
  * hold lives: else, once the floors' TTL (LEASH__FENCE_FLOOR_LEASES leases,
  * at least a minute) ran out under a long hold, a force release is undone
@@ -1303,6 +1367,205 @@ TEST(a_failed_first_renewal_does_not_put_off_the_spread) {
     CHECK_EQ_INT(lost_calls, 0);
     for (i = 0; i < N; i++) {
         value_on(&w, i, "leash:late", v, sizeof(v));
+        CHECK_MSG(strncmp(v, first, 33) == 0, "server %d holds '%s', not '%s'", i, v, first);
+    }
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
+/* A hold granted by three of five (two still held the last holder's key,
+ * whose release then reaches them) whose first renewal counts while one of
+ * the two answers BUSY (a long script): the spread took on server 4, not on
+ * server 3. The renewals after it must spread again until every server
+ * that is up has the hold (or refused it for good): not a quarter of the
+ * floor's life later (15 s here), while losing one of its first three
+ * servers and one more loses it. */
+TEST(a_spread_that_missed_a_busy_server_is_tried_again) {
+    rworld w;
+    leash_client *a;
+    leash_lock *l;
+    redisContext *busy;
+    char first[128], v[128];
+    uint64_t renewals;
+    int64_t end;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:missed", 30000);
+    l = leash_lock_new(a, "missed");
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    value_on(&w, 0, "leash:missed", first, sizeof(first));
+    value_on(&w, 3, "leash:missed", v, sizeof(v));
+    CHECK_MSG(strncmp(v, first, 33) != 0, "server 3 granted: %s", v);
+    for (i = 3; i < N; i++) /* the last holder's release reaches them */
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:missed"), 1);
+    busy = start_busy_script(&w, 3);
+    renewals = leash_renewals(l);
+    end = test_now_ms() + 1000 + TEST_SLACK_MS;
+    while (leash_renewals(l) == renewals && test_now_ms() < end)
+        fx_run_for(w.loop, 5);
+    CHECK_MSG(leash_renewals(l) > renewals, "no first renewal");
+    fx_run_for(w.loop, 100); /* the plain resend to server 3 bounces too */
+    stop_busy_script(&w, 3, busy);
+    /* Three renewals more. */
+    renewals = leash_renewals(l);
+    end = test_now_ms() + 3000 + TEST_SLACK_MS;
+    while (leash_renewals(l) < renewals + 3 && test_now_ms() < end)
+        fx_run_for(w.loop, 10);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(lost_calls, 0);
+    for (i = 0; i < N; i++) {
+        value_on(&w, i, "leash:missed", v, sizeof(v));
+        CHECK_MSG(strncmp(v, first, 33) == 0, "server %d holds '%s', not '%s'", i, v, first);
+    }
+    /* And it survives two of its first three servers killed. */
+    CHECK_EQ_INT(test_redis_kill(&w.s[0]), 0);
+    CHECK_EQ_INT(test_redis_kill(&w.s[1]), 0);
+    renewals = leash_renewals(l);
+    fx_run_for(w.loop, 2000);
+    CHECK_MSG(leash_renewals(l) > renewals, "no renewal on the three left");
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(lost_calls, 0);
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
+/* Five servers, the last with a clock that a test can step
+ * (test_redis_step_clock; it starts 1 ms ahead). */
+static void rw_up_steppable(rworld *w) {
+    test_redis_config cfg;
+    int i;
+
+    memset(w, 0, sizeof(*w));
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.clock_shift_ms = 1;
+    for (i = 0; i < N; i++)
+        CHECK_EQ_INT(test_redis_start(&w->s[i], i == N - 1 ? &cfg : NULL), 0);
+    w->loop = fx_loop_new();
+}
+
+/* The server's clock (TIME) in ms. */
+static int64_t server_ms(test_redis *r) {
+    redisReply *t = test_redis_cmd(r, "TIME");
+    int64_t ms = 0;
+
+    if (t != NULL && t->type == REDIS_REPLY_ARRAY && t->elements == 2)
+        ms = strtoll(t->element[0]->str, NULL, 10) * 1000 +
+             strtoll(t->element[1]->str, NULL, 10) / 1000;
+    if (t != NULL)
+        freeReplyObject(t);
+    return ms;
+}
+
+/* Server 4's clock steps back 5 s. `hold`: a lock held meanwhile (its
+ * renewals' replies carry the server's time), or NULL (an idle client:
+ * its offset is older than a lease at the next acquire). Then server 4
+ * freezes through a grant and a release; when it thaws after more than
+ * the grant's command timeout (but less than the step), the grant copy
+ * that waited in its socket must do nothing: its "not after" stamp comes
+ * from the offset measured after the step, not the largest one ever. */
+static void step_back_then_freeze(rworld *w, leash_client *a, leash_lock *hold) {
+    leash_lock *l = leash_lock_new(a, "stepped");
+    int64_t end;
+
+    if (hold != NULL)
+        CHECK_EQ_INT(fx_acquire_sync(w->loop, hold, 0, 3000), LEASH_OK);
+    fx_run_for(w->loop, 200);
+    CHECK_EQ_INT(test_redis_step_clock(&w->s[N - 1], -5000), 0);
+    /* Two renewals of the hold; or, idle, longer than a lease. */
+    fx_run_for(w->loop, hold != NULL ? 1100 : 1600);
+    if (hold != NULL) /* seen in a renewal's reply */
+        CHECK(fx_log_contains("the server's clock went back by at least"));
+    CHECK_MSG(server_ms(&w->s[0]) - server_ms(&w->s[N - 1]) > 4500, "the clock did not step");
+    test_redis_freeze(&w->s[N - 1]);
+    CHECK_EQ_INT(fx_acquire_sync(w->loop, l, 0, 3000), LEASH_OK);
+    /* The grant copy sits in the frozen server's socket; its connection
+     * falls silent and breaks, so the release copy is owed, not written
+     * (until the hold's deadline). */
+    fx_run_for(w->loop, 700);
+    CHECK_EQ_INT(fx_release_sync(w->loop, l, 3000), LEASH_OK);
+    /* Past the grant's not-after (the command timeout, 500 ms) and the
+     * release's due (the hold's deadline, 1.5 s), within the step. */
+    fx_run_for(w->loop, 2000);
+    test_redis_thaw(&w->s[N - 1]);
+    end = test_now_ms() + 500;
+    while (test_now_ms() < end) {
+        fx_run_for(w->loop, 20);
+        CHECK_MSG(test_redis_int(&w->s[N - 1], "EXISTS leash:stepped") == 0,
+                  "a late grant copy set the key on the stepped server (PTTL %lld ms)",
+                  test_redis_int(&w->s[N - 1], "PTTL leash:stepped"));
+    }
+    if (hold != NULL && leash_held(hold))
+        CHECK_EQ_INT(fx_release_sync(w->loop, hold, 3000), LEASH_OK);
+    leash_lock_free(l);
+}
+
+TEST(a_clock_stepped_back_under_a_hold_voids_late_copies) {
+    rworld w;
+    leash_client *a;
+
+    rw_up_steppable(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    step_back_then_freeze(&w, a, leash_lock_new(a, "renewing"));
+    leash_client_free(a);
+    rw_down(&w);
+}
+
+TEST(a_clock_stepped_back_while_idle_voids_late_copies) {
+    rworld w;
+    leash_client *a;
+
+    rw_up_steppable(&w);
+    a = rw_client(&w, 1500);
+    step_back_then_freeze(&w, a, NULL);
+    leash_client_free(a);
+    rw_down(&w);
+}
+
+/* The same with the last holder's key still on servers 3 and 4 at the
+ * first renewal (its release reaches them only after it): "not ours"
+ * there is for now only (that key is an older hold's, below the hold's
+ * fence, and goes), so the renewals after it spread again, and the hold
+ * is on all five two renewals after the old key went. */
+TEST(a_spread_that_met_an_older_hold_is_tried_again) {
+    rworld w;
+    leash_client *a;
+    leash_lock *l;
+    char first[128], v[128];
+    uint64_t renewals;
+    int64_t end;
+    int i;
+
+    rw_up(&w);
+    a = rw_client(&w, 1500); /* renewals every 500 ms */
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:older", 30000);
+    l = leash_lock_new(a, "older");
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    value_on(&w, 0, "leash:older", first, sizeof(first));
+    renewals = leash_renewals(l);
+    end = test_now_ms() + 1000 + TEST_SLACK_MS;
+    while (leash_renewals(l) == renewals && test_now_ms() < end)
+        fx_run_for(w.loop, 5);
+    CHECK_MSG(leash_renewals(l) > renewals, "no first renewal");
+    for (i = 3; i < N; i++) /* the last holder's release reaches them now */
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:older"), 1);
+    renewals = leash_renewals(l);
+    end = test_now_ms() + 2000 + TEST_SLACK_MS;
+    while (leash_renewals(l) < renewals + 2 && test_now_ms() < end)
+        fx_run_for(w.loop, 10);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(lost_calls, 0);
+    for (i = 0; i < N; i++) {
+        value_on(&w, i, "leash:older", v, sizeof(v));
         CHECK_MSG(strncmp(v, first, 33) == 0, "server %d holds '%s', not '%s'", i, v, first);
     }
     if (leash_held(l))
@@ -1911,13 +2174,18 @@ int main(int argc, char **argv) {
         TEST_CASE(a_renewal_goes_once_to_each_server_when_all_are_well),
         TEST_CASE(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills),
         TEST_CASE(a_failed_first_renewal_does_not_put_off_the_spread),
+        TEST_CASE(a_spread_that_missed_a_busy_server_is_tried_again),
+        TEST_CASE(a_spread_that_met_an_older_hold_is_tried_again),
         TEST_CASE(a_hold_outlives_servers_whose_memory_is_full),
         TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),
         TEST_CASE(a_force_release_before_the_first_renewal_leaves_nothing),
+        TEST_CASE(a_force_release_that_reaches_two_of_five_is_an_error_and_stays),
         TEST_CASE(holds_renewed_in_one_batch_all_stay_held),
         TEST_CASE(a_renewed_hold_keeps_its_fence_floors_alive),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
+        TEST_CASE(a_clock_stepped_back_under_a_hold_voids_late_copies),
+        TEST_CASE(a_clock_stepped_back_while_idle_voids_late_copies),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
         TEST_CASE(a_release_is_ok_where_servers_never_had_the_hold),

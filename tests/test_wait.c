@@ -64,12 +64,16 @@ static long long unsub_calls(fx_world *w, const char *key) {
  * some servers is above the proposal (the holder before proposed ahead of
  * this one by its error, and not all of its copies had run): then a fence
  * raise adds a copy for each granting server below the fence, fewer than
- * N. The windows for refused and refused + 1 do not
+ * N. And a grant's copy may never be written: after a lease without a
+ * reply that carried the server's clock (a waiter that slept), each
+ * connection asks TIME before it writes a stamped command (wire/conn.h),
+ * and a majority may have granted before that answer came: the copies
+ * not written are dropped. The windows for refused and refused + 1 do not
  * overlap, so the number of attempts is still exact. */
 static void check_sent_for_attempts(long long sent, int refused) {
 #ifdef LEASH_TEST_TOPOLOGY_REDLOCK
     const long long n = FX_REDLOCK_N;
-    long long lo = 2 * n * refused + n, hi = 2 * n * refused + 2 * n - 1;
+    long long lo = 2 * n * refused + n / 2 + 1, hi = 2 * n * refused + 2 * n - 1;
 
     CHECK_MSG(sent >= lo && sent <= hi,
               "%lld commands for %d refused attempts and a grant: %lld..%lld", sent, refused, lo,
@@ -784,8 +788,10 @@ TEST(a_renewal_does_not_stretch_a_grant_kept_for_a_waiter) {
     CHECK(strstr(renew->src, "renewed:") != NULL); /* the renew script */
     rep = test_redis_cmd(r, "EVAL %b 1 leash:kept %s 30000 chan m publish 0", renew->src,
                          renew->len, q);
-    CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
-          rep->element[0]->type == REDIS_REPLY_INTEGER);
+    /* One answer, and the server's clock (dialect/leash.c, renew). */
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+          rep->element[0]->type == REDIS_REPLY_INTEGER &&
+          rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer > 0);
     CHECK_EQ_INT(rep->element[0]->integer, 0);
     freeReplyObject(rep);
     rep = test_redis_cmd(r, "PTTL leash:kept");

@@ -22,7 +22,11 @@
  * come from the Redis server's clock (TIME, in microseconds): they keep
  * growing when Redis loses data, as long as that clock does not step back
  * (and, after a failover, the new master's is not behind the old one's by
- * more than the failover took).
+ * more than the failover took). A step back is noticed in the next answer
+ * that carries the server's time and logged (WARN); the client's "not
+ * after" stamps follow the clock from then on. A connection that had no
+ * such answer for lease_ms asks TIME before its next stamped command (one
+ * round trip; README, Late copies).
  *
  * Fences on Redlock come from N clocks: a hold's fence is the largest of
  * its granting servers' (each at least its clock and above the lock's fence
@@ -798,8 +802,14 @@ LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
  * A key at the lock's name that is not a lock is left alone (LEASH_EREDIS,
  * WRONGTYPE in the log).
  * With Redlock it goes to every server and completes once each answered
- * (one that is down, after command_timeout_ms): LEASH_OK when any removed
- * a hold.
+ * (one that is down, after command_timeout_ms): LEASH_OK when one removed
+ * a hold and a majority of the servers no longer have it (removed, or held
+ * by nobody there): the holder is lost at its next renewal. Removed on
+ * some, but fewer than a majority answered so (the others did not answer):
+ * LEASH_ECONN (or the error those servers gave), and a warning in the log
+ * saying how many servers it reached: the holder may keep the lock on a
+ * majority of the others; force it again once they answer. Where it was
+ * removed, the hold is not written back (README "Redlock").
  * `l` must be idle: not holding, not acquiring, no release in flight; it may
  * acquire again at once, from the callback or right after this call (the
  * force release runs first).

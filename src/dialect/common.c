@@ -362,24 +362,34 @@ static void parse_release(const redisReply *r, leash__answer *a, size_t n, const
     bad_reply(r, a, 1, lg, "release", what);
 }
 
-/* {r1..rN}: 1 renewed, 0 not ours, -3 too late (not_after passed); the
- * family's waiters also 2 (the place renewed) and a fence (let in by this
- * renewal); anything else is a protocol error for that lock, never a
- * verdict on its hold. */
+/* {r1..rN} or {r1..rN, now}: 1 renewed, 0 not ours, -5 not ours for now
+ * (a spread met an older hold: n = 1), -3 too late (not_after passed);
+ * the family's waiters also 2 (the place renewed) and a fence (let in by
+ * this renewal); anything else is a protocol error for that lock, never a
+ * verdict on its hold. now: the server's clock (ms), in every answer's
+ * server_ms. */
 static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const leash__logger *lg,
                         const char *what) {
+    int64_t now = 0;
     size_t i;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+    if (r->type != REDIS_REPLY_ARRAY || (r->elements != n && r->elements != n + 1)) {
         bad_reply(r, out, n, lg, "renew", what);
         return;
     }
+    if (r->elements == n + 1 && r->element[n]->type == REDIS_REPLY_INTEGER &&
+        r->element[n]->integer > 0)
+        now = r->element[n]->integer;
     for (i = 0; i < n; i++) {
         const redisReply *e = r->element[i];
         memset(&out[i], 0, sizeof(out[i]));
+        out[i].server_ms = now;
         if (e->type == REDIS_REPLY_INTEGER && e->integer == -3) {
             /* Too late to count: it did nothing, as one never written. */
             out[i].status = LEASH_ECONN;
+        } else if (e->type == REDIS_REPLY_INTEGER && e->integer == -5) {
+            out[i].kind = LEASH__ANS_NOT_OURS;
+            out[i].n = 1; /* for now: an older hold stands there */
         } else if (e->type == REDIS_REPLY_INTEGER && e->integer >= 0) {
             out[i].kind = e->integer == 0   ? LEASH__ANS_NOT_OURS
                           : e->integer == 1 ? LEASH__ANS_RENEWED

@@ -63,7 +63,7 @@ typedef struct leash__answer {
     int status;        /* LEASH_OK: `kind` says what; else why there is no answer */
     int kind;          /* enum leash__answer_kind */
     uint64_t fence;    /* GRANTED */
-    int64_t n;         /* GRANTED: count; BUSY: pttl; LEFT: count left */
+    int64_t n;         /* GRANTED: count; BUSY: pttl; LEFT: count left; NOT_OURS: see below */
     int64_t server_ms; /* the server's clock in the answer (ms since the epoch), 0 unknown */
     /* Monotonic ms when the command it answers was written (a quorum: the
      * earliest of the copies that count), 0 unknown: the server ran it
@@ -75,6 +75,13 @@ typedef struct leash__answer {
     /* BUSY from a quorum: attempts raced (this one had some grants, or
      * nobody held a majority: then n is a short random pause). */
     int split;
+    /* (NOT_OURS of a renewal that spreads has n = 1 when it is so for now
+     * only: an older hold stands there.)
+     * RENEWED from a quorum, by a renewal that spreads: a server that is up
+     * neither renewed it, took it, nor said "not ours" (it answered BUSY,
+     * or nothing in time): the spread is not done, the next renewal spreads
+     * again (hold/watchdog.c). */
+    int spread_short;
 } leash__answer;
 
 /* How the answers of several servers combine (route/quorum). */

@@ -127,13 +127,21 @@
  *          under a hold renewed for longer than a floor lives, and the
  *          spread would then undo a force release everywhere (and the next
  *          holder's fence would rest on the clocks alone). The watchdog
- *          sends the 'r' layout on a hold's first renewal and one in every
- *          quarter of the floor's life, 'm' on the others. A floor of
+ *          sends the 'r' layout on a hold's first renewals, until one
+ *          reached every server that is up (route/quorum.c), and one in
+ *          every quarter of the floor's life, 'm' on the others. Where the
+ *          spread is refused for the floor (the hold was removed there), it
+ *          keeps that floor's TTL (a partial force release, below). A floor of
  *          another type is passed by, and a spread refused for memory (a
  *          script's first write is, when Redis is full) is not one: they
  *          fail no other lock of the batch.
- *          -> {r1..rN}, 1 renewed, 0 not ours (gone, taken, wrong type,
- *             or only kept for that token: count 0 holds nothing),
+ *          -> {r1..rN, now}, 1 renewed, 0 not ours (gone, taken, wrong type,
+ *             or only kept for that token: count 0 holds nothing), -5 not
+ *             ours for now (spreading: an older hold, whose fence is below
+ *             this one's, still stands there: its release or expiry comes,
+ *             and a spread after it can take); now:
+ *             the server's clock in ms, for the connection's offset (a
+ *             hold's renewals measure it again every renew interval),
  *             -3 each when not_after passed: it did nothing. not_after (as
  *             the acquire's: written at the write, the command timeout
  *             later on the server's clock) keeps a copy that sat in a
@@ -153,7 +161,12 @@
  *          next majority, which shares a server with them, grants a larger
  *          fence. When a majority returned one fence, their grants wrote it
  *          as their floors, and nothing is raised.
- * force    KEYS: lock  ARGV: channel, publish
+ * force    KEYS: lock [, fence floor]  ARGV: channel, publish [, floor ttl ms]
+ *          With a fence floor (Redlock), removing a hold keeps the floor at
+ *          least at its fence, for at least floor ttl: a force release that
+ *          reached only some servers (the holder renews on the others) must
+ *          not see the hold written back there by a spread once the floor
+ *          expired; the holder's spreading renewals keep it from then on.
  *          -> 1 a hold was removed (key deleted, PUBLISH "forced" on channel),
  *             0 nobody held it, a WRONGTYPE error when the key is not a lock
  *             (it is left alone). Whoever held it finds out at its next
@@ -294,6 +307,7 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "  now = fam_now(t)\n"
     "  if now >= ARGV[#ARGV] + 0 then\n"
     "    for i = 1, count do r[i] = -3 end\n"
+    "    r[count + 1] = now\n"
     "    return r\n"
     "  end\n"
     "end\n"
@@ -312,7 +326,14 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "    elseif v == false and f and (floor_of(KEYS[k + 1]) or math.huge) < tonumber(f) and\n"
     "        spread(KEYS[k], tok .. ':0:1:' .. f, lease, KEYS[k + 1], f, ttl) then\n"
     "      r[i] = 1\n"
+    "    elseif f and type(v) == 'string' and\n"
+    "        tonumber(string.match(v, '^%x+:[01]:%d+:(%d+)') or f) < tonumber(f) then\n"
+    "      r[i] = -5\n"
     "    else\n"
+    "      if v == false and f and (floor_of(KEYS[k + 1]) or -1) >= tonumber(f) and\n"
+    "          redis.call('pttl', KEYS[k + 1]) < tonumber(ttl) then\n"
+    "        redis.call('pexpire', KEYS[k + 1], ttl)\n"
+    "      end\n"
     "      r[i] = 0\n"
     "    end\n"
     "    k = k + (f and 2 or 1)\n"
@@ -325,17 +346,30 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
     "    k = k + 1\n"
     "  end\n"
     "end\n"
+    "if not t then t = redis.call('time') end\n"
+    "r[count + 1] = fam_now(t)\n"
     "return r\n";
 
 static const char force_lua[] =
     "local v = redis.pcall('get', KEYS[1])\n"
     "if type(v) == 'table' then return v end\n"
     "if not v then return 0 end\n"
-    "local tail = string.match(v, '^%x+:[01]:%d+:%d+(.*)$')\n"
+    "local f, tail = string.match(v, '^%x+:[01]:%d+:(%d+)(.*)$')\n"
     "if not tail or string.gsub(tail, ':%x+:%d+', '') ~= '' then\n"
     "  return redis.error_reply('WRONGTYPE the key holds a value that is not a lock')\n"
     "end\n"
     "redis.call('del', KEYS[1])\n"
+    "if KEYS[2] then\n"
+    "  local fl = redis.pcall('get', KEYS[2])\n"
+    "  if type(fl) ~= 'table' then\n"
+    "    local ttl = math.max(redis.call('pttl', KEYS[2]), tonumber(ARGV[3]))\n"
+    "    if (tonumber(fl or 0) or 0) < tonumber(f) then\n"
+    "      redis.call('set', KEYS[2], f, 'PX', ttl)\n"
+    "    else\n"
+    "      redis.call('pexpire', KEYS[2], ttl)\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "redis.call(ARGV[2], ARGV[1], 'forced')\n"
     "return 1\n";
 
@@ -455,8 +489,29 @@ static leash__cmd *renew_cmd(const leash__renew_item *items, size_t n, int64_t v
     return cmd;
 }
 
+/* A Redlock hold's force release also keeps its fence floor (KEYS[2]): at
+ * least the removed hold's fence, for at least a floor's shortest life
+ * (ARGV[3]); the holder's renewals keep it from then on (renew, above). */
 static leash__cmd *force_cmd(const leash__names *n, int64_t deadline) {
-    return leash__hold_force_cmd(&force_script, n, deadline);
+    const char *argv[3 + 5];
+    size_t lens[3 + 5], len;
+    char floor[LEASH__FLOOR_MAX], ttl[21];
+    char *buf;
+
+    if (!n->fenced || n->family)
+        return leash__hold_force_cmd(&force_script, n, deadline);
+    argv[3] = n->key;
+    lens[3] = n->key_len;
+    argv[4] = floor;
+    lens[4] = leash__floor_name(n, floor);
+    argv[5] = n->channel;
+    lens[5] = n->channel_len;
+    argv[6] = leash__publish_verb(n, &lens[6]);
+    argv[7] = ttl;
+    lens[7] = leash__resp_int(ttl, leash__floor_ttl_ms(0));
+    /* EVAL, never resent: leash__hold_force_cmd says why. */
+    buf = leash__script_eval_call(&len, &force_script, 2, 8, argv, lens);
+    return leash__publishing_cmd(buf, len, 6, deadline);
 }
 
 /* ---- messages ---- */

@@ -60,9 +60,12 @@ static void on_batch(void *arg, const leash__answer *answers, size_t n) {
             continue;
         h->renew_state = LEASH__RENEW_IDLE;
         h->batch = NULL;
-        /* Counted once it renewed: after a failed one, the next carries
-         * the fence again (the hold's spread and floors wait for it). */
-        if (b->kept[i] && answers[i].status == LEASH_OK && answers[i].kind == LEASH__ANS_RENEWED)
+        /* Counted once it renewed, and its spread reached every server
+         * that is up: after a failed one, or one that missed a server (it
+         * answered BUSY), the next carries the fence again (the hold's
+         * spread and floors wait for it). */
+        if (b->kept[i] && answers[i].status == LEASH_OK && answers[i].kind == LEASH__ANS_RENEWED &&
+            !answers[i].spread_short)
             h->floor_kept_at = b->sent;
         /* May run a lost callback, which may free other holds of b (they
          * forget it: their slot turns NULL) or the client. */
@@ -75,12 +78,12 @@ static void on_batch(void *arg, const leash__answer *answers, size_t n) {
 }
 
 /* Whether h's renewal at `now` carries its fence (Redlock): until one
- * that did has renewed, which spreads a hold granted by a bare majority
- * onto the servers it missed; then the last one before a quarter of the
- * fence floor's life has passed since (the renewal after it would come
- * later), which keeps the floors of a long hold from running out, with
- * room for three more to fail (and spreads the hold onto a server back
- * meanwhile). The others only extend: a floor read and written with every
+ * that did has renewed and reached every server that is up (each renewed
+ * it, took it, or refused it for good: route/quorum.c), which spreads a
+ * hold granted by a bare majority onto the servers it missed; then the last one before a quarter of
+ * the fence floor's life has passed since (the renewal after it would come later), which keeps the
+ * floors of a long hold from running out, with room for three more to fail (and spreads the hold
+ * onto a server back meanwhile). The others only extend: a floor read and written with every
  * renewal doubled the servers' renewal work. */
 static int keeps_floor(const leash__hold *h, int64_t now) {
     return h->floor_kept_at == 0 ||

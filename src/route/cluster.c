@@ -487,7 +487,8 @@ static void finish(cluster *cl, creq *q, redisReply *reply, int status,
     }
     leash__route_read(&cl->base, q->op, reply, status, info, q->answers, q->n, q->what);
     if (q->at != NULL && q->answers[0].status == LEASH_OK && q->answers[0].server_ms > 0)
-        leash__conn_server_time(&q->at->node.cmd, q->answers[0].server_ms);
+        leash__conn_server_time(&q->at->node.cmd, q->answers[0].server_ms,
+                                info != NULL ? info->written_at : 0);
     q->done(q->arg, q->answers, q->n);
     free(q);
 }

@@ -37,8 +37,17 @@
  *            floor where it is: a grant by a bare majority reaches all N
  *            by then, and a long hold's floors never run out. That resend
  *            does not spread (leash__send.again): it is written after the
- *            holder's release when that came in between.
- *   force    removed by any; nobody held it on M; else the failure.
+ *            holder's release when that came in between. A renewal that
+ *            spreads is decided once every server that is up (its command
+ *            connection ready) answered too, and says whether one of them
+ *            failed it (spread_short, BUSY say): the watchdog then spreads
+ *            again with the next renewal, not a quarter floor later.
+ *   force    removed by any, and removed or nobody's on M (decided once
+ *            every server answered); else the failure: removed on a few
+ *            only (the others did not answer) is the failure, logged with
+ *            the count, since the holder may renew on a majority of the
+ *            others (the floor keeps it off the servers it was removed
+ *            from: dialect/leash.c, force).
  *
  * Copies: route/copies.c delivers them, and this file only decides. Once
  * decided, a request lets go of its copies still out: each stays its
@@ -168,6 +177,7 @@ typedef struct qreq {
     int64_t deadline;        /* the operation's */
     int64_t lease_ms;        /* grant: the hold's lease */
     leash__cmd *again;       /* renew: a copy kept for servers that fail it */
+    int spreads;             /* renew: it carries fences (leash__send.again) */
     leash__copies copies;    /* the command's copies, one per server */
     leash__answer *got;      /* per server, n answers each */
     char *answered;          /* per server: its answers are in got */
@@ -382,12 +392,42 @@ static int released_anyway(const qreq *q, unsigned yes, unsigned not_ours) {
     return yes > 0 && not_ours < q->qu->majority && yes + not_ours >= q->qu->majority;
 }
 
+/* A spreading renewal of lock i that a majority renewed: whether every
+ * server that is up (its command connection ready) has answered, so that
+ * the answer can say whether the spread is done: 1, with *short_ set when
+ * one of them neither renewed nor took the hold nor refused it for good
+ * ("not ours": the hold was there and is gone, or another hold's fence
+ * is on its floor; neither changes by asking again), but failed (BUSY,
+ * no answer in time) or refused it for now (an older hold still there).
+ * A server that is down is not waited for (it gets the hold at the
+ * quarterly spread once back: hold/watchdog.c). Waiting costs the
+ * decision the slowest server that is up, at most its command timeout, on
+ * the renewals that spread only. */
+static int spread_heard(const qreq *q, size_t i, int *short_) {
+    unsigned s;
+
+    *short_ = 0;
+    for (s = 0; s < q->qu->n; s++) {
+        const leash__answer *a = &q->got[s * q->n + i];
+        if (!q->answered[s]) {
+            if (leash__conn_ready(q->qu->conns[s]))
+                return 0;
+            continue;
+        }
+        if (a->status != LEASH_OK ||
+            (a->kind != LEASH__ANS_RENEWED && a->kind != LEASH__ANS_NOT_OURS) ||
+            (a->kind == LEASH__ANS_NOT_OURS && a->n == 1))
+            *short_ = 1;
+    }
+    return 1;
+}
+
 /* One lock's answer of a release, renew or force. */
 static int decide_one(const qreq *q, size_t i, leash__answer *out) {
     unsigned s, answered = 0, yes = 0, not_ours = 0, nobody = 0, unsure = 0, m = q->qu->majority;
     const leash__answer *kept = NULL;
     int64_t sent = 0;
-    int cls = q->op->cls;
+    int cls = q->op->cls, short_;
 
     for (s = 0; s < q->qu->n; s++) {
         const leash__answer *a = &q->got[s * q->n + i];
@@ -432,7 +472,16 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
          * the holder keeps a majority on the servers they were for. */
         if (answered < q->qu->n)
             return 0;
-        if (yes > 0)
+        if (yes > 0 && yes + nobody < m) {
+            /* Removed on too few: the holder may still renew on a majority
+             * of the others. Not a force release, and not to be taken for
+             * one; where it was removed, the floor keeps it out. */
+            leash__log(log_of(q->qu), LEASH_LOG_WARN,
+                       "force release %s reached only %u of %u servers (removed the hold on %u): "
+                       "the hold may stand on the others; force it again once they answer",
+                       q->what, yes + nobody, q->qu->n, yes);
+            out->status = failure_of(q, i);
+        } else if (yes > 0)
             out->kind = LEASH__ANS_REMOVED;
         else if (nobody >= m)
             out->kind = LEASH__ANS_NOBODY;
@@ -441,8 +490,12 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
         return 1;
     }
     if (yes >= m || (cls == LEASH__OP_RELEASE && released_anyway(q, yes, not_ours))) {
+        if (cls == LEASH__OP_RENEW && q->spreads && !spread_heard(q, i, &out->spread_short))
+            return 0;
+        short_ = out->spread_short;
         *out = *kept;
         out->sent_ms = sent;
+        out->spread_short = short_;
         return 1;
     }
     if (cls == LEASH__OP_RELEASE ? not_ours >= m : not_ours > q->qu->n - m) {
@@ -677,7 +730,8 @@ static void on_answer(void *owner, unsigned s, redisReply *reply, int status,
 
     leash__route_read(&q->qu->base, q->op, reply, status, info, &q->got[s * q->n], q->n, q->what);
     if (q->got[s * q->n].status == LEASH_OK && q->got[s * q->n].server_ms > 0) {
-        leash__conn_server_time(q->qu->conns[s], q->got[s * q->n].server_ms);
+        leash__conn_server_time(q->qu->conns[s], q->got[s * q->n].server_ms,
+                                info != NULL ? info->written_at : 0);
         note_clock(&q->qu->nodes[s], q->got[s * q->n].server_ms,
                    info != NULL ? info->written_at : 0);
     }
@@ -694,8 +748,10 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
         copies = leash__copies_init(&q->copies, qu->conns, qu->n, on_answer, q);
         q->got = calloc(qu->n * snd->nanswers, sizeof(*q->got));
         q->answered = calloc(qu->n, 1);
-        if (snd->op->cls == LEASH__OP_RENEW)
+        if (snd->op->cls == LEASH__OP_RENEW) {
+            q->spreads = snd->again != NULL;
             q->again = snd->again != NULL ? snd->again : leash__cmd_clone(snd->cmd);
+        }
     }
     if (q == NULL || copies != LEASH_OK || q->got == NULL || q->answered == NULL ||
         (snd->op->cls == LEASH__OP_RENEW && q->again == NULL)) {

@@ -34,7 +34,8 @@ static void on_reply(void *arg, redisReply *reply, int status, const leash__repl
     q->cmd = NULL;
     leash__route_read(&s->base, q->op, reply, status, info, q->answers, q->n, q->what);
     if (q->answers[0].status == LEASH_OK && q->answers[0].server_ms > 0)
-        leash__conn_server_time(&s->node.cmd, q->answers[0].server_ms);
+        leash__conn_server_time(&s->node.cmd, q->answers[0].server_ms,
+                                info != NULL ? info->written_at : 0);
     q->done(q->arg, q->answers, q->n);
     free(q);
 }

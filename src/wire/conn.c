@@ -31,6 +31,9 @@ enum {
  * an answer reconnects no slower than that either. */
 #define TRANSIENT_FIRST_MS 25
 #define TRANSIENT_MAX_MS 400
+/* A server clock that went back by this much or more is a warning (less:
+ * a slew, or the rounding of a reply's bounds; debug). */
+#define CLOCK_STEP_WARN_MS 100
 
 /* The window: how many bytes of commands may be written and not answered
  * yet. The rest wait in the queue, in order, and go as answers come back.
@@ -128,16 +131,66 @@ void leash__cmd_stamp(leash__cmd *cmd, int kind, int64_t stamp_ms) {
     cmd->stamp_ms = stamp_ms;
 }
 
-void leash__conn_server_time(leash__conn *conn, int64_t server_ms) {
+void leash__conn_server_time(leash__conn *conn, int64_t server_ms, int64_t written_at) {
     /* The server read its clock before this reply left: server_ms - now
      * is at most the true offset, the side every use of it is safe on.
      * A reply read late (the process stalled) gives a poor bound: the
-     * best one is kept, or "not after" stamps would lie in the past. */
-    int64_t offset = server_ms - leash__now_ms();
+     * best one is kept, or "not after" stamps would lie in the past -
+     * unless the reply shows it wrong: the server read its clock after
+     * the command was written, so the offset is at most server_ms + 1 -
+     * written_at; below the kept bound, the server's clock went back. */
+    int64_t now = leash__now_ms(), offset = server_ms - now;
+    int64_t at_most = server_ms + 1 - written_at;
 
-    if (!conn->server_offset_known || offset > conn->server_offset)
+    if (conn->server_offset_known && written_at > 0 && at_most < conn->server_offset) {
+        int64_t back = conn->server_offset - at_most;
+        leash__log(conn_log(conn), back >= CLOCK_STEP_WARN_MS ? LEASH_LOG_WARN : LEASH_LOG_DEBUG,
+                   "%s: the server's clock went back by at least %lld ms (stepped, or slewed): "
+                   "its time stamps follow it from now on",
+                   role_name(conn), (long long)back);
         conn->server_offset = offset;
+    } else if (!conn->server_offset_known || offset > conn->server_offset) {
+        conn->server_offset = offset;
+    }
     conn->server_offset_known = 1;
+    conn->server_offset_at = now;
+}
+
+static void conn_arm(leash__conn *conn);
+
+static void on_clock_probe(void *arg, redisReply *reply, int status,
+                           const leash__reply_info *info) {
+    leash__conn *conn = arg;
+
+    conn->clock_probe = 0;
+    /* Lost with its connection: the reconnect's handshake asks TIME. */
+    if (status != LEASH_OK || conn->env->freeing)
+        return;
+    if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+        reply->element[0]->type == REDIS_REPLY_STRING &&
+        reply->element[1]->type == REDIS_REPLY_STRING)
+        leash__conn_server_time(conn,
+                                strtoll(reply->element[0]->str, NULL, 10) * 1000 +
+                                    strtoll(reply->element[1]->str, NULL, 10) / 1000,
+                                info->written_at);
+    else
+        conn->server_offset_at = leash__now_ms(); /* refused: ask again a lease later */
+    conn_arm(conn);
+}
+
+/* Whether cmd's stamp, written now, reads the offset (a first write of a
+ * release writes 0). */
+static int stamp_needs_clock(const leash__cmd *cmd) {
+    return cmd->stamp == LEASH__STAMP_NOT_AFTER ||
+           (cmd->stamp == LEASH__STAMP_RESEND_VALID_UNTIL && (cmd->flags & LEASH__CMD_WRITTEN));
+}
+
+/* Whether a stamp written now would rest on an offset no reply confirmed
+ * for clock_check_ms. Not before the handshake's TIME gave one (a server
+ * that refused TIME gets no stamps). */
+static int clock_stale(const leash__conn *conn) {
+    return conn->cfg->clock_check_ms > 0 && conn->server_offset_known &&
+           leash__now_ms() - conn->server_offset_at >= conn->cfg->clock_check_ms;
 }
 
 /* Writes the stamp of cmd (see LEASH__STAMP_*) into its last argument. */
@@ -452,7 +505,7 @@ static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     cmd->replies_left = cmd->wait_replicas > 0 ? 2 : 1;
     conn->window_used += cmd->len;
     leash__list_insert_tail(&conn->sent, &cmd->link);
-    if (conn->role == LEASH__CONN_CMD)
+    if (conn->role == LEASH__CONN_CMD && !(cmd->flags & LEASH__CMD_UPKEEP))
         conn->env->stats->commands_sent++;
     count_send(conn, cmd->replies_left);
     return 0;
@@ -471,12 +524,38 @@ static int window_open(const leash__conn *conn, size_t len) {
     return conn->window_used == 0 || conn->window_used + len <= window;
 }
 
-/* Writes queued commands, in order, while the window lets them go. */
+/* TIME, written ahead of a stamped command (clock_stale); 0, or -1
+ * without memory (the stamp then rests on the offset it has). */
+static int send_clock_probe(leash__conn *conn) {
+    static const char time_cmd[] = "*1\r\n$4\r\nTIME\r\n";
+    char *buf = malloc(sizeof(time_cmd) - 1);
+    leash__cmd *probe;
+
+    if (buf == NULL)
+        return -1;
+    memcpy(buf, time_cmd, sizeof(time_cmd) - 1);
+    probe =
+        leash__cmd_new(buf, sizeof(time_cmd) - 1, NULL, LEASH__CMD_UPKEEP, 0, on_clock_probe, conn);
+    if (probe == NULL)
+        return -1;
+    probe->conn = conn;
+    if (write_cmd(conn, probe) != 0) {
+        cmd_free(probe);
+        return -1;
+    }
+    conn->clock_probe = 1;
+    return 0;
+}
+
+/* Writes queued commands, in order, while the window lets them go; none
+ * while a TIME is out (clock_stale), so that their order stays. */
 static void pump(leash__conn *conn) {
     while (!leash__list_empty(&conn->queue)) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->queue));
         int last_resent = conn->retry_tail == &cmd->link;
-        if (!window_open(conn, cmd->len))
+        if (conn->clock_probe || !window_open(conn, cmd->len))
+            return;
+        if (stamp_needs_clock(cmd) && clock_stale(conn) && send_clock_probe(conn) == 0)
             return;
         queue_remove(conn, cmd);
         if ((cmd->flags & LEASH__CMD_ORPHAN) && cmd->deadline != 0 &&
@@ -760,8 +839,10 @@ static void note_server_time(leash__conn *conn, const redisReply *r) {
     /* A new connection may reach another machine behind the same address:
      * its own samples only. */
     conn->server_offset_known = 0;
-    leash__conn_server_time(conn, strtoll(r->element[0]->str, NULL, 10) * 1000 +
-                                      strtoll(r->element[1]->str, NULL, 10) / 1000);
+    leash__conn_server_time(conn,
+                            strtoll(r->element[0]->str, NULL, 10) * 1000 +
+                                strtoll(r->element[1]->str, NULL, 10) / 1000,
+                            0);
 }
 
 /* Whether sha (LEASH__SHA_LEN hex digits) is one of the scripts'. */
@@ -1247,7 +1328,7 @@ static void conn_arm(leash__conn *conn) {
     default:
         if (conn->inflight > 0)
             due = conn->last_progress + conn->cfg->command_timeout_ms;
-        if (!leash__list_empty(&conn->queue) &&
+        if (!leash__list_empty(&conn->queue) && !conn->clock_probe &&
             window_open(conn, cmd_of(LEASH__LIST_FIRST(&conn->queue))->len))
             due = leash__now_ms(); /* to be written */
         break;

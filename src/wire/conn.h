@@ -34,7 +34,13 @@
  * connection keeps a lower bound of (server ms - monotonic ms), so that a
  * command can carry a server-time stamp, written into it at every write: a
  * copy of a command that sat in a frozen server's socket can then tell that
- * it arrived too late.
+ * it arrived too late. The best bound is kept while the replies agree with
+ * it; one whose upper bound (its command's write) is below it says that
+ * the server's clock went back (a step: NTP, an operator): logged, and the
+ * bound starts again from that reply. So that a stamp never rests on an
+ * offset older than clock_check_ms (a lease), a stamped command written
+ * later than that after the last reply that carried the server's time
+ * goes behind a TIME (one round trip, on an idle connection only).
  */
 #ifndef LEASH_WIRE_CONN_H
 #define LEASH_WIRE_CONN_H
@@ -79,7 +85,10 @@ enum {
      * may write what a command sent after it removes (a Redlock renewal
      * that spreads a hold) must not go behind that command (the delayed
      * list, or the tail of the queue). */
-    LEASH__CMD_ONCE = 128
+    LEASH__CMD_ONCE = 128,
+    /* The connection's own (a TIME ahead of a stamp): not one of the
+     * owner's commands, so not counted in commands_sent. */
+    LEASH__CMD_UPKEEP = 256
 };
 
 /* A server-time stamp in a command's last argument, which must be
@@ -158,6 +167,11 @@ typedef struct leash__conn_cfg {
      * and a command built with SPUBLISH before the version was known goes
      * with PUBLISH. */
     int pubsub;
+    /* A stamp (LEASH__STAMP_*) is written with an offset that a reply
+     * confirmed within this many ms (the client's lease): else the
+     * connection asks TIME first and holds its queue for the answer. 0:
+     * never asked. */
+    int64_t clock_check_ms;
 } leash__conn_cfg;
 
 /* AUTH, ROLE, INFO server, INFO memory, TIME, SELECT and SCRIPT LOADs (the
@@ -208,6 +222,8 @@ struct leash__conn {
     int64_t owed_sweep_at; /* 0 while owed is empty */
     int64_t server_offset; /* lower bound of server ms - monotonic ms */
     int server_offset_known;
+    int64_t server_offset_at; /* monotonic ms of the last sample that agreed */
+    int clock_probe;          /* a TIME is out: the queue waits for it */
     /* The owner's hooks: the connection became ready / was lost; a frame
      * on a subscriber connection (valid during the call). */
     void (*on_ready)(leash__conn *conn);
@@ -268,7 +284,9 @@ void leash__cmd_drop(leash__cmd *cmd);
 
 /* The server's clock read `server_ms` (ms since the epoch) during a reply
  * that just arrived: a lower bound of the clock offset. */
-void leash__conn_server_time(leash__conn *conn, int64_t server_ms);
+/* A reply read server_ms (the server's clock, whole ms) after the command
+ * it answers was written at written_at (monotonic ms; 0 unknown). */
+void leash__conn_server_time(leash__conn *conn, int64_t server_ms, int64_t written_at);
 
 /* For the subscriber connection: a raw command (buf is copied) whose
  * answers come as frames (on_frame); `replies` confirmations are expected.

@@ -301,13 +301,14 @@ extern char **environ;
  * LD_PRELOAD held. */
 typedef struct server_env {
     char **vars;    /* NULL-terminated; its strings are environ's or owned[] */
-    char *owned[2]; /* LD_PRELOAD=..., LEASH_TEST_CLOCK_SHIFT_MS=... */
+    char *owned[3]; /* LD_PRELOAD=..., LEASH_TEST_CLOCK_SHIFT_MS=..., _FILE=... */
 } server_env;
 
 static void server_env_free(server_env *e) {
     free(e->vars);
     free(e->owned[0]);
     free(e->owned[1]);
+    free(e->owned[2]);
 }
 
 static int starts_with(const char *s, const char *prefix) {
@@ -331,7 +332,7 @@ static int server_env_make(const test_redis *r, server_env *e) {
     }
     while (environ[n])
         n++;
-    e->vars = calloc(n + 3, sizeof *e->vars);
+    e->vars = calloc(n + 4, sizeof *e->vars);
     if (!e->vars)
         goto oom;
     if (lib) {
@@ -340,16 +341,21 @@ static int server_env_make(const test_redis *r, server_env *e) {
         cap = sizeof "LD_PRELOAD=:" + strlen(lib) + strlen(preload);
         e->owned[0] = malloc(cap);
         e->owned[1] = malloc(64);
-        if (!e->owned[0] || !e->owned[1])
+        e->owned[2] = malloc(400);
+        if (!e->owned[0] || !e->owned[1] || !e->owned[2])
             goto oom;
         snprintf(e->owned[0], cap, "LD_PRELOAD=%s%s%s", lib, *preload ? ":" : "", preload);
         snprintf(e->owned[1], 64, "LEASH_TEST_CLOCK_SHIFT_MS=%d", r->cfg.clock_shift_ms);
+        memcpy(e->owned[2], "LEASH_TEST_CLOCK_SHIFT_FILE=", 28);
+        path_in_dir(r, "clock_shift", e->owned[2] + 28, 400 - 28);
         e->vars[k++] = e->owned[0];
         e->vars[k++] = e->owned[1];
+        e->vars[k++] = e->owned[2];
     }
     for (i = 0; i < n; i++)
         if (!lib || (!starts_with(environ[i], "LD_PRELOAD=") &&
-                     !starts_with(environ[i], "LEASH_TEST_CLOCK_SHIFT_MS=")))
+                     !starts_with(environ[i], "LEASH_TEST_CLOCK_SHIFT_MS=") &&
+                     !starts_with(environ[i], "LEASH_TEST_CLOCK_SHIFT_FILE=")))
             e->vars[k++] = environ[i];
     return 0;
 oom:
@@ -814,6 +820,26 @@ void test_redis_freeze(test_redis *r) {
 void test_redis_thaw(test_redis *r) {
     if (r->pid > 0)
         kill(r->pid, SIGCONT);
+}
+
+int test_redis_step_clock(test_redis *r, int shift_ms) {
+    char path[300], tmp[310];
+    FILE *f;
+
+    if (r->cfg.clock_shift_ms == 0 || shift_ms == 0 || shift_ms > TEST_REDIS_CLOCK_SHIFT_MAX_MS ||
+        shift_ms < -TEST_REDIS_CLOCK_SHIFT_MAX_MS) {
+        fprintf(stderr, "test_redis_step_clock: the server must start with a clock_shift_ms, "
+                        "and a step is a shift other than 0, at most a day\n");
+        return -1;
+    }
+    path_in_dir(r, "clock_shift", path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    f = fopen(tmp, "w");
+    if (f == NULL || fprintf(f, "%d\n", shift_ms) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+        return -1;
+    r->cfg.clock_shift_ms = shift_ms;
+    usleep(30 * 1000); /* the server reads the file again within 10 ms */
+    return 0;
 }
 
 /* A timeout is not a broken connection: the server is alive but slow or

@@ -132,6 +132,12 @@ int test_redis_restart_keeping_data(test_redis *r);
 void test_redis_freeze(test_redis *r);
 void test_redis_thaw(test_redis *r);
 
+/* Steps the clock of a server started with a clock_shift_ms to shift_ms
+ * from the machine's (not 0, at most a day either way), at once, as
+ * `date -s` would: TIME, scripts and expiry jump; restarts keep it.
+ * Returns 0, or -1 (said on stderr). */
+int test_redis_step_clock(test_redis *r, int shift_ms);
+
 /* A command on a cached blocking connection (hiredis format, so %s and
  * %b), authenticated with requirepass when set. A broken connection is
  * replaced once per call. A command times out after 3 s (a frozen
