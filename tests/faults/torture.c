@@ -16,6 +16,8 @@
  *                                    the same on Redlock's five servers
  *   torture --fair | --rw | --semaphore N [--seconds S] ...
  *                                    the same with the lock family (below)
+ *   torture --lab [--redlock | --sentinel] [--tls] [--only FAULT]
+ *                                    in the network lab (below)
  *
  * What the workers record, in a shared log (an mmap'd file):
  *   UNIT  a unit of "work" of a hold: its fence and the CLOCK_MONOTONIC
@@ -166,6 +168,44 @@
  * in at once; that is counted and printed, not a violation. The output
  * gives, per run, the most holds of a name that were valid at one instant
  * (1 for a mutex or fair lock; up to N for the semaphore; readers: more).
+ */
+/*
+ * Lab mode (--lab, with one server, --redlock or --sentinel; --tls on
+ * top): every redis-server, sentinel, DNS server and worker runs in a
+ * network namespace of its own on one bridge (tests/support/netlab.h,
+ * private addresses that exist only inside the lab; the supervisor
+ * itself moves into an empty namespace). The clients reach the servers by
+ * name (redisN.lab.test, from the lab's two DNS servers, asked in that
+ * order) and, with --tls, over TLS. Instead of the proxy's faults the
+ * network's, on a random set of workers (and the probe, below):
+ *   cut            both ways;
+ *   replies-lost   the server's packets to them dropped (one-way);
+ *   requests-lost  theirs to the server dropped;
+ *   syn-blackhole  new connects to the server vanish, and every client
+ *                  connection is killed into it;
+ *   isolate        the server gone from the network;
+ *   dead-first-address  its name answers a dead address first;
+ *   dns-first-dead the first DNS server gone;
+ *   nxdomain       its name unknown for a while;
+ * and what servers and processes suffer: freeze-server (SIGSTOP),
+ * debug-sleep, restart (with its append-only file), client-kill,
+ * script-flush, sigstop (a worker). Redlock adds a bridge (two groups
+ * of workers that each see a different majority, sharing one server);
+ * Sentinel adds stale-sentinel (the first sentinel of every client's
+ * list cut off while the others fail the master over: it names the old
+ * master, soon a replica) and master-cut-off (the master cut off from
+ * sentinels and replicas, clients still reaching it), and the network's
+ * faults on one sentinel. --only FAULT (one server) replays one cell.
+ *
+ * The checks are those above, and availability: across every fault a
+ * probe, a fresh client in a node of its own (new connections, names
+ * resolved anew), asks for a lock nobody else uses with a wait that
+ * outlasts the fault; it must be granted no later than RECOVER_MS after
+ * the fault was over, and a fault that leaves a path open all along (a
+ * dead first address or DNS server, a bridge, a stale sentinel once the
+ * others named the new master) is over when it begins. A probe that
+ * ends EREPLICAS while a Sentinel master was short of replicas is
+ * counted as documented (README "Redis Sentinel"), not as a violation.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* prctl, strdup, kill, MAP_ANONYMOUS */
