@@ -14,6 +14,7 @@
  * the same loop. The timers do not keep the loop alive by themselves
  * (ev_unref) except while a waiting acquire needs them; the sockets do, as
  * with any network client: free the client (or ev_break) to leave ev_run.
+ * Free the client before ev_loop_destroy(): its watchers are stopped then.
  */
 #ifndef LEASH_ADAPTERS_LIBEV_H
 #define LEASH_ADAPTERS_LIBEV_H

@@ -36,6 +36,14 @@
  *     leash_client_free(c);
  *     uv_run(loop, UV_RUN_DEFAULT);   // finishes the closes
  *     uv_loop_close(loop);
+ *
+ * A program that closes every handle of the loop at exit (uv_walk, then
+ * uv_close on each that is not uv_is_closing, as libuv requires) may do so
+ * before or after leash_client_free(). Before: the handles it closed are
+ * not closed again, and their memory goes once libuv is done with them
+ * (on a later turn of the loop, with an idle handle of the adapter that
+ * closes itself then). Nothing of leash runs on a handle once the program
+ * has closed it: free the client next.
  */
 #ifndef LEASH_ADAPTERS_LIBUV_H
 #define LEASH_ADAPTERS_LIBUV_H
@@ -75,6 +83,70 @@ static inline void leash_libuv_handle_closed_(uv_handle_t *handle) {
     free(handle->data);
 }
 
+/* Frees the memory of a handle the program closed itself (uv_walk and
+ * uv_close at exit, before leash_client_free): libuv may still hold it until
+ * its close callback, which is the program's, has run. An idle handle looks
+ * once a turn (idle handles also keep the loop from blocking in poll) and
+ * frees it once the loop no longer lists it. */
+typedef struct leash_libuv_reaper {
+    uv_idle_t handle; /* first member; handle.data points back here */
+    uv_handle_t *closed;
+    void *mem;
+    int found;
+} leash_libuv_reaper;
+
+static inline void leash_libuv_spot_(uv_handle_t *handle, void *arg) {
+    leash_libuv_reaper *r = (leash_libuv_reaper *)arg;
+    if (handle == r->closed)
+        r->found = 1;
+}
+
+/* Whether the loop still holds r->closed (a handle is listed until its close
+ * callback has run). */
+static inline int leash_libuv_still_closing_(uv_loop_t *loop, leash_libuv_reaper *r) {
+    r->found = 0;
+    uv_walk(loop, leash_libuv_spot_, r);
+    return r->found;
+}
+
+static inline void leash_libuv_reaped_(uv_idle_t *idle) {
+    leash_libuv_reaper *r = (leash_libuv_reaper *)idle->data;
+    if (leash_libuv_still_closing_(idle->loop, r))
+        return;
+    free(r->mem);
+    uv_close((uv_handle_t *)&r->handle, leash_libuv_handle_closed_);
+}
+
+static inline void leash_libuv_reap_(uv_handle_t *closed) {
+    leash_libuv_reaper probe, *r;
+
+    probe.closed = closed;
+    if (!leash_libuv_still_closing_(closed->loop, &probe)) {
+        free(closed->data); /* done: its close callback has run */
+        return;
+    }
+    r = (leash_libuv_reaper *)calloc(1, sizeof(*r));
+    /* Without memory for the reaper, the handle's few bytes are left to
+     * the process's exit rather than freed under libuv. */
+    if (r == NULL || uv_idle_init(closed->loop, &r->handle) != 0) {
+        free(r);
+        return;
+    }
+    r->handle.data = r;
+    r->closed = closed;
+    r->mem = closed->data;
+    uv_idle_start(&r->handle, leash_libuv_reaped_);
+}
+
+/* Closes a handle of the adapter, unless the program closed it already
+ * (closing twice is an assertion in libuv). */
+static inline void leash_libuv_close_(uv_handle_t *handle) {
+    if (uv_is_closing(handle))
+        leash_libuv_reap_(handle);
+    else
+        uv_close(handle, leash_libuv_handle_closed_);
+}
+
 static inline void *leash_libuv_timer_new_(void *data, leash_timer_fn *fn, void *arg) {
     leash_libuv *a = (leash_libuv *)data;
     leash_libuv_timer *t = (leash_libuv_timer *)calloc(1, sizeof(*t));
@@ -94,6 +166,8 @@ static inline void leash_libuv_timer_start_(void *data, void *timer, uint64_t de
                                             int keep_alive) {
     leash_libuv_timer *t = (leash_libuv_timer *)timer;
     (void)data;
+    if (uv_is_closing((uv_handle_t *)&t->handle))
+        return; /* the program closed it: see "Closing" above */
     /* Starting an active timer moves it to the new time. */
     uv_timer_start(&t->handle, leash_libuv_timer_fired_, delay_ms, 0);
     if (keep_alive)
@@ -112,7 +186,7 @@ static inline void leash_libuv_timer_free_(void *data, void *timer) {
     leash_libuv_timer *t = (leash_libuv_timer *)timer;
     (void)data;
     /* Stops it now; the memory goes in the close callback. */
-    uv_close((uv_handle_t *)&t->handle, leash_libuv_handle_closed_);
+    leash_libuv_close_((uv_handle_t *)&t->handle);
 }
 
 static inline void leash_libuv_io_fired_(uv_poll_t *handle, int status, int events) {
@@ -142,6 +216,8 @@ static inline void *leash_libuv_io_new_(void *data, int fd, leash_io_fn *fn, voi
 static inline void leash_libuv_io_set_(void *data, void *watcher, int events) {
     leash_libuv_io *io = (leash_libuv_io *)watcher;
     (void)data;
+    if (uv_is_closing((uv_handle_t *)&io->handle))
+        return; /* the program closed it; uv_poll_start would assert */
     if (events == 0)
         uv_poll_stop(&io->handle);
     else
@@ -156,7 +232,7 @@ static inline void leash_libuv_io_free_(void *data, void *watcher) {
     (void)data;
     /* Stops it now (before the core closes the fd); the memory goes in the
      * close callback. */
-    uv_close((uv_handle_t *)&io->handle, leash_libuv_handle_closed_);
+    leash_libuv_close_((uv_handle_t *)&io->handle);
 }
 
 static inline void leash_libuv_cleanup_(void *data) {

@@ -75,10 +75,11 @@
  * kills one more: no majority is left, the holder's renewals fail, and its
  * lost callback (UNREACHABLE) stops the job by the end of its validity,
  * before its next write. The waiters wait on (nobody can get the lock): an
- * attempt gives up on the dead servers after the lease (or the command
- * timeout, if shorter) and the acquire ends LEASH_ECONN, no majority having
- * answered; the worker acquires again at once. 2.5 s after the kill the
- * parent ends the run. Each
+ * attempt gives up on the dead servers after the command timeout (or the
+ * lease, if shorter), no majority having answered, and the acquire
+ * attempts again while its wait has time (for ever here; a worker whose
+ * acquire ends LEASH_ECONN all the same acquires again at once). 2.5 s
+ * after the kill the parent ends the run. Each
  * server is killed only when its pid (INFO server) is one that scripts/demo
  * started (LEASH_DEMO_REDLOCK_PIDS="PORT:PID,..."); otherwise the parent
  * refuses and the run goes on without kills. The workers send each renewal,

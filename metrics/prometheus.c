@@ -107,5 +107,8 @@ size_t prometheus_write(char *buf, size_t size, const leash_stats *st, int pid) 
     counter(&o, "leash_subscriptions_total", "Channel subscriptions written.", st->subscriptions);
     gauge(&o, "leash_locks_held", "Lock handles that hold their lock now.", st->held_now);
     gauge(&o, "leash_acquires_waiting", "Acquires asleep until a release now.", st->waiting_now);
+    counter(&o, "leash_evicting_servers_total",
+            "Servers whose maxmemory-policy can evict a held lock (warned once each).",
+            st->evicting_servers);
     return o.at;
 }

@@ -61,6 +61,7 @@ typedef struct {
     ngx_flag_t tls, tls_verify;
     /* leash_tls_ca, _cert, _key (full paths, NUL-terminated), _name */
     ngx_str_t tls_ca, tls_cert, tls_key, tls_name;
+    ngx_str_t tls_key_password; /* leash_tls_key_password: of an encrypted _key */
 } ngx_http_leash_main_conf_t;
 
 typedef struct {
@@ -162,6 +163,9 @@ static ngx_command_t ngx_http_leash_commands[] = {
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_cert), NULL},
     {ngx_string("leash_tls_key"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_http_leash_tls_file,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_key), NULL},
+    {ngx_string("leash_tls_key_password"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_str_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+     offsetof(ngx_http_leash_main_conf_t, tls_key_password), NULL},
     {ngx_string("leash_tls_name"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_str_slot,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_name), NULL},
     {ngx_string("leash_tls_verify"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
@@ -481,6 +485,8 @@ static void ngx_http_leash_options(const ngx_http_leash_main_conf_t *mcf, leash_
         opts->tls_cert_file = (const char *)mcf->tls_cert.data;
     if (mcf->tls_key.data != NULL)
         opts->tls_key_file = (const char *)mcf->tls_key.data;
+    if (mcf->tls_key_password.data != NULL)
+        opts->tls_key_password = (const char *)mcf->tls_key_password.data;
     if (mcf->tls_name.data != NULL)
         opts->tls_server_name = (const char *)mcf->tls_name.data;
 }

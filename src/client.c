@@ -94,8 +94,8 @@ int leash_client_new(leash_client **out, const leash_options *opts) {
     leash__dialects_init();
     core = &c->core;
     core->env.log = c->cfg.log;
-    if ((rc = leash__resolver_new(&core->env.resolver, &core->env, c->cfg.dns_servers)) !=
-        LEASH_OK) {
+    if ((rc = leash__resolver_new(&core->env.resolver, &core->env, c->cfg.dns_servers,
+                                  c->cfg.conn.connect_timeout_ms)) != LEASH_OK) {
         leash__config_clear(&c->cfg);
         free(c);
         return rc;
@@ -400,8 +400,7 @@ int leash_client_connected(const leash_client *c) {
     return c != NULL && c->magic == LEASH__CLIENT_MAGIC && leash__route_connected(c->core.route);
 }
 
-/* leash_stats as the 0.2 header lays it out: what the plain function fills
- * (programs that call it by name know no more). */
+/* leash_stats as the 0.2 header lays it out: its fields never move. */
 #define STATS_SIZE_0_2 (9 * sizeof(uint64_t))
 _Static_assert(offsetof(leash_stats, losts) + sizeof(uint64_t) == STATS_SIZE_0_2,
                "leash_stats: the 0.2 fields moved; new ones go at the end");
@@ -414,6 +413,8 @@ void leash_client_stats_sized(const leash_client *c, leash_stats *out, size_t si
         memcpy(out, &c->stats, size < sizeof(c->stats) ? size : sizeof(c->stats));
 }
 
+/* This version's layout, as leash_options_init (the function) fills it:
+ * bindings call this one. */
 void(leash_client_stats)(const leash_client *c, leash_stats *out) {
-    leash_client_stats_sized(c, out, STATS_SIZE_0_2);
+    leash_client_stats_sized(c, out, sizeof(leash_stats));
 }

@@ -9,8 +9,7 @@
 #include <string.h>
 
 /* leash_options as the 0.2 header lays it out (up to its last field,
- * wait_timeout_ms): the smallest struct_size leash_client_new takes, and
- * what the plain leash_options_init fills. */
+ * wait_timeout_ms): the smallest struct_size leash_client_new takes. */
 #define OPTIONS_SIZE_0_2 \
     (offsetof(leash_options, wait_timeout_ms) + sizeof(((leash_options *)0)->wait_timeout_ms))
 /* The end of each field added after 0.2: a struct_size may end at one,
@@ -26,7 +25,9 @@
     (offsetof(leash_options, dns_servers) + sizeof(((leash_options *)0)->dns_servers))
 #define OPTIONS_SIZE_SENTINEL \
     (offsetof(leash_options, sentinel_password) + sizeof(((leash_options *)0)->sentinel_password))
-#define OPTIONS_SIZE_LAST OPTIONS_SIZE_SENTINEL
+#define OPTIONS_SIZE_KEY_PASSWORD \
+    (offsetof(leash_options, tls_key_password) + sizeof(((leash_options *)0)->tls_key_password))
+#define OPTIONS_SIZE_LAST OPTIONS_SIZE_KEY_PASSWORD
 _Static_assert(sizeof(leash_options) - OPTIONS_SIZE_LAST < _Alignof(leash_options),
                "leash_options grew: keep OPTIONS_SIZE_LAST at the end of its last field");
 
@@ -64,15 +65,19 @@ void leash_options_init_sized(leash_options *o, size_t struct_size) {
     o->struct_size = struct_size;
 }
 
+/* The function form is what bindings call (bindgen, cgo and cffi cannot
+ * call a macro), and they lay out this version's struct: filling only the
+ * 0.2 layout would leave every later field (tls included) ignored, silently.
+ * No 0.2 program loads this library (the soname changed at 0.3). */
 void(leash_options_init)(leash_options *o) {
-    leash_options_init_sized(o, OPTIONS_SIZE_0_2);
+    leash_options_init_sized(o, sizeof(leash_options));
 }
 
 /* Whether a struct_size ends at 0.2's last field or at one added since
  * (each group of fields added together counts as one). */
 static int size_ends_a_field(size_t n) {
     return n <= OPTIONS_SIZE_0_2 || n == OPTIONS_SIZE_DIALECT || n == OPTIONS_SIZE_TLS_VERIFY ||
-           n == OPTIONS_SIZE_DNS_SERVERS || n >= OPTIONS_SIZE_LAST;
+           n == OPTIONS_SIZE_DNS_SERVERS || n == OPTIONS_SIZE_SENTINEL || n >= OPTIONS_SIZE_LAST;
 }
 
 /* The caller's options as this version lays them out: fields the caller's
@@ -292,6 +297,8 @@ static int validate_reach(const leash__logger *lg, const leash_options *o) {
         (rc = check_length(lg, "tls_cert_file", o->tls_cert_file, LEASH_PATH_MAX)) != 0 ||
         (rc = check_length(lg, "tls_key_file", o->tls_key_file, LEASH_PATH_MAX)) != 0 ||
         (rc = check_length(lg, "tls_server_name", o->tls_server_name, 255)) != 0 ||
+        (rc = check_length(lg, "tls_key_password", o->tls_key_password, LEASH_KEY_PASSWORD_MAX)) !=
+            0 ||
         (rc = check_length(lg, "dns_servers", o->dns_servers, LEASH_DNS_SERVERS_MAX)) != 0)
         return rc;
     if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL)) {
@@ -491,6 +498,8 @@ int leash__config_init(leash__config *cfg, const leash_options *given) {
         cfg->conn.min_version_for = "sharded pub/sub (LEASH_PUBSUB_SHARDED)";
     }
     tls.verify = o->tls_verify;
+    /* Read with the key, in leash__tls_new below: not copied, not kept. */
+    tls.key_password = o->tls_key_password;
     /* route */
     cfg->route.conn = &cfg->conn;
     cfg->route.seeds = cfg->seeds;

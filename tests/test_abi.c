@@ -53,15 +53,28 @@ TEST(the_plain_init_function_fills_what_the_macro_fills) {
     memset(&by_function, 0xA5, sizeof by_function);
     leash_options_init(&by_macro);
     init(&by_function);
-    /* The 0.2 layout: everything up to the fields added after it. */
-    CHECK_EQ_INT(by_function.struct_size, offsetof(leash_options, dialect));
-    CHECK_STR_EQ(by_function.host, by_macro.host);
-    CHECK_STR_EQ(by_function.key_prefix, by_macro.key_prefix);
-    CHECK_EQ_INT(by_function.lease_ms, by_macro.lease_ms);
-    CHECK_EQ_INT(by_function.sub_linger_ms, by_macro.sub_linger_ms);
-    CHECK_EQ_INT(by_function.log_level, by_macro.log_level);
-    CHECK(by_function.log_cb == NULL && by_function.password == NULL);
+    /* This version's layout, as bindings (bindgen, cgo, cffi) lay it out. */
+    CHECK_EQ_INT(by_function.struct_size, sizeof(leash_options));
+    CHECK(memcmp(&by_function, &by_macro, sizeof by_macro) == 0);
     CHECK_EQ_INT(new_client(&by_function), LEASH_OK);
+}
+
+/* Issue 32 item 20: the function form filled the 0.2 layout, so tls = 1
+ * connected in plaintext without a word. With a CA file that does not
+ * exist, a client that reads the TLS options refuses to start. */
+TEST(the_plain_init_function_keeps_the_fields_added_since_0_2) {
+    leash_options o;
+
+    (leash_options_init)(&o);
+    o.log_cb = fx_log_cb;
+    o.tls = 1;
+    o.tls_ca_file = "/nonexistent/leash-test-ca.pem";
+    fx_log_clear();
+    CHECK_EQ_INT(new_client(&o), LEASH_ETLS);
+    CHECK(fx_log_contains("leash-test-ca.pem"));
+    (leash_options_init)(&o);
+    o.dialect = -1;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
 }
 
 /* A field added after 0.2 is zero by default, and means "as before". */
@@ -110,7 +123,7 @@ TEST(a_newer_headers_option_in_this_headers_tail_padding_is_refused) {
         leash_options o;
         unsigned char b[sizeof(leash_options)];
     } n;
-    size_t at = offsetof(leash_options, sentinel_password) + sizeof(n.o.sentinel_password);
+    size_t at = offsetof(leash_options, tls_key_password) + sizeof(n.o.tls_key_password);
     int seven = 7;
 
     if (at + sizeof(seven) > sizeof(n.o))
@@ -152,6 +165,10 @@ TEST(options_not_filled_by_init_are_refused) {
     o.struct_size = offsetof(leash_options, sentinel_username) + sizeof(o.sentinel_username);
     CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
     o.struct_size = offsetof(leash_options, sentinel_password) + sizeof(o.sentinel_password);
+    CHECK_EQ_INT(new_client(&o), LEASH_OK);
+    o.struct_size = offsetof(leash_options, tls_key_password) + 1;
+    CHECK_EQ_INT(new_client(&o), LEASH_EINVAL);
+    o.struct_size = offsetof(leash_options, tls_key_password) + sizeof(o.tls_key_password);
     CHECK_EQ_INT(new_client(&o), LEASH_OK);
 }
 
@@ -292,9 +309,11 @@ TEST(stats_fill_only_the_programs_struct) {
         CHECK_EQ_INT(buf[i], 0);
     for (size_t i = 2 * sizeof(uint64_t); i < sizeof buf; i++)
         CHECK_EQ_INT(buf[i], 0xAB);
+    /* The function by name fills this version's whole struct (item 20). */
     memset(&whole, 0xAB, sizeof whole);
     (leash_client_stats)(c, &whole);
     CHECK_EQ_INT(whole.losts, 0);
+    CHECK_EQ_INT(whole.waiting_now, 0);
     leash_client_free(c);
 }
 
@@ -302,6 +321,7 @@ int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(init_writes_nothing_past_the_programs_struct),
         TEST_CASE(the_plain_init_function_fills_what_the_macro_fills),
+        TEST_CASE(the_plain_init_function_keeps_the_fields_added_since_0_2),
         TEST_CASE(fields_added_after_0_2_default_to_zero_and_are_checked),
         TEST_CASE(a_newer_headers_options_left_at_their_defaults_are_taken),
         TEST_CASE(a_newer_headers_option_set_is_refused_with_a_log_line),

@@ -148,12 +148,114 @@ TEST(reconnect_timers_alone_keep_the_loop_only_on_libevent) {
     test_redis_stop(&r);
 }
 
+#if defined(LEASH_TEST_LOOP_LIBUV)
+/* What libuv programs do at exit: close every handle that is not closing
+ * already (the fixture's own deadline timer excepted: fx_loop_free closes
+ * it). */
+static void close_one(uv_handle_t *h, void *loop) {
+    if (h != ((uv_loop_t *)loop)->data && !uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void close_every_handle(fx_loop *loop) {
+    uv_walk(loop, close_one, loop);
+}
+#elif defined(LEASH_TEST_LOOP_LIBEVENT)
+/* libevent's form: delete every event of the base, collected first (none
+ * may be deleted inside event_base_foreach_event). */
+typedef struct {
+    struct event *ev[64];
+    int n;
+} event_list;
+
+static int collect_event(const struct event_base *base, const struct event *ev, void *arg) {
+    event_list *l = arg;
+
+    (void)base;
+    CHECK(l->n < 64);
+    l->ev[l->n++] = (struct event *)ev;
+    return 0;
+}
+
+static void close_every_handle(fx_loop *base) {
+    event_list l = {.n = 0};
+
+    event_base_foreach_event(base, collect_event, &l);
+    for (int i = 0; i < l.n; i++)
+        event_del(l.ev[i]);
+}
+#endif
+
+#if defined(LEASH_TEST_LOOP_LIBUV) || defined(LEASH_TEST_LOOP_LIBEVENT)
+/* A client with everything a libuv handle can be open for: held locks
+ * (renewal timers), a waiter (its subscriber connection), the command
+ * connection. */
+static leash_client *busy_client(fx_loop *loop, test_redis *r, leash_client **holder_client,
+                                 fx_result *got) {
+    leash_client *c = fx_client(loop, r, 300);
+    leash_lock *held = leash_lock_new(c, "walk-1");
+    leash_lock *holder, *waiter;
+
+    *holder_client = fx_client(loop, r, 300);
+    holder = leash_lock_new(*holder_client, "walk-2");
+    waiter = leash_lock_new(c, "walk-2");
+    CHECK_EQ_INT(fx_acquire_sync(loop, held, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, 5000, fx_acquire_cb, got), LEASH_OK);
+    fx_run_for(loop, 200);
+    return c;
+}
+
+/* Issue 32 item 21: the libuv adapter closed its handles again at the free,
+ * and libuv aborted (uv_close: Assertion '!uv__is_closing(handle)'). Each
+ * order: the walk, then the free before the loop turns (libuv: handles still
+ * closing) or after (closed); the free, then the walk. The sanitizer build
+ * checks that the handles' memory goes. (libev cannot list its watchers.) */
+TEST(closing_every_handle_of_the_loop_and_freeing_work_in_either_order) {
+    test_redis r;
+    fx_loop *loop;
+    leash_client *c, *holder_client;
+    fx_result got = {0};
+    int order;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    for (order = 0; order < 3; order++) {
+        memset(&got, 0, sizeof got);
+        loop = fx_loop_new();
+        c = busy_client(loop, &r, &holder_client, &got);
+        if (order == 0) { /* walk, free, run */
+            close_every_handle(loop);
+            leash_client_free(holder_client);
+            leash_client_free(c);
+            run_loop_like_a_program(loop);
+        } else if (order == 1) { /* walk, run, free */
+            close_every_handle(loop);
+            run_loop_like_a_program(loop);
+            leash_client_free(holder_client);
+            leash_client_free(c);
+        } else { /* free, walk, run */
+            leash_client_free(holder_client);
+            leash_client_free(c);
+            close_every_handle(loop);
+            run_loop_like_a_program(loop);
+        }
+        CHECK_EQ_INT(got.calls, 1);
+        CHECK_EQ_INT(got.status, LEASH_ECANCELED);
+        fx_loop_free(loop); /* fails if a handle is left */
+    }
+    test_redis_stop(&r);
+}
+#endif
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE_T(second_attach_is_refused_and_the_first_keeps_working, 30),
         TEST_CASE_T(client_never_attached_is_freed_without_a_loop, 10),
         TEST_CASE_T(freed_client_leaves_nothing_that_keeps_the_loop, 30),
         TEST_CASE_T(reconnect_timers_alone_keep_the_loop_only_on_libevent, 30),
+#if defined(LEASH_TEST_LOOP_LIBUV) || defined(LEASH_TEST_LOOP_LIBEVENT)
+        TEST_CASE_T(closing_every_handle_of_the_loop_and_freeing_work_in_either_order, 60),
+#endif
         {0},
     };
     printf("loop: %s\n", fx_loop_name());

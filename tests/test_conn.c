@@ -476,6 +476,170 @@ TEST(sharded_pubsub_needs_redis_7) {
     ev_loop_destroy(loop);
 }
 
+/* How often needle is in the case's log. */
+static int log_count(const char *needle) {
+    const char *p = fx_log_text();
+    int n = 0;
+
+    while ((p = strstr(p, needle)) != NULL) {
+        n++;
+        p += strlen(needle);
+    }
+    return n;
+}
+
+/* A server that does not say its version (INFO refused) is taken as 6.0
+ * (README "Supported Redis versions"): LEASH_PUBSUB_SHARDED, which needs
+ * 7.0, is refused at the handshake on every version, and the default works.
+ * Issue 32 item 8: the handshake returned before the version check. */
+static void version_unknown_case(const test_redis_config *cfg, const char *user) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+
+    CHECK_EQ_INT(test_redis_start(&r, cfg), 0);
+    fx_options(&o, &r, 5000);
+    if (user != NULL) {
+        o.username = user;
+        o.password = "pw";
+    }
+    o.pubsub = LEASH_PUBSUB_SHARDED;
+    fx_log_clear();
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "unsaid");
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_EREDIS);
+    CHECK(fx_log_contains("did not say the version"));
+    CHECK(fx_log_contains("sharded pub/sub (LEASH_PUBSUB_SHARDED) needs Redis 7.0.0 or later"));
+    CHECK(!leash_client_connected(c));
+    leash_client_free(c);
+
+    o.pubsub = LEASH_PUBSUB_AUTO;
+    fx_log_clear();
+    c = fx_client_opts(loop, &o);
+    roundtrip(loop, c, "unsaid");
+    CHECK(fx_log_contains("using only what Redis 6.0 has"));
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+TEST(sharded_pubsub_is_refused_where_info_is_renamed_away) {
+    test_redis_config cfg = {0};
+
+    cfg.extra = "rename-command INFO \"\"";
+    version_unknown_case(&cfg, NULL);
+}
+
+TEST(sharded_pubsub_is_refused_for_an_acl_user_without_info) {
+    test_redis_config cfg = {0};
+
+    /* Channel rules (&) are 6.2. */
+    cfg.acl_user = test_redis_version() >= 60200 ? "nosy on >pw ~* &* +@all -info"
+                                                 : "nosy on >pw ~* +@all -info";
+    version_unknown_case(&cfg, "nosy");
+}
+
+/* Issue 32 item 15: a server at maxclients answers a new connection's
+ * first command with "-ERR max number of clients reached" and closes it.
+ * That was logged as a server that did not say its version, or with a
+ * password as "AUTH refused" (LEASH_EAUTH, queued work failed). It is a
+ * refused connection: the acquire waits for a slot within its own wait. */
+TEST(a_server_at_maxclients_is_a_refused_connection) {
+    test_redis r;
+    test_redis_config cfg = {0};
+    struct ev_loop *loop = new_loop();
+    redisContext *fill[64];
+    int n = 0, i;
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+
+    cfg.requirepass = "full-pw";
+    cfg.extra = "maxclients 8";
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), 0);
+    for (;;) {
+        redisContext *ctx = redisConnect("127.0.0.1", r.port);
+        redisReply *reply;
+        CHECK(ctx != NULL && ctx->err == 0 && n < 64);
+        reply = redisCommand(ctx, "AUTH full-pw");
+        if (reply != NULL && reply->type == REDIS_REPLY_STATUS) {
+            fill[n++] = ctx;
+            freeReplyObject(reply);
+            continue;
+        }
+        CHECK(reply == NULL || strstr(reply->str, "max number of clients") != NULL);
+        if (reply != NULL)
+            freeReplyObject(reply);
+        redisFree(ctx);
+        break;
+    }
+    fx_options(&o, &r, 5000);
+    o.password = "full-pw";
+    fx_log_clear();
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "full");
+    CHECK_EQ_INT(leash_acquire(l, 8000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(loop, 1000);
+    CHECK_EQ_INT(res.calls, 0);
+    CHECK(fx_log_contains("connection refused by Redis: ERR max number of clients reached"));
+    CHECK(!fx_log_contains("did not say the version"));
+    CHECK(!fx_log_contains("AUTH refused"));
+    /* Slots free up: the acquire is granted within its wait. */
+    for (i = 0; i < n; i++)
+        redisFree(fill[i]);
+    fx_run_until(loop, &res, 7000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+/* Issue 32 item 22: a server whose maxmemory-policy can evict a held lock
+ * is said once (a warning) and counted, also across reconnects; one that
+ * evicts nothing (noeviction, or no maxmemory) is not. */
+static uint64_t evicting_after_connect(const char *extra, int restarts) {
+    test_redis r;
+    test_redis_config cfg = {0};
+    struct ev_loop *loop = new_loop();
+    leash_client *c;
+    leash_stats st;
+    int i;
+
+    cfg.extra = extra;
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), 0);
+    fx_log_clear();
+    c = fx_client(loop, &r, 5000);
+    roundtrip(loop, c, "evict");
+    for (i = 0; i < restarts; i++) {
+        CHECK_EQ_INT(test_redis_restart(&r), 0);
+        while (leash_client_connected(c))
+            fx_run_for(loop, 5);
+        roundtrip(loop, c, "evict");
+    }
+    leash_client_stats(c, &st);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+    return st.evicting_servers;
+}
+
+TEST(an_evicting_server_is_warned_about_once_and_counted) {
+    CHECK_EQ_INT(evicting_after_connect("maxmemory 100mb\nmaxmemory-policy volatile-lru", 2), 1);
+    CHECK_EQ_INT(log_count("maxmemory-policy volatile-lru with maxmemory 104857600 bytes"), 1);
+    CHECK(fx_log_contains("run maxmemory-policy noeviction"));
+    CHECK_EQ_INT(evicting_after_connect("maxmemory 100mb\nmaxmemory-policy allkeys-random", 0), 1);
+    CHECK(fx_log_contains("maxmemory-policy allkeys-random"));
+    /* Nothing evicts a lock: no word. */
+    CHECK_EQ_INT(evicting_after_connect("maxmemory 100mb\nmaxmemory-policy noeviction", 0), 0);
+    CHECK(!fx_log_contains("maxmemory-policy"));
+    CHECK_EQ_INT(evicting_after_connect("maxmemory 0\nmaxmemory-policy allkeys-lru", 0), 0);
+    CHECK(!fx_log_contains("maxmemory-policy"));
+}
+
 #define IN_FLIGHT 40
 
 TEST(client_free_with_commands_in_flight) {
@@ -738,6 +902,10 @@ int main(int argc, char **argv) {
         TEST_CASE_T(client_close_with_many_held_locks_releases_them_all, 120),
         TEST_CASE(attach_twice_is_refused),
         TEST_CASE(unattached_client_refuses_acquire),
+        TEST_CASE(sharded_pubsub_is_refused_where_info_is_renamed_away),
+        TEST_CASE(sharded_pubsub_is_refused_for_an_acl_user_without_info),
+        TEST_CASE(a_server_at_maxclients_is_a_refused_connection),
+        TEST_CASE(an_evicting_server_is_warned_about_once_and_counted),
         {0},
     };
     return test_main(argc, argv, cases);

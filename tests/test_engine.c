@@ -11,9 +11,13 @@
 
 #include <leash/leash.h>
 
+#include "base/clock.h"
 #include "check.h"
 #include "failalloc.h"
+#include "prim/core.h"
+#include "route/route.h"
 #include "sim_fixture.h"
+#include "wire/resp.h"
 
 /* Runs until an acquire attempt is the oldest pending command. */
 static sim_cmd *wait_attempt(sim *s) {
@@ -903,7 +907,7 @@ TEST(a_busy_answer_in_the_handshake_is_asked_again) {
     snprintf(reply, sizeof(reply), "$%zu\r\n%s\r\n", strlen(info), info);
     CHECK_EQ_INT(sim_reply(cmd->conn, reply), 0);
     sim_run(s);
-    CHECK_MSG(strstr(engine_log, "INFO answered BUSY") != NULL, "log: %s", engine_log);
+    CHECK_MSG(strstr(engine_log, "INFO server answered BUSY") != NULL, "log: %s", engine_log);
     l = leash_lock_new(c, "busy-info");
     CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
     cmd = sim_wait_cmd(s, SIM_ROLE_CMD, "EVALSHA");
@@ -955,6 +959,58 @@ TEST(sharded_pubsub_asked_of_a_server_before_7_is_refused) {
     sim_free(s);
 }
 
+/* Issue 32 item 9: a command built before the handshake said the version
+ * (here, SPUBLISH where publish_arg points), still unsent when the client
+ * is freed, is written by the teardown as write_cmd would write it: on a
+ * server before 7.0, with PUBLISH. One place (fit_to_server) fits both. */
+TEST(teardown_fits_a_background_command_to_the_servers_version) {
+    static const leash__opdef op; /* nothing to read: nobody waits */
+    static const char *const argv[2] = {"ECHO", "spublish"};
+    static const size_t lens[2] = {4, 8};
+    sim *s = sim_new();
+    sim_conn *conn;
+    leash_options o;
+    leash_client *c;
+    leash__send snd;
+    size_t len;
+    char *buf = leash__resp_format(&len, 2, argv, lens);
+    leash__cmd *cmd = leash__cmd_new(buf, len, NULL, 0, 0, NULL, NULL);
+    sim_cmd *got = NULL;
+    int i;
+    char reply[128];
+    static const char info[] = "# Server\r\nredis_version:6.2.16\r\n";
+
+    CHECK(cmd != NULL);
+    leash__cmd_publish_arg(cmd, 1);
+    sim_set_auto(s, SIM_AUTO_INFO, 0);
+    sim_options(s, &o);
+    log_to_engine_log(&o);
+    c = simfx_client(s, &o);
+    got = sim_wait_cmd(s, SIM_ROLE_CMD, "INFO");
+    conn = got->conn;
+    /* Built and handed over while the version is not known; due in an
+     * hour, so still unsent at the free. */
+    memset(&snd, 0, sizeof snd);
+    snd.op = &op;
+    snd.cmd = cmd;
+    snd.nanswers = 1;
+    snd.send_at = leash__now_ms() + 3600 * 1000;
+    snd.what = "a background command";
+    CHECK(leash__route_send(leash__client_core(c)->route, &snd) == &leash__req_posted);
+    snprintf(reply, sizeof(reply), "$%zu\r\n%s\r\n", strlen(info), info);
+    CHECK_EQ_INT(sim_reply(conn, reply), 0);
+    sim_run(s);
+    CHECK(leash_client_connected(c));
+    leash_client_free(c);
+    sim_run(s);
+    for (i = 0, got = NULL; (got = sim_conn_cmd(conn, i)) != NULL; i++)
+        if (sim_cmd_is(got, "ECHO"))
+            break;
+    CHECK_MSG(got != NULL, "the teardown wrote nothing");
+    CHECK_STR_EQ(sim_cmd_arg(got, 1), "publish");
+    sim_free(s);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(freeing_a_client_with_a_woken_queue_sends_no_new_attempts),
@@ -974,6 +1030,7 @@ int main(int argc, char **argv) {
         TEST_CASE(client_close_releases_everything_and_reports_once),
         TEST_CASE(the_acquire_goes_in_the_variant_the_servers_version_runs),
         TEST_CASE(sharded_pubsub_asked_of_a_server_before_7_is_refused),
+        TEST_CASE(teardown_fits_a_background_command_to_the_servers_version),
         {0},
     };
     return test_main(argc, argv, cases);

@@ -466,14 +466,18 @@ TEST(grants_short_of_replicas_end_ereplicas_without_a_retry_loop) {
     rw_down(&w);
 }
 
-/* A majority down: a wait ends LEASH_ECONN (not ETIMEDOUT, which says the
- * lock was busy), after the command timeout or at its own end, whichever
- * comes first, whatever order the timers fire in. */
+/* A majority down: try-once ends LEASH_ECONN after the command timeout; a
+ * wait attempts again each command timeout (as one server's attempt waits
+ * for its connection) and ends LEASH_ECONN (not ETIMEDOUT, which says the
+ * lock was busy) at its own end, whatever order the timers fire in; the
+ * servers that are up see an attempt and its give-backs per command
+ * timeout, no more. */
 TEST(a_wait_with_no_majority_reachable_ends_econn) {
-    static const int64_t waits[] = {200, 450, 700, LEASH_WAIT_FOREVER};
+    static const int64_t waits[] = {0, 200, 450, 700, 1300};
     rworld w;
     leash_client *c;
     leash_lock *l;
+    long long before, attempts = 0;
     size_t i;
     int64_t t0;
 
@@ -483,13 +487,60 @@ TEST(a_wait_with_no_majority_reachable_ends_econn) {
     for (i = 0; i < 3; i++)
         CHECK_EQ_INT(test_redis_kill(&w.s[i]), 0);
     fx_run_for(w.loop, 50);
+    before = scripts_on(&w.s[3]);
     for (i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
-        int64_t bound = waits[i] != LEASH_WAIT_FOREVER && waits[i] < 500 ? waits[i] : 500;
+        int64_t bound = waits[i] == 0 ? 500 : waits[i];
         t0 = test_now_ms();
         CHECK_EQ_INT(fx_acquire_sync(w.loop, l, waits[i], 3000), LEASH_ECONN);
+        CHECK_MSG(test_now_ms() - t0 >= bound, "wait %lld ended after %lld ms", (long long)waits[i],
+                  (long long)(test_now_ms() - t0));
         CHECK_MSG(test_now_ms() - t0 <= bound + TEST_SLACK_MS, "wait %lld ended after %lld ms",
                   (long long)waits[i], (long long)(test_now_ms() - t0));
+        attempts += bound / 500 + 1;
     }
+    fx_run_for(w.loop, 50); /* the last give-backs */
+    /* Each attempt, and its give-backs: the quorum's, the primitive's now
+     * and after the late copies (a command timeout later: the last ones
+     * not yet). */
+    CHECK_MSG(scripts_on(&w.s[3]) - before <= 4 * attempts, "%lld scripts for %lld attempts",
+              scripts_on(&w.s[3]) - before, attempts);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* Three of five servers restart (killed, back 1.5 s later) while an
+ * acquire waits up to 5 s: each attempt's copies to them give up after the
+ * command timeout (500 ms), and the acquire attempts again until a
+ * majority grants, as one server's attempt waits for its connection
+ * (it ended LEASH_ECONN at the first attempt's command timeout). */
+TEST(an_acquire_attempts_again_while_a_majority_reconnects) {
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    int64_t t0;
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 5000);
+    l = leash_lock_new(c, "restarting");
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_kill(&w.s[i]), 0);
+    fx_run_for(w.loop, 50);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(w.loop, 1500);
+    CHECK_MSG(res.calls == 0, "acquire ended %s after %lld ms", leash_strerror(res.status),
+              (long long)(res.at_ms - t0));
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_restart(&w.s[i]), 0);
+    fx_run_until(w.loop, &res, 5000);
+    CHECK_EQ_INT(res.calls, 1);
+    CHECK_MSG(res.status == LEASH_OK, "acquire %s after %lld ms", leash_strerror(res.status),
+              (long long)(res.at_ms - t0));
+    CHECK(res.at_ms - t0 < 5000);
+    CHECK(holding_servers(&w, "leash:restarting") > N / 2);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     leash_client_free(c);
     rw_down(&w);
 }
@@ -1109,6 +1160,85 @@ TEST(a_release_reaches_a_server_that_was_unreachable_at_the_release) {
     rw_down(&w);
 }
 
+/* Runs the loop until c has made `connects` command connections ready. */
+static void wait_connects(rworld *w, leash_client *c, uint64_t connects) {
+    int64_t deadline = test_now_ms() + 5000;
+    leash_stats st;
+
+    for (;;) {
+        leash_client_stats(c, &st);
+        if (st.connects >= connects)
+            break;
+        CHECK_MSG(test_now_ms() < deadline, "%llu of %llu connections",
+                  (unsigned long long)st.connects, (unsigned long long)connects);
+        fx_run_for(w->loop, 2);
+    }
+}
+
+/* A fresh client's first hold is granted by servers 0, 1, 2 while its
+ * connections to 3 and 4 still wait for their handshake's answers: their
+ * grant copies are dropped, they never have the hold. The release then
+ * hears "released" from 0 and "not ours" from 3 and 4, while 1 and 2 drop
+ * the client's connections. Servers that never had the hold are no sign
+ * that it was gone: a release of a valid hold is LEASH_OK, at once (it was
+ * LEASH_ENOTHELD at the hold's deadline). The copies for 1 and 2 still
+ * reach them once they take connections again. */
+TEST(a_release_is_ok_where_servers_never_had_the_hold) {
+    rworld w;
+    fault_proxy p[N];
+    leash_options o;
+    leash_client *a;
+    leash_lock *la;
+    fx_result res = {0};
+    int ports[N], i;
+    int64_t t0, end;
+
+    rw_up(&w);
+    for (i = 0; i < N; i++) {
+        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
+        ports[i] = p[i].port;
+    }
+    CHECK_EQ_INT(fp_stall(&p[3], FP_ALL, FP_DOWN, 1), 0);
+    CHECK_EQ_INT(fp_stall(&p[4], FP_ALL, FP_DOWN, 1), 0);
+    /* The hold's first renewal (which spreads it) comes 3.3 s on. */
+    redlock_options(&w, &o, ports, 10000);
+    o.connect_timeout_ms = 2000; /* the stalled handshakes wait, not reconnect */
+    a = fx_client_opts(w.loop, &o);
+    la = leash_lock_new(a, "never-had");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 3000, 3000), LEASH_OK);
+    CHECK_EQ_INT(fp_clear(&p[3]), 0);
+    CHECK_EQ_INT(fp_clear(&p[4]), 0);
+    wait_connects(&w, a, N);
+    fx_run_for(w.loop, 50);
+    for (i = 0; i < N; i++)
+        CHECK_MSG(test_redis_int(&w.s[i], "EXISTS leash:never-had") == (i < 3),
+                  "server %d: EXISTS %lld", i, test_redis_int(&w.s[i], "EXISTS leash:never-had"));
+    for (i = 1; i < 3; i++) {
+        CHECK_EQ_INT(fp_refuse(&p[i], FP_ALL, 1), 0);
+        CHECK_EQ_INT(fp_cut(&p[i], FP_ALL), 0);
+    }
+    t0 = test_now_ms();
+    CHECK(leash_valid_ms(la) > 8000);
+    CHECK_EQ_INT(leash_release(la, fx_release_cb, &res), LEASH_OK);
+    fx_run_until(w.loop, &res, 12000);
+    CHECK_MSG(res.status == LEASH_OK, "release %s after %lld ms", leash_strerror(res.status),
+              (long long)(res.at_ms - t0));
+    CHECK_MSG(res.at_ms - t0 <= 300 + TEST_SLACK_MS, "release reported after %lld ms",
+              (long long)(res.at_ms - t0));
+    CHECK_EQ_INT(test_redis_int(&w.s[0], "EXISTS leash:never-had"), 0);
+    for (i = 1; i < 3; i++)
+        CHECK_EQ_INT(fp_refuse(&p[i], FP_ALL, 0), 0);
+    end = test_now_ms() + 3000;
+    while (holding_servers(&w, "leash:never-had") > 0 && test_now_ms() < end)
+        fx_run_for(w.loop, 20);
+    CHECK_EQ_INT(holding_servers(&w, "leash:never-had"), 0);
+    leash_lock_free(la);
+    leash_client_free(a);
+    for (i = 0; i < N; i++)
+        fp_stop(&p[i]);
+    rw_down(&w);
+}
+
 /* A read-only script that keeps server s busy (every other client is
  * answered BUSY once lua-time-limit passed) until SCRIPT KILL; on a
  * connection of its own, whose reply the caller reads after the kill. */
@@ -1217,6 +1347,90 @@ TEST(a_grant_copy_retried_after_busy_does_not_outlive_the_release) {
     }
     leash_lock_free(la);
     leash_client_free(a);
+    rw_down(&w);
+}
+
+/* Server s forgets its scripts (SCRIPT FLUSH) under a hold of c's, whose
+ * release then caches the release script there again (NOSCRIPT, then
+ * EVAL), not the acquire script. */
+static void flush_all_but_release(rworld *w, leash_client *c, int s) {
+    leash_lock *l = leash_lock_new(c, "warm");
+    long long evals;
+    int64_t end;
+
+    CHECK_EQ_INT(fx_acquire_sync(w->loop, l, 0, 3000), LEASH_OK);
+    fx_run_for(w->loop, 100); /* the grant's copies a majority did not wait for */
+    freeReplyObject(test_redis_cmd(&w->s[s], "SCRIPT FLUSH"));
+    evals = test_redis_calls(&w->s[s], "eval");
+    CHECK_EQ_INT(fx_release_sync(w->loop, l, 3000), LEASH_OK);
+    end = test_now_ms() + 2000;
+    while (test_redis_calls(&w->s[s], "eval") == evals && test_now_ms() < end)
+        fx_run_for(w->loop, 10);
+    CHECK_MSG(test_redis_calls(&w->s[s], "eval") == evals + 1, "%lld EVAL on server %d",
+              test_redis_calls(&w->s[s], "eval") - evals, s);
+    CHECK_EQ_INT(holding_servers(w, "leash:warm"), 0);
+    leash_lock_free(l);
+}
+
+/* Server s never has `key` for the next ms milliseconds. */
+static void never_on(rworld *w, int s, const char *key, int64_t ms) {
+    int64_t end = test_now_ms() + ms;
+
+    while (test_now_ms() < end) {
+        fx_run_for(w->loop, 20);
+        CHECK_MSG(test_redis_int(&w->s[s], "EXISTS %s", key) == 0,
+                  "server %d holds %s, nobody's (PTTL %lld ms)", s, key,
+                  test_redis_int(&w->s[s], "PTTL %s", key));
+    }
+}
+
+/* The last server forgot the acquire script (SCRIPT FLUSH; the release
+ * script is cached again) and answers slowly (200 ms away). A grant copy
+ * there is dropped at the decision and answered NOSCRIPT after the copies
+ * written behind it went: the release of the hold, or the give-back of an
+ * attempt that missed its majority. Sent again as EVAL, it would run after
+ * them and leave a key with a full lease that nobody holds. */
+TEST(a_dropped_grant_copy_answered_noscript_is_not_sent_again) {
+    rworld w;
+    fault_proxy p;
+    leash_options o;
+    leash_client *a;
+    leash_lock *la, *lb;
+    int ports[N], i;
+
+    rw_up(&w);
+    CHECK_EQ_INT(fp_start(&p, w.s[N - 1].port), 0);
+    for (i = 0; i < N; i++)
+        ports[i] = i == N - 1 ? p.port : w.s[i].port;
+    redlock_options(&w, &o, ports, 10000);
+    a = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, a, N, 5000);
+    la = leash_lock_new(a, "noscript-release");
+    lb = leash_lock_new(a, "noscript-giveback");
+
+    /* The release. */
+    flush_all_but_release(&w, a, N - 1);
+    CHECK_EQ_INT(fp_delay(&p, FP_ALL, FP_UP, 200), 0);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, la, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, la, 3000), LEASH_OK);
+    never_on(&w, N - 1, "leash:noscript-release", 800);
+    CHECK_EQ_INT(holding_servers(&w, "leash:noscript-release"), 0);
+
+    /* The give-back: three servers hold the key for another client. */
+    CHECK_EQ_INT(fp_delay(&p, FP_ALL, FP_UP, 0), 0);
+    flush_all_but_release(&w, a, N - 1);
+    CHECK_EQ_INT(fp_delay(&p, FP_ALL, FP_UP, 200), 0);
+    for (i = 0; i < 3; i++)
+        freeReplyObject(test_redis_cmd(&w.s[i], "SET %s %s PX %d", "leash:noscript-giveback",
+                                       "0123456789abcdef0123456789abcdef:0:1:17", 30000));
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, lb, 0, 3000), LEASH_EBUSY);
+    never_on(&w, N - 1, "leash:noscript-giveback", 800);
+    CHECK_EQ_INT(test_redis_int(&w.s[3], "EXISTS leash:noscript-giveback"), 0);
+
+    leash_lock_free(la);
+    leash_lock_free(lb);
+    leash_client_free(a);
+    fp_stop(&p);
     rw_down(&w);
 }
 
@@ -1690,6 +1904,7 @@ int main(int argc, char **argv) {
         TEST_CASE(two_servers_down_and_a_crashed_holder_on_a_third_is_waited_out),
         TEST_CASE(grants_short_of_replicas_end_ereplicas_without_a_retry_loop),
         TEST_CASE(a_wait_with_no_majority_reachable_ends_econn),
+        TEST_CASE(an_acquire_attempts_again_while_a_majority_reconnects),
         TEST_CASE(a_key_without_expiry_and_failing_servers_make_no_retry_loop),
         TEST_CASE(a_failed_extra_hold_leaves_the_hold_alone),
         TEST_CASE(a_handoff_to_the_only_waiter_takes_no_random_pause),
@@ -1705,7 +1920,9 @@ int main(int argc, char **argv) {
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),
         TEST_CASE(a_split_vote_resolves_with_at_most_one_holder),
         TEST_CASE(a_release_reaches_a_server_that_was_unreachable_at_the_release),
+        TEST_CASE(a_release_is_ok_where_servers_never_had_the_hold),
         TEST_CASE(a_grant_copy_retried_after_busy_does_not_outlive_the_release),
+        TEST_CASE(a_dropped_grant_copy_answered_noscript_is_not_sent_again),
         TEST_CASE(a_renewal_copy_retried_after_busy_does_not_spread_after_the_release),
         TEST_CASE_T(fences_never_go_back_across_handoffs_while_servers_restart, 180),
         TEST_CASE(fences_grow_with_clocks_10s_ahead_and_behind_while_servers_restart),

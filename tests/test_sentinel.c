@@ -367,6 +367,55 @@ TEST(a_killed_master_without_wait_replicas_loses_the_hold_it_lacked) {
     sw_down(&w);
 }
 
+/* What a killed master's failover costs a hold with wait_replicas = 1,
+ * in ms after the kill: the sentinels name the new master, the other
+ * replica is linked to it, and the first renewal that counts (a replica
+ * acknowledged it) lands there. */
+typedef struct follow_times {
+    int64_t named, linked, counted, lost;
+} follow_times;
+
+static void kill_and_follow(sworld *w, leash_lock *holder, fx_result *lost, int64_t watch_ms,
+                            follow_times *ft) {
+    leash_lock_stats st;
+    uint64_t renewals;
+    int64_t killed_at, now;
+    int m, n = -1, other = -1, i;
+
+    memset(ft, 0, sizeof *ft);
+    m = test_sentinel_master(&w->t);
+    CHECK(m >= 0);
+    CHECK_EQ_INT(test_redis_kill(&w->t.data[m]), 0);
+    killed_at = test_now_ms();
+    /* An answer the master sent before it died is not the new master's. */
+    fx_run_for(w->loop, 5);
+    leash_lock_stats(holder, &st);
+    renewals = st.renewals;
+    while ((now = test_now_ms()) < killed_at + watch_ms) {
+        if (n < 0 && (n = test_sentinel_new_master(&w->t, m)) >= 0) {
+            ft->named = now - killed_at;
+            for (i = 0; i < w->t.ndata; i++)
+                if (i != m && i != n)
+                    other = i;
+        }
+        if (other >= 0 && ft->linked == 0 && test_sentinel_is_replica(&w->t, other))
+            ft->linked = now - killed_at;
+        leash_lock_stats(holder, &st);
+        if (ft->counted == 0 && st.renewals > renewals)
+            ft->counted = now - killed_at;
+        if (lost->calls > 0 && ft->lost == 0)
+            ft->lost = lost->at_ms - killed_at;
+        fx_run_for(w->loop, 10);
+    }
+    fprintf(stderr,
+            "failover: named %lld ms, other replica linked %lld ms, first renewal that counted "
+            "%lld ms after the kill%s\n",
+            (long long)ft->named, (long long)ft->linked, (long long)ft->counted,
+            ft->lost ? " (the hold was lost)" : "");
+    if (ft->lost)
+        fprintf(stderr, "lost %d at %lld ms\n", lost->status, (long long)ft->lost);
+}
+
 /* A client of options o whose acquire fails `status`, with a log line
  * naming the first sentinel. */
 static void refused_by_sentinels(sworld *w, const leash_options *o, int status) {
@@ -455,6 +504,7 @@ typedef struct fake_shared {
     volatile int held;    /* 1 while the held question waits */
     volatile int release; /* set by the test: send the held answer */
     volatile int publish; /* bumped by the test: message to the subscribers */
+    volatile int asked;   /* get-master-addr-by-name questions, every connection */
     char message[128];    /* a +switch-master message */
 } fake_shared;
 
@@ -498,6 +548,7 @@ static void fake_answer(fake_shared *sh, fake_state *st, int slot, int fd, const
         return;
     if (r->elements >= 2 && strcasecmp(r->element[0]->str, "SENTINEL") == 0 &&
         strcasecmp(r->element[1]->str, "get-master-addr-by-name") == 0) {
+        sh->asked++;
         if (++st->questions == sh->hold_question) {
             st->held_fd = fd;
             st->held_port = sh->master_port;
@@ -857,6 +908,209 @@ TEST(the_tool_reads_and_releases_through_sentinel) {
 }
 #endif
 
+/* A sentinel that names a wrong master, listed first: a replica (ROLE
+ * refuses it), then a dead address. The client asks the others and is
+ * granted at the master they name, the liar asked again only after them;
+ * the tool, through the same list, tries the next sentinel too. */
+TEST(a_sentinel_naming_a_wrong_master_goes_behind_the_others) {
+    sworld w;
+    fake_sentinel f;
+    const char *nodes[TEST_SENTINEL_MAX_SENTINELS + 1];
+    char liar[32];
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    int m, r, i, k, dead;
+#ifdef LEASH_TEST_CLI
+    char args[512], out[8192];
+#endif
+
+    sw_up(&w, NULL);
+    m = test_sentinel_master(&w.t);
+    CHECK(m >= 0);
+    r = m == 0 ? 1 : 0;
+    dead = test_redis_free_port();
+    fake_start(&f, w.t.data[r].port);
+    snprintf(liar, sizeof liar, "127.0.0.1:%d", f.port);
+    nodes[0] = liar;
+    for (i = 0; i < w.t.nsentinels; i++)
+        nodes[i + 1] = w.nodes[i];
+    for (k = 0; k < 2; k++) {
+        /* k 0: a replica; k 1: an address where nothing listens. */
+        f.sh->master_port = k == 0 ? w.t.data[r].port : dead;
+        f.sh->asked = 0;
+        sw_options(&w, &o, 5000, 0);
+        o.nodes = nodes;
+        o.nodes_count = w.t.nsentinels + 1;
+        fx_log_clear();
+        c = fx_client_opts(w.loop, &o);
+        l = leash_lock_new(c, "liar");
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 10000, 12000), LEASH_OK);
+        CHECK(fx_log_contains("asked after the others now"));
+        CHECK_MSG(f.sh->asked <= 2, "the liar was asked %d times", f.sh->asked);
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+        leash_lock_free(l);
+        leash_client_free(c);
+    }
+    CHECK(script_calls(&w.t.data[m]) > 0);
+    CHECK_EQ_INT(script_calls(&w.t.data[r]), 0);
+#ifdef LEASH_TEST_CLI
+    c = fx_client_opts(w.loop, &o);
+    l = leash_lock_new(c, "liar");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 10000, 12000), LEASH_OK);
+    for (k = 0; k < 2; k++) {
+        f.sh->master_port = k == 0 ? w.t.data[r].port : dead;
+        snprintf(args, sizeof args, "-u redis+sentinel://%s,%s,%s/%s show liar", liar, w.text[0],
+                 w.text[1], TEST_SENTINEL_MASTER);
+        i = run_cli(args, out, sizeof out);
+        CHECK_MSG(i == 0, "show exit %d: %s", i, out);
+    }
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+#endif
+    fake_stop(&f);
+    sw_down(&w);
+}
+
+/* Refusals of the +switch-master subscription at ERROR level. */
+static int subscribe_errors;
+
+static void count_subscribe_errors(int level, const char *msg, void *arg) {
+    if (level == LEASH_LOG_ERROR && strstr(msg, "refused SUBSCRIBE") != NULL)
+        subscribe_errors++;
+    fx_log_cb(level, msg, arg);
+}
+
+/* Discovery rounds in the case's log. */
+static int rounds_in_log(void) {
+    const char *p = fx_log_text();
+    int n = 0;
+
+    while ((p = strstr(p, "=> ASK (")) != NULL) {
+        n++;
+        p++;
+    }
+    return n;
+}
+
+/* The sentinels' ACL user as the README said before channels were named:
+ * Redis 7 users start with resetchannels (said here for 6.2, whose default
+ * is allchannels), so SUBSCRIBE +switch-master gets NOPERM. That is one error line, then the
+ * subscription is tried again after a backoff, without a reset or a discovery round each time
+ * (which polled the sentinels); the channels the README names now let it in. */
+TEST(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop) {
+    sworld w;
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    int i, rounds;
+    redisReply *r;
+    int64_t until;
+#ifdef LEASH_TEST_CLI
+    char path[600], args[512], out[16384];
+    const char *p;
+    pid_t watcher;
+#endif
+
+    sw_up(&w, NULL);
+    for (i = 0; i < w.t.nsentinels; i++) {
+        r = test_redis_cmd(&w.t.sentinel[i],
+                           "ACL SETUSER watcher on >watch-secret resetchannels "
+                           "+sentinel|get-master-addr-by-name +sentinel|sentinels +subscribe");
+        CHECK(r != NULL && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    sw_options(&w, &o, 5000, 0);
+    o.sentinel_username = "watcher";
+    o.sentinel_password = "watch-secret";
+    o.reconnect_max_ms = 1000;
+    o.log_cb = count_subscribe_errors;
+    subscribe_errors = 0;
+    fx_log_clear();
+    c = fx_client_opts(w.loop, &o);
+    l = leash_lock_new(c, "acl");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+#ifdef LEASH_TEST_CLI
+    /* `leash watch` with the same user: said once, asked again later. */
+    snprintf(path, sizeof path, "%s/watch-acl.out", test_tmpdir());
+    snprintf(
+        args, sizeof args,
+        "-u 'redis+sentinel://%s,%s,%s/%s?sentinel_user=watcher&sentinel_password=watch-secret' "
+        "watch acl",
+        w.text[0], w.text[1], w.text[2], TEST_SENTINEL_MASTER);
+    watcher = cli_start(args, path);
+#endif
+    fx_run_for(w.loop, 6000);
+    rounds = rounds_in_log();
+#ifdef LEASH_TEST_CLI
+    cli_stop(watcher, path, out, sizeof out);
+    for (i = 0, p = out; (p = strstr(p, "NOPERM")) != NULL; p++)
+        i++;
+    CHECK_MSG(i == 1, "watch said NOPERM %d times: %s", i, out);
+#endif
+    CHECK_MSG(subscribe_errors == 1, "%d ERROR lines for the refused SUBSCRIBE", subscribe_errors);
+    CHECK(fx_log_contains("NOPERM"));
+    CHECK(fx_log_contains("the sentinel user needs &+switch-master &+promoted-slave"));
+    CHECK_MSG(rounds <= 2, "%d discovery rounds in 6 s", rounds);
+
+    /* The README's line: the retry is let in. */
+    for (i = 0; i < w.t.nsentinels; i++) {
+        r = test_redis_cmd(&w.t.sentinel[i],
+                           "ACL SETUSER watcher &+switch-master &+promoted-slave");
+        CHECK(r != NULL && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    until = test_now_ms() + 9000 + TEST_SLACK_MS;
+    while (!fx_log_contains("accepted now") && test_now_ms() < until)
+        fx_run_for(w.loop, 20);
+    CHECK(fx_log_contains("accepted now"));
+    CHECK_EQ_INT(subscribe_errors, 1);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+    sw_down(&w);
+}
+
+/* The failover a hold with wait_replicas = 1 must outlive (README "Redis
+ * Sentinel"): its renewals count again only once the replica that was not
+ * promoted is linked to the new master and acknowledges them, and until
+ * then the hold stands on the last renewal that counted before the kill.
+ * With down-after 1000 ms, the issue's 6 s lease (renewed every 2 s) keeps
+ * it when that takes less than 6000 - 2000 - 62 ms. The case says how long
+ * each step took; the first renewal that counts comes right after the
+ * other replica is linked (leash is already at the new master). */
+TEST(a_killed_master_keeps_a_hold_whose_lease_outlasts_the_failover) {
+    test_sentinel_config cfg = {0};
+    sworld w;
+    leash_client *a;
+    leash_lock *holder;
+    fx_result lost = {0};
+    follow_times ft;
+
+    cfg.down_after_ms = 1000;
+    sw_up(&w, &cfg);
+    a = sw_client(&w, 6000, 1);
+    holder = leash_lock_new(a, "followed");
+    leash_on_lost(holder, fx_lost_cb, &lost);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    /* Anywhere in the renewal interval. */
+    fx_run_for(w.loop, 500 + (int64_t)(test_now_ms() % 2000));
+    kill_and_follow(&w, holder, &lost, 8000, &ft);
+    CHECK_EQ_INT(lost.calls, 0);
+    CHECK(leash_held(holder));
+    CHECK(ft.named > 0 && ft.linked > 0 && ft.counted > 0);
+    CHECK(ft.counted < 6000 - 2000 - 62);
+    CHECK(ft.counted + 250 >= ft.linked); /* a poll apart at most */
+    CHECK_MSG(ft.counted - ft.linked < 500 + TEST_SLACK_MS,
+              "the first renewal that counted came %lld ms after the replica was linked",
+              (long long)(ft.counted - ft.linked));
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 3000), LEASH_OK);
+    leash_lock_free(holder);
+    leash_client_free(a);
+    sw_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(discovery_through_any_one_sentinel_while_the_others_are_down),
@@ -867,6 +1121,9 @@ int main(int argc, char **argv) {
         TEST_CASE(a_replica_named_as_master_is_refused_and_readonly_sends_back),
         TEST_CASE(a_discovery_answer_from_before_a_switch_is_not_followed),
         TEST_CASE(sharded_pubsub_through_sentinel_wakes_the_waiter_at_once),
+        TEST_CASE(a_sentinel_naming_a_wrong_master_goes_behind_the_others),
+        TEST_CASE(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop),
+        TEST_CASE(a_killed_master_keeps_a_hold_whose_lease_outlasts_the_failover),
 #ifdef LEASH_TEST_CLI
         TEST_CASE(the_tool_reads_and_releases_through_sentinel),
 #endif

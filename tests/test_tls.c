@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dns_server.h"
 #include "fixture.h"
 #include "proxy.h"
 
@@ -41,7 +42,7 @@ static void tls_options(leash_options *o, const test_redis *r, int port) {
 
 /* An acquire on a fresh client with o: its status; the log is cleared
  * first, and *ms says how long it took. */
-static int acquire_status(const leash_options *o, int64_t *ms) {
+static int acquire_status_wait(const leash_options *o, int64_t wait_ms, int64_t *ms) {
     struct ev_loop *loop = new_loop();
     leash_client *c;
     leash_lock *l;
@@ -53,12 +54,32 @@ static int acquire_status(const leash_options *o, int64_t *ms) {
     l = leash_lock_new(c, "tls");
     CHECK(l != NULL);
     t0 = test_now_ms();
-    st = fx_acquire_sync(loop, l, 0, 10000);
+    st = fx_acquire_sync(loop, l, wait_ms, wait_ms + 10000);
     if (ms != NULL)
         *ms = test_now_ms() - t0;
     leash_client_free(c);
     ev_loop_destroy(loop);
     return st;
+}
+
+/* The same, trying once. */
+static int acquire_status(const leash_options *o, int64_t *ms) {
+    return acquire_status_wait(o, 0, ms);
+}
+
+/* Log lines by level, of the lines that contain `about` (NULL: every
+ * line), while they also go to the fixture's capture. */
+typedef struct level_count {
+    const char *about;
+    int at[4];
+} level_count;
+
+static void count_levels(int level, const char *msg, void *arg) {
+    level_count *lc = arg;
+
+    fx_log_cb(level, msg, NULL);
+    if (level >= 0 && level < 4 && (lc->about == NULL || strstr(msg, lc->about) != NULL))
+        lc->at[level]++;
 }
 
 static void roundtrip(struct ev_loop *loop, leash_client *c, test_redis *r, const char *name) {
@@ -228,32 +249,105 @@ TEST(unreadable_files_fail_client_new) {
     leash_client_free(c);
 }
 
+/* An encrypted client key and no password for it: OpenSSL would ask on
+ * the terminal (or read stdin) itself. leash_client_new never prompts nor
+ * waits: it fails LEASH_ETLS at once, with a line that says why, and
+ * prints nothing. stdin is a pipe nobody writes to, stderr a file. */
+TEST(an_encrypted_key_never_prompts) {
+    leash_options o;
+    leash_client *c = NULL;
+    test_redis none = {0};
+    int in[2], err[2], saved_in = dup(0), saved_err = dup(2);
+    int64_t t0, ms;
+    int rc;
+    char printed[256];
+    ssize_t n;
+
+    CHECK(saved_in >= 0 && saved_err >= 0);
+    CHECK_EQ_INT(pipe(in), 0);
+    CHECK_EQ_INT(pipe(err), 0);
+    none.port = 1;
+    tls_options(&o, &none, 1);
+    o.tls_cert_file = test_tls_file(1, "client.pem");
+    o.tls_key_file = test_tls_file(2, "client-encrypted.key");
+    fx_log_clear();
+    fflush(stderr);
+    CHECK(dup2(in[0], 0) == 0 && dup2(err[1], 2) == 2);
+    t0 = test_now_ms();
+    rc = leash_client_new(&c, &o);
+    ms = test_now_ms() - t0;
+    fflush(stderr);
+    CHECK(dup2(saved_in, 0) == 0 && dup2(saved_err, 2) == 2);
+    close(err[1]);
+    n = read(err[0], printed, sizeof printed - 1); /* EOF: nothing printed */
+    close(err[0]);
+    close(in[0]);
+    close(in[1]);
+    close(saved_in);
+    close(saved_err);
+    CHECK_EQ_INT(rc, LEASH_ETLS);
+    CHECK(c == NULL);
+    CHECK(ms < 500);
+    CHECK_MSG(n == 0, "printed: %.*s", (int)(n > 0 ? n : 0), printed);
+    CHECK(fx_log_contains("the client key is encrypted"));
+}
+
+/* The same key with its password (tls_key_password): the client's
+ * certificate is accepted by a server that asks for one; a wrong password
+ * is LEASH_ETLS at leash_client_new, said so. */
+TEST(an_encrypted_key_opens_with_its_password) {
+    test_redis r;
+    leash_options o;
+    leash_client *c = NULL;
+
+    start_tls_server(&r, NULL, 1);
+    tls_options(&o, &r, r.tls_port);
+    o.tls_cert_file = test_tls_file(1, "client.pem");
+    o.tls_key_file = test_tls_file(2, "client-encrypted.key");
+    o.tls_key_password = "leash-test-password";
+    CHECK_EQ_INT(acquire_status(&o, NULL), LEASH_OK);
+    o.tls_key_password = "not-the-password";
+    fx_log_clear();
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_ETLS);
+    CHECK(c == NULL);
+    CHECK(fx_log_contains("the client key is encrypted and tls_key_password does not decrypt"));
+    CHECK(!fx_log_contains("not-the-password"));
+    test_redis_stop(&r);
+}
+
 /* TLS to the plain port: Redis takes the ClientHello for the start of an
  * inline command and waits for its end of line (or, when the random bytes
- * hold one, answers an error in plain text). */
-TEST(tls_to_a_plain_port_is_etls) {
+ * hold one, answers an error in plain text, LEASH_ETLS). A silent port
+ * looks like a frozen server: a connect timeout (LEASH_ECONN), and the log
+ * says that nothing came back and what that may mean. */
+TEST(tls_to_a_plain_port_times_out_with_a_hint) {
     test_redis r;
     leash_options o;
     int64_t ms;
+    int st;
 
     start_tls_server(&r, NULL, 0);
     tls_options(&o, &r, r.port);
     o.connect_timeout_ms = 300;
-    CHECK_EQ_INT(acquire_status(&o, &ms), LEASH_ETLS);
-    CHECK(ms < 300 + TEST_SLACK_MS);
-    CHECK(fx_log_contains("is this port TLS?"));
+    st = acquire_status_wait(&o, 700, &ms);
+    if (st == LEASH_ETLS) {
+        CHECK(fx_log_contains("wrong version number; is this port TLS?"));
+    } else {
+        CHECK_EQ_INT(st, LEASH_ECONN);
+        CHECK(ms >= 700);
+        CHECK(ms < 700 + TEST_SLACK_MS);
+        CHECK(fx_log_contains("connect timed out (in the TLS handshake: no byte from the "
+                              "server"));
+        CHECK(fx_log_contains("is this port TLS?"));
+    }
     test_redis_stop(&r);
 }
 
-/* A listener that never accepts: the kernel completes the TCP connect, no
- * one answers the ClientHello. The connect timeout ends it. */
-TEST(a_handshake_never_answered_ends_at_the_connect_timeout) {
+/* A TCP listener of the test's own on 127.0.0.1: its fd, *port. */
+static int listener(int *port) {
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
-    test_redis none = {0};
-    leash_options o;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int64_t ms;
 
     CHECK(fd >= 0);
     memset(&sa, 0, sizeof sa);
@@ -262,13 +356,188 @@ TEST(a_handshake_never_answered_ends_at_the_connect_timeout) {
     CHECK_EQ_INT(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     CHECK_EQ_INT(listen(fd, 16), 0);
     CHECK_EQ_INT(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    tls_options(&o, &none, ntohs(sa.sin_port));
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* A listener that never accepts: the kernel completes the TCP connect, no
+ * one answers the ClientHello. The connect timeout ends each attempt, as
+ * any connect timeout: the acquire waits its own wait (LEASH_ECONN). */
+TEST(a_handshake_never_answered_ends_at_the_connect_timeout) {
+    test_redis none = {0};
+    leash_options o;
+    int port, fd = listener(&port);
+    int64_t ms;
+
+    tls_options(&o, &none, port);
     o.connect_timeout_ms = 300;
-    CHECK_EQ_INT(acquire_status(&o, &ms), LEASH_ETLS);
-    CHECK(ms >= 290);
-    CHECK(ms < 300 + TEST_SLACK_MS);
-    CHECK(fx_log_contains("TLS handshake not answered within connect_timeout_ms (300 ms)"));
+    CHECK_EQ_INT(acquire_status_wait(&o, 500, &ms), LEASH_ECONN);
+    CHECK(ms >= 500);
+    CHECK(ms < 500 + TEST_SLACK_MS);
+    CHECK(fx_log_contains("connect timed out (in the TLS handshake: no byte from the server"));
+    CHECK(!fx_log_contains("TLS handshake failed"));
     close(fd);
+}
+
+/* The server answered part of the handshake, then went silent: the log
+ * says how far it came. */
+TEST(a_handshake_cut_short_says_what_came) {
+    test_redis none = {0};
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    /* The header of a handshake record and the start of its body. */
+    static const char some[] = "\x16\x03\x03\x00\x40\x02\x00";
+    int port, fd = listener(&port), peer = -1;
+    int64_t t0;
+
+    tls_options(&o, &none, port);
+    o.connect_timeout_ms = 600;
+    fx_log_clear();
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "tls-cut-short");
+    CHECK(l != NULL);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(l, 400, fx_acquire_cb, &res), LEASH_OK);
+    while (peer < 0 && test_now_ms() - t0 < 300) {
+        fx_run_for(loop, 5);
+        peer = accept(fd, NULL, NULL);
+    }
+    CHECK(peer >= 0);
+    CHECK_EQ_INT(write(peer, some, sizeof some - 1), (long)(sizeof some - 1));
+    fx_run_until(loop, &res, 5000);
+    CHECK_EQ_INT(res.status, LEASH_ECONN);
+    fx_run_for(loop, 600);
+    CHECK(fx_log_contains("connect timed out (in the TLS handshake: 7 bytes from the server"));
+    leash_client_free(c);
+    ev_loop_destroy(loop);
+    close(peer);
+    close(fd);
+}
+
+/* A server frozen (SIGSTOP: a fork stall, a long command) while a fresh
+ * client connects: the kernel completes the TCP connect, the handshake
+ * gets no answer until the thaw. That is a server that is slow, not one
+ * that refused: an acquire that may wait gets the lock once it is back,
+ * and the retries keep the ordinary backoff, not reconnect_max_ms. */
+TEST(a_frozen_server_through_the_handshake_is_waited_for) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    int64_t thawed;
+
+    start_tls_server(&r, NULL, 0);
+    tls_options(&o, &r, r.tls_port);
+    o.connect_timeout_ms = 700;
+    o.reconnect_min_ms = 20;
+    o.reconnect_max_ms = 8000;
+    test_redis_freeze(&r);
+    fx_log_clear();
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "tls-frozen");
+    CHECK(l != NULL);
+    CHECK_EQ_INT(leash_acquire(l, 10000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(loop, 2500);
+    CHECK(!res.done);
+    test_redis_thaw(&r);
+    thawed = test_now_ms();
+    fx_run_until(loop, &res, 9000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    /* The attempt under way when it thawed, or the next after the
+     * ordinary backoff: far less than reconnect_max_ms. */
+    CHECK(res.at_ms - thawed < 700 + 200 + TEST_SLACK_MS);
+    CHECK(fx_log_contains("connect timed out (in the TLS handshake: no byte from the server"));
+    CHECK(!fx_log_contains("TLS handshake not answered"));
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+/* tls-auth-clients yes and no client certificate: with TLS 1.3 the
+ * client's handshake completes, and the server's refusal (an alert) comes
+ * after it. No connection is ready before the server answered it (the
+ * subscriber's PING included): one error line for each connection, and
+ * the retries at debug level, as the README says. */
+TEST(a_refusal_after_the_handshake_is_one_error_per_connection) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    level_count sub = {"subscriber connection", {0}}, all = {NULL, {0}};
+    level_count *both[2] = {&sub, &all};
+    int i;
+
+    start_tls_server(&r, NULL, 1);
+    tls_options(&o, &r, r.tls_port);
+    o.reconnect_min_ms = 20;
+    o.reconnect_max_ms = 150;
+    o.log_cb = count_levels;
+    for (i = 0; i < 2; i++) {
+        o.log_arg = both[i];
+        fx_log_clear();
+        c = fx_client_opts(loop, &o);
+        fx_run_for(loop, 2000);
+        leash_client_free(c);
+    }
+    CHECK(!fx_log_contains("subscriber connection ready"));
+    CHECK(fx_log_contains("subscriber connection to 127.0.0.1"));
+    CHECK_EQ_INT(sub.at[LEASH_LOG_ERROR], 1);
+    CHECK_EQ_INT(sub.at[LEASH_LOG_WARN], 0);
+    CHECK(sub.at[LEASH_LOG_DEBUG] >= 3); /* it did retry */
+    CHECK_EQ_INT(all.at[LEASH_LOG_ERROR], 2);
+    CHECK_EQ_INT(all.at[LEASH_LOG_WARN], 0);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+/* The absolute form of a name (a trailing dot, common in Kubernetes) is
+ * the same name: sent without its dot (SNI) and verified as such. */
+TEST(a_trailing_dot_is_the_same_name) {
+    test_redis r;
+    test_dns dns;
+    leash_options o;
+
+    start_tls_server(&r, NULL, 0);
+    tls_options(&o, &r, r.tls_port);
+    o.tls_server_name = "localhost.";
+    CHECK_EQ_INT(acquire_status(&o, NULL), LEASH_OK);
+    /* The host itself in that form (resolved by the test's own DNS
+     * server, whose name the server's certificate carries). */
+    CHECK_EQ_INT(test_dns_start(&dns), 0);
+    CHECK_EQ_INT(test_dns_set(&dns, "redis.leash.test", "127.0.0.1"), 0);
+    o.dns_servers = dns.servers;
+    o.tls_server_name = NULL;
+    o.host = "redis.leash.test.";
+    CHECK_EQ_INT(acquire_status(&o, NULL), LEASH_OK);
+    o.host = "127.0.0.1";
+    o.dns_servers = NULL;
+    test_dns_stop(&dns);
+    /* One dot only. */
+    o.tls_server_name = "localhost..";
+    CHECK_EQ_INT(acquire_status(&o, NULL), LEASH_ETLS);
+    test_redis_stop(&r);
+}
+
+/* A certificate that names its host in the subject (CN) only, without a
+ * SAN, is refused, as modern clients do (RFC 9525). */
+TEST(a_certificate_without_a_san_is_refused) {
+    test_redis r;
+    leash_options o;
+    int64_t ms;
+
+    start_tls_server(&r, "nosan", 0);
+    tls_options(&o, &r, r.tls_port);
+    o.tls_server_name = "localhost";
+    CHECK_EQ_INT(acquire_status(&o, &ms), LEASH_ETLS);
+    CHECK(ms < 1000);
+    CHECK(fx_log_contains("certificate verify failed: hostname mismatch"));
+    test_redis_stop(&r);
 }
 
 /* n try-once acquires issued at once on c, each lock its own name
@@ -475,8 +744,15 @@ int main(int argc, char **argv) {
         TEST_CASE(without_verification_anything_goes_with_a_warning),
         TEST_CASE(client_certificates),
         TEST_CASE(unreadable_files_fail_client_new),
-        TEST_CASE(tls_to_a_plain_port_is_etls),
+        TEST_CASE(an_encrypted_key_never_prompts),
+        TEST_CASE(an_encrypted_key_opens_with_its_password),
+        TEST_CASE(tls_to_a_plain_port_times_out_with_a_hint),
         TEST_CASE(a_handshake_never_answered_ends_at_the_connect_timeout),
+        TEST_CASE(a_handshake_cut_short_says_what_came),
+        TEST_CASE(a_frozen_server_through_the_handshake_is_waited_for),
+        TEST_CASE(a_refusal_after_the_handshake_is_one_error_per_connection),
+        TEST_CASE(a_trailing_dot_is_the_same_name),
+        TEST_CASE(a_certificate_without_a_san_is_refused),
         TEST_CASE(a_deep_pipeline_over_tls),
         TEST_CASE(reconnects_over_tls_after_a_restart),
         TEST_CASE(many_held_locks_renew_over_tls),

@@ -61,6 +61,7 @@ typedef struct cli_conn {
      * leash_options.tls* (the force release passes them on). */
     int tls;
     const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file, *tls_server_name;
+    const char *tls_key_password; /* $LEASH_TLS_KEY_PASSWORD: of an encrypted --tls-key */
     int tls_verify;
     struct leash__tls *tls_ctx; /* made once by cli_tls_prepare */
     /* The redis+sentinel:// URL the one server came from, or NULL: watch

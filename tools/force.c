@@ -59,6 +59,7 @@ static int force(cli_conn *c, const char *name, int kind, int *status) {
     o.tls_ca_dir = c->tls_ca_dir;
     o.tls_cert_file = c->tls_cert_file;
     o.tls_key_file = c->tls_key_file;
+    o.tls_key_password = c->tls_key_password;
     o.tls_server_name = c->tls_server_name;
     o.tls_verify = c->tls_verify;
     if (c->topology == LEASH_TOPOLOGY_SINGLE) {

@@ -46,7 +46,8 @@ static const char usage_text[] =
     "  --tls-sni NAME         the name sent and verified (default: each host)\n"
     "  --insecure             no check of the server's certificate (warns)\n"
     "  A rediss:// URL may give the same as ?ca=&cert=&key=&sni=&verify=0; the\n"
-    "  options win.\n"
+    "  options win. An encrypted key's password comes from $LEASH_TLS_KEY_PASSWORD\n"
+    "  (never prompted for).\n"
     "\n"
     "Options:\n"
     "  --prefix P             the key_prefix of the programs (default \"leash:\")\n"
@@ -392,6 +393,8 @@ int main(int argc, char **argv) {
         if (c->username == NULL && getenv("LEASH_USER") != NULL && getenv("LEASH_USER")[0] != '\0')
             c->username = getenv("LEASH_USER");
     }
+    if (getenv("LEASH_TLS_KEY_PASSWORD") != NULL && getenv("LEASH_TLS_KEY_PASSWORD")[0] != '\0')
+        c->tls_key_password = getenv("LEASH_TLS_KEY_PASSWORD");
 
     /* A server that closes the connection makes a write fail, not the
      * process die (the library asks the same of its programs). */

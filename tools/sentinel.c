@@ -78,15 +78,17 @@ static redisContext *dial_sentinel(const leash_sentinel_url *su, int i, int time
     return dial(host, atoi(colon + 1), user, pass, timeout_ms, err, cap);
 }
 
-/* Sends argv to the sentinels of su in turn until one answers as `good`
- * says: its connection, its reply in *out. NULL with err when none did. */
-static redisContext *first_answer(const leash_sentinel_url *su, int timeout_ms, int argc,
+/* Sends argv to the sentinels of su in turn, from *next on, until one
+ * answers as `good` says: its connection, its reply in *out, and *next
+ * the sentinel after it. NULL with err when none did. */
+static redisContext *first_answer(const leash_sentinel_url *su, int *next, int timeout_ms, int argc,
                                   const char **argv, int (*good)(const redisReply *r),
                                   redisReply **out, char *err, size_t cap) {
     int i;
 
-    snprintf(err, cap, "no sentinel answered");
-    for (i = 0; i < su->nsentinels; i++) {
+    if (*next == 0)
+        snprintf(err, cap, "no sentinel answered");
+    for (i = *next; i < su->nsentinels; i++) {
         redisContext *rc = dial_sentinel(su, i, timeout_ms, err, cap);
         redisReply *r;
 
@@ -95,6 +97,7 @@ static redisContext *first_answer(const leash_sentinel_url *su, int timeout_ms, 
         r = redisCommandArgv(rc, argc, argv, NULL);
         if (r != NULL && good(r)) {
             *out = r;
+            *next = i + 1;
             return rc;
         }
         snprintf(err, cap, "sentinel %s: %s: %s", su->sentinels[i], argv[0],
@@ -104,6 +107,7 @@ static redisContext *first_answer(const leash_sentinel_url *su, int timeout_ms, 
         freeReplyObject(r);
         redisFree(rc);
     }
+    *next = su->nsentinels;
     return NULL;
 }
 
@@ -118,24 +122,29 @@ static int is_subscribed(const redisReply *r) {
     return r->type == REDIS_REPLY_ARRAY;
 }
 
+/* Every sentinel is asked until one names a server that says it is the
+ * master: one that names a replica or a dead address (a liar, or one cut
+ * off with the old master) does not hide the others' answer. */
 int cli_sentinel_master(const char *url, int timeout_ms, leash_url *out, char *err, size_t cap) {
     leash_sentinel_url su;
     const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", NULL};
     redisContext *rc;
     redisReply *r;
+    int next = 0;
 
     if (leash_sentinel_url_parse(url, &su, err, cap) != LEASH_OK)
         return -1;
     argv[2] = su.master;
-    rc = first_answer(&su, timeout_ms, 3, argv, is_address, &r, err, cap);
-    if (rc == NULL)
-        return -1;
-    *out = su.data;
-    snprintf(out->host, sizeof(out->host), "%s", r->element[0]->str);
-    out->port = atoi(r->element[1]->str);
-    freeReplyObject(r);
-    redisFree(rc);
-    return is_master(out, timeout_ms, err, cap) ? 0 : -1;
+    while ((rc = first_answer(&su, &next, timeout_ms, 3, argv, is_address, &r, err, cap)) != NULL) {
+        *out = su.data;
+        snprintf(out->host, sizeof(out->host), "%s", r->element[0]->str);
+        out->port = atoi(r->element[1]->str);
+        freeReplyObject(r);
+        redisFree(rc);
+        if (is_master(out, timeout_ms, err, cap))
+            return 0;
+    }
+    return -1;
 }
 
 redisContext *cli_sentinel_subscribe(const char *url, int timeout_ms, char *err, size_t cap) {
@@ -143,10 +152,11 @@ redisContext *cli_sentinel_subscribe(const char *url, int timeout_ms, char *err,
     const char *argv[3] = {"SUBSCRIBE", "+switch-master", "+promoted-slave"};
     redisContext *rc;
     redisReply *r;
+    int next = 0;
 
     if (leash_sentinel_url_parse(url, &su, err, cap) != LEASH_OK)
         return NULL;
-    rc = first_answer(&su, timeout_ms, 3, argv, is_subscribed, &r, err, cap);
+    rc = first_answer(&su, &next, timeout_ms, 3, argv, is_subscribed, &r, err, cap);
     if (rc != NULL)
         freeReplyObject(r);
     return rc;

@@ -159,8 +159,8 @@ static void on_log(int level, const char *msg, void *arg) {
 }
 
 int cli_tls_prepare(cli_conn *c) {
-    leash__tls_cfg cfg = {c->tls_ca_file, c->tls_ca_dir, c->tls_cert_file, c->tls_key_file,
-                          c->tls_verify};
+    leash__tls_cfg cfg = {c->tls_ca_file,  c->tls_ca_dir, c->tls_cert_file,
+                          c->tls_key_file, c->tls_verify, c->tls_key_password};
     leash__logger log = {on_log, NULL, LEASH_LOG_WARN};
 
     if (!c->tls || c->tls_ctx != NULL)

@@ -39,8 +39,10 @@ static volatile sig_atomic_t stopping;
  * sentinels to name one that answers (a failover after a master's death
  * takes Sentinel's down-after-milliseconds and a vote). */
 #define FOLLOW_MS 60000
-/* ... and how often it tries again to subscribe on a sentinel. */
+/* ... and how soon it tries again to subscribe on a sentinel, doubling
+ * while none lets it (an ACL user without the channels refuses again). */
 #define RESUBSCRIBE_MS 1000
+#define RESUBSCRIBE_MAX_MS 60000
 
 static void on_signal(int sig) {
     (void)sig;
@@ -63,6 +65,7 @@ typedef struct watcher {
     size_t chan_len;
     redisContext *sentinel; /* through Sentinel: +switch-master, or NULL */
     int64_t sentinel_tried; /* when the last subscription on a sentinel was tried */
+    int64_t sentinel_wait;  /* and how long to wait before the next; 0: RESUBSCRIBE_MS */
 } watcher;
 
 /* Starts a line (an object, with --json) for event `ev`. */
@@ -285,16 +288,24 @@ static void close_subs(watcher *w) {
     w->nsubs = 0;
 }
 
-/* Subscribes on a sentinel unless it is, at most every RESUBSCRIBE_MS. */
+/* Subscribes on a sentinel unless it is. A failure is said once, until a
+ * subscription succeeds, and the next try waits twice as long (up to
+ * RESUBSCRIBE_MAX_MS): what a sentinel refused it refuses again. */
 static void watch_sentinels(watcher *w) {
     char err[512];
+    int64_t wait = w->sentinel_wait > 0 ? w->sentinel_wait : RESUBSCRIBE_MS;
 
-    if (w->sentinel != NULL || mono_ms() - w->sentinel_tried < RESUBSCRIBE_MS)
+    if (w->sentinel != NULL || (w->sentinel_tried != 0 && mono_ms() - w->sentinel_tried < wait))
         return;
     w->sentinel_tried = mono_ms();
     w->sentinel = cli_sentinel_subscribe(w->c->sentinel_url, w->c->timeout_ms, err, sizeof(err));
-    if (w->sentinel == NULL)
+    if (w->sentinel != NULL) {
+        w->sentinel_wait = 0;
+        return;
+    }
+    if (w->sentinel_wait == 0)
         fprintf(stderr, "leash: %s (a failover is seen when the master is lost)\n", err);
+    w->sentinel_wait = wait * 2 > RESUBSCRIBE_MAX_MS ? RESUBSCRIBE_MAX_MS : wait * 2;
 }
 
 /* Reads and subscribes at u from now on. 0, or -1 with c->err. */

@@ -170,7 +170,10 @@ enum leash_topology {
 enum leash_pubsub {
     LEASH_PUBSUB_AUTO = 0,    /* sharded in a cluster, classic elsewhere */
     LEASH_PUBSUB_CLASSIC = 1, /* SUBSCRIBE/PUBLISH (a cluster broadcasts every message) */
-    LEASH_PUBSUB_SHARDED = 2  /* SSUBSCRIBE/SPUBLISH: Redis 7 */
+    /* SSUBSCRIBE/SPUBLISH: Redis 7. A server older than 7.0, or one that
+     * does not say its version (INFO refused), is refused at the
+     * handshake: what waits for it ends LEASH_EREDIS, logged. */
+    LEASH_PUBSUB_SHARDED = 2
 };
 
 /*
@@ -239,6 +242,9 @@ enum leash_dialect {
 /* The longest TLS file path (tls_ca_file, ...) and dns_servers list. */
 #define LEASH_PATH_MAX 4095
 #define LEASH_DNS_SERVERS_MAX 1024
+/* The longest leash_options.tls_key_password (what OpenSSL's password
+ * callback takes). */
+#define LEASH_KEY_PASSWORD_MAX 1023
 /* The longest leash_options.sentinel_master (a master's name in Sentinel). */
 #define LEASH_SENTINEL_MASTER_MAX 255
 /* The most replicas leash_options.wait_replicas may ask for. */
@@ -266,8 +272,9 @@ typedef struct leash_lock leash_lock;
  * leash_stats and leash_lock_stats gain fields in later versions, only ever
  * at their end, and a field added later means "as before it existed" when
  * it is zero. The program tells the library how large its copy of the
- * struct is: leash_options_init() and leash_loop_init() record sizeof in
- * struct_size, leash_client_stats() and leash_lock_stats() pass it. So a program built against an
+ * struct is: the macros leash_options_init() and leash_loop_init() record sizeof in
+ * struct_size, the macros leash_client_stats() and leash_lock_stats() pass it (the
+ * functions of the same names use the library's own size). So a program built against an
  * older header runs on a newer library unchanged (fields it does not know take their defaults), and
  * a program built against a newer header runs on an older library as long as it leaves the fields
  * that library does not know at zero (leash_client_new() otherwise answers LEASH_EINVAL and logs
@@ -298,8 +305,8 @@ typedef struct leash_options {
     int64_t connect_timeout_ms; /* default 2000; > 0 */
     /* default 2000; silence that breaks a connection. With Redlock also
      * how long an attempt waits for a server that is down or silent before
-     * it is decided by the others (no majority left: LEASH_ECONN): keep it
-     * well below the lease. */
+     * it is decided by the others (no majority left: a wait with time left
+     * attempts again, else LEASH_ECONN): keep it well below the lease. */
     int64_t command_timeout_ms;
     int64_t reconnect_min_ms; /* default 50; first reconnect backoff, > 0 */
     int64_t reconnect_max_ms; /* default 2000; backoff cap, >= reconnect_min_ms */
@@ -330,7 +337,9 @@ typedef struct leash_options {
     /* 0 (default) = off. Else a grant, and every renewal, counts only
      * once this many replicas (0..LEASH_WAIT_REPLICAS_MAX) acknowledged
      * it within wait_timeout_ms (Redis WAIT, sent with the script): a
-     * failover to one of them keeps the hold. That keeps a second holder
+     * failover to one of them keeps the hold if the lease outlasts the
+     * failover (until a replica acknowledges at the new master, no
+     * renewal counts: README "Redis Sentinel"). That keeps a second holder
      * out only if the old master takes no writes after the failover (it
      * died), or if this is the number of replicas (README "Redis
      * Sentinel", failover of a live master). Too few: the acquire fails
@@ -354,23 +363,44 @@ typedef struct leash_options {
     /* TLS (README "TLS"), to every server of every topology (never over a
      * unix socket: Redis serves TLS on TCP only). Off (0) by
      * default; rediss:// URLs turn it on (leash/url.h). A failed handshake
-     * or certificate check is LEASH_ETLS, with a log line that says why.
+     * or certificate check is LEASH_ETLS, with a log line that says why; a
+     * handshake that gets no answer within connect_timeout_ms (a frozen
+     * server, a plain-TCP port) is a connect timeout like any other
+     * (LEASH_ECONN at the waiting work's own deadline, ordinary backoff).
      * Paths are at most LEASH_PATH_MAX bytes; the files are read once, by
      * leash_client_new (an unreadable one: LEASH_ETLS there). */
     int tls;
-    const char *tls_ca_file;     /* PEM bundle of trusted CAs; NULL: the system's store */
-    const char *tls_ca_dir;      /* a hashed CA directory (c_rehash); NULL: none */
-    const char *tls_cert_file;   /* client certificate (PEM), for tls-auth-clients; NULL: none */
-    const char *tls_key_file;    /* its private key (PEM); required with tls_cert_file */
-    const char *tls_server_name; /* SNI and the name verified; NULL: the host connected to */
+    const char *tls_ca_file;   /* PEM bundle of trusted CAs; NULL: the system's store */
+    const char *tls_ca_dir;    /* a hashed CA directory (c_rehash); NULL: none */
+    const char *tls_cert_file; /* client certificate (PEM), for tls-auth-clients; NULL: none */
+    const char *tls_key_file;  /* its private key (PEM); required with tls_cert_file */
+    /* SNI and the name verified; NULL: the host connected to. A host name
+     * must be in the certificate's DNS SANs (its subject's CN alone is
+     * refused), an IP address in its IP SANs; one trailing dot ("a.svc.")
+     * is dropped. */
+    const char *tls_server_name;
     /* 1 (the default that leash_options_init sets): verify the server's
      * chain and name. 0 only when asked for: the connection is then open
      * to anyone in the middle, and the client logs a warning. */
     int tls_verify;
 
     /* Name resolution never blocks the loop (c-ares on the loop's hooks);
-     * a host name is resolved again on every connect, and each of its
-     * addresses is tried in turn, within connect_timeout_ms.
+     * a host name is resolved again on every connect. Resolving it and
+     * connecting to one of its addresses (with TLS, the handshake too)
+     * share connect_timeout_ms. Its addresses race (RFC 8305): the first
+     * starts at once, each next one when the one before failed or has
+     * not connected within 250 ms (less when what is left of
+     * connect_timeout_ms, shared out, would not let every address start;
+     * never less than 10 ms), IPv6 and IPv4 taking turns; the first to
+     * connect is used, the others are closed, and it goes first on the
+     * next connect. Each DNS server is given connect_timeout_ms / 2 / the
+     * number of servers (50..5000 ms) before the next is asked, so that
+     * every one is asked within half of connect_timeout_ms; a query that
+     * a connect gave up on runs on (4 rounds over the servers, each twice
+     * as patient) and answers the next connect. A name's last answer
+     * serves for its TTL when every server failed, or none answered
+     * within that half (not after an answer that the name does not
+     * exist).
      * NULL (default): the system's resolvers (/etc/resolv.conf). Else a
      * comma-separated list of "ip", "ip:port" or "[ipv6]:port" to ask
      * instead, at most LEASH_DNS_SERVERS_MAX bytes; one c-ares does not
@@ -392,6 +422,14 @@ typedef struct leash_options {
     const char *sentinel_master;
     const char *sentinel_username;
     const char *sentinel_password;
+
+    /* The password of an encrypted tls_key_file (README "TLS"); default
+     * NULL: none. At most LEASH_KEY_PASSWORD_MAX bytes; used by
+     * leash_client_new while it reads the key, not kept, never logged.
+     * The library never prompts for it: an encrypted key without it (or
+     * with a wrong one) fails leash_client_new with LEASH_ETLS and the log
+     * line "the client key is encrypted". */
+    const char *tls_key_password;
 } leash_options;
 
 /* Fills every field of *o with its default: leash_options_init(&opts).
@@ -401,10 +439,12 @@ typedef struct leash_options {
  * included) and nothing past them. For bindings that cannot use the macro:
  * pass the size of the struct as the binding lays it out. */
 LEASH_EXPORT void leash_options_init_sized(leash_options *o, size_t struct_size);
-/* The same as a function, for code that takes its address; it fills the
- * struct as laid out by the 0.2 header, so fields added after 0.2 (dialect)
- * are not part of it and keep their defaults whatever they hold: set them
- * in a struct that the macro or leash_options_init_sized filled. */
+/* The same as a function (what bindings such as Rust's bindgen, cgo or
+ * cffi call, and code that takes its address): it fills the whole struct
+ * as this version's header lays it out, struct_size = sizeof(leash_options)
+ * of the library. Call it only on a struct from the header of the version
+ * the program loads (the soname says which); a binding that may lay out an
+ * older struct calls leash_options_init_sized with its own size. */
 LEASH_EXPORT void(leash_options_init)(leash_options *o);
 
 /*
@@ -522,11 +562,17 @@ typedef struct leash_stats {
     uint64_t subscriptions;    /* SUBSCRIBE/SSUBSCRIBE written (again after reconnects) */
     uint64_t held_now;         /* handles that hold their lock now */
     uint64_t waiting_now;      /* acquires asleep until a release now (counted in waits) */
+    /* Servers whose maxmemory-policy can evict a held lock (volatile-* or
+     * allkeys-* with maxmemory set: README "What Redis must be and do"),
+     * each counted once, at the handshake that said so; a warning is
+     * logged then. */
+    uint64_t evicting_servers;
 } leash_stats;
 #define leash_client_stats(c, out) leash_client_stats_sized((c), (out), sizeof(leash_stats))
 /* What the macro calls: fills the first size bytes of *out (zeros for a NULL
  * client) and nothing past them. The function of the same name fills the
- * 0.2 layout (the first nine fields), for code that takes its address. */
+ * whole struct as this version's header lays it out (the same rule as the
+ * function leash_options_init). */
 LEASH_EXPORT void leash_client_stats_sized(const leash_client *c, leash_stats *out, size_t size);
 LEASH_EXPORT void(leash_client_stats)(const leash_client *c, leash_stats *out);
 

@@ -46,7 +46,7 @@
  * busy          -       -       wait*   tout*   -       -       -       -       xlost   -
  * late          -       -       late    tout    -       -       -       -       xagain  -
  * gone          -       -       proto   proto   -       -       -       -       xlost   -
- * failed        -       -       fail    fail    -       -       -       -       xfail   -
+ * failed        -       -       fagain  fail    -       -       -       -       xfail   -
  * unreplicated  -       -       unrepl  unrepl  -       -       -       -       xunrepl -
  * released      rel     -       rel     rel     rel     rel     rel     rel     -       -
  * forced        forced  go      -       -       -       -       -       -       -       -
@@ -108,6 +108,11 @@
  *   proto    LEASH_EPROTO -> IDLE (a new hold cannot be "gone")
  *   fail     the acquire ends with the error -> IDLE (an answer that was
  *            lost: the attempt may still run, its grant is released)
+ *   fagain   as fail, but an attempt that failed LEASH_ECONN only once its
+ *            copies waited as long as a grant may (Redlock: servers that
+ *            restart, whose connections come back) goes again while the
+ *            wait has time, as one server's attempt waits for its
+ *            connection (its grant released, a new token)
  *   xlost    the hold is gone: lost EXPIRED, then the extra hold's
  *            callback LEASH_EBUSY -> IDLE
  *   xagain   the extra hold again -> EXTRA (XNOMEM without memory)
@@ -1342,6 +1347,24 @@ static int in_waiting(leash_lock *l, const leash__event *e) {
     }
 }
 
+/* Whether a failed attempt goes again (fagain): LEASH_ECONN for want of
+ * answers, on a route whose attempts each have a token of their own (a
+ * quorum, whose copies wait for a connection no longer than the command
+ * timeout or the lease: route/quorum.c), while the wait has time. Servers
+ * that restart keep a majority of its connections coming back for longer
+ * than one attempt; on one server the attempt would wait in its
+ * connection's queue until the wait ends. An attempt that failed sooner
+ * than its copies could have waited (a refusal) ends the acquire: no loop
+ * without a pause. */
+static int attempts_again(const leash_lock *l, const leash__answer *a) {
+    int64_t now = leash__now_ms(), bound = l->core->cfg->conn->command_timeout_ms;
+
+    if (l->hold.lease_ms > 0 && l->hold.lease_ms < bound)
+        bound = l->hold.lease_ms;
+    return a->status == LEASH_ECONN && l->core->route->fresh_tokens && !l->wait_once &&
+           (l->wait_deadline == 0 || now < l->wait_deadline) && now - l->attempt_sent >= bound;
+}
+
 /* ATTEMPT, LAST: acquiring, an attempt on the wire. */
 static int in_attempt(leash_lock *l, const leash__event *e) {
     int last = l->state == M_LAST;
@@ -1383,7 +1406,10 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
          * keeps it in its socket): forget_attempt cleans up after it. */
         if (e->answer->status == LEASH_ECONN)
             forget_attempt(l);
-        acquire_ends(l, e->answer->status);
+        if (!last && attempts_again(l, e->answer))
+            again(l);
+        else
+            acquire_ends(l, e->answer->status);
         return 0;
     case LEASH__EV_UNREPLICATED:
         release_in_background(l, l->hold.token, 0);

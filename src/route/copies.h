@@ -20,8 +20,8 @@
  *            after BUSY waits in the delayed list, behind which the
  *            release can pass). Only a copy already on its way (written,
  *            or queued on a ready connection, where the release queues
- *            behind it) goes, once: never again after a reconnect or a
- *            transient answer.
+ *            behind it) goes, once: never again after a reconnect, a
+ *            transient answer or NOSCRIPT (wire/conn.h).
  * Withdrawing is for an owner that gave up the operation itself (an
  * acquire cancelled): a copy not written yet never is, a written one
  * finishes unheard and is not written again.

@@ -23,8 +23,9 @@
  *            dialect.h), and reported busy, with the time after which a
  *            majority could be free, or a short random pause when nobody
  *            can hold a majority (a split vote); late or failed otherwise.
- *   release  released by M (or M holds left); not ours for M; else the
- *            failure.
+ *   release  released by M (or M holds left), or by some where the others
+ *            of M said "not ours" (they never had it: a dropped grant
+ *            copy); not ours for M; else the failure.
  *   renew    per lock: renewed by M; not ours as soon as more than N - M
  *            said so (no majority is possible); else the failure. Servers
  *            that failed get the renewal again shortly, in the background,
@@ -371,6 +372,16 @@ static int decide_raise(qreq *q) {
     return UNDECIDED;
 }
 
+/* A release that fewer than M released is done all the same when some
+ * server released the hold and, with the ones that answered "not ours", M
+ * no longer have it: "not ours" from a server that never had the hold (its
+ * grant copy was dropped while its connection got ready, or it was
+ * unreachable at the grant) is no sign that the hold was gone. Only a
+ * majority of them says that (LEASH_ENOTHELD). */
+static int released_anyway(const qreq *q, unsigned yes, unsigned not_ours) {
+    return yes > 0 && not_ours < q->qu->majority && yes + not_ours >= q->qu->majority;
+}
+
 /* One lock's answer of a release, renew or force. */
 static int decide_one(const qreq *q, size_t i, leash__answer *out) {
     unsigned s, answered = 0, yes = 0, not_ours = 0, nobody = 0, unsure = 0, m = q->qu->majority;
@@ -429,21 +440,20 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
             out->status = failure_of(q, i);
         return 1;
     }
-    if (yes >= m) {
+    if (yes >= m || (cls == LEASH__OP_RELEASE && released_anyway(q, yes, not_ours))) {
         *out = *kept;
         out->sent_ms = sent;
         return 1;
     }
-    if (not_ours > q->qu->n - m) { /* no majority is possible any more */
-        out->kind = LEASH__ANS_NOT_OURS;
+    if (cls == LEASH__OP_RELEASE ? not_ours >= m : not_ours > q->qu->n - m) {
+        out->kind = LEASH__ANS_NOT_OURS; /* a release: a majority; else no majority is possible */
         return 1;
     }
-    if (answered < q->qu->n && yes + (q->qu->n - answered) >= m)
+    if (answered < q->qu->n &&
+        (cls == LEASH__OP_RELEASE ? yes + not_ours : yes) + (q->qu->n - answered) >= m)
         return 0; /* still possible */
     if (cls == LEASH__OP_RELEASE && unsure + yes + not_ours >= m && unsure > 0)
         out->kind = LEASH__ANS_UNSURE;
-    else if (cls == LEASH__OP_RELEASE && not_ours + yes >= m)
-        out->kind = LEASH__ANS_NOT_OURS; /* mostly gone already: nothing held */
     else
         out->status = failure_of(q, i);
     return 1;

@@ -12,13 +12,21 @@
  * handshake (leash__conn_cfg.require_master): no lock command goes to a
  * server that is not a master; a replica (ROLE, or -READONLY answering a
  * script) or a master that cannot be reached sends the route back to the
- * sentinels.
+ * sentinels, and the sentinel that named it goes to the back of the list:
+ * one that names a replica or a dead address (a liar, or one cut off with
+ * the old master) is asked last, so every other sentinel is asked before
+ * it again.
  *
  * Failovers are followed without polling: one subscriber connection (the
  * "watch" connection, on the front sentinel) listens to +promoted-slave
  * (at the promotion) and +switch-master (at the failover's end), and the
  * node follows the new address at once. Whenever that subscription is (re)made, the sentinels
- * are asked again: a switch made while nobody listened is not missed. An
+ * are asked again: a switch made while nobody listened is not missed. A
+ * sentinel that refuses the subscription (NOPERM: a Redis 7 ACL user
+ * starts with resetchannels) refused our setup: one error line, and the
+ * SUBSCRIBE goes again on the same connection after a backoff; no reset,
+ * no discovery round (that was polling the sentinels). Meanwhile a
+ * failover is followed when the master is lost. An
  * answer to a question asked before a switch was heard is not followed:
  * it may name the old master, still taking writes in a failover of a live
  * master until the sentinels reconfigure it.
@@ -42,6 +50,8 @@
  *
  * ASK waits for the timer at once rather than asking inside the event
  * that led there: that event is often a connection's own callback.
+ * "first" is the front of the list, once a sentinel whose master failed
+ * since the last round went to its back (blame()).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +102,10 @@ typedef struct sentinel {
     target master, asked, watched;
     leash__conn ask, watch;
     leash__timer timer;
-    const char *name; /* the master's name */
+    leash__timer resub;     /* the next SUBSCRIBE after a refusal */
+    int64_t resub_ms;       /* its backoff: 0, or the last wait */
+    unsigned watch_refused; /* refusals since the last subscription */
+    const char *name;       /* the master's name */
     sentinel_addr *list;
     int nlist;
     int cur; /* the sentinel asked */
@@ -110,6 +123,11 @@ typedef struct sentinel {
      * after it names the old master, which a failover of a live master
      * leaves taking writes until it is reconfigured. */
     unsigned switches, switches_asked;
+    /* The sentinel whose answer the node follows ("" when a switch
+     * message named the master), and one whose master failed, to go
+     * behind the others when the next round starts (it may be the one
+     * asked in this round). */
+    sentinel_addr named, blamed;
 } sentinel;
 
 static const leash__logger *log_of(const sentinel *s) {
@@ -155,7 +173,8 @@ static void follow(sentinel *s, const char *host, size_t len, int port) {
 }
 
 /* The master's command connection went down: unreachable, a replica
- * (ROLE, -READONLY), or refused our credentials. Ask again. */
+ * (ROLE, -READONLY), or refused our credentials. Ask again; the sentinel
+ * that named it is asked last (blame()). */
 static void on_master_down(leash__conn *conn) {
     sentinel *s = conn->owner;
 
@@ -165,6 +184,10 @@ static void on_master_down(leash__conn *conn) {
         leash__log(log_of(s), LEASH_LOG_WARN,
                    "sentinel: %s:%d is not the master of %s any more: asking the sentinels",
                    s->master.cfg.host, s->master.cfg.port, s->name);
+    if (s->named.host[0] != '\0') {
+        s->blamed = s->named;
+        s->named.host[0] = '\0';
+    }
     step(s, E_NEED, NULL, 0, 0, NULL);
 }
 
@@ -314,7 +337,11 @@ static void merge_list(sentinel *s, const redisReply *r) {
 static const char switch_channel[] = "+switch-master";
 static const char promoted_channel[] = "+promoted-slave";
 
-static void on_watch_ready(leash__conn *conn) {
+/* After a refused SUBSCRIBE, the longest wait before the next (doubling
+ * from reconnect_max_ms). */
+#define RESUBSCRIBE_MAX_MS 60000
+
+static void subscribe(leash__conn *conn) {
     const char *argv[3] = {"SUBSCRIBE", switch_channel, promoted_channel};
     size_t lens[3] = {9, sizeof(switch_channel) - 1, sizeof(promoted_channel) - 1}, len;
     char *buf = leash__resp_format(&len, 3, argv, lens);
@@ -322,6 +349,42 @@ static void on_watch_ready(leash__conn *conn) {
     if (buf == NULL || leash__conn_send_raw(conn, buf, len, 2) != 0)
         leash__conn_reset(conn);
     free(buf);
+}
+
+static void on_watch_ready(leash__conn *conn) {
+    sentinel *s = conn->owner;
+
+    leash__timer_stop(&s->resub);
+    subscribe(conn);
+}
+
+static void on_resub_timer(void *arg) {
+    sentinel *s = arg;
+
+    if (leash__conn_ready(&s->watch))
+        subscribe(&s->watch);
+}
+
+/* The sentinel refused the subscription: a setup error (the sentinel
+ * user's channels, README "Redis Sentinel"), said once until a
+ * subscription succeeds. It refuses again if asked at once: the same
+ * connection asks again after a backoff. */
+static void watch_refused(sentinel *s, leash__conn *conn, const char *err) {
+    int64_t max = s->base.cfg->conn->reconnect_max_ms;
+
+    leash__log(log_of(s), s->watch_refused++ == 0 ? LEASH_LOG_ERROR : LEASH_LOG_DEBUG,
+               "sentinel: %s refused SUBSCRIBE %s %s: %s: failovers are followed only when the "
+               "master is lost%s",
+               leash__conn_role_name(conn), switch_channel, promoted_channel, err,
+               strncmp(err, "NOPERM", 6) == 0
+                   ? " (the sentinel user needs &+switch-master &+promoted-slave)"
+                   : "");
+    /* One error answers the whole command: nothing more is owed. */
+    leash__conn_progress(conn, 2);
+    s->resub_ms = s->resub_ms == 0 ? max : s->resub_ms * 2;
+    if (s->resub_ms > RESUBSCRIBE_MAX_MS)
+        s->resub_ms = RESUBSCRIBE_MAX_MS > max ? RESUBSCRIBE_MAX_MS : max;
+    leash__timer_at(&s->resub, leash__now_ms() + s->resub_ms, 0);
 }
 
 /* A message's space-separated fields: "name oldip oldport newip newport"
@@ -352,6 +415,7 @@ static void on_event(sentinel *s, const char *msg, size_t len, int name_at, int 
                name_at == 0 ? switch_channel : promoted_channel, (int)len, msg);
     if (atoi(port) >= 1 && atoi(port) <= 65535) {
         s->switches++;
+        s->named.host[0] = '\0';
         follow(s, f[ip_at], flen[ip_at], atoi(port));
     }
 }
@@ -361,9 +425,7 @@ static void on_watch_frame(leash__conn *conn, redisReply *r) {
     const redisReply *chan;
 
     if (r->type == REDIS_REPLY_ERROR) {
-        leash__log(log_of(s), LEASH_LOG_ERROR, "sentinel: %s refused SUBSCRIBE %s %s: %s",
-                   leash__conn_role_name(conn), switch_channel, promoted_channel, r->str);
-        leash__conn_reset(conn);
+        watch_refused(s, conn, r->str);
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
@@ -373,8 +435,14 @@ static void on_watch_frame(leash__conn *conn, redisReply *r) {
     if (strcmp(r->element[0]->str, "subscribe") == 0) {
         leash__conn_progress(conn, 1);
         /* From here on no switch is missed: ask about any before it. */
-        if (r->element[2]->type == REDIS_REPLY_INTEGER && r->element[2]->integer == 2)
+        if (r->element[2]->type == REDIS_REPLY_INTEGER && r->element[2]->integer == 2) {
+            if (s->watch_refused)
+                leash__log(log_of(s), LEASH_LOG_INFO, "sentinel: %s: SUBSCRIBE %s %s accepted now",
+                           leash__conn_role_name(conn), switch_channel, promoted_channel);
+            s->watch_refused = 0;
+            s->resub_ms = 0;
             step(s, E_NEED, NULL, 0, 0, NULL);
+        }
     } else if (strcmp(r->element[0]->str, "message") == 0 &&
                r->element[2]->type == REDIS_REPLY_STRING) {
         leash__conn_progress(conn, 0);
@@ -386,8 +454,12 @@ static void on_watch_frame(leash__conn *conn, redisReply *r) {
 }
 
 static void on_watch_down(leash__conn *conn) {
-    /* Deaf until it is back, maybe on another sentinel. */
-    step(conn->owner, E_NEED, NULL, 0, 0, NULL);
+    sentinel *s = conn->owner;
+
+    /* Deaf until it is back, maybe on another sentinel (which subscribes
+     * at once). */
+    leash__timer_stop(&s->resub);
+    step(s, E_NEED, NULL, 0, 0, NULL);
 }
 
 /* ---- the discovery machine ---- */
@@ -407,8 +479,31 @@ static void set_state(sentinel *s, int to, int ev) {
         leash__timer_at(&s->timer, now + s->pause_ms, 0);
 }
 
+/* A sentinel that named a master which failed (not a master, or not
+ * reached) goes behind the others: the next rounds ask them first. One
+ * that stays wrong (a liar, or one cut off with a live old master) would
+ * otherwise answer first for ever and the others would never be asked. */
+static void blame(sentinel *s) {
+    sentinel_addr a = s->blamed;
+    int i;
+
+    s->blamed.host[0] = '\0';
+    for (i = 0; i < s->nlist; i++)
+        if (s->list[i].port == a.port && strcmp(s->list[i].host, a.host) == 0)
+            break;
+    if (i >= s->nlist - 1)
+        return;
+    memmove(&s->list[i], &s->list[i + 1], (size_t)(s->nlist - 1 - i) * sizeof(s->list[0]));
+    s->list[s->nlist - 1] = a;
+    leash__log(log_of(s), LEASH_LOG_INFO,
+               "sentinel: %s:%d named a master of %s that failed: asked after the others now",
+               a.host, a.port, s->name);
+}
+
 /* The next round: ASK the first sentinel. */
 static void new_round(sentinel *s, int ev) {
+    if (s->blamed.host[0] != '\0')
+        blame(s);
     s->cur = 0;
     s->again = 0;
     s->refused = 0;
@@ -438,9 +533,10 @@ static void step(sentinel *s, int ev, const char *host, size_t len, int port, co
                 leash__conn_retarget(&s->watch);
             if (s->base.env->freeing)
                 return;
-            if (s->switches == s->switches_asked)
+            if (s->switches == s->switches_asked) {
+                s->named = s->list[0];
                 follow(s, host, len, port);
-            else
+            } else
                 leash__log(log_of(s), LEASH_LOG_WARN,
                            "sentinel: %s answered %.*s:%d, asked before the switch to %s:%d: "
                            "ignored",
@@ -530,6 +626,7 @@ static leash__node *sentinel_node(leash__route *r, unsigned slot) {
 /* The route's own timers (its connections' and the discovery's). */
 static void clear_timers(sentinel *s) {
     leash__timer_clear(&s->timer);
+    leash__timer_clear(&s->resub);
     leash__timer_clear(&s->ask.timer);
     leash__timer_clear(&s->watch.timer);
 }
@@ -545,7 +642,8 @@ static int sentinel_prepare(leash__route *r) {
     sentinel *s = (sentinel *)r;
 
     if (s->inner->ops->prepare(s->inner) != LEASH_OK || leash__timer_create(&s->timer) != 0 ||
-        leash__conn_prepare(&s->ask) != LEASH_OK || leash__conn_prepare(&s->watch) != LEASH_OK)
+        leash__timer_create(&s->resub) != 0 || leash__conn_prepare(&s->ask) != LEASH_OK ||
+        leash__conn_prepare(&s->watch) != LEASH_OK)
         return LEASH_ENOMEM;
     return LEASH_OK;
 }
@@ -562,6 +660,7 @@ static void sentinel_teardown(leash__route *r) {
     sentinel *s = (sentinel *)r;
 
     leash__timer_clear(&s->timer);
+    leash__timer_clear(&s->resub);
     if (s->q != NULL) {
         leash__cmd_cancel(s->q);
         s->q = NULL;
@@ -686,5 +785,6 @@ leash__route *leash__route_sentinel_new(leash__env *env, const leash__dialect *d
     s->watch.on_down = on_watch_down;
     s->watch.on_frame = on_watch_frame;
     leash__timer_init(&s->timer, env, on_timer, s);
+    leash__timer_init(&s->resub, env, on_resub_timer, s);
     return &s->base;
 }

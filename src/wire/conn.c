@@ -21,6 +21,8 @@ enum {
     HS_TIME = 3,
     HS_INFO = 4,
     HS_ROLE = 5,
+    HS_MEMORY = 6,
+    HS_PING = 7,
     HS_SCRIPT = 16
 };
 
@@ -424,7 +426,10 @@ static int fit_to_server(leash__conn *conn, leash__cmd *cmd) {
     return 0;
 }
 
-static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
+/* Puts a command on the wire as this server needs it (fit_to_server), with
+ * its WAIT behind it: the one place that both writers, write_cmd and the
+ * teardown, go through. -1: nothing of it was written. */
+static int put_on_wire(leash__conn *conn, leash__cmd *cmd) {
     size_t before = leash__sock_unsent(conn->sock);
 
     if (fit_to_server(conn, cmd) != 0)
@@ -436,6 +441,12 @@ static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
         leash__sock_unwrite(conn->sock, leash__sock_unsent(conn->sock) - before);
         return -1;
     }
+    return 0;
+}
+
+static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
+    if (put_on_wire(conn, cmd) != 0)
+        return -1;
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
     cmd->written_at = leash__now_ms();
     cmd->replies_left = cmd->wait_replicas > 0 ? 2 : 1;
@@ -701,9 +712,12 @@ static void start_handshake(leash__conn *conn) {
     }
     if (conn->role == LEASH__CONN_CMD && !cfg->sentinel) {
         const char *info_argv[2] = {"INFO", "server"};
+        /* maxmemory and its policy: one section per INFO before 7.0. */
+        const char *memory_argv[2] = {"INFO", "memory"};
         const char *time_argv[1] = {"TIME"};
         const leash__script *s;
         failed |= handshake_cmd(conn, HS_INFO, 2, info_argv);
+        failed |= handshake_cmd(conn, HS_MEMORY, 2, memory_argv);
         failed |= handshake_cmd(conn, HS_TIME, 1, time_argv);
         if (cfg->db != 0) {
             const char *argv[2] = {"SELECT", db};
@@ -718,14 +732,19 @@ static void start_handshake(leash__conn *conn) {
                 failed |= handshake_cmd(conn, HS_SCRIPT, 3, argv);
             }
     }
+    /* A connection is ready when the server has answered it: a subscriber
+     * (or a sentinel) without AUTH asks PING. A TLS 1.3 server that
+     * refuses this client (no client certificate) says so only after the
+     * client's handshake completed, in place of the first answer. */
+    if (conn->handshake_left == 0) {
+        const char *ping_argv[1] = {"PING"};
+        failed |= handshake_cmd(conn, HS_PING, 1, ping_argv);
+    }
     if (failed) {
         leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: could not send the handshake",
                    role_name(conn));
         conn_break(conn);
-        return;
     }
-    if (conn->handshake_left == 0)
-        become_ready(conn);
 }
 
 /* TIME answers [seconds, microseconds] as bulk strings. */
@@ -774,6 +793,27 @@ static int info_version(const char *info, const char *field) {
     return 0;
 }
 
+/* The value of "field:value\r\n" in INFO's text, copied into out (at most
+ * cap - 1 bytes): 0, or -1 when the field is not there. */
+static int info_field(const char *info, const char *field, char *out, size_t cap) {
+    const char *p = info;
+    size_t n = strlen(field), len;
+
+    while ((p = strstr(p, field)) != NULL) {
+        if ((p == info || p[-1] == '\n') && p[n] == ':') {
+            p += n + 1;
+            len = strcspn(p, "\r\n");
+            if (len >= cap)
+                len = cap - 1;
+            memcpy(out, p, len);
+            out[len] = '\0';
+            return 0;
+        }
+        p += n;
+    }
+    return -1;
+}
+
 int leash__info_version(const char *info) {
     return info_version(info, "redis_version");
 }
@@ -796,12 +836,25 @@ static int note_server_version(leash__conn *conn, const redisReply *r) {
     conn->version = r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS
                         ? leash__info_version(r->str)
                         : 0;
-    if (conn->version == 0) {
+    if (conn->version == 0 && cfg->min_version <= LEASH__VERSION(6, 0, 0)) {
         leash__log(conn_log(conn), LEASH_LOG_WARN,
                    "%s: INFO server did not say the version (%s): using only what Redis 6.0 "
                    "has",
                    role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "no redis_version");
         return 1;
+    }
+    if (conn->version == 0) {
+        /* Taken as 6.0, as everywhere else: what needs a later one cannot
+         * be promised on it. */
+        version_text(need, sizeof(need), cfg->min_version);
+        leash__log(conn_log(conn), LEASH_LOG_ERROR,
+                   "%s: INFO server did not say the version (%s), so the server is taken as "
+                   "Redis 6.0; %s needs Redis %s or later (let the user run INFO)",
+                   role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "no redis_version",
+                   cfg->min_version_for, need);
+        conn->refused = LEASH_EREDIS;
+        conn_break(conn);
+        return 0;
     }
     version_text(have, sizeof(have), conn->version);
     valkey = info_version(r->str, "valkey_version");
@@ -821,6 +874,34 @@ static int note_server_version(leash__conn *conn, const redisReply *r) {
     conn->refused = LEASH_EREDIS;
     conn_break(conn);
     return 0;
+}
+
+/* INFO memory: a policy that evicts keys with a TTL (volatile-*) or any
+ * key (allkeys-*) can evict a lock that is held, and a second client then
+ * gets it. It evicts only under maxmemory: maxmemory 0 (no limit, the
+ * default on 64-bit servers) evicts nothing, whatever the policy. Said
+ * once per server (per connection's life, and again after a retarget to
+ * another server), and counted in the stats. */
+static void note_eviction_policy(leash__conn *conn, const redisReply *r) {
+    char policy[48], maxmemory[32];
+
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) {
+        leash__log(conn_log(conn), LEASH_LOG_INFO,
+                   "%s: INFO memory not answered (%s): maxmemory-policy not checked",
+                   role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        return;
+    }
+    if (conn->evict_warned || info_field(r->str, "maxmemory_policy", policy, sizeof policy) != 0 ||
+        info_field(r->str, "maxmemory", maxmemory, sizeof maxmemory) != 0 ||
+        strtoull(maxmemory, NULL, 10) == 0 ||
+        (strncmp(policy, "volatile-", 9) != 0 && strncmp(policy, "allkeys-", 8) != 0))
+        return;
+    conn->evict_warned = 1;
+    conn->env->stats->evicting_servers++;
+    leash__log(conn_log(conn), LEASH_LOG_WARN,
+               "%s: maxmemory-policy %s with maxmemory %s bytes: Redis may evict a lock that is "
+               "held, and another client then gets it; run maxmemory-policy noeviction",
+               role_name(conn), policy, maxmemory);
 }
 
 /* The socket is gone: what was written on it is lost, then the
@@ -863,12 +944,23 @@ static const char *hs_name(int tag) {
     case HS_TIME:
         return "TIME";
     case HS_INFO:
-        return "INFO";
+        return "INFO server";
+    case HS_MEMORY:
+        return "INFO memory";
     case HS_ROLE:
         return "ROLE";
+    case HS_PING:
+        return "PING";
     default:
         return "SCRIPT LOAD";
     }
+}
+
+/* What a server at maxclients writes on a new connection before closing
+ * it (Redis and Valkey alike), read as the first command's answer. */
+static int reply_maxclients(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR && r->str != NULL &&
+           strstr(r->str, "max number of clients reached") != NULL;
 }
 
 static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int tag) {
@@ -877,7 +969,15 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
      * we do not have. */
     if (reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "NOAUTH", 6) == 0)
         tag = HS_AUTH;
-    if (reply->type == REDIS_REPLY_ERROR && tag != HS_SCRIPT && leash__reply_transient(reply)) {
+    if (reply_maxclients(reply)) {
+        /* The server refused the connection, not a command: what answers
+         * the first command, then it closes. Other clients leave: an
+         * ordinary failed attempt, queued work keeps its deadlines. */
+        leash__log(conn_log(conn), failure_level(conn),
+                   "%s: connection refused by Redis: %s (maxclients)", role_name(conn), reply->str);
+        conn_break(conn);
+    } else if (reply->type == REDIS_REPLY_ERROR && tag != HS_SCRIPT &&
+               leash__reply_transient(reply)) {
         /* Loading its data or running a long script: nothing was refused,
          * and ROLE, INFO and TIME did not answer what they ask (a BUSY
          * server answers them so too). Queued work waits for its own
@@ -903,6 +1003,8 @@ static void on_handshake_reply(leash__conn *conn, const redisReply *reply, int t
             note_server_time(conn, reply);
         if (tag == HS_INFO && !note_server_version(conn, reply))
             return;
+        if (tag == HS_MEMORY)
+            note_eviction_policy(conn, reply);
         if (tag == HS_SCRIPT) {
             if (reply->type != REDIS_REPLY_STRING)
                 /* ACL users may lack SCRIPT: EVALSHA's NOSCRIPT path loads it. */
@@ -951,17 +1053,27 @@ static void cmd_lost(leash__conn *conn, leash__cmd *cmd) {
     cmd_complete(cmd, NULL, LEASH_ECONN, -1);
 }
 
+/* Whether a command that did not run (a transient answer, NOSCRIPT) must
+ * not go again: sent again, it would run behind what was written after it.
+ * So a LEASH__CMD_ONCE command, and one nobody wants that is not owed
+ * either (an orphan without LEASH__CMD_RETRY: a grant's copy dropped at
+ * the decision, an acquire cancelled), which its owner's release or
+ * give-back follows. */
+static int not_again(const leash__cmd *cmd) {
+    return (cmd->flags & LEASH__CMD_ONCE) ||
+           ((cmd->flags & LEASH__CMD_ORPHAN) && !(cmd->flags & LEASH__CMD_RETRY));
+}
+
 /* A transient answer (LOADING, BUSY...): the command did not run. It goes
  * again after a pause while its deadline allows (returns 1); at the
  * deadline it completes LEASH_ECONN (returns 1 too). Returns 0 for a
- * command nobody wants any more: it completes with the answer. */
+ * command that must not go again (not_again): it completes with the
+ * answer. */
 static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redisReply *reply) {
     int64_t now = leash__now_ms(), pause;
     unsigned shift = cmd->transient < 4 ? cmd->transient : 4;
 
-    if ((cmd->flags & LEASH__CMD_ORPHAN) && !(cmd->flags & LEASH__CMD_RETRY))
-        return 0; /* cancelled */
-    if (cmd->flags & LEASH__CMD_ONCE)
+    if (not_again(cmd))
         return 0;
     pause = (int64_t)TRANSIENT_FIRST_MS << shift;
     if (pause > TRANSIENT_MAX_MS)
@@ -979,6 +1091,20 @@ static int again_after_transient(leash__conn *conn, leash__cmd *cmd, const redis
     }
     leash__conn_send_at(conn, cmd, now + pause);
     return 1;
+}
+
+/* -READONLY: a replica refused a write. Redis 7 answers a script's write
+ * so too; Redis 6.x wraps it in the script's error ("ERR Error running
+ * script (call to f_...): @user_script:18: ... -READONLY You can't write
+ * against a read only replica."). */
+static int reply_readonly(const redisReply *r) {
+    static const char script_error[] = "ERR Error running script";
+
+    if (r->type != REDIS_REPLY_ERROR || r->str == NULL)
+        return 0;
+    return strncmp(r->str, "READONLY", 8) == 0 ||
+           (strncmp(r->str, script_error, sizeof(script_error) - 1) == 0 &&
+            strstr(r->str, " -READONLY ") != NULL);
 }
 
 /* The answer of the command at the head of the sent list; with WAIT
@@ -1003,8 +1129,7 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
         kept = reply = cmd->first;
         cmd->first = NULL;
     }
-    if (conn->cfg->require_master && reply->type == REDIS_REPLY_ERROR &&
-        strncmp(reply->str, "READONLY", 8) == 0) {
+    if (conn->cfg->require_master && reply_readonly(reply)) {
         /* A master demoted under us: the command did not run. It is lost
          * with the connection as on any break (resent or failed). */
         leash__log(conn_log(conn), LEASH_LOG_WARN, "%s: Redis answered %s: reconnecting",
@@ -1019,9 +1144,10 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
     if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply))
         goto out;
     /* Sent again as EVAL it would go behind what was written after it:
-     * a LEASH__CMD_ONCE command completes with the NOSCRIPT error. */
-    if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
-        !(cmd->flags & LEASH__CMD_ONCE) && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+     * a command that must not go again (not_again) completes with the
+     * NOSCRIPT error. */
+    if (reply->type == REDIS_REPLY_ERROR && cmd->script != NULL && !not_again(cmd) &&
+        strncmp(reply->str, "NOSCRIPT", 8) == 0) {
         size_t len;
         char *eval = leash__script_as_eval(&len, cmd->buf, cmd->len,
                                            leash__script_for(cmd->script, conn->version));
@@ -1082,8 +1208,13 @@ static const leash__sock_hooks sock_hooks = {on_sock_connected, on_sock_reply, o
 
 static void conn_connect(leash__conn *conn) {
     const leash__conn_cfg *cfg = conn->cfg;
-    leash__sock_addr addr = {cfg->host, cfg->port, cfg->unix_path, cfg->tls,
-                             cfg->tls_server_name ? cfg->tls_server_name : cfg->host};
+    /* A name's addresses race inside the connect budget (wire/sock.h). */
+    leash__sock_addr addr = {cfg->host,
+                             cfg->port,
+                             cfg->unix_path,
+                             cfg->tls,
+                             cfg->tls_server_name ? cfg->tls_server_name : cfg->host,
+                             cfg->connect_timeout_ms};
     char err[160];
 
     if (cfg->host == NULL && cfg->unix_path == NULL)
@@ -1150,14 +1281,25 @@ static void conn_arm(leash__conn *conn) {
         leash__timer_at(&conn->timer, due, keep_alive);
 }
 
-/* Whether a TLS handshake still unanswered at the connect deadline says
- * "not a TLS port": only when it had half the connect timeout at least. A
- * slow DNS answer or a slow connect can leave it a few milliseconds, which
- * says nothing of the port: that is a connect timeout (LEASH_ECONN). */
-static int handshake_had_its_time(const leash__conn *conn, int64_t now) {
-    int64_t since = leash__sock_tls_handshake_since(conn->sock);
+/* Why a connect attempt is still under way at its deadline, for the log
+ * line: nothing (a TCP connect), the name, or the TLS handshake with what
+ * the server sent in it. A handshake that gets no answer is a server that
+ * is frozen or slow, or a port that is not TLS (a plain Redis waits for
+ * the end of a line that a ClientHello lacks): both are a connect timeout,
+ * and the line says which it may be. */
+static void connect_stage(const leash__conn *conn, char *out, size_t len) {
+    char seen[200];
 
-    return since != 0 && now - since >= conn->cfg->connect_timeout_ms / 2;
+    if (conn->sock != NULL && leash__sock_resolving(conn->sock))
+        snprintf(out, len, " (no answer from DNS yet)");
+    else if (conn->sock != NULL && leash__sock_tls_seen(conn->sock, seen, sizeof(seen)))
+        snprintf(out, len, " (in the TLS handshake: %s%s)", seen,
+                 strncmp(seen, "no byte", 7) == 0
+                     ? ": a frozen or slow server, or is this port TLS? (a plain-TCP Redis never "
+                       "answers a ClientHello)"
+                     : "");
+    else
+        out[0] = '\0';
 }
 
 static void conn_timer_fired(void *arg) {
@@ -1175,24 +1317,11 @@ static void conn_timer_fired(void *arg) {
             conn_connect(conn);
         break;
     case LEASH__CONN_CONNECTING:
-        if (now >= conn->next_attempt && conn->sock != NULL && handshake_had_its_time(conn, now)) {
-            /* TCP connected, TLS never answered: what a plain-TCP port
-             * does (Redis waits for a line that a ClientHello lacks). */
-            leash__log(conn_log(conn), refusal_level(conn),
-                       "%s: TLS handshake not answered within connect_timeout_ms (%lld ms): "
-                       "is this port TLS? (a plain-TCP Redis never answers a ClientHello)",
-                       role_name(conn), (long long)conn->cfg->connect_timeout_ms);
-            conn->refused = LEASH_ETLS;
-            conn_break(conn);
-            if (env->freeing)
-                return;
-        } else if (now >= conn->next_attempt) {
+        if (now >= conn->next_attempt) {
+            char stage[400];
+            connect_stage(conn, stage, sizeof(stage));
             leash__log(conn_log(conn), failure_level(conn), "%s: connect timed out%s",
-                       role_name(conn),
-                       conn->sock == NULL                            ? ""
-                       : leash__sock_resolving(conn->sock)           ? " (no answer from DNS yet)"
-                       : leash__sock_tls_handshake_since(conn->sock) ? " (in the TLS handshake)"
-                                                                     : "");
+                       role_name(conn), stage);
             conn_break(conn);
             if (env->freeing)
                 return;
@@ -1266,6 +1395,7 @@ void leash__conn_retarget(leash__conn *conn) {
     conn->refused = 0;
     conn->handshake_busy = 0;
     conn->server_offset_known = 0;
+    conn->evict_warned = 0;
     conn_break(conn);
     if (conn->env->freeing)
         return;
@@ -1286,15 +1416,15 @@ void leash__conn_start(leash__conn *conn) {
 }
 
 /* Teardown of an unsent list: orphans (best-effort releases) go into the
- * socket's buffer if it is ready, fitted to the server as write_cmd fits
- * them; the others complete LEASH_ECANCELED. */
+ * socket's buffer if it is ready, put on the wire as write_cmd puts them;
+ * the others complete LEASH_ECANCELED. */
 static void teardown_list(leash__conn *conn, leash__list *list) {
     while (!leash__list_empty(list)) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(list));
         queue_remove(conn, cmd);
         if ((cmd->flags & (LEASH__CMD_ORPHAN | LEASH__CMD_BACKGROUND)) && conn->sock != NULL &&
-            conn->state == LEASH__CONN_READY && fit_to_server(conn, cmd) == 0)
-            (void)leash__sock_write(conn->sock, cmd->buf, cmd->len);
+            conn->state == LEASH__CONN_READY)
+            (void)put_on_wire(conn, cmd);
         cmd->conn = NULL;
         cmd_complete(cmd, NULL, LEASH_ECANCELED, -1);
     }

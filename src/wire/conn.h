@@ -2,7 +2,9 @@
 /*
  * One connection to one Redis server (a node's command connection or its
  * subscriber connection): connecting, the handshake (AUTH, INFO for the
- * server's version, SELECT, TIME, SCRIPT LOAD), the silence timeout that
+ * server's version, SELECT, TIME, SCRIPT LOAD; PING when there is none of
+ * them: a connection is ready only once the server answered it), the
+ * silence timeout that
  * hiredis 0.14 lacks, reconnecting with exponential backoff and jitter,
  * and the queue of commands not written yet: issued while it is not
  * ready, or waiting for the loop, or for room in the window of commands
@@ -22,7 +24,10 @@
  * connection is back (leash's scripts are idempotent per owner token). Any
  * command answered with a transient error is sent again after a short pause
  * while its deadline allows: such an answer means it did not run. NOSCRIPT
- * turns an EVALSHA into the EVAL of the same script, sent again.
+ * turns an EVALSHA into the EVAL of the same script, sent again. Neither
+ * goes again for a LEASH__CMD_ONCE command, nor for an orphan without
+ * LEASH__CMD_RETRY (cancelled, or a Redlock grant's copy dropped: route/
+ * copies.h): it would run behind the release written after it.
  *
  * The server's clock: the handshake asks for TIME, and the owner reports the
  * server time it reads in replies (leash__conn_server_time). From them the
@@ -155,9 +160,9 @@ typedef struct leash__conn_cfg {
     int pubsub;
 } leash__conn_cfg;
 
-/* AUTH, ROLE, INFO, TIME, SELECT and SCRIPT LOADs (the scripts and their
- * variants for older servers). */
-#define LEASH__HANDSHAKE_MAX 24
+/* AUTH, ROLE, INFO server, INFO memory, TIME, SELECT and SCRIPT LOADs (the
+ * scripts and their variants for older servers), or PING alone. */
+#define LEASH__HANDSHAKE_MAX 32
 
 struct leash__conn {
     leash__env *env;
@@ -186,6 +191,7 @@ struct leash__conn {
     int version;
     int handshake_busy;      /* the last handshake got LOADING or BUSY */
     int not_master;          /* require_master: the server said it is a replica */
+    int evict_warned;        /* its maxmemory-policy can evict locks: said once */
     unsigned failures;       /* connect attempts that failed since it was last ready */
     int was_ready;           /* has been ready once: the next ready is a reconnect */
     leash__list queue;       /* not sent yet */

@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include "base/clock.h"
+#include "base/timer.h"
 #include "wire/resolve.h"
 
 /* What one read takes at most; a read that fills it is followed by another
@@ -26,6 +27,18 @@
 /* Our replies never hold more than one renew batch (100) per array; a
  * larger array from a server is refused before hiredis allocates it. */
 #define MAX_ELEMENTS 4096
+/* How long a connect runs alone before the next address starts beside it
+ * (RFC 8305's Connection Attempt Delay), and the least it may shrink to
+ * when the connect budget is short (RFC 8305's floor). */
+#define STAGGER_MS 250
+#define STAGGER_MIN_MS 10
+
+/* One connect of the race, to the address of the same index. */
+typedef struct racer {
+    leash__sock *s;
+    int fd;   /* -1: not started, failed, or handed to the socket */
+    void *io; /* its watcher; the winner's becomes the socket's */
+} racer;
 
 struct leash__sock {
     leash__env *env;
@@ -36,7 +49,13 @@ struct leash__sock {
     char *host;             /* the name or address connected to, for log lines */
     leash__query *query;    /* while the name resolves */
     leash__addrs *addrs;    /* where to connect, in order (NULL: a unix socket) */
-    size_t next;            /* the next of them to try */
+    racer *race;            /* one per address (one for a unix socket) */
+    size_t next;            /* the next address to start */
+    size_t racing;          /* connects started and not ended */
+    leash__timer stagger;   /* when the next address starts beside them */
+    int64_t deadline;       /* the connect budget's end (ms), 0: none given */
+    int last_err;           /* errno of the connect that failed last */
+    size_t last_failed;     /* ... and its address */
     leash__tls *tls;        /* TLS once connected (NULL: plain) */
     const char *tls_name;   /* the name sent and verified */
     leash__tls_session *ts; /* from the connect on, with tls */
@@ -145,18 +164,42 @@ static void drop_fd(leash__sock *s) {
     s->events = 0;
 }
 
-/* Releases the fd and its watcher, or ends the name's query; hooks fire
- * no more. */
+static void racer_close(leash__sock *s, racer *r) {
+    if (r->io != NULL) {
+        s->env->loop.io_free(s->env->loop.data, r->io);
+        r->io = NULL;
+    }
+    if (r->fd >= 0) {
+        close(r->fd);
+        r->fd = -1;
+        s->racing--;
+    }
+}
+
+/* Ends every connect still racing, and the next one's start. */
+static void race_end(leash__sock *s) {
+    size_t n = s->addrs != NULL ? s->addrs->n : 1;
+
+    leash__timer_stop(&s->stagger);
+    for (size_t i = 0; s->race != NULL && i < n; i++)
+        racer_close(s, &s->race[i]);
+}
+
+/* Releases the fd and its watcher, or ends the connects or the wait for
+ * the name's answer; hooks fire no more. */
 static void shut(leash__sock *s) {
     s->dead = 1;
     if (s->query != NULL) {
         leash__resolve_cancel(s->query);
         s->query = NULL;
     }
+    race_end(s);
     drop_fd(s);
 }
 
 static void sock_free(leash__sock *s) {
+    leash__timer_clear(&s->stagger);
+    free(s->race);
     if (s->reader != NULL)
         redisReaderFree(s->reader);
     free(s->obuf);
@@ -389,37 +432,17 @@ static void start_tls(leash__sock *s) {
     tls_handshake(s);
 }
 
-static int connect_next(leash__sock *s, int err, char *why, size_t len);
-
-static void finish_connect(leash__sock *s) {
-    int err = 0;
-    socklen_t len = sizeof(err);
-    char why[200];
-
-    if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-        err = errno;
-    if (err != 0) {
-        if (connect_next(s, err, why, sizeof(why)) != 0)
-            fail(s, why, 0);
-        return;
-    }
-    s->connecting = 0;
-    if (s->tls != NULL) {
-        start_tls(s);
-        return;
-    }
-    set_events(s, LEASH_IO_READ | (s->olen > s->opos ? LEASH_IO_WRITE : 0));
-    s->hooks->connected(s->owner);
-}
+static void race_io(leash__sock *s, racer *r);
 
 static void on_io(void *arg, int events) {
-    leash__sock *s = arg;
+    racer *r = arg;
+    leash__sock *s = r->s;
     leash__env *env = s->env;
 
     leash__env_enter(env);
     s->dispatching++;
     if (s->connecting) {
-        finish_connect(s);
+        race_io(s, r);
     } else if (s->handshaking) {
         tls_handshake(s);
     } else if (s->ts != NULL) {
@@ -473,66 +496,234 @@ static int connect_unix(const char *path, char *err, size_t errlen) {
     return fd;
 }
 
-/* Watches fd, whose connect was started. 0, or -1 (fd closed). */
-static int watch_fd(leash__sock *s, int fd) {
-    s->io = s->env->loop.io_new(s->env->loop.data, fd, on_io, s);
-    if (s->io == NULL) {
+/*
+ * ---- the race (RFC 8305, Happy Eyeballs) ----
+ *
+ * A name's addresses are tried in their order, but an address whose
+ * connect neither completes nor fails (SYNs dropped by a firewall, a dead
+ * node behind a round-robin name, IPv6 filtered on a dual-stack host)
+ * does not hold the others back: after STAGGER_MS (less when the connect
+ * budget would not let every address start), the next one starts beside
+ * it. One that fails lets the next start at once. The first connect that
+ * completes wins, the others are closed, and the resolver hears which
+ * address it was: it goes first next time. The TLS handshake runs on the
+ * winner alone. The budget itself is the owner's (connect_timeout_ms).
+ */
+
+static size_t addr_count(const leash__sock *s) {
+    return s->addrs != NULL ? s->addrs->n : 1;
+}
+
+static const struct sockaddr *addr_at(const leash__sock *s, size_t i) {
+    return (const struct sockaddr *)&s->addrs->at[i].sa;
+}
+
+/* Watches racer i's fd, whose connect was started. 0, or ENOMEM (fd
+ * closed). */
+static int race_watch(leash__sock *s, size_t i, int fd) {
+    racer *r = &s->race[i];
+
+    r->s = s;
+    r->io = s->env->loop.io_new(s->env->loop.data, fd, on_io, r);
+    if (r->io == NULL) {
         close(fd);
-        return -1;
+        return ENOMEM;
     }
-    s->fd = fd;
+    r->fd = fd;
+    s->racing++;
     /* The connect's end shows as writable, even when it is already done:
      * the owner hears of it from the loop either way. */
-    set_events(s, LEASH_IO_WRITE);
+    s->env->loop.io_set(s->env->loop.data, r->io, LEASH_IO_WRITE);
     return 0;
 }
 
-/* Starts a connect to the next address that takes one (the fd of the one
- * before is closed): 0; or -1 once none is left, with why (err: errno of
- * the address before, 0 for none). */
-static int connect_next(leash__sock *s, int err, char *why, size_t len) {
+/* Starts the connect to address i: 0, or the errno that ended it at once. */
+static int race_start(leash__sock *s, size_t i) {
+    const struct sockaddr *sa = addr_at(s, i);
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), err;
+
+    if (fd < 0)
+        return errno;
+    if (connect(fd, sa, s->addrs->at[i].len) != 0 && errno != EINPROGRESS) {
+        err = errno;
+        close(fd);
+        return err;
+    }
+    tune_tcp(fd);
+    return race_watch(s, i, fd);
+}
+
+/* How long the connect just started runs alone: STAGGER_MS, or the share
+ * of what is left of the budget that lets every address still to start
+ * have as long as the last. */
+static int64_t stagger_delay(const leash__sock *s) {
+    int64_t delay = STAGGER_MS;
+
+    if (s->deadline != 0) {
+        int64_t share = (s->deadline - leash__now_ms()) / (int64_t)(s->addrs->n - s->next + 1);
+        if (share < delay)
+            delay = share;
+    }
+    return delay < STAGGER_MIN_MS ? STAGGER_MIN_MS : delay;
+}
+
+/* Starts the next address that takes a connect (logging each one that
+ * refused at once, and what comes after it), and arms the start of the
+ * one after. 0, or -1 when none was left. */
+static int start_next(leash__sock *s) {
     char at[64], then[64];
 
-    drop_fd(s);
-    if (s->addrs == NULL) { /* a unix socket */
-        snprintf(why, len, "connect failed: %s", strerror(err));
-        return -1;
-    }
     while (s->next < s->addrs->n) {
-        const struct sockaddr *sa = (const struct sockaddr *)&s->addrs->at[s->next].sa;
-        int fd;
+        size_t i = s->next++;
+        int err = race_start(s, i);
 
-        if (err != 0) {
-            leash__addr_text((const struct sockaddr *)&s->addrs->at[s->next - 1].sa, at,
-                             sizeof(at));
-            leash__addr_text((const struct sockaddr *)&s->addrs->at[s->next].sa, then,
-                             sizeof(then));
+        if (err == 0) {
+            if (s->next < s->addrs->n)
+                (void)leash__timer_at(&s->stagger, leash__now_ms() + stagger_delay(s), 0);
+            else
+                leash__timer_stop(&s->stagger);
+            return 0;
+        }
+        s->last_err = err;
+        s->last_failed = i;
+        if (s->next < s->addrs->n) {
+            leash__addr_text(addr_at(s, i), at, sizeof(at));
+            leash__addr_text(addr_at(s, s->next), then, sizeof(then));
             leash__log(&s->env->log, LEASH_LOG_INFO, "%s: connect to %s failed (%s): trying %s",
                        s->host, at, strerror(err), then);
         }
-        fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            err = errno;
-        } else if (connect(fd, sa, s->addrs->at[s->next].len) != 0 && errno != EINPROGRESS) {
-            err = errno;
-            close(fd);
-        } else {
-            tune_tcp(fd);
-            if (watch_fd(s, fd) != 0) {
-                snprintf(why, len, "out of memory (fd watcher)");
-                return -1;
-            }
-            s->next++;
-            return 0;
-        }
-        s->next++;
     }
-    leash__addr_text((const struct sockaddr *)&s->addrs->at[s->addrs->n - 1].sa, at, sizeof(at));
+    leash__timer_stop(&s->stagger);
+    return -1;
+}
+
+/* Why no address connected: the last failure. */
+static void lost_why(const leash__sock *s, char *why, size_t len) {
+    char at[64];
+
+    if (s->addrs == NULL) {
+        snprintf(why, len, "connect failed: %s", strerror(s->last_err));
+        return;
+    }
+    leash__addr_text(addr_at(s, s->last_failed), at, sizeof(at));
     if (s->addrs->n > 1)
         snprintf(why, len, "connect failed (%s, the last of %zu addresses of %s): %s", at,
-                 s->addrs->n, s->host, strerror(err));
+                 s->addrs->n, s->host, strerror(s->last_err));
     else
-        snprintf(why, len, "connect failed (%s): %s", at, strerror(err));
+        snprintf(why, len, "connect failed (%s): %s", at, strerror(s->last_err));
+}
+
+/* No connect runs and no address is left: the socket fails. */
+static void race_lost(leash__sock *s) {
+    char why[200];
+
+    lost_why(s, why, sizeof(why));
+    fail(s, why, 0);
+}
+
+/* Racer i's connect failed with err: the next address starts now. */
+static void race_failed(leash__sock *s, size_t i, int err) {
+    char at[64], then[64];
+
+    racer_close(s, &s->race[i]);
+    s->last_err = err;
+    s->last_failed = i;
+    if (s->addrs == NULL) {
+        race_lost(s);
+        return;
+    }
+    leash__addr_text(addr_at(s, i), at, sizeof(at));
+    if (s->next < s->addrs->n) {
+        leash__addr_text(addr_at(s, s->next), then, sizeof(then));
+        leash__log(&s->env->log, LEASH_LOG_INFO, "%s: connect to %s failed (%s): trying %s",
+                   s->host, at, strerror(err), then);
+    } else if (s->racing > 0) {
+        leash__log(&s->env->log, LEASH_LOG_INFO,
+                   "%s: connect to %s failed (%s): %zu other%s still connecting", s->host, at,
+                   strerror(err), s->racing, s->racing == 1 ? "" : "s");
+    }
+    if (start_next(s) != 0 && s->racing == 0)
+        race_lost(s);
+}
+
+/* Racer i connected first: the socket's fd from now on. */
+static void race_won(leash__sock *s, size_t i) {
+    racer *r = &s->race[i];
+    char at[64];
+
+    s->fd = r->fd;
+    s->io = r->io;
+    s->events = LEASH_IO_WRITE;
+    r->fd = -1;
+    r->io = NULL;
+    s->racing--;
+    race_end(s);
+    if (s->addrs != NULL && s->addrs->n > 1) {
+        leash__addr_text(addr_at(s, i), at, sizeof(at));
+        leash__log(&s->env->log, LEASH_LOG_DEBUG, "%s: connected to %s", s->host, at);
+        leash__resolve_worked(s->env->resolver, s->host, addr_at(s, i), s->addrs->at[i].len);
+    }
+    s->connecting = 0;
+    if (s->tls != NULL) {
+        start_tls(s);
+        return;
+    }
+    set_events(s, LEASH_IO_READ | (s->olen > s->opos ? LEASH_IO_WRITE : 0));
+    s->hooks->connected(s->owner);
+}
+
+/* A racer's connect ended. */
+static void race_io(leash__sock *s, racer *r) {
+    size_t i = (size_t)(r - s->race);
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+    if (err != 0)
+        race_failed(s, i, err);
+    else
+        race_won(s, i);
+}
+
+/* The connect started last ran STAGGER_MS alone: the next starts beside. */
+static void stagger_fired(void *arg) {
+    leash__sock *s = arg;
+    char at[64], then[64];
+
+    if (s->dead || !s->connecting || s->addrs == NULL || s->next >= s->addrs->n)
+        return;
+    s->dispatching++;
+    leash__addr_text(addr_at(s, s->next - 1), at, sizeof(at));
+    leash__addr_text(addr_at(s, s->next), then, sizeof(then));
+    leash__log(&s->env->log, LEASH_LOG_INFO, "%s: connect to %s not done yet: trying %s beside it",
+               s->host, at, then);
+    if (start_next(s) != 0 && s->racing == 0)
+        race_lost(s);
+    if (--s->dispatching == 0 && s->dead)
+        sock_free(s);
+}
+
+/* One racer per address. 0, or -1 without memory. */
+static int race_alloc(leash__sock *s) {
+    s->race = calloc(addr_count(s), sizeof(*s->race));
+    if (s->race == NULL)
+        return -1;
+    for (size_t i = 0; i < addr_count(s); i++)
+        s->race[i].fd = -1;
+    return 0;
+}
+
+/* Starts the race over s->addrs: 0, or -1 with why when no address took a
+ * connect. */
+static int race_begin(leash__sock *s, char *why, size_t len) {
+    if (race_alloc(s) != 0) {
+        snprintf(why, len, "out of memory");
+        return -1;
+    }
+    if (start_next(s) == 0)
+        return 0;
+    lost_why(s, why, len);
     return -1;
 }
 
@@ -550,7 +741,7 @@ static void on_resolved(void *arg, leash__addrs *addrs, const char *why_not) {
         s->addrs = addrs;
         leash__log(&s->env->log, LEASH_LOG_DEBUG, "%s: %zu address%s", s->host, addrs->n,
                    addrs->n == 1 ? "" : "es");
-        if (connect_next(s, 0, why, sizeof(why)) != 0)
+        if (race_begin(s, why, sizeof(why)) != 0)
             fail(s, why, 0);
     }
     if (--s->dispatching == 0 && s->dead)
@@ -609,16 +800,23 @@ leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
     }
     s->fd = -1;
     s->connecting = 1;
+    leash__timer_init(&s->stagger, env, stagger_fired, s);
+    if (addr->budget_ms > 0)
+        s->deadline = leash__now_ms() + addr->budget_ms;
     if (addr->unix_path != NULL) {
+        if (race_alloc(s) != 0) {
+            snprintf(err, errlen, "out of memory");
+            goto failed;
+        }
         if ((fd = connect_unix(addr->unix_path, err, errlen)) < 0)
             goto failed;
-        if (watch_fd(s, fd) != 0) {
+        if (race_watch(s, 0, fd) != 0) {
             snprintf(err, errlen, "out of memory (fd watcher)");
             goto failed;
         }
     } else if (literal) {
         /* An IP address connects at once. */
-        if (connect_next(s, 0, err, errlen) != 0)
+        if (race_begin(s, err, errlen) != 0)
             goto failed;
     } else {
         /* A name: resolving, then connecting (on_resolved). */
@@ -630,6 +828,7 @@ leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
     return s;
 
 failed:
+    race_end(s);
     drop_fd(s);
     sock_free(s);
     return NULL;
@@ -689,8 +888,11 @@ int leash__sock_has_input(const leash__sock *s) {
            recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
 }
 
-int64_t leash__sock_tls_handshake_since(const leash__sock *s) {
-    return s->handshaking;
+int leash__sock_tls_seen(const leash__sock *s, char *out, size_t len) {
+    if (!s->handshaking || s->ts == NULL)
+        return 0;
+    leash__tls_seen(s->ts, out, len);
+    return 1;
 }
 
 int leash__sock_resolving(const leash__sock *s) {

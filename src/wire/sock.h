@@ -16,6 +16,7 @@
 #define LEASH_WIRE_SOCK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/env.h"
 #include "wire/tls.h"
@@ -40,14 +41,19 @@ typedef struct leash__sock_hooks {
 
 /* Where to connect: a unix socket path, or a host and port. An IP address
  * connects at once; a name is resolved first, without blocking (the env's
- * resolver, wire/resolve.h), again on every open, and each of its
- * addresses is tried in turn until one connects. For a host, TLS or not. */
+ * resolver, wire/resolve.h), again on every open, and its addresses race
+ * (RFC 8305): in order, each next one starting when the one before failed
+ * or has not connected within 250 ms (less when budget_ms would not let
+ * every address start), the first to connect winning; the address that
+ * won goes first next time. For a host, TLS or not (the handshake on the
+ * winner). */
 typedef struct leash__sock_addr {
     const char *host;
     int port;
     const char *unix_path;
     leash__tls *tls;      /* NULL: plain; else TLS once the connect completes */
     const char *tls_name; /* with tls: the name sent (SNI) and verified */
+    int64_t budget_ms;    /* the owner's connect timeout, from the open; 0: none said */
 } leash__sock_addr;
 
 /*
@@ -78,13 +84,14 @@ size_t leash__sock_unsent(const leash__sock *s);
  * or input the TLS session holds) that the loop has not delivered yet. */
 int leash__sock_has_input(const leash__sock *s);
 
-/* Since when (leash__now_ms) the TLS handshake runs (the connect itself
- * completed); 0 when it does not run. */
-int64_t leash__sock_tls_handshake_since(const leash__sock *s);
+/* While the TLS handshake runs: what the server sent so far (see
+ * leash__tls_seen) in out, and 1; else 0. */
+int leash__sock_tls_seen(const leash__sock *s, char *out, size_t len);
 /* 1 while the host name is being resolved (no connect started yet). */
 int leash__sock_resolving(const leash__sock *s);
 
-/* The fd, for tests that drive the loop by hand; -1 once closed. */
+/* The fd, for tests that drive the loop by hand; -1 until a connect won
+ * (the race's fds are its own), and once closed. */
 int leash__sock_fd(const leash__sock *s);
 
 /* Closes the socket (a query for its name ends); no hook fires any more. */

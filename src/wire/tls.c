@@ -18,6 +18,10 @@ struct leash__tls {
     SSL_CTX *ctx;
     BIO_METHOD *bio; /* the fd with MSG_NOSIGNAL */
     int verify;
+    /* While the client key is read (and only then: it is not kept): its
+     * password, and whether OpenSSL asked for one. */
+    const char *key_password;
+    int key_asked;
 };
 
 /* A session is OpenSSL's SSL object; the name verified stays in it. */
@@ -102,7 +106,44 @@ static int refuse_file(const leash__logger *log, const char *what, const char *p
     return LEASH_ETLS;
 }
 
-static int load_files(SSL_CTX *ctx, const leash__tls_cfg *cfg, const leash__logger *log) {
+/* OpenSSL's password callback: without it, reading an encrypted key asks
+ * on the terminal (or reads stdin) and blocks. The key's password, or a
+ * refusal: the library never prompts. */
+static int give_key_password(char *buf, int size, int rwflag, void *arg) {
+    leash__tls *t = arg;
+    size_t n;
+
+    (void)rwflag;
+    t->key_asked = 1;
+    if (t->key_password == NULL || size <= 0 || (n = strlen(t->key_password)) > (size_t)size)
+        return -1;
+    memcpy(buf, t->key_password, n);
+    return (int)n;
+}
+
+static int refuse_key(const leash__tls *t, const leash__tls_cfg *cfg, const leash__logger *log) {
+    const char *path = cfg->key_file;
+
+    if (!t->key_asked)
+        return refuse_file(log, "the client key", path);
+    ERR_clear_error();
+    if (cfg->key_password == NULL)
+        leash__log(log, LEASH_LOG_ERROR,
+                   "leash_client_new: TLS: cannot use the client key %s: the client key is "
+                   "encrypted: give its password (tls_key_password)",
+                   path);
+    else
+        leash__log(log, LEASH_LOG_ERROR,
+                   "leash_client_new: TLS: cannot use the client key %s: the client key is "
+                   "encrypted and tls_key_password does not decrypt it",
+                   path);
+    return LEASH_ETLS;
+}
+
+static int load_files(leash__tls *t, const leash__tls_cfg *cfg, const leash__logger *log) {
+    SSL_CTX *ctx = t->ctx;
+    int ok;
+
     if (cfg->ca_file != NULL || cfg->ca_dir != NULL) {
         if (SSL_CTX_load_verify_locations(ctx, cfg->ca_file, cfg->ca_dir) != 1)
             return refuse_file(log, cfg->ca_file != NULL ? "the CA file" : "the CA directory",
@@ -113,8 +154,12 @@ static int load_files(SSL_CTX *ctx, const leash__tls_cfg *cfg, const leash__logg
     if (cfg->cert_file != NULL) {
         if (SSL_CTX_use_certificate_chain_file(ctx, cfg->cert_file) != 1)
             return refuse_file(log, "the client certificate", cfg->cert_file);
-        if (SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) != 1)
-            return refuse_file(log, "the client key", cfg->key_file);
+        t->key_password = cfg->key_password;
+        t->key_asked = 0;
+        ok = SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) == 1;
+        t->key_password = NULL;
+        if (!ok)
+            return refuse_key(t, cfg, log);
         if (SSL_CTX_check_private_key(ctx) != 1)
             return refuse_file(log, "the client key (it does not match the certificate)",
                                cfg->key_file);
@@ -137,7 +182,10 @@ int leash__tls_new(leash__tls **out, const leash__tls_cfg *cfg, const leash__log
      * output buffer grows by realloc while a record waits. */
     SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_verify(t->ctx, cfg->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
-    if ((rc = load_files(t->ctx, cfg, log)) != LEASH_OK)
+    /* Before any file is read: OpenSSL's own default prompts. */
+    SSL_CTX_set_default_passwd_cb(t->ctx, give_key_password);
+    SSL_CTX_set_default_passwd_cb_userdata(t->ctx, t);
+    if ((rc = load_files(t, cfg, log)) != LEASH_OK)
         goto fail;
     if (!cfg->verify)
         leash__log(log, LEASH_LOG_WARN,
@@ -164,16 +212,28 @@ void leash__tls_free(leash__tls *t) {
 /* ---- a session ---- */
 
 /* A host name goes out as SNI and is matched against the certificate's
- * DNS names; an IP address is matched against its IP addresses (RFC 6066
- * has no SNI for addresses). */
+ * DNS names (its SANs only: a certificate that names its host in the
+ * subject's CN alone is refused, as RFC 9525 and modern clients do); an IP
+ * address is matched against its IP addresses (RFC 6066 has no SNI for
+ * addresses). A name in its absolute form ("a.svc.test.", common in
+ * Kubernetes) is the same name: SNI and certificates carry it without its
+ * trailing dot. */
 static int set_name(SSL *ssl, const char *name, int verify) {
     X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+    char relative[256];
+    size_t n = strlen(name);
 
+    if (n > 1 && name[n - 1] == '.' && n - 1 < sizeof(relative)) {
+        memcpy(relative, name, n - 1);
+        relative[n - 1] = '\0';
+        name = relative;
+    }
     if (X509_VERIFY_PARAM_set1_ip_asc(param, name) == 1)
         return 1;
     if (SSL_set_tlsext_host_name(ssl, name) != 1)
         return 0;
-    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS |
+                                               X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
     return !verify || X509_VERIFY_PARAM_set1_host(param, name, 0) == 1;
 }
 
@@ -322,6 +382,17 @@ long leash__tls_write(leash__tls_session *ts, const char *buf, size_t len, char 
     errno = 0;
     n = SSL_write(ts->ssl, buf, len > (1u << 30) ? (int)(1u << 30) : (int)len);
     return n > 0 ? n : outcome(ts, n, 0, why, whylen);
+}
+
+void leash__tls_seen(const leash__tls_session *ts, char *out, size_t len) {
+    uint64_t n = BIO_number_read(SSL_get_rbio(ts->ssl));
+
+    if (n == 0)
+        snprintf(out, len, "no byte from the server");
+    else
+        snprintf(out, len,
+                 "%llu byte%s from the server, then nothing; the handshake's last step: %s",
+                 (unsigned long long)n, n == 1 ? "" : "s", SSL_state_string_long(ts->ssl));
 }
 
 int leash__tls_pending(const leash__tls_session *ts) {

@@ -30,6 +30,9 @@ typedef struct leash__tls_cfg {
     const char *ca_file, *ca_dir; /* both NULL: the system's default store */
     const char *cert_file, *key_file;
     int verify;
+    /* The password of an encrypted key_file; NULL: none. Used while
+     * leash__tls_new reads the key, not kept. */
+    const char *key_password;
 } leash__tls_cfg;
 
 /* What a session call returns besides a byte count (> 0). */
@@ -42,9 +45,11 @@ enum {
     LEASH__TLS_FAILED = -5      /* TLS refused: a certificate, an alert, not TLS at all */
 };
 
-/* The client's context. LEASH_OK; LEASH_ETLS when a file cannot be read or
- * the key does not match the certificate (logged, with OpenSSL's reason);
- * LEASH_ENOMEM. tls_verify = 0 is logged as a warning here, once. */
+/* The client's context. LEASH_OK; LEASH_ETLS when a file cannot be read,
+ * the key is encrypted and key_password is NULL or wrong, or the key does
+ * not match the certificate (logged, with OpenSSL's reason); LEASH_ENOMEM.
+ * It never prompts for a password. tls_verify = 0 is logged as a warning
+ * here, once. */
 int leash__tls_new(leash__tls **out, const leash__tls_cfg *cfg, const leash__logger *log);
 void leash__tls_free(leash__tls *t);
 
@@ -68,6 +73,11 @@ long leash__tls_read(leash__tls_session *ts, char *buf, size_t len, char *why, s
  * the front of buf (buf itself may have moved, and may have grown). */
 long leash__tls_write(leash__tls_session *ts, const char *buf, size_t len, char *why,
                       size_t whylen);
+
+/* What the server sent so far, for the log line of a handshake that ran
+ * out of time: "no byte from the server", or how many bytes and how far
+ * the handshake came with them. */
+void leash__tls_seen(const leash__tls_session *ts, char *out, size_t len);
 
 /* Whether the session holds input it decrypted or read ahead that no
  * leash__tls_read has returned yet: the socket may show nothing to read. */

@@ -27,7 +27,8 @@ enum {
     OP_SET = 1,
     OP_FORGET,
     OP_DELAY,
-    OP_QUERIES
+    OP_QUERIES,
+    OP_TTL
 };
 
 #define NAME_MAX_ 256
@@ -70,6 +71,7 @@ static entry names[NAMES];
 static pending queue[PENDING];
 static int nqueue;
 static int delay_ms;
+static unsigned ttl_s;
 
 static int64_t now_ms(void) {
     struct timespec ts;
@@ -188,8 +190,9 @@ static size_t answer(const unsigned char *q, size_t qlen, unsigned char *out) {
             continue;
         put16(out + len, 0xC00C); /* the name: a pointer to the question's */
         put16(out + len + 2, (unsigned)type);
-        put16(out + len + 4, 1);     /* IN */
-        memset(out + len + 6, 0, 4); /* TTL 0 */
+        put16(out + len + 4, 1); /* IN */
+        put16(out + len + 6, ttl_s >> 16);
+        put16(out + len + 8, ttl_s & 0xFFFF);
         put16(out + len + 10, (unsigned)size);
         memcpy(out + len + 12, a->bytes, size);
         len += 12 + size;
@@ -251,6 +254,9 @@ static long on_ctl(const ctl_msg *m) {
         return 0;
     case OP_DELAY:
         delay_ms = m->value;
+        return 0;
+    case OP_TTL:
+        ttl_s = (unsigned)m->value;
         return 0;
     case OP_QUERIES:
         return (e = entry_of(m->name, 0)) != NULL ? e->queries : 0;
@@ -377,6 +383,10 @@ int test_dns_set(test_dns *d, const char *name, const char *addrs) {
 
 int test_dns_delay(test_dns *d, int ms) {
     return (int)ask(d, OP_DELAY, NULL, NULL, ms);
+}
+
+int test_dns_ttl(test_dns *d, int seconds) {
+    return (int)ask(d, OP_TTL, NULL, NULL, seconds);
 }
 
 long test_dns_queries(test_dns *d, const char *name) {

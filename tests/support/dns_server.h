@@ -11,7 +11,8 @@
  * it with leash_options.dns_servers = d.servers, and asks no other server.
  *
  * Answers: a name in the table gets its addresses of the type asked (none
- * of that type: an empty NOERROR answer); any other name NXDOMAIN. TTL 0.
+ * of that type: an empty NOERROR answer); any other name NXDOMAIN. TTL 0
+ * unless test_dns_ttl says otherwise.
  *
  *     test_dns d;
  *     CHECK(test_dns_start(&d) == 0);
@@ -53,6 +54,9 @@ int test_dns_set(test_dns *d, const char *name, const char *addrs);
 /* Every answer from now on leaves ms after its query came (0: at once).
  * 0, or -1. */
 int test_dns_delay(test_dns *d, int ms);
+/* The TTL of every answer from now on, in seconds (0 at the start). 0, or
+ * -1. */
+int test_dns_ttl(test_dns *d, int seconds);
 /* Queries (A and AAAA alike) that came for name so far, or -1. */
 long test_dns_queries(test_dns *d, const char *name);
 

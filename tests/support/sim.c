@@ -1127,6 +1127,8 @@ static unsigned auto_kind(const sim_cmd *cmd) {
         return SIM_AUTO_PING;
     if (cmd_is(cmd, "TIME") && cmd->argc == 1)
         return SIM_AUTO_TIME;
+    if (cmd_is(cmd, "INFO") && cmd->argc == 2 && strcasecmp(cmd->argv[1], "memory") == 0)
+        return SIM_AUTO_INFO_MEMORY;
     if (cmd_is(cmd, "INFO") && cmd->argc <= 2)
         return SIM_AUTO_INFO;
     if (cmd_is(cmd, "SCRIPT") && cmd->argc == 3 && strcasecmp(cmd->argv[1], "LOAD") == 0)
@@ -1211,6 +1213,11 @@ static void answer(sim_conn *c, const sim_cmd *cmd, unsigned kind) {
         buf_bulk(&b, "# Server\r\nredis_version:" SIM_REDIS_VERSION "\r\n",
                  sizeof("# Server\r\nredis_version:" SIM_REDIS_VERSION "\r\n") - 1);
         break;
+    case SIM_AUTO_INFO_MEMORY: {
+        static const char mem[] = "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n";
+        buf_bulk(&b, mem, sizeof(mem) - 1);
+        break;
+    }
     case SIM_AUTO_SCRIPT_LOAD:
         leash__sha1_hex(cmd->argv[2], cmd->argvlen[2], tmp);
         buf_bulk(&b, tmp, 40);

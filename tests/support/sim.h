@@ -122,6 +122,7 @@ enum sim_role {
  *                 not give that to the PING's callback, with Redis either)
  *   TIME          [seconds, microseconds] of SIM_WALL_S + the virtual ms
  *   INFO          "# Server" with redis_version SIM_REDIS_VERSION
+ *   INFO_MEMORY   INFO memory: "# Memory" with maxmemory 0, policy noeviction
  *   SCRIPT_LOAD   SCRIPT LOAD src: the SHA1 of src
  *   SUBSCRIBE     one confirmation per channel, with the running count
  *   UNSUBSCRIBE   the same (no channel: every channel subscribed)
@@ -138,7 +139,8 @@ enum sim_auto {
     SIM_AUTO_SUBSCRIBE = 1u << 5,
     SIM_AUTO_UNSUBSCRIBE = 1u << 6,
     SIM_AUTO_INFO = 1u << 7,
-    SIM_AUTO_ALL = (1u << 8) - 1
+    SIM_AUTO_INFO_MEMORY = 1u << 8,
+    SIM_AUTO_ALL = (1u << 9) - 1
 };
 /* The version the sim's INFO reports (Debian 12's). */
 #define SIM_REDIS_VERSION "7.0.15"
