@@ -2076,6 +2076,25 @@ static int lab_port;
 static int probes;
 static uint64_t probe_failures, probes_expected;
 
+/* Per fault: how its probes ended, for the campaign's table (the "cell"
+ * lines at the end). */
+#define MAX_CELLS 32
+static struct cell {
+    const char *fault;
+    uint64_t probes, failed, documented;
+} cells[MAX_CELLS];
+static int ncells;
+
+static struct cell *cell_of(const char *fault) {
+    for (int i = 0; i < ncells; i++)
+        if (strcmp(cells[i].fault, fault) == 0)
+            return &cells[i];
+    if (ncells == MAX_CELLS)
+        return &cells[MAX_CELLS - 1];
+    cells[ncells].fault = fault;
+    return &cells[ncells++];
+}
+
 static void probe_on_acquired(leash_lock *l, int status, void *arg) {
     probe_result *r = arg;
     (void)l;
@@ -2148,6 +2167,8 @@ static void probe_check(probe *p, int64_t over, const char *fault) {
 
     if (p->pid <= 0)
         return;
+    struct cell *c = cell_of(fault);
+    c->probes++;
     do
         got = read(p->fd, &r, sizeof r);
     while (got < 0 && errno == EINTR);
@@ -2156,22 +2177,26 @@ static void probe_check(probe *p, int64_t over, const char *fault) {
     p->pid = 0;
     if (got != (ssize_t)sizeof r) {
         probe_failures++;
+        c->failed++;
         sv_violation("availability: probe %d across %s died (status 0x%x)", p->n, fault, status);
     } else if (r.status == LEASH_EREPLICAS && short_during(p->started, r.ended)) {
         /* README "Redis Sentinel": while the master has fewer replicas in
          * sync than wait_replicas, grants fail EREPLICAS. */
         probes_expected++;
+        c->documented++;
         fprintf(stderr,
                 "torture: probe %d across %s ended %s at t=%lld: expected (the master was short "
                 "of replicas)\n",
                 p->n, fault, leash_strerror(r.status), (long long)r.ended);
     } else if (r.status != LEASH_OK) {
         probe_failures++;
+        c->failed++;
         sv_violation("availability: probe %d across %s (over at t=%lld): a fresh client's "
                      "acquire of a free lock ended %s at t=%lld",
                      p->n, fault, (long long)over, leash_strerror(r.status), (long long)r.ended);
     } else if (r.ended > over + RECOVER_MS) {
         probe_failures++;
+        c->failed++;
         sv_violation("availability: probe %d across %s (over at t=%lld): granted at t=%lld, "
                      "%lld ms after the fault was over (at most %d)",
                      p->n, fault, (long long)over, (long long)r.ended, (long long)(r.ended - over),
@@ -3222,6 +3247,13 @@ int main(int argc, char **argv) {
     if (LAB != NULL)
         printf(" (probes %d: failed %" PRIu64 ", failed as documented %" PRIu64 ")", probes,
                probe_failures, probes_expected);
+    /* One line per fault for scripts/campaign: fired, and its probes. */
+    for (i = 0; LAB != NULL && i < nkinds; i++) {
+        const struct cell *c = cell_of(kind_names[i]);
+        printf("\ncell %s fired=%" PRIu64 " probes=%" PRIu64 " failed=%" PRIu64
+               " documented=%" PRIu64,
+               kind_names[i], kind_counts[i], c->probes, c->failed, c->documented);
+    }
     printf("\nacquire endings: busy=%" PRIu64 " timedout=%" PRIu64 " econn=%" PRIu64
            " ereplicas=%" PRIu64 " canceled=%" PRIu64 " other=%" PRIu64 "; writes=%" PRIu64
            "; worst lateness: lost %lld ms past its deadline (beyond the loop's own), acquire %lld "
