@@ -16,6 +16,8 @@
  *                                    the same on Redlock's five servers
  *   torture --fair | --rw | --semaphore N [--seconds S] ...
  *                                    the same with the lock family (below)
+ *   torture --lab [--redlock | --sentinel] [--tls] [--only FAULT]
+ *                                    in the network lab (below)
  *
  * What the workers record, in a shared log (an mmap'd file):
  *   UNIT  a unit of "work" of a hold: its fence and the CLOCK_MONOTONIC
@@ -166,6 +168,44 @@
  * in at once; that is counted and printed, not a violation. The output
  * gives, per run, the most holds of a name that were valid at one instant
  * (1 for a mutex or fair lock; up to N for the semaphore; readers: more).
+ */
+/*
+ * Lab mode (--lab, with one server, --redlock or --sentinel; --tls on
+ * top): every redis-server, sentinel, DNS server and worker runs in a
+ * network namespace of its own on one bridge (tests/support/netlab.h,
+ * private addresses that exist only inside the lab; the supervisor
+ * itself moves into an empty namespace). The clients reach the servers by
+ * name (redisN.lab.test, from the lab's two DNS servers, asked in that
+ * order) and, with --tls, over TLS. Instead of the proxy's faults the
+ * network's, on a random set of workers (and the probe, below):
+ *   cut            both ways;
+ *   replies-lost   the server's packets to them dropped (one-way);
+ *   requests-lost  theirs to the server dropped;
+ *   syn-blackhole  new connects to the server vanish, and every client
+ *                  connection is killed into it;
+ *   isolate        the server gone from the network;
+ *   dead-first-address  its name answers a dead address first;
+ *   dns-first-dead the first DNS server gone;
+ *   nxdomain       its name unknown for a while;
+ * and what servers and processes suffer: freeze-server (SIGSTOP),
+ * debug-sleep, restart (with its append-only file), client-kill,
+ * script-flush, sigstop (a worker). Redlock adds a bridge (two groups
+ * of workers that each see a different majority, sharing one server);
+ * Sentinel adds stale-sentinel (the first sentinel of every client's
+ * list cut off while the others fail the master over: it names the old
+ * master, soon a replica) and master-cut-off (the master cut off from
+ * sentinels and replicas, clients still reaching it), and the network's
+ * faults on one sentinel. --only FAULT (one server) replays one cell.
+ *
+ * The checks are those above, and availability: across every fault a
+ * probe, a fresh client in a node of its own (new connections, names
+ * resolved anew), asks for a lock nobody else uses with a wait that
+ * outlasts the fault; it must be granted no later than RECOVER_MS after
+ * the fault was over, and a fault that leaves a path open all along (a
+ * dead first address or DNS server, a bridge, a stale sentinel once the
+ * others named the new master) is over when it begins. A probe that
+ * ends EREPLICAS while a Sentinel master was short of replicas is
+ * counted as documented (README "Redis Sentinel"), not as a violation.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* prctl, strdup, kill, MAP_ANONYMOUS */
@@ -2036,6 +2076,25 @@ static int lab_port;
 static int probes;
 static uint64_t probe_failures, probes_expected;
 
+/* Per fault: how its probes ended, for the campaign's table (the "cell"
+ * lines at the end). */
+#define MAX_CELLS 32
+static struct cell {
+    const char *fault;
+    uint64_t probes, failed, documented;
+} cells[MAX_CELLS];
+static int ncells;
+
+static struct cell *cell_of(const char *fault) {
+    for (int i = 0; i < ncells; i++)
+        if (strcmp(cells[i].fault, fault) == 0)
+            return &cells[i];
+    if (ncells == MAX_CELLS)
+        return &cells[MAX_CELLS - 1];
+    cells[ncells].fault = fault;
+    return &cells[ncells++];
+}
+
 static void probe_on_acquired(leash_lock *l, int status, void *arg) {
     probe_result *r = arg;
     (void)l;
@@ -2108,6 +2167,8 @@ static void probe_check(probe *p, int64_t over, const char *fault) {
 
     if (p->pid <= 0)
         return;
+    struct cell *c = cell_of(fault);
+    c->probes++;
     do
         got = read(p->fd, &r, sizeof r);
     while (got < 0 && errno == EINTR);
@@ -2116,22 +2177,26 @@ static void probe_check(probe *p, int64_t over, const char *fault) {
     p->pid = 0;
     if (got != (ssize_t)sizeof r) {
         probe_failures++;
+        c->failed++;
         sv_violation("availability: probe %d across %s died (status 0x%x)", p->n, fault, status);
     } else if (r.status == LEASH_EREPLICAS && short_during(p->started, r.ended)) {
         /* README "Redis Sentinel": while the master has fewer replicas in
          * sync than wait_replicas, grants fail EREPLICAS. */
         probes_expected++;
+        c->documented++;
         fprintf(stderr,
                 "torture: probe %d across %s ended %s at t=%lld: expected (the master was short "
                 "of replicas)\n",
                 p->n, fault, leash_strerror(r.status), (long long)r.ended);
     } else if (r.status != LEASH_OK) {
         probe_failures++;
+        c->failed++;
         sv_violation("availability: probe %d across %s (over at t=%lld): a fresh client's "
                      "acquire of a free lock ended %s at t=%lld",
                      p->n, fault, (long long)over, leash_strerror(r.status), (long long)r.ended);
     } else if (r.ended > over + RECOVER_MS) {
         probe_failures++;
+        c->failed++;
         sv_violation("availability: probe %d across %s (over at t=%lld): granted at t=%lld, "
                      "%lld ms after the fault was over (at most %d)",
                      p->n, fault, (long long)over, (long long)r.ended, (long long)(r.ended - over),
@@ -3182,6 +3247,13 @@ int main(int argc, char **argv) {
     if (LAB != NULL)
         printf(" (probes %d: failed %" PRIu64 ", failed as documented %" PRIu64 ")", probes,
                probe_failures, probes_expected);
+    /* One line per fault for scripts/campaign: fired, and its probes. */
+    for (i = 0; LAB != NULL && i < nkinds; i++) {
+        const struct cell *c = cell_of(kind_names[i]);
+        printf("\ncell %s fired=%" PRIu64 " probes=%" PRIu64 " failed=%" PRIu64
+               " documented=%" PRIu64,
+               kind_names[i], kind_counts[i], c->probes, c->failed, c->documented);
+    }
     printf("\nacquire endings: busy=%" PRIu64 " timedout=%" PRIu64 " econn=%" PRIu64
            " ereplicas=%" PRIu64 " canceled=%" PRIu64 " other=%" PRIu64 "; writes=%" PRIu64
            "; worst lateness: lost %lld ms past its deadline (beyond the loop's own), acquire %lld "
