@@ -750,13 +750,18 @@ static int ngx_http_leash_upstream_over(ngx_http_request_t *r, int complete) {
         return 1;
     if (!u->buffering && u->length == 0)
         return 1;
+    /* A header-only answer that fills no cache (a mirror's, a HEAD's)
+     * closes the upstream once the backend's header came, reading no body:
+     * the header counts as the end of the backend's work (a backend
+     * answers once its work is done; one that streams a body it still
+     * works on is not covered past its header: README). */
+    if (r->header_only && !u->cacheable && !u->store && u->headers_in.status_n != 0)
+        return 1;
     /* The backend's whole answer was its header: a redirect nginx follows
-     * (X-Accel-Redirect), an answer without a body (204, 304, a HEAD that
-     * went to the backend as HEAD). */
+     * (X-Accel-Redirect), an answer without a body (204, 304). */
     status = u->headers_in.status_n;
     if (u->headers_in.x_accel_redirect != NULL || status == NGX_HTTP_NO_CONTENT ||
-        status == NGX_HTTP_NOT_MODIFIED ||
-        (status != 0 && r->method == NGX_HTTP_HEAD && u->method.len == 0))
+        status == NGX_HTTP_NOT_MODIFIED)
         return 1;
     return 0;
 }

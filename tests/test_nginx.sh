@@ -272,6 +272,8 @@ http {
         location /slbig {
             leash_lock one:\$arg_key; slice 256k; proxy_set_header Range \$slice_range; $proxy
         }
+        location /mfast { leash_lock one:\$arg_key; mirror /mquick; $proxy }
+        location = /mquick { internal; proxy_pass http://127.0.0.1:$backend_port/m?key=\$arg_key-mirror&ms=50; }
         location /xar { leash_lock one:\$arg_key; $proxy }
         location /files/ { internal; leash_lock files:\$arg_key; $proxy }
         location /semopen { leash_semaphore semo:\$arg_key 3; leash_wait 1s; leash_fail open; $proxy }
@@ -449,6 +451,18 @@ settled chd 2
 [[ $(stat_of chd peak) == 1 && $(stat_of chd order) == first,next ]] ||
     fail "proxy_cache HEAD (answered in $((t1 - t0)) ms): the lock went before the cache fill: $(stats chd)"
 pass "proxy_cache: a HEAD answered at once holds the lock until the body is in the cache"
+
+# A mirror's answer is header-only (nginx reads no body): its backend's
+# header ends its work, and the lock is released at the request's end, not
+# left to run out its lease.
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/mfast?key=mfast&ms=1")
+t0=$(now_ms)
+[[ $code == 200 ]] || fail "mirror: $code"
+while [[ $(redis-cli -p "$redis_port" -a "$PASSWORD" --no-auth-warning exists leash:one:mfast) != 0 ]]; do
+    (($(now_ms) - t0 < 100 + SLACK_MS)) || fail "mirror: the lock is still there $(($(now_ms) - t0)) ms after the answer"
+    sleep 0.01
+done
+pass "a request with a mirror releases its lock when both ended ($(($(now_ms) - t0)) ms after the answer)"
 
 # ---- 31. slice with a client that reads slowly ----
 
