@@ -309,7 +309,6 @@ TEST(an_abandoned_hold_runs_out_its_lease) {
     fx_run_for(w.loop, 300); /* the waiter is asleep on the channel */
     abandoned = test_now_ms();
     leash_lock_abandon(holder);
-    leash_lock_abandon(holder); /* freed: a no-op */
     /* No release: the key outlives the abandon by its lease less the 300
      * ms since the grant (renewals come every second). */
     fx_run_for(w.loop, 1500);
