@@ -64,6 +64,7 @@
 #  30. proxy_cache: a HEAD answered at the header holds the lock until the
 #      body is in the cache;
 #  31. slice with a client that reads slowly: the lock stays between slices;
+#      a cache's background update holds it until it ends;
 #  32. an internal redirect into a location with another lock: 500, logged;
 #  28. the mutex starves nobody: 32 closed-loop clients on one key, 16
 #      through each instance, a 1 ms backend, 3 s: every client served,
@@ -271,6 +272,11 @@ http {
         }
         location /slbig {
             leash_lock one:\$arg_key; slice 256k; proxy_set_header Range \$slice_range; $proxy
+        }
+        location /bgup {
+            leash_lock one:\$arg_key; proxy_cache lc; proxy_cache_key \$arg_key;
+            proxy_cache_valid 200 1s; proxy_cache_use_stale updating;
+            proxy_cache_background_update on; $proxy
         }
         location /mfast { leash_lock one:\$arg_key; mirror /mquick; $proxy }
         location = /mquick { internal; proxy_pass http://127.0.0.1:$backend_port/m?key=\$arg_key-mirror&ms=50; }
@@ -503,6 +509,19 @@ wait "$slow"
 [[ $(stat_of slb peak) == 1 && $(stat_of slb order) == slice,slice,slice,slice,slice,slice,slice,slice,next ]] ||
     fail "slice, slow client: the lock went between slices: $(stats slb)"
 pass "slice with a client that reads slowly: the lock stays between slices"
+
+# A cache's background update: the stale answer goes out at once, the
+# update (a subrequest) still works at the backend under the lock.
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/bgup?key=bgup&ms=1&n=fill")
+[[ $code == 200 ]] || fail "background update: the fill answered $code"
+sleep 1.2 # proxy_cache_valid 1s: stale now
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/bgup?key=bgup&ms=500&n=update")
+[[ $code == 200 ]] || fail "background update: the stale answer was $code"
+next_after bgup
+settled bgup 3
+[[ $(stat_of bgup peak) == 1 && $(stat_of bgup order) == fill,update,next ]] ||
+    fail "background update: the lock went before the update ended: $(stats bgup)"
+pass "a cache's background update holds the lock until it ends"
 
 # ---- 32. an internal redirect into a location with another lock ----
 
