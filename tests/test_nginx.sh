@@ -514,7 +514,7 @@ pass "slice with a client that reads slowly: the lock stays between slices"
 # update (a subrequest) still works at the backend under the lock.
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/bgup?key=bgup&ms=1&n=fill")
 [[ $code == 200 ]] || fail "background update: the fill answered $code"
-sleep 1.2 # proxy_cache_valid 1s: stale now
+sleep 2.1 # proxy_cache_valid 1s, counted in whole seconds: stale after 2 s at most
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/bgup?key=bgup&ms=500&n=update")
 [[ $code == 200 ]] || fail "background update: the stale answer was $code"
 next_after bgup
