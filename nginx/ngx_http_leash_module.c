@@ -1036,6 +1036,15 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
          * decision, or an internal redirect of a request that asked. */
         if (ctx->state == NGX_LEASH_WAITING)
             return NGX_AGAIN;
+        if (ctx->answered) {
+            /* post_action: it runs after the answer, and the lock went
+             * with the answer. Its status shows in the access log only. */
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "leash: \"%V\" refused: the request answered and released its lock "
+                          "\"%V\" (post_action runs after the answer)",
+                          &r->uri, &ctx->key);
+            return ctx->rc;
+        }
         if (ctx->rc == NGX_DECLINED && !ngx_http_leash_same_lock(r, lcf, ctx)) {
             /* An internal redirect (X-Accel-Redirect, error_page,
              * try_files) into a location with another lock: one request

@@ -278,6 +278,8 @@ http {
             proxy_cache_valid 200 1s; proxy_cache_use_stale updating;
             proxy_cache_background_update on; $proxy
         }
+        location /pact { leash_lock one:\$arg_key; post_action /pafter; $proxy }
+        location = /pafter { internal; leash_lock one:\$arg_key; $proxy }
         location /mfast { leash_lock one:\$arg_key; mirror /mquick; $proxy }
         location = /mquick { internal; proxy_pass http://127.0.0.1:$backend_port/m?key=\$arg_key-mirror&ms=50; }
         location /icpt {
@@ -522,6 +524,21 @@ settled bgup 3
 [[ $(stat_of bgup peak) == 1 && $(stat_of bgup order) == fill,update,next ]] ||
     fail "background update: the lock went before the update ended: $(stats bgup)"
 pass "a cache's background update holds the lock until it ends"
+
+# post_action runs after the answer, which released the lock: into a
+# location with a lock it is refused, with a log line (its 500 shows in
+# the access log only).
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/pact?key=pact&ms=1")
+[[ $code == 200 ]] || fail "post_action: $code"
+for _ in $(seq 100); do
+    grep -q 'leash: "/pafter" refused: the request answered and released its lock "one:pact"' \
+        "$tmp"/a/error.log && break
+    sleep 0.02
+done
+grep -q 'leash: "/pafter" refused: the request answered and released its lock "one:pact"' \
+    "$tmp"/a/error.log || fail "post_action into a locked location: no log line"
+[[ -z $(stats pafter) ]] || fail "post_action into a locked location reached the backend: $(stats pafter)"
+pass "post_action into a location with a lock, after the lock went with the answer: refused, logged"
 
 # ---- 32. an internal redirect into a location with another lock ----
 
