@@ -9,7 +9,11 @@
  * passed (in the precontent phase): the request waits suspended (its
  * phases stop, the worker goes on), goes on at the grant, and its pool
  * cleanup frees the handle, which releases the hold or cancels the wait: a
- * lock never outlives its request.
+ * lock never outlives its request. The lock covers the backend's work, not
+ * the client's connection: where the request ends while an upstream that
+ * nginx stopped may still work at the backend (the client hung up, a
+ * timeout, proxy_next_upstream), the hold is abandoned, not released: its
+ * key runs out its lease.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -90,6 +94,12 @@ typedef struct {
     ngx_msec_t started;
     ngx_msec_t wait_ms;
     ngx_str_t key;
+    ngx_uint_t kind; /* NGX_LEASH_*, and permits: the lock taken */
+    ngx_int_t permits;
+    /* The main request's last buffer went through the filters, with no
+     * filter below taking it back (slice): its upstream's answer came
+     * whole. */
+    unsigned complete : 1;
     /* The hold was lost: from here on the request reaches no backend, in
      * this location or any it is redirected to. */
     unsigned lost : 1;
@@ -648,13 +658,26 @@ static void ngx_http_leash_exit_process(ngx_cycle_t *cycle) {
 
 /* ---- request life ---- */
 
+static int ngx_http_leash_work_over(ngx_http_leash_ctx_t *ctx);
+
 static void ngx_http_leash_cleanup(void *data) {
     ngx_http_leash_ctx_t *ctx = data;
     leash_lock *l = ctx->lock;
 
+    ctx->lock = NULL;
+    if (l != NULL && ctx->state == NGX_LEASH_DECIDED && leash_held(l) &&
+        !ngx_http_leash_work_over(ctx)) {
+        /* An upstream nginx stopped may still work at the backend: deleting
+         * the key would let the next request in beside it. */
+        ngx_log_error(NGX_LOG_WARN, ctx->r->connection->log, 0,
+                      "leash: the backend may still work on \"%V\" (the upstream was "
+                      "stopped before its answer ended): the lock \"%V\" runs out its lease",
+                      &ctx->r->uri, &ctx->key);
+        leash_lock_abandon(l);
+        return;
+    }
     /* Frees the handle: releases a hold, cancels a wait (its callback then
      * fires inside this call and sees lock NULL). */
-    ctx->lock = NULL;
     leash_lock_free(l);
 }
 
@@ -702,6 +725,69 @@ static int ngx_http_leash_unreachable(int status) {
     default:
         return 0;
     }
+}
+
+/* Whether the backend's work for r's upstream is known to be over: no
+ * upstream ran, or it ended with the backend's whole answer (or the
+ * backend's close). Not when nginx gave up on a peer by a timeout (504,
+ * also one proxy_next_upstream left behind) or stopped the upstream before
+ * the answer ended (the client hung up, a lost lock, a header-only answer
+ * of a body the backend still sends): a backend that does not notice a
+ * closed connection goes on. */
+static int ngx_http_leash_upstream_over(ngx_http_request_t *r, int complete) {
+    ngx_http_upstream_t *u = r->upstream;
+    ngx_http_upstream_state_t *st;
+    ngx_uint_t i, status;
+
+    if (r->upstream_states != NULL) {
+        st = r->upstream_states->elts;
+        for (i = 0; i < r->upstream_states->nelts; i++) {
+            if (st[i].status == NGX_HTTP_GATEWAY_TIME_OUT)
+                return 0;
+        }
+    }
+    if (u == NULL)
+        return 1;
+    if (u->cleanup != NULL)
+        return 0; /* still running */
+    if (complete || !u->request_sent)
+        return 1;
+    if (u->buffering && u->pipe != NULL && (u->pipe->upstream_done || u->pipe->upstream_eof))
+        return 1;
+    if (!u->buffering && u->length == 0)
+        return 1;
+    /* A header-only answer that fills no cache (a mirror's, a HEAD's)
+     * closes the upstream once the backend's header came, reading no body:
+     * the header counts as the end of the backend's work (a backend
+     * answers once its work is done; one that streams a body it still
+     * works on is not covered past its header: README). */
+    if (r->header_only && !u->cacheable && !u->store && u->headers_in.status_n != 0)
+        return 1;
+    /* The backend's whole answer was its header: a redirect nginx follows
+     * (X-Accel-Redirect), an answer without a body (204, 304). */
+    status = u->headers_in.status_n;
+    if (u->headers_in.x_accel_redirect != NULL || status == NGX_HTTP_NO_CONTENT ||
+        status == NGX_HTTP_NOT_MODIFIED)
+        return 1;
+    return 0;
+}
+
+/* The main request's upstream and those of its subrequests (mirror, slice,
+ * SSI, a cache's background update) all ended with the backend's work. */
+static int ngx_http_leash_work_over(ngx_http_leash_ctx_t *ctx) {
+    ngx_http_request_t **sr;
+    ngx_uint_t i;
+
+    if (!ngx_http_leash_upstream_over(ctx->r, ctx->complete))
+        return 0;
+    if (ctx->subs == NULL)
+        return 1;
+    sr = ctx->subs->elts;
+    for (i = 0; i < ctx->subs->nelts; i++) {
+        if (!ngx_http_leash_upstream_over(sr[i], 0))
+            return 0;
+    }
+    return 1;
 }
 
 /* A subrequest that runs while the main request holds the lock. */
@@ -889,6 +975,19 @@ static ngx_int_t ngx_http_leash_key(ngx_http_request_t *r, ngx_http_leash_loc_co
     return NGX_OK;
 }
 
+/* Whether lcf's lock, for r, is the one the request asked for: the same
+ * kind, key (and permits). */
+static int ngx_http_leash_same_lock(ngx_http_request_t *r, ngx_http_leash_loc_conf_t *lcf,
+                                    ngx_http_leash_ctx_t *ctx) {
+    ngx_str_t key;
+
+    if (lcf->kind != ctx->kind || lcf->permits != ctx->permits)
+        return 0;
+    if (ngx_http_leash_key(r, lcf, &key) != NGX_OK)
+        return 0;
+    return key.len == ctx->key.len && ngx_memcmp(key.data, ctx->key.data, key.len) == 0;
+}
+
 static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     ngx_http_leash_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_leash_module);
     ngx_http_leash_ctx_t *ctx;
@@ -943,6 +1042,27 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
          * decision, or an internal redirect of a request that asked. */
         if (ctx->state == NGX_LEASH_WAITING)
             return NGX_AGAIN;
+        if (ctx->answered) {
+            /* post_action: it runs after the answer, and the lock went
+             * with the answer. Its status shows in the access log only. */
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "leash: \"%V\" refused: the request answered and released its lock "
+                          "\"%V\" (post_action runs after the answer)",
+                          &r->uri, &ctx->key);
+            return ctx->rc;
+        }
+        if (ctx->rc == NGX_DECLINED && !ngx_http_leash_same_lock(r, lcf, ctx)) {
+            /* An internal redirect (X-Accel-Redirect, error_page,
+             * try_files) into a location with another lock: one request
+             * takes one lock (a second, taken while holding the first,
+             * could deadlock against a request that takes them the other
+             * way round), and going on would skip this one. */
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "leash: \"%V\" refused: its lock is not \"%V\", the lock the request "
+                          "holds (an internal redirect into a location with another lock)",
+                          &r->uri, &ctx->key);
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
         return ctx->rc;
     }
     cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_leash_ctx_t));
@@ -954,6 +1074,8 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
     ctx->state = NGX_LEASH_DECIDED;
     ctx->rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
     ctx->status = "error"; /* until decided otherwise */
+    ctx->kind = lcf->kind;
+    ctx->permits = lcf->permits;
     cln->handler = ngx_http_leash_cleanup;
     ngx_http_set_ctx(r, ctx, ngx_http_leash_module);
     if (ngx_http_leash_key(r, lcf, &ctx->key) != NGX_OK)
@@ -1015,6 +1137,11 @@ static void ngx_http_leash_answered(ngx_http_request_t *r) {
         return;
     if (r->count > 1u + (r->discard_body ? 1u : 0u) || r->postponed != NULL)
         return;
+    /* A header-only answer while the upstream still reads the body (into
+     * the cache), or an answer after the backend of an earlier try timed
+     * out: the request's end decides. */
+    if (!ngx_http_leash_work_over(ctx))
+        return;
     l = ctx->lock;
     ctx->lock = NULL;
     ctx->answered = 1;
@@ -1045,8 +1172,15 @@ static ngx_int_t ngx_http_leash_body_filter(ngx_http_request_t *r, ngx_chain_t *
             break;
     }
     rc = ngx_http_leash_next_body_filter(r, in);
-    if (cl != NULL && rc != NGX_ERROR)
+    /* A filter below may take the last buffer back: slice does, and starts
+     * the next slice's subrequest only once a slow client took this one,
+     * so the answer is not over. */
+    if (cl != NULL && cl->buf->last_buf && rc != NGX_ERROR) {
+        ngx_http_leash_ctx_t *ctx = ngx_http_leash_get_ctx(r);
+        if (ctx != NULL)
+            ctx->complete = 1;
         ngx_http_leash_answered(r);
+    }
     return rc;
 }
 

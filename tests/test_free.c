@@ -290,6 +290,39 @@ TEST(a_client_freed_while_holding_wakes_another_clients_waiter) {
     fx_world_down(&w);
 }
 
+/* leash_lock_abandon: the hold is not released and no longer renewed: a
+ * waiter elsewhere gets the lock when the key's lease runs out, not at the
+ * abandon (nginx, when a backend it gave up on may still work). */
+TEST(an_abandoned_hold_runs_out_its_lease) {
+    fx_world w;
+    leash_client *other;
+    leash_lock *holder, *waiter;
+    fx_result rw = {0};
+    int64_t abandoned;
+
+    fx_world_up(&w, 3000, 300);
+    other = fx_world_client(&w, 3000);
+    holder = leash_lock_new(w.c, "abandoned");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    waiter = leash_lock_new(other, "abandoned");
+    CHECK_EQ_INT(leash_acquire(waiter, 20000, fx_acquire_cb, &rw), LEASH_OK);
+    fx_run_for(w.loop, 300); /* the waiter is asleep on the channel */
+    abandoned = test_now_ms();
+    leash_lock_abandon(holder);
+    /* No release: the key outlives the abandon by its lease less the 300
+     * ms since the grant (renewals come every second). */
+    fx_run_for(w.loop, 1500);
+    CHECK_EQ_INT(rw.calls, 0);
+    /* No renewal either: it runs out within the lease. */
+    fx_run_until(w.loop, &rw, 20000);
+    CHECK_EQ_INT(rw.status, LEASH_OK);
+    CHECK(test_now_ms() - abandoned <= 3000 + TEST_SLACK_MS);
+    CHECK(fx_release_sync(w.loop, waiter, 5000) == LEASH_OK);
+    leash_lock_abandon(NULL);
+    leash_client_free(other);
+    fx_world_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(free_lock_in_acquire_ok),
@@ -315,6 +348,7 @@ int main(int argc, char **argv) {
         TEST_CASE(client_free_with_waiters_holders_and_commands_in_flight),
         TEST_CASE(free_another_waiter_of_the_same_name_in_a_callback),
         TEST_CASE(a_client_freed_while_holding_wakes_another_clients_waiter),
+        TEST_CASE(an_abandoned_hold_runs_out_its_lease),
         {0},
     };
     return fx_main(argc, argv, cases);

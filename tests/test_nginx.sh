@@ -57,6 +57,15 @@
 #  24. busy statuses that close the connection (408, 444, 499) fail nginx -t;
 #  25. leash_fail open does not open on a misconfigured lock (two permit
 #      counts, two kinds on one name): 500;
+#  29. the lock covers the backend's work: a client that hangs up, a 504
+#      (proxy_read_timeout) and a timed-out try of proxy_next_upstream leave
+#      it to run out its lease, so the next request comes after the work
+#      (the backend does not notice closed connections);
+#  30. proxy_cache: a HEAD answered at the header holds the lock until the
+#      body is in the cache;
+#  31. slice with a client that reads slowly: the lock stays between slices;
+#      a cache's background update holds it until it ends;
+#  32. an internal redirect into a location with another lock: 500, logged;
 #  28. the mutex starves nobody: 32 closed-loop clients on one key, 16
 #      through each instance, a 1 ms backend, 3 s: every client served,
 #      no 503, the most-served at most twice the least, one at a time;
@@ -164,12 +173,13 @@ stat_of() { stats "$1" | sed -n "s/.* $2=\([^ ]*\).*/\1/p"; }
 
 # ---- nginx ----
 
-# conf DIR PORT [HTTP_EXTRA [H2PORT]]: writes DIR/nginx.conf; the module
-# needs the http block's leash_redis unless HTTP_EXTRA replaces it; H2PORT
-# is a second port, for HTTP/2 without TLS.
+# conf DIR PORT [HTTP_EXTRA [H2PORT [SLOWPORT]]]: writes DIR/nginx.conf; the
+# module needs the http block's leash_redis unless HTTP_EXTRA replaces it;
+# H2PORT is a second port, for HTTP/2 without TLS; SLOWPORT a third, with a
+# small send buffer, where a client that does not read blocks nginx (29).
 conf() {
     local dir=$1 port=$2 redis=${3-"leash_redis redis://:$PASSWORD@127.0.0.1:$redis_port/0;"}
-    local h2=${4:+"listen 127.0.0.1:$4 http2;"}
+    local h2=${4:+"listen 127.0.0.1:$4 http2;"} slow=${5:+"listen 127.0.0.1:$5 sndbuf=8k;"}
     local proxy="proxy_set_header X-Fence \$leash_fence; proxy_pass http://127.0.0.1:$backend_port;
             add_header X-Leash \"\$leash_status \$leash_wait_ms\" always;"
     local k lock blocks=""
@@ -202,11 +212,18 @@ http {
     fastcgi_temp_path $dir/fastcgi;
     uwsgi_temp_path $dir/uwsgi;
     scgi_temp_path $dir/scgi;
+    proxy_cache_path $dir/cache keys_zone=lc:1m;
     $redis
     leash_lease 1s;
+    # 29: the same backend twice, for proxy_next_upstream.
+    upstream twice {
+        server 127.0.0.1:$backend_port max_fails=0;
+        server 127.0.0.1:$backend_port max_fails=0;
+    }
     server {
         listen 127.0.0.1:$port;
         $h2
+        $slow
         location /one { leash_lock one:\$arg_key; leash_wait 10s; $proxy }
         location /try { leash_lock one:\$arg_key; leash_wait 0; leash_busy_status 429; $proxy }
         location /sem { leash_semaphore sem:\$arg_key 3; leash_wait 10s; $proxy }
@@ -245,6 +262,32 @@ http {
             }
         }
         location /ret { leash_lock one:\$arg_key; return 200 "returned\\n"; }
+        location /rto { leash_lock one:\$arg_key; proxy_read_timeout 300ms; $proxy }
+        location /nxt {
+            leash_lock one:\$arg_key; proxy_read_timeout 300ms; proxy_next_upstream error timeout;
+            proxy_set_header X-Fence \$leash_fence; proxy_pass http://twice;
+        }
+        location /cached {
+            leash_lock one:\$arg_key; proxy_cache lc; proxy_cache_valid 200 1m; $proxy
+        }
+        location /slbig {
+            leash_lock one:\$arg_key; slice 256k; proxy_set_header Range \$slice_range; $proxy
+        }
+        location /bgup {
+            leash_lock one:\$arg_key; proxy_cache lc; proxy_cache_key \$arg_key;
+            proxy_cache_valid 200 1s; proxy_cache_use_stale updating;
+            proxy_cache_background_update on; $proxy
+        }
+        location /pact { leash_lock one:\$arg_key; post_action /pafter; $proxy }
+        location = /pafter { internal; leash_lock one:\$arg_key; $proxy }
+        location /mfast { leash_lock one:\$arg_key; mirror /mquick; $proxy }
+        location = /mquick { internal; proxy_pass http://127.0.0.1:$backend_port/m?key=\$arg_key-mirror&ms=50; }
+        location /icpt {
+            leash_lock one:\$arg_key; proxy_intercept_errors on; error_page 501 = @icpt; $proxy
+        }
+        location @icpt { return 200 "intercepted\\n"; }
+        location /xar { leash_lock one:\$arg_key; $proxy }
+        location /files/ { internal; leash_lock files:\$arg_key; $proxy }
         location /semopen { leash_semaphore semo:\$arg_key 3; leash_wait 1s; leash_fail open; $proxy }
         location /semopen4 { leash_semaphore semo:\$arg_key 4; leash_wait 1s; leash_fail open; $proxy }
         location /kindopen { leash_fair_lock one:\$arg_key; leash_wait 1s; leash_fail open; $proxy }
@@ -260,12 +303,16 @@ EOF
 
 ports=()
 h2ports=()
+slowports=()
 start_nginx() {
-    local name=$1 port h2port
+    local name=$1 port h2port slowport
     port=$(free_port)
     h2port=$(free_port)
     h2ports+=("$h2port")
-    conf "$tmp/$name" "$port" "leash_redis redis://:$PASSWORD@127.0.0.1:$redis_port/0;" "$h2port"
+    slowport=$(free_port)
+    slowports+=("$slowport")
+    conf "$tmp/$name" "$port" "leash_redis redis://:$PASSWORD@127.0.0.1:$redis_port/0;" "$h2port" \
+        "$slowport"
     (nginx -p "$tmp/$name" -c "$tmp/$name/nginx.conf" >"$tmp/$name/stdout" 2>"$tmp/$name/stderr") &
     started+=("$!")
     masters+=("$!")
@@ -279,7 +326,8 @@ start_nginx() {
 start_nginx a
 start_nginx b
 echo "redis on $redis_port, backend on $backend_port, nginx on ${ports[*]} (masters ${masters[*]})"
-workers_of() { pgrep -P "$1" | sort; }
+# Its worker processes (not proxy_cache_path's cache manager and loader).
+workers_of() { pgrep -P "$1" -f 'worker process' | sort; }
 
 # req NAME INSTANCE PATH: one request in the background; its status code
 # and X-Leash header go to $tmp/req-NAME.
@@ -335,6 +383,176 @@ for i in $(seq 1 6); do
 done
 ((t1 - t0 < 3 * 400 + SLACK_MS)) || fail "6 keys x 400 ms took $((t1 - t0)) ms: not side by side"
 pass "different keys run side by side (6 x 400 ms in $((t1 - t0)) ms)"
+
+# ---- 29. the lock covers the backend's work, not the client's connection ----
+
+# The backend (like most) does not notice a closed proxy connection: a
+# request nginx gave up on works on to its end. Where nginx stops an
+# upstream that may still work, the lock is not released but runs out its
+# lease (1 s here), so the next request for the key comes after that
+# work (each case's work is shorter than the lease).
+
+# settled KEY N: waits until the backend ended N requests of KEY.
+settled() {
+    local n
+    for _ in $(seq 250); do
+        n=$(($(stat_of "$1" served) + $(stat_of "$1" aborted)))
+        ((n >= $2)) && return 0
+        sleep 0.02
+    done
+    fail "the backend ended $n of $2 requests of $1: $(stats "$1")"
+}
+# arrived KEY N: waits until N requests of KEY reached the backend.
+arrived() {
+    for _ in $(seq 250); do
+        (($(stats "$1" | sed -n 's/.* fences=\([^ ]*\) .*/\1/p' | tr , '\n' | grep -c .) >= $2)) &&
+            return 0
+        sleep 0.02
+    done
+    fail "$1 never reached the backend: $(stats "$1")"
+}
+# next_after KEY: a request for KEY through the other instance, at once;
+# it must wait until the backend's work ends.
+next_after() {
+    code=$(curl -s -o /dev/null -D "$tmp/next-$1.h" -w '%{http_code}' \
+        "http://127.0.0.1:${ports[1]}/one?key=$1&ms=1&n=next")
+    [[ $code == 200 ]] || fail "$1: the next request answered $code"
+}
+
+# The client hangs up 0.1 s into a 500 ms backend request (default config).
+curl -s -o /dev/null "http://127.0.0.1:${ports[0]}/one?key=hup&ms=500&n=first" &
+hup=$!
+arrived hup 1
+sleep 0.1
+kill "$hup"
+wait "$hup" || true
+next_after hup
+settled hup 2
+[[ $(stat_of hup peak) == 1 && $(stat_of hup order) == first,next ]] ||
+    fail "client hang-up: the next request ran beside the backend's work: $(stats hup)"
+grep -q 'leash: the backend may still work on "/one" .*the lock "one:hup" runs out its lease' \
+    "$tmp"/a/error.log || fail "client hang-up: no log line for the abandoned lock"
+pass "a client that hangs up leaves the lock to run out its lease: the next request comes after the backend's work"
+
+# proxy_read_timeout (300 ms) before a 600 ms backend answers: 504.
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/rto?key=rto&ms=600&n=first")
+[[ $code == 504 ]] || fail "proxy_read_timeout: $code"
+next_after rto
+settled rto 2
+[[ $(stat_of rto peak) == 1 ]] || fail "proxy_read_timeout: the next request ran beside the backend's work: $(stats rto)"
+# proxy_next_upstream: the first server times out, the second answers.
+code=$(curl -s -o /dev/null -w '%{http_code}' \
+    "http://127.0.0.1:${ports[0]}/nxt?key=nxt&ms=600&retry=1&n=first")
+[[ $code == 200 ]] || fail "proxy_next_upstream: $code"
+next_after nxt
+settled nxt 3
+[[ $(stat_of nxt peak) == 1 ]] ||
+    fail "proxy_next_upstream: the next request ran beside the timed-out try: $(stats nxt)"
+pass "a 504 (proxy_read_timeout) and a timed-out try of proxy_next_upstream leave the lock to run out its lease"
+
+# ---- 30. proxy_cache: a HEAD is answered at the header, the body goes on into the cache ----
+
+# stream=1: the backend sends its header and most of the body at once, the
+# end 600 ms later; nginx converts the HEAD to a GET and fills the cache.
+t0=$(now_ms)
+code=$(curl -s -o /dev/null -I -w '%{http_code}' "http://127.0.0.1:${ports[0]}/cached?key=chd&ms=600&stream=1&n=first")
+t1=$(now_ms)
+[[ $code == 200 ]] || fail "proxy_cache HEAD: $code"
+next_after chd
+settled chd 2
+[[ $(stat_of chd peak) == 1 && $(stat_of chd order) == first,next ]] ||
+    fail "proxy_cache HEAD (answered in $((t1 - t0)) ms): the lock went before the cache fill: $(stats chd)"
+pass "proxy_cache: a HEAD answered at once holds the lock until the body is in the cache"
+
+# Where nginx takes the backend's header for its whole answer and reads no
+# body (a mirror's header-only answer; an error it intercepts: the backend
+# answers PUT 501), the header ends the backend's work: the lock is
+# released at the request's end, not left to run out its lease.
+for what in "mirror GET /mfast" "intercepted PUT /icpt"; do
+    read -r name method path <<<"$what"
+    code=$(curl -s -o /dev/null -X "$method" -w '%{http_code}' "http://127.0.0.1:${ports[0]}$path?key=$name&ms=1")
+    t0=$(now_ms)
+    [[ $code == 200 ]] || fail "$name: $code"
+    while [[ $(redis-cli -p "$redis_port" -a "$PASSWORD" --no-auth-warning exists "leash:one:$name") != 0 ]]; do
+        (($(now_ms) - t0 < 100 + SLACK_MS)) ||
+            fail "$name: the lock is still there $(($(now_ms) - t0)) ms after the answer"
+        sleep 0.01
+    done
+done
+pass "a mirror's header-only answer and an intercepted error release the lock at the request's end"
+
+# ---- 31. slice with a client that reads slowly ----
+
+# 8 slices of 256 KB; the client reads nothing for 1.5 s (nginx's send
+# buffer on this port is 8 KB), so the slice filter waits for it between
+# slices. Another request for the key comes 0.5 s in: it must wait for
+# the last slice.
+python3 - "${slowports[0]}" >"$tmp/slbig.out" <<'PY' &
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /slbig?key=slb&ms=50&size=2097152&n=slice HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+time.sleep(1.5)
+got = 0
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    got += len(d)
+print(got)
+PY
+slow=$!
+arrived slb 1
+sleep 0.5
+next_after slb
+wait "$slow"
+(($(cat "$tmp/slbig.out") > 2097152)) || fail "slice, slow client: got $(cat "$tmp/slbig.out") bytes"
+[[ $(stat_of slb peak) == 1 && $(stat_of slb order) == slice,slice,slice,slice,slice,slice,slice,slice,next ]] ||
+    fail "slice, slow client: the lock went between slices: $(stats slb)"
+pass "slice with a client that reads slowly: the lock stays between slices"
+
+# A cache's background update: the stale answer goes out at once, the
+# update (a subrequest) still works at the backend under the lock.
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/bgup?key=bgup&ms=1&n=fill")
+[[ $code == 200 ]] || fail "background update: the fill answered $code"
+sleep 2.1 # proxy_cache_valid 1s, counted in whole seconds: stale after 2 s at most
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/bgup?key=bgup&ms=500&n=update")
+[[ $code == 200 ]] || fail "background update: the stale answer was $code"
+next_after bgup
+settled bgup 3
+[[ $(stat_of bgup peak) == 1 && $(stat_of bgup order) == fill,update,next ]] ||
+    fail "background update: the lock went before the update ended: $(stats bgup)"
+pass "a cache's background update holds the lock until it ends"
+
+# post_action runs after the answer, which released the lock: into a
+# location with a lock it is refused, with a log line (its 500 shows in
+# the access log only).
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/pact?key=pact&ms=1")
+[[ $code == 200 ]] || fail "post_action: $code"
+for _ in $(seq 100); do
+    grep -q 'leash: "/pafter" refused: the request answered and released its lock "one:pact"' \
+        "$tmp"/a/error.log && break
+    sleep 0.02
+done
+grep -q 'leash: "/pafter" refused: the request answered and released its lock "one:pact"' \
+    "$tmp"/a/error.log || fail "post_action into a locked location: no log line"
+[[ -z $(stats pafter) ]] || fail "post_action into a locked location reached the backend: $(stats pafter)"
+pass "post_action into a location with a lock, after the lock went with the answer: refused, logged"
+
+# ---- 32. an internal redirect into a location with another lock ----
+
+# X-Accel-Redirect from /xar (one:KEY) into /files/ (files:KEY): refused,
+# logged (before, two requests of two keys ran at once on files:xf).
+for i in 1 2; do
+    req "xar-$i" "$((i % 2))" "/xar?key=xa$i&ms=1&xar=/files/f%3Fkey%3Dxf%26ms%3D300"
+done
+wait_reqs
+[[ $(code_of xar-1) == 500 && $(code_of xar-2) == 500 && -z $(stats xf) ]] ||
+    fail "X-Accel-Redirect into another lock: $(code_of xar-1) $(code_of xar-2), backend $(stats xf)"
+grep -q 'leash: "/files/f" refused: its lock is not "one:xa1", the lock the request holds' \
+    "$tmp"/*/error.log || fail "X-Accel-Redirect into another lock: no log line"
+pass "an internal redirect into a location with another lock is refused (500), logged"
 
 # ---- 27. TLS: rediss:// with leash_tls_ca; another CA fails closed ----
 
@@ -561,7 +779,8 @@ lost() {
     ((t1 - t0 < 1000 + SLACK_MS)) || fail "lost: $name ended $((t1 - t0)) ms after Redis froze (lease 1s)"
     grep -q "leash: lost the lock \"one:$name\" mid-request (unreachable)" "$tmp"/a/error.log ||
         fail "lost: no error line for $name: $(grep lost "$tmp"/a/error.log | tail -n 3)"
-    for _ in $(seq 50); do
+    # The backend works on to the end of its 3 s before it finds nginx gone.
+    for _ in $(seq 250); do
         [[ $(stat_of "$name" aborted) == 1 ]] && break
         sleep 0.02
     done
@@ -793,7 +1012,7 @@ pass "a request that lost its lock and is sent on by error_page reaches no backe
 # its upstream is stopped with the request's.
 lost mlost "" "" /mlost
 [[ $(code_of mlost) == 500 ]] || fail "lost with a mirror: $(code_of mlost)"
-for _ in $(seq 50); do
+for _ in $(seq 250); do
     [[ $(stat_of mlost-mirror aborted) == 1 ]] && break
     sleep 0.02
 done

@@ -12,8 +12,13 @@ PORT_FILE once it listens. It speaks HTTP/1.1: a proxy may keep its
 connections open (nginx's upstream keepalive, as bench/nginx.sh does). A
 request is slow: it sleeps ms=N milliseconds (default 200) before it answers
 "ok"; with stream=1 it sends its headers and all but the last 2 bytes of a
-4 KB body first, then sleeps. A request whose proxy closes the connection
-during the sleep is counted as aborted, not served. Its key is its key=K
+4 KB body first, then sleeps. Like most application servers it does not
+notice a proxy that closes the connection meanwhile: the request works on
+to its end, and is then counted as aborted (its proxy had gone), not
+served. A request with the n=N of one in flight for its key is a proxy's
+retry of it (proxy_next_upstream): it counts once at a time, and sleeps
+retry=MS (default ms) instead. With xar=URI the answer carries
+X-Accel-Redirect: URI. Its key is its key=K
 argument, or else the first part of its path and its id argument:
 /report?id=7 is "report:7", /fragile/x is "fragile" (the names the example's
 locks give them). GET and DELETE (a test's limit_except) are served alike.
@@ -48,7 +53,8 @@ from urllib.parse import parse_qs, urlparse
 # More than nginx's postpone_output (1460): the first part reaches the client.
 STREAM_BYTES = 4096
 lock = threading.Lock()
-# key -> {"now", "peak", "served", "aborted", "fences": [], "order": [], "spans": [[start, end]]}
+# key -> {"now", "peak", "served", "aborted", "fences": [], "order": [], "spans": [[start, end]],
+#         "inflight": {n: count}}
 keys = {}
 
 
@@ -59,21 +65,16 @@ def key_of(url, q):
     return first + (":" + q["id"][0] if "id" in q else "")
 
 
-def gone_within(conn, seconds):
-    """Sleeps up to seconds; True as soon as the peer closed conn."""
-    end = time.monotonic() + seconds
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            return False
-        readable, _, _ = select.select([conn], [], [], left)
-        if readable:
-            try:
-                if conn.recv(1, socket.MSG_PEEK) == b"":
-                    return True
-            except OSError:
-                return True
-            time.sleep(min(0.01, left))
+def gone(conn):
+    """True if the peer closed conn (asked after the work: during it, the
+    request does not look)."""
+    readable, _, _ = select.select([conn], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def percentile(sorted_values, p):
@@ -126,9 +127,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def answer(self, body):
+    def answer(self, body, headers=()):
         data = body.encode()
         self.send_response(200)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         try:
@@ -186,15 +189,22 @@ class Handler(BaseHTTPRequestHandler):
             return
         key = key_of(url, q)
         ms = int(q.get("ms", ["200"])[0])
+        # A request without n= is one of its own.
+        n = q.get("n", [None])[0] or object()
         span = [self.received, None]
         with lock:
             k = keys.setdefault(
                 key,
                 {"now": 0, "peak": 0, "served": 0, "aborted": 0, "fences": [], "order": [],
-                 "spans": []},
+                 "spans": [], "inflight": {}},
             )
-            k["now"] += 1
-            k["peak"] = max(k["peak"], k["now"])
+            retry = n in k["inflight"]
+            if retry:
+                ms = int(q.get("retry", [str(ms)])[0])
+            else:
+                k["now"] += 1
+                k["peak"] = max(k["peak"], k["now"])
+            k["inflight"][n] = k["inflight"].get(n, 0) + 1
             k["fences"].append(self.headers.get("X-Fence", "none") or "empty")
             k["order"].append(q.get("n", ["-"])[0])
             k["spans"].append(span)
@@ -205,17 +215,23 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"x" * (STREAM_BYTES - 2))
             self.wfile.flush()
-        aborted = gone_within(self.connection, ms / 1000.0)
+        time.sleep(ms / 1000.0)
+        aborted = gone(self.connection)
         # The request ends for the lock's sake when its slot is free again:
         # count it out before the answer leaves, as a real backend would.
         with lock:
-            k["now"] -= 1
+            k["inflight"][n] -= 1
+            if k["inflight"][n] == 0:
+                del k["inflight"][n]
+                k["now"] -= 1
             k["aborted" if aborted else "served"] += 1
         if aborted:
             self.close_connection = True
             return
         if "size" in q:
             self.answer_part(int(q["size"][0]))
+        elif "xar" in q:
+            self.answer("", [("X-Accel-Redirect", q["xar"][0])])
         elif stream:
             try:
                 self.wfile.write(b"!\n")

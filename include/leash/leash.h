@@ -701,6 +701,18 @@ LEASH_EXPORT leash_lock *leash_semaphore_new(leash_client *c, const char *name, 
  * Lost callbacks do not fire. Safe inside any leash callback. NULL is a no-op.
  */
 LEASH_EXPORT void leash_lock_free(leash_lock *l);
+/*
+ * Frees a handle as leash_lock_free does, except that a hold is not
+ * released: its watchdog stops, and its key stays in Redis until the lease
+ * runs out (lease_ms at most after the last renewal), as a crashed
+ * holder's would; waiters get it then. For a holder that cannot tell
+ * whether the work the lock guards is over (a proxy that gave up on a
+ * backend that may still be working): the overlap with a next holder is
+ * then bounded by the lease, and the fence stays the guard past it. A
+ * pending acquire ends as with leash_lock_free. Safe inside any leash
+ * callback. NULL is a no-op.
+ */
+LEASH_EXPORT void leash_lock_abandon(leash_lock *l);
 
 /* A slot for the user; leash never touches it. NULL-safe. */
 LEASH_EXPORT void leash_lock_set_data(leash_lock *l, void *data);

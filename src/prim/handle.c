@@ -186,6 +186,17 @@ void leash_lock_free(leash_lock *l) {
     leash__env_leave(&core->env);
 }
 
+/* The holder cannot tell whether the work the hold guards is over (an
+ * nginx upstream it stopped may still run): deleting the key would let the
+ * next holder in beside that work, so the key stays and runs out its lease,
+ * as a crashed holder's does. */
+void leash_lock_abandon(leash_lock *l) {
+    if (l == NULL || l->magic != LEASH__LOCK_MAGIC || l->freed)
+        return;
+    l->abandoned = 1;
+    leash_lock_free(l);
+}
+
 void leash__lock_teardown(leash_lock *l) {
     end(l, LEASH__EV_FREE);
 }

@@ -88,7 +88,8 @@
  *   force    no release in flight: the force release goes; no memory:
  *            refused
  *   free     pending callbacks fire LEASH_ECANCELED inside the free; a hold
- *            or an attempt written is released in the background; the
+ *            or an attempt written is released in the background (a hold
+ *            of leash_lock_abandon is not: it runs out its lease); the
  *            handle is gone
  *   close    the acquire ends (its callback owed until the client's free);
  *            a hold is released for real and the close waits for it -> IDLE
@@ -1075,7 +1076,12 @@ static void free_handle(leash_lock *l) {
     if (!tearing_down && l->core->env.freeing)
         return;
     abandon_attempt(l, !held);
-    if (held) {
+    if (held && l->abandoned) {
+        /* leash_lock_abandon: the key runs out its lease; its waiters
+         * (this client's too) wake at its end, as after a crash. */
+        leash__log(lg(l), LEASH_LOG_INFO,
+                   "lock %s: abandoned: its hold is left to run out its lease", l->log_name);
+    } else if (held) {
         release_in_background(l, l->hold.token, 0);
         /* Nobody hears that release's answer, which wakes this client's
          * next waiter where the kind wakes them (no message does: a key

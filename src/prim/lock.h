@@ -148,6 +148,9 @@ struct leash_lock {
     char log_name[LEASH__LOG_NAME_MAX + 24];
     void *data;
     int freed;
+    /* leash_lock_abandon: the free leaves a hold in Redis to run out its
+     * lease instead of releasing it. */
+    int abandoned;
 
     /* Settings for the next hold. */
     int64_t lease_ms, renew_ms, max_hold_ms;
