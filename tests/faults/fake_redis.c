@@ -37,6 +37,7 @@ struct fr_conn {
     size_t out_len, out_off, out_cap;
     int subscriber;
     int commands;
+    int pings;              /* of them PING */
     int muted;              /* answers nothing more, like a frozen server */
     char *chans[MAX_CHANS]; /* binary: a channel may hold a NUL */
     size_t chan_lens[MAX_CHANS];
@@ -196,6 +197,10 @@ int fr_is_subscriber(const fr_conn *c) {
 
 int fr_conn_commands(const fr_conn *c) {
     return c->commands;
+}
+
+int fr_conn_commands_but_ping(const fr_conn *c) {
+    return c->commands - c->pings;
 }
 
 /* ---- the emulated Redis ---- */
@@ -541,6 +546,8 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents) {
         c->in_len -= (size_t)used;
         count_call(f, argv[0], lens[0]);
         c->commands++;
+        if (strcasecmp(argv[0], "PING") == 0)
+            c->pings++;
         if (c->muted) {
             free(store);
             continue;

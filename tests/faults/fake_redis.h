@@ -68,6 +68,8 @@ int fr_script_of(int argc, const char **argv, const size_t *lens);
 int fr_is_subscriber(const fr_conn *c);
 /* Commands received on c. */
 int fr_conn_commands(const fr_conn *c);
+/* The same but PING (a subscriber's handshake asks only PING). */
+int fr_conn_commands_but_ping(const fr_conn *c);
 /* The n-th open connection in accept order (0 = oldest), or NULL. */
 fr_conn *fr_conn_at(fake_redis *f, int n);
 int fr_conn_count(const fake_redis *f);

@@ -84,10 +84,11 @@ void hw_behave(hworld *w) {
 fr_conn *hw_sub_conn(hworld *w) {
     int i;
     fr_conn *c;
-    /* The subscriber connection sends nothing before its first SUBSCRIBE;
-     * the command connection starts with SCRIPT LOAD. */
+    /* The subscriber connection sends nothing but PING (its handshake)
+     * before its first SUBSCRIBE; the command connection starts with INFO
+     * and SCRIPT LOAD. */
     for (i = 0; (c = fr_conn_at(w->f, i)) != NULL; i++)
-        if (fr_is_subscriber(c) || fr_conn_commands(c) == 0)
+        if (fr_is_subscriber(c) || fr_conn_commands_but_ping(c) == 0)
             return c;
     return NULL;
 }
@@ -96,7 +97,7 @@ fr_conn *hw_cmd_conn(hworld *w) {
     int i;
     fr_conn *c;
     for (i = 0; (c = fr_conn_at(w->f, i)) != NULL; i++)
-        if (!fr_is_subscriber(c) && fr_conn_commands(c) > 0)
+        if (!fr_is_subscriber(c) && fr_conn_commands_but_ping(c) > 0)
             return c;
     return NULL;
 }
