@@ -58,7 +58,7 @@ configure_package_config_file(
   INSTALL_DESTINATION ${LEASH_INSTALL_CMAKEDIR})
 # Which versions find_package(leash X.Y) accepts follows the soname rule
 # (CMakeLists.txt, leash.h "Structs that grow"): before 1.0 every minor
-# version may change the ABI, so 0.3.x satisfies a request for 0.3 and
+# version may change the ABI, so 0.4.x satisfies a request for 0.4 and
 # nothing else; from 1.0 on, any later version of the same major one does.
 if(PROJECT_VERSION_MAJOR EQUAL 0)
   set(_leash_compatibility SameMinorVersion)

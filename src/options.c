@@ -68,7 +68,9 @@ void leash_options_init_sized(leash_options *o, size_t struct_size) {
 /* The function form is what bindings call (bindgen, cgo and cffi cannot
  * call a macro), and they lay out this version's struct: filling only the
  * 0.2 layout would leave every later field (tls included) ignored, silently.
- * No 0.2 program loads this library (the soname changed at 0.3). */
+ * A struct grows only with a new minor version, and so a new soname
+ * (leash.h, "Structs that grow"): no program built for a smaller layout
+ * loads this library. */
 void(leash_options_init)(leash_options *o) {
     leash_options_init_sized(o, sizeof(leash_options));
 }

@@ -5,7 +5,7 @@
 #
 #   1. builds the packages with scripts/package (lintian included), or takes
 #      them from LEASH_PACKAGE_DEBS (a folder of .deb files);
-#   2. apt-get install ./libleash0.3_*.deb ./libleash-dev_*.deb
+#   2. apt-get install ./libleash0.4_*.deb ./libleash-dev_*.deb
 #      ./leash-tools_*.deb ./libnginx-mod-http-leash_*.deb, and checks the
 #      files, the module's link in /etc/nginx/modules-enabled and its
 #      dependency on the ABI of the installed nginx;

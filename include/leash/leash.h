@@ -71,7 +71,7 @@ extern "C" {
 #endif
 
 #define LEASH_VERSION_MAJOR 0
-#define LEASH_VERSION_MINOR 3
+#define LEASH_VERSION_MINOR 4
 #define LEASH_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time comparisons. */
 #define LEASH_VERSION_NUMBER \
@@ -283,8 +283,9 @@ typedef struct leash_lock leash_lock;
  * a program built against a newer header runs on an older library as long as it leaves the fields
  * that library does not know at zero (leash_client_new() otherwise answers LEASH_EINVAL and logs
  * it). Before 1.0 every minor version may still change the ABI, and says so in the soname
- * (libleash.so.0.3): a program built against 0.2 does not load 0.3 by mistake. From 1.0 on the
- * soname follows the major version.
+ * (libleash.so.0.4): a program built against 0.3 does not load 0.4 by mistake. A struct grows
+ * only with a new minor version, so the function forms, which fill this library's own layout,
+ * never meet a program's smaller copy. From 1.0 on the soname follows the major version.
  */
 
 /*
