@@ -373,12 +373,14 @@ static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const
     int64_t now = 0;
     size_t i;
 
-    if (r->type != REDIS_REPLY_ARRAY || (r->elements != n && r->elements != n + 1)) {
+    /* A server's time that is not a positive integer is no clock. */
+    if (r->type != REDIS_REPLY_ARRAY || (r->elements != n && r->elements != n + 1) ||
+        (r->elements == n + 1 &&
+         (r->element[n]->type != REDIS_REPLY_INTEGER || r->element[n]->integer <= 0))) {
         bad_reply(r, out, n, lg, "renew", what);
         return;
     }
-    if (r->elements == n + 1 && r->element[n]->type == REDIS_REPLY_INTEGER &&
-        r->element[n]->integer > 0)
+    if (r->elements == n + 1)
         now = r->element[n]->integer;
     for (i = 0; i < n; i++) {
         const redisReply *e = r->element[i];

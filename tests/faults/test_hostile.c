@@ -175,7 +175,11 @@ static int renew_answered(const char *reply) {
 
 TEST(renew_replies_of_the_wrong_shape_end_unreachable_by_the_deadline) {
     CHECK_EQ_INT(renew_answered(":1\r\n"), LEASH_LOST_UNREACHABLE);
-    CHECK_EQ_INT(renew_answered("*2\r\n:1\r\n:1\r\n"), LEASH_LOST_UNREACHABLE);
+    /* One verdict and the server's time is the renewal's shape; more is
+     * not, and neither is a time that is no positive integer. */
+    CHECK_EQ_INT(renew_answered("*3\r\n:1\r\n:1\r\n:1\r\n"), LEASH_LOST_UNREACHABLE);
+    CHECK_EQ_INT(renew_answered("*2\r\n:1\r\n$1\r\n7\r\n"), LEASH_LOST_UNREACHABLE);
+    CHECK_EQ_INT(renew_answered("*2\r\n:1\r\n:0\r\n"), LEASH_LOST_UNREACHABLE);
     CHECK_EQ_INT(renew_answered("-ERR renew broken\r\n"), LEASH_LOST_UNREACHABLE);
     CHECK_EQ_INT(renew_answered("*-1\r\n"), LEASH_LOST_UNREACHABLE);
     /* An element that is not the integer 0 or 1 is no verdict either. */
