@@ -167,6 +167,8 @@ static int netlab_run(const netlab_ns *ns, const char *input, char *const argv[]
 }
 
 /* `ip` with its arguments as one space-separated line, in ns. */
+static int netlab_ip(const netlab_ns *ns, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static int netlab_ip(const netlab_ns *ns, const char *fmt, ...) {
     char line[256];
     va_list ap;
@@ -186,6 +188,7 @@ static int netlab_ip(const netlab_ns *ns, const char *fmt, ...) {
 }
 
 /* An nft script, in the hub. */
+static int netlab_nft(netlab *lab, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int netlab_nft(netlab *lab, const char *fmt, ...) {
     char script[512];
     va_list ap;
