@@ -646,6 +646,9 @@ int leash__conn_ready(const leash__conn *conn) {
 /* ---- the connection's life ---- */
 
 static void become_ready(leash__conn *conn) {
+    /* The server answered: for a name, this address is the one to try
+     * first next time (a TCP connect alone does not tell). */
+    leash__sock_ready(conn->sock);
     conn->state = LEASH__CONN_READY;
     conn->backoff_ms = conn->cfg->reconnect_min_ms;
     conn->refused = 0;
