@@ -535,8 +535,8 @@ static int connect_unix(const char *path, char *err, size_t errlen) {
  * completes it, so does a load balancer without a backend): the resolver
  * hears that the winner worked only once the owner's handshake was
  * answered (leash__sock_ready), and that it did not when it is closed
- * before (demote_winner): it then goes first, or last, next time. The budget itself is the owner's
- * (connect_timeout_ms).
+ * before (demote_winner): it then goes first, or last, next time. The
+ * budget itself is the owner's (connect_timeout_ms).
  */
 
 static size_t addr_count(const leash__sock *s) {
