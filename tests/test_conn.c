@@ -488,10 +488,23 @@ static int log_count(const char *needle) {
     return n;
 }
 
+/* How many lines with refused_needle came at each level (fx_log_cb keeps
+ * the text, not the level). */
+static const char refused_needle[] = "sharded pub/sub (LEASH_PUBSUB_SHARDED) needs Redis";
+static int refused_at[LEASH_LOG_DEBUG + 1];
+
+static void refusal_log_cb(int level, const char *msg, void *arg) {
+    if (strstr(msg, refused_needle) != NULL && level >= 0 && level <= LEASH_LOG_DEBUG)
+        refused_at[level]++;
+    fx_log_cb(level, msg, arg);
+}
+
 /* A server that does not say its version (INFO refused) is taken as 6.0
  * (README "Supported Redis versions"): LEASH_PUBSUB_SHARDED, which needs
  * 7.0, is refused at the handshake on every version, and the default works.
- * Issue 32 item 8: the handshake returned before the version check. */
+ * Issue 32 item 8: the handshake returned before the version check. The
+ * refusal comes again every reconnect_max_ms: an error once, the repeats
+ * at debug level (README "When TLS fails", as every refusal). */
 static void version_unknown_case(const test_redis_config *cfg, const char *user) {
     test_redis r;
     struct ev_loop *loop = new_loop();
@@ -506,6 +519,8 @@ static void version_unknown_case(const test_redis_config *cfg, const char *user)
         o.password = "pw";
     }
     o.pubsub = LEASH_PUBSUB_SHARDED;
+    o.log_cb = refusal_log_cb;
+    memset(refused_at, 0, sizeof(refused_at));
     fx_log_clear();
     c = fx_client_opts(loop, &o);
     l = leash_lock_new(c, "unsaid");
@@ -513,7 +528,15 @@ static void version_unknown_case(const test_redis_config *cfg, const char *user)
     CHECK(fx_log_contains("did not say the version"));
     CHECK(fx_log_contains("sharded pub/sub (LEASH_PUBSUB_SHARDED) needs Redis 7.0.0 or later"));
     CHECK(!leash_client_connected(c));
+    /* reconnect_max_ms is 200: four refusals or more in a second. */
+    fx_run_for(loop, 1000);
+    printf("  refused: %d ERROR, %d WARN, %d INFO, %d DEBUG lines\n", refused_at[LEASH_LOG_ERROR],
+           refused_at[LEASH_LOG_WARN], refused_at[LEASH_LOG_INFO], refused_at[LEASH_LOG_DEBUG]);
+    CHECK_EQ_INT(refused_at[LEASH_LOG_ERROR], 1);
+    CHECK(refused_at[LEASH_LOG_DEBUG] >= 2);
+    leash_lock_free(l);
     leash_client_free(c);
+    o.log_cb = fx_log_cb;
 
     o.pubsub = LEASH_PUBSUB_AUTO;
     fx_log_clear();

@@ -589,6 +589,109 @@ TEST(the_tls_handshake_runs_on_the_winner) {
     past_a_dropping_address(1);
 }
 
+/* Issue 32, item 1, as reviewed: NAME is [A, B], A a redis-server frozen
+ * with SIGSTOP (its kernel completes the TCP connect, nothing answers), B a
+ * healthy one on the same port. A wins the first race and its handshake
+ * (AUTH/INFO/PING, or with tls the TLS handshake: A need not speak TLS to
+ * say nothing) gets no answer within command_timeout_ms (with tls,
+ * connect_timeout_ms; 1000 ms both): it must not count as the address that
+ * worked (it would win every race after), but go last, so that the next
+ * attempt starts at B: the acquire is granted within two timeouts. Once B
+ * dropped the client, the reconnect goes to B first. */
+static void past_a_frozen_address(int tls) {
+    test_redis_config acfg = {0}, bcfg = {0};
+    test_redis a, b;
+    test_dns d;
+    struct ev_loop *loop;
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    leash_stats st;
+    fx_result res = {0};
+    char line[160];
+    int64_t t0, took;
+    int port;
+
+    if (own_netns() != 0) {
+        printf("  (skipped: no network namespace of our own here)\n");
+        return;
+    }
+    loop = new_loop();
+    if (tls) {
+        bcfg.tls_dir = test_tls_certs();
+        CHECK(bcfg.tls_dir != NULL);
+    }
+    CHECK_EQ_INT(test_redis_start(&b, &bcfg), 0);
+    port = tls ? b.tls_port : b.port;
+    acfg.host = "127.0.0.3";
+    acfg.port = port;
+    CHECK_EQ_INT(test_redis_start(&a, &acfg), 0);
+    test_redis_freeze(&a);
+    CHECK_EQ_INT(test_dns_start(&d), 0);
+    CHECK_EQ_INT(test_dns_set(&d, NAME, "127.0.0.3,127.0.0.1"), 0);
+    name_options(&o, &b, &d, NAME, 5000);
+    CHECK(o.connect_timeout_ms == 1000 && o.command_timeout_ms == 1000);
+    if (tls) {
+        o.port = port;
+        o.tls = 1;
+        o.tls_ca_file = test_tls_file(0, "ca.pem");
+        o.tls_server_name = "localhost";
+    }
+    fx_log_clear();
+    t0 = test_now_ms();
+    c = fx_client_opts(loop, &o);
+    l = leash_lock_new(c, "past-the-frozen");
+    CHECK(l != NULL);
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(loop, &res, 6000);
+    took = res.at_ms - t0;
+    printf("  acquired after %lld ms (%s)\n", (long long)took, leash_strerror(res.status));
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_MSG(took >= 1000 && took <= 2000 + TEST_SLACK_MS, "acquired %lld ms after the start",
+              (long long)took);
+    snprintf(line, sizeof(line), NAME ": connected to 127.0.0.3:%d", port);
+    CHECK_MSG(fx_log_contains(line), "no log line \"%s\"", line);
+    snprintf(line, sizeof(line), NAME ": connected to 127.0.0.1:%d", port);
+    CHECK_MSG(fx_log_contains(line), "no log line \"%s\"", line);
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+
+    /* B drops the client: the reconnect goes to B, A is not tried. */
+    fx_log_clear();
+    memset(&st, 0, sizeof(st));
+    CHECK(test_redis_int(&b, "CLIENT KILL TYPE normal") >= 1);
+    CHECK(test_redis_int(&b, "CLIENT KILL TYPE pubsub") >= 0);
+    t0 = test_now_ms();
+    for (int64_t until = t0 + 5000; test_now_ms() < until;) {
+        leash_client_stats(c, &st);
+        if (st.reconnects >= 1 && leash_client_connected(c))
+            break;
+        fx_run_for(loop, 5);
+    }
+    took = test_now_ms() - t0;
+    printf("  reconnected %lld ms after the kill\n", (long long)took);
+    CHECK(st.reconnects >= 1);
+    CHECK_MSG(took < 1000, "reconnected %lld ms after the kill", (long long)took);
+    CHECK_MSG(fx_log_contains(line), "no log line \"%s\"", line);
+    CHECK_MSG(!fx_log_contains(NAME ": connected to 127.0.0.3"), "A was tried again");
+    roundtrip(loop, c, &b, "b-first-next-time");
+    CHECK_MSG(!fx_log_contains(NAME ": connected to 127.0.0.3"), "A was tried again");
+    leash_lock_free(l);
+    leash_client_free(c);
+    test_dns_stop(&d);
+    test_redis_thaw(&a);
+    test_redis_stop(&a);
+    test_redis_stop(&b);
+    ev_loop_destroy(loop);
+}
+
+TEST(a_frozen_first_address_does_not_hold_the_name) {
+    past_a_frozen_address(0);
+}
+
+TEST(a_frozen_first_address_does_not_hold_the_name_tls) {
+    past_a_frozen_address(1);
+}
+
 /* Issue 32, item 2: the first DNS server never answers. Each server has
  * its share of half the connect budget (2000 ms: 500 ms each), so the
  * second is asked at 500 ms and the connect has the rest. */
@@ -891,6 +994,8 @@ int main(int argc, char **argv) {
         TEST_CASE(no_address_answers),
         TEST_CASE(a_first_address_that_drops_syns_does_not_hold_the_name),
         TEST_CASE(the_tls_handshake_runs_on_the_winner),
+        TEST_CASE(a_frozen_first_address_does_not_hold_the_name),
+        TEST_CASE(a_frozen_first_address_does_not_hold_the_name_tls),
         TEST_CASE(a_dead_first_dns_server_leaves_time_to_connect),
         TEST_CASE(a_query_outlives_its_connect_attempt),
         TEST_CASE(the_last_answer_serves_while_dns_is_down),

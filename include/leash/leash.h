@@ -397,8 +397,13 @@ typedef struct leash_options {
      * not connected within 250 ms (less when what is left of
      * connect_timeout_ms, shared out, would not let every address start;
      * never less than 10 ms), IPv6 and IPv4 taking turns; the first to
-     * connect is used, the others are closed, and it goes first on the
-     * next connect. Each DNS server is given connect_timeout_ms / 2 / the
+     * connect is used and the others are closed. An address counts as
+     * working once its server answered the handshake (the connection is
+     * ready): it goes first on the next connect. One that connected but
+     * failed before it was ready (a frozen server, whose kernel still
+     * completes the TCP connect; a load balancer without a backend; a
+     * TLS or AUTH refusal) goes last on the next connect, so the next
+     * attempt starts at another address. Each DNS server is given connect_timeout_ms / 2 / the
      * number of servers (50..5000 ms) before the next is asked, so that
      * every one is asked within half of connect_timeout_ms; a query that
      * a connect gave up on runs on (4 rounds over the servers, each twice

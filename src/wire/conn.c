@@ -646,6 +646,9 @@ int leash__conn_ready(const leash__conn *conn) {
 /* ---- the connection's life ---- */
 
 static void become_ready(leash__conn *conn) {
+    /* The server answered: for a name, this address is the one to try
+     * first next time (a TCP connect alone does not tell). */
+    leash__sock_ready(conn->sock);
     conn->state = LEASH__CONN_READY;
     conn->backoff_ms = conn->cfg->reconnect_min_ms;
     conn->refused = 0;
@@ -908,7 +911,8 @@ static void version_text(char *out, size_t cap, int v) {
  * version and needs nothing but the login before it (HELLO, which also
  * says the version, is 6.0+, and switches the protocol when asked for
  * RESP3). Returns 0 when the server is refused (cfg->min_version): the
- * connection is then dropped. */
+ * connection is then dropped, and retried every reconnect_max_ms; the
+ * refusal is an error once, its repeats debug lines (refusal_level). */
 static int note_server_version(leash__conn *conn, const redisReply *r) {
     const leash__conn_cfg *cfg = conn->cfg;
     char have[24], need[24];
@@ -928,7 +932,7 @@ static int note_server_version(leash__conn *conn, const redisReply *r) {
         /* Taken as 6.0, as everywhere else: what needs a later one cannot
          * be promised on it. */
         version_text(need, sizeof(need), cfg->min_version);
-        leash__log(conn_log(conn), LEASH_LOG_ERROR,
+        leash__log(conn_log(conn), refusal_level(conn),
                    "%s: INFO server did not say the version (%s), so the server is taken as "
                    "Redis 6.0; %s needs Redis %s or later (let the user run INFO)",
                    role_name(conn), r->type == REDIS_REPLY_ERROR ? r->str : "no redis_version",
@@ -950,8 +954,9 @@ static int note_server_version(leash__conn *conn, const redisReply *r) {
     if (conn->version >= cfg->min_version)
         return 1;
     version_text(need, sizeof(need), cfg->min_version);
-    leash__log(conn_log(conn), LEASH_LOG_ERROR, "%s: %s needs Redis %s or later; the server is %s",
-               role_name(conn), cfg->min_version_for, need, have);
+    leash__log(conn_log(conn), refusal_level(conn),
+               "%s: %s needs Redis %s or later; the server is %s", role_name(conn),
+               cfg->min_version_for, need, have);
     conn->refused = LEASH_EREDIS;
     conn_break(conn);
     return 0;

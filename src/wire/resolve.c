@@ -36,6 +36,10 @@ typedef struct watch {
 #define SERVER_TIMEOUT_MIN_MS 50
 #define SERVER_TIMEOUT_MAX_MS 5000
 
+/* How many demoted addresses a name remembers: past it, the one demoted
+ * first is forgotten (it takes its turn in c-ares's order again). */
+#define DEMOTED_MAX 8
+
 /* A name: its query while one runs, who waits for it, its last good
  * answer and the address that connected last. Kept until the resolver
  * goes (a client resolves few names). */
@@ -49,8 +53,12 @@ typedef struct lookup {
     leash__addrs *last;             /* the last good answer (port 0), or NULL */
     int64_t last_until;             /* ... which serves until then (its TTL) */
     int stale_said;                 /* serving it was logged since the last good answer */
-    struct sockaddr_storage worked; /* the address that connected last */
+    struct sockaddr_storage worked; /* the address whose connection was ready last */
     socklen_t worked_len;           /* 0: none yet */
+    /* Addresses whose connection failed after the connect, before it was
+     * ready, the latest last: they go last, in this order. */
+    struct sockaddr_storage demoted[DEMOTED_MAX];
+    size_t ndemoted;
 } lookup;
 
 /* One caller's wait for a name. */
@@ -296,16 +304,33 @@ static int family_of(const leash__addrs *a, size_t i) {
     return a->at[i].sa.ss_family == AF_INET6 ? 0 : 1;
 }
 
-/* lk's last answer for port, in the order to try: the address that
- * connected last first (when it is still one of them), then the others in
- * c-ares's order, the two families taking turns (RFC 8305, section 4), so
- * that a family that does not connect holds the other back one stagger
- * only. NULL without memory. */
+/* Where sa is in lk's demoted addresses, or -1. */
+static int demoted_at(const lookup *lk, const struct sockaddr_storage *sa) {
+    for (size_t d = 0; d < lk->ndemoted; d++)
+        if (same_ip(&lk->demoted[d], sa))
+            return (int)d;
+    return -1;
+}
+
+/* Whether src's address i takes its turn in the families' alternation:
+ * neither the one that goes first nor a demoted one. */
+static int takes_turns(const lookup *lk, const leash__addrs *src, size_t i, size_t first) {
+    return i != first && demoted_at(lk, &src->at[i].sa) < 0;
+}
+
+/* lk's last answer for port, in the order to try: the address whose
+ * connection was ready last first (when it is still one of them), then the
+ * others in c-ares's order, the two families taking turns (RFC 8305,
+ * section 4), so that a family that does not connect holds the other back
+ * one stagger only; the demoted ones last, the latest demoted at the end,
+ * so that an address that connects but never answers (a frozen server, a
+ * load balancer without a backend) does not win the next race too. NULL
+ * without memory. */
 static leash__addrs *answer_for(const lookup *lk, int port) {
     const leash__addrs *src = lk->last;
     leash__addrs *a = malloc(sizeof(*a) + src->n * sizeof(a->at[0]));
-    size_t first = 0, cur[2] = {0, 0};
-    int want;
+    size_t first = src->n, turns = 0, k = 0, cur[2] = {0, 0};
+    int want = 0;
 
     if (a == NULL)
         return NULL;
@@ -314,21 +339,33 @@ static leash__addrs *answer_for(const lookup *lk, int port) {
             first = i;
             break;
         }
-    a->n = src->n;
-    a->at[0] = src->at[first];
-    want = family_of(src, first) ^ 1;
-    for (size_t k = 1; k < src->n; k++) {
+    for (size_t i = 0; first == src->n && i < src->n; i++)
+        if (demoted_at(lk, &src->at[i].sa) < 0)
+            first = i;
+    if (first < src->n) {
+        a->at[k++] = src->at[first];
+        want = family_of(src, first) ^ 1;
+    }
+    for (size_t i = 0; i < src->n; i++)
+        turns += (size_t)takes_turns(lk, src, i, first);
+    for (size_t m = 0; m < turns; m++) {
         int f = want;
         for (int t = 0; t < 2; t++, f ^= 1) {
-            while (cur[f] < src->n && (family_of(src, cur[f]) != f || cur[f] == first))
+            while (cur[f] < src->n &&
+                   (family_of(src, cur[f]) != f || !takes_turns(lk, src, cur[f], first)))
                 cur[f]++;
             if (cur[f] < src->n)
                 break;
         }
-        a->at[k] = src->at[cur[f]++];
+        a->at[k++] = src->at[cur[f]++];
         want = f ^ 1;
     }
-    for (size_t k = 0; k < a->n; k++) {
+    for (size_t d = 0; d < lk->ndemoted; d++)
+        for (size_t i = 0; i < src->n; i++)
+            if (i != first && same_ip(&src->at[i].sa, &lk->demoted[d]))
+                a->at[k++] = src->at[i];
+    a->n = k;
+    for (k = 0; k < a->n; k++) {
         if (a->at[k].sa.ss_family == AF_INET)
             ((struct sockaddr_in *)(void *)&a->at[k].sa)->sin_port = htons((uint16_t)port);
         else
@@ -495,14 +532,51 @@ void leash__resolve_cancel(leash__query *q) {
     free(q);
 }
 
+/* Takes sa out of lk's demoted addresses. */
+static void undemote(lookup *lk, const struct sockaddr_storage *sa) {
+    int d = demoted_at(lk, sa);
+
+    if (d < 0)
+        return;
+    memmove(&lk->demoted[d], &lk->demoted[d + 1],
+            (lk->ndemoted - (size_t)d - 1) * sizeof(lk->demoted[0]));
+    lk->ndemoted--;
+}
+
+/* sa as a sockaddr_storage (zeroed past len), or -1 when it does not fit. */
+static int storage_of(struct sockaddr_storage *out, const struct sockaddr *sa, socklen_t len) {
+    if (len > sizeof(*out))
+        return -1;
+    memset(out, 0, sizeof(*out));
+    memcpy(out, sa, len);
+    return 0;
+}
+
 void leash__resolve_worked(leash__resolver *r, const char *host, const struct sockaddr *sa,
                            socklen_t len) {
     lookup *lk = lookup_of(r, host, 0);
+    struct sockaddr_storage at;
 
-    if (lk != NULL && len <= sizeof(lk->worked)) {
-        memcpy(&lk->worked, sa, len);
-        lk->worked_len = len;
-    }
+    if (lk == NULL || storage_of(&at, sa, len) != 0)
+        return;
+    undemote(lk, &at);
+    lk->worked = at;
+    lk->worked_len = len;
+}
+
+void leash__resolve_demote(leash__resolver *r, const char *host, const struct sockaddr *sa,
+                           socklen_t len) {
+    lookup *lk = lookup_of(r, host, 0);
+    struct sockaddr_storage at;
+
+    if (lk == NULL || storage_of(&at, sa, len) != 0)
+        return;
+    if (lk->worked_len != 0 && same_ip(&lk->worked, &at))
+        lk->worked_len = 0;
+    undemote(lk, &at);
+    if (lk->ndemoted == DEMOTED_MAX)
+        undemote(lk, &lk->demoted[0]);
+    lk->demoted[lk->ndemoted++] = at;
 }
 
 /* ---- the timer ---- */

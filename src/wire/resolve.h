@@ -31,10 +31,11 @@
 typedef struct leash__resolver leash__resolver;
 typedef struct leash__query leash__query;
 
-/* The addresses of a name, in the order to try them: the one that
- * connected last (leash__resolve_worked) first, then c-ares's order (that
- * of RFC 6724), IPv6 and IPv4 taking turns (RFC 8305), each with the port.
- * One allocation: free() it. */
+/* The addresses of a name, in the order to try them: the one whose
+ * connection was ready last (leash__resolve_worked) first, then c-ares's
+ * order (that of RFC 6724), IPv6 and IPv4 taking turns (RFC 8305), then
+ * the demoted ones (leash__resolve_demote), the latest demoted last; each
+ * with the port. One allocation: free() it. */
 typedef struct leash__addrs {
     size_t n;
     struct {
@@ -71,9 +72,16 @@ leash__query *leash__resolve(leash__resolver *r, const char *host, int port, lea
 /* The caller stops waiting: fn will not run. The query itself runs on,
  * for the next caller that asks for the name. */
 void leash__resolve_cancel(leash__query *q);
-/* A connect to sa, one of host's addresses, succeeded: it goes first in
- * host's answers from now on (until another one does). */
+/* A connection to sa, one of host's addresses, became ready (the server
+ * answered it): it goes first in host's answers from now on (until another
+ * one does), and is no longer demoted. */
 void leash__resolve_worked(leash__resolver *r, const char *host, const struct sockaddr *sa,
+                           socklen_t len);
+/* A connection to sa connected but failed before it was ready (a frozen
+ * server, a load balancer without a backend, a refused handshake): it goes
+ * last in host's answers from now on, behind those demoted before it,
+ * until it works again; it no longer goes first. */
+void leash__resolve_demote(leash__resolver *r, const char *host, const struct sockaddr *sa,
                            socklen_t len);
 
 /* "1.2.3.4:6379" or "[::1]:6379", for log lines. */

@@ -54,6 +54,7 @@ struct leash__sock {
     size_t racing;          /* connects started and not ended */
     leash__timer stagger;   /* when the next address starts beside them */
     int64_t deadline;       /* the connect budget's end (ms), 0: none given */
+    size_t won;             /* a name's address that won, until ready; SIZE_MAX: none */
     int last_err;           /* errno of the connect that failed last */
     size_t last_failed;     /* ... and its address */
     leash__tls *tls;        /* TLS once connected (NULL: plain) */
@@ -185,10 +186,34 @@ static void race_end(leash__sock *s) {
         racer_close(s, &s->race[i]);
 }
 
+static const struct sockaddr *addr_at(const leash__sock *s, size_t i);
+
+/* The winner of a name's race is closed before the owner said it was
+ * ready: its TCP connect completed, but nothing came of it. It goes last
+ * in the next race, which then starts elsewhere. Not at the client's free
+ * (nothing failed there). */
+static void demote_winner(leash__sock *s) {
+    char at[64];
+
+    if (s->won == SIZE_MAX)
+        return;
+    if (!s->env->freeing) {
+        leash__addr_text(addr_at(s, s->won), at, sizeof(at));
+        leash__log(&s->env->log, LEASH_LOG_INFO,
+                   "%s: %s connected but the connection failed before it was ready: it goes "
+                   "last next time",
+                   s->host, at);
+        leash__resolve_demote(s->env->resolver, s->host, addr_at(s, s->won),
+                              s->addrs->at[s->won].len);
+    }
+    s->won = SIZE_MAX;
+}
+
 /* Releases the fd and its watcher, or ends the connects or the wait for
  * the name's answer; hooks fire no more. */
 static void shut(leash__sock *s) {
     s->dead = 1;
+    demote_winner(s);
     if (s->query != NULL) {
         leash__resolve_cancel(s->query);
         s->query = NULL;
@@ -505,9 +530,13 @@ static int connect_unix(const char *path, char *err, size_t errlen) {
  * does not hold the others back: after STAGGER_MS (less when the connect
  * budget would not let every address start), the next one starts beside
  * it. One that fails lets the next start at once. The first connect that
- * completes wins, the others are closed, and the resolver hears which
- * address it was: it goes first next time. The TLS handshake runs on the
- * winner alone. The budget itself is the owner's (connect_timeout_ms).
+ * completes wins and the others are closed. The TLS handshake runs on the
+ * winner alone. A TCP connect proves little (a frozen Redis's kernel
+ * completes it, so does a load balancer without a backend): the resolver
+ * hears that the winner worked only once the owner's handshake was
+ * answered (leash__sock_ready), and that it did not when it is closed
+ * before (demote_winner): it then goes first, or last, next time. The
+ * budget itself is the owner's (connect_timeout_ms).
  */
 
 static size_t addr_count(const leash__sock *s) {
@@ -661,7 +690,8 @@ static void race_won(leash__sock *s, size_t i) {
     if (s->addrs != NULL && s->addrs->n > 1) {
         leash__addr_text(addr_at(s, i), at, sizeof(at));
         leash__log(&s->env->log, LEASH_LOG_DEBUG, "%s: connected to %s", s->host, at);
-        leash__resolve_worked(s->env->resolver, s->host, addr_at(s, i), s->addrs->at[i].len);
+        /* It worked once the owner says ready (leash__sock_ready). */
+        s->won = i;
     }
     s->connecting = 0;
     if (s->tls != NULL) {
@@ -799,6 +829,7 @@ leash__sock *leash__sock_open(leash__env *env, const leash__sock_addr *addr,
         s->tls_name = addr->tls_name;
     }
     s->fd = -1;
+    s->won = SIZE_MAX;
     s->connecting = 1;
     leash__timer_init(&s->stagger, env, stagger_fired, s);
     if (addr->budget_ms > 0)
@@ -901,6 +932,13 @@ int leash__sock_resolving(const leash__sock *s) {
 
 int leash__sock_fd(const leash__sock *s) {
     return s->fd;
+}
+
+void leash__sock_ready(leash__sock *s) {
+    if (s->won == SIZE_MAX)
+        return;
+    leash__resolve_worked(s->env->resolver, s->host, addr_at(s, s->won), s->addrs->at[s->won].len);
+    s->won = SIZE_MAX;
 }
 
 void leash__sock_close(leash__sock *s) {

@@ -44,9 +44,10 @@ typedef struct leash__sock_hooks {
  * resolver, wire/resolve.h), again on every open, and its addresses race
  * (RFC 8305): in order, each next one starting when the one before failed
  * or has not connected within 250 ms (less when budget_ms would not let
- * every address start), the first to connect winning; the address that
- * won goes first next time. For a host, TLS or not (the handshake on the
- * winner). */
+ * every address start), the first to connect winning. The winner goes
+ * first next time once the owner said the connection is ready
+ * (leash__sock_ready); a winner closed before that goes last next time.
+ * For a host, TLS or not (the handshake on the winner). */
 typedef struct leash__sock_addr {
     const char *host;
     int port;
@@ -93,6 +94,13 @@ int leash__sock_resolving(const leash__sock *s);
 /* The fd, for tests that drive the loop by hand; -1 until a connect won
  * (the race's fds are its own), and once closed. */
 int leash__sock_fd(const leash__sock *s);
+
+/* The owner's handshake was answered: the connection is ready. For a
+ * name, the address that won the race is the one that worked (it goes
+ * first next time); until this is said, a connect is not enough: a winner
+ * that is closed or fails first (its server frozen, a load balancer without
+ * a backend) is demoted, so that the next race starts elsewhere. */
+void leash__sock_ready(leash__sock *s);
 
 /* Closes the socket (a query for its name ends); no hook fires any more. */
 void leash__sock_close(leash__sock *s);
