@@ -43,6 +43,8 @@
 #  17. a fast stop (TERM) while requests hold locks: a lock whose backend
 #      still works runs out its lease, one whose work is over is released
 #      on the way out, long before its lease ends;
+#  33. worker_shutdown_timeout closes a request whose backend still works:
+#      its lock runs out its lease;
 #  19. the lock inherits into if, limit_except and nested locations, for
 #      the mutex, the fair lock and the semaphore;
 #  20. a request that lost its lock reaches no backend again, whatever
@@ -1235,6 +1237,41 @@ done
 [[ $(rcli exists leash:one:term) == 0 ]] || fail "TERM: the abandoned lock outlived its lease"
 wait_reqs
 pass "TERM: a lock whose backend still works runs out its lease ($pttl ms left at exit); one whose work is over is released ($((t1 - t0)) ms)"
+
+# ---- 33. worker_shutdown_timeout closes a request whose backend works ----
+
+# A graceful stop (QUIT) waits for the request, until worker_shutdown_timeout
+# (1 s) closes it: its upstream still works at the backend (3 s), so its
+# lock runs out its lease (1 s), as on a client's hang-up.
+conf "$tmp/w" "$(free_port)"
+sed -i 's/^worker_processes 2;$/&\nworker_shutdown_timeout 1s;/' "$tmp/w/nginx.conf"
+(nginx -p "$tmp/w" -c "$tmp/w/nginx.conf" >"$tmp/w/stdout" 2>"$tmp/w/stderr") &
+wpid=$!
+started+=("$wpid")
+masters+=("$wpid")
+wport=$(sed -n 's/^ *listen 127.0.0.1:\([0-9]*\);$/\1/p' "$tmp/w/nginx.conf" | head -n 1)
+for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$wport/free?key=warmup&ms=1" && break
+    sleep 0.05
+done
+curl -s -o /dev/null "http://127.0.0.1:$wport/one?key=wst&ms=3000" &
+reqs+=("$!")
+arrived wst 1
+kill -QUIT "$wpid"
+wait "$wpid" || fail "worker_shutdown_timeout: nginx w exited with status $?"
+t_exit=$(now_ms)
+pttl=$(rcli pttl leash:one:wst)
+[[ $(stat_of wst served) == 0 && $(stat_of wst aborted) == 0 ]] ||
+    fail "worker_shutdown_timeout: the backend's work ended before nginx did: $(stats wst)"
+((pttl > 0)) || fail "worker_shutdown_timeout: the lock of a request whose backend still works is gone ($pttl)"
+grep -q 'leash: the backend may still work on "/one" .*the lock "one:wst" runs out its lease' \
+    "$tmp"/w/error.log || fail "worker_shutdown_timeout: no log line for the abandoned lock"
+while [[ $(rcli exists leash:one:wst) == 1 ]] && (($(now_ms) - t_exit < 1000 + SLACK_MS)); do
+    sleep 0.02
+done
+[[ $(rcli exists leash:one:wst) == 0 ]] || fail "worker_shutdown_timeout: the abandoned lock outlived its lease"
+wait_reqs
+pass "worker_shutdown_timeout closing a request whose backend works leaves its lock to run out its lease ($pttl ms left)"
 
 # ---- the logs ----
 
