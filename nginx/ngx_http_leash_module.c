@@ -13,7 +13,8 @@
  * the client's connection: where the request ends while an upstream that
  * nginx stopped may still work at the backend (the client hung up, a
  * timeout, proxy_next_upstream), the hold is abandoned, not released: its
- * key runs out its lease.
+ * key runs out its lease. A worker that exits with requests still running
+ * (TERM) decides each of their holds as their end would.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -111,6 +112,9 @@ typedef struct {
     /* The answer was complete and the lock released before the request's
      * end: a subrequest that comes after it is refused. */
     unsigned answered : 1;
+    /* In ngx_http_leash_live, from its handle's making to its cleanup. */
+    unsigned in_live : 1;
+    ngx_queue_t live;
 } ngx_http_leash_ctx_t;
 
 static ngx_int_t ngx_http_leash_preconfiguration(ngx_conf_t *cf);
@@ -234,6 +238,10 @@ ngx_module_t ngx_http_leash_module = {
 
 /* This worker's client; NULL in the master and where no Redis is set. */
 static leash_client *ngx_http_leash_client;
+/* The contexts of this worker's requests that have a lock handle (a hold
+ * or a wait): a fast stop (TERM) exits without ending them, so their pool
+ * cleanups never run; exit_process decides their holds instead. */
+static ngx_queue_t ngx_http_leash_live;
 
 /* ---- configuration ---- */
 
@@ -616,6 +624,7 @@ static ngx_int_t ngx_http_leash_init_process(ngx_cycle_t *cycle) {
     leash_client *c;
     int rc;
 
+    ngx_queue_init(&ngx_http_leash_live);
     /* Workers only: the cache manager and loader run init_process too. */
     if (ngx_process != NGX_PROCESS_WORKER && ngx_process != NGX_PROCESS_SINGLE)
         return NGX_OK;
@@ -647,11 +656,27 @@ static ngx_int_t ngx_http_leash_init_process(ngx_cycle_t *cycle) {
     return NGX_OK;
 }
 
+static void ngx_http_leash_end(ngx_http_leash_ctx_t *ctx, const char *why);
+
 static void ngx_http_leash_exit_process(ngx_cycle_t *cycle) {
     leash_client *c = ngx_http_leash_client;
+    ngx_http_leash_ctx_t *ctx;
 
-    /* Held locks are released on the way out (best effort; a release that
-     * cannot be sent expires with its lease). */
+    /* A graceful stop (QUIT, a reload) comes here once every request
+     * ended; a fast stop (TERM: nginx -s stop, systemd) while requests still
+     * run, their upstreams open: a backend that does not notice the closed
+     * connection works on. Each hold goes as its request's end would let it
+     * go: released when the backend's work is over, else abandoned to run
+     * out its lease. A wait is cancelled; its callback sees no lock and
+     * leaves the request alone. */
+    if (c != NULL) {
+        while (!ngx_queue_empty(&ngx_http_leash_live)) {
+            ctx = ngx_queue_data(ngx_queue_head(&ngx_http_leash_live), ngx_http_leash_ctx_t, live);
+            ngx_http_leash_end(ctx, "the worker exits before its upstream ended");
+        }
+    }
+    /* What is left to release goes on the way out (best effort; a release
+     * that cannot be sent expires with its lease). */
     ngx_http_leash_client = NULL;
     leash_client_free(c);
 }
@@ -660,25 +685,36 @@ static void ngx_http_leash_exit_process(ngx_cycle_t *cycle) {
 
 static int ngx_http_leash_work_over(ngx_http_leash_ctx_t *ctx);
 
-static void ngx_http_leash_cleanup(void *data) {
-    ngx_http_leash_ctx_t *ctx = data;
+/* The end of the request's lock handle, at the request's end or the
+ * worker's (exit_process), whichever comes first: the second finds nothing
+ * to do. why: the log line's reason when the hold is abandoned. */
+static void ngx_http_leash_end(ngx_http_leash_ctx_t *ctx, const char *why) {
     leash_lock *l = ctx->lock;
 
     ctx->lock = NULL;
+    if (ctx->in_live) {
+        ctx->in_live = 0;
+        ngx_queue_remove(&ctx->live);
+    }
     if (l != NULL && ctx->state == NGX_LEASH_DECIDED && leash_held(l) &&
         !ngx_http_leash_work_over(ctx)) {
-        /* An upstream nginx stopped may still work at the backend: deleting
-         * the key would let the next request in beside it. */
+        /* An upstream nginx stopped, or one still running as the worker
+         * exits, may still work at the backend: deleting the key would let
+         * the next request in beside it. */
         ngx_log_error(NGX_LOG_WARN, ctx->r->connection->log, 0,
-                      "leash: the backend may still work on \"%V\" (the upstream was "
-                      "stopped before its answer ended): the lock \"%V\" runs out its lease",
-                      &ctx->r->uri, &ctx->key);
+                      "leash: the backend may still work on \"%V\" (%s): the lock \"%V\" runs "
+                      "out its lease",
+                      &ctx->r->uri, why, &ctx->key);
         leash_lock_abandon(l);
         return;
     }
     /* Frees the handle: releases a hold, cancels a wait (its callback then
      * fires inside this call and sees lock NULL). */
     leash_lock_free(l);
+}
+
+static void ngx_http_leash_cleanup(void *data) {
+    ngx_http_leash_end(data, "the upstream was stopped before its answer ended");
 }
 
 /* The main request's context; after an internal redirect (which clears
@@ -1093,6 +1129,8 @@ static ngx_int_t ngx_http_leash_handler(ngx_http_request_t *r) {
         ctx->rc = ngx_http_leash_failed(lcf);
         return ctx->rc;
     }
+    ngx_queue_insert_tail(&ngx_http_leash_live, &ctx->live);
+    ctx->in_live = 1;
     ctx->started = ngx_current_msec;
     rc = leash_acquire(ctx->lock, (int64_t)lcf->wait, ngx_http_leash_decided, ctx);
     if (rc != LEASH_OK) {

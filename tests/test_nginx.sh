@@ -40,8 +40,11 @@
 #      (auth_request);
 #  18. a request that deny refuses answers at once, never waiting for the
 #      lock; satisfy any does not skip the lock;
-#  17. a fast stop (TERM) while a request holds a lock: the worker releases
-#      it on its way out, long before its lease ends;
+#  17. a fast stop (TERM) while requests hold locks: a lock whose backend
+#      still works runs out its lease, one whose work is over is released
+#      on the way out, long before its lease ends;
+#  33. worker_shutdown_timeout closes a request whose backend still works:
+#      its lock runs out its lease;
 #  19. the lock inherits into if, limit_except and nested locations, for
 #      the mutex, the fair lock and the semaphore;
 #  20. a request that lost its lock reaches no backend again, whatever
@@ -1180,27 +1183,95 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ports[0]}/try?
 [[ $code == 200 ]] || fail "QUIT: the lock stays taken after nginx b stopped ($code)"
 pass "QUIT with a lock held: the request completes, nginx exits right after it, the lock is free"
 
-# ---- 17. a fast stop (TERM) while a request holds a lock ----
+# ---- 17. a fast stop (TERM) while requests hold locks ----
 
+# TERM (nginx -s stop, systemd's stop) exits without ending the requests.
+# One request's backend still works (3 s, the lease is 1 s): its lock must
+# run out its lease, not be released, or the next request for the key would
+# run beside that work. Another's backend answered whole while its client
+# reads slowly (a mirror keeps the lock to the request's end): its lock is
+# released on the way out, long before its lease ends.
 rcli() { redis-cli -p "$redis_port" -a "$PASSWORD" --no-auth-warning "$@"; }
+python3 - "${slowports[0]}" <<'PY' >/dev/null 2>&1 &
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /mfast?key=tover&ms=1&size=2097152 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+time.sleep(10)
+PY
+slow=$!
 req term 0 "/one?key=term&ms=3000"
-for _ in $(seq 100); do
-    [[ $(stat_of term served) == 0 ]] && break
-    sleep 0.02
-done
+settled tover 1
+settled tover-mirror 1
+arrived term 1
+sleep 0.2 # nginx reads the rest of tover's answer and ends its upstream
+pttl_over=$(rcli pttl leash:one:tover)
+((pttl_over > 0)) || fail "TERM: the lock of the slow client's request is not in Redis ($pttl_over)"
 pttl=$(rcli pttl leash:one:term)
 ((pttl > 0)) || fail "TERM: the lock of the running request is not in Redis ($pttl)"
+pttl_over=$(rcli pttl leash:one:tover)
 t0=$(now_ms)
 kill -TERM "${masters[0]}"
 wait "${masters[0]}" || fail "TERM: nginx a exited with status $?"
-while [[ $(rcli exists leash:one:term) == 1 ]] && (($(now_ms) - t0 < 2000)); do
+t_exit=$(now_ms)
+pttl=$(rcli pttl leash:one:term)
+kill "$slow"
+wait "$slow" || true
+[[ -z $(stat_of term served) || $(stat_of term served) == 0 ]] ||
+    fail "TERM: the backend's work ended before nginx did: $(stats term)"
+((pttl > 0)) ||
+    fail "TERM: the lock of a request whose backend still works is gone ($pttl) after nginx exited"
+grep -q 'leash: the backend may still work on "/one" .*the lock "one:term" runs out its lease' \
+    "$tmp"/a/error.log || fail "TERM: no log line for the abandoned lock"
+while [[ $(rcli exists leash:one:tover) == 1 ]] && (($(now_ms) - t0 < 2000)); do
     sleep 0.01
 done
 t1=$(now_ms)
+[[ $(rcli exists leash:one:tover) == 0 ]] || fail "TERM: the slow client's lock outlived its lease"
+((t1 - t0 + 50 < pttl_over)) ||
+    fail "TERM: the slow client's lock went $((t1 - t0)) ms after TERM, with $pttl_over ms of lease left: not released"
+while [[ $(rcli exists leash:one:term) == 1 ]] && (($(now_ms) - t_exit < 1000 + SLACK_MS)); do
+    sleep 0.02
+done
+[[ $(rcli exists leash:one:term) == 0 ]] || fail "TERM: the abandoned lock outlived its lease"
 wait_reqs
-[[ $(rcli exists leash:one:term) == 0 ]] || fail "TERM: the lock outlived its lease"
-((t1 - t0 + 50 < pttl)) || fail "TERM: the lock went $((t1 - t0)) ms after TERM, with $pttl ms of lease left: not released"
-pass "TERM with a lock held: the worker releases it on its way out ($((t1 - t0)) ms, $pttl ms of lease left)"
+pass "TERM: a lock whose backend still works runs out its lease ($pttl ms left at exit); one whose work is over is released ($((t1 - t0)) ms)"
+
+# ---- 33. worker_shutdown_timeout closes a request whose backend works ----
+
+# A graceful stop (QUIT) waits for the request, until worker_shutdown_timeout
+# (1 s) closes it: its upstream still works at the backend (3 s), so its
+# lock runs out its lease (1 s), as on a client's hang-up.
+conf "$tmp/w" "$(free_port)"
+sed -i 's/^worker_processes 2;$/&\nworker_shutdown_timeout 1s;/' "$tmp/w/nginx.conf"
+(nginx -p "$tmp/w" -c "$tmp/w/nginx.conf" >"$tmp/w/stdout" 2>"$tmp/w/stderr") &
+wpid=$!
+started+=("$wpid")
+masters+=("$wpid")
+wport=$(sed -n 's/^ *listen 127.0.0.1:\([0-9]*\);$/\1/p' "$tmp/w/nginx.conf" | head -n 1)
+for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$wport/free?key=warmup&ms=1" && break
+    sleep 0.05
+done
+curl -s -o /dev/null "http://127.0.0.1:$wport/one?key=wst&ms=3000" &
+reqs+=("$!")
+arrived wst 1
+kill -QUIT "$wpid"
+wait "$wpid" || fail "worker_shutdown_timeout: nginx w exited with status $?"
+t_exit=$(now_ms)
+pttl=$(rcli pttl leash:one:wst)
+[[ $(stat_of wst served) == 0 && $(stat_of wst aborted) == 0 ]] ||
+    fail "worker_shutdown_timeout: the backend's work ended before nginx did: $(stats wst)"
+((pttl > 0)) || fail "worker_shutdown_timeout: the lock of a request whose backend still works is gone ($pttl)"
+grep -q 'leash: the backend may still work on "/one" .*the lock "one:wst" runs out its lease' \
+    "$tmp"/w/error.log || fail "worker_shutdown_timeout: no log line for the abandoned lock"
+while [[ $(rcli exists leash:one:wst) == 1 ]] && (($(now_ms) - t_exit < 1000 + SLACK_MS)); do
+    sleep 0.02
+done
+[[ $(rcli exists leash:one:wst) == 0 ]] || fail "worker_shutdown_timeout: the abandoned lock outlived its lease"
+wait_reqs
+pass "worker_shutdown_timeout closing a request whose backend works leaves its lock to run out its lease ($pttl ms left)"
 
 # ---- the logs ----
 
