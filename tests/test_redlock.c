@@ -1574,6 +1574,48 @@ TEST(a_spread_that_met_an_older_hold_is_tried_again) {
     rw_down(&w);
 }
 
+/* One of three servers frozen (SIGSTOP: its connection stays "ready")
+ * through a hold's first renewal, which spreads, with a command timeout
+ * longer than the lease has left then: the two others renew it at once,
+ * and that is the decision. Waiting for the frozen server's answer (so as
+ * to say whether the spread is done) held the decision until its
+ * connection broke for silence, past the hold's deadline: lost
+ * UNREACHABLE with a majority renewed. The spread is reported not done
+ * instead, and the next renewal spreads again. */
+TEST(a_frozen_server_does_not_hold_up_a_spreading_renewal) {
+    rworld w;
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    int ports[N], i;
+    uint64_t renewals;
+
+    rw_up(&w);
+    for (i = 0; i < N; i++)
+        ports[i] = w.s[i].port;
+    redlock_options(&w, &o, ports, 3000); /* the first renewal at about 1 s */
+    o.nodes_count = 3;
+    o.command_timeout_ms = 2800; /* longer than the lease has left then */
+    c = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, c, 3, 5000);
+    lost_calls = 0;
+    l = leash_lock_new(c, "thaw");
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    test_redis_freeze(&w.s[2]);
+    renewals = leash_renewals(l);
+    fx_run_for(w.loop, 4200); /* past the frozen connection's break (about 3.8 s) */
+    CHECK_MSG(lost_calls == 0, "lost (reason %d) with two of three servers renewing", lost_reason);
+    CHECK(leash_held(l));
+    CHECK_MSG(leash_renewals(l) >= renewals + 2, "%llu renewals in 4.2 s",
+              (unsigned long long)(leash_renewals(l) - renewals));
+    test_redis_thaw(&w.s[2]);
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
 /* One server answers BUSY (a long script) while a majority grants: its
  * grant copy waits out the BUSY pauses (25, 50, 100 ms...). The holder
  * releases as soon as the script ends: that server's release copy runs
@@ -2176,6 +2218,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_failed_first_renewal_does_not_put_off_the_spread),
         TEST_CASE(a_spread_that_missed_a_busy_server_is_tried_again),
         TEST_CASE(a_spread_that_met_an_older_hold_is_tried_again),
+        TEST_CASE(a_frozen_server_does_not_hold_up_a_spreading_renewal),
         TEST_CASE(a_hold_outlives_servers_whose_memory_is_full),
         TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),

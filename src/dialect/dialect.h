@@ -79,8 +79,8 @@ typedef struct leash__answer {
      * only: an older hold stands there.)
      * RENEWED from a quorum, by a renewal that spreads: a server that is up
      * neither renewed it, took it, nor said "not ours" (it answered BUSY,
-     * or nothing in time): the spread is not done, the next renewal spreads
-     * again (hold/watchdog.c). */
+     * nothing in time, or had not answered when the majority decided): the
+     * spread is not done, the next renewal spreads again (hold/watchdog.c). */
     int spread_short;
 } leash__answer;
 

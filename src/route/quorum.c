@@ -38,10 +38,12 @@
  *            by then, and a long hold's floors never run out. That resend
  *            does not spread (leash__send.again): it is written after the
  *            holder's release when that came in between. A renewal that
- *            spreads is decided once every server that is up (its command
- *            connection ready) answered too, and says whether one of them
- *            failed it (spread_short, BUSY say): the watchdog then spreads
- *            again with the next renewal, not a quarter floor later.
+ *            spreads is decided by its majority too (never later: the
+ *            slowest server would decide when the hold lives on), and says
+ *            whether a server that is up (its command connection ready)
+ *            failed it or had not answered by then (spread_short): the
+ *            watchdog then spreads again with the next renewal, not a
+ *            quarter floor later.
  *   force    removed by any, and removed or nobody's on M (decided once
  *            every server answered); else the failure: removed on a few
  *            only (the others did not answer) is the failure, logged with
@@ -392,34 +394,34 @@ static int released_anyway(const qreq *q, unsigned yes, unsigned not_ours) {
     return yes > 0 && not_ours < q->qu->majority && yes + not_ours >= q->qu->majority;
 }
 
-/* A spreading renewal of lock i that a majority renewed: whether every
- * server that is up (its command connection ready) has answered, so that
- * the answer can say whether the spread is done: 1, with *short_ set when
- * one of them neither renewed nor took the hold nor refused it for good
- * ("not ours": the hold was there and is gone, or another hold's fence
- * is on its floor; neither changes by asking again), but failed (BUSY,
- * no answer in time) or refused it for now (an older hold still there).
- * A server that is down is not waited for (it gets the hold at the
- * quarterly spread once back: hold/watchdog.c). Waiting costs the
- * decision the slowest server that is up, at most its command timeout, on
- * the renewals that spread only. */
-static int spread_heard(const qreq *q, size_t i, int *short_) {
+/* A spreading renewal of lock i that a majority renewed: whether its
+ * spread is not done yet (spread_short), so that the next renewal spreads
+ * again: a server that is up (its command connection ready) has not
+ * answered yet, or neither renewed the hold nor took it nor refused it for
+ * good ("not ours": the hold was there and is gone, or another hold's
+ * fence is on its floor; neither changes by asking again), but failed
+ * (BUSY, no answer in time) or refused it for now (an older hold still
+ * there). A server that is down counts for done (it gets the hold at the
+ * quarterly spread once back: hold/watchdog.c). The decision never waits
+ * for the spread: a slow server that is up (frozen, its connection not yet
+ * broken for silence) would hold a renewal that a majority made until
+ * after the hold's deadline, and every hold of the batch with it. */
+static int spread_short(const qreq *q, size_t i) {
     unsigned s;
 
-    *short_ = 0;
     for (s = 0; s < q->qu->n; s++) {
         const leash__answer *a = &q->got[s * q->n + i];
         if (!q->answered[s]) {
             if (leash__conn_ready(q->qu->conns[s]))
-                return 0;
+                return 1;
             continue;
         }
         if (a->status != LEASH_OK ||
             (a->kind != LEASH__ANS_RENEWED && a->kind != LEASH__ANS_NOT_OURS) ||
             (a->kind == LEASH__ANS_NOT_OURS && a->n == 1))
-            *short_ = 1;
+            return 1;
     }
-    return 1;
+    return 0;
 }
 
 /* One lock's answer of a release, renew or force. */
@@ -427,7 +429,7 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
     unsigned s, answered = 0, yes = 0, not_ours = 0, nobody = 0, unsure = 0, m = q->qu->majority;
     const leash__answer *kept = NULL;
     int64_t sent = 0;
-    int cls = q->op->cls, short_;
+    int cls = q->op->cls;
 
     for (s = 0; s < q->qu->n; s++) {
         const leash__answer *a = &q->got[s * q->n + i];
@@ -490,12 +492,9 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
         return 1;
     }
     if (yes >= m || (cls == LEASH__OP_RELEASE && released_anyway(q, yes, not_ours))) {
-        if (cls == LEASH__OP_RENEW && q->spreads && !spread_heard(q, i, &out->spread_short))
-            return 0;
-        short_ = out->spread_short;
         *out = *kept;
         out->sent_ms = sent;
-        out->spread_short = short_;
+        out->spread_short = cls == LEASH__OP_RENEW && q->spreads && spread_short(q, i);
         return 1;
     }
     if (cls == LEASH__OP_RELEASE ? not_ours >= m : not_ours > q->qu->n - m) {
