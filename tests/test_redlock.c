@@ -1616,6 +1616,42 @@ TEST(a_frozen_server_does_not_hold_up_a_spreading_renewal) {
     rw_down(&w);
 }
 
+/* With every server well, a hold's first renewal spreads (it carries the
+ * fence, and the floor is read and kept: two reads a server) and the
+ * ones after it only extend (one read), until the quarterly spread. A
+ * spread reported not done when the majority answered, before the others
+ * had (always, on five servers that are well), made every renewal spread. */
+TEST(a_hold_on_servers_that_are_well_spreads_once) {
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    long long before = 0, after = 0;
+    uint64_t renewals;
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 600); /* renewals every 200 ms */
+    l = leash_lock_new(c, "once");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    fx_run_for(w.loop, 300); /* past the first renewal */
+    renewals = leash_renewals(l);
+    for (i = 0; i < N; i++)
+        before += test_redis_calls(&w.s[i], "get");
+    fx_run_for(w.loop, 1200);
+    for (i = 0; i < N; i++)
+        after += test_redis_calls(&w.s[i], "get");
+    renewals = leash_renewals(l) - renewals;
+    CHECK(renewals >= 4);
+    /* One read a renewal and server; one renewal at either end may count
+     * on some servers only, and may be the spreading one. */
+    CHECK_MSG(after - before <= (long long)(N * (renewals + 3)),
+              "%lld reads on the servers for %llu renewals: they spread", after - before,
+              (unsigned long long)renewals);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
 /* One server answers BUSY (a long script) while a majority grants: its
  * grant copy waits out the BUSY pauses (25, 50, 100 ms...). The holder
  * releases as soon as the script ends: that server's release copy runs
@@ -2219,6 +2255,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_spread_that_missed_a_busy_server_is_tried_again),
         TEST_CASE(a_spread_that_met_an_older_hold_is_tried_again),
         TEST_CASE(a_frozen_server_does_not_hold_up_a_spreading_renewal),
+        TEST_CASE(a_hold_on_servers_that_are_well_spreads_once),
         TEST_CASE(a_hold_outlives_servers_whose_memory_is_full),
         TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),

@@ -79,7 +79,7 @@ typedef struct leash__answer {
      * only: an older hold stands there.)
      * RENEWED from a quorum, by a renewal that spreads: a server that is up
      * neither renewed it, took it, nor said "not ours" (it answered BUSY,
-     * nothing in time, or had not answered when the majority decided): the
+     * nothing in time, or not within a short wait once M renewed): the
      * spread is not done, the next renewal spreads again (hold/watchdog.c). */
     int spread_short;
 } leash__answer;

@@ -38,9 +38,10 @@
  *            by then, and a long hold's floors never run out. That resend
  *            does not spread (leash__send.again): it is written after the
  *            holder's release when that came in between. A renewal that
- *            spreads is decided by its majority too (never later: the
- *            slowest server would decide when the hold lives on), and says
- *            whether a server that is up (its command connection ready)
+ *            spreads, renewed by M, waits SPREAD_GRACE_MS at most (never
+ *            for the slowest server: a frozen one that is up would decide
+ *            when the hold lives on) for the other servers that are up
+ *            (command connection ready), and says whether one of them
  *            failed it or had not answered by then (spread_short): the
  *            watchdog then spreads again with the next renewal, not a
  *            quarter floor later.
@@ -115,6 +116,7 @@
 
 #include "base/clock.h"
 #include "base/strmap.h"
+#include "base/timer.h"
 #include "base/token.h"
 #include "route/copies.h"
 #include "route/node.h"
@@ -127,6 +129,10 @@
 #define SPLIT_MAX_MS 60
 /* Servers that failed a renewal get it again this much later. */
 #define RENEW_AGAIN_MS 50
+/* A renewal that spreads, renewed by a majority, waits at most this long
+ * (and a quarter of what its holds have left) for the other servers that
+ * are up, to tell whether its spread is done. */
+#define SPREAD_GRACE_MS 50
 #define MSG_MAX 64
 /* A fence proposal made from a server's clock as its connection's
  * handshake saw it (a lower bound) is this far ahead of it. */
@@ -180,6 +186,9 @@ typedef struct qreq {
     int64_t lease_ms;        /* grant: the hold's lease */
     leash__cmd *again;       /* renew: a copy kept for servers that fail it */
     int spreads;             /* renew: it carries fences (leash__send.again) */
+    int spread_waits;        /* renew: a decision waits for the spread's answers */
+    int grace_over;          /* renew: it waits no longer (spread_short then) */
+    leash__timer grace;      /* renew: ends that wait */
     leash__copies copies;    /* the command's copies, one per server */
     leash__answer *got;      /* per server, n answers each */
     char *answered;          /* per server: its answers are in got */
@@ -396,24 +405,27 @@ static int released_anyway(const qreq *q, unsigned yes, unsigned not_ours) {
 
 /* A spreading renewal of lock i that a majority renewed: whether its
  * spread is not done yet (spread_short), so that the next renewal spreads
- * again: a server that is up (its command connection ready) has not
- * answered yet, or neither renewed the hold nor took it nor refused it for
- * good ("not ours": the hold was there and is gone, or another hold's
- * fence is on its floor; neither changes by asking again), but failed
- * (BUSY, no answer in time) or refused it for now (an older hold still
- * there). A server that is down counts for done (it gets the hold at the
- * quarterly spread once back: hold/watchdog.c). The decision never waits
- * for the spread: a slow server that is up (frozen, its connection not yet
- * broken for silence) would hold a renewal that a majority made until
- * after the hold's deadline, and every hold of the batch with it. */
+ * again: a server that is up (its command connection ready) neither
+ * renewed the hold nor took it nor refused it for good ("not ours": the
+ * hold was there and is gone, or another hold's fence is on its floor;
+ * neither changes by asking again), but failed (BUSY, no answer in time),
+ * refused it for now (an older hold still there), or has not answered
+ * (UNDECIDED: the decision waits for it, SPREAD_GRACE_MS at most). A
+ * server that is down counts for done (it gets the hold at the quarterly
+ * spread once back: hold/watchdog.c). The decision never waits longer: a
+ * slow server that is up (frozen, its connection not yet broken for
+ * silence) held a renewal that a majority made until after the hold's
+ * deadline, and every hold of the batch with it. Nor is it made at the
+ * majority's answer alone: with every server well, the others would not
+ * have answered yet, and every renewal would spread. */
 static int spread_short(const qreq *q, size_t i) {
     unsigned s;
+    int unheard = 0;
 
     for (s = 0; s < q->qu->n; s++) {
         const leash__answer *a = &q->got[s * q->n + i];
         if (!q->answered[s]) {
-            if (leash__conn_ready(q->qu->conns[s]))
-                return 1;
+            unheard |= leash__conn_ready(q->qu->conns[s]) != 0;
             continue;
         }
         if (a->status != LEASH_OK ||
@@ -421,11 +433,11 @@ static int spread_short(const qreq *q, size_t i) {
             (a->kind == LEASH__ANS_NOT_OURS && a->n == 1))
             return 1;
     }
-    return 0;
+    return unheard ? UNDECIDED : 0;
 }
 
 /* One lock's answer of a release, renew or force. */
-static int decide_one(const qreq *q, size_t i, leash__answer *out) {
+static int decide_one(qreq *q, size_t i, leash__answer *out) {
     unsigned s, answered = 0, yes = 0, not_ours = 0, nobody = 0, unsure = 0, m = q->qu->majority;
     const leash__answer *kept = NULL;
     int64_t sent = 0;
@@ -492,9 +504,14 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
         return 1;
     }
     if (yes >= m || (cls == LEASH__OP_RELEASE && released_anyway(q, yes, not_ours))) {
+        int short_ = cls == LEASH__OP_RENEW && q->spreads ? spread_short(q, i) : 0;
+        if (short_ == UNDECIDED && !q->grace_over) {
+            q->spread_waits = 1;
+            return 0;
+        }
         *out = *kept;
         out->sent_ms = sent;
-        out->spread_short = cls == LEASH__OP_RENEW && q->spreads && spread_short(q, i);
+        out->spread_short = short_ != 0;
         return 1;
     }
     if (cls == LEASH__OP_RELEASE ? not_ours >= m : not_ours > q->qu->n - m) {
@@ -516,6 +533,7 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
 static void settle(qreq *q);
 
 static void req_free(qreq *q) {
+    leash__timer_clear(&q->grace);
     leash__copies_fini(&q->copies);
     if (q->again != NULL)
         leash__cmd_free(q->again);
@@ -624,6 +642,29 @@ static int start_raise(qreq *q) {
     return leash__copies_send(&q->copies, q->raise_to, cmd);
 }
 
+static void grace_over(void *arg) {
+    qreq *q = arg;
+
+    q->grace_over = 1;
+    settle(q);
+}
+
+/* A renewal that a majority made waits a little for the answers that say
+ * whether its spread is done (spread_short): SPREAD_GRACE_MS, at most a
+ * quarter of what its holds have left; without a timer, not at all. */
+static void wait_for_spread(qreq *q) {
+    int64_t now = leash__now_ms(), wait = SPREAD_GRACE_MS;
+
+    if (q->deadline > now && (q->deadline - now) / 4 < wait)
+        wait = (q->deadline - now) / 4;
+    if (wait <= 0 || q->qu->base.env->freeing ||
+        (q->grace.handle == NULL && leash__timer_create(&q->grace) != LEASH_OK) ||
+        leash__timer_at(&q->grace, now + wait, 1) != LEASH_OK) {
+        q->grace_over = 1;
+        settle(q);
+    }
+}
+
 /* Looks whether q's outcome is decided now, and acts on it. */
 static void settle(qreq *q) {
     size_t i;
@@ -663,9 +704,13 @@ static void settle(qreq *q) {
         finish(q);
         return;
     }
+    q->spread_waits = 0;
     for (i = 0; i < q->n; i++)
-        if (!decide_one(q, i, &q->answers[i]))
+        if (!decide_one(q, i, &q->answers[i])) {
+            if (q->spread_waits && q->grace.due == 0)
+                wait_for_spread(q);
             return;
+        }
     if (q->again != NULL) {
         unsigned s;
         for (s = 0; s < q->qu->n; s++)
@@ -747,6 +792,7 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
         copies = leash__copies_init(&q->copies, qu->conns, qu->n, on_answer, q);
         q->got = calloc(qu->n * snd->nanswers, sizeof(*q->got));
         q->answered = calloc(qu->n, 1);
+        leash__timer_init(&q->grace, qu->base.env, grace_over, q);
         if (snd->op->cls == LEASH__OP_RENEW) {
             q->spreads = snd->again != NULL;
             q->again = snd->again != NULL ? snd->again : leash__cmd_clone(snd->cmd);
