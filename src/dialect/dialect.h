@@ -52,8 +52,8 @@ enum leash__answer_kind {
     LEASH__ANS_NOT_OURS, /* release, renew: the hold is gone or another's */
     LEASH__ANS_UNSURE,   /* release resent after the hold's deadline: over, either way */
     LEASH__ANS_RENEWED,  /* renew */
-    LEASH__ANS_REMOVED,  /* force: a hold was removed */
-    LEASH__ANS_NOBODY,   /* force: nobody held it */
+    LEASH__ANS_REMOVED,  /* force: a hold was removed; n = 1: fence is the floor after it */
+    LEASH__ANS_NOBODY,   /* force: nobody held it; n = 1: fence is the floor there */
     LEASH__ANS_RAISED,   /* raise: the fence floor is at least the fence asked */
     LEASH__ANS_QUEUED,   /* renew (family): the waiter's place is renewed */
     LEASH__ANS_HANDED    /* renew (family): the waiter was let in: fence */

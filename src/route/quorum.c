@@ -46,11 +46,14 @@
  *            watchdog then spreads again with the next renewal, not a
  *            quarter floor later.
  *   force    removed by any, and removed or nobody's on M (decided once
- *            every server answered); else the failure: removed on a few
- *            only (the others did not answer) is the failure, logged with
- *            the count, since the holder may renew on a majority of the
- *            others (the floor keeps it off the servers it was removed
- *            from: dialect/leash.c, force).
+ *            every server answered), where a "nobody" counts only with a
+ *            fence floor at least the removed hold's (nobody_kept_out: a
+ *            server that never had the hold would take it from the
+ *            holder's next spreading renewal); else the failure: removed on
+ *            a few only (the others did not answer, or had no such floor)
+ *            is the failure, logged with the count, since the holder may
+ *            renew on a majority of the others (the floor keeps it off the
+ *            servers it was removed from: dialect/leash.c, force).
  *
  * Copies: route/copies.c delivers them, and this file only decides. Once
  * decided, a request lets go of its copies still out: each stays its
@@ -436,6 +439,38 @@ static int spread_short(const qreq *q, size_t i) {
     return unheard ? UNDECIDED : 0;
 }
 
+/* A force release of lock i that removed a hold somewhere: the servers
+ * that answered "nobody holds it" and count toward its majority. Only
+ * those whose fence floor is at least the removed hold's fence, as the
+ * largest floor a removing server reported after it (each is at least the
+ * fence it removed, and the hold's own once a renewal kept it there): a
+ * server that never had the hold (its grant copy dropped, restarted
+ * empty) has a floor below it, and the holder's next spreading renewal
+ * writes the hold there (dialect/leash.c, renew), so counting it made
+ * LEASH_OK of a hold that stays on a majority. A counted server keeps its
+ * floor a floor's life (dialect/leash.c, force), and the removing ones
+ * theirs: the holder's renewals find at most the servers left, fewer than
+ * M, and it is lost. Answers without floors (a layout that never spreads)
+ * all count. */
+static unsigned nobody_kept_out(const qreq *q, size_t i) {
+    uint64_t removed = 0;
+    unsigned s, n = 0;
+
+    for (s = 0; s < q->qu->n; s++) {
+        const leash__answer *a = &q->got[s * q->n + i];
+        if (a->status == LEASH_OK && a->kind == LEASH__ANS_REMOVED && a->n == 1 &&
+            a->fence > removed)
+            removed = a->fence;
+    }
+    for (s = 0; s < q->qu->n; s++) {
+        const leash__answer *a = &q->got[s * q->n + i];
+        if (a->status == LEASH_OK && a->kind == LEASH__ANS_NOBODY &&
+            (a->n != 1 || a->fence >= removed))
+            n++;
+    }
+    return n;
+}
+
 /* One lock's answer of a release, renew or force. */
 static int decide_one(qreq *q, size_t i, leash__answer *out) {
     unsigned s, answered = 0, yes = 0, not_ours = 0, nobody = 0, unsure = 0, m = q->qu->majority;
@@ -486,13 +521,16 @@ static int decide_one(qreq *q, size_t i, leash__answer *out) {
          * the holder keeps a majority on the servers they were for. */
         if (answered < q->qu->n)
             return 0;
+        if (yes > 0)
+            nobody = nobody_kept_out(q, i);
         if (yes > 0 && yes + nobody < m) {
             /* Removed on too few: the holder may still renew on a majority
              * of the others. Not a force release, and not to be taken for
              * one; where it was removed, the floor keeps it out. */
             leash__log(log_of(q->qu), LEASH_LOG_WARN,
-                       "force release %s reached only %u of %u servers (removed the hold on %u): "
-                       "the hold may stand on the others; force it again once they answer",
+                       "force release %s reached only %u of %u servers that keep the hold out "
+                       "(removed it on %u): the hold may stand on the others; force it again once "
+                       "they answer",
                        q->what, yes + nobody, q->qu->n, yes);
             out->status = failure_of(q, i);
         } else if (yes > 0)
