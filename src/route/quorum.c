@@ -693,8 +693,8 @@ static void grace_over(void *arg) {
 static void wait_for_spread(qreq *q) {
     int64_t now = leash__now_ms(), wait = SPREAD_GRACE_MS;
 
-    if (q->deadline > now && (q->deadline - now) / 4 < wait)
-        wait = (q->deadline - now) / 4;
+    if (q->deadline > 0 && (q->deadline - now) / 4 < wait)
+        wait = (q->deadline - now) / 4; /* none once a hold's deadline passed */
     if (wait <= 0 || q->qu->base.env->freeing ||
         (q->grace.handle == NULL && leash__timer_create(&q->grace) != LEASH_OK) ||
         leash__timer_at(&q->grace, now + wait, 1) != LEASH_OK) {
