@@ -998,6 +998,69 @@ TEST(a_force_release_that_reaches_two_of_five_is_an_error_and_stays) {
     rw_down(&w);
 }
 
+/* A hold granted by three of five (servers 3 and 4 still held the last
+ * holder's key, whose release then reaches them: they never had the hold,
+ * and no floor there knows its fence) is force-released by a client that
+ * reaches server 0 (removed) and the two that never had it ("nobody");
+ * servers 1 and 2 do not answer it. Counting the two "nobody" answers
+ * toward the majority made this LEASH_OK, and then the holder's first
+ * renewal spread the hold onto servers 3 and 4 and kept it on four: a
+ * "nobody" counts only where the server's floor keeps the removed hold
+ * out. So this is a partial force release (LEASH_ECONN), and where it
+ * removed the hold, the hold does not come back. */
+TEST(a_force_release_is_no_ok_where_nobody_answers_could_take_the_hold) {
+    rworld w;
+    fault_proxy p[N];
+    leash_options o;
+    leash_client *holder, *op;
+    leash_lock *h, *f;
+    fx_result done = {0};
+    int ports[N], i;
+
+    rw_up(&w);
+    holder = rw_client(&w, 6000); /* the first renewal at about 2 s */
+    for (i = 0; i < N; i++) {
+        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
+        ports[i] = p[i].port;
+    }
+    redlock_options(&w, &o, ports, 6000);
+    op = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, op, N, 5000);
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:nobody", 30000);
+    h = leash_lock_new(holder, "nobody");
+    leash_on_lost(h, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    for (i = 3; i < N; i++) /* the last holder's release reaches them */
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:nobody"), 1);
+    CHECK_EQ_INT(holding_servers(&w, "leash:nobody"), 3);
+    for (i = 1; i < 3; i++)
+        CHECK_EQ_INT(fp_blackhole(&p[i], FP_ALL, FP_BOTH, 1), 0);
+    f = leash_lock_new(op, "nobody");
+    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
+    fx_run_until(w.loop, &done, 3000);
+    CHECK_EQ_INT(test_redis_int(&w.s[0], "EXISTS leash:nobody"), 0);
+    /* Past the first renewal (it spreads) and one more. */
+    fx_run_for(w.loop, 2000 + 2000 + 500);
+    CHECK_MSG(done.status != LEASH_OK || !leash_held(h),
+              "force release answered OK, and the holder still holds it on %d servers",
+              holding_servers(&w, "leash:nobody"));
+    CHECK_MSG(done.status == LEASH_ECONN,
+              "a force release that reached one holding server and "
+              "two that never had the hold answered %s",
+              leash_strerror(done.status));
+    CHECK_MSG(test_redis_int(&w.s[0], "EXISTS leash:nobody") == 0,
+              "the removed hold is back on server 0");
+    if (leash_held(h))
+        CHECK_EQ_INT(fx_release_sync(w.loop, h, 3000), LEASH_OK);
+    leash_lock_free(f);
+    leash_client_free(op);
+    leash_client_free(holder);
+    for (i = 0; i < N; i++)
+        fp_stop(&p[i]);
+    rw_down(&w);
+}
+
 /* Every server that had a hold keeps its fence as floor for as long as the
  * hold lives: else, once the floors' TTL (LEASH__FENCE_FLOOR_LEASES leases,
  * at least a minute) ran out under a long hold, a force release is undone
@@ -1571,6 +1634,84 @@ TEST(a_spread_that_met_an_older_hold_is_tried_again) {
     if (leash_held(l))
         CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
     leash_client_free(a);
+    rw_down(&w);
+}
+
+/* One of three servers frozen (SIGSTOP: its connection stays "ready")
+ * through a hold's first renewal, which spreads, with a command timeout
+ * longer than the lease has left then: the two others renew it at once,
+ * and that is the decision. Waiting for the frozen server's answer (so as
+ * to say whether the spread is done) held the decision until its
+ * connection broke for silence, past the hold's deadline: lost
+ * UNREACHABLE with a majority renewed. The spread is reported not done
+ * instead, and the next renewal spreads again. */
+TEST(a_frozen_server_does_not_hold_up_a_spreading_renewal) {
+    rworld w;
+    leash_options o;
+    leash_client *c;
+    leash_lock *l;
+    int ports[N], i;
+    uint64_t renewals;
+
+    rw_up(&w);
+    for (i = 0; i < N; i++)
+        ports[i] = w.s[i].port;
+    redlock_options(&w, &o, ports, 3000); /* the first renewal at about 1 s */
+    o.nodes_count = 3;
+    o.command_timeout_ms = 2800; /* longer than the lease has left then */
+    c = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, c, 3, 5000);
+    lost_calls = 0;
+    l = leash_lock_new(c, "thaw");
+    leash_on_lost(l, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    test_redis_freeze(&w.s[2]);
+    renewals = leash_renewals(l);
+    fx_run_for(w.loop, 4200); /* past the frozen connection's break (about 3.8 s) */
+    CHECK_MSG(lost_calls == 0, "lost (reason %d) with two of three servers renewing", lost_reason);
+    CHECK(leash_held(l));
+    CHECK_MSG(leash_renewals(l) >= renewals + 2, "%llu renewals in 4.2 s",
+              (unsigned long long)(leash_renewals(l) - renewals));
+    test_redis_thaw(&w.s[2]);
+    if (leash_held(l))
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* With every server well, a hold's first renewal spreads (it carries the
+ * fence, and the floor is read and kept: two reads a server) and the
+ * ones after it only extend (one read), until the quarterly spread. A
+ * spread reported not done when the majority answered, before the others
+ * had (always, on five servers that are well), made every renewal spread. */
+TEST(a_hold_on_servers_that_are_well_spreads_once) {
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    long long before = 0, after = 0;
+    uint64_t renewals;
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 600); /* renewals every 200 ms */
+    l = leash_lock_new(c, "once");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+    fx_run_for(w.loop, 300); /* past the first renewal */
+    renewals = leash_renewals(l);
+    for (i = 0; i < N; i++)
+        before += test_redis_calls(&w.s[i], "get");
+    fx_run_for(w.loop, 1200);
+    for (i = 0; i < N; i++)
+        after += test_redis_calls(&w.s[i], "get");
+    renewals = leash_renewals(l) - renewals;
+    CHECK(renewals >= 4);
+    /* One read a renewal and server; one renewal at either end may count
+     * on some servers only, and may be the spreading one. */
+    CHECK_MSG(after - before <= (long long)(N * (renewals + 3)),
+              "%lld reads on the servers for %llu renewals: they spread", after - before,
+              (unsigned long long)renewals);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_client_free(c);
     rw_down(&w);
 }
 
@@ -2176,11 +2317,14 @@ int main(int argc, char **argv) {
         TEST_CASE(a_failed_first_renewal_does_not_put_off_the_spread),
         TEST_CASE(a_spread_that_missed_a_busy_server_is_tried_again),
         TEST_CASE(a_spread_that_met_an_older_hold_is_tried_again),
+        TEST_CASE(a_frozen_server_does_not_hold_up_a_spreading_renewal),
+        TEST_CASE(a_hold_on_servers_that_are_well_spreads_once),
         TEST_CASE(a_hold_outlives_servers_whose_memory_is_full),
         TEST_CASE(a_floor_of_another_type_spoils_no_renewal_of_the_batch),
         TEST_CASE(a_force_released_hold_is_lost_at_its_renewal_not_spread_again),
         TEST_CASE(a_force_release_before_the_first_renewal_leaves_nothing),
         TEST_CASE(a_force_release_that_reaches_two_of_five_is_an_error_and_stays),
+        TEST_CASE(a_force_release_is_no_ok_where_nobody_answers_could_take_the_hold),
         TEST_CASE(holds_renewed_in_one_batch_all_stay_held),
         TEST_CASE(a_renewed_hold_keeps_its_fence_floors_alive),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),

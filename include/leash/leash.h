@@ -821,9 +821,13 @@ LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
  * WRONGTYPE in the log).
  * With Redlock it goes to every server and completes once each answered
  * (one that is down, after command_timeout_ms): LEASH_OK when one removed
- * a hold and a majority of the servers no longer have it (removed, or held
- * by nobody there): the holder is lost at its next renewal. Removed on
- * some, but fewer than a majority answered so (the others did not answer):
+ * a hold and a majority of the servers no longer have it and keep it out
+ * (removed there, or held by nobody there with the lock's fence floor at
+ * least the removed hold's fence): the holder cannot renew on a majority
+ * and is lost at its next renewal. A server with nothing and a lower floor
+ * (it never had the hold) does not count: the holder's renewal could
+ * spread the hold onto it. Removed on some, but fewer than a majority
+ * answered so (the others did not answer, or never had the hold):
  * LEASH_ECONN (or the error those servers gave), and a warning in the log
  * saying how many servers it reached: the holder may keep the lock on a
  * majority of the others; force it again once they answer. Where it was

@@ -406,14 +406,23 @@ static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const
     }
 }
 
-/* 1 removed, 0 nobody held it; a WRONGTYPE error for a key that is not a
- * lock. */
+/* 1 removed, 0 nobody held it; or, with a fence floor (Redlock, leash's
+ * layout), {1 or 0, the floor after it}: fence is that floor, n = 1 says
+ * the server reported it. A WRONGTYPE error for a key that is not a lock. */
 static void parse_force(const redisReply *r, leash__answer *a, size_t n, const leash__logger *lg,
                         const char *what) {
+    const redisReply *e = r;
+
     (void)n;
     memset(a, 0, sizeof(*a));
-    if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
-        a->kind = r->integer == 1 ? LEASH__ANS_REMOVED : LEASH__ANS_NOBODY;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer >= 0) {
+        e = r->element[0];
+        a->fence = (uint64_t)r->element[1]->integer;
+        a->n = 1;
+    }
+    if (e->type == REDIS_REPLY_INTEGER && (e->integer == 0 || e->integer == 1)) {
+        a->kind = e->integer == 1 ? LEASH__ANS_REMOVED : LEASH__ANS_NOBODY;
         return;
     }
     bad_reply(r, a, 1, lg, "force release", what);

@@ -52,8 +52,8 @@ enum leash__answer_kind {
     LEASH__ANS_NOT_OURS, /* release, renew: the hold is gone or another's */
     LEASH__ANS_UNSURE,   /* release resent after the hold's deadline: over, either way */
     LEASH__ANS_RENEWED,  /* renew */
-    LEASH__ANS_REMOVED,  /* force: a hold was removed */
-    LEASH__ANS_NOBODY,   /* force: nobody held it */
+    LEASH__ANS_REMOVED,  /* force: a hold was removed; n = 1: fence is the floor after it */
+    LEASH__ANS_NOBODY,   /* force: nobody held it; n = 1: fence is the floor there */
     LEASH__ANS_RAISED,   /* raise: the fence floor is at least the fence asked */
     LEASH__ANS_QUEUED,   /* renew (family): the waiter's place is renewed */
     LEASH__ANS_HANDED    /* renew (family): the waiter was let in: fence */
@@ -79,8 +79,8 @@ typedef struct leash__answer {
      * only: an older hold stands there.)
      * RENEWED from a quorum, by a renewal that spreads: a server that is up
      * neither renewed it, took it, nor said "not ours" (it answered BUSY,
-     * or nothing in time): the spread is not done, the next renewal spreads
-     * again (hold/watchdog.c). */
+     * nothing in time, or not within a short wait once M renewed): the
+     * spread is not done, the next renewal spreads again (hold/watchdog.c). */
     int spread_short;
 } leash__answer;
 

@@ -162,15 +162,22 @@
  *          fence. When a majority returned one fence, their grants wrote it
  *          as their floors, and nothing is raised.
  * force    KEYS: lock [, fence floor]  ARGV: channel, publish [, floor ttl ms]
- *          With a fence floor (Redlock), removing a hold keeps the floor at
- *          least at its fence, for at least floor ttl: a force release that
- *          reached only some servers (the holder renews on the others) must
- *          not see the hold written back there by a spread once the floor
- *          expired; the holder's spreading renewals keep it from then on.
  *          -> 1 a hold was removed (key deleted, PUBLISH "forced" on channel),
  *             0 nobody held it, a WRONGTYPE error when the key is not a lock
  *             (it is left alone). Whoever held it finds out at its next
  *             renewal (lost, EXPIRED).
+ *          With a fence floor (Redlock): -> {1 or 0, the floor after it}
+ *          (0: none, or one of another type). Removing a hold keeps the
+ *          floor at least at its fence, and a floor that is there (removed
+ *          or not) lives at least floor ttl from now: a spread writes a
+ *          hold only where the floor is below its fence, so a server whose
+ *          floor is at least the removed hold's takes it back neither now
+ *          nor before the holder's renewals found it gone; the holder's
+ *          spreading renewals keep that floor from then on. route/quorum.c
+ *          counts a "nobody" only with such a floor (the removed hold's
+ *          fence as the removing servers' floors say): on a server that
+ *          never had the hold (its grant copy dropped, restarted empty)
+ *          the spread would write it.
  *          Sent as EVAL, never EVALSHA: the resend that follows a NOSCRIPT
  *          answer would run it after commands issued later (an acquire, say)
  *          and remove the hold they created.
@@ -353,25 +360,30 @@ static const char renew_lua[] = LEASH__FAMILY_LUA
 static const char force_lua[] =
     "local v = redis.pcall('get', KEYS[1])\n"
     "if type(v) == 'table' then return v end\n"
-    "if not v then return 0 end\n"
-    "local f, tail = string.match(v, '^%x+:[01]:%d+:(%d+)(.*)$')\n"
-    "if not tail or string.gsub(tail, ':%x+:%d+', '') ~= '' then\n"
-    "  return redis.error_reply('WRONGTYPE the key holds a value that is not a lock')\n"
-    "end\n"
-    "redis.call('del', KEYS[1])\n"
+    "local fl, fs, f\n"
     "if KEYS[2] then\n"
-    "  local fl = redis.pcall('get', KEYS[2])\n"
-    "  if type(fl) ~= 'table' then\n"
-    "    local ttl = math.max(redis.call('pttl', KEYS[2]), tonumber(ARGV[3]))\n"
-    "    if (tonumber(fl or 0) or 0) < tonumber(f) then\n"
-    "      redis.call('set', KEYS[2], f, 'PX', ttl)\n"
-    "    else\n"
-    "      redis.call('pexpire', KEYS[2], ttl)\n"
-    "    end\n"
-    "  end\n"
+    "  fl = redis.pcall('get', KEYS[2])\n"
+    "  if type(fl) == 'table' then fl = nil else fl = tonumber(fl or 0) or 0 end\n"
     "end\n"
-    "redis.call(ARGV[2], ARGV[1], 'forced')\n"
-    "return 1\n";
+    "if v then\n"
+    "  local tail\n"
+    "  fs, tail = string.match(v, '^%x+:[01]:%d+:(%d+)(.*)$')\n"
+    "  if not tail or string.gsub(tail, ':%x+:%d+', '') ~= '' then\n"
+    "    return redis.error_reply('WRONGTYPE the key holds a value that is not a lock')\n"
+    "  end\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  redis.call(ARGV[2], ARGV[1], 'forced')\n"
+    "  f = tonumber(fs)\n"
+    "end\n"
+    "if not KEYS[2] then return v and 1 or 0 end\n"
+    "if fl and (f or 0) > fl then\n"
+    "  local ttl = math.max(redis.call('pttl', KEYS[2]), tonumber(ARGV[3]))\n"
+    "  redis.call('set', KEYS[2], fs, 'PX', ttl)\n"
+    "  fl = f\n"
+    "elseif fl and fl > 0 and redis.call('pttl', KEYS[2]) < tonumber(ARGV[3]) then\n"
+    "  redis.call('pexpire', KEYS[2], ARGV[3])\n"
+    "end\n"
+    "return {v and 1 or 0, fl or f or 0}\n";
 
 static leash__script acquire_script, acquire_script_60, release_script, renew_script, force_script;
 /* By id (dialect.h), so that the ids and the array cannot drift apart. */

@@ -38,16 +38,22 @@
  *            by then, and a long hold's floors never run out. That resend
  *            does not spread (leash__send.again): it is written after the
  *            holder's release when that came in between. A renewal that
- *            spreads is decided once every server that is up (its command
- *            connection ready) answered too, and says whether one of them
- *            failed it (spread_short, BUSY say): the watchdog then spreads
- *            again with the next renewal, not a quarter floor later.
+ *            spreads, renewed by M, waits SPREAD_GRACE_MS at most (never
+ *            for the slowest server: a frozen one that is up would decide
+ *            when the hold lives on) for the other servers that are up
+ *            (command connection ready), and says whether one of them
+ *            failed it or had not answered by then (spread_short): the
+ *            watchdog then spreads again with the next renewal, not a
+ *            quarter floor later.
  *   force    removed by any, and removed or nobody's on M (decided once
- *            every server answered); else the failure: removed on a few
- *            only (the others did not answer) is the failure, logged with
- *            the count, since the holder may renew on a majority of the
- *            others (the floor keeps it off the servers it was removed
- *            from: dialect/leash.c, force).
+ *            every server answered), where a "nobody" counts only with a
+ *            fence floor at least the removed hold's (nobody_kept_out: a
+ *            server that never had the hold would take it from the
+ *            holder's next spreading renewal); else the failure: removed on
+ *            a few only (the others did not answer, or had no such floor)
+ *            is the failure, logged with the count, since the holder may
+ *            renew on a majority of the others (the floor keeps it off the
+ *            servers it was removed from: dialect/leash.c, force).
  *
  * Copies: route/copies.c delivers them, and this file only decides. Once
  * decided, a request lets go of its copies still out: each stays its
@@ -113,6 +119,7 @@
 
 #include "base/clock.h"
 #include "base/strmap.h"
+#include "base/timer.h"
 #include "base/token.h"
 #include "route/copies.h"
 #include "route/node.h"
@@ -125,6 +132,10 @@
 #define SPLIT_MAX_MS 60
 /* Servers that failed a renewal get it again this much later. */
 #define RENEW_AGAIN_MS 50
+/* A renewal that spreads, renewed by a majority, waits at most this long
+ * (and a quarter of what its holds have left) for the other servers that
+ * are up, to tell whether its spread is done. */
+#define SPREAD_GRACE_MS 50
 #define MSG_MAX 64
 /* A fence proposal made from a server's clock as its connection's
  * handshake saw it (a lower bound) is this far ahead of it. */
@@ -178,6 +189,9 @@ typedef struct qreq {
     int64_t lease_ms;        /* grant: the hold's lease */
     leash__cmd *again;       /* renew: a copy kept for servers that fail it */
     int spreads;             /* renew: it carries fences (leash__send.again) */
+    int spread_waits;        /* renew: a decision waits for the spread's answers */
+    int grace_over;          /* renew: it waits no longer (spread_short then) */
+    leash__timer grace;      /* renew: ends that wait */
     leash__copies copies;    /* the command's copies, one per server */
     leash__answer *got;      /* per server, n answers each */
     char *answered;          /* per server: its answers are in got */
@@ -392,42 +406,77 @@ static int released_anyway(const qreq *q, unsigned yes, unsigned not_ours) {
     return yes > 0 && not_ours < q->qu->majority && yes + not_ours >= q->qu->majority;
 }
 
-/* A spreading renewal of lock i that a majority renewed: whether every
- * server that is up (its command connection ready) has answered, so that
- * the answer can say whether the spread is done: 1, with *short_ set when
- * one of them neither renewed nor took the hold nor refused it for good
- * ("not ours": the hold was there and is gone, or another hold's fence
- * is on its floor; neither changes by asking again), but failed (BUSY,
- * no answer in time) or refused it for now (an older hold still there).
- * A server that is down is not waited for (it gets the hold at the
- * quarterly spread once back: hold/watchdog.c). Waiting costs the
- * decision the slowest server that is up, at most its command timeout, on
- * the renewals that spread only. */
-static int spread_heard(const qreq *q, size_t i, int *short_) {
+/* A spreading renewal of lock i that a majority renewed: whether its
+ * spread is not done yet (spread_short), so that the next renewal spreads
+ * again: a server that is up (its command connection ready) neither
+ * renewed the hold nor took it nor refused it for good ("not ours": the
+ * hold was there and is gone, or another hold's fence is on its floor;
+ * neither changes by asking again), but failed (BUSY, no answer in time),
+ * refused it for now (an older hold still there), or has not answered
+ * (UNDECIDED: the decision waits for it, SPREAD_GRACE_MS at most). A
+ * server that is down counts for done (it gets the hold at the quarterly
+ * spread once back: hold/watchdog.c). The decision never waits longer: a
+ * slow server that is up (frozen, its connection not yet broken for
+ * silence) held a renewal that a majority made until after the hold's
+ * deadline, and every hold of the batch with it. Nor is it made at the
+ * majority's answer alone: with every server well, the others would not
+ * have answered yet, and every renewal would spread. */
+static int spread_short(const qreq *q, size_t i) {
     unsigned s;
+    int unheard = 0;
 
-    *short_ = 0;
     for (s = 0; s < q->qu->n; s++) {
         const leash__answer *a = &q->got[s * q->n + i];
         if (!q->answered[s]) {
-            if (leash__conn_ready(q->qu->conns[s]))
-                return 0;
+            unheard |= leash__conn_ready(q->qu->conns[s]) != 0;
             continue;
         }
         if (a->status != LEASH_OK ||
             (a->kind != LEASH__ANS_RENEWED && a->kind != LEASH__ANS_NOT_OURS) ||
             (a->kind == LEASH__ANS_NOT_OURS && a->n == 1))
-            *short_ = 1;
+            return 1;
     }
-    return 1;
+    return unheard ? UNDECIDED : 0;
+}
+
+/* A force release of lock i that removed a hold somewhere: the servers
+ * that answered "nobody holds it" and count toward its majority. Only
+ * those whose fence floor is at least the removed hold's fence, as the
+ * largest floor a removing server reported after it (each is at least the
+ * fence it removed, and the hold's own once a renewal kept it there): a
+ * server that never had the hold (its grant copy dropped, restarted
+ * empty) has a floor below it, and the holder's next spreading renewal
+ * writes the hold there (dialect/leash.c, renew), so counting it made
+ * LEASH_OK of a hold that stays on a majority. A counted server keeps its
+ * floor a floor's life (dialect/leash.c, force), and the removing ones
+ * theirs: the holder's renewals find at most the servers left, fewer than
+ * M, and it is lost. Answers without floors (a layout that never spreads)
+ * all count. */
+static unsigned nobody_kept_out(const qreq *q, size_t i) {
+    uint64_t removed = 0;
+    unsigned s, n = 0;
+
+    for (s = 0; s < q->qu->n; s++) {
+        const leash__answer *a = &q->got[s * q->n + i];
+        if (a->status == LEASH_OK && a->kind == LEASH__ANS_REMOVED && a->n == 1 &&
+            a->fence > removed)
+            removed = a->fence;
+    }
+    for (s = 0; s < q->qu->n; s++) {
+        const leash__answer *a = &q->got[s * q->n + i];
+        if (a->status == LEASH_OK && a->kind == LEASH__ANS_NOBODY &&
+            (a->n != 1 || a->fence >= removed))
+            n++;
+    }
+    return n;
 }
 
 /* One lock's answer of a release, renew or force. */
-static int decide_one(const qreq *q, size_t i, leash__answer *out) {
+static int decide_one(qreq *q, size_t i, leash__answer *out) {
     unsigned s, answered = 0, yes = 0, not_ours = 0, nobody = 0, unsure = 0, m = q->qu->majority;
     const leash__answer *kept = NULL;
     int64_t sent = 0;
-    int cls = q->op->cls, short_;
+    int cls = q->op->cls;
 
     for (s = 0; s < q->qu->n; s++) {
         const leash__answer *a = &q->got[s * q->n + i];
@@ -472,13 +521,16 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
          * the holder keeps a majority on the servers they were for. */
         if (answered < q->qu->n)
             return 0;
+        if (yes > 0)
+            nobody = nobody_kept_out(q, i);
         if (yes > 0 && yes + nobody < m) {
             /* Removed on too few: the holder may still renew on a majority
              * of the others. Not a force release, and not to be taken for
              * one; where it was removed, the floor keeps it out. */
             leash__log(log_of(q->qu), LEASH_LOG_WARN,
-                       "force release %s reached only %u of %u servers (removed the hold on %u): "
-                       "the hold may stand on the others; force it again once they answer",
+                       "force release %s reached only %u of %u servers that keep the hold out "
+                       "(removed it on %u): the hold may stand on the others; force it again once "
+                       "they answer",
                        q->what, yes + nobody, q->qu->n, yes);
             out->status = failure_of(q, i);
         } else if (yes > 0)
@@ -490,12 +542,14 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
         return 1;
     }
     if (yes >= m || (cls == LEASH__OP_RELEASE && released_anyway(q, yes, not_ours))) {
-        if (cls == LEASH__OP_RENEW && q->spreads && !spread_heard(q, i, &out->spread_short))
+        int short_ = cls == LEASH__OP_RENEW && q->spreads ? spread_short(q, i) : 0;
+        if (short_ == UNDECIDED && !q->grace_over) {
+            q->spread_waits = 1;
             return 0;
-        short_ = out->spread_short;
+        }
         *out = *kept;
         out->sent_ms = sent;
-        out->spread_short = short_;
+        out->spread_short = short_ != 0;
         return 1;
     }
     if (cls == LEASH__OP_RELEASE ? not_ours >= m : not_ours > q->qu->n - m) {
@@ -517,6 +571,7 @@ static int decide_one(const qreq *q, size_t i, leash__answer *out) {
 static void settle(qreq *q);
 
 static void req_free(qreq *q) {
+    leash__timer_clear(&q->grace);
     leash__copies_fini(&q->copies);
     if (q->again != NULL)
         leash__cmd_free(q->again);
@@ -625,6 +680,29 @@ static int start_raise(qreq *q) {
     return leash__copies_send(&q->copies, q->raise_to, cmd);
 }
 
+static void grace_over(void *arg) {
+    qreq *q = arg;
+
+    q->grace_over = 1;
+    settle(q);
+}
+
+/* A renewal that a majority made waits a little for the answers that say
+ * whether its spread is done (spread_short): SPREAD_GRACE_MS, at most a
+ * quarter of what its holds have left; without a timer, not at all. */
+static void wait_for_spread(qreq *q) {
+    int64_t now = leash__now_ms(), wait = SPREAD_GRACE_MS;
+
+    if (q->deadline > 0 && (q->deadline - now) / 4 < wait)
+        wait = (q->deadline - now) / 4; /* none once a hold's deadline passed */
+    if (wait <= 0 || q->qu->base.env->freeing ||
+        (q->grace.handle == NULL && leash__timer_create(&q->grace) != LEASH_OK) ||
+        leash__timer_at(&q->grace, now + wait, 1) != LEASH_OK) {
+        q->grace_over = 1;
+        settle(q);
+    }
+}
+
 /* Looks whether q's outcome is decided now, and acts on it. */
 static void settle(qreq *q) {
     size_t i;
@@ -664,9 +742,13 @@ static void settle(qreq *q) {
         finish(q);
         return;
     }
+    q->spread_waits = 0;
     for (i = 0; i < q->n; i++)
-        if (!decide_one(q, i, &q->answers[i]))
+        if (!decide_one(q, i, &q->answers[i])) {
+            if (q->spread_waits && q->grace.due == 0)
+                wait_for_spread(q);
             return;
+        }
     if (q->again != NULL) {
         unsigned s;
         for (s = 0; s < q->qu->n; s++)
@@ -748,6 +830,7 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
         copies = leash__copies_init(&q->copies, qu->conns, qu->n, on_answer, q);
         q->got = calloc(qu->n * snd->nanswers, sizeof(*q->got));
         q->answered = calloc(qu->n, 1);
+        leash__timer_init(&q->grace, qu->base.env, grace_over, q);
         if (snd->op->cls == LEASH__OP_RENEW) {
             q->spreads = snd->again != NULL;
             q->again = snd->again != NULL ? snd->again : leash__cmd_clone(snd->cmd);
