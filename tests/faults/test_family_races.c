@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The lock family against the races an adversarial review found: a place
- * renewal answered after the handoff, a lost handoff message, a close or
- * free with a waiter queued, and a stress of each kind with delayed
+ * renewal answered after the handoff, a lost handoff message, a late one
+ * (after the hold it names ran out and the token was queued again), a
+ * close or free with a waiter queued, and a stress of each kind with delayed
  * connections (counted violations and losses must be 0).
  */
 #ifndef _GNU_SOURCE
