@@ -49,8 +49,11 @@
  *   handed   let in by another's script: -> HELD with the place's
  *            deadline and renewal schedule, callback LEASH_OK; an attempt on
  *            the wire is dropped (it would find the hold). With
- *            wait_replicas, a fixed lease, or a place past its deadline:
- *            again (the attempt finds the hold and decides)
+ *            wait_replicas, a fixed lease, a place past its deadline, or a
+ *            let-in whose fence (the server's clock at the grant) is not
+ *            past the last write of the place heard of (a late message: the
+ *            hold it names may have run out before the token was queued
+ *            again): again (the attempt finds the hold and decides)
  */
 #include <string.h>
 
@@ -75,10 +78,31 @@ enum {
 
 /* ---- the waiter's place ---- */
 
+/* A write of the place was answered (a): when, by the server's clock. */
+static void place_written(leash_lock *l, const leash__answer *a) {
+    int64_t ms = a->server_ms > 0 ? a->server_ms : INT64_MAX;
+
+    if (ms > l->place_ms)
+        l->place_ms = ms;
+}
+
+/* Whether a let-in under fence was granted after every write of the
+ * place this handle heard of: a fence is the server's clock (us) at its
+ * grant, or just above the last fence given, so one past the millisecond
+ * of the latest write was granted after it. Else the let-in may be a late
+ * message (its bytes held on the way) that names a hold which ran out
+ * unrenewed, after which an attempt of the token queued it again: the
+ * place's deadline is the new place's, not that hold's. */
+static int let_in_after_place(const leash_lock *l, uint64_t fence) {
+    return l->place_ms < (int64_t)(fence / 1000);
+}
+
 /* An attempt answered "queued": the token has a place, which lives as long
  * as its lease from the attempt's write, and is renewed. */
 static void note_place(leash_lock *l, const leash__answer *a) {
     int64_t written = leash__holding_attempt_time(l, a);
+
+    place_written(l, a);
 
     if (!l->queued) {
         l->queued = 1;
@@ -101,6 +125,7 @@ static void wait_ended(leash_lock *l, int granted) {
         leash__holding_release_in_background(l, l->hold.token, 0);
     l->place_renewal_out = granted && l->queued && l->hold.renew_state == LEASH__RENEW_INFLIGHT;
     l->queued = 0;
+    l->place_ms = 0;
 }
 
 /* What a renewal of the waiter's place answered. */
@@ -109,6 +134,7 @@ static void place_renewed(leash_lock *l, const leash__event *e) {
         return;
     switch (e->type) {
     case LEASH__EV_RENEWED:
+        place_written(l, e->answer);
         leash__hold_extend(&l->hold, e->sent);
         leash__hold_schedule_renewal(&l->hold, e->sent);
         leash__holding_arm(l);
@@ -141,9 +167,11 @@ static void handed(leash_lock *l, const leash__event *e) {
     leash__holding_abandon_attempt(l, 0);
     /* Let in before an attempt answered "queued": which copy of it wrote
      * the place (an earlier one may have, before a reconnect) is not
-     * known, so neither is the place's expiry. */
+     * known, so neither is the place's expiry. Let in no later than a
+     * write of the place this handle heard of: the hold may have ended
+     * before that write queued the token again (let_in_after_place). */
     if (!l->queued || l->core->cfg->route->wait_replicas > 0 || !l->watchdog ||
-        now >= l->hold.deadline) {
+        now >= l->hold.deadline || !let_in_after_place(l, e->fence)) {
         leash__holding_again(l);
         return;
     }

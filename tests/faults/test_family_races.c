@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The lock family against the races an adversarial review found: a place
- * renewal answered after the handoff, a lost handoff message, a close or
- * free with a waiter queued, and a stress of each kind with delayed
+ * renewal answered after the handoff, a lost handoff message, a late one
+ * (after the hold it names ran out and the token was queued again), a
+ * close or free with a waiter queued, and a stress of each kind with delayed
  * connections (counted violations and losses must be 0).
  */
 #ifndef _GNU_SOURCE
@@ -425,12 +426,93 @@ TEST(lost_handoff_message_strands_a_non_head_waiter_that_keeps_the_lock) {
     ev_loop_destroy(loop);
 }
 
+/*
+ * A let-in message that comes late (its bytes held on the way, as TCP
+ * retransmits them after a partition) names a hold that ended long ago:
+ * the waiter was let in while it could not hear Redis, the hold ran out
+ * unrenewed, another took the lock, and the waiter's attempt queued the
+ * same token again. The message must not make it a holder beside the
+ * new one: its place's deadline is that of the new place, not of the
+ * hold the message names.
+ */
+TEST(late_let_in_message_after_a_requeue_is_no_hold) {
+    test_redis r;
+    fault_proxy p;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    leash_client *ca, *cb, *cc;
+    leash_lock *a, *b, *cl;
+    fx_result acqb = {0};
+    fkeys k;
+    char tok[LEASH__TOKEN_LEN + 1];
+    int64_t end;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    CHECK_EQ_INT(fp_start(&p, r.port), 0);
+    ca = fx_fault_client(loop, r.port, 900);
+    cc = fx_fault_client(loop, r.port, 900);
+    cb = fx_fault_client(loop, p.port, 900);
+    fx_wait_connected(loop, ca, 3000);
+    fx_wait_connected(loop, cb, 3000);
+    fx_wait_connected(loop, cc, 3000);
+    a = leash_fair_lock_new(ca, "late");
+    cl = leash_fair_lock_new(cc, "late");
+    b = leash_fair_lock_new(cb, "late");
+    keys_of(b, &k);
+    CHECK_EQ_INT(fx_acquire_sync(loop, a, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 30000, fx_acquire_cb, &acqb), LEASH_OK);
+    test_run_for(loop, 200);
+    memcpy(tok, b->hold.token, sizeof tok);
+    CHECK(hexists(&r, &k, 'q', tok) == 1);
+    /* b hears nothing: its let-in message waits on the way, its commands
+     * go nowhere. */
+    CHECK_EQ_INT(fp_stall(&p, FP_SUB, FP_DOWN, 1), 0);
+    CHECK_EQ_INT(fp_blackhole(&p, FP_CMD, FP_BOTH, 1), 0);
+    CHECK_EQ_INT(fx_release_sync(loop, a, 2000), LEASH_OK);
+    CHECK(hexists(&r, &k, 'h', tok) == 1); /* b was let in, in Redis */
+    /* Its hold runs out unrenewed (lease 900 ms); cl takes the lock. */
+    test_run_for(loop, 1300);
+    CHECK_EQ_INT(fx_acquire_sync(loop, cl, 0, 3000), LEASH_OK);
+    CHECK(hexists(&r, &k, 'h', tok) == 0);
+    /* b's attempt gets through and queues the same token again. */
+    CHECK_EQ_INT(fp_blackhole(&p, FP_CMD, FP_BOTH, 0), 0);
+    end = test_now_ms() + 5000 + TEST_SLACK_MS;
+    while (hexists(&r, &k, 'q', tok) != 1 && test_now_ms() < end)
+        test_run_for(loop, 5);
+    CHECK_MSG(hexists(&r, &k, 'q', tok) == 1, "b's token was not queued again");
+    test_run_for(loop, 100);
+    CHECK_EQ_INT(acqb.calls, 0);
+    /* Now the old let-in message arrives. */
+    CHECK_EQ_INT(fp_stall(&p, FP_SUB, FP_DOWN, 0), 0);
+    test_run_for(loop, 300);
+    fprintf(stderr,
+            "after the late message: b's callback %d (status %d), b held %d fence %llu; "
+            "cl held %d fence %llu\n",
+            acqb.calls, acqb.status, leash_held(b), (unsigned long long)leash_fence(b),
+            leash_held(cl), (unsigned long long)leash_fence(cl));
+    /* Told it holds, b would write with a fence below cl's while cl
+     * holds: mutual exclusion broken (until a renewal tells it). */
+    CHECK_MSG(acqb.calls == 0, "b was let in (fence %llu) while cl holds (fence %llu)",
+              (unsigned long long)leash_fence(b), (unsigned long long)leash_fence(cl));
+    CHECK(leash_held(cl));
+    CHECK_EQ_INT(fx_release_sync(loop, cl, 2000), LEASH_OK);
+    fx_run_until(loop, &acqb, 3000 + TEST_SLACK_MS);
+    CHECK_EQ_INT(acqb.status, LEASH_OK);
+    CHECK(leash_fence(b) > leash_fence(cl));
+    leash_client_free(ca);
+    leash_client_free(cb);
+    leash_client_free(cc);
+    fp_stop(&p);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(place_renewal_answered_after_handoff_loses_the_hold),
         TEST_CASE(close_with_a_queued_waiter_leaves_no_place),
         TEST_CASE(free_with_a_queued_waiter_leaves_no_place),
         TEST_CASE(lost_handoff_message_strands_a_non_head_waiter_that_keeps_the_lock),
+        TEST_CASE(late_let_in_message_after_a_requeue_is_no_hold),
         TEST_CASE_T(stress_fair, 60),
         TEST_CASE_T(stress_rw, 60),
         TEST_CASE_T(stress_sem, 60),
