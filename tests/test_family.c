@@ -667,7 +667,7 @@ TEST(fair_lock_holder_whose_token_is_queued_again_is_lost) {
     CHECK_EQ_INT(fx_acquire_sync(w.loop, b, 0, 5000), LEASH_OK);
     rep = test_redis_cmd(r, "EVAL %b 1 leash:fair-requeued %s 30000 f %s 0 0 1 chan publish %s 0",
                          acquire->src, acquire->len, tok, client, "");
-    CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4);
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 5);
     CHECK_EQ_INT(rep->element[0]->integer, 0); /* queued behind b */
     freeReplyObject(rep);
     fx_run_for(w.loop, 2 * lease);
@@ -711,8 +711,8 @@ static test_redis *requeue_behind_another(fx_world *w, leash_lock *a, const char
     for (i = 0; i < 2; i++) {
         rep = test_redis_cmd(r, "EVAL %b 1 %s %s 30000 f abcd 0 0 1 chan publish %s 0",
                              acquire->src, acquire->len, key, turns[i], "");
-        CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4);
-        /* The other holds, then tok waits behind it. */
+        /* The other holds, then tok waits behind it (and a mark). */
+        CHECK(rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == (size_t)(4 + i));
         CHECK_EQ_INT(rep->element[0]->integer, i == 0);
         CHECK(i == 1 || (uint64_t)rep->element[1]->integer > leash_fence(a));
         freeReplyObject(rep);

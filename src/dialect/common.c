@@ -314,14 +314,18 @@ static void bad_reply(const redisReply *r, leash__answer *out, size_t n, const l
 }
 
 /* {1, fence, count, now} or {0, x, 0, now}: x the holder's pttl, -3 too
- * late, -4 gone. */
+ * late, -4 gone; a family attempt that wrote its place {0, x, 0, now,
+ * mark}: mark (in fence) is at least every fence given before (see
+ * dialect/family.c). */
 static void parse_acquire(const redisReply *r, leash__answer *a, size_t n, const leash__logger *lg,
                           const char *what) {
     (void)n;
     memset(a, 0, sizeof(*a));
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+    if (r->type == REDIS_REPLY_ARRAY && (r->elements == 4 || r->elements == 5) &&
         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER &&
-        r->element[2]->type == REDIS_REPLY_INTEGER && r->element[3]->type == REDIS_REPLY_INTEGER) {
+        r->element[2]->type == REDIS_REPLY_INTEGER && r->element[3]->type == REDIS_REPLY_INTEGER &&
+        (r->elements == 4 || (r->element[4]->type == REDIS_REPLY_INTEGER &&
+                              r->element[0]->integer == 0 && r->element[4]->integer > 0))) {
         a->server_ms = r->element[3]->integer;
         if (r->element[0]->integer == 1 && r->element[1]->integer >= 0 &&
             r->element[2]->integer >= 1 && r->element[2]->integer <= INT32_MAX) {
@@ -338,6 +342,8 @@ static void parse_acquire(const redisReply *r, leash__answer *a, size_t n, const
             return;
         }
         if (r->element[0]->integer == 0) {
+            if (r->elements == 5)
+                a->fence = (uint64_t)r->element[4]->integer;
             a->n = r->element[1]->integer;
             a->kind = a->n == -3 ? LEASH__ANS_LATE : a->n == -4 ? LEASH__ANS_GONE : LEASH__ANS_BUSY;
             return;
@@ -364,8 +370,9 @@ static void parse_release(const redisReply *r, leash__answer *a, size_t n, const
 
 /* {r1..rN} or {r1..rN, now}: 1 renewed, 0 not ours, -5 not ours for now
  * (a spread met an older hold: n = 1), -3 too late (not_after passed);
- * the family's waiters also 2 (the place renewed) and a fence (let in by
- * this renewal); anything else is a protocol error for that lock, never a
+ * the family's waiters also {2, mark} (the place renewed; mark, in fence,
+ * is at least every fence given before) and a fence (let in by this
+ * renewal); anything else is a protocol error for that lock, never a
  * verdict on its hold. now: the server's clock (ms), in every answer's
  * server_ms. */
 static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const leash__logger *lg,
@@ -386,7 +393,12 @@ static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const
         const redisReply *e = r->element[i];
         memset(&out[i], 0, sizeof(out[i]));
         out[i].server_ms = now;
-        if (e->type == REDIS_REPLY_INTEGER && e->integer == -3) {
+        if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+            e->element[0]->type == REDIS_REPLY_INTEGER && e->element[0]->integer == 2 &&
+            e->element[1]->type == REDIS_REPLY_INTEGER && e->element[1]->integer > 0) {
+            out[i].kind = LEASH__ANS_QUEUED;
+            out[i].fence = (uint64_t)e->element[1]->integer;
+        } else if (e->type == REDIS_REPLY_INTEGER && e->integer == -3) {
             /* Too late to count: it did nothing, as one never written. */
             out[i].status = LEASH_ECONN;
         } else if (e->type == REDIS_REPLY_INTEGER && e->integer == -5) {
@@ -397,7 +409,8 @@ static void parse_renew(const redisReply *r, leash__answer *out, size_t n, const
                           : e->integer == 1 ? LEASH__ANS_RENEWED
                           : e->integer == 2 ? LEASH__ANS_QUEUED
                                             : LEASH__ANS_HANDED;
-            out[i].fence = (uint64_t)e->integer;
+            /* A place's 2 without a mark: none (0). */
+            out[i].fence = e->integer == 2 ? 0 : (uint64_t)e->integer;
         } else {
             leash__log(lg, LEASH_LOG_WARN,
                        "renew: answer %zu is neither 0 nor 1 (nor a family place's 2 or fence)", i);

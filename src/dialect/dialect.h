@@ -62,7 +62,7 @@ enum leash__answer_kind {
 typedef struct leash__answer {
     int status;        /* LEASH_OK: `kind` says what; else why there is no answer */
     int kind;          /* enum leash__answer_kind */
-    uint64_t fence;    /* GRANTED */
+    uint64_t fence;    /* GRANTED; BUSY, QUEUED of a family place: its mark (0 none) */
     int64_t n;         /* GRANTED: count; BUSY: pttl; LEFT: count left; NOT_OURS: see below */
     int64_t server_ms; /* the server's clock in the answer (ms since the epoch), 0 unknown */
     /* Monotonic ms when the command it answers was written (a quorum: the

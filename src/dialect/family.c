@@ -72,10 +72,16 @@
  *         -> {1, fence, count, now}: held (a new hold let in now, a place
  *            that was let in before (a check), or with count > 1 an extra
  *            hold of a held token: its count raised to count)
- *         -> {0, ms, 0, now}: queued, at the head: the first holder's
- *            lease ends in ms at the soonest
- *         -> {0, -6, 0, now}: queued behind others (or, once = 1, not let
- *            in: nothing written)
+ *         -> {0, ms, 0, now, mark}: queued, at the head: the first
+ *            holder's lease ends in ms at the soonest
+ *         -> {0, -6, 0, now, mark}: queued behind others (or, once = 1,
+ *            not let in: nothing written, {0, -6, 0, now})
+ *         mark: the larger of the fence field and TIME in us when the
+ *         place was written (fam_mark): every fence given before, hence
+ *         every let-in message of an earlier place, is at most mark, and
+ *         every later fence is above it (fences strictly grow per hash,
+ *         whatever the server's clock does; prim/family.c, handed). A
+ *         renewal of a place answers {2, mark} likewise (fam_renew).
  *         -> {0, -3, 0, now}: too late, did nothing; {0, -4, 0, now}: an
  *            extra hold of a hold that is gone
  *         -> {0, -5, permits, now}: a semaphore with another permit count
@@ -150,10 +156,10 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "         mode .. ':' .. ARGV[4] .. ':' .. exp .. ':' .. seq}\n"
     "    if v[10] then\n"
     "      a[9], a[10], a[11], a[12] = 'n' .. v[10], tok, 'p' .. tok, v[10]\n"
-    "      r = {0, -6, 0, now}\n"
+    "      r = {0, -6, 0, now, fam_mark(t, v[1])}\n"
     "    else\n"
     "      a[9], a[10] = 'head', tok\n"
-    "      r = {0, soon - now, 0, now}\n"
+    "      r = {0, soon - now, 0, now, fam_mark(t, v[1])}\n"
     "    end\n"
     "  end\n"
     "  if a then\n"
@@ -203,8 +209,9 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "    F.keep(K, S, now, exp)\n"
     "    F.done(K, S)\n"
     "    if f then return {1, tonumber(f), 1, now} end\n"
-    "    if S.head == tok and S.soonest then return {0, S.soonest - now, 0, now} end\n"
-    "    return {0, -6, 0, now}\n"
+    "    if S.head == tok and S.soonest then return {0, S.soonest - now, 0, now, fam_mark(t, "
+    "S.fence)} end\n"
+    "    return {0, -6, 0, now, fam_mark(t, S.fence)}\n"
     "  end\n"
     "  F.unlink(S, tok, S.p, S.nx)\n"
     "end\n"
@@ -235,8 +242,9 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "F.enqueue(S, tok, mode, cl, exp)\n"
     "F.keep(K, S, now, exp)\n"
     "F.done(K, S)\n"
-    "if S.head == tok and S.soonest then return {0, S.soonest - now, 0, now} end\n"
-    "return {0, -6, 0, now}\n";
+    "if S.head == tok and S.soonest then return {0, S.soonest - now, 0, now, fam_mark(t, "
+    "S.fence)} end\n"
+    "return {0, -6, 0, now, fam_mark(t, S.fence)}\n";
 
 /* The fast path: the last hold's release when nobody waits (the hash
  * goes), one of several when nobody waits or a reader's beside readers,

@@ -46,6 +46,9 @@
     "  end\n"                                                                                      \
     "  return f\n"                                                                                 \
     "end\n"                                                                                        \
+    "local function fam_mark(t, last)\n"                                                           \
+    "  return math.max(t[1] * 1000000 + t[2], tonumber(last) or 0)\n"                              \
+    "end\n"                                                                                        \
     "local function fam_read(K, tok, under)\n"                                                     \
     "  return redis.pcall('hmget', K, 'fence', 'seq', 'permits', 'mode', 'held', 'queued', "       \
     "'soonest',\n"                                                                                 \
@@ -294,6 +297,7 @@
     "  end\n"                                                                                      \
     "  if r ~= 0 then F.keep(K, S, now, exp) end\n"                                                \
     "  F.done(K, S)\n"                                                                             \
+    "  if r == 2 then return {2, fam_mark(t, S.fence)} end\n"                                      \
     "  return r\n"                                                                                 \
     "end\n"
 

@@ -139,7 +139,9 @@
  *             or only kept for that token: count 0 holds nothing), -5 not
  *             ours for now (spreading: an older hold, whose fence is below
  *             this one's, still stands there: its release or expiry comes,
- *             and a spread after it can take); now:
+ *             and a spread after it can take); a family waiter's place
+ *             {2, mark} renewed (dialect/family.c says what mark is) or a
+ *             fence, let in; now:
  *             the server's clock in ms, for the connection's offset (a
  *             hold's renewals measure it again every renew interval),
  *             -3 each when not_after passed: it did nothing. not_after (as

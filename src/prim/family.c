@@ -50,10 +50,11 @@
  *            deadline and renewal schedule, callback LEASH_OK; an attempt on
  *            the wire is dropped (it would find the hold). With
  *            wait_replicas, a fixed lease, a place past its deadline, or a
- *            let-in whose fence (the server's clock at the grant) is not
- *            past the last write of the place heard of (a late message: the
- *            hold it names may have run out before the token was queued
- *            again): again (the attempt finds the hold and decides)
+ *            let-in whose fence is not above the largest mark of the
+ *            place's writes heard of this wait (the mark: at least the
+ *            hash's last fence then; a late message: the hold it names may
+ *            have run out before the token was queued again): again (the
+ *            attempt finds the hold and decides)
  */
 #include <string.h>
 
@@ -78,23 +79,26 @@ enum {
 
 /* ---- the waiter's place ---- */
 
-/* A write of the place was answered (a): when, by the server's clock. */
+/* A write of the place was answered (a): its mark (a->fence), at least
+ * every fence the hash had given then. An answer without one (0) marks
+ * every let-in as possibly older. */
 static void place_written(leash_lock *l, const leash__answer *a) {
-    int64_t ms = a->server_ms > 0 ? a->server_ms : INT64_MAX;
+    uint64_t mark = a->fence > 0 ? a->fence : UINT64_MAX;
 
-    if (ms > l->place_ms)
-        l->place_ms = ms;
+    if (mark > l->place_mark)
+        l->place_mark = mark;
 }
 
 /* Whether a let-in under fence was granted after every write of the
- * place this handle heard of: a fence is the server's clock (us) at its
- * grant, or just above the last fence given, so one past the millisecond
- * of the latest write was granted after it. Else the let-in may be a late
- * message (its bytes held on the way) that names a hold which ran out
- * unrenewed, after which an attempt of the token queued it again: the
- * place's deadline is the new place's, not that hold's. */
+ * place this handle heard of: a hash's fences strictly grow, and a write's
+ * mark is at least the last one given before it, so a fence above the
+ * largest mark was given after. Else the let-in may be a late message
+ * (its bytes held on the way) that names a hold which ran out unrenewed,
+ * after which an attempt of the token queued it again: the place's
+ * deadline is the new place's, not that hold's. The server's clock does
+ * not decide: it may have stepped back (fences then run ahead of it). */
 static int let_in_after_place(const leash_lock *l, uint64_t fence) {
-    return l->place_ms < (int64_t)(fence / 1000);
+    return fence > l->place_mark;
 }
 
 /* An attempt answered "queued": the token has a place, which lives as long
@@ -125,7 +129,7 @@ static void wait_ended(leash_lock *l, int granted) {
         leash__holding_release_in_background(l, l->hold.token, 0);
     l->place_renewal_out = granted && l->queued && l->hold.renew_state == LEASH__RENEW_INFLIGHT;
     l->queued = 0;
-    l->place_ms = 0;
+    l->place_mark = 0;
 }
 
 /* What a renewal of the waiter's place answered. */

@@ -190,13 +190,13 @@ struct leash_lock {
      * in (prim/family.c): its answer, the hold's first, may say "queued"
      * (it ran before the let-in); no later one may. */
     int place_renewal_out;
-    /* Family: the server's clock (ms) at the latest write of the token's
-     * place this handle heard of (an attempt or a renewal that answered
-     * "queued"; INT64_MAX when one came without it), 0 none this wait. A
-     * let-in granted (its fence: the server's clock in us) no later than
-     * that millisecond may name a hold that ended before the token was
-     * queued again: prim/family.c, handed. */
-    int64_t place_ms;
+    /* Family: the largest mark of a write of the token's place this
+     * handle heard of this wait (an attempt or a renewal that answered
+     * "queued": the hash's last fence then, or the server's clock in us if
+     * larger; UINT64_MAX when one came without it), 0 none. A let-in whose
+     * fence is not above it may name a hold that ended before the token
+     * was queued again: prim/family.c, handed. */
+    uint64_t place_mark;
     /* Family: a renewal or an extra hold's attempt found the hold's token
      * waiting in the queue again (a late copy of its attempt queued it), or
      * let in anew under another fence: the loss that follows gives that

@@ -435,8 +435,9 @@ TEST(lost_handoff_message_strands_a_non_head_waiter_that_keeps_the_lock) {
  * new one: its place's deadline is that of the new place, not of the
  * hold the message names.
  */
-TEST(late_let_in_message_after_a_requeue_is_no_hold) {
+static void late_let_in(int step_back_ms) {
     test_redis r;
+    test_redis_config cfg;
     fault_proxy p;
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     leash_client *ca, *cb, *cc;
@@ -446,7 +447,9 @@ TEST(late_let_in_message_after_a_requeue_is_no_hold) {
     char tok[LEASH__TOKEN_LEN + 1];
     int64_t end;
 
-    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.clock_shift_ms = step_back_ms > 0 ? 1 : 0;
+    CHECK_EQ_INT(test_redis_start(&r, &cfg), 0);
     CHECK_EQ_INT(fp_start(&p, r.port), 0);
     ca = fx_fault_client(loop, r.port, 900);
     cc = fx_fault_client(loop, r.port, 900);
@@ -473,6 +476,10 @@ TEST(late_let_in_message_after_a_requeue_is_no_hold) {
     test_run_for(loop, 1300);
     CHECK_EQ_INT(fx_acquire_sync(loop, cl, 0, 3000), LEASH_OK);
     CHECK(hexists(&r, &k, 'h', tok) == 0);
+    /* The server's clock may step back by more than a lease: the new
+     * place is written at a time before the grant the message names. */
+    if (step_back_ms > 0)
+        CHECK_EQ_INT(test_redis_step_clock(&r, -step_back_ms), 0);
     /* b's attempt gets through and queues the same token again. */
     CHECK_EQ_INT(fp_blackhole(&p, FP_CMD, FP_BOTH, 0), 0);
     end = test_now_ms() + 5000 + TEST_SLACK_MS;
@@ -506,6 +513,17 @@ TEST(late_let_in_message_after_a_requeue_is_no_hold) {
     ev_loop_destroy(loop);
 }
 
+TEST(late_let_in_message_after_a_requeue_is_no_hold) {
+    late_let_in(0);
+}
+
+/* As above, with the server's clock stepped back 5 s (more than the
+ * lease) after the hold ran out: the place is written with TIME before
+ * the message's fence, which must still count as older than the place. */
+TEST(late_let_in_message_after_a_clock_step_back_is_no_hold) {
+    late_let_in(5000);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(place_renewal_answered_after_handoff_loses_the_hold),
@@ -513,6 +531,7 @@ int main(int argc, char **argv) {
         TEST_CASE(free_with_a_queued_waiter_leaves_no_place),
         TEST_CASE(lost_handoff_message_strands_a_non_head_waiter_that_keeps_the_lock),
         TEST_CASE(late_let_in_message_after_a_requeue_is_no_hold),
+        TEST_CASE(late_let_in_message_after_a_clock_step_back_is_no_hold),
         TEST_CASE_T(stress_fair, 60),
         TEST_CASE_T(stress_rw, 60),
         TEST_CASE_T(stress_sem, 60),
