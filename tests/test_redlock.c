@@ -1061,6 +1061,69 @@ TEST(a_force_release_is_no_ok_where_nobody_answers_could_take_the_hold) {
     rw_down(&w);
 }
 
+/* The last holder's key (fence 17) still stands on servers 3 and 4 (its
+ * release has not reached them) when a hold of fence F > 17 is granted by
+ * servers 0..2 (floors F there). A force release reaches server 1 (removes
+ * the hold, floor F) and servers 3 and 4 (remove the old key, floor 17);
+ * servers 0 and 2 do not answer it. Counting every removal made this
+ * LEASH_OK, and then the holder's first renewal spread the hold onto
+ * servers 3 and 4 (key gone, floor 17 < F) and held it on four: a server
+ * counts only where its floor is at least the M-th largest of the N, the
+ * two silent ones taken as above all (here F, server 1's). So this is a
+ * partial force release (LEASH_ECONN), and the hold does not come back on
+ * server 1. */
+TEST(a_force_release_is_no_ok_where_an_older_hold_was_removed) {
+    rworld w;
+    fault_proxy p[N];
+    leash_options o;
+    leash_client *holder, *op;
+    leash_lock *h, *f;
+    fx_result done = {0};
+    int ports[N], i;
+
+    rw_up(&w);
+    holder = rw_client(&w, 6000); /* the first renewal at about 2 s */
+    for (i = 0; i < N; i++) {
+        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
+        ports[i] = p[i].port;
+    }
+    redlock_options(&w, &o, ports, 6000);
+    op = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, op, N, 5000);
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, "leash:older", 30000);
+    h = leash_lock_new(holder, "older");
+    leash_on_lost(h, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    CHECK(leash_fence(h) > 17);
+    CHECK_EQ_INT(holding_servers(&w, "leash:older"), N);
+    for (i = 0; i < 3; i += 2)
+        CHECK_EQ_INT(fp_blackhole(&p[i], FP_ALL, FP_BOTH, 1), 0);
+    f = leash_lock_new(op, "older");
+    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
+    fx_run_until(w.loop, &done, 3000);
+    CHECK_EQ_INT(test_redis_int(&w.s[1], "EXISTS leash:older"), 0);
+    /* Past the first renewal (it spreads) and one more. */
+    fx_run_for(w.loop, 2000 + 2000 + 500);
+    CHECK_MSG(done.status != LEASH_OK || !leash_held(h),
+              "force release answered OK, and the holder still holds it on %d servers",
+              holding_servers(&w, "leash:older"));
+    CHECK_MSG(done.status == LEASH_ECONN,
+              "a force release that removed the hold on one server and "
+              "an older hold on two answered %s",
+              leash_strerror(done.status));
+    CHECK_MSG(test_redis_int(&w.s[1], "EXISTS leash:older") == 0,
+              "the removed hold is back on server 1");
+    if (leash_held(h))
+        CHECK_EQ_INT(fx_release_sync(w.loop, h, 3000), LEASH_OK);
+    leash_lock_free(f);
+    leash_client_free(op);
+    leash_client_free(holder);
+    for (i = 0; i < N; i++)
+        fp_stop(&p[i]);
+    rw_down(&w);
+}
+
 /* Every server that had a hold keeps its fence as floor for as long as the
  * hold lives: else, once the floors' TTL (LEASH__FENCE_FLOOR_LEASES leases,
  * at least a minute) ran out under a long hold, a force release is undone
@@ -2325,6 +2388,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_force_release_before_the_first_renewal_leaves_nothing),
         TEST_CASE(a_force_release_that_reaches_two_of_five_is_an_error_and_stays),
         TEST_CASE(a_force_release_is_no_ok_where_nobody_answers_could_take_the_hold),
+        TEST_CASE(a_force_release_is_no_ok_where_an_older_hold_was_removed),
         TEST_CASE(holds_renewed_in_one_batch_all_stay_held),
         TEST_CASE(a_renewed_hold_keeps_its_fence_floors_alive),
         TEST_CASE(a_frozen_server_creates_no_orphan_hold_when_it_thaws),

@@ -822,12 +822,15 @@ LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
  * With Redlock it goes to every server and completes once each answered
  * (one that is down, after command_timeout_ms): LEASH_OK when one removed
  * a hold and a majority of the servers no longer have it and keep it out
- * (removed there, or held by nobody there with the lock's fence floor at
- * least the removed hold's fence): the holder cannot renew on a majority
- * and is lost at its next renewal. A server with nothing and a lower floor
- * (it never had the hold) does not count: the holder's renewal could
- * spread the hold onto it. Removed on some, but fewer than a majority
- * answered so (the others did not answer, or never had the hold):
+ * (removed one there, or held by nobody there, with the lock's fence floor
+ * at least the majority-th largest of all N servers', counting a server
+ * that did not answer so as above all: at least the hold's fence, which a
+ * majority's floors hold): the holder cannot renew on a majority and is
+ * lost at its next renewal. A server with a lower floor does not count,
+ * whether it had nothing (it never had the hold) or removed a key (an
+ * older holder's, still there): the holder's renewal could spread the hold
+ * onto it. Removed on some, but fewer than a majority answered so (the
+ * others did not answer, or had a lower floor):
  * LEASH_ECONN (or the error those servers gave), and a warning in the log
  * saying how many servers it reached: the holder may keep the lock on a
  * majority of the others; force it again once they answer. Where it was

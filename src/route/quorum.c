@@ -46,10 +46,11 @@
  *            watchdog then spreads again with the next renewal, not a
  *            quarter floor later.
  *   force    removed by any, and removed or nobody's on M (decided once
- *            every server answered), where a "nobody" counts only with a
- *            fence floor at least the removed hold's (nobody_kept_out: a
- *            server that never had the hold would take it from the
- *            holder's next spreading renewal); else the failure: removed on
+ *            every server answered), where either counts only with a
+ *            fence floor at least the M-th largest of the N (kept_out: a
+ *            server below the hold's fence, one that never had the hold
+ *            or removed an older holder's key, would take the hold from
+ *            the holder's next spreading renewal); else removed on
  *            a few only (the others did not answer, or had no such floor)
  *            is the failure, logged with the count, since the holder may
  *            renew on a majority of the others (the floor keeps it off the
@@ -439,41 +440,60 @@ static int spread_short(const qreq *q, size_t i) {
     return unheard ? UNDECIDED : 0;
 }
 
-/* A force release of lock i that removed a hold somewhere: the servers
- * that answered "nobody holds it" and count toward its majority. Only
- * those whose fence floor is at least the removed hold's fence, as the
- * largest floor a removing server reported after it (each is at least the
- * fence it removed, and the hold's own once a renewal kept it there): a
- * server that never had the hold (its grant copy dropped, restarted
- * empty) has a floor below it, and the holder's next spreading renewal
- * writes the hold there (dialect/leash.c, renew), so counting it made
- * LEASH_OK of a hold that stays on a majority. A counted server keeps its
- * floor a floor's life (dialect/leash.c, force), and the removing ones
- * theirs: the holder's renewals find at most the servers left, fewer than
- * M, and it is lost. Answers without floors (a layout that never spreads)
- * all count. */
-static unsigned nobody_kept_out(const qreq *q, size_t i) {
-    uint64_t removed = 0;
+/* Whether answer a of a force release says the hold is gone there. */
+static int gone(const leash__answer *a) {
+    return a->status == LEASH_OK && (a->kind == LEASH__ANS_REMOVED || a->kind == LEASH__ANS_NOBODY);
+}
+
+/* Answers of lock i with "gone" and a fence floor at least f. */
+static unsigned gone_at_least(const qreq *q, size_t i, uint64_t f) {
     unsigned s, n = 0;
 
     for (s = 0; s < q->qu->n; s++) {
         const leash__answer *a = &q->got[s * q->n + i];
-        if (a->status == LEASH_OK && a->kind == LEASH__ANS_REMOVED && a->n == 1 &&
-            a->fence > removed)
-            removed = a->fence;
-    }
-    for (s = 0; s < q->qu->n; s++) {
-        const leash__answer *a = &q->got[s * q->n + i];
-        if (a->status == LEASH_OK && a->kind == LEASH__ANS_NOBODY &&
-            (a->n != 1 || a->fence >= removed))
-            n++;
+        n += gone(a) && (a->n != 1 || a->fence >= f);
     }
     return n;
 }
 
+/* A force release of lock i that removed a hold somewhere: the servers
+ * that count toward its majority, removed or "nobody holds it" alike:
+ * those whose fence floor is at least any fence a hold that may still
+ * stand can have. The holder's spreading renewal writes its hold where the
+ * key is missing and the floor below its fence (dialect/leash.c, renew):
+ * a server that never had the hold (its grant copy dropped, restarted
+ * empty), or removed an older holder's key that still stood there (its
+ * floor that key's fence), takes it back, so counting it made LEASH_OK of
+ * a hold that stays on a majority. That fence is unknown here (a server
+ * reports its floor only), but it is the floor of M servers (why fences
+ * only grow, above): it is at most the M-th largest floor of the N, with
+ * every server that did not report one (silent, failed) taken as above
+ * them all, that is the (M - u)-th largest reported, u such servers. The
+ * servers at or above it count. With every server reported, M do: each
+ * holds the hold out or has a floor above its fence. A counted server
+ * keeps its floor a floor's life (dialect/leash.c, force): the holder's
+ * renewals find at most the servers left, fewer than M, and it is lost.
+ * Answers without floors (a layout that never spreads) all count. */
+static unsigned kept_out(const qreq *q, size_t i) {
+    unsigned s, u = 0, m = q->qu->majority;
+    uint64_t ref = 0;
+
+    for (s = 0; s < q->qu->n; s++)
+        u += !gone(&q->got[s * q->n + i]);
+    if (u >= m)
+        return 0;
+    for (s = 0; s < q->qu->n; s++) {
+        const leash__answer *a = &q->got[s * q->n + i];
+        if (gone(a) && a->n == 1 && a->fence > ref && gone_at_least(q, i, a->fence) >= m - u)
+            ref = a->fence;
+    }
+    return gone_at_least(q, i, ref);
+}
+
 /* One lock's answer of a release, renew or force. */
 static int decide_one(qreq *q, size_t i, leash__answer *out) {
-    unsigned s, answered = 0, yes = 0, not_ours = 0, nobody = 0, unsure = 0, m = q->qu->majority;
+    unsigned s, answered = 0, yes = 0, not_ours = 0, nobody = 0, unsure = 0, kept_n = 0;
+    unsigned m = q->qu->majority;
     const leash__answer *kept = NULL;
     int64_t sent = 0;
     int cls = q->op->cls;
@@ -522,16 +542,16 @@ static int decide_one(qreq *q, size_t i, leash__answer *out) {
         if (answered < q->qu->n)
             return 0;
         if (yes > 0)
-            nobody = nobody_kept_out(q, i);
-        if (yes > 0 && yes + nobody < m) {
+            kept_n = kept_out(q, i);
+        if (yes > 0 && kept_n < m) {
             /* Removed on too few: the holder may still renew on a majority
              * of the others. Not a force release, and not to be taken for
              * one; where it was removed, the floor keeps it out. */
             leash__log(log_of(q->qu), LEASH_LOG_WARN,
                        "force release %s reached only %u of %u servers that keep the hold out "
-                       "(removed it on %u): the hold may stand on the others; force it again once "
-                       "they answer",
-                       q->what, yes + nobody, q->qu->n, yes);
+                       "(removed one on %u): the hold may stand on the others; force it again "
+                       "once they answer",
+                       q->what, kept_n, q->qu->n, yes);
             out->status = failure_of(q, i);
         } else if (yes > 0)
             out->kind = LEASH__ANS_REMOVED;
