@@ -998,6 +998,78 @@ TEST(a_force_release_that_reaches_two_of_five_is_an_error_and_stays) {
     rw_down(&w);
 }
 
+/* The shape of the two cases below: the last holder's key (fence 17)
+ * still stands on servers 3 and 4 when a hold is granted; a force release
+ * from another client does not reach the two silent servers and removes
+ * the hold on removed_on; past the holder's first renewal (it spreads) and
+ * one more, the force release is partial (LEASH_ECONN) and the hold is not
+ * back where it was removed. */
+typedef struct force_case {
+    const char *name;     /* the lock; its key is "leash:<name>" */
+    int old_key_released; /* the last holder's release reaches 3 and 4 after the grant */
+    int silent[2];        /* servers the force release does not reach */
+    int removed_on;       /* a server where it removes the hold */
+    const char *what;     /* the force release, for the message */
+} force_case;
+
+static void force_is_partial(const force_case *fc) {
+    rworld w;
+    fault_proxy p[N];
+    leash_options o;
+    leash_client *holder, *op;
+    leash_lock *h, *f;
+    fx_result done = {0};
+    char key[64];
+    int ports[N], i;
+
+    snprintf(key, sizeof(key), "leash:%s", fc->name);
+    rw_up(&w);
+    holder = rw_client(&w, 6000); /* the first renewal at about 2 s */
+    for (i = 0; i < N; i++) {
+        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
+        ports[i] = p[i].port;
+    }
+    redlock_options(&w, &o, ports, 6000);
+    op = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, op, N, 5000);
+    lost_calls = 0;
+    another_holds_on_the_last_two(&w, key, 30000);
+    h = leash_lock_new(holder, fc->name);
+    leash_on_lost(h, on_lost, NULL);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
+    if (fc->old_key_released) {
+        for (i = 3; i < N; i++)
+            CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL %s", key), 1);
+        CHECK_EQ_INT(holding_servers(&w, key), 3);
+    } else {
+        CHECK(leash_fence(h) > 17);
+        CHECK_EQ_INT(holding_servers(&w, key), N);
+    }
+    for (i = 0; i < 2; i++)
+        CHECK_EQ_INT(fp_blackhole(&p[fc->silent[i]], FP_ALL, FP_BOTH, 1), 0);
+    f = leash_lock_new(op, fc->name);
+    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
+    fx_run_until(w.loop, &done, 3000);
+    CHECK_EQ_INT(test_redis_int(&w.s[fc->removed_on], "EXISTS %s", key), 0);
+    /* Past the first renewal (it spreads) and one more. */
+    fx_run_for(w.loop, 2000 + 2000 + 500);
+    CHECK_MSG(done.status != LEASH_OK || !leash_held(h),
+              "force release answered OK, and the holder still holds it on %d servers",
+              holding_servers(&w, key));
+    CHECK_MSG(done.status == LEASH_ECONN, "a force release that %s answered %s", fc->what,
+              leash_strerror(done.status));
+    CHECK_MSG(test_redis_int(&w.s[fc->removed_on], "EXISTS %s", key) == 0,
+              "the removed hold is back on server %d", fc->removed_on);
+    if (leash_held(h))
+        CHECK_EQ_INT(fx_release_sync(w.loop, h, 3000), LEASH_OK);
+    leash_lock_free(f);
+    leash_client_free(op);
+    leash_client_free(holder);
+    for (i = 0; i < N; i++)
+        fp_stop(&p[i]);
+    rw_down(&w);
+}
+
 /* A hold granted by three of five (servers 3 and 4 still held the last
  * holder's key, whose release then reaches them: they never had the hold,
  * and no floor there knows its fence) is force-released by a client that
@@ -1009,56 +1081,9 @@ TEST(a_force_release_that_reaches_two_of_five_is_an_error_and_stays) {
  * out. So this is a partial force release (LEASH_ECONN), and where it
  * removed the hold, the hold does not come back. */
 TEST(a_force_release_is_no_ok_where_nobody_answers_could_take_the_hold) {
-    rworld w;
-    fault_proxy p[N];
-    leash_options o;
-    leash_client *holder, *op;
-    leash_lock *h, *f;
-    fx_result done = {0};
-    int ports[N], i;
-
-    rw_up(&w);
-    holder = rw_client(&w, 6000); /* the first renewal at about 2 s */
-    for (i = 0; i < N; i++) {
-        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
-        ports[i] = p[i].port;
-    }
-    redlock_options(&w, &o, ports, 6000);
-    op = fx_client_opts(w.loop, &o);
-    fx_wait_every_server(w.loop, op, N, 5000);
-    lost_calls = 0;
-    another_holds_on_the_last_two(&w, "leash:nobody", 30000);
-    h = leash_lock_new(holder, "nobody");
-    leash_on_lost(h, on_lost, NULL);
-    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
-    for (i = 3; i < N; i++) /* the last holder's release reaches them */
-        CHECK_EQ_INT(test_redis_int(&w.s[i], "DEL leash:nobody"), 1);
-    CHECK_EQ_INT(holding_servers(&w, "leash:nobody"), 3);
-    for (i = 1; i < 3; i++)
-        CHECK_EQ_INT(fp_blackhole(&p[i], FP_ALL, FP_BOTH, 1), 0);
-    f = leash_lock_new(op, "nobody");
-    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
-    fx_run_until(w.loop, &done, 3000);
-    CHECK_EQ_INT(test_redis_int(&w.s[0], "EXISTS leash:nobody"), 0);
-    /* Past the first renewal (it spreads) and one more. */
-    fx_run_for(w.loop, 2000 + 2000 + 500);
-    CHECK_MSG(done.status != LEASH_OK || !leash_held(h),
-              "force release answered OK, and the holder still holds it on %d servers",
-              holding_servers(&w, "leash:nobody"));
-    CHECK_MSG(done.status == LEASH_ECONN,
-              "a force release that reached one holding server and "
-              "two that never had the hold answered %s",
-              leash_strerror(done.status));
-    CHECK_MSG(test_redis_int(&w.s[0], "EXISTS leash:nobody") == 0,
-              "the removed hold is back on server 0");
-    if (leash_held(h))
-        CHECK_EQ_INT(fx_release_sync(w.loop, h, 3000), LEASH_OK);
-    leash_lock_free(f);
-    leash_client_free(op);
-    leash_client_free(holder);
-    for (i = 0; i < N; i++)
-        fp_stop(&p[i]);
-    rw_down(&w);
+    static const force_case fc = {
+        "nobody", 1, {1, 2}, 0, "reached one holding server and two that never had the hold"};
+    force_is_partial(&fc);
 }
 
 /* The last holder's key (fence 17) still stands on servers 3 and 4 (its
@@ -1073,55 +1098,9 @@ TEST(a_force_release_is_no_ok_where_nobody_answers_could_take_the_hold) {
  * partial force release (LEASH_ECONN), and the hold does not come back on
  * server 1. */
 TEST(a_force_release_is_no_ok_where_an_older_hold_was_removed) {
-    rworld w;
-    fault_proxy p[N];
-    leash_options o;
-    leash_client *holder, *op;
-    leash_lock *h, *f;
-    fx_result done = {0};
-    int ports[N], i;
-
-    rw_up(&w);
-    holder = rw_client(&w, 6000); /* the first renewal at about 2 s */
-    for (i = 0; i < N; i++) {
-        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
-        ports[i] = p[i].port;
-    }
-    redlock_options(&w, &o, ports, 6000);
-    op = fx_client_opts(w.loop, &o);
-    fx_wait_every_server(w.loop, op, N, 5000);
-    lost_calls = 0;
-    another_holds_on_the_last_two(&w, "leash:older", 30000);
-    h = leash_lock_new(holder, "older");
-    leash_on_lost(h, on_lost, NULL);
-    CHECK_EQ_INT(fx_acquire_sync(w.loop, h, 0, 3000), LEASH_OK);
-    CHECK(leash_fence(h) > 17);
-    CHECK_EQ_INT(holding_servers(&w, "leash:older"), N);
-    for (i = 0; i < 3; i += 2)
-        CHECK_EQ_INT(fp_blackhole(&p[i], FP_ALL, FP_BOTH, 1), 0);
-    f = leash_lock_new(op, "older");
-    CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
-    fx_run_until(w.loop, &done, 3000);
-    CHECK_EQ_INT(test_redis_int(&w.s[1], "EXISTS leash:older"), 0);
-    /* Past the first renewal (it spreads) and one more. */
-    fx_run_for(w.loop, 2000 + 2000 + 500);
-    CHECK_MSG(done.status != LEASH_OK || !leash_held(h),
-              "force release answered OK, and the holder still holds it on %d servers",
-              holding_servers(&w, "leash:older"));
-    CHECK_MSG(done.status == LEASH_ECONN,
-              "a force release that removed the hold on one server and "
-              "an older hold on two answered %s",
-              leash_strerror(done.status));
-    CHECK_MSG(test_redis_int(&w.s[1], "EXISTS leash:older") == 0,
-              "the removed hold is back on server 1");
-    if (leash_held(h))
-        CHECK_EQ_INT(fx_release_sync(w.loop, h, 3000), LEASH_OK);
-    leash_lock_free(f);
-    leash_client_free(op);
-    leash_client_free(holder);
-    for (i = 0; i < N; i++)
-        fp_stop(&p[i]);
-    rw_down(&w);
+    static const force_case fc = {
+        "older", 0, {0, 2}, 1, "removed the hold on one server and an older hold on two"};
+    force_is_partial(&fc);
 }
 
 /* Every server that had a hold keeps its fence as floor for as long as the
