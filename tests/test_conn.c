@@ -768,6 +768,74 @@ TEST(a_burst_that_redis_keeps_answering_is_not_an_outage) {
     ev_loop_destroy(loop);
 }
 
+/* Commands that ask for WAIT while no replica acknowledges: Redis holds
+ * the connection on each WAIT for its timeout, so written one WAIT each,
+ * the last of n try-once acquires would end after n timeouts (and every
+ * renewal behind them too). Written together behind one WAIT, each ends
+ * within two: the group before it, and its own. */
+#define SHORT_OF_REPLICAS 20
+#define SHORT_WAIT_MS 100
+static int short_ended;
+static int64_t short_last_ms;
+static int64_t short_started;
+
+static void short_acquired_cb(leash_lock *l, int status, void *arg) {
+    (void)l;
+    (void)arg;
+    CHECK_EQ_INT(status, LEASH_EREPLICAS);
+    short_ended++;
+    short_last_ms = test_now_ms() - short_started;
+}
+
+TEST(acquires_short_of_replicas_share_one_wait) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_options o;
+    leash_client *c;
+    leash_lock *locks[SHORT_OF_REPLICAS];
+    leash_stats s;
+    char name[32];
+    int i, round;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0); /* no replica at all */
+    fx_options(&o, &r, 5000);
+    o.command_timeout_ms = 1000;
+    o.wait_replicas = 1;
+    o.wait_timeout_ms = SHORT_WAIT_MS;
+    c = fx_client_opts(loop, &o);
+    fx_wait_connected(loop, c, 5000);
+    for (i = 0; i < SHORT_OF_REPLICAS; i++) {
+        snprintf(name, sizeof(name), "short-%d", i);
+        locks[i] = leash_lock_new(c, name);
+        CHECK(locks[i] != NULL);
+    }
+    /* Twice: the second round's attempts go out while the first's give
+     * backs are still being answered. */
+    for (round = 0; round < 2; round++) {
+        short_ended = 0;
+        short_started = test_now_ms();
+        for (i = 0; i < SHORT_OF_REPLICAS; i++)
+            CHECK_EQ_INT(leash_acquire(locks[i], 0, short_acquired_cb, NULL), LEASH_OK);
+        while (short_ended < SHORT_OF_REPLICAS && test_now_ms() - short_started < 10000)
+            test_run_for(loop, 5);
+        fprintf(stderr,
+                "  round %d: %d try-once acquires ended EREPLICAS, the last after %lld ms\n", round,
+                short_ended, (long long)short_last_ms);
+        CHECK_EQ_INT(short_ended, SHORT_OF_REPLICAS);
+        CHECK(short_last_ms >= SHORT_WAIT_MS); /* each waited for its WAIT */
+        CHECK(short_last_ms <= 3 * SHORT_WAIT_MS + TEST_SLACK_MS);
+    }
+    leash_client_stats(c, &s);
+    CHECK_EQ_INT(s.disconnects, 0);
+    test_run_for(loop, 300); /* the give backs */
+    CHECK_EQ_INT(test_redis_int(&r, "DBSIZE"), 0);
+    for (i = 0; i < SHORT_OF_REPLICAS; i++)
+        leash_lock_free(locks[i]);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
 static leash_client *free_me;
 static fx_result other;
 
@@ -929,6 +997,7 @@ int main(int argc, char **argv) {
         TEST_CASE(sharded_pubsub_is_refused_for_an_acl_user_without_info),
         TEST_CASE(a_server_at_maxclients_is_a_refused_connection),
         TEST_CASE(an_evicting_server_is_warned_about_once_and_counted),
+        TEST_CASE(acquires_short_of_replicas_share_one_wait),
         {0},
     };
     return test_main(argc, argv, cases);

@@ -51,6 +51,7 @@ enum {
 
 static void conn_arm(leash__conn *conn);
 static void conn_gone(leash__conn *conn);
+static void conn_break(leash__conn *conn);
 
 /* "command connection to HOST:PORT", for log lines. */
 static const char *role_name(const leash__conn *conn) {
@@ -234,7 +235,7 @@ leash__cmd *leash__cmd_new(char *buf, size_t len, const leash__script *script, u
     return cmd;
 }
 
-/* A command's own reply kept while WAIT's is still to come. */
+/* A command's own reply kept while its WAIT's is still to come. */
 static void drop_first(leash__cmd *cmd) {
     if (cmd->first != NULL) {
         freeReplyObject(cmd->first);
@@ -448,22 +449,37 @@ static void count_send(leash__conn *conn, unsigned replies) {
     }
 }
 
-/* WAIT n timeout behind a command. */
-static int write_wait(leash__conn *conn, const leash__cmd *cmd) {
+/* The WAIT behind the commands written since the last one (wait_group):
+ * one for all of them, written as the connection's own command, whose
+ * answer settles them (on_group_wait). -1 without memory. */
+static void on_group_wait(void *arg, redisReply *reply, int status, const leash__reply_info *info);
+static int write_cmd(leash__conn *conn, leash__cmd *cmd);
+
+static int write_group_wait(leash__conn *conn) {
     char n[24], t[24], *buf;
     const char *argv[3] = {"WAIT", n, t};
     size_t lens[3], len;
-    int rc;
+    leash__cmd *w;
 
     lens[0] = 4;
-    lens[1] = (size_t)snprintf(n, sizeof(n), "%d", cmd->wait_replicas);
-    lens[2] = (size_t)snprintf(t, sizeof(t), "%lld", (long long)cmd->wait_timeout_ms);
+    lens[1] = (size_t)snprintf(n, sizeof(n), "%d", conn->wait_group_replicas);
+    lens[2] = (size_t)snprintf(t, sizeof(t), "%lld", (long long)conn->wait_group_timeout_ms);
     buf = leash__resp_format(&len, 3, argv, lens);
     if (buf == NULL)
         return -1;
-    rc = leash__sock_write(conn->sock, buf, len);
-    free(buf);
-    return rc;
+    w = leash__cmd_new(buf, len, NULL, LEASH__CMD_UPKEEP, 0, on_group_wait, conn);
+    if (w == NULL)
+        return -1;
+    w->conn = conn;
+    if (write_cmd(conn, w) != 0) {
+        cmd_free(w);
+        return -1;
+    }
+    conn->wait_group = 0;
+    conn->wait_group_replicas = 0;
+    conn->wait_group_timeout_ms = 0;
+    conn->wait_out = 1;
+    return 0;
 }
 
 /* Makes a command's bytes what this server needs, at the moment they are
@@ -479,22 +495,14 @@ static int fit_to_server(leash__conn *conn, leash__cmd *cmd) {
     return 0;
 }
 
-/* Puts a command on the wire as this server needs it (fit_to_server), with
- * its WAIT behind it: the one place that both writers, write_cmd and the
- * teardown, go through. -1: nothing of it was written. */
+/* Puts a command on the wire as this server needs it (fit_to_server): the
+ * one place that both writers, write_cmd and the teardown, go through.
+ * The teardown writes no WAIT: nobody reads its answers. -1: nothing of
+ * it was written. */
 static int put_on_wire(leash__conn *conn, leash__cmd *cmd) {
-    size_t before = leash__sock_unsent(conn->sock);
-
     if (fit_to_server(conn, cmd) != 0)
         return -1;
-    if (leash__sock_write(conn->sock, cmd->buf, cmd->len) != 0)
-        return -1;
-    if (cmd->wait_replicas > 0 && write_wait(conn, cmd) != 0) {
-        /* Half a pair must not go out: the socket took nothing of it yet. */
-        leash__sock_unwrite(conn->sock, leash__sock_unsent(conn->sock) - before);
-        return -1;
-    }
-    return 0;
+    return leash__sock_write(conn->sock, cmd->buf, cmd->len);
 }
 
 static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
@@ -502,13 +510,29 @@ static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
         return -1;
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
     cmd->written_at = leash__now_ms();
-    cmd->replies_left = cmd->wait_replicas > 0 ? 2 : 1;
     conn->window_used += cmd->len;
     leash__list_insert_tail(&conn->sent, &cmd->link);
     if (conn->role == LEASH__CONN_CMD && !(cmd->flags & LEASH__CMD_UPKEEP))
         conn->env->stats->commands_sent++;
-    count_send(conn, cmd->replies_left);
+    if (cmd->wait_replicas > 0) {
+        conn->wait_group++;
+        if (cmd->wait_replicas > conn->wait_group_replicas)
+            conn->wait_group_replicas = cmd->wait_replicas;
+        if (cmd->wait_timeout_ms > conn->wait_group_timeout_ms)
+            conn->wait_group_timeout_ms = cmd->wait_timeout_ms;
+    }
+    count_send(conn, 1);
     return 0;
+}
+
+/* Whether cmd must wait before it is written: it asks for a WAIT while
+ * the last group's WAIT is still out. Redis holds the connection on a
+ * WAIT, so a command written behind it would run only after it anyway;
+ * held here instead, the commands that come meanwhile go out together
+ * behind one WAIT, and no command waits longer than two WAITs, however
+ * many asked for one while replicas were short. */
+static int held_for_wait(const leash__conn *conn, const leash__cmd *cmd) {
+    return cmd->wait_replicas > 0 && conn->wait_out;
 }
 
 /* Whether a command of len bytes may be written now (see WINDOW_*): one
@@ -549,11 +573,11 @@ static int send_clock_probe(leash__conn *conn) {
 
 /* Writes queued commands, in order, while the window lets them go; none
  * while a TIME is out (clock_stale), so that their order stays. */
-static void pump(leash__conn *conn) {
+static void pump_queue(leash__conn *conn) {
     while (!leash__list_empty(&conn->queue)) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->queue));
         int last_resent = conn->retry_tail == &cmd->link;
-        if (conn->clock_probe || !window_open(conn, cmd->len))
+        if (conn->clock_probe || !window_open(conn, cmd->len) || held_for_wait(conn, cmd))
             return;
         if (stamp_needs_clock(cmd) && clock_stale(conn) && send_clock_probe(conn) == 0)
             return;
@@ -573,6 +597,16 @@ static void pump(leash__conn *conn) {
             return;
         }
     }
+}
+
+/* Writes what may go (pump_queue), then one WAIT behind the commands that
+ * asked for one. Without memory for the WAIT the connection breaks: its
+ * commands ran, and without an answer to WAIT they cannot count. */
+static void pump(leash__conn *conn) {
+    pump_queue(conn);
+    if (conn->wait_group > 0 && conn->state == LEASH__CONN_READY && conn->sock != NULL &&
+        write_group_wait(conn) != 0)
+        conn_break(conn);
 }
 
 /* A command is written from the loop (the connection's timer, due at
@@ -675,14 +709,20 @@ static void become_ready(leash__conn *conn) {
 static void lose_sent(leash__conn *conn) {
     leash__list *n;
 
-    for (n = conn->sent.next; n != &conn->sent; n = n->next) {
+    /* Those answered but not yet by their WAIT were written first. */
+    leash__list_splice_tail(&conn->acking, &conn->sent);
+    for (n = conn->acking.next; n != &conn->acking; n = n->next) {
         leash__cmd *cmd = cmd_of(n);
         cmd->flags &= ~(unsigned)LEASH__CMD_SENT;
         drop_first(cmd);
         cmd->fate = LEASH_OK;
     }
-    leash__list_splice_tail(&conn->limbo, &conn->sent);
+    leash__list_splice_tail(&conn->limbo, &conn->acking);
     conn->window_used = 0;
+    conn->wait_group = 0;
+    conn->wait_group_replicas = 0;
+    conn->wait_group_timeout_ms = 0;
+    conn->wait_out = 0;
     drain_limbo(conn);
 }
 
@@ -1193,42 +1233,24 @@ static int reply_readonly(const redisReply *r) {
             strstr(r->str, " -READONLY ") != NULL);
 }
 
-/* The answer of the command at the head of the sent list; with WAIT
- * behind it, its own reply is kept until WAIT's comes. Returns 1 when
- * reply was kept. */
-static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
-    redisReply *kept = NULL;
-    long long acked = -1;
-
-    leash__conn_progress(conn, 1);
-    if (cmd->replies_left == 2) {
-        cmd->first = reply;
-        cmd->replies_left = 1;
-        return 1;
-    }
-    leash__list_remove(&cmd->link);
-    conn->window_used -= cmd->len;
+/* What a command's answer does, once it counts: with a WAIT, when the
+ * WAIT answered (acked replicas, or -1). */
+static void settle(leash__conn *conn, leash__cmd *cmd, redisReply *reply, long long acked) {
     cmd->flags &= ~(unsigned)LEASH__CMD_SENT;
-    if (cmd->first != NULL) {
-        if (reply->type == REDIS_REPLY_INTEGER)
-            acked = reply->integer;
-        kept = reply = cmd->first;
-        cmd->first = NULL;
-    }
     if (conn->cfg->require_master && reply_readonly(reply)) {
         /* A master demoted under us: the command did not run. It is lost
-         * with the connection as on any break (resent or failed). */
+         * with the connection as on any break (resent or failed), first
+         * of those not settled yet, as it was written. */
         leash__log(conn_log(conn), LEASH_LOG_WARN, "%s: Redis answered %s: reconnecting",
                    role_name(conn), reply->str);
         cmd->flags |= LEASH__CMD_SENT;
-        leash__list_insert_after(&conn->sent, &cmd->link);
-        conn->window_used += cmd->len;
+        leash__list_insert_after(&conn->acking, &cmd->link);
         conn->not_master = 1;
         conn_break(conn);
-        goto out;
+        return;
     }
     if (leash__reply_transient(reply) && again_after_transient(conn, cmd, reply))
-        goto out;
+        return;
     /* Sent again as EVAL it would go behind what was written after it:
      * a command that must not go again (not_again) completes with the
      * NOSCRIPT error. */
@@ -1244,14 +1266,53 @@ static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
             cmd->len = len;
             cmd->script = NULL;
             leash__conn_send(conn, cmd);
-            goto out;
+            return;
         }
     }
     cmd->conn = NULL;
     cmd_complete(cmd, reply, LEASH_OK, acked);
-out:
-    if (kept != NULL)
-        freeReplyObject(kept);
+}
+
+/* The WAIT behind a group answered (or was lost: the group is then lost
+ * with the connection, lose_sent): it settles the group in order. A
+ * callback may free the client: the teardown then finds the rest. */
+static void on_group_wait(void *arg, redisReply *reply, int status, const leash__reply_info *info) {
+    leash__conn *conn = arg;
+    long long acked = -1;
+
+    (void)info;
+    conn->wait_out = 0;
+    if (status != LEASH_OK)
+        return;
+    if (reply->type == REDIS_REPLY_INTEGER)
+        acked = reply->integer;
+    while (!leash__list_empty(&conn->acking) && !conn->env->freeing) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->acking));
+        redisReply *own = cmd->first;
+        leash__list_remove(&cmd->link);
+        cmd->first = NULL;
+        settle(conn, cmd, own, cmd->wait_replicas > 0 ? acked : -1);
+        freeReplyObject(own);
+        if (conn->sock == NULL)
+            return; /* broke (settle): the rest went with it */
+    }
+}
+
+/* The answer of the command at the head of the sent list. One that asked
+ * for a WAIT, and any behind it before the group's WAIT, is kept in
+ * acking until the WAIT answers (so commands complete in the order they
+ * were written). Returns 1 when reply was kept. */
+static int on_cmd_reply(leash__conn *conn, leash__cmd *cmd, redisReply *reply) {
+    leash__conn_progress(conn, 1);
+    leash__list_remove(&cmd->link);
+    conn->window_used -= cmd->len;
+    if (!(cmd->flags & LEASH__CMD_UPKEEP) &&
+        (cmd->wait_replicas > 0 || !leash__list_empty(&conn->acking))) {
+        cmd->first = reply;
+        leash__list_insert_tail(&conn->acking, &cmd->link);
+        return 1;
+    }
+    settle(conn, cmd, reply, -1);
     return 0;
 }
 
@@ -1334,7 +1395,8 @@ static void conn_arm(leash__conn *conn) {
         if (conn->inflight > 0)
             due = conn->last_progress + conn->cfg->command_timeout_ms;
         if (!leash__list_empty(&conn->queue) && !conn->clock_probe &&
-            window_open(conn, cmd_of(LEASH__LIST_FIRST(&conn->queue))->len))
+            window_open(conn, cmd_of(LEASH__LIST_FIRST(&conn->queue))->len) &&
+            !held_for_wait(conn, cmd_of(LEASH__LIST_FIRST(&conn->queue))))
             due = leash__now_ms(); /* to be written */
         break;
     }
@@ -1462,6 +1524,7 @@ void leash__conn_init(leash__conn *conn, leash__env *env, const leash__conn_cfg 
     leash__list_init(&conn->delayed);
     leash__list_init(&conn->owed);
     leash__list_init(&conn->sent);
+    leash__list_init(&conn->acking);
     leash__list_init(&conn->limbo);
     conn->retry_tail = &conn->queue;
     leash__timer_init(&conn->timer, env, conn_timer_fired, conn);
@@ -1525,8 +1588,9 @@ void leash__conn_teardown(leash__conn *conn) {
     /* There is no later write event: the socket takes what it takes now. */
     if (conn->sock != NULL && conn->state == LEASH__CONN_READY)
         leash__sock_flush_now(conn->sock);
-    while (!leash__list_empty(&conn->sent)) {
-        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->sent));
+    leash__list_splice_tail(&conn->acking, &conn->sent);
+    while (!leash__list_empty(&conn->acking)) {
+        leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->acking));
         leash__list_remove(&cmd->link);
         cmd->conn = NULL;
         drop_first(cmd);

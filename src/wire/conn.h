@@ -115,11 +115,11 @@ struct leash__cmd {
     int stamp;        /* LEASH__STAMP_* */
     int64_t stamp_ms;
     unsigned transient; /* transient answers so far */
-    /* WAIT wait_replicas wait_timeout_ms follows it on the wire (0: no). */
+    /* A WAIT wait_replicas wait_timeout_ms follows it on the wire (0: no):
+     * one WAIT for the commands written together (conn.c, held_for_wait). */
     int wait_replicas;
     int64_t wait_timeout_ms;
-    unsigned replies_left;    /* while written: its replies still to come */
-    struct redisReply *first; /* with WAIT: the command's own reply, until WAIT's comes */
+    struct redisReply *first; /* in acking: its own reply, until the WAIT's comes */
     int fate;                 /* in limbo: LEASH_OK lost with its connection, else the status */
     int64_t written_at;       /* monotonic ms of its last write */
     unsigned publish_arg;     /* the argument naming its publish verb (0: none) */
@@ -212,7 +212,15 @@ struct leash__conn {
     leash__list *retry_tail; /* last resent command at the queue's front (or &queue) */
     leash__list delayed;     /* to be written at their send_at */
     leash__list sent;        /* written, waiting for their reply */
-    leash__list limbo;       /* being settled one by one (failed, expired, lost) */
+    /* Answered, waiting for the answer of the WAIT written behind them (in
+     * the order written: the replies before it of commands without one
+     * too, so that commands complete in order). */
+    leash__list acking;
+    unsigned wait_group; /* commands written since the last WAIT that ask for one */
+    int wait_group_replicas;
+    int64_t wait_group_timeout_ms;
+    int wait_out;      /* that WAIT is written and not answered */
+    leash__list limbo; /* being settled one by one (failed, expired, lost) */
     /* Orphans (nobody waits for their answer) waiting for the connection
      * to be ready: a server that is down can be owed thousands of
      * releases (route/copies.h). Kept apart from the queue so that its

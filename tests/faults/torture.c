@@ -1267,8 +1267,8 @@ static uint64_t failovers_refused;
  * Why the checks need it: the clients send WAIT after every grant and
  * renewal on the same connection, and Redis holds a connection on WAIT:
  * while the slot's master has no acknowledging replica, every attempt and
- * every renewal batch on a worker's connection to it takes
- * CLUSTER_WAIT_TIMEOUT_MS, and the commands queue behind each other. An
+ * every group of commands on a worker's connection to it takes
+ * CLUSTER_WAIT_TIMEOUT_MS, and the next group waits for it. An
  * attempt written before its deadline is then answered up to
  * wait_queue_ms() later (a connection that keeps answering is not silent,
  * so no command timeout cuts it short; DESIGN.md 5.6: the answer in flight
@@ -1300,11 +1300,14 @@ static int short_during(int64_t from, int64_t to) {
     return 0;
 }
 
-/* The commands with a WAIT that can be ahead of an attempt on a worker's
- * connection to one master: an attempt per handle and a renewal batch per
- * name, each held up CLUSTER_WAIT_TIMEOUT_MS at most. */
+/* The WAITs an attempt can wait for on a worker's connection to one
+ * master: the one out when it is issued, and the one behind its group
+ * (src/wire/conn.c writes one WAIT behind the commands written together,
+ * and holds the next ones until it answered); one more for the loop's
+ * turn between them. Before, every command had a WAIT of its own, and an
+ * attempt waited behind one per handle and one per name. */
 static int64_t wait_queue_ms(void) {
-    return (int64_t)(cfg.handles + cfg.names) * CLUSTER_WAIT_TIMEOUT_MS;
+    return 3 * CLUSTER_WAIT_TIMEOUT_MS;
 }
 
 /* SIGKILL to every worker still running (a stopped one dies too), reaped. */
