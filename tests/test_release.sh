@@ -7,22 +7,28 @@
 # built in (kept, so that the next run only checks it), HOLDER this build's
 # tests/cli_holder. The release is the newest tag v<version> merged into
 # HEAD that is not HEAD itself (LEASH_RELEASE_TAG picks another); its
-# library and cli_holder are built from `git archive` of the tag, the two
-# targets only. Exit 77 (skipped) without git history or such a tag.
+# cli_holder, with the static library under it and nothing else, is built
+# from `git archive` of the tag (5-15 s the first time). Exit 77 (skipped)
+# without git history or such a tag.
 #
 # For each kind (mutex, fair lock, read-write lock both ways, semaphore of
 # one permit) one side holds a name and the other side asks for it with
-# two handles of one client that wait; both ways round. Each asking handle
-# must end as CHANGELOG.md ("Layouts") says for the two trees' layouts
+# two handles of one client that wait; both ways round; and a mutex whose
+# key carries a queued waiter of this tree. Each asking handle must end as
+# CHANGELOG.md ("Layouts") says for the two trees' layouts
 # (LEASH_LAYOUT_VERSION in include/leash/leash.h; a tree without it is
 # layout 1):
 #   excluded  it waited and was not let in (LEASH_ETIMEDOUT)
 #   refused   LEASH_EREDIS at once (a WRONGTYPE the user sees), and the
 #             holder's hash has the same fields as before
 # and never granted while the other side holds. The holders keep their
-# holds (no lost) and release them. Needs redis-server, redis-cli, git,
-# cmake; LEASH_REDIS_SERVER picks another redis-server. Only processes
-# this script started are stopped, by pid.
+# holds (no lost) and release them. Where the layouts exclude each other
+# on a mutex, a release of either wakes the other's waiter (let in within
+# HANDOFF_MS + TEST_SLACK_MS of it, not at the lease's end).
+#
+# Needs redis-server, redis-cli, git, cmake; LEASH_REDIS_SERVER picks
+# another redis-server. Only processes this script started are stopped,
+# by pid.
 set -euo pipefail
 
 # shellcheck source=tests/support/redis.sh
@@ -310,6 +316,50 @@ for c in oh nh; do
         wait_line "$c" "^${h%% *} released LEASH_OK" 10 || true
     done
 done
+# Where the two layouts exclude each other on a mutex, one's release wakes
+# the other's waiter: it is let in within HANDOFF_MS of the release, not
+# when the released hold's lease (3 s, renewed each second) would have run
+# out. A waiter of one client per direction, on a name of its own.
+HANDOFF_MS=1000
+SLACK_MS=${TEST_SLACK_MS:-300}
+if [[ $(want mutex "$old_layout" "$new_layout") == excluded &&
+    $(want mutex "$new_layout" "$old_layout") == excluded ]]; then
+    for c in oh nh; do
+        tell "$c" "new 6 mutex ${c:0:1}.hand"
+        tell "$c" "acquire 6 0"
+        wait_line "$c" '^6 granted' 10 || exit 1
+    done
+    tell na "new 10 mutex o.hand"
+    tell na "acquire 10 20000"
+    tell oa "new 11 mutex n.hand"
+    tell oa "acquire 11 20000"
+    sleep 0.5 # each waiter asked, found the name held, and sleeps
+    for c in oh nh; do tell "$c" "release 6"; done
+    t0=$(now_ms)
+    declare -A at=()
+    while [[ -z ${at[na]:-} || -z ${at[oa]:-} ]] && (($(now_ms) < t0 + 25000)); do
+        if [[ -z ${at[na]:-} ]] && grep -Eq '^10 (granted|status)' "$tmp/na.out"; then
+            at[na]=$(now_ms)
+        fi
+        if [[ -z ${at[oa]:-} ]] && grep -Eq '^11 (granted|status)' "$tmp/oa.out"; then
+            at[oa]=$(now_ms)
+        fi
+        sleep 0.02
+    done
+    for w in "na 10 this tree's waiter, the release's hold" "oa 11 the release's waiter, this tree's hold"; do
+        read -r c id what <<<"$w"
+        line=$(grep -E "^$id (granted|status)" "$tmp/$c.out" | head -1 || true)
+        if [[ $line != "$id granted"* ]]; then
+            fail "mutex handoff, $what: the waiter said '${line:-nothing}' in 25 s"
+        elif ((at[$c] - t0 > HANDOFF_MS + SLACK_MS)); then
+            fail "mutex handoff, $what: let in $((at[$c] - t0)) ms after the release" \
+                "(at most $((HANDOFF_MS + SLACK_MS))): the release did not wake it"
+        fi
+        tell "$c" "release $id"
+    done
+    echo "mutex handoff across the layouts: $((at[na] - t0)) ms to this tree's waiter," \
+        "$((at[oa] - t0)) ms to the release's"
+fi
 for c in oh nh oa na; do tell "$c" quit; done
 
 if ((failed)); then
