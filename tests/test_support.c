@@ -919,7 +919,7 @@ TEST(t_read_state_takes_what_the_scripts_take_for_a_lock) {
     CHECK_EQ_INT(d->names(&n, NULL, "leash:", "tail", 0), LEASH_OK);
 
     /* A family hash without held: the scripts refuse it, so does the reader. */
-    freeReplyObject(redisCommand(c, "HSET leash:nh fence 5 h%s %s", tok_a, live));
+    freeReplyObject(redisCommand(c, "HSET leash:nh fence2 5 h%s %s", tok_a, live));
     rep = test_cmd_run(c, d->family_acquire_cmd(&fam, tok_b, 1000, 'f', 0, 0, 1, NULL, 0, 0));
     CHECK(rep != NULL && rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "WRONGTYPE") != NULL);
     freeReplyObject(rep);

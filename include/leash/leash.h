@@ -77,6 +77,12 @@ extern "C" {
 #define LEASH_VERSION_NUMBER \
     (LEASH_VERSION_MAJOR * 10000 + LEASH_VERSION_MINOR * 100 + LEASH_VERSION_PATCH)
 
+/* The Redis layout this library reads and writes: how a lock of each kind
+ * is kept at its key. Clients of one name must run libraries whose layouts
+ * can share it; CHANGELOG.md ("Layouts") says which do. 1: leash 0.3;
+ * 2: leash 0.4. */
+#define LEASH_LAYOUT_VERSION 2
+
 /* The version of the library that is linked, as "MAJOR.MINOR.PATCH". */
 LEASH_EXPORT const char *leash_version(void);
 

@@ -11,7 +11,12 @@
  *                     for every client): where it hears that the lock was
  *                     handed to one of its waiters, "g:<token>:<fence>"
  * The hash's fields:
- *   fence             the last fence given
+ *   fence2            the last fence given (not named "fence": leash 0.3's
+ *                     family lock, layout 1, kept it there, and 0.3's
+ *                     scripts take a hash with a fence field for one of
+ *                     theirs; without it they refuse this hash, WRONGTYPE,
+ *                     where they would let their waiters in beside our
+ *                     holders and delete our hash)
  *   seq               the last queue place given
  *   permits           a semaphore's permits
  *   mode              the holders' kind, while anyone holds
@@ -76,7 +81,7 @@
  *            holder's lease ends in ms at the soonest
  *         -> {0, -6, 0, now, mark}: queued behind others (or, once = 1,
  *            not let in: nothing written, {0, -6, 0, now})
- *         mark: the larger of the fence field and TIME in us when the
+ *         mark: the larger of the fence2 field and TIME in us when the
  *         place was written (fam_mark): every fence given before, hence
  *         every let-in message of an earlier place, is at most mark, and
  *         every later fence is above it (fences strictly grow per hash,
@@ -92,8 +97,8 @@
  *            tell (as the mutex's)
  * force   KEYS: K  ARGV: channel base, verb
  *         -> 1 holders were removed, 0 none; waiters are let in.
- * A key K that is not a family lock's hash (not a hash, no fence field, or
- * no held field: an older leash's family lock) is a WRONGTYPE error
+ * A key K that is not a family lock's hash (not a hash, no fence2 field,
+ * or no held field: leash 0.3's family lock, layout 1) is a WRONGTYPE error
  * before anything is written.
  */
 #include <stdlib.h>
@@ -126,7 +131,7 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "local now = fam_now(t)\n"
     "if ARGV[11] + 0 > 0 and now >= ARGV[11] + 0 then return {0, -3, 0, now} end\n"
     "local K, tok, mode = KEYS[1], ARGV[1], ARGV[3]\n"
-    "local v = redis.pcall('hmget', K, 'fence', 'seq', 'permits', 'mode', 'held', 'queued', "
+    "local v = redis.pcall('hmget', K, 'fence2', 'seq', 'permits', 'mode', 'held', 'queued', "
     "'soonest', 'ttl',\n"
     "    'head', 'tail', 'h' .. tok, 'q' .. tok)\n"
     "if not v.err and not v[11] and not v[12] and ARGV[7] == '1' and ARGV[10] == '' and\n"
@@ -140,7 +145,7 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "    room = nil\n"
     "  elseif room and queued == 0 then\n"
     "    local f = fam_fence(t, v[1])\n"
-    "    a = {'fence', f, 'held', held + 1, 'h' .. tok, mode .. ':1:' .. f .. ':' .. ARGV[4] .. "
+    "    a = {'fence2', f, 'held', held + 1, 'h' .. tok, mode .. ':1:' .. f .. ':' .. ARGV[4] .. "
     "':' .. exp}\n"
     "    if held == 0 then\n"
     "      a[7], a[8], a[9], a[10] = 'mode', mode, 'soonest', exp\n"
@@ -210,8 +215,8 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "    F.done(K, S)\n"
     "    if f then return {1, tonumber(f), 1, now} end\n"
     "    if S.head == tok and S.soonest then return {0, S.soonest - now, 0, now, fam_mark(t, "
-    "S.fence)} end\n"
-    "    return {0, -6, 0, now, fam_mark(t, S.fence)}\n"
+    "S.fence2)} end\n"
+    "    return {0, -6, 0, now, fam_mark(t, S.fence2)}\n"
     "  end\n"
     "  F.unlink(S, tok, S.p, S.nx)\n"
     "end\n"
@@ -243,8 +248,8 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
     "F.keep(K, S, now, exp)\n"
     "F.done(K, S)\n"
     "if S.head == tok and S.soonest then return {0, S.soonest - now, 0, now, fam_mark(t, "
-    "S.fence)} end\n"
-    "return {0, -6, 0, now, fam_mark(t, S.fence)}\n";
+    "S.fence2)} end\n"
+    "return {0, -6, 0, now, fam_mark(t, S.fence2)}\n";
 
 /* The fast path: the last hold's release when nobody waits (the hash
  * goes), one of several when nobody waits or a reader's beside readers,
@@ -253,7 +258,7 @@ static const char acquire_lua[] = LEASH__FAMILY_LUA
  * may have run out, a place given up, a count lowered. */
 static const char release_lua[] = LEASH__FAMILY_LUA
     "local K, tok = KEYS[1], ARGV[1]\n"
-    "local v = redis.pcall('hmget', K, 'fence', 'permits', 'mode', 'held', 'queued', 'soonest', "
+    "local v = redis.pcall('hmget', K, 'fence2', 'permits', 'mode', 'held', 'queued', 'soonest', "
     "'head',\n"
     "    'h' .. tok)\n"
     "local t, now\n"
@@ -307,7 +312,7 @@ static const char release_lua[] = LEASH__FAMILY_LUA
     "    end\n"
     "    put('held', held, tonumber(v[4]))\n"
     "    put('queued', queued, tonumber(v[5] or 0))\n"
-    "    put('fence', fence, v[1])\n"
+    "    put('fence2', fence, v[1])\n"
     "    if mode then\n"
     "      put('mode', mode, v[3])\n"
     "      put('soonest', soon, tonumber(v[6]))\n"
@@ -522,7 +527,7 @@ static int by_place(const void *a, const void *b) {
  * hash without fence or held is no lock to the scripts (fam_load), so it
  * is none here either. */
 int leash__family_read_state(const struct redisReply *all, leash__state *s) {
-    const redisReply *fence = leash__hash_field(all, "fence"),
+    const redisReply *fence = leash__hash_field(all, "fence2"),
                      *permits = leash__hash_field(all, "permits");
     int modes[128] = {0};
     size_t i;

@@ -22,7 +22,7 @@
  * field changed in one HSET and one HDEL (fam_flush), and a PEXPIRE when
  * fam_keep moved the TTL; or deletes K when nobody holds or waits. So a
  * script checks everything before its first write, and K, which keeps its
- * fence field, is never emptied before the script's last command (a
+ * fence2 field, is never emptied before the script's last command (a
  * cluster slot being migrated stops a script that touches a key its own
  * earlier command deleted, "non local key").
  *
@@ -50,15 +50,15 @@
     "  return math.max(t[1] * 1000000 + t[2], tonumber(last) or 0)\n"                              \
     "end\n"                                                                                        \
     "local function fam_read(K, tok, under)\n"                                                     \
-    "  return redis.pcall('hmget', K, 'fence', 'seq', 'permits', 'mode', 'held', 'queued', "       \
+    "  return redis.pcall('hmget', K, 'fence2', 'seq', 'permits', 'mode', 'held', 'queued', "      \
     "'soonest',\n"                                                                                 \
     "      'ttl', 'head', 'tail', 'h' .. tok, 'q' .. tok, 'p' .. tok, 'n' .. tok, 'h' .. (under "  \
     "or ''))\n"                                                                                    \
     "end\n"                                                                                        \
     "local function fam_lib()\n"                                                                   \
-    "  local FAM_F = {'fence', 'seq', 'permits', 'mode', 'held', 'queued', 'soonest', 'ttl', "     \
+    "  local FAM_F = {'fence2', 'seq', 'permits', 'mode', 'held', 'queued', 'soonest', 'ttl', "    \
     "'head', 'tail'}\n"                                                                            \
-    "  local FAM_N = {fence = 1, seq = 1, held = 1, queued = 1, soonest = 1, ttl = 1}\n"           \
+    "  local FAM_N = {fence2 = 1, seq = 1, held = 1, queued = 1, soonest = 1, ttl = 1}\n"          \
     "  local function fam_num(x) return string.format('%.0f', x) end\n"                            \
     "  local function fam_load(K, tok, under, v)\n"                                                \
     "    v = v or fam_read(K, tok, under)\n"                                                       \
@@ -72,7 +72,7 @@
     "    end\n"                                                                                    \
     "    if not v[1] then\n"                                                                       \
     "      if redis.call('exists', K) == 1 then return nil end\n"                                  \
-    "      S.new, S.fence = true, 0\n"                                                             \
+    "      S.new, S.fence2 = true, 0\n"                                                            \
     "    end\n"                                                                                    \
     "    S.seq, S.held, S.queued, S.ttl = S.seq or 0, S.held or 0, S.queued or 0, S.ttl or 0\n"    \
     "    return S\n"                                                                               \
@@ -124,8 +124,8 @@
     "  end\n"                                                                                      \
     "  local function fam_grant(S, tok, mode, cl, exp, c, t)\n"                                    \
     "    local f = t[1] * 1000000 + t[2]\n"                                                        \
-    "    if f <= S.fence then f = S.fence + 1 end\n"                                               \
-    "    S.fence = f\n"                                                                            \
+    "    if f <= S.fence2 then f = S.fence2 + 1 end\n"                                             \
+    "    S.fence2 = f\n"                                                                           \
     "    f = fam_num(f)\n"                                                                         \
     "    fam_set(S, 'h' .. tok, mode .. ':' .. c .. ':' .. f .. ':' .. cl .. ':' .. "              \
     "fam_num(exp))\n"                                                                              \
@@ -297,7 +297,7 @@
     "  end\n"                                                                                      \
     "  if r ~= 0 then F.keep(K, S, now, exp) end\n"                                                \
     "  F.done(K, S)\n"                                                                             \
-    "  if r == 2 then return {2, fam_mark(t, S.fence)} end\n"                                      \
+    "  if r == 2 then return {2, fam_mark(t, S.fence2)} end\n"                                     \
     "  return r\n"                                                                                 \
     "end\n"
 
@@ -322,7 +322,7 @@ leash__cmd *leash__family_release_cmd(const leash__names *n, const char *token, 
 leash__cmd *leash__family_force_cmd(const leash__names *n, int64_t deadline);
 /* A family lock's hash (HGETALL reply all) into s, whose ttl_ms and
  * server_ms are set (read_state, dialect.h). 1, 0 when all is no family
- * lock's hash (no fence or no held field: the scripts' WRONGTYPE), -1
+ * lock's hash (no fence2 or no held field: the scripts' WRONGTYPE), -1
  * without memory. */
 int leash__family_read_state(const struct redisReply *all, leash__state *s);
 
