@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-# Install rules: headers, adapters, libraries, leash.pc, leash-config.cmake.
+# Install rules: headers, adapters, libraries, leash.pc, leash-config.cmake,
+# the manual pages of sections 3 and 7.
 #
 # After `cmake --install`, a program outside the tree finds leash either way:
 #   find_package(leash CONFIG REQUIRED)  ->  leash::leash, leash::leash_static
@@ -32,6 +33,14 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/adapters/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/leash/adapters
         COMPONENT Development
         FILES_MATCHING PATTERN "*.h")
+
+# The manual (man/README): a page per call in section 3, leash(7) the
+# overview; `man leash_acquire` once installed. leash(1) goes with the tool
+# (tools/CMakeLists.txt).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/man/man3 ${PROJECT_SOURCE_DIR}/man/man7
+        DESTINATION ${CMAKE_INSTALL_MANDIR}
+        COMPONENT Development
+        FILES_MATCHING PATTERN "*.3" PATTERN "*.7")
 
 install(TARGETS leash_shared leash_static EXPORT leash-targets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -78,6 +78,9 @@ leash_missing_packages() {
     command -v curl >/dev/null 2>&1 || echo curl
     # tests/test_cli.sh reads the leash tool's JSON with jq.
     command -v jq >/dev/null 2>&1 || echo jq
+    # tests/test_manpages.sh renders the manual pages with groff (man-db's
+    # `man --warnings` when it is there).
+    command -v groff >/dev/null 2>&1 || echo groff-base
     # The nginx module (cmake/LeashNginx.cmake: nginx-dev's source tree and
     # the libraries its configure checks for) and tests/test_nginx.sh
     # (Debian's nginx, and python3 for its backend).

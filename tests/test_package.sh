@@ -12,7 +12,9 @@
 #   3. compiles a program outside the tree (tests/install/consumer) against
 #      the installed library with `pkg-config --cflags --libs leash` and with
 #      CMake's find_package(leash), shared and static, and runs them;
-#   4. runs `leash --help`, `leash --version` and `man leash`;
+#   4. runs `leash --help`, `leash --version` and `man leash` (its version
+#      the build's), then `man leash_acquire`, `man leash_cancel` (a .so
+#      to it) and `man 7 leash` from libleash-dev's pages;
 #   5. starts Debian's nginx (/usr/sbin/nginx) with a configuration of its
 #      own that loads modules only through
 #      `include /etc/nginx/modules-enabled/*.conf` (no load_module line),
@@ -98,6 +100,7 @@ leftovers() {
     for f in /usr/include/leash /usr/lib/*/libleash* /usr/lib/*/cmake/leash \
         /usr/lib/*/pkgconfig/leash.pc /usr/local/include/leash /usr/local/lib/libleash* \
         /usr/local/lib/*/libleash* /usr/bin/leash /usr/share/man/man1/leash.1* \
+        /usr/share/man/man3/leash_* /usr/share/man/man7/leash.7* \
         /usr/lib/nginx/modules/ngx_http_leash_module.so \
         /usr/share/nginx/modules-available/mod-http-leash.conf \
         /etc/nginx/modules-enabled/*leash* \
@@ -213,6 +216,7 @@ for f in \
     /usr/include/leash/adapters/libev.h /usr/include/leash/adapters/libevent.h \
     /usr/include/leash/adapters/libuv.h \
     /usr/bin/leash /usr/share/man/man1/leash.1.gz \
+    /usr/share/man/man3/leash_acquire.3.gz /usr/share/man/man7/leash.7.gz \
     /usr/lib/nginx/modules/ngx_http_leash_module.so \
     /usr/share/nginx/modules-available/mod-http-leash.conf; do
     [[ -e $f ]] || fail "missing $f"
@@ -267,11 +271,31 @@ help=$(leash --help) || fail "leash --help exited with $?"
 [[ $help == *"release"* && $help == *"watch"* ]] || fail "leash --help says: $help"
 [[ $(leash --version) == "leash $version" ]] || fail "leash --version says $(leash --version)"
 [[ $(man -w leash) == /usr/share/man/man1/leash.1.gz ]] || fail "man -w leash: $(man -w leash)"
-page=$(MANWIDTH=80 MANPAGER=cat man leash 2>"$tmp/man.err") || fail "man leash exited with $?"
+# Rendered from the installed file (man -l), not through man's cache of
+# formatted pages: a cat page an earlier install left in /var/cache/man
+# has the same clamped date as this build's page (SOURCE_DATE_EPOCH), so
+# `man leash` would show the old text (it did: "leash 0.2").
+render() { MANWIDTH=80 MANPAGER=cat man -l "$(man -w "$@")"; }
+page=$(render leash 2>"$tmp/man.err") || fail "man leash exited with $?"
 [[ ! -s $tmp/man.err ]] || fail "man leash complained: $(cat "$tmp/man.err")"
 [[ $page == *LEASH\(1\)* && $page == *NAME* && $page == *SYNOPSIS* && $page == *"distributed locks"* ]] ||
     fail "man leash renders as: ${page:0:400}"
+[[ $page == *"leash $version"* ]] || fail "man leash does not carry the version $version"
 pass "leash --help, leash --version ($version), man leash ($(wc -l <<<"$page") lines)"
+# The library's manual, from libleash-dev.
+[[ $(man -w leash_acquire) == /usr/share/man/man3/leash_acquire.3.gz ]] ||
+    fail "man -w leash_acquire: $(man -w leash_acquire 2>&1)"
+for topic in leash_acquire leash_cancel "7 leash"; do
+    # shellcheck disable=SC2086 # "7 leash" is two words
+    page=$(render $topic 2>"$tmp/man.err") || fail "man $topic exited with $?"
+    [[ ! -s $tmp/man.err ]] || fail "man $topic complained: $(cat "$tmp/man.err")"
+    [[ $page == *NAME* && $page == *SYNOPSIS* && $page == *"SEE ALSO"* ]] ||
+        fail "man $topic renders as: ${page:0:400}"
+done
+page=$(render leash_cancel)
+[[ $page == *"LEASH_ACQUIRE(3)"* && $page == *"int leash_cancel(leash_lock *l);"* ]] ||
+    fail "man leash_cancel does not show leash_acquire's page"
+pass "man leash_acquire, man leash_cancel (.so), man 7 leash"
 
 # 5. Debian's nginx with the packaged module, enabled by the package only.
 step "nginx with the packaged module, a locked location"

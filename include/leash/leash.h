@@ -471,7 +471,10 @@ LEASH_EXPORT void(leash_options_init)(leash_options *o);
  * leash_options_init (silently: nothing in them can be trusted, the log
  * callback included); an option out of range, or one this version of the
  * library does not know that is set (the log callback of opts, if any,
- * receives a line naming it). LEASH_ENOMEM.
+ * receives a line naming it), or a dns_servers list c-ares does not read.
+ * LEASH_ETLS: with tls on, a CA, certificate or key file that cannot be
+ * read or does not match, or an encrypted key without its password
+ * (logged). LEASH_ENOMEM.
  */
 LEASH_EXPORT int leash_client_new(leash_client **out, const leash_options *opts);
 
@@ -760,14 +763,22 @@ LEASH_EXPORT int leash_lock_set_max_hold(leash_lock *l, int64_t max_hold_ms);
 LEASH_EXPORT int leash_lock_set_reentrant(leash_lock *l, int on);
 
 /* status: LEASH_OK (held: leash_held() is 1 and the watchdog runs), or
- * LEASH_EBUSY (try-once found it held elsewhere), LEASH_ETIMEDOUT,
- * LEASH_ECANCELED, LEASH_ECONN, LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH. */
+ * LEASH_EBUSY (try-once found it held elsewhere; or an extra reentrant
+ * hold found the hold gone), LEASH_ETIMEDOUT, LEASH_ECANCELED, LEASH_ECONN
+ * (Redis not reachable before the wait ended, or a grant came too late to
+ * trust), LEASH_EREDIS (an error reply, logged), LEASH_EPROTO, LEASH_EAUTH
+ * (AUTH or SELECT refused), LEASH_ETLS (TLS handshake or certificate
+ * refused), LEASH_EREPLICAS (wait_replicas: too few replicas acknowledged
+ * the grant, which was given back), LEASH_EINVAL (a semaphore whose name
+ * is in use with another number of permits, logged), LEASH_ENOMEM (no
+ * memory to wait, or to raise a Redlock fence). Manual: leash_acquire(3). */
 typedef void leash_acquire_cb(leash_lock *l, int status, void *arg);
 /* status: LEASH_OK (one hold given back; the key is deleted with the last),
  * LEASH_ENOTHELD (the hold was already gone or taken), LEASH_ECANCELED,
  * LEASH_ECONN (no answer before the hold's deadline, or the answer was lost
  * and the release sent again only after that deadline: released or
- * expired, the hold is over), LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH.
+ * expired, the hold is over), LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH,
+ * LEASH_ETLS (a reconnect refused: the hold expires with its lease).
  * A release sent again after a lost answer never says LEASH_ENOTHELD for a
  * release that ran. */
 typedef void leash_release_cb(leash_lock *l, int status, void *arg);
@@ -849,7 +860,7 @@ LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
  * connection broke or fell silent before the answer, or stayed down for
  * command_timeout_ms: it may or may not have run; it is never resent, so
  * that it cannot remove a later holder), LEASH_EREDIS, LEASH_EPROTO,
- * LEASH_EAUTH, all from the loop; or LEASH_ECANCELED inside
+ * LEASH_EAUTH, LEASH_ETLS, all from the loop; or LEASH_ECANCELED inside
  * leash_lock_free / leash_client_free (the command may still go out).
  * Errors (cb never fires): LEASH_EINVAL (NULL lock), LEASH_ESTATE (the handle
  * holds or is acquiring, a release in flight, client being freed),
@@ -860,7 +871,8 @@ LEASH_EXPORT int leash_force_release(leash_lock *l, leash_release_cb *cb, void *
 /*
  * Cancels a pending acquire: its callback fires LEASH_ECANCELED from the loop
  * (not inside this call). A grant that was already on its way is released.
- * Errors: LEASH_EINVAL (NULL), LEASH_ESTATE (no acquire pending).
+ * Errors: LEASH_EINVAL (NULL), LEASH_ESTATE (no acquire pending, client
+ * being freed or closed), LEASH_ENOMEM (nothing changed: the acquire goes on).
  */
 LEASH_EXPORT int leash_cancel(leash_lock *l);
 

@@ -101,11 +101,16 @@ for f in \
     lib/cmake/leash/leash-targets.cmake \
     lib/pkgconfig/leash.pc \
     bin/leash \
-    share/man/man1/leash.1; do
+    share/man/man1/leash.1 \
+    share/man/man3/leash_acquire.3 \
+    share/man/man3/leash_cancel.3 \
+    share/man/man7/leash.7; do
     [[ -f $prefix/$f ]] || fail "missing $f"
 done
 [[ $("$prefix/bin/leash" --version) == "leash $version" ]] ||
     fail "bin/leash --version says '$("$prefix/bin/leash" --version)', not 'leash $version'"
+grep -q "^\.TH LEASH 1 .*\"leash $version\"" "$prefix/share/man/man1/leash.1" ||
+    fail "share/man/man1/leash.1 does not carry the version $version: $(grep '^\.TH' "$prefix/share/man/man1/leash.1")"
 [[ -L $prefix/lib/libleash.so ]] || fail "missing the link lib/libleash.so"
 soname=$(objdump -p "$prefix/lib/libleash.so" 2>/dev/null | awk '$1 == "SONAME" { print $2 }') ||
     true
@@ -119,7 +124,7 @@ for leak in "$configured_prefix" "$tmp/build" "$src"; do
         fail "the files above name $leak"
     fi
 done
-echo "ok: headers, adapters, libraries, leash.pc, leash-config*.cmake, bin/leash and its man page"
+echo "ok: headers, adapters, libraries, leash.pc, leash-config*.cmake, bin/leash, the man pages"
 
 step "consumer with find_package(leash)"
 cmake -S "$here/consumer" -B "$tmp/consumer-cmake" \
