@@ -306,8 +306,11 @@ static void refused_calls_and_a_client_freed_before_the_answer(void) {
     fx_world_up(&w, 3000, 0);
     memset(&g, 0, sizeof(g));
     CHECK_EQ_INT(leash_client_lock_state(NULL, "x", on_state, &g), LEASH_EINVAL);
+    fx_log_clear();
     CHECK_EQ_INT(leash_client_lock_state(w.c, NULL, on_state, &g), LEASH_EINVAL);
+    CHECK(fx_log_contains("leash_lock_state: the name is NULL"));
     CHECK_EQ_INT(leash_client_lock_state(w.c, "x", NULL, &g), LEASH_EINVAL);
+    CHECK(fx_log_contains("leash_lock_state: the callback is NULL"));
     CHECK_EQ_INT(leash_client_lock_state(w.c, "", on_state, &g), LEASH_EINVAL);
     CHECK_EQ_INT(leash_lock_state(NULL, on_state, &g), LEASH_EINVAL);
     {
@@ -334,6 +337,7 @@ static void refused_calls_and_a_client_freed_before_the_answer(void) {
     l = leash_lock_new(c2, "st:closing");
     CHECK_EQ_INT(leash_client_close(c2, on_closed, &closed), LEASH_OK);
     CHECK_EQ_INT(leash_client_lock_state(c2, "x", on_state, &g), LEASH_ESTATE);
+    CHECK(fx_log_contains("leash_lock_state: the client is closing"));
     CHECK_EQ_INT(leash_lock_state(l, on_state, &g), LEASH_ESTATE);
     CHECK_EQ_INT(fx_run_until_flag(w.loop, &closed, 5000), 0); /* the close frees c2 */
     CHECK_EQ_INT(g.calls, 0);

@@ -235,12 +235,21 @@ int leash__state_request(leash__core *core, const char *name, leash_state_cb *cb
     size_t len;
     int rc;
 
-    if (name == NULL || cb == NULL)
+    if (name == NULL || cb == NULL) {
+        leash__log(&core->env.log, LEASH_LOG_ERROR, "leash_lock_state: %s is NULL",
+                   name == NULL ? "the name" : "the callback");
         return LEASH_EINVAL;
-    if (core->env.freeing || core->closing)
+    }
+    if (core->env.freeing || core->closing) {
+        leash__log(&core->env.log, LEASH_LOG_ERROR,
+                   "leash_lock_state: the client is closing or being freed");
         return LEASH_ESTATE;
-    if (!core->env.attached)
+    }
+    if (!core->env.attached) {
+        leash__log(&core->env.log, LEASH_LOG_ERROR,
+                   "leash_lock_state: the client is not attached to a loop");
         return LEASH_ELOOP;
+    }
     len = strlen(name);
     if ((q = calloc(1, sizeof(*q))) == NULL || (q->name = malloc(len + 1)) == NULL) {
         free(q);
