@@ -23,6 +23,7 @@
 #include "prim/core.h"
 #include "prim/family.h"
 #include "prim/lock.h"
+#include "prim/lockstate.h"
 #include "route/route.h"
 #include "wire/resolve.h"
 
@@ -237,6 +238,12 @@ leash_lock *leash_lock_new(leash_client *c, const char *name) {
     if (!client_usable(c))
         return NULL;
     return leash__lock_make(&c->core, &leash__mutex, name);
+}
+
+int leash_client_lock_state(leash_client *c, const char *name, leash_state_cb *cb, void *arg) {
+    if (c == NULL || c->magic != LEASH__CLIENT_MAGIC)
+        return LEASH_EINVAL;
+    return leash__state_request(&c->core, name, cb, arg);
 }
 
 /* A handle of the lock family: see leash.h for why not on Redlock. */

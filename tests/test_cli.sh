@@ -264,6 +264,26 @@ if [[ $mode == redlock ]]; then
 fi
 expect_rc 0 L show job:1 --json
 jq -e '.name == "job:1"' <<<"$out" >/dev/null || fail "show --json: $out"
+# A mutex's waiters: another process waits for job:1, and show counts it
+# on the lock's channel (every server of Redlock: it subscribes on each).
+start_holder w
+wait_line w '^ready' 10
+tell w "new 0 mutex job:1"
+tell w "acquire 0 3000"
+for _ in $(seq 100); do
+    out=$(L show job:1 --json) || true
+    [[ $(jq '[.subscribers // .servers[].subscribers] | min' <<<"$out") == 1 ]] && break
+    sleep 0.02
+done
+jq -e '[.subscribers // .servers[].subscribers] | min == 1' <<<"$out" >/dev/null ||
+    fail "show job:1 --json: no subscriber while w waits: $out"
+jq -e '(.waiters // .servers[0].waiters) == []' <<<"$out" >/dev/null ||
+    fail "show job:1 --json: no queue expected: $out"
+expect_rc 0 L show job:1
+grep -Eq '^waiters   0 queued ' <<<"$out" || fail "show job:1: no queue line: $out"
+grep -Eq '^waiting   1 subscribed to its channel' <<<"$out" || fail "show job:1: waiting: $out"
+wait_line w '^0 status ' 10
+tell w quit
 if [[ $family == 1 ]]; then
     expect_rc 0 L show rw
     echo "$out"
@@ -282,6 +302,23 @@ jq -e --arg t "$rs_field" '(.kind // .servers[0].kind) == "redisson" and
     ((.holders // .servers[0].holders)[0] | .token == $t and .count == 2)' <<<"$out" \
     >/dev/null || fail "show rs: $out"
 expect_rc 2 L release --force --yes rs
+# A Redisson read-write lock (RReadWriteLock's hash): its mode and holders.
+rrw_key='leash:rrw'
+"${rcli[@]}" hset "$rrw_key" mode read "$rs_field" 2 "${rs_field%:1}:2" 1 >/dev/null
+"${rcli[@]}" pexpire "$rrw_key" 30000 >/dev/null
+expect_rc 0 L show rrw
+grep -Eq '^kind      redisson-rw$' <<<"$out" || fail "show rrw: kind: $out"
+grep -Eq '^mode      read$' <<<"$out" || fail "show rrw: mode: $out"
+grep -Fq "  $rs_field  r  holds 2" <<<"$out" || fail "show rrw: holder: $out"
+"${rcli[@]}" del "$rrw_key" >/dev/null
+"${rcli[@]}" hset "$rrw_key" mode write "${rs_field}:write" 1 >/dev/null
+expect_rc 0 L show rrw --json
+jq -e --arg t "$rs_field" '(.kind // .servers[0].kind) == "redisson-rw" and
+    (.mode // .servers[0].mode) == "write" and
+    ((.holders // .servers[0].holders) == [{"token": $t, "mode": "write", "count": 1, "ttl_ms": -1}])' \
+    <<<"$out" >/dev/null || fail "show rrw --json: $out"
+expect_rc 2 L release --force --yes rrw
+"${rcli[@]}" del "$rrw_key" >/dev/null
 # watch hears Redisson's own unlock message (on its channel, sharded in a
 # cluster of Redis 7.0 or later as Redisson sends it), long before its next
 # poll.

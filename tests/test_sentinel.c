@@ -184,9 +184,49 @@ TEST(discovery_through_any_one_sentinel_while_the_others_are_down) {
     sw_down(&w);
 }
 
+/* leash_client_lock_state through the sentinels: the master's view. */
+typedef struct state_seen {
+    int done, status, held, nholders;
+    int64_t ttl_ms, subscribers;
+    uint64_t fence;
+    char holder[64];
+} state_seen;
+
+static void on_state(const leash_state *st, int status, void *arg) {
+    state_seen *s = arg;
+
+    s->done = 1;
+    s->status = status;
+    if (st == NULL)
+        return;
+    s->held = st->held;
+    s->nholders = (int)st->nholders;
+    s->ttl_ms = st->ttl_ms;
+    s->subscribers = st->subscribers;
+    s->fence = st->fence;
+    if (st->nholders > 0)
+        snprintf(s->holder, sizeof s->holder, "%s", st->holders[0].owner);
+}
+
+/* Reads lock `name` on c and checks it is held by holder, its fence. */
+static void check_state_held(sworld *w, leash_client *c, const char *name, leash_lock *holder) {
+    state_seen s = {0};
+
+    CHECK_EQ_INT(leash_client_lock_state(c, name, on_state, &s), LEASH_OK);
+    CHECK_EQ_INT(s.done, 0);
+    CHECK_EQ_INT(fx_run_until_flag(w->loop, &s.done, 5000), 0);
+    CHECK_EQ_INT(s.status, LEASH_OK);
+    CHECK_EQ_INT(s.held, 1);
+    CHECK_EQ_INT(s.nholders, 1);
+    CHECK(s.fence == leash_fence(holder));
+    CHECK(s.ttl_ms > 0 && s.ttl_ms <= 3000);
+    CHECK(s.subscribers >= 1); /* the waiter's client (and `leash watch`) */
+}
+
 /* SENTINEL FAILOVER while a lock is held with wait_replicas = 1: the hold
  * is kept, renewals go to the new master, and a waiter queued before the
- * failover is woken by the release after it. */
+ * failover is woken by the release after it. leash_client_lock_state
+ * reads the hold on the master before and after. */
 TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
     sworld w;
     leash_client *a, *b;
@@ -216,6 +256,7 @@ TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
 #endif
     fx_run_for(w.loop, 300);
     CHECK_EQ_INT(woken.calls, 0);
+    check_state_held(&w, a, "moved", holder);
     m = test_sentinel_master(&w.t);
     fx_log_clear();
     n = test_sentinel_failover(&w.t, FAILOVER_MS);
@@ -228,6 +269,7 @@ TEST(a_failover_asked_for_keeps_the_hold_and_wakes_the_waiter) {
     CHECK(script_calls(&w.t.data[n]) > 0);
     CHECK(fx_log_contains("+switch-master") || fx_log_contains("master mymaster is at"));
     CHECK_EQ_INT(woken.calls, 0);
+    check_state_held(&w, b, "moved", holder); /* on the new master */
     released_at = test_now_ms();
     CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
     fx_run_until(w.loop, &woken, 5000);

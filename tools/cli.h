@@ -169,6 +169,7 @@ typedef struct cli_lockstate {
     size_t nholders;
     cli_holder *waiters; /* in queue order; count = place */
     size_t nwaiters;
+    int64_t subscribers;           /* on leash's channel of the lock; -1 not read (ls) */
     char node[LEASH_NODE_MAX + 1]; /* where it was read */
 } cli_lockstate;
 
@@ -193,6 +194,8 @@ void cli_json_str(FILE *f, const char *s, size_t len);
 /* A lock name for people: bytes outside printable ASCII as \xHH. */
 void cli_text_str(FILE *f, const char *s, size_t len);
 void cli_print_state_json(FILE *f, const cli_lockstate *s);
+/* A Redisson read-write lock's mode: "write" while a writer holds it. */
+const char *cli_rw_mode(const cli_lockstate *s);
 /* Prints lines of tab-separated cells as aligned columns (16 at most). */
 void cli_print_table(FILE *f, const char *text, size_t len);
 /* "12.3s", "250ms", "-" */

@@ -120,7 +120,7 @@ int cli_release(cli_conn *c, const cli_args *a) {
         cli_lockstate_clear(&s);
         return rc;
     }
-    if (s.kind == LEASH__STATE_REDISSON) {
+    if (s.kind == LEASH__STATE_REDISSON || s.kind == LEASH__STATE_REDISSON_RW) {
         fprintf(stderr,
                 "leash: %s is a Redisson lock: release it with Redisson's "
                 "forceUnlock()\n",

@@ -251,6 +251,7 @@ static const char *holder_text(const cli_lockstate *s, int full, char *buf, size
         return "-";
     switch (s->kind) {
     case LEASH__STATE_RW:
+    case LEASH__STATE_REDISSON_RW:
         if (s->holders[0].mode == 'w')
             snprintf(buf, size, "writer %s",
                      cli_token_text(s->holders[0].token, full, tok, sizeof(tok)));
@@ -283,7 +284,7 @@ static void view_line(FILE *f, const cli_conn *c, const view *v, int full) {
         holds = s->holders[i].count > 0 && holds > INT64_MAX - s->holders[i].count
                     ? INT64_MAX
                     : holds + s->holders[i].count;
-        if (s->kind != LEASH__STATE_MUTEX && s->kind != LEASH__STATE_REDISSON &&
+        if (s->kind >= LEASH__STATE_FAIR && s->kind <= LEASH__STATE_FAMILY &&
             (i == 0 || s->holders[i].ttl_ms > ttl))
             ttl = s->holders[i].ttl_ms;
     }
@@ -296,7 +297,7 @@ static void view_line(FILE *f, const cli_conn *c, const view *v, int full) {
         snprintf(fb, sizeof(fb), "%" PRIu64, m ? lo : s->fence);
     if (s->kind == LEASH__STATE_MUTEX)
         snprintf(wb, sizeof(wb), "%s", s->marked ? "marked" : "-");
-    else if (s->kind == LEASH__STATE_REDISSON)
+    else if (s->kind == LEASH__STATE_REDISSON || s->kind == LEASH__STATE_REDISSON_RW)
         snprintf(wb, sizeof(wb), "-");
     else
         snprintf(wb, sizeof(wb), "%zu", s->nwaiters);
@@ -479,6 +480,8 @@ static void show_state(FILE *f, const cli_lockstate *s) {
         fprintf(f, "marked    %s\n",
                 s->marked ? "yes (someone found it busy: its release and renewals publish)"
                           : "no (nobody waited)");
+    if (s->kind == LEASH__STATE_REDISSON_RW)
+        fprintf(f, "mode      %s\n", cli_rw_mode(s));
     fprintf(f, "holders   %zu\n", s->nholders);
     for (i = 0; i < s->nholders; i++) {
         const cli_holder *h = &s->holders[i];
@@ -490,12 +493,19 @@ static void show_state(FILE *f, const cli_lockstate *s) {
             fprintf(f, "  fence %" PRIu64, h->fence);
         fprintf(f, "  ttl %s\n", cli_ms_text(h->ttl_ms, tb, sizeof(tb)));
     }
-    if (s->kind == LEASH__STATE_MUTEX || s->kind == LEASH__STATE_REDISSON)
+    if (s->kind == LEASH__STATE_REDISSON || s->kind == LEASH__STATE_REDISSON_RW)
         return;
-    fprintf(f, "waiters   %zu\n", s->nwaiters);
+    /* A mutex queues only its starving waiters in Redis; the others wait
+     * on its channel, and each waiting process is one subscriber there. */
+    fprintf(f, "waiters   %zu%s\n", s->nwaiters,
+            s->kind == LEASH__STATE_MUTEX ? " queued (waited LEASH_STARVE_MS)" : "");
     for (i = 0; i < s->nwaiters; i++)
         fprintf(f, "  %zu. %s  %c  place ttl %s\n", i + 1, s->waiters[i].token, s->waiters[i].mode,
                 cli_ms_text(s->waiters[i].ttl_ms, tb, sizeof(tb)));
+    if (s->kind == LEASH__STATE_MUTEX && s->subscribers >= 0)
+        fprintf(f,
+                "waiting   %" PRId64 " subscribed to its channel (processes that wait, at most)\n",
+                s->subscribers);
 }
 
 /* Reads lock `name` into *v (cleared by the caller). An exit code. */

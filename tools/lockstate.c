@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One lock's state as one server has it, read (never written): the tool
- * sends TYPE, the value command and PTTL of a key and TIME, and the
- * library's dialects make a state of the replies (read_state,
- * src/dialect/dialect.h): leash's mutex and family layouts, then
- * Redisson's RLock. The layouts are known there alone. The reads are
- * separate commands, so a state caught while a script ran between them
- * can be a mix of before and after; watch reads again.
+ * One lock's state as one server has it, read (never written): one lock
+ * is read by the library's own state script (leash__state_args: TYPE,
+ * the value, PTTL, TIME and the subscribers of the lock's channel in one
+ * snapshot), the locks of `ls` by pipelined TYPE, PTTL, value and TIME
+ * (a state caught while a script ran between them can be a mix of before
+ * and after); either way the library's reader makes a state of the
+ * replies (leash__state_read, src/dialect/dialect.h): leash's mutex and
+ * family layouts, then Redisson's RLock and read-write lock. The layouts
+ * are known there alone, and leash_lock_state reads them the same way.
  */
 #include "cli.h"
 
@@ -29,6 +31,8 @@ const char *cli_kind_name(int kind) {
         return "family";
     case LEASH__STATE_REDISSON:
         return "redisson";
+    case LEASH__STATE_REDISSON_RW:
+        return "redisson-rw";
     default:
         return "other";
     }
@@ -40,41 +44,25 @@ void cli_lockstate_clear(cli_lockstate *s) {
     memset(s, 0, sizeof(*s));
 }
 
-static redisReply *key1(cli_conn *c, int *node, const char *cmd, const char *key, size_t len) {
-    const char *argv[] = {cmd, key};
-    size_t lens[] = {strlen(cmd), len};
-    return cli_key_cmd(c, node, 2, argv, lens);
-}
-
-static int64_t server_ms(cli_conn *c, int node) {
-    const char *argv[] = {"TIME"};
-    redisReply *r = cli_node_cmd(c, node, 1, argv, NULL);
-    int64_t ms = -1;
-
-    if (r == NULL)
-        return -1;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
-             strtoll(r->element[1]->str, NULL, 10) / 1000;
-    freeReplyObject(r);
-    return ms;
-}
-
-/* The dialects whose layouts the tool reads, in the order tried: a key
- * that is no lock of one may be of the next. */
-static const leash__dialect *const dialects[] = {&leash__dialect_leash, &leash__dialect_redisson};
-
 /* The command that reads the value of a key of TYPE answer t, or NULL:
  * nothing to read (no dialect keeps a lock in such a key). */
 static const char *value_cmd(const redisReply *t) {
-    const char *cmd = NULL;
-    size_t i;
+    return t->type == REDIS_REPLY_STATUS ? leash__state_value_cmd(t->str) : NULL;
+}
 
-    if (t->type != REDIS_REPLY_STATUS)
-        return NULL;
-    for (i = 0; i < sizeof(dialects) / sizeof(dialects[0]) && cmd == NULL; i++)
-        cmd = dialects[i]->state_cmd(t->str);
-    return cmd;
+/* s from the library's reader's state st (whose holders go with it). */
+static void take_state(leash__state *st, cli_lockstate *s) {
+    s->kind = st->kind;
+    s->ttl_ms = st->ttl_ms;
+    s->fence = st->fence;
+    s->marked = st->marked;
+    s->permits = st->permits;
+    s->server_ms = st->server_ms;
+    s->holders = st->holders;
+    s->nholders = st->nholders;
+    s->waiters = st->waiters;
+    s->nwaiters = st->nwaiters;
+    s->subscribers = st->subscribers;
 }
 
 /* The lock in what TYPE, the value command and PTTL of a key answered; s
@@ -83,55 +71,54 @@ static int read_value(const char *type, const redisReply *v, const redisReply *t
                       cli_lockstate *s) {
     int64_t pttl = ttl != NULL && ttl->type == REDIS_REPLY_INTEGER ? ttl->integer : -1;
     leash__state st;
-    size_t i;
 
-    memset(&st, 0, sizeof(st));
-    for (i = 0; i < sizeof(dialects) / sizeof(dialects[0]); i++) {
-        if (dialects[i]->read_state(type, v, pttl, s->server_ms, &st) != 0)
-            return -1;
-        if (st.kind != LEASH__STATE_OTHER)
-            break;
-    }
-    s->kind = st.kind;
-    s->ttl_ms = st.ttl_ms;
-    s->fence = st.fence;
-    s->marked = st.marked;
-    s->permits = st.permits;
-    s->holders = st.holders;
-    s->nholders = st.nholders;
-    s->waiters = st.waiters;
-    s->nwaiters = st.nwaiters;
+    if (leash__state_read(type, v, pttl, s->server_ms, &st) != 0)
+        return -1;
+    take_state(&st, s);
     return 0;
 }
 
+/* One script reads the key, its TTL, the server's clock and the
+ * subscribers of leash's channel for the lock (the library's read,
+ * dialect/state.c). */
 int cli_lock_read(cli_conn *c, int *node, const char *key, size_t len, cli_lockstate *s) {
-    redisReply *t = NULL, *v = NULL, *ttl = NULL;
-    int rc = -1;
+    const char *argv[LEASH__STATE_ARGS_MAX];
+    size_t lens[LEASH__STATE_ARGS_MAX], clen;
+    char kind[32], *chan = malloc(2 * len + sizeof(kind) + 3);
+    redisReply *r = NULL;
+    leash__state st;
+    int rc = -1, argc;
 
     memset(s, 0, sizeof(*s));
     s->ttl_ms = -1;
-    if ((t = key1(c, node, "TYPE", key, len)) == NULL)
-        goto out;
-    if (t->type != REDIS_REPLY_STATUS) {
-        snprintf(c->err, sizeof(c->err), "TYPE: %s",
-                 t->type == REDIS_REPLY_ERROR ? t->str : "unexpected reply");
-        goto out;
+    s->subscribers = -1;
+    if (chan == NULL) {
+        snprintf(c->err, sizeof(c->err), "out of memory");
+        return -1;
     }
+    snprintf(kind, sizeof(kind), "released:%d", c->db);
+    clen = cli_companion(chan, key, len, kind);
+    argc = leash__state_args(key, len, chan, clen, argv, lens);
+    if ((r = cli_key_cmd(c, node, argc, argv, lens)) == NULL)
+        goto out;
     snprintf(s->node, sizeof(s->node), "%s", c->nodes[*node].label);
-    if (value_cmd(t) != NULL) {
-        v = key1(c, node, value_cmd(t), key, len);
-        ttl = v ? key1(c, node, "PTTL", key, len) : NULL;
-        if (ttl == NULL || (s->server_ms = server_ms(c, *node)) < 0)
-            goto out;
+    switch (leash__state_parse(r, &st)) {
+    case 0:
+        take_state(&st, s);
+        rc = 0;
+        break;
+    case 1:
+        snprintf(c->err, sizeof(c->err), "%s: %s", s->node,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply to the state read");
+        break;
+    default:
+        snprintf(c->err, sizeof(c->err), "out of memory");
+        break;
     }
-    rc = read_value(t->str, v, ttl, s);
 out:
-    if (t)
-        freeReplyObject(t);
-    if (v)
-        freeReplyObject(v);
-    if (ttl)
-        freeReplyObject(ttl);
+    if (r)
+        freeReplyObject(r);
+    free(chan);
     return rc;
 }
 

@@ -70,7 +70,8 @@ static const char ls_text[] =
     "Redis glob (* ? [abc]), sorted by name, one line each:\n"
     "  NAME     the lock name\n"
     "  KIND     mutex, fair, rwlock, semaphore, family (a family lock nobody is\n"
-    "           in now), redisson (Redisson's RLock layout)\n"
+    "           in now), redisson (Redisson's RLock layout), redisson-rw\n"
+    "           (Redisson's RReadWriteLock)\n"
     "  HOLDER   the holder's token (12 digits; --full for all), \"writer TOKEN\",\n"
     "           \"N readers\", \"N/P permits\", or - when free\n"
     "  HOLDS    reentrant holds, summed over the holders\n"
@@ -87,7 +88,9 @@ static const char show_text[] =
     "\n"
     "Shows lock NAME: its kind, server, TTL, fence; each holder's full token,\n"
     "mode (f fair, r read, w write, s permit), holds, fence and lease left;\n"
-    "the queue of a family lock in order. With --redlock, every server's state\n"
+    "the queue of a family lock in order; a mutex's queue (its starving\n"
+    "waiters) and how many processes wait on its channel (waiting); a Redisson\n"
+    "read-write lock's mode. With --redlock, every server's state\n"
     "and the holder a majority (N/2+1) agrees on. Exit status 1 when there is\n"
     "no lock of that name.\n";
 

@@ -137,6 +137,15 @@ static void holders_json(FILE *f, const char *name, const cli_holder *h, size_t 
     fputc(']', f);
 }
 
+const char *cli_rw_mode(const cli_lockstate *s) {
+    size_t i;
+
+    for (i = 0; i < s->nholders; i++)
+        if (s->holders[i].mode == 'w')
+            return "write";
+    return "read";
+}
+
 /* The fields of one state, without braces, so that callers can add theirs. */
 void cli_print_state_json(FILE *f, const cli_lockstate *s) {
     fprintf(f, "\"kind\":\"%s\",\"server\":", cli_kind_name(s->kind));
@@ -150,10 +159,16 @@ void cli_print_state_json(FILE *f, const cli_lockstate *s) {
         fprintf(f, ",\"marked\":%s", s->marked ? "true" : "false");
     if (s->kind == LEASH__STATE_SEMAPHORE)
         fprintf(f, ",\"permits\":%" PRId64, s->permits);
+    if (s->kind == LEASH__STATE_REDISSON_RW)
+        fprintf(f, ",\"mode\":\"%s\"", cli_rw_mode(s));
     holders_json(f, "holders", s->holders, s->nholders, 0);
-    if (s->kind != LEASH__STATE_MUTEX && s->kind != LEASH__STATE_REDISSON &&
+    /* A mutex's queue: its starving waiters (the others wait on its
+     * channel: subscribers). Redisson's waiters queue in no key read. */
+    if (s->kind != LEASH__STATE_REDISSON && s->kind != LEASH__STATE_REDISSON_RW &&
         s->kind != LEASH__STATE_NONE && s->kind != LEASH__STATE_OTHER)
         holders_json(f, "waiters", s->waiters, s->nwaiters, 1);
+    if (s->subscribers >= 0 && (s->kind == LEASH__STATE_MUTEX || s->kind == LEASH__STATE_NONE))
+        fprintf(f, ",\"subscribers\":%" PRId64, s->subscribers);
 }
 
 void cli_print_table(FILE *f, const char *text, size_t len) {

@@ -577,7 +577,7 @@ typedef struct leash_stats {
     uint64_t reconnects;       /* connections (any kind) ready again after a break */
     uint64_t acquire_commands; /* acquire scripts handed to the route (a Redlock */
     uint64_t release_commands; /*   one counts once, whatever its servers) */
-    uint64_t other_commands;   /* force releases */
+    uint64_t other_commands;   /* force releases, state reads (leash_lock_state) */
     uint64_t subscriptions;    /* SUBSCRIBE/SSUBSCRIBE written (again after reconnects) */
     uint64_t held_now;         /* handles that hold their lock now */
     uint64_t waiting_now;      /* acquires asleep until a release now (counted in waits) */
@@ -899,6 +899,130 @@ LEASH_EXPORT uint64_t leash_fence(const leash_lock *l);
 LEASH_EXPORT int leash_hold_count(const leash_lock *l);
 /* Successful renewals of the current hold. */
 LEASH_EXPORT uint64_t leash_renewals(const leash_lock *l);
+
+/*
+ * A lock's state, read from Redis (0.4): who holds it and how often, how
+ * long until it frees by itself, its fence, who waits. What Redisson's
+ * isLocked / getHoldCount / remainTimeToLive and redis-py's locked() read,
+ * for any lock of the name, not only this process's; leash_held() and
+ * leash_valid_ms() answer for a handle's own hold without asking Redis.
+ *
+ * One read of the lock's key (one script: a snapshot no lock script runs
+ * inside of), on the server that has the key: the one server, the
+ * Sentinel's master, the master of the key's slot in a Cluster (after a
+ * MOVED/ASK, as every command), or every Redlock server. It tells apart
+ * leash's mutex and lock family and Redisson's RLock and RReadWriteLock
+ * (enum leash_state_kind), whichever dialect the client speaks.
+ *
+ * Redlock ("majority view"; M = N / 2 + 1 of the N servers): every server
+ * is read, and the callback fires once each answered (one that is down: by
+ * command_timeout_ms). Fewer than M answers: the call completes with the
+ * error of one that failed. held: one owner holds the key on M servers or
+ * more (agree says on how many; a minority's leftovers hold nothing);
+ * holders: that owner, with the count of the first server that has it;
+ * ttl_ms: the M-th longest PTTL among those servers (after it fewer than M
+ * have it); fence..fence_max: the hold's fence lies between the M-th
+ * smallest and the largest fence those servers keep (the client that holds
+ * it knows which); not held: fence is the largest any server keeps;
+ * subscribers: the M-th largest count of the servers; waiters: none (no
+ * queue on Redlock). kind: the holding servers', else the first answer
+ * that has a lock.
+ */
+enum leash_state_kind {
+    LEASH_STATE_FREE = 0,   /* no key: nobody holds it or queues for it */
+    LEASH_STATE_NOT_A_LOCK, /* a key of a layout leash does not know */
+    LEASH_STATE_MUTEX,      /* leash_lock_new */
+    LEASH_STATE_FAIR,       /* leash_fair_lock_new */
+    LEASH_STATE_RW,         /* leash_read_lock_new, leash_write_lock_new */
+    LEASH_STATE_SEMAPHORE,  /* leash_semaphore_new */
+    LEASH_STATE_FAMILY,     /* a fair or read-write lock with nobody in it */
+    LEASH_STATE_REDISSON,   /* Redisson's RLock (or leash's Redisson dialect) */
+    LEASH_STATE_REDISSON_RW /* Redisson's RReadWriteLock: mode read or write */
+};
+
+/* A holder or a waiter. */
+typedef struct leash_state_entry {
+    /* leash: the owner token, 32 hex digits; Redisson:
+     * "<uuid>:<thread id>" (cut at 95 bytes). */
+    const char *owner;
+    /* 'm' mutex, 'f' fair, 'r' read, 'w' write, 's' semaphore permit, 'R'
+     * Redisson RLock (Redisson's read-write lock: 'r', 'w'). */
+    char mode;
+    /* A holder: its reentrant holds. A waiter: its place, 1 first. */
+    int64_t count;
+    uint64_t fence; /* a holder's fence; 0: none (Redisson, a waiter) */
+    int64_t ttl_ms; /* its lease (a waiter: its place) runs out in; -1 not known */
+} leash_state_entry;
+
+typedef struct leash_state {
+    const char *name; /* the lock's name, as asked */
+    int kind;         /* enum leash_state_kind */
+    int held;         /* 1: someone holds it (Redlock: a majority agrees) */
+    /* The holders (a read-write lock's readers, a semaphore's permits), and
+     * holds: their counts summed (a mutex: the reentrant count). */
+    const leash_state_entry *holders;
+    size_t nholders;
+    int64_t holds;
+    /* How long until it frees by itself unless renewed: the key's PTTL (a
+     * mutex, Redisson's), the longest holder's lease (the family); -1 when
+     * nobody holds it or no expiry is set. */
+    int64_t ttl_ms;
+    /* The fence: a mutex's, the hold's; the family's, the last one given
+     * (0 none; Redisson's: 0). Redlock: the least the hold's can be, and
+     * fence_max the most; elsewhere fence_max == fence. */
+    uint64_t fence, fence_max;
+    /* A semaphore: its permits, those held and those free; else 0. */
+    int64_t permits, permits_used, permits_free;
+    /* The waiters queued in Redis, in order (count: the place): a fair
+     * lock's, a read-write lock's and a semaphore's queue; a mutex's
+     * starving waiters (LEASH_STARVE_MS, at most LEASH_RESERVE_QUEUE).
+     * Other mutex waiters, and Redisson's, queue in no key: see
+     * subscribers. */
+    const leash_state_entry *waiters;
+    size_t nwaiters;
+    /* A mutex or Redisson RLock: the connections subscribed to the lock's
+     * channel (in the client's dialect) on the server that has the key, by
+     * PUBSUB NUMSUB and SHARDNUMSUB. Each process (client) that waits for
+     * the lock subscribes once however many of its handles wait, and stays
+     * subscribed a little after its wait (and while a hold that came
+     * through it lasts); `leash watch` subscribes too. So 0 means nobody
+     * waits, and more is an upper bound on the processes waiting.
+     * -1: not read (other kinds, which list their waiters). */
+    int64_t subscribers;
+    /* The servers read (Redlock: N; else 1) and the ones that hold what it
+     * shows held (Redlock: the majority's; else 1 when held, else 0). */
+    int servers, agree;
+    /* The server's clock when it read the key, ms since the epoch. */
+    int64_t server_ms;
+} leash_state;
+
+/*
+ * status LEASH_OK: st is the lock's state. Else st is NULL and status says
+ * why: LEASH_ECONN (no server answered in command_timeout_ms; Redlock: fewer
+ * than a majority), LEASH_EREDIS (Redis refused the read: an ACL without
+ * EVAL, a script error; logged), LEASH_EPROTO, LEASH_EAUTH, LEASH_ENOMEM,
+ * LEASH_ECANCELED (leash_client_free ran before the answer: inside it).
+ * st and everything it points to are valid during the callback only; any
+ * leash call is allowed inside it, frees of the lock or the client
+ * included.
+ */
+typedef void leash_state_cb(const leash_state *st, int status, void *arg);
+
+/*
+ * Reads the state of lock `name` (1..LEASH_NAME_MAX bytes, copied; the key
+ * is the client's key_prefix + name) and calls cb once with it, from the
+ * loop, never inside this call. Nothing is written. The read does not
+ * depend on any handle: freeing one meanwhile does not end it.
+ * Errors (cb never fires): LEASH_EINVAL (NULL client, name or cb; a name
+ * out of bounds), LEASH_ESTATE (the client is closing or being freed),
+ * LEASH_ELOOP (not attached to a loop), LEASH_ENOMEM.
+ */
+LEASH_EXPORT int leash_client_lock_state(leash_client *c, const char *name, leash_state_cb *cb,
+                                         void *arg);
+/* The same for the lock handle l names (its client and name), whatever its
+ * kind; the handle need not hold anything. Errors as above (LEASH_EINVAL
+ * also for a freed handle). */
+LEASH_EXPORT int leash_lock_state(leash_lock *l, leash_state_cb *cb, void *arg);
 
 #ifdef __cplusplus
 }

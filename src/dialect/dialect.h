@@ -56,7 +56,8 @@ enum leash__answer_kind {
     LEASH__ANS_NOBODY,   /* force: nobody held it; n = 1: fence is the floor there */
     LEASH__ANS_RAISED,   /* raise: the fence floor is at least the fence asked */
     LEASH__ANS_QUEUED,   /* renew (family): the waiter's place is renewed */
-    LEASH__ANS_HANDED    /* renew (family): the waiter was let in: fence */
+    LEASH__ANS_HANDED,   /* renew (family): the waiter was let in: fence */
+    LEASH__ANS_STATE     /* read: state is the lock's state on that server */
 };
 
 typedef struct leash__answer {
@@ -82,6 +83,9 @@ typedef struct leash__answer {
      * nothing in time, or not within a short wait once M renewed): the
      * spread is not done, the next renewal spreads again (hold/watchdog.c). */
     int spread_short;
+    /* STATE: malloc'ed (leash__state_free), owned by the request's done
+     * function, which frees it (route.h, LEASH__OP_READ). */
+    struct leash__state *state;
 } leash__answer;
 
 /* How the answers of several servers combine (route/quorum). */
@@ -90,7 +94,8 @@ enum leash__op_class {
     LEASH__OP_RELEASE, /* done when a majority released or had nothing */
     LEASH__OP_RENEW,   /* per lock: renewed by a majority */
     LEASH__OP_FORCE,   /* removed anywhere; decided once every server answered */
-    LEASH__OP_RAISE    /* the quorum's own step after a grant */
+    LEASH__OP_RAISE,   /* the quorum's own step after a grant */
+    LEASH__OP_READ     /* a lock's state: every server's answer, once all answered */
 };
 
 typedef struct leash__opdef {
@@ -161,7 +166,9 @@ enum leash__state_kind {
     LEASH__STATE_RW,        /* leash_read_lock_new / leash_write_lock_new */
     LEASH__STATE_SEMAPHORE, /* leash_semaphore_new */
     LEASH__STATE_FAMILY,    /* a family lock with nobody in it now */
-    LEASH__STATE_REDISSON   /* Redisson's RLock layout */
+    LEASH__STATE_REDISSON,  /* Redisson's RLock layout */
+    /* Redisson's RReadWriteLock hash ("mode" read or write) */
+    LEASH__STATE_REDISSON_RW
 };
 
 /* Room for a holder's name: leash's 32 hex digits, Redisson's
@@ -170,7 +177,8 @@ enum leash__state_kind {
 
 typedef struct leash__state_entry {
     char token[LEASH__STATE_TOKEN_MAX];
-    char mode;      /* m mutex, f fair, r read, w write, s semaphore, R Redisson */
+    char mode;      /* m mutex, f fair, r read, w write, s semaphore, R Redisson
+                       (Redisson's read-write lock: r, w) */
     int64_t count;  /* holder: reentrant holds; waiter: its place (1 first) */
     uint64_t fence; /* 0: none (Redisson, a waiter) */
     int64_t ttl_ms; /* lease left; -1 none known */
@@ -187,6 +195,9 @@ typedef struct leash__state {
     size_t nholders;
     leash__state_entry *waiters; /* in queue order */
     size_t nwaiters;
+    /* The connections subscribed to the lock's channel (PUBSUB NUMSUB or
+     * SHARDNUMSUB, read with the state by leash__state_cmd); -1 not read. */
+    int64_t subscribers;
 } leash__state;
 
 /* Frees what read_state allocated and zeroes s. */
@@ -299,6 +310,33 @@ enum leash__redisson_script_id {
 extern const leash__dialect leash__dialect_leash;
 /* Redisson's RLock layout (dialect/redisson.c); no lock family. */
 extern const leash__dialect leash__dialect_redisson;
+/* Reading a lock back (dialect/state.c), for leash_lock_state and the
+ * leash tool alike: one command and one reader of the layouts.
+ * leash__state_read: the state of a key from TYPE's answer, its value
+ * (read with the command leash__state_value_cmd names for that type; NULL
+ * when there was none), its PTTL and the server's clock (ms): each
+ * dialect's read_state in turn (leash's, then Redisson's), the first that
+ * knows the layout; subscribers -1. 0, or -1 without memory (*out cleared).
+ * leash__state_args: the command that reads all of it in one script (one
+ * snapshot), with the subscribers of chan (NULL: not read), as argv/lens
+ * (LEASH__STATE_ARGS_MAX slots; argv[0] "EVAL"); its argc. Pointers into
+ * key, chan and static text. leash__state_cmd: the same as a command of
+ * lock n, without the channel when !with_channel; NULL without memory.
+ * leash__state_parse: that command's reply into *out: 0; -1 without
+ * memory; 1 for a reply of another shape (*out then cleared).
+ * leash__op_state: the opdef of leash__state_cmd (LEASH__OP_READ): an
+ * answer STATE owns a malloc'ed state (leash__state_free). */
+#define LEASH__STATE_ARGS_MAX 32
+const char *leash__state_value_cmd(const char *type);
+int leash__state_read(const char *type, const struct redisReply *value, int64_t pttl,
+                      int64_t server_ms, leash__state *out);
+int leash__state_args(const char *key, size_t key_len, const char *chan, size_t chan_len,
+                      const char **argv, size_t *lens);
+leash__cmd *leash__state_cmd(const leash__names *n, int with_channel, int64_t deadline);
+int leash__state_parse(const struct redisReply *r, leash__state *out);
+void leash__state_free(leash__state *s);
+extern const leash__opdef leash__op_state;
+void leash__state_scripts_init(void);
 /* Makes the dialects' script SHA1s (once, before any client exists;
  * dialect/dialects.c), each dialect's by its own function. */
 void leash__dialects_init(void);

@@ -18,6 +18,7 @@ static void make_scripts(void) {
     leash__common_scripts_init();
     leash__family_scripts_init();
     leash__redisson_scripts_init();
+    leash__state_scripts_init();
 }
 
 /* Once per process, whichever thread makes the first client; a thread

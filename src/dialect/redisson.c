@@ -323,8 +323,67 @@ static const char *state_cmd(const char *type) {
     return strcmp(type, "hash") == 0 ? "HGETALL" : NULL;
 }
 
-/* Every field "<uuid>:<digits>" (Redisson's uuid, or a leash token as one),
- * every value a count; anything else is no RLock. */
+/* Whether f is a holder field: "<uuid>:<digits>" (Redisson's uuid, or a
+ * leash token as one), then ":write" when write (RReadWriteLock's writer). */
+static int holder_field(const redisReply *f, int write) {
+    const char *colon;
+    size_t id, len = f->len;
+
+    if (f->type != REDIS_REPLY_STRING)
+        return 0;
+    if (write) {
+        if (len < 6 || memcmp(f->str + len - 6, ":write", 6) != 0)
+            return 0;
+        len -= 6;
+    }
+    colon = len > 0 ? memchr(f->str, ':', len) : NULL;
+    id = colon != NULL ? (size_t)(colon - f->str) : 0;
+    return colon != NULL && id >= 8 && strspn(f->str, "0123456789abcdefABCDEF-") >= id &&
+           leash__all_digits(colon + 1, len - id - 1);
+}
+
+/* Redisson's RReadWriteLock: a hash whose "mode" is "read" or "write";
+ * the readers' fields "<uuid>:<thread>", the writer's "<uuid>:<thread>:write"
+ * (a writer's own read holds are reader fields beside it), each a count;
+ * each reader's leases are keys of their own ({name}:<uuid>:<thread>:
+ * rwlock_timeout:<n>), not read: every holder shows the hash's PTTL. 1, 0
+ * when it is not one, -1 without memory. */
+static int read_rw(const redisReply *value, leash__state *out) {
+    const redisReply *mode = leash__hash_field(value, "mode");
+    size_t i;
+
+    if (mode == NULL || mode->type != REDIS_REPLY_STRING ||
+        !((mode->len == 4 && memcmp(mode->str, "read", 4) == 0) ||
+          (mode->len == 5 && memcmp(mode->str, "write", 5) == 0)))
+        return 0;
+    for (i = 0; i + 1 < value->elements; i += 2) {
+        const redisReply *f = value->element[i], *n = value->element[i + 1];
+        if (n == mode)
+            continue;
+        if (n->type != REDIS_REPLY_STRING || !leash__all_digits(n->str, n->len) ||
+            !(holder_field(f, 0) || holder_field(f, 1)))
+            return 0;
+    }
+    for (i = 0; i + 1 < value->elements; i += 2) {
+        const redisReply *f = value->element[i];
+        int write = holder_field(f, 1);
+        leash__state_entry *h;
+
+        if (value->element[i + 1] == mode)
+            continue;
+        h = leash__state_add(&out->holders, &out->nholders, f->str, write ? f->len - 6 : f->len);
+        if (h == NULL)
+            return -1;
+        h->mode = write ? 'w' : 'r';
+        h->count = strtoll(value->element[i + 1]->str, NULL, 10);
+        h->ttl_ms = out->ttl_ms;
+    }
+    out->kind = LEASH__STATE_REDISSON_RW;
+    return 1;
+}
+
+/* Every field a holder's, every value a count: an RLock; a hash with
+ * "mode": an RReadWriteLock (read_rw); anything else is neither. */
 static int read_state(const char *type, const redisReply *value, int64_t pttl, int64_t server_ms,
                       leash__state *out) {
     size_t i;
@@ -338,17 +397,20 @@ static int read_state(const char *type, const redisReply *value, int64_t pttl, i
     if (strcmp(type, "hash") != 0 || value == NULL || value->type != REDIS_REPLY_ARRAY ||
         value->elements == 0)
         return 0;
+    switch (read_rw(value, out)) {
+    case 1:
+        return 0;
+    case -1:
+        leash__state_clear(out);
+        return -1;
+    default: /* no "mode": it added nothing */
+        break;
+    }
     for (i = 0; i + 1 < value->elements; i += 2) {
-        const redisReply *f = value->element[i], *n = value->element[i + 1];
-        const char *colon;
-        size_t id;
+        const redisReply *n = value->element[i + 1];
 
-        if (f->type != REDIS_REPLY_STRING || n->type != REDIS_REPLY_STRING)
-            return 0;
-        colon = f->len > 0 ? memchr(f->str, ':', f->len) : NULL;
-        id = colon != NULL ? (size_t)(colon - f->str) : 0;
-        if (colon == NULL || id < 8 || strspn(f->str, "0123456789abcdefABCDEF-") < id ||
-            !leash__all_digits(colon + 1, f->len - id - 1) || !leash__all_digits(n->str, n->len))
+        if (!holder_field(value->element[i], 0) || n->type != REDIS_REPLY_STRING ||
+            !leash__all_digits(n->str, n->len))
             return 0;
     }
     for (i = 0; i + 1 < value->elements; i += 2) {

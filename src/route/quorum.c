@@ -45,6 +45,9 @@
  *            failed it or had not answered by then (spread_short): the
  *            watchdog then spreads again with the next renewal, not a
  *            quarter floor later.
+ *   read     a lock's state: every server's answer, in the servers' order,
+ *            once each answered (one that is down, by its command
+ *            timeout); the reader makes the majority's view of them.
  *   force    removed by any, and removed or nobody's on M (decided once
  *            every server answered), where either counts only with a
  *            fence floor at least the M-th largest of the N (kept_out: a
@@ -619,7 +622,10 @@ static void finish(qreq *q) {
         return;
     }
     q->done = NULL;
-    done(arg, q->answers, q->n);
+    if (q->op->cls == LEASH__OP_READ)
+        done(arg, q->got, q->qu->n); /* every server's, in their order */
+    else
+        done(arg, q->answers, q->n);
     req_free(q);
 }
 
@@ -759,6 +765,14 @@ static void settle(qreq *q) {
             release_everywhere(q);
             set_failed(&q->answers[0], LEASH_ECONN);
         }
+        finish(q);
+        return;
+    }
+    if (q->op->cls == LEASH__OP_READ) {
+        unsigned s;
+        for (s = 0; s < q->qu->n; s++)
+            if (!q->answered[s])
+                return;
         finish(q);
         return;
     }

@@ -13,7 +13,10 @@
  * into one answer per lock. A primitive never learns which it talks to.
  *
  * Completions: done fires exactly once per request, from the loop, never
- * inside leash__route_send, with n answers (a renew batch: one per lock).
+ * inside leash__route_send, with n answers (a renew batch: one per lock;
+ * a read, LEASH__OP_READ: one per server, n of them for a quorum, each
+ * answer's state owned by done, so a read is never cancelled or
+ * orphaned).
  * An answer's status is LEASH_OK when the server(s) answered (its kind says
  * what), else why not (LEASH_ECONN, LEASH_EREDIS, LEASH_EPROTO, LEASH_EAUTH,
  * LEASH_ECANCELED at teardown).
