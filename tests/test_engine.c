@@ -1011,6 +1011,262 @@ TEST(teardown_fits_a_background_command_to_the_servers_version) {
     sim_free(s);
 }
 
+/* ---- one WAIT behind a group of commands (src/wire/conn.c) ---- */
+
+#define BUSY_REPLY "-BUSY Redis is busy running a script. You can only call SCRIPT KILL.\r\n"
+
+/* Answers every WAIT at the head of conn with resp; returns how many. */
+static int answer_waits(sim *s, sim_conn *conn, const char *resp) {
+    sim_cmd *w;
+    int n = 0;
+    sim_run(s);
+    while ((w = sim_conn_cmd(conn, 0)) != NULL && sim_cmd_is(w, "WAIT")) {
+        sim_reply(conn, resp);
+        sim_run(s);
+        n++;
+    }
+    return n;
+}
+
+/* A try-once acquire granted, its WAIT answered BUSY (another client's
+ * long script started between the two): the WAIT's error is its answer
+ * (acked -1), so the acquire completes at once, EREPLICAS, the grant
+ * given back. Sent again after the pause, the WAIT would hold the
+ * grant's answer for as long as the server stays busy. */
+TEST(a_wait_answered_busy_counts_as_too_few_replicas) {
+    sim *s = sim_new();
+    leash_client *c = client_waiting_for_replicas(s);
+    leash_lock *l = leash_lock_new(c, "x");
+    simfx_rec r = {0};
+    sim_cmd *cmd;
+    sim_conn *conn;
+    int i, waits = 0;
+    int64_t start = sim_now();
+
+    CHECK_EQ_INT(leash_acquire(l, 0, simfx_on_acquired, &r), LEASH_OK);
+    cmd = wait_attempt(s);
+    wait_behind(cmd);
+    conn = cmd->conn;
+    simfx_grant(cmd);
+    waits += answer_waits(s, conn, BUSY_REPLY);
+    for (i = 0; i < 100 && r.calls == 0; i++) { /* 10 s of a busy server */
+        sim_advance(s, 100);
+        waits += answer_waits(s, conn, BUSY_REPLY);
+    }
+    CHECK_MSG(r.calls == 1 && sim_now() - start < 1000,
+              "acquire called back %d times after %lld ms; %d WAITs answered BUSY", r.calls,
+              (long long)(sim_now() - start), waits);
+    leash_client_free(c);
+    sim_free(s);
+}
+
+/* Two acquires written together behind one WAIT; the first one's callback
+ * frees the client (inside on_group_wait's loop). */
+static leash_client *free_me;
+static simfx_rec freeing_rec;
+static void free_client_on_acquired(leash_lock *l, int status, void *arg) {
+    (void)l, (void)arg;
+    freeing_rec.calls++;
+    freeing_rec.status = status;
+    leash_client_free(free_me);
+}
+
+TEST(client_freed_in_the_first_callback_of_a_wait_group) {
+    sim *s = sim_new();
+    leash_client *c = client_waiting_for_replicas(s);
+    leash_lock *a = leash_lock_new(c, "a"), *b = leash_lock_new(c, "b");
+    simfx_rec rb = {0};
+    sim_cmd *ca, *cb, *w;
+    sim_conn *conn;
+
+    memset(&freeing_rec, 0, sizeof(freeing_rec));
+    free_me = c;
+    CHECK_EQ_INT(leash_acquire(a, 0, free_client_on_acquired, NULL), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(b, 0, simfx_on_acquired, &rb), LEASH_OK);
+    ca = wait_attempt(s);
+    conn = ca->conn;
+    cb = sim_conn_cmd(conn, 1);
+    w = sim_conn_cmd(conn, 2);
+    CHECK(cb != NULL && w != NULL);
+    CHECK(sim_cmd_is(cb, "EVALSHA"));
+    CHECK(sim_cmd_is(w, "WAIT"));
+    simfx_grant(ca);
+    simfx_grant(cb);
+    sim_reply(conn, ":1\r\n");
+    sim_run(s);
+    CHECK_EQ_INT(freeing_rec.calls, 1);
+    CHECK_EQ_INT(freeing_rec.status, LEASH_OK);
+    CHECK_EQ_INT(rb.calls, 1);
+    sim_free(s);
+}
+
+/* Same with READONLY (require_master is only for Sentinel: the check is
+ * reached only there) - not reachable from the sim fixture. */
+
+/* Allocation failures on the loop with wait_replicas on: the group WAIT's
+ * allocation (write_group_wait) and the conn_break it makes. */
+static void serve_waits(sim *s) {
+    sim_conn *c;
+    sim_cmd *cmd;
+    sim_run(s);
+    while ((c = sim_cmd_conn(s)) != NULL && (cmd = sim_conn_cmd(c, 0)) != NULL) {
+        if (sim_cmd_is(cmd, "WAIT"))
+            sim_reply(c, ":1\r\n");
+        else if (simfx_script_of(cmd) == LS_ACQUIRE)
+            simfx_grant(cmd);
+        else if (simfx_script_of(cmd) == LS_RELEASE || simfx_script_of(cmd) == LS_FORCE)
+            sim_reply(c, ":0\r\n");
+        else if (simfx_script_of(cmd) == LS_RENEW) {
+            int n = atoi(cmd->argv[2]);
+            sim_replyf(c, "*%d\r\n", n);
+            while (n-- > 0)
+                sim_push(c, ":1\r\n");
+        } else
+            return;
+        sim_run(s);
+    }
+}
+
+static int wait_run_with_failure(long n) {
+    sim *s = sim_new();
+    leash_client *c;
+    leash_lock *l1, *l2;
+    simfx_rec a1 = {0}, a2 = {0}, r1 = {0};
+    int failed, i;
+
+    failalloc_reset();
+    c = client_waiting_for_replicas(s);
+    CHECK(leash_client_connected(c));
+    l1 = leash_lock_new(c, "x");
+    l2 = leash_lock_new(c, "y");
+    CHECK_EQ_INT(leash_acquire(l1, 0, simfx_on_acquired, &a1), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l2, 2000, simfx_on_acquired, &a2), LEASH_OK);
+    failalloc_arm(n);
+    for (i = 0; i < 12; i++) {
+        serve_waits(s);
+        sim_advance(s, 300);
+    }
+    if (leash_held(l1)) {
+        int rc = leash_release(l1, simfx_on_released, &r1);
+        CHECK(rc == LEASH_OK || rc == LEASH_ENOMEM);
+    }
+    for (i = 0; i < 12; i++) {
+        serve_waits(s);
+        sim_advance(s, 300);
+    }
+    failed = failalloc_failed();
+    failalloc_disarm();
+    for (i = 0; i < 12; i++) {
+        serve_waits(s);
+        sim_advance(s, 300);
+    }
+    CHECK_MSG(a1.calls == 1 && a2.calls == 1, "allocation %ld on the loop: acquires called %d, %d",
+              n, a1.calls, a2.calls);
+    leash_client_free(c);
+    CHECK_MSG(failalloc_outstanding() == 0, "allocation %ld on the loop: %ld blocks leaked", n,
+              failalloc_outstanding());
+    CHECK_EQ_INT(sim_timers_alive(s), 0);
+    sim_free(s);
+    return failed;
+}
+
+TEST(every_allocation_on_the_loop_may_fail_with_wait) {
+    long n;
+    for (n = 1; n < 300 && wait_run_with_failure(n); n++)
+        ;
+    printf("  %ld allocations on the loop failed in turn\n", n - 1);
+}
+
+/* An answer that arrived is not thrown away by a break: a force release
+ * written in the same tick as a grant (which asks for WAIT) is answered
+ * "removed" and waits in acking for the group's WAIT; the connection then
+ * breaks before the WAIT answers (a master killed while WAIT waits for a
+ * replica: the Sentinel case). The force release completes LEASH_OK on
+ * its answer, not LEASH_ECONN. */
+TEST(an_answer_that_came_stays_when_its_wait_is_lost) {
+    sim *s = sim_new();
+    leash_client *c = client_waiting_for_replicas(s);
+    leash_lock *a = leash_lock_new(c, "a"), *b = leash_lock_new(c, "b");
+    simfx_rec ra = {0}, rf = {0};
+    sim_cmd *cmd;
+    sim_conn *conn;
+    int i;
+
+    CHECK_EQ_INT(leash_acquire(a, 0, simfx_on_acquired, &ra), LEASH_OK);
+    CHECK_EQ_INT(leash_force_release(b, simfx_on_released, &rf), LEASH_OK);
+    cmd = wait_attempt(s);
+    conn = cmd->conn;
+    /* Answer in order up to the force release's answer, no further. */
+    for (i = 0; i < 4 && (cmd = sim_conn_cmd(conn, 0)) != NULL; i++) {
+        int force = !sim_cmd_is(cmd, "WAIT") && simfx_script_of(cmd) == LS_FORCE;
+        if (sim_cmd_is(cmd, "WAIT"))
+            sim_reply(conn, ":1\r\n");
+        else if (simfx_script_of(cmd) == LS_ACQUIRE)
+            simfx_grant(cmd);
+        else if (force)
+            sim_reply(conn, ":1\r\n"); /* removed */
+        sim_run(s);
+        if (force)
+            break;
+    }
+    sim_close(conn);
+    sim_run(s);
+    for (i = 0; i < 10; i++) {
+        serve_waits(s);
+        sim_advance(s, 100);
+    }
+    CHECK_EQ_INT(rf.calls, 1);
+    CHECK_MSG(rf.status == LEASH_OK, "force release answered 'removed' ended %s",
+              leash_status_name(rf.status));
+    leash_client_free(c);
+    sim_free(s);
+}
+
+/* A WAIT answered BUSY is not kept to be written again: after a break
+ * and a reconnect the wire carries no WAIT that no command asked for
+ * (whose answer would clear wait_out while the new group's WAIT is still
+ * out). */
+TEST(a_wait_answered_busy_is_not_written_again) {
+    sim *s = sim_new();
+    leash_client *c = client_waiting_for_replicas(s);
+    leash_lock *l = leash_lock_new(c, "x");
+    simfx_rec r = {0};
+    sim_cmd *cmd;
+    sim_conn *conn;
+    int i, lone = 0, n;
+
+    CHECK_EQ_INT(leash_acquire(l, 2000, simfx_on_acquired, &r), LEASH_OK);
+    cmd = wait_attempt(s);
+    conn = cmd->conn;
+    simfx_grant(cmd);
+    sim_reply(conn, BUSY_REPLY);
+    sim_run(s);
+    sim_close(conn);
+    sim_run(s);
+    for (i = 0; i < 20; i++) {
+        sim_advance(s, 50);
+        sim_run(s);
+        conn = sim_cmd_conn(s);
+        if (conn == NULL)
+            continue;
+        n = sim_conn_pending(conn);
+        if (n > 0) {
+            int k;
+            printf("  after %d ms:", (i + 1) * 50);
+            for (k = 0; k < n; k++)
+                printf(" %s", sim_cmd_arg(sim_conn_cmd(conn, k), 0));
+            printf("\n");
+            if (sim_cmd_is(sim_conn_cmd(conn, 0), "WAIT"))
+                lone = 1;
+        }
+        serve_waits(s);
+    }
+    CHECK_EQ_INT(r.calls, 1);
+    CHECK_MSG(!lone, "a WAIT went out with no command before it");
+    leash_client_free(c);
+    sim_free(s);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(freeing_a_client_with_a_woken_queue_sends_no_new_attempts),
@@ -1031,6 +1287,11 @@ int main(int argc, char **argv) {
         TEST_CASE(the_acquire_goes_in_the_variant_the_servers_version_runs),
         TEST_CASE(sharded_pubsub_asked_of_a_server_before_7_is_refused),
         TEST_CASE(teardown_fits_a_background_command_to_the_servers_version),
+        TEST_CASE(a_wait_answered_busy_counts_as_too_few_replicas),
+        TEST_CASE(client_freed_in_the_first_callback_of_a_wait_group),
+        TEST_CASE(an_answer_that_came_stays_when_its_wait_is_lost),
+        TEST_CASE(a_wait_answered_busy_is_not_written_again),
+        TEST_CASE_T(every_allocation_on_the_loop_may_fail_with_wait, 240),
         {0},
     };
     return test_main(argc, argv, cases);

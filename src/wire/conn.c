@@ -329,6 +329,12 @@ int leash__cmd_take(leash__cmd *cmd) {
 }
 
 static void cmd_lost(leash__conn *conn, leash__cmd *cmd);
+static int answer_is_final(const leash__conn *conn, const leash__cmd *cmd, const redisReply *reply);
+
+/* A command's fate in limbo when its connection broke after its own
+ * answer came, which is final (answer_is_final): it completes with it
+ * (statuses are 0 or below). */
+#define FATE_ANSWERED 1
 
 /* Settles the commands in limbo one by one, each as its fate says: lost
  * with the connection (LEASH_OK: resent after the reconnect or failed),
@@ -338,7 +344,13 @@ static void drain_limbo(leash__conn *conn) {
     while (!leash__list_empty(&conn->limbo) && !conn->env->freeing) {
         leash__cmd *cmd = cmd_of(LEASH__LIST_FIRST(&conn->limbo));
         leash__list_remove(&cmd->link);
-        if (cmd->fate == LEASH_OK) {
+        if (cmd->fate == FATE_ANSWERED) {
+            redisReply *reply = cmd->first;
+            cmd->first = NULL;
+            cmd->conn = NULL;
+            cmd_complete(cmd, reply, LEASH_OK, -1);
+            freeReplyObject(reply);
+        } else if (cmd->fate == LEASH_OK) {
             cmd_lost(conn, cmd);
         } else {
             cmd->conn = NULL;
@@ -467,7 +479,9 @@ static int write_group_wait(leash__conn *conn) {
     buf = leash__resp_format(&len, 3, argv, lens);
     if (buf == NULL)
         return -1;
-    w = leash__cmd_new(buf, len, NULL, LEASH__CMD_UPKEEP, 0, on_group_wait, conn);
+    /* ONCE: an error answer (BUSY, NOPERM) is its answer, acked -1, not
+     * a reason to write it again behind later commands. */
+    w = leash__cmd_new(buf, len, NULL, LEASH__CMD_UPKEEP | LEASH__CMD_ONCE, 0, on_group_wait, conn);
     if (w == NULL)
         return -1;
     w->conn = conn;
@@ -700,7 +714,9 @@ static void become_ready(leash__conn *conn) {
 
     owed_to_queue(conn);
     pump(conn);
-    if (conn->on_ready)
+    /* pump may have broken it (no memory for a WAIT), and a callback of
+     * that break may have freed the client. */
+    if (conn->on_ready && conn->state == LEASH__CONN_READY && !conn->env->freeing)
         conn->on_ready(conn);
 }
 
@@ -709,11 +725,17 @@ static void become_ready(leash__conn *conn) {
 static void lose_sent(leash__conn *conn) {
     leash__list *n;
 
-    /* Those answered but not yet by their WAIT were written first. */
+    /* Those answered but not yet by their WAIT were written first. One
+     * that asked for no WAIT has its answer: it completes with it. */
     leash__list_splice_tail(&conn->acking, &conn->sent);
     for (n = conn->acking.next; n != &conn->acking; n = n->next) {
         leash__cmd *cmd = cmd_of(n);
         cmd->flags &= ~(unsigned)LEASH__CMD_SENT;
+        if (cmd->first != NULL && cmd->wait_replicas == 0 &&
+            answer_is_final(conn, cmd, cmd->first)) {
+            cmd->fate = FATE_ANSWERED;
+            continue;
+        }
         drop_first(cmd);
         cmd->fate = LEASH_OK;
     }
@@ -1231,6 +1253,19 @@ static int reply_readonly(const redisReply *r) {
     return strncmp(r->str, "READONLY", 8) == 0 ||
            (strncmp(r->str, script_error, sizeof(script_error) - 1) == 0 &&
             strstr(r->str, " -READONLY ") != NULL);
+}
+
+/* Whether reply is what cmd completes with, as settle would take it: not
+ * an answer that makes it go again (READONLY from a demoted master, a
+ * transient error, NOSCRIPT). */
+static int answer_is_final(const leash__conn *conn, const leash__cmd *cmd,
+                           const redisReply *reply) {
+    if (conn->cfg->require_master && reply_readonly(reply))
+        return 0;
+    if (leash__reply_transient(reply) && !not_again(cmd))
+        return 0;
+    return !(reply->type == REDIS_REPLY_ERROR && cmd->script != NULL && !not_again(cmd) &&
+             strncmp(reply->str, "NOSCRIPT", 8) == 0);
 }
 
 /* What a command's answer does, once it counts: with a WAIT, when the
