@@ -722,7 +722,7 @@ int bench_call_acquire(bench_call *c, const bench_scripts *s, const char *key, c
                        long lease_ms) {
     leash__names n = names_of(key, "");
 
-    return call_of(c, s, leash__dialect_leash.acquire_cmd(&n, token, lease_ms, 1, 0, 0));
+    return call_of(c, s, leash__dialect_leash.acquire_cmd(&n, token, lease_ms, 1, 1, 0, 0));
 }
 
 int bench_call_release(bench_call *c, const bench_scripts *s, const char *key, const char *token,
@@ -771,7 +771,7 @@ int bench_populate_holds(redisContext *c, const char *prefix, long n, const char
         return -1;
     /* The first by leash's own acquire; the rest copies of it. */
     names = names_of(first, "");
-    r = test_cmd_run(c, leash__dialect_leash.acquire_cmd(&names, token, ttl_ms, 1, 0, 0));
+    r = test_cmd_run(c, leash__dialect_leash.acquire_cmd(&names, token, ttl_ms, 1, 1, 0, 0));
     if (r != NULL) /* the dialect reads its answer */
         leash__dialect_leash.acquire->parse(r, &granted, 1, NULL, first);
     ok = r != NULL && granted.status == LEASH_OK && granted.kind == LEASH__ANS_GRANTED;

@@ -277,6 +277,68 @@ TEST(fences_that_differ_are_raised_before_the_grant_counts) {
     rw_down(&w);
 }
 
+/* The calls a server counted for the lock scripts' work (INFO
+ * commandstats: from Redis 7.0 the calls a script makes count too). */
+typedef struct lock_calls {
+    long long get, all, publish;
+} lock_calls;
+
+static lock_calls lock_calls_on(test_redis *r) {
+    static const char *const inner[] = {"evalsha", "eval", "time", "set", "del", "pexpire", "pttl"};
+    lock_calls c;
+    size_t i;
+
+    c.get = test_redis_calls(r, "get");
+    c.publish = test_redis_calls(r, "publish") + test_redis_calls(r, "spublish");
+    c.all = c.get + c.publish;
+    for (i = 0; i < sizeof(inner) / sizeof(inner[0]); i++)
+        c.all += test_redis_calls(r, inner[i]);
+    return c;
+}
+
+/* An uncontended cycle costs each server at most 7 Redis calls (from 7.0;
+ * 8 before): the acquire's EVALSHA, TIME, the lock's SET NX GET and the
+ * fence floor's SET ... GET, which reads the floor it replaces (one GET
+ * fewer than reading it first), and the release's EVALSHA, GET, DEL. The
+ * release publishes nothing: nobody waited (section 5 of the design). A
+ * grant copy dropped once a majority decided (quorum.c) costs a server
+ * less, never more. */
+TEST(an_uncontended_cycle_costs_each_server_seven_calls_and_no_publish) {
+    enum {
+        CYCLES = 20
+    };
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    lock_calls before[N], after;
+    int i, version = test_redis_version(), per_cycle = version != 0 && version < 70000 ? 8 : 7;
+
+    rw_up(&w);
+    c = rw_client(&w, 30000);
+    l = leash_lock_new(c, "counted");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK); /* scripts loaded */
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    fx_run_for(w.loop, 50);
+    for (i = 0; i < N; i++)
+        before[i] = lock_calls_on(&w.s[i]);
+    for (i = 0; i < CYCLES; i++) {
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    }
+    fx_run_for(w.loop, 100); /* the copies after each majority */
+    for (i = 0; i < N; i++) {
+        after = lock_calls_on(&w.s[i]);
+        CHECK_MSG(after.all - before[i].all <= (long long)per_cycle * CYCLES,
+                  "server %d: %lld calls for %d cycles", i, after.all - before[i].all, CYCLES);
+        if (per_cycle == 7)
+            CHECK_MSG(after.get - before[i].get <= CYCLES, "server %d: %lld GET for %d cycles", i,
+                      after.get - before[i].get, CYCLES);
+        CHECK_EQ_INT(after.publish - before[i].publish, 0);
+    }
+    leash_client_free(c);
+    rw_down(&w);
+}
+
 /* A force release from a client that just started (an operator's tool):
  * its copies go out as each connection gets ready, and it is done only
  * when every server had its say, so no majority of the hold is left. */
@@ -2345,6 +2407,7 @@ int main(int argc, char **argv) {
         TEST_CASE(two_clients_exclude_each_other_and_fences_grow),
         TEST_CASE(a_grant_whose_fences_agree_takes_no_raise),
         TEST_CASE(fences_that_differ_are_raised_before_the_grant_counts),
+        TEST_CASE(an_uncontended_cycle_costs_each_server_seven_calls_and_no_publish),
         TEST_CASE(a_force_release_from_a_new_client_reaches_every_server),
         TEST_CASE(two_servers_killed_keep_the_hold_a_third_loses_it),
         TEST_CASE(two_servers_down_and_a_crashed_holder_on_a_third_is_waited_out),

@@ -696,7 +696,7 @@ TEST(t_script_ids_name_the_scripts_each_command_calls) {
     CHECK_EQ_INT(d->names(&n, NULL, "leash:", "ids", 0), LEASH_OK);
     CHECK_EQ_INT(d->family_names(&fam, NULL, "leash:", "ids", 0, tok_b), LEASH_OK);
     CHECK_EQ_INT(rs->names(&rn, NULL, "", "ids", 0), LEASH_OK);
-    CHECK_EQ_INT(script_called(d, d->acquire_cmd(&n, tok_a, 1000, 1, 0, 0)), LS_ACQUIRE);
+    CHECK_EQ_INT(script_called(d, d->acquire_cmd(&n, tok_a, 1000, 1, 1, 0, 0)), LS_ACQUIRE);
     CHECK_EQ_INT(script_called(d, d->release_cmd(&n, tok_a, 0, 0, 0)), LS_RELEASE);
     item = (leash__renew_item){&n, tok_a, 1000, 0};
     CHECK_EQ_INT(script_called(d, d->renew_cmd(&item, 1, 0, 0)), LS_RENEW);
@@ -706,7 +706,7 @@ TEST(t_script_ids_name_the_scripts_each_command_calls) {
         script_called(d, d->family_acquire_cmd(&fam, tok_a, 1000, 'f', 0, 0, 1, NULL, 0, 0)),
         LS_FAMILY_ACQUIRE);
     CHECK_EQ_INT(script_called(d, d->family_release_cmd(&fam, tok_a, 0, 0, 0)), LS_FAMILY_RELEASE);
-    CHECK_EQ_INT(script_called(rs, rs->acquire_cmd(&rn, tok_a, 1000, 1, 0, 0)),
+    CHECK_EQ_INT(script_called(rs, rs->acquire_cmd(&rn, tok_a, 1000, 1, 1, 0, 0)),
                  LEASH__REDISSON_SCRIPT_ACQUIRE);
     CHECK_EQ_INT(script_called(rs, rs->release_cmd(&rn, tok_a, 0, 0, 0)),
                  LEASH__REDISSON_SCRIPT_RELEASE);
@@ -778,14 +778,15 @@ TEST(t_read_state_reads_what_the_scripts_write) {
     CHECK_EQ_INT(rs->names(&rn, NULL, "", "rs", 0), LEASH_OK);
 
     CHECK_EQ_INT(test_lock_value(&r, "leash:m", token, &fence), 0);
-    freeReplyObject(run_cmd(c, d->acquire_cmd(&n, tok_a, 60000, 1, 0, 0)));
+    freeReplyObject(run_cmd(c, d->acquire_cmd(&n, tok_a, 60000, 1, 1, 0, 0)));
     CHECK_EQ_INT(test_lock_value(&r, "leash:m", token, &fence), 1);
     CHECK_STR_EQ(token, tok_a);
     CHECK(fence > 0);
-    freeReplyObject(run_cmd(c, d->acquire_cmd(&n, tok_a, 60000, 2, 0, 0)));
+    freeReplyObject(run_cmd(c, d->acquire_cmd(&n, tok_a, 60000, 2, 1, 0, 0)));
     CHECK_EQ_INT(test_lock_value(&r, "leash:m", NULL, NULL), 2);
     /* A waiter that waited 5 s past LEASH_STARVE_MS queues behind the hold. */
-    freeReplyObject(run_cmd(c, d->acquire_cmd(&n, tok_b, 60000, -(LEASH_STARVE_MS + 5000), 0, 0)));
+    freeReplyObject(
+        run_cmd(c, d->acquire_cmd(&n, tok_b, 60000, -(LEASH_STARVE_MS + 5000), 1, 0, 0)));
     read_back(c, d, "leash:m", &st);
     CHECK_EQ_INT(st.kind, LEASH__STATE_MUTEX);
     CHECK_MSG(st.nholders == 1 && st.nwaiters == 1, "%zu holders, %zu waiters", st.nholders,
@@ -815,7 +816,7 @@ TEST(t_read_state_reads_what_the_scripts_write) {
     leash__state_clear(&st);
     CHECK_EQ_INT(test_lock_value(&r, "leash:f", NULL, NULL), -1); /* no mutex */
 
-    freeReplyObject(run_cmd(c, rs->acquire_cmd(&rn, tok_a, 60000, 1, 0, 0)));
+    freeReplyObject(run_cmd(c, rs->acquire_cmd(&rn, tok_a, 60000, 1, 1, 0, 0)));
     read_back(c, d, "rs", &st);
     CHECK_EQ_INT(st.kind, LEASH__STATE_OTHER); /* no lock of leash's own layout */
     read_back(c, rs, "rs", &st);
@@ -935,7 +936,7 @@ TEST(t_read_state_takes_what_the_scripts_take_for_a_lock) {
 
     /* A mutex whose tail is no queue of ":<token>:<since>". */
     freeReplyObject(redisCommand(c, "SET leash:tail %s:1:2:17:zz:1 PX 60000", tok_a));
-    rep = test_cmd_run(c, d->acquire_cmd(&n, tok_b, 1000, 1, 0, 0));
+    rep = test_cmd_run(c, d->acquire_cmd(&n, tok_b, 1000, 1, 1, 0, 0));
     CHECK(rep != NULL && rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "WRONGTYPE") != NULL);
     freeReplyObject(rep);
     read_back(c, d, "leash:tail", &st);

@@ -305,7 +305,7 @@ TEST(redisson_names_fields_and_messages) {
     CHECK_EQ_INT(leash__key_slot(k.channel, k.channel_len), leash__key_slot(k.key, k.key_len));
     CHECK_EQ_INT(k.slot, leash__key_slot(k.key, k.key_len));
 
-    cmd = d->acquire_cmd(&k, "0123456789abcdef0123456789abcdef", 30000, 1, 1000, 0);
+    cmd = d->acquire_cmd(&k, "0123456789abcdef0123456789abcdef", 30000, 1, 1, 1000, 0);
     CHECK(cmd != NULL);
     CHECK(holds(cmd->buf, cmd->len, "$38\r\n01234567-89ab-cdef-0123-456789abcdef:0\r\n"));
     leash__cmd_free(cmd);

@@ -303,6 +303,168 @@ TEST(release_seen_between_attempt_and_sleep_is_not_lost) {
     fx_world_down(&w);
 }
 
+/* ---- a release publishes only when someone waits (section 5) ----
+ * A waiter's attempt that finds the lock taken marks the key in the same
+ * script; a release publishes only when the mark is there. */
+
+/* PUBLISH and SPUBLISH the server of `key` ran (in scripts included). */
+static long long publishes(fx_world *w, const char *key) {
+    test_redis *r = fx_redis_of(w, key);
+    return test_redis_calls(r, "publish") + test_redis_calls(r, "spublish");
+}
+
+TEST(a_release_publishes_only_after_a_waiter_marked_the_lock) {
+    fx_world w;
+    leash_client *holder_client;
+    leash_lock *holder, *other;
+    fx_result got = {0};
+    long long before;
+
+    fx_world_up(&w, 5000, 0);
+    holder_client = fx_world_client(&w, 5000);
+#ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+    fx_wait_every_server(w.loop, holder_client, FX_REDLOCK_N, 5000);
+    fx_wait_every_server(w.loop, w.c, FX_REDLOCK_N, 5000);
+#endif
+    holder = leash_lock_new(holder_client, "marked");
+    /* A fixed lease: no renewal (which a mark also makes publish). */
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
+    other = leash_lock_new(w.c, "marked");
+
+    /* Nobody waits: nothing published. */
+    before = publishes(&w, "leash:marked");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
+    CHECK_EQ_INT(publishes(&w, "leash:marked") - before, 0);
+
+    /* A try-once found it busy: it waits for no message, so its attempt
+     * marks nothing, and the release publishes nothing. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_EBUSY);
+    fx_run_for(w.loop, 50); /* Redlock: its give-back */
+    before = publishes(&w, "leash:marked");
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
+    fx_run_for(w.loop, 50);
+    CHECK_MSG(publishes(&w, "leash:marked") - before == 0,
+              "%lld publishes for a release that a try-once found busy",
+              publishes(&w, "leash:marked") - before);
+
+    /* A waiter marked it: the release publishes, and wakes it at once. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(other, 5000, fx_acquire_cb, &got), LEASH_OK);
+    run_until_parked(&w, other);
+    before = publishes(&w, "leash:marked");
+    CHECK_EQ_INT(fx_release_sync(w.loop, holder, 5000), LEASH_OK);
+    fx_run_until(w.loop, &got, 2000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_EQ_INT(publishes(&w, "leash:marked") - before, 1);
+
+    /* Its hold started unmarked: nobody waits, nothing published. */
+    before = publishes(&w, "leash:marked");
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 5000), LEASH_OK);
+    CHECK_EQ_INT(publishes(&w, "leash:marked") - before, 0);
+    leash_client_free(holder_client);
+    fx_world_down(&w);
+}
+
+/* Many waiters, each its own client, on one name: each grant is released
+ * at once, and its holder asks again only after the next grant (it cannot
+ * take its own release's turn: every handoff goes to a waiter that was
+ * asleep or attempting). A waiter's attempt between a grant
+ * and its release marks that hold, so its release publishes; a wake-up
+ * lost to the mark would leave the waiters asleep until the holder's
+ * lease (HERD_LEASE_MS) ran out. Every handoff (a release call to the next
+ * grant, whoever gets it) comes well before that. */
+enum {
+    HERD_N = 8,
+    HERD_LEASE_MS = 3000,
+    HERD_RUN_MS = 1500
+};
+
+typedef struct herd {
+    leash_lock *l[HERD_N];
+    int idle[HERD_N];    /* released, asks again at the next grant */
+    int64_t released_at; /* the last release call; 0 none yet */
+    int64_t longest;     /* the longest handoff seen, ms */
+    int grants, errors, stop;
+} herd;
+
+static herd the_herd;
+static void herd_ask(leash_lock *l);
+
+static void herd_released(leash_lock *l, int status, void *arg) {
+    int *idle = arg;
+
+    (void)l;
+    if (status != LEASH_OK)
+        the_herd.errors++;
+    *idle = 1;
+}
+
+static void herd_acquired(leash_lock *l, int status, void *arg) {
+    int64_t now = test_now_ms();
+    int i;
+
+    (void)arg;
+    if (status != LEASH_OK) {
+        the_herd.errors++;
+        return;
+    }
+    the_herd.grants++;
+    if (the_herd.released_at != 0 && now - the_herd.released_at > the_herd.longest)
+        the_herd.longest = now - the_herd.released_at;
+    the_herd.released_at = now;
+    for (i = 0; i < HERD_N && !the_herd.stop; i++) {
+        if (the_herd.idle[i]) {
+            the_herd.idle[i] = 0;
+            herd_ask(the_herd.l[i]);
+        }
+    }
+    for (i = 0; i < HERD_N && the_herd.l[i] != l; i++)
+        ;
+    if (i == HERD_N || leash_release(l, herd_released, &the_herd.idle[i]) != LEASH_OK)
+        the_herd.errors++;
+}
+
+static void herd_ask(leash_lock *l) {
+    if (leash_acquire(l, LEASH_WAIT_FOREVER, herd_acquired, NULL) != LEASH_OK)
+        the_herd.errors++;
+}
+
+TEST(every_handoff_among_many_waiters_comes_well_before_the_lease) {
+    fx_world w;
+    leash_client *c[HERD_N];
+    int64_t end;
+    int i;
+
+    memset(&the_herd, 0, sizeof(the_herd));
+    fx_world_up(&w, HERD_LEASE_MS, 0);
+    for (i = 0; i < HERD_N; i++) {
+        c[i] = fx_world_client(&w, HERD_LEASE_MS);
+        the_herd.l[i] = leash_lock_new(c[i], "herd");
+        CHECK(the_herd.l[i] != NULL);
+        CHECK_EQ_INT(leash_lock_set_fixed_lease(the_herd.l[i], HERD_LEASE_MS), LEASH_OK);
+    }
+    for (i = 0; i < HERD_N; i++)
+        herd_ask(the_herd.l[i]);
+    end = test_now_ms() + HERD_RUN_MS;
+    while (test_now_ms() < end)
+        fx_run_for(w.loop, 10);
+    the_herd.stop = 1;
+    /* A handoff still awaited counts too (lost: it would end at the lease). */
+    if (test_now_ms() - the_herd.released_at > the_herd.longest)
+        the_herd.longest = test_now_ms() - the_herd.released_at;
+    printf("%d grants, longest handoff %lld ms\n", the_herd.grants, (long long)the_herd.longest);
+    CHECK_EQ_INT(the_herd.errors, 0);
+    CHECK_MSG(the_herd.grants >= 2 * HERD_N, "%d grants", the_herd.grants);
+    CHECK_MSG(the_herd.longest < HERD_LEASE_MS / 3 + TEST_SLACK_MS,
+              "a handoff took %lld ms (lease %d ms): a wake-up was lost",
+              (long long)the_herd.longest, HERD_LEASE_MS);
+    for (i = 0; i < HERD_N; i++)
+        leash_client_free(c[i]);
+    fx_world_down(&w);
+}
+
 TEST(waiters_survive_the_subscriber_connection_being_killed) {
     fx_world w;
     leash_client *holder_client;
@@ -872,6 +1034,8 @@ int main(int argc, char **argv) {
         TEST_CASE(contending_again_within_the_linger_costs_two_attempts),
         TEST_CASE(holder_that_vanished_hands_over_when_its_key_expires),
         TEST_CASE(release_seen_between_attempt_and_sleep_is_not_lost),
+        TEST_CASE(a_release_publishes_only_after_a_waiter_marked_the_lock),
+        TEST_CASE(every_handoff_among_many_waiters_comes_well_before_the_lease),
         TEST_CASE(waiters_survive_the_subscriber_connection_being_killed),
         TEST_CASE(one_subscription_per_name_shared_by_local_waiters),
         TEST_CASE(a_holder_freed_wakes_the_next_local_waiter),

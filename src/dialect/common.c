@@ -178,9 +178,10 @@ int leash__hold_propose_fence(leash__cmd *cmd, uint64_t fence) {
 
 leash__cmd *leash__hold_acquire_cmd(const leash__script *s, const leash__names *n,
                                     const char *holder, size_t holder_len, int64_t lease_ms,
-                                    int count, int64_t validity_ms, int64_t deadline) {
-    const char *argv[3 + 8];
-    size_t lens[3 + 8];
+                                    int count, const char *mark, int64_t validity_ms,
+                                    int64_t deadline) {
+    const char *argv[3 + 9];
+    size_t lens[3 + 9];
     char lease[21], cnt[21], ttl[21], floor[LEASH__FLOOR_MAX];
     int k = n->fenced ? 2 : 1, a;
     leash__cmd *cmd;
@@ -198,6 +199,10 @@ leash__cmd *leash__hold_acquire_cmd(const leash__script *s, const leash__names *
     argv[5 + k] = cnt;
     lens[5 + k] = leash__resp_int(cnt, count);
     a = 6 + k;
+    if (mark != NULL) {
+        argv[a] = mark;
+        lens[a++] = strlen(mark);
+    }
     if (n->fenced) {
         argv[a] = ttl;
         lens[a++] = leash__resp_int(ttl, leash__floor_ttl_ms(lease_ms));

@@ -216,8 +216,12 @@ typedef struct leash__dialect {
     /* Commands; NULL without memory. flags/deadline as wire/conn.h; the
      * dialect adds LEASH__CMD_RETRY to the ones that may run twice and
      * sets the stamps its scripts read. fn/arg are left to the route. */
+    /* waits: 1 for the attempt of an acquire that waits, whose busy
+     * answer marks the lock as waited on (leash's layout: its release
+     * and renewals then publish); 0 for a try-once, which will not wait
+     * for a message and so marks nothing. */
     leash__cmd *(*acquire_cmd)(const leash__names *n, const char *token, int64_t lease_ms,
-                               int count, int64_t validity_ms, int64_t deadline);
+                               int count, int waits, int64_t validity_ms, int64_t deadline);
     /* valid_until: the hold's local deadline, which a resend after a lost
      * answer compares with the server's clock; 0 = not known. */
     leash__cmd *(*release_cmd)(const leash__names *n, const char *token, int count_after,
@@ -357,13 +361,15 @@ leash__cmd *leash__raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_
  * (s: the dialect's script; holder: how it names the holder, the token or
  * Redisson's field):
  *   acquire  KEYS: lock [, fence floor]  ARGV: holder, lease_ms, count
- *            [, floor_ttl_ms, proposal (with a floor)], not_after
+ *            [, mark (when not NULL: leash's)] [, floor_ttl_ms, proposal
+ *            (with a floor)], not_after
  *   release  KEYS: lock  ARGV: holder, count_after, channel, publish verb
  *            ("" with announce 0: nothing published), valid_until
  *   force    KEYS: lock  ARGV: channel, publish verb (EVAL, see dialect/leash.c) */
 leash__cmd *leash__hold_acquire_cmd(const leash__script *s, const leash__names *n,
                                     const char *holder, size_t holder_len, int64_t lease_ms,
-                                    int count, int64_t validity_ms, int64_t deadline);
+                                    int count, const char *mark, int64_t validity_ms,
+                                    int64_t deadline);
 leash__cmd *leash__hold_release_cmd(const leash__script *s, const leash__names *n,
                                     const char *holder, size_t holder_len, int count_after,
                                     int announce, int64_t valid_until, int64_t deadline);

@@ -31,8 +31,12 @@
  *
  * A lock is one string key, written with its lease as PEXPIRE:
  *   "<token>:<w>:<count>:<fence>"
- * token: the holder's owner token (32 hex digits); w: 1 once someone found
- * it busy (its release and renewals then PUBLISH, else they need not);
+ * token: the holder's owner token (32 hex digits); w: 1 once an attempt
+ * that waits found it busy (its release and renewals then PUBLISH, else
+ * they need not: scripts run one at a time, so a waiter either marked the
+ * hold before its release, or attempts after it and finds the lock free;
+ * a try-once does not wait for a message and marks nothing; a new hold
+ * starts unmarked, and its own writes keep the mark);
  * count: the holder's reentrant holds; fence: this hold's fencing token,
  * the server's clock (TIME) in microseconds when the hold began. Nothing
  * else is written, so an unused name leaves nothing behind once its lease
@@ -69,18 +73,21 @@
  * back a script that fails half-way. A key of another type is WRONGTYPE
  * before anything is written; a string that is not a lock likewise.
  *
- * acquire  KEYS: lock [, fence floor]  ARGV: token, lease_ms, count
+ * acquire  KEYS: lock [, fence floor]  ARGV: token, lease_ms, count, mark
  *          [, floor_ttl_ms, proposal (with a floor)], not_after
+ *          mark: 1 for an attempt that waits, 0 for a try-once: only the
+ *          busy answer of one that waits (or starves) marks the hold "w".
  *          count below 1: a new hold from a waiter that has waited -count
  *          ms (it queues if busy, see above; never with Redlock).
  *          With a fence floor (Redlock), a new hold's fence is the proposal
  *          (one fence route/quorum.c proposes to every server alike; 20
  *          digits, 0 none), or the server's clock when the proposal lags it
  *          by more than W = min(lease / 4, 1 s), or the floor + 1 when that
- *          is larger; the grant writes it as the floor (PX floor_ttl_ms),
- *          its last write, after every check: a floor only grows. So the
- *          servers that granted one proposal hold it as their floor already,
- *          and the grant needs no raise.
+ *          is larger; the grant writes it as the floor (PX floor_ttl_ms)
+ *          with the SET that reads the floor it replaces (from 7.0, see
+ *          acquire_lua: a busy lock reads no floor), so a floor only
+ *          grows. So the servers that granted one proposal hold it as
+ *          their floor already, and the grant needs no raise.
  *          not_after (a server time in ms, LEASH__STAMP_DIGITS digits; 0 =
  *          none) is written by the connection when it writes the command:
  *          a copy that runs later (it sat in a frozen server's socket after
@@ -89,7 +96,8 @@
  *             retry of one that already ran; count > 1: an extra hold of
  *             our own token: its count is set, never lowered, and its lease
  *             renewed)
- *          -> {0, pttl, 0, now} held by another (and marked "w")
+ *          -> {0, pttl, 0, now} held by another (and marked "w" when
+ *             mark is 1)
  *          -> {0, -3, 0, now} too late (not_after passed): it did nothing
  *          -> {0, -4, 0, now} an extra hold (count > 1) for a hold that is gone
  *             (expired, force-released, server restarted): it must not come
@@ -201,12 +209,9 @@
     "if n == 1 then\n"                                                                       \
     "  local f = t[1] * 1000000 + t[2]\n"                                                    \
     "  if KEYS[2] then\n"                                                                    \
-    "    local p = tonumber(ARGV[5]) or 0\n"                                                 \
+    "    local p = tonumber(ARGV[6]) or 0\n"                                                 \
     "    if p > 0 and p >= f - math.min(ARGV[2] / 4, 1000) * 1000 then f = p end\n"          \
-    "    local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"                        \
-    "    if fl >= f then f = fl + 1 end\n"                                                   \
-    "  end\n"                                                                                \
-    "  f = string.format('%.0f', f)\n" GRANT "else\n"                                        \
+    "  end\n" GRANT "else\n"                                                                 \
     "  v = redis.call('get', k)\n"                                                           \
     "  if not v then return {0, -4, 0, now} end\n"                                           \
     "end\n"                                                                                  \
@@ -239,23 +244,51 @@
     "  if me then q[#q + 1] = me end\n"                                                      \
     "  r2 = table.concat(q, '', 1, math.min(#q, " LEASH__RESERVE_QUEUE_TEXT "))\n"           \
     "end\n"                                                                                  \
-    "if w == '0' or r2 ~= r then\n"                                                          \
-    "  redis.call('set', k, o .. ':1:' .. c .. ':' .. f .. r2, 'KEEPTTL')\n"                 \
+    "local w2 = (ARGV[4] == '1' or since) and '1' or w\n"                                    \
+    "if w2 ~= w or r2 ~= r then\n"                                                           \
+    "  redis.call('set', k, o .. ':' .. w2 .. ':' .. c .. ':' .. f .. r2, 'KEEPTTL')\n"      \
     "end\n"                                                                                  \
     "return {0, redis.call('pttl', k), 0, now}\n"
 
-/* A new hold's fence becomes its server's floor (Redlock), after every
- * check: the floor only grows, since f is above it. */
-#define FLOOR_LUA "if KEYS[2] then redis.call('set', KEYS[2], f, 'PX', ARGV[4]) end\n"
-
+/* From 7.0, a new hold writes the lock first (SET NX GET: nothing is
+ * written where the key is there) and then its fence floor (Redlock) with
+ * SET ... GET, which returns the floor it replaced: one call for what was
+ * a GET before the grant and a SET after it, and no floor read at all
+ * when the lock is busy. When that floor was at or above the fence (a
+ * proposal or clock behind it: rare), the fence becomes the floor + 1 and
+ * both are written again; a floor of another type (SET ... GET refuses
+ * it, writing nothing) takes the grant back (the key was not there), so
+ * the script still does all of its writes or none. The floor only grows:
+ * what the script leaves is above what it found. */
 static const char acquire_lua[] =
-    ACQUIRE_LUA("  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
+    ACQUIRE_LUA("  f = string.format('%.0f', f)\n"
+                "  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
                 "  if not v then\n"
-                "    " FLOOR_LUA "    return {1, tonumber(f), 1, now}\n"
+                "    if KEYS[2] then\n"
+                "      local fl = redis.pcall('set', KEYS[2], f, 'PX', ARGV[5], 'GET')\n"
+                "      if type(fl) == 'table' then\n"
+                "        redis.call('del', k)\n"
+                "        return fl\n"
+                "      end\n"
+                "      fl = tonumber(fl or 0) or 0\n"
+                "      if fl >= tonumber(f) then\n"
+                "        f = string.format('%.0f', fl + 1)\n"
+                "        redis.call('set', KEYS[2], f, 'PX', ARGV[5])\n"
+                "        redis.call('set', k, tok .. ':0:1:' .. f, 'PX', ARGV[2])\n"
+                "      end\n"
+                "    end\n"
+                "    return {1, tonumber(f), 1, now}\n"
                 "  end\n");
+/* Before 7.0: the floor is read before the grant, and written after it. */
 static const char acquire_lua_60[] =
-    ACQUIRE_LUA("  if redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2]) then\n"
-                "    " FLOOR_LUA "    return {1, tonumber(f), 1, now}\n"
+    ACQUIRE_LUA("  if KEYS[2] then\n"
+                "    local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"
+                "    if fl >= f then f = fl + 1 end\n"
+                "  end\n"
+                "  f = string.format('%.0f', f)\n"
+                "  if redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2]) then\n"
+                "    if KEYS[2] then redis.call('set', KEYS[2], f, 'PX', ARGV[5]) end\n"
+                "    return {1, tonumber(f), 1, now}\n"
                 "  end\n"
                 "  v = redis.call('get', k)\n");
 
@@ -421,9 +454,9 @@ static int make_names(leash__names *n, const leash__logger *lg, const char *pref
 /* ---- commands ---- */
 
 static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
-                               int count, int64_t validity_ms, int64_t deadline) {
+                               int count, int waits, int64_t validity_ms, int64_t deadline) {
     return leash__hold_acquire_cmd(&acquire_script, n, token, LEASH__TOKEN_LEN, lease_ms, count,
-                                   validity_ms, deadline);
+                                   waits ? "1" : "0", validity_ms, deadline);
 }
 
 static leash__cmd *release_cmd(const leash__names *n, const char *token, int count_after,

@@ -250,12 +250,14 @@ static void field_of(char *out, const char *token) {
     memcpy(out, ":0", 2);
 }
 
+/* waits: Redisson's layout has no mark (its releases always publish). */
 static leash__cmd *acquire_cmd(const leash__names *n, const char *token, int64_t lease_ms,
-                               int count, int64_t validity_ms, int64_t deadline) {
+                               int count, int waits, int64_t validity_ms, int64_t deadline) {
     char field[FIELD_LEN];
 
+    (void)waits;
     field_of(field, token);
-    return leash__hold_acquire_cmd(&acquire_script, n, field, FIELD_LEN, lease_ms, count,
+    return leash__hold_acquire_cmd(&acquire_script, n, field, FIELD_LEN, lease_ms, count, NULL,
                                    validity_ms, deadline);
 }
 

@@ -94,7 +94,7 @@ static leash__cmd *attempt_cmd(leash_lock *l, int extra, int64_t deadline) {
     leash__core *core = l->core;
 
     return core->dialect->acquire_cmd(&l->names, l->hold.token, l->hold.lease_ms,
-                                      extra ? l->hold.count + 1 : count_new(l),
+                                      extra ? l->hold.count + 1 : count_new(l), !l->wait_once,
                                       core->cfg->conn->command_timeout_ms, deadline);
 }
 
