@@ -296,22 +296,23 @@ static lock_calls lock_calls_on(test_redis *r) {
     return c;
 }
 
-/* An uncontended cycle costs each server at most 7 Redis calls (from 7.0;
- * 8 before): the acquire's EVALSHA, TIME, the lock's SET NX GET and the
- * fence floor's SET ... GET, which reads the floor it replaces (one GET
- * fewer than reading it first), and the release's EVALSHA, GET, DEL. The
- * release publishes nothing: nobody waited (section 5 of the design). A
- * grant copy dropped once a majority decided (quorum.c) costs a server
- * less, never more. */
-TEST(an_uncontended_cycle_costs_each_server_seven_calls_and_no_publish) {
+/* An uncontended cycle costs each server at most 8 Redis calls: the
+ * acquire's EVALSHA, TIME, the fence floor's GET, the lock's SET NX GET
+ * and the floor's SET, and the release's EVALSHA, GET, DEL. The floor is
+ * read before the first write (scripts check before they write; issue 35
+ * keeps that for Redlock). The release publishes nothing: nobody waited
+ * (section 5 of the design). A grant copy dropped once a majority decided
+ * (quorum.c) costs a server less, never more. */
+TEST(an_uncontended_cycle_costs_each_server_eight_calls_and_no_publish) {
     enum {
-        CYCLES = 20
+        CYCLES = 20,
+        PER_CYCLE = 8
     };
     rworld w;
     leash_client *c;
     leash_lock *l;
     lock_calls before[N], after;
-    int i, version = test_redis_version(), per_cycle = version != 0 && version < 70000 ? 8 : 7;
+    int i;
 
     rw_up(&w);
     c = rw_client(&w, 30000);
@@ -328,11 +329,8 @@ TEST(an_uncontended_cycle_costs_each_server_seven_calls_and_no_publish) {
     fx_run_for(w.loop, 100); /* the copies after each majority */
     for (i = 0; i < N; i++) {
         after = lock_calls_on(&w.s[i]);
-        CHECK_MSG(after.all - before[i].all <= (long long)per_cycle * CYCLES,
+        CHECK_MSG(after.all - before[i].all <= (long long)PER_CYCLE * CYCLES,
                   "server %d: %lld calls for %d cycles", i, after.all - before[i].all, CYCLES);
-        if (per_cycle == 7)
-            CHECK_MSG(after.get - before[i].get <= CYCLES, "server %d: %lld GET for %d cycles", i,
-                      after.get - before[i].get, CYCLES);
         CHECK_EQ_INT(after.publish - before[i].publish, 0);
     }
     leash_client_free(c);
@@ -2407,7 +2405,7 @@ int main(int argc, char **argv) {
         TEST_CASE(two_clients_exclude_each_other_and_fences_grow),
         TEST_CASE(a_grant_whose_fences_agree_takes_no_raise),
         TEST_CASE(fences_that_differ_are_raised_before_the_grant_counts),
-        TEST_CASE(an_uncontended_cycle_costs_each_server_seven_calls_and_no_publish),
+        TEST_CASE(an_uncontended_cycle_costs_each_server_eight_calls_and_no_publish),
         TEST_CASE(a_force_release_from_a_new_client_reaches_every_server),
         TEST_CASE(two_servers_killed_keep_the_hold_a_third_loses_it),
         TEST_CASE(two_servers_down_and_a_crashed_holder_on_a_third_is_waited_out),

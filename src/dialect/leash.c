@@ -83,11 +83,10 @@
  *          (one fence route/quorum.c proposes to every server alike; 20
  *          digits, 0 none), or the server's clock when the proposal lags it
  *          by more than W = min(lease / 4, 1 s), or the floor + 1 when that
- *          is larger; the grant writes it as the floor (PX floor_ttl_ms)
- *          with the SET that reads the floor it replaces (from 7.0, see
- *          acquire_lua: a busy lock reads no floor), so a floor only
- *          grows. So the servers that granted one proposal hold it as
- *          their floor already, and the grant needs no raise.
+ *          is larger; the grant writes it as the floor (PX floor_ttl_ms),
+ *          its last write, after every check: a floor only grows. So the
+ *          servers that granted one proposal hold it as their floor already,
+ *          and the grant needs no raise.
  *          not_after (a server time in ms, LEASH__STAMP_DIGITS digits; 0 =
  *          none) is written by the connection when it writes the command:
  *          a copy that runs later (it sat in a frozen server's socket after
@@ -211,7 +210,10 @@
     "  if KEYS[2] then\n"                                                                    \
     "    local p = tonumber(ARGV[6]) or 0\n"                                                 \
     "    if p > 0 and p >= f - math.min(ARGV[2] / 4, 1000) * 1000 then f = p end\n"          \
-    "  end\n" GRANT "else\n"                                                                 \
+    "    local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"                        \
+    "    if fl >= f then f = fl + 1 end\n"                                                   \
+    "  end\n"                                                                                \
+    "  f = string.format('%.0f', f)\n" GRANT "else\n"                                        \
     "  v = redis.call('get', k)\n"                                                           \
     "  if not v then return {0, -4, 0, now} end\n"                                           \
     "end\n"                                                                                  \
@@ -250,45 +252,18 @@
     "end\n"                                                                                  \
     "return {0, redis.call('pttl', k), 0, now}\n"
 
-/* From 7.0, a new hold writes the lock first (SET NX GET: nothing is
- * written where the key is there) and then its fence floor (Redlock) with
- * SET ... GET, which returns the floor it replaced: one call for what was
- * a GET before the grant and a SET after it, and no floor read at all
- * when the lock is busy. When that floor was at or above the fence (a
- * proposal or clock behind it: rare), the fence becomes the floor + 1 and
- * both are written again; a floor of another type (SET ... GET refuses
- * it, writing nothing) takes the grant back (the key was not there), so
- * the script still does all of its writes or none. The floor only grows:
- * what the script leaves is above what it found. */
+/* A new hold's fence becomes its server's floor (Redlock), after every
+ * check: the floor only grows, since f is above it. */
+#define FLOOR_LUA "if KEYS[2] then redis.call('set', KEYS[2], f, 'PX', ARGV[5]) end\n"
+
 static const char acquire_lua[] =
-    ACQUIRE_LUA("  f = string.format('%.0f', f)\n"
-                "  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
+    ACQUIRE_LUA("  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
                 "  if not v then\n"
-                "    if KEYS[2] then\n"
-                "      local fl = redis.pcall('set', KEYS[2], f, 'PX', ARGV[5], 'GET')\n"
-                "      if type(fl) == 'table' then\n"
-                "        redis.call('del', k)\n"
-                "        return fl\n"
-                "      end\n"
-                "      fl = tonumber(fl or 0) or 0\n"
-                "      if fl >= tonumber(f) then\n"
-                "        f = string.format('%.0f', fl + 1)\n"
-                "        redis.call('set', KEYS[2], f, 'PX', ARGV[5])\n"
-                "        redis.call('set', k, tok .. ':0:1:' .. f, 'PX', ARGV[2])\n"
-                "      end\n"
-                "    end\n"
-                "    return {1, tonumber(f), 1, now}\n"
+                "    " FLOOR_LUA "    return {1, tonumber(f), 1, now}\n"
                 "  end\n");
-/* Before 7.0: the floor is read before the grant, and written after it. */
 static const char acquire_lua_60[] =
-    ACQUIRE_LUA("  if KEYS[2] then\n"
-                "    local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"
-                "    if fl >= f then f = fl + 1 end\n"
-                "  end\n"
-                "  f = string.format('%.0f', f)\n"
-                "  if redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2]) then\n"
-                "    if KEYS[2] then redis.call('set', KEYS[2], f, 'PX', ARGV[5]) end\n"
-                "    return {1, tonumber(f), 1, now}\n"
+    ACQUIRE_LUA("  if redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2]) then\n"
+                "    " FLOOR_LUA "    return {1, tonumber(f), 1, now}\n"
                 "  end\n"
                 "  v = redis.call('get', k)\n");
 
