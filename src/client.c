@@ -23,6 +23,7 @@
 #include "prim/core.h"
 #include "prim/family.h"
 #include "prim/lock.h"
+#include "prim/multi.h"
 #include "route/route.h"
 #include "wire/resolve.h"
 
@@ -237,6 +238,12 @@ leash_lock *leash_lock_new(leash_client *c, const char *name) {
     if (!client_usable(c))
         return NULL;
     return leash__lock_make(&c->core, &leash__mutex, name);
+}
+
+leash_lock *leash_multi_lock_new(leash_client *c, const char *const *names, int n) {
+    if (!client_usable(c))
+        return NULL;
+    return leash__multi_make(&c->core, names, n);
 }
 
 /* A handle of the lock family: see leash.h for why not on Redlock. */
