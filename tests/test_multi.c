@@ -10,6 +10,9 @@
 #include <string.h>
 
 #include "fixture.h"
+#ifdef LEASH_TEST_ONE_SERVER
+#include "proxy.h"
+#endif
 
 /* The members' names: of one slot ({acct}), or spread (each its own). */
 static const char *const tagged[] = {"{acct}a", "{acct}b", "{acct}c"};
@@ -200,7 +203,7 @@ TEST(overlapping_multi_locks_in_opposite_order_never_deadlock_spread) {
 static void cancel_and_timeout(const char *const *names) {
     fx_world w;
     leash_lock *m, *other;
-    fx_result r = {0}, r2 = {0}, r3 = {0};
+    fx_result r = {0}, r2 = {0}, r3 = {0}, rel = {0};
     int64_t t0, took;
 
     fx_world_up(&w, 5000, 0);
@@ -231,6 +234,23 @@ static void cancel_and_timeout(const char *const *names) {
     fx_run_for(w.loop, 100);
     CHECK_EQ_INT(r2.calls, 1);
     CHECK(!leash_held(m));
+
+    /* A release while it waits undoes the acquire: ECANCELED, then the
+     * release's callback, ENOTHELD (the whole was never held). */
+    memset(&r2, 0, sizeof(r2));
+    memset(&rel, 0, sizeof(rel));
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(m, LEASH_WAIT_FOREVER, fx_acquire_cb, &r2), LEASH_OK);
+    fx_run_for(w.loop, 100);
+    CHECK_EQ_INT(leash_release(m, fx_release_cb, &rel), LEASH_OK);
+    CHECK_EQ_INT(r2.calls + rel.calls, 0); /* from the loop */
+    CHECK_EQ_INT(leash_release(m, fx_release_cb, &rel), LEASH_ESTATE);
+    fx_run_until(w.loop, &rel, 2000);
+    CHECK_EQ_INT(r2.calls, 1);
+    CHECK_EQ_INT(r2.status, LEASH_ECANCELED);
+    CHECK_EQ_INT(rel.status, LEASH_ENOTHELD);
+    CHECK(run_until_gone(&w, names, 2, 2000));
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 5000), LEASH_OK);
 
     /* Cancel at once, the grants on their way: released, never leaked. */
     CHECK_EQ_INT(leash_acquire(m, LEASH_WAIT_FOREVER, fx_acquire_cb, &r3), LEASH_OK);
@@ -412,6 +432,46 @@ TEST(each_member_has_a_fence_that_grows_spread) {
     fences(spread);
 }
 
+#ifdef LEASH_TEST_ONE_SERVER
+/* One deadline covers the whole: a member whose attempt is on the wire
+ * when the wait ends (its answer stalled) keeps a mutex waiting up to the
+ * command timeout; the multi-lock ends at its wait all the same. */
+TEST(the_wait_deadline_covers_the_whole_even_with_an_answer_stalled) {
+    fx_world w;
+    fault_proxy p;
+    leash_options o;
+    leash_client *c2;
+    leash_lock *m, *other;
+    fx_result r = {0};
+    int64_t t0, took;
+
+    fx_world_up(&w, 5000, 0);
+    CHECK_EQ_INT(fp_start(&p, w.r.port), 0);
+    fx_fault_options(&o, p.port, 5000);
+    o.command_timeout_ms = 1500;
+    c2 = fx_client_opts(w.loop, &o);
+    fx_wait_connected(w.loop, c2, 5000);
+    other = leash_lock_new(w.c, spread[0]);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_OK);
+    m = leash_multi_lock_new(c2, spread, 3);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(m, 500, fx_acquire_cb, &r), LEASH_OK);
+    fx_run_for(w.loop, 200);
+    CHECK_EQ_INT(fp_stall(&p, FP_CMD, FP_DOWN, 1), 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 5000), LEASH_OK); /* wakes it */
+    fx_run_until(w.loop, &r, 5000);
+    took = r.at_ms - t0;
+    CHECK_EQ_INT(r.status, LEASH_ETIMEDOUT);
+    CHECK_MSG(took >= 500 && took <= 500 + TEST_SLACK_MS, "ended after %lld ms, wanted 500",
+              (long long)took);
+    CHECK_EQ_INT(fp_clear(&p), 0);
+    CHECK(run_until_gone(&w, spread, 3, 3000)); /* the stalled grant given back */
+    leash_client_free(c2);
+    fp_stop(&p);
+    fx_world_down(&w);
+}
+#endif
+
 TEST(free_while_waiting_cancels_inside_and_gives_back) {
     fx_world w;
     leash_lock *m, *other;
@@ -540,6 +600,9 @@ int main(int argc, char **argv) {
 #endif
         TEST_CASE(each_member_has_a_fence_that_grows_in_one_slot),
         TEST_CASE(each_member_has_a_fence_that_grows_spread),
+#ifdef LEASH_TEST_ONE_SERVER
+        TEST_CASE(the_wait_deadline_covers_the_whole_even_with_an_answer_stalled),
+#endif
         TEST_CASE(free_while_waiting_cancels_inside_and_gives_back),
         TEST_CASE(the_client_free_and_close_end_a_multi_lock),
         TEST_CASE(bad_arguments_are_refused),

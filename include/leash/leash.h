@@ -723,7 +723,11 @@ LEASH_EXPORT leash_lock *leash_semaphore_new(leash_client *c, const char *name, 
  * (it holds none while it waits); it waits again for that one.
  * Outcomes: LEASH_OK only with every member held. Any other status (and
  * leash_cancel, a timeout, leash_lock_free) gives back every member taken
- * (a grant still on its way included) before the callback.
+ * (a grant still on its way included) before the callback. One deadline
+ * covers the whole: the callback comes by wait_ms (a try-once: by
+ * command_timeout_ms, else LEASH_ECONN), however many members there are.
+ * leash_release while acquiring ends the acquire LEASH_ECANCELED, then
+ * calls its own callback with LEASH_ENOTHELD, both from the loop.
  * Keeping: the watchdog renews the members together (their renewals fall
  * due at once: one script per server and slot). The first member that is
  * lost loses the whole: the other members are released and the lost

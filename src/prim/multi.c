@@ -41,8 +41,9 @@
  *
  *                 IDLE      TAKING    CANCELLING  HELD
  * acquire         start     ESTATE    ESTATE      ESTATE
- * release         ESTATE    ESTATE    ESTATE      give
+ * release         ESTATE    undo      undo        give
  * cancel          ESTATE    cancel    ESTATE      ESTATE
+ * wait-end        -         tout      -           -
  * force           ESTATE    ESTATE    ESTATE      ESTATE
  * free            free      free      free        free
  * close           -         owe       owe         drop
@@ -63,6 +64,15 @@
  *            try-once, timeout, an error): everything taken is given back,
  *            the callback gets it -> IDLE
  *   cancel   member `cur` is cancelled -> CANCELLING
+ *   undo     as cancel (in CANCELLING: as it goes); the release's
+ *            callback follows the acquire's, LEASH_ENOTHELD (the whole was
+ *            never held; what was taken is given back); a second one while
+ *            it is owed: ESTATE
+ *   tout     the one deadline of the whole passed (the wait's; a
+ *            try-once's is command_timeout_ms): everything taken is given
+ *            back (the member on the wire too: a late grant is released),
+ *            callback LEASH_ETIMEDOUT (try-once: LEASH_ECONN) -> IDLE. So a
+ *            multi-lock ends by its deadline however many members it has
  *   undo     everything taken (this grant too) is given back, callback
  *            LEASH_ECANCELED -> IDLE
  *   give     every member's release goes, the watchdogs stop now -> IDLE;
@@ -109,6 +119,7 @@ struct leash__multi {
     int cur;          /* the member whose acquire is pending, -1 none */
     int cur_waits;    /* that acquire waits (it is not a try-once) */
     int ending;       /* the handle is being freed: members' callbacks are nobody's */
+    int undo;         /* a release came while acquiring: its callback follows the acquire's */
     unsigned releasing;
     int rel_status;
     leash_release_cb *rel_cb;
@@ -331,12 +342,24 @@ static void count_lost(leash_lock_stats *st, int reason) {
     }
 }
 
+/* The release's callback, with rel_status. */
+static void finish_release(leash_lock *l) {
+    leash_release_cb *cb = l->multi->rel_cb;
+    void *arg = l->multi->rel_arg;
+
+    l->multi->rel_cb = NULL;
+    l->multi->rel_arg = NULL;
+    if (cb != NULL)
+        cb(l, l->multi->rel_status, arg);
+}
+
 /* The acquire ends with status (from the loop: a member's callback). */
 static void finish_acquire(leash_lock *l, int status) {
     leash_acquire_cb *cb = l->acq_cb;
     void *arg = l->acq_arg;
 
     count_end(&l->stats, status);
+    leash__timer_stop(&l->timer);
     if (status != LEASH_OK)
         give_back_all(l);
     l->acq_cb = NULL;
@@ -349,6 +372,10 @@ static void finish_acquire(leash_lock *l, int status) {
     }
     if (cb != NULL)
         cb(l, status, arg);
+    if (l->multi->undo && !l->freed) {
+        l->multi->undo = 0;
+        finish_release(l);
+    }
 }
 
 /* The walk goes on from the first member not held, try-once. */
@@ -379,6 +406,10 @@ static int start(leash_lock *l, const leash__event *e) {
         return rc;
     l->acq_cb = e->acq_cb;
     l->acq_arg = e->arg;
+    if (l->wait_once)
+        leash__timer_at(&l->timer, leash__now_ms() + l->core->cfg->conn->command_timeout_ms, 1);
+    else if (l->wait_deadline != 0)
+        leash__timer_at(&l->timer, l->wait_deadline, 1);
     set_state(l, S_TAKING);
     return LEASH_OK;
 }
@@ -407,16 +438,6 @@ static void member_acquired(leash_lock *l, int i, int status) {
 }
 
 /* ---- holding and releasing ---- */
-
-static void finish_release(leash_lock *l) {
-    leash_release_cb *cb = l->multi->rel_cb;
-    void *arg = l->multi->rel_arg;
-
-    l->multi->rel_cb = NULL;
-    l->multi->rel_arg = NULL;
-    if (cb != NULL)
-        cb(l, l->multi->rel_status, arg);
-}
 
 static void member_released(leash_lock *l, int i, int status) {
     leash__member *m = &l->multi->m[i];
@@ -481,6 +502,8 @@ static int give(leash_lock *l, const leash__event *e) {
 }
 
 static void lost(leash_lock *l, int i, int reason) {
+    /* The deadline the loss came by (tools that check its lateness). */
+    l->hold.deadline = l->multi->m[i].l->hold.deadline;
     l->multi->m[i].held = 0;
     give_back_all(l);
     set_state(l, S_IDLE);
@@ -496,7 +519,7 @@ static void free_handle(leash_lock *l) {
     int i;
 
     l->freed = 1;
-    leash__timer_clear(&l->timer); /* made with every handle; a multi-lock never arms it */
+    leash__timer_clear(&l->timer);
     leash__later_run_owner(&l->core->later, l);
     if (mu == NULL)
         return; /* leash_multi_lock_new found no memory for it */
@@ -565,9 +588,17 @@ static int dispatch(leash_lock *l, const leash__event *e) {
     case S_CANCELLING:
         if (e->type == LEASH__EV_ACQUIRE)
             return refuse(l, "leash_acquire", "already acquiring");
-        if (e->type == LEASH__EV_RELEASE)
-            return refuse(l, "leash_release", "acquiring (cancel it)");
-        if (e->type == LEASH__EV_CANCEL) {
+        if (e->type == LEASH__EV_RELEASE) {
+            if (l->multi->undo)
+                return refuse(l, "leash_release", "a release is in flight");
+            l->multi->undo = 1;
+            l->multi->rel_cb = e->rel_cb;
+            l->multi->rel_arg = e->arg;
+            l->multi->rel_status = LEASH_ENOTHELD;
+        }
+        if (e->type == LEASH__EV_RELEASE && l->state == S_CANCELLING)
+            return LEASH_OK;
+        if (e->type == LEASH__EV_CANCEL || e->type == LEASH__EV_RELEASE) {
             if (l->state == S_CANCELLING)
                 return refuse(l, "leash_cancel", "already cancelled");
             set_state(l, S_CANCELLING);
@@ -577,6 +608,10 @@ static int dispatch(leash_lock *l, const leash__event *e) {
         }
         if (closing)
             return 0;
+        if (e->type == LEASH__EV_WAIT_END && l->state == S_TAKING) {
+            finish_acquire(l, l->wait_once ? LEASH_ECONN : LEASH_ETIMEDOUT);
+            return 0;
+        }
         if (e->type == LEASH__EV_MEMBER_ACQUIRED) {
             if (l->state == S_CANCELLING) {
                 l->multi->cur = -1;
@@ -613,12 +648,13 @@ static int names(leash_lock *l, const char *name) {
                                 core->cfg->conn->db);
 }
 
-static void no_timer(void *arg) {
-    (void)arg;
+/* The handle's timer: the deadline of the whole acquire. */
+static void on_timer(void *arg) {
+    deliver(arg, LEASH__EV_WAIT_END, -1, 0);
 }
 
 static void init(leash_lock *l) {
-    leash__timer_init(&l->timer, &l->core->env, no_timer, l);
+    leash__timer_init(&l->timer, &l->core->env, on_timer, l);
 }
 
 /* The global order: slot, then key bytes. */
