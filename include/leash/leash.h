@@ -713,7 +713,10 @@ LEASH_EXPORT leash_lock *leash_semaphore_new(leash_client *c, const char *name, 
  * members.
  *
  * Taking: the members are tried in one global order (cluster hash slot,
- * then name), each try-once. When one is busy and wait_ms allows waiting,
+ * then name), each try-once; the members of one slot (every name on one
+ * server or Sentinel; one hash tag's in a cluster) together in one script,
+ * all or none (not with LEASH_TOPOLOGY_REDLOCK or wait_replicas, where
+ * each member takes its own attempt). When one is busy and wait_ms allows waiting,
  * every member taken so far is given back and the acquire waits for that
  * member alone, with what is left of wait_ms (one deadline for the whole),
  * then tries the others again. A multi-lock that waits holds nothing, so

@@ -391,6 +391,8 @@ const char *leash__event_name(int type) {
         [LEASH__EV_MEMBER_ACQUIRED] = "MEMBER_ACQUIRED",
         [LEASH__EV_MEMBER_LOST] = "MEMBER_LOST",
         [LEASH__EV_MEMBER_RELEASED] = "MEMBER_RELEASED",
+        [LEASH__EV_ADOPT] = "ADOPT",
+        [LEASH__EV_GROUP_ANSWERED] = "GROUP_ANSWERED",
     };
 
     if (type == -1)

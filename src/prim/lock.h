@@ -63,6 +63,11 @@ enum leash__event_type {
     LEASH__EV_MEMBER_ACQUIRED, /* its acquire's callback (status) */
     LEASH__EV_MEMBER_LOST,     /* its lost callback (status: the reason) */
     LEASH__EV_MEMBER_RELEASED, /* its release's callback (status) */
+    /* a multi-lock's script granted this member's token (prim/multi.c):
+     * sent, fence */
+    LEASH__EV_ADOPT,
+    /* a multi-lock's one script for members of one slot answered: answer */
+    LEASH__EV_GROUP_ANSWERED,
     LEASH__EV_COUNT
 };
 
@@ -73,10 +78,10 @@ typedef struct leash__event {
     leash_release_cb *rel_cb; /* RELEASE, FORCE */
     void *arg;
     const leash__answer *answer; /* the answer events */
-    int64_t sent;                /* RENEWED etc.: when the renewal went out */
+    int64_t sent;                /* RENEWED etc.: when the renewal went out; ADOPT: the grant */
     int64_t lease_ms;            /* ALIVE */
     int passed_over;             /* ALIVE: the release kept the lock for another waiter */
-    uint64_t fence;              /* HANDOFF */
+    uint64_t fence;              /* HANDOFF, ADOPT */
     int member;                  /* MEMBER_*: which member of a multi-lock */
     int status;                  /* MEMBER_*: what its callback said */
 } leash__event;

@@ -17,9 +17,19 @@
  * stronger than the order alone: two multi-locks over overlapping names,
  * in whatever order their callers named them, never wait for each other
  * while holding (no deadlock), and a member held by another process keeps
- * none of the others from anyone. The same-slot names on one server share
- * the walk's node and slot, so their attempts go out back to back on one
- * connection.
+ * none of the others from anyone.
+ *
+ * One script. Where one server grants (one server, a cluster, Sentinel;
+ * not Redlock, whose fences need the mutex's own script) and no WAIT for
+ * replicas follows the grants, the members that the walk comes to and
+ * that one script may carry (the route says which: every one on one
+ * server, those of one slot in a cluster) are tried together instead,
+ * in one script that checks every
+ * key before it writes any (dialect/multi.c): all of them or none, in one
+ * round trip. Its grant becomes each member's hold as if the member's own
+ * attempt had got it (holding.c's adopt event), so from then on each
+ * member is renewed, released and lost as a mutex. Busy, it wrote
+ * nothing, and the acquire waits for the busy member alone, as above.
  *
  * Giving back. A member is given back by freeing its handle (which
  * releases a hold or a grant still on the wire in the background) and
@@ -35,15 +45,18 @@
  *
  * States
  *   IDLE        not held, no acquire pending (a release may be answering)
- *   TAKING      acquiring: member `cur`'s acquire is pending
- *   CANCELLING  acquiring, cancelled: until member `cur` answers
+ *   TAKING      acquiring: member `cur`'s acquire, or the one script, is
+ *               pending
+ *   CANCELLING  acquiring, cancelled: until member `cur` answers (or the
+ *               timer ends a cancelled script)
  *   HELD        every member holds
  *
  *                 IDLE      TAKING    CANCELLING  HELD
  * acquire         start     ESTATE    ESTATE      ESTATE
  * release         ESTATE    undo      undo        give
  * cancel          ESTATE    cancel    ESTATE      ESTATE
- * wait-end        -         tout      -           -
+ * wait-end        -         tout      ended       -
+ * group-answered  -         group     -           -
  * force           ESTATE    ESTATE    ESTATE      ESTATE
  * free            free      free      free        free
  * close           -         owe       owe         drop
@@ -63,7 +76,18 @@
  *            LEASH_ETIMEDOUT) -> TAKING. Any other answer (busy of a
  *            try-once, timeout, an error): everything taken is given back,
  *            the callback gets it -> IDLE
- *   cancel   member `cur` is cancelled -> CANCELLING
+ *   cancel   member `cur` is cancelled -> CANCELLING; the one script on
+ *            the wire instead: what it may write is released now (and
+ *            after its late copies), the callback comes from the loop
+ *            (the timer at once: ended) -> CANCELLING
+ *   ended    the cancel of the one script: callback LEASH_ECANCELED -> IDLE
+ *   group    the one script of a slot's members (one server, a cluster,
+ *            Sentinel; leash's layout; no WAIT) answered. Granted: every
+ *            member of it holds (holding.c's adopt), the walk goes on.
+ *            Busy at a member: as a member's busy answer (nothing was
+ *            written). Late: the walk tries again (try-once: LEASH_ECONN).
+ *            An error: what it may have written is released, the callback
+ *            gets the error -> IDLE
  *   undo     as cancel (in CANCELLING: as it goes); the release's
  *            callback follows the acquire's, LEASH_ENOTHELD (the whole was
  *            never held; what was taken is given back); a second one while
@@ -94,6 +118,8 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/token.h"
+#include "dialect/multi.h"
 #include "prim/holding.h"
 #include "prim/multi.h"
 
@@ -108,8 +134,9 @@ enum {
 typedef struct leash__member {
     leash_lock *l; /* NULL after a give-back that found no memory: made again at the next walk */
     char *name;
-    int held;    /* granted in this acquire, or holding */
-    int release; /* the user's release of it has not answered yet */
+    unsigned batch; /* what one script may carry with it: the route's batch key of its slot */
+    int held;       /* granted in this acquire, or holding */
+    int release;    /* the user's release of it has not answered yet */
 } leash__member;
 
 struct leash__multi {
@@ -120,6 +147,13 @@ struct leash__multi {
     int cur_waits;    /* that acquire waits (it is not a try-once) */
     int ending;       /* the handle is being freed: members' callbacks are nobody's */
     int undo;         /* a release came while acquiring: its callback follows the acquire's */
+    /* The one script for members of one slot on the wire (cur is -1
+     * then): its members (indices into m) and their tokens. */
+    leash__req *group;
+    int group_n;
+    int group_idx[LEASH_MULTI_MAX];
+    char group_tok[LEASH_MULTI_MAX][LEASH__TOKEN_LEN + 1];
+    int64_t group_sent;
     unsigned releasing;
     int rel_status;
     leash_release_cb *rel_cb;
@@ -227,9 +261,12 @@ static void give_back(leash_lock *l, int i) {
     member(l, i);             /* no memory: made again at the next walk */
 }
 
+static void drop_group(leash_lock *l);
+
 static void give_back_all(leash_lock *l) {
     int i;
 
+    drop_group(l);
     for (i = 0; i < l->multi->n; i++)
         if (l->multi->m[i].held || l->multi->cur == i)
             give_back(l, i);
@@ -378,6 +415,143 @@ static void finish_acquire(leash_lock *l, int status) {
     }
 }
 
+/* ---- one script for the members of one slot ---- */
+
+/* Whether members of one slot may go in one script: leash's own layout
+ * (dialect/multi.c writes it), on a route where one server grants (not
+ * Redlock's quorum, whose fence floors and proposals are the mutex
+ * script's), without WAIT for replicas (which the route pipelines after
+ * the mutex's grants). */
+static int one_script(const leash_lock *l) {
+    const leash__core *core = l->core;
+
+    return core->dialect == &leash__dialect_leash && !core->route->fenced &&
+           core->cfg->route->wait_replicas == 0;
+}
+
+/* What the script may have written is released in the background: now,
+ * and once more when every copy of it that may still sit somewhere (a
+ * frozen server's socket) is void: each is stamped "not after
+ * command_timeout_ms from its write". */
+static void release_group(leash_lock *l) {
+    leash__multi *mu = l->multi;
+    int64_t later = leash__now_ms() + l->core->cfg->conn->command_timeout_ms + 1;
+    int k;
+
+    for (k = 0; k < mu->group_n; k++) {
+        leash_lock *ml = member(l, mu->group_idx[k]);
+        if (ml == NULL)
+            continue; /* no memory: it expires with its lease */
+        leash__holding_release_in_background(ml, mu->group_tok[k], 0);
+        leash__holding_release_in_background(ml, mu->group_tok[k], later);
+    }
+    mu->group_n = 0;
+}
+
+/* Stops waiting for the script on the wire (the acquire ended without
+ * it); what it may have written is released. */
+static void drop_group(leash_lock *l) {
+    leash__multi *mu = l->multi;
+
+    if (mu->group == NULL)
+        return;
+    if (leash__req_cancel(mu->group))
+        release_group(l);
+    mu->group = NULL;
+    mu->group_n = 0;
+}
+
+static void on_group(void *arg, const leash__answer *a, size_t n) {
+    leash_lock *l = arg;
+    leash__event e;
+
+    (void)n;
+    l->multi->group = NULL;
+    memset(&e, 0, sizeof(e));
+    e.type = LEASH__EV_GROUP_ANSWERED;
+    e.answer = a;
+    leash__lock_deliver(l, &e);
+}
+
+/* Members idx[0..n) (n >= 2, of one batch key: one slot in a cluster) are
+ * tried in one script, all or none: its status. */
+static int take_group(leash_lock *l, const int *idx, int n) {
+    leash__multi *mu = l->multi;
+    leash__core *core = l->core;
+    const leash__names *names[LEASH_MULTI_MAX];
+    const char *tokens[LEASH_MULTI_MAX];
+    int64_t now = leash__now_ms(), cto = core->cfg->conn->command_timeout_ms;
+    leash__send s;
+    leash__cmd *cmd;
+    int k;
+
+    for (k = 0; k < n; k++) {
+        leash_lock *ml = member(l, idx[k]);
+        if (ml == NULL || leash__token_new(mu->group_tok[k]) != 0)
+            return LEASH_ENOMEM;
+        names[k] = &ml->names;
+        tokens[k] = mu->group_tok[k];
+        mu->group_idx[k] = idx[k];
+    }
+    cmd = leash__multi_acquire_cmd(names, tokens, (size_t)n, l->lease_ms, cto, now + cto);
+    if (cmd == NULL)
+        return LEASH_ENOMEM;
+    memset(&s, 0, sizeof(s));
+    s.slot = names[0]->slot;
+    s.op = core->dialect->acquire;
+    s.cmd = cmd;
+    s.nanswers = 1;
+    s.names = names[0];
+    s.lease_ms = l->lease_ms;
+    s.what = l->log_name;
+    s.done = on_group;
+    s.arg = l;
+    if ((mu->group = leash__route_send(core->route, &s)) == NULL)
+        return LEASH_ENOMEM;
+    mu->group_n = n;
+    mu->group_sent = now;
+    return LEASH_OK;
+}
+
+/* The script granted member i's token: the member holds as after a grant
+ * of its own (holding.c, adopt). */
+static void adopt(leash_lock *l, int i, const char *token, int64_t sent, uint64_t fence) {
+    leash_lock *ml = l->multi->m[i].l;
+    leash__event e;
+
+    memcpy(ml->hold.token, token, LEASH__TOKEN_LEN + 1);
+    ml->lease_ms = l->lease_ms;
+    ml->renew_ms = l->renew_ms;
+    ml->max_hold_ms = l->max_hold_ms;
+    ml->watchdog = l->watchdog;
+    memset(&e, 0, sizeof(e));
+    e.type = LEASH__EV_ADOPT;
+    e.sent = sent;
+    e.fence = fence;
+    leash__lock_deliver(ml, &e);
+    l->multi->m[i].held = 1;
+}
+
+/* ---- the walk ---- */
+
+/* Member i, the first not held, goes try-once; with the others not held
+ * that one script may carry with it, in one script where it can. Its
+ * status. */
+static int try_from(leash_lock *l, int i) {
+    leash__multi *mu = l->multi;
+    int idx[LEASH_MULTI_MAX], n = 0, k;
+
+    if (one_script(l))
+        for (k = 0; k < mu->n; k++) {
+            int j = mu->order[k];
+            if (!mu->m[j].held && mu->m[j].batch == mu->m[i].batch)
+                idx[n++] = j;
+        }
+    if (n >= 2)
+        return take_group(l, idx, n);
+    return take(l, i, 0);
+}
+
 /* The walk goes on from the first member not held, try-once. */
 static void walk(leash_lock *l) {
     int i = next_member(l), rc;
@@ -386,9 +560,78 @@ static void walk(leash_lock *l) {
         finish_acquire(l, LEASH_OK);
         return;
     }
-    rc = take(l, i, 0);
+    rc = try_from(l, i);
     if (rc != LEASH_OK)
         finish_acquire(l, rc);
+}
+
+/* Member i is busy: a try-once ends LEASH_EBUSY; else what was taken is
+ * given back and member i waits alone for what is left of the wait. */
+static void wait_alone(leash_lock *l, int i) {
+    int rc;
+
+    if (l->wait_once) {
+        finish_acquire(l, LEASH_EBUSY);
+        return;
+    }
+    give_back_all(l);
+    if (l->wait_deadline != 0 && wait_left(l) == 0) {
+        finish_acquire(l, LEASH_ETIMEDOUT);
+        return;
+    }
+    if ((rc = take(l, i, 1)) != LEASH_OK)
+        finish_acquire(l, rc);
+}
+
+static void group_answered(leash_lock *l, const leash__answer *a) {
+    leash__multi *mu = l->multi;
+    int64_t sent = a->sent_ms > 0 ? a->sent_ms : mu->group_sent;
+    int k, busy;
+
+    if (l->state == S_CANCELLING || a->status != LEASH_OK) {
+        if (a->status != LEASH_OK || a->kind == LEASH__ANS_GRANTED)
+            release_group(l); /* an error: it may have run all the same */
+        mu->group_n = 0;
+        finish_acquire(l, l->state == S_CANCELLING ? LEASH_ECANCELED : a->status);
+        return;
+    }
+    switch (a->kind) {
+    case LEASH__ANS_GRANTED:
+        if (sent + l->lease_ms - leash__drift_ms(l->lease_ms) <= leash__now_ms()) {
+            leash__log(lg(l), LEASH_LOG_WARN,
+                       "acquire multi-lock %s: granted after its lease ran out; releasing it",
+                       l->log_name);
+            release_group(l);
+            finish_acquire(l, LEASH_ECONN);
+            return;
+        }
+        for (k = 0; k < mu->group_n; k++)
+            adopt(l, mu->group_idx[k], mu->group_tok[k], sent, a->fence);
+        mu->group_n = 0;
+        walk(l);
+        return;
+    case LEASH__ANS_BUSY:
+        busy = (int)a->fence - 1; /* the index of the busy key (dialect/multi.h) */
+        if (busy < 0 || busy >= mu->group_n) {
+            mu->group_n = 0;
+            finish_acquire(l, LEASH_EPROTO);
+            return;
+        }
+        k = mu->group_idx[busy];
+        mu->group_n = 0; /* nothing was written */
+        wait_alone(l, k);
+        return;
+    case LEASH__ANS_LATE:
+        mu->group_n = 0; /* it did nothing: again while the wait has time */
+        if (l->wait_once)
+            finish_acquire(l, LEASH_ECONN);
+        else
+            walk(l);
+        return;
+    default:
+        release_group(l);
+        finish_acquire(l, LEASH_EPROTO);
+    }
 }
 
 static int start(leash_lock *l, const leash__event *e) {
@@ -402,7 +645,7 @@ static int start(leash_lock *l, const leash__event *e) {
     l->wait_deadline = e->wait_ms > 0 ? leash__now_ms() + e->wait_ms : 0;
     l->acquire_us = leash__now_us();
     i = next_member(l);
-    if ((rc = take(l, i, 0)) != LEASH_OK)
+    if ((rc = try_from(l, i)) != LEASH_OK)
         return rc;
     l->acq_cb = e->acq_cb;
     l->acq_arg = e->arg;
@@ -415,7 +658,7 @@ static int start(leash_lock *l, const leash__event *e) {
 }
 
 static void member_acquired(leash_lock *l, int i, int status) {
-    int waited = l->multi->cur_waits, rc;
+    int waited = l->multi->cur_waits;
 
     l->multi->cur = -1;
     if (status == LEASH_OK) {
@@ -423,15 +666,9 @@ static void member_acquired(leash_lock *l, int i, int status) {
         walk(l);
         return;
     }
-    if (status == LEASH_EBUSY && !waited && !l->wait_once) {
+    if (status == LEASH_EBUSY && !waited) {
         /* Wait for this one alone, holding nothing meanwhile. */
-        give_back_all(l);
-        if (l->wait_deadline != 0 && wait_left(l) == 0) {
-            finish_acquire(l, LEASH_ETIMEDOUT);
-            return;
-        }
-        if ((rc = take(l, i, 1)) != LEASH_OK)
-            finish_acquire(l, rc);
+        wait_alone(l, i);
         return;
     }
     finish_acquire(l, status);
@@ -523,6 +760,7 @@ static void free_handle(leash_lock *l) {
     leash__later_run_owner(&l->core->later, l);
     if (mu == NULL)
         return; /* leash_multi_lock_new found no memory for it */
+    drop_group(l);
     mu->ending = 1;
     for (i = 0; i < mu->n; i++) {
         leash_lock *ml = mu->m[i].l;
@@ -561,6 +799,7 @@ static int dispatch(leash_lock *l, const leash__event *e) {
     case LEASH__EV_CLOSE:
         /* The client closes every member itself; an acquire's callback is
          * owed until the free. */
+        drop_group(l);
         set_state(l, S_IDLE);
         return 0;
     case LEASH__EV_MEMBER_RELEASED:
@@ -602,14 +841,27 @@ static int dispatch(leash_lock *l, const leash__event *e) {
             if (l->state == S_CANCELLING)
                 return refuse(l, "leash_cancel", "already cancelled");
             set_state(l, S_CANCELLING);
-            if (l->multi->cur >= 0)
+            if (l->multi->cur >= 0) {
                 leash_cancel(l->multi->m[l->multi->cur].l); /* granted already: undone below */
+            } else {
+                /* The one script's answer may be long: what it wrote is
+                 * released now, and the acquire ends from the loop. */
+                drop_group(l);
+                leash__timer_at(&l->timer, 0, 1);
+            }
             return LEASH_OK;
         }
         if (closing)
             return 0;
-        if (e->type == LEASH__EV_WAIT_END && l->state == S_TAKING) {
-            finish_acquire(l, l->wait_once ? LEASH_ECONN : LEASH_ETIMEDOUT);
+        if (e->type == LEASH__EV_WAIT_END) {
+            if (l->state == S_TAKING)
+                finish_acquire(l, l->wait_once ? LEASH_ECONN : LEASH_ETIMEDOUT);
+            else if (l->multi->cur < 0)
+                finish_acquire(l, LEASH_ECANCELED); /* a cancel of the one script */
+            return 0;
+        }
+        if (e->type == LEASH__EV_GROUP_ANSWERED) {
+            group_answered(l, e->answer);
             return 0;
         }
         if (e->type == LEASH__EV_MEMBER_ACQUIRED) {
@@ -695,6 +947,7 @@ static int make_members(leash_lock *l, const char *const *names, int n) {
         memcpy(mu->m[i].name, names[i], len + 1);
         if (member(l, i) == NULL)
             return 0;
+        mu->m[i].batch = l->core->route->ops->batch_key(l->core->route, mu->m[i].l->names.slot);
     }
     sort_members(l);
     for (i = 1; i < n; i++) {
