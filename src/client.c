@@ -24,6 +24,7 @@
 #include "prim/family.h"
 #include "prim/lock.h"
 #include "prim/lockstate.h"
+#include "prim/multi.h"
 #include "route/route.h"
 #include "wire/resolve.h"
 
@@ -244,6 +245,12 @@ int leash_client_lock_state(leash_client *c, const char *name, leash_state_cb *c
     if (c == NULL || c->magic != LEASH__CLIENT_MAGIC)
         return LEASH_EINVAL;
     return leash__state_request(&c->core, name, cb, arg);
+}
+
+leash_lock *leash_multi_lock_new(leash_client *c, const char *const *names, int n) {
+    if (!client_usable(c))
+        return NULL;
+    return leash__multi_make(&c->core, names, n);
 }
 
 /* A handle of the lock family: see leash.h for why not on Redlock. */

@@ -101,6 +101,12 @@ static const char *const table[LEASH__EV_COUNT][LEASH__LOCK_STATES] = {
     [LEASH__EV_COVERED] = {"=", "=", "=", "=", "ATTEMPT", "ATTEMPT", "=", "=", "=", "="},
     [LEASH__EV_ALIVE] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
     [LEASH__EV_HANDOFF] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
+    /* A multi-lock's events (prim/multi.c): its members' adopt only. */
+    [LEASH__EV_MEMBER_ACQUIRED] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
+    [LEASH__EV_MEMBER_LOST] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
+    [LEASH__EV_MEMBER_RELEASED] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
+    [LEASH__EV_ADOPT] = {"HELD", "=", "=", "=", "=", "=", "=", "=", "=", "="},
+    [LEASH__EV_GROUP_ANSWERED] = {"=", "=", "=", "=", "=", "=", "=", "=", "=", "="},
 };
 
 /* The family's rows: where a cell is NULL, the mutex's applies. */
@@ -129,11 +135,39 @@ static const char *const family_table[LEASH__EV_COUNT][LEASH__LOCK_STATES] = {
 };
 
 static const char *const event_names[LEASH__EV_COUNT] = {
-    "acquire",  "release", "cancel",  "force",    "free",         "close",
-    "granted",  "busy",    "late",    "gone",     "failed",       "unreplicated",
-    "released", "forced",  "renewed", "not-ours", "renew-failed", "renew-unreplicated",
-    "wait-end", "ttl",     "retry",   "deadline", "max-hold",     "renew-due",
-    "wake",     "covered", "alive",   "handoff",
+    "acquire",
+    "release",
+    "cancel",
+    "force",
+    "free",
+    "close",
+    "granted",
+    "busy",
+    "late",
+    "gone",
+    "failed",
+    "unreplicated",
+    "released",
+    "forced",
+    "renewed",
+    "not-ours",
+    "renew-failed",
+    "renew-unreplicated",
+    "wait-end",
+    "ttl",
+    "retry",
+    "deadline",
+    "max-hold",
+    "renew-due",
+    "wake",
+    "covered",
+    "alive",
+    "handoff",
+    "member-acquired",
+    "member-lost",
+    "member-released",
+    "adopt",
+    "group-answered",
 };
 
 /* ---- the world of one case ---- */

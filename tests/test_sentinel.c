@@ -916,6 +916,37 @@ static int run_cli(const char *args, char *out, size_t cap) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* A multi-lock through Sentinel is on one server: its members go in one
+ * script, all or none, and come back to the master's Redis as mutexes. */
+TEST(a_multi_lock_through_sentinel_takes_its_members_in_one_script) {
+    const char *names[] = {"debit", "credit", "ledger"};
+    sworld w;
+    leash_client *c;
+    leash_lock *m, *other;
+    int master;
+
+    sw_up(&w, NULL);
+    master = test_sentinel_master(&w.t);
+    CHECK(master >= 0);
+    c = sw_client(&w, 5000, 0);
+    m = leash_multi_lock_new(c, names, 3);
+    other = leash_lock_new(c, "credit");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_OK); /* the script is loaded */
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    CHECK_EQ_INT(test_redis_int(&w.t.data[master], "CONFIG RESETSTAT") == -1, 1);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(script_calls(&w.t.data[master]), 1);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_EBUSY);
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_EBUSY);
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 5000), LEASH_OK);
+    leash_lock_free(m);
+    leash_lock_free(other);
+    leash_client_free(c);
+    sw_down(&w);
+}
+
 /* The tool through a redis+sentinel:// URL (the first sentinel down):
  * ls, show and release --force reach the master the sentinels name. */
 TEST(the_tool_reads_and_releases_through_sentinel) {
@@ -1167,6 +1198,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop),
         TEST_CASE(a_killed_master_keeps_a_hold_whose_lease_outlasts_the_failover),
 #ifdef LEASH_TEST_CLI
+        TEST_CASE(a_multi_lock_through_sentinel_takes_its_members_in_one_script),
         TEST_CASE(the_tool_reads_and_releases_through_sentinel),
 #endif
         {0},

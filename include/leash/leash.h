@@ -709,6 +709,60 @@ LEASH_EXPORT leash_lock *leash_write_lock_new(leash_client *c, const char *name)
 LEASH_EXPORT leash_lock *leash_semaphore_new(leash_client *c, const char *name, int permits);
 
 /*
+ * A multi-lock (README "Several locks at once"): the mutexes of names[0..n)
+ * (1..LEASH_MULTI_MAX distinct names, each 1..LEASH_NAME_MAX bytes; copied)
+ * held as one handle, all or none. Every call of this header works on it as
+ * on a mutex: one leash_acquire, one acquire callback, one leash_release
+ * with one callback, leash_cancel, one lost callback, leash_held,
+ * leash_valid_ms (the least over the members), the per-lock settings
+ * (which every member takes), leash_lock_free / leash_lock_abandon. Each
+ * member is a mutex like leash_lock_new's, on every topology and dialect:
+ * a mutex handle of another task on one of the names excludes the
+ * multi-lock and the reverse. Other kinds (the lock family) are not
+ * members.
+ *
+ * Taking: the members are tried in one global order (cluster hash slot,
+ * then name), each try-once; the members of one slot (every name on one
+ * server or Sentinel; one hash tag's in a cluster) together in one script,
+ * all or none (not with LEASH_TOPOLOGY_REDLOCK or wait_replicas, where
+ * each member takes its own attempt). When one is busy and wait_ms allows waiting,
+ * every member taken so far is given back and the acquire waits for that
+ * member alone, with what is left of wait_ms (one deadline for the whole),
+ * then tries the others again. A multi-lock that waits holds nothing, so
+ * two multi-locks over overlapping names, named in any order, never
+ * deadlock, and a busy member keeps none of the others from anyone. A
+ * waiting multi-lock can be overtaken on a member it does not wait for
+ * (it holds none while it waits); it waits again for that one.
+ * Outcomes: LEASH_OK only with every member held. Any other status (and
+ * leash_cancel, a timeout, leash_lock_free) gives back every member taken
+ * (a grant still on its way included) before the callback. One deadline
+ * covers the whole: the callback comes by wait_ms (a try-once: by
+ * command_timeout_ms, else LEASH_ECONN), however many members there are.
+ * leash_release while acquiring ends the acquire LEASH_ECANCELED, then
+ * calls its own callback with LEASH_ENOTHELD, both from the loop.
+ * Keeping: the watchdog renews the members together (their renewals fall
+ * due at once: one script per server and slot). The first member that is
+ * lost loses the whole: the other members are released and the lost
+ * callback fires once with that member's reason.
+ * Not reentrant: leash_acquire on a held multi-lock is LEASH_ESTATE, and
+ * so is one while its release has not answered yet. leash_release answers
+ * once every member answered: LEASH_OK, or the first error in the global
+ * order. leash_force_release is LEASH_ESTATE. leash_fence is 0 and
+ * leash_hold_count 1 while held; leash_renewals is the least over the
+ * members; leash_lock_name is names[0]. A member's hold counts in the
+ * client's stats as a mutex hold.
+ * Returns NULL (and logs why) where leash_lock_new does, for n out of
+ * range, a NULL name, and a name given twice.
+ */
+#define LEASH_MULTI_MAX 64
+LEASH_EXPORT leash_lock *leash_multi_lock_new(leash_client *c, const char *const *names, int n);
+/* The fence of member i (the index in names[] as given) of the multi-lock's
+ * current (or last) hold, as leash_fence() of a mutex of that name: it grows
+ * with every hold of that name. 0 for a handle that is no multi-lock, i
+ * out of range, or a member not taken yet. */
+LEASH_EXPORT uint64_t leash_multi_fence(const leash_lock *l, int i);
+
+/*
  * Frees a handle: a pending acquire's callback fires LEASH_ECANCELED and a
  * pending release's callback LEASH_ECANCELED during this call; a held lock
  * is released (in the background, best-effort), its watchdog stops now; an

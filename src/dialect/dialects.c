@@ -2,7 +2,8 @@
 /*
  * The dialects of leash, made ready once per process: every dialect's
  * script SHA1s, before any client exists. This file uses each dialect
- * (leash.c with family.c, redisson.c) and what they share (common.c);
+ * (leash.c with family.c and multi.c, redisson.c) and what they share
+ * (common.c);
  * none of them uses it (scripts/check-layers), so a new dialect adds its
  * scripts' init here and nowhere else.
  */
@@ -11,6 +12,7 @@
 #include <pthread.h>
 
 #include "dialect/family.h"
+#include "dialect/multi.h"
 
 /* What leash__dialects_init does once. */
 static void make_scripts(void) {
@@ -19,6 +21,7 @@ static void make_scripts(void) {
     leash__family_scripts_init();
     leash__redisson_scripts_init();
     leash__state_scripts_init();
+    leash__multi_scripts_init();
 }
 
 /* Once per process, whichever thread makes the first client; a thread

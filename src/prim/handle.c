@@ -207,6 +207,8 @@ void leash__lock_close(leash_lock *l) {
 
 void leash__lock_destroy(leash_lock *l) {
     leash__list_remove(&l->link);
+    if (l->prim->destroy != NULL)
+        l->prim->destroy(l);
     leash__names_clear(&l->names);
     l->magic = 0;
     free(l);
@@ -305,6 +307,8 @@ int leash_held(const leash_lock *l) {
 int64_t leash_valid_ms(const leash_lock *l) {
     if (l == NULL || l->magic != LEASH__LOCK_MAGIC || l->hold.count == 0)
         return 0;
+    if (l->prim->valid_ms != NULL)
+        return l->prim->valid_ms(l);
     return leash__hold_valid_ms(&l->hold, leash__now_ms());
 }
 
@@ -317,7 +321,15 @@ int leash_hold_count(const leash_lock *l) {
 }
 
 uint64_t leash_renewals(const leash_lock *l) {
+    if (l != NULL && l->prim->renewals != NULL)
+        return l->prim->renewals(l);
     return l ? l->hold.renewals : 0;
+}
+
+uint64_t leash_multi_fence(const leash_lock *l, int i) {
+    if (l == NULL || l->magic != LEASH__LOCK_MAGIC || l->prim->member_fence == NULL)
+        return 0;
+    return l->prim->member_fence(l, i);
 }
 
 void leash_lock_stats_sized(const leash_lock *l, leash_lock_stats *out, size_t size) {
@@ -376,6 +388,11 @@ const char *leash__event_name(int type) {
         [LEASH__EV_COVERED] = "COVERED",
         [LEASH__EV_ALIVE] = "ALIVE",
         [LEASH__EV_HANDOFF] = "HANDOFF",
+        [LEASH__EV_MEMBER_ACQUIRED] = "MEMBER_ACQUIRED",
+        [LEASH__EV_MEMBER_LOST] = "MEMBER_LOST",
+        [LEASH__EV_MEMBER_RELEASED] = "MEMBER_RELEASED",
+        [LEASH__EV_ADOPT] = "ADOPT",
+        [LEASH__EV_GROUP_ANSWERED] = "GROUP_ANSWERED",
     };
 
     if (type == -1)

@@ -64,6 +64,7 @@
  * covered       -       ign     ign     ign     again   again   ign     -       -       -
  * alive         -       later   later   later   later   later   later   -       -       -
  * handoff       -       kind    kind    kind    kind    kind    kind    ign     ign     ign
+ * adopt         adopt   -       -       -       -       -       -       -       -       -
  *
  *   -        cannot come in this state (nothing of that kind is pending):
  *            ignored
@@ -85,6 +86,9 @@
  *   cancel   the acquire ends LEASH_ECANCELED (from the loop); an attempt
  *            written is released (late copies included) -> IDLE
  *   xcancel  the extra hold ends LEASH_ECANCELED (from the loop) -> HELD
+ *   adopt    a multi-lock's one script granted the handle's token (set
+ *            while idle, prim/multi.c): the hold begins as after a grant of
+ *            its own, with no acquire and no callback -> HELD
  *   force    no release in flight: the force release goes; no memory:
  *            refused
  *   free     pending callbacks fire LEASH_ECANCELED inside the free; a hold
@@ -1301,6 +1305,15 @@ static int in_idle(leash_lock *l, const leash__event *e) {
         return refuse(l, "leash_release", release_busy(l) ? "a release is in flight" : "not held");
     case LEASH__EV_CANCEL:
         return refuse(l, "leash_cancel", "no acquire is pending");
+    case LEASH__EV_ADOPT:
+        l->hold.lease_ms = l->lease_ms;
+        l->hold.renew_ms = l->renew_ms;
+        l->hold.watchdog = l->watchdog;
+        l->hold.max_ms = l->max_hold_ms;
+        leash__hold_begin(&l->hold, e->sent, e->fence, 1);
+        l->requeued = 0;
+        set_state(l, M_HELD);
+        return 0;
     default:
         return 0;
     }

@@ -59,6 +59,15 @@ enum leash__event_type {
     LEASH__EV_COVERED,
     LEASH__EV_ALIVE,
     LEASH__EV_HANDOFF, /* family: this waiter was let in (a message or a renewal) */
+    /* a multi-lock's members (prim/multi.c): member, status */
+    LEASH__EV_MEMBER_ACQUIRED, /* its acquire's callback (status) */
+    LEASH__EV_MEMBER_LOST,     /* its lost callback (status: the reason) */
+    LEASH__EV_MEMBER_RELEASED, /* its release's callback (status) */
+    /* a multi-lock's script granted this member's token (prim/multi.c):
+     * sent, fence */
+    LEASH__EV_ADOPT,
+    /* a multi-lock's one script for members of one slot answered: answer */
+    LEASH__EV_GROUP_ANSWERED,
     LEASH__EV_COUNT
 };
 
@@ -69,10 +78,12 @@ typedef struct leash__event {
     leash_release_cb *rel_cb; /* RELEASE, FORCE */
     void *arg;
     const leash__answer *answer; /* the answer events */
-    int64_t sent;                /* RENEWED etc.: when the renewal went out */
+    int64_t sent;                /* RENEWED etc.: when the renewal went out; ADOPT: the grant */
     int64_t lease_ms;            /* ALIVE */
     int passed_over;             /* ALIVE: the release kept the lock for another waiter */
-    uint64_t fence;              /* HANDOFF */
+    uint64_t fence;              /* HANDOFF, ADOPT */
+    int member;                  /* MEMBER_*: which member of a multi-lock */
+    int status;                  /* MEMBER_*: what its callback said */
 } leash__event;
 
 /* A kind of lock: one of these per primitive (leash__mutex, leash__family),
@@ -114,6 +125,14 @@ typedef struct leash__prim {
      * when it is let in: it sleeps until then instead of looking again
      * every lease. */
     int told_when_let_in;
+    /* A kind whose handle is more than one hold (the multi-lock): what
+     * leash_valid_ms, leash_renewals and leash_multi_fence answer, and
+     * the free of its part of the handle (leash__lock_destroy). NULL: the
+     * handle's hold answers, and there is nothing to free. */
+    int64_t (*valid_ms)(const leash_lock *l);
+    uint64_t (*renewals)(const leash_lock *l);
+    uint64_t (*member_fence)(const leash_lock *l, int i);
+    void (*destroy)(leash_lock *l);
 } leash__prim;
 
 /* The release (or force release) in flight, or its callback still owed:
@@ -131,6 +150,8 @@ typedef struct leash__release_slot {
 
 /* A kind of the lock family (prim/family.h). */
 typedef struct leash__family_kind leash__family_kind;
+/* A multi-lock's members (prim/multi.c). */
+typedef struct leash__multi leash__multi;
 
 /* The most bytes of a lock's name a log line shows. */
 #define LEASH__LOG_NAME_MAX 64
@@ -162,6 +183,9 @@ struct leash_lock {
     const leash__family_kind *family;
     int permits;
     leash_lock *pair;
+
+    /* A multi-lock's (prim/multi.c), NULL for other kinds: its members. */
+    leash__multi *multi;
 
     int state; /* the kind's own states */
     /* The event the kind's dispatch is deciding (LEASH__EV_*), -1 outside

@@ -16,6 +16,8 @@
  *                                    the same on Redlock's five servers
  *   torture --fair | --rw | --semaphore N [--seconds S] ...
  *                                    the same with the lock family (below)
+ *   torture --multi [--cluster | --redlock] ...
+ *                                    the same with multi-locks (below)
  *   torture --lab [--redlock | --sentinel] [--tls] [--only FAULT]
  *                                    in the network lab (below)
  *
@@ -168,6 +170,14 @@
  * in at once; that is counted and printed, not a violation. The output
  * gives, per run, the most holds of a name that were valid at one instant
  * (1 for a mutex or fair lock; up to N for the semaphore; readers: more).
+ *
+ * --multi: every handle is a multi-lock (leash_multi_lock_new) of two
+ * neighbouring names, n<k> and n<k+1> (mod --names, at least 2), so that
+ * multi-locks over overlapping names contend, named in no common order.
+ * Every record is made for each member, under its name and with its fence
+ * (leash_multi_fence), and a unit writes the storage of both names: the
+ * mutex's checks then hold per name. A multi-lock that waits for ever and
+ * never completes (a deadlock) is a stranded waiter of the drain phase.
  */
 /*
  * Lab mode (--lab, with one server, --redlock or --sentinel; --tls on
@@ -271,16 +281,18 @@ enum {
     K_MUTEX = 0,
     K_FAIR,
     K_RW,
-    K_SEM
+    K_SEM,
+    K_MULTI /* --multi */
 };
 
 static const char *kind_flag(void) {
     static char sem[32];
     snprintf(sem, sizeof sem, " --semaphore %d", cfg.permits);
-    return cfg.kind == K_FAIR  ? " --fair"
-           : cfg.kind == K_RW  ? " --rw"
-           : cfg.kind == K_SEM ? sem
-                               : "";
+    return cfg.kind == K_FAIR    ? " --fair"
+           : cfg.kind == K_RW    ? " --rw"
+           : cfg.kind == K_SEM   ? sem
+           : cfg.kind == K_MULTI ? " --multi"
+                                 : "";
 }
 
 /* Kinds whose holds of one name may be valid at once, and share a fence. */
@@ -395,6 +407,7 @@ enum {
 
 typedef struct handle {
     int idx, name;
+    int name2;       /* --multi: the second member's name, else -1 */
     int reader;      /* --rw: a read handle */
     int reader_role; /* --rw: drawn once per handle (two in three read) */
     leash_lock *l;
@@ -517,6 +530,21 @@ static void on_released(leash_lock *l, int status, void *arg) {
         schedule_acquire(h);
 }
 
+/* The fence of member 0 (h->name) or 1 (h->name2, --multi) of h's hold. */
+static uint64_t fence_of(const handle *h, int member) {
+    return cfg.kind == K_MULTI ? leash_multi_fence(h->l, member) : leash_fence(h->l);
+}
+
+/* --multi: the record r of member 0 once more, for member 1. */
+static void put_second_member(rec *r, const handle *h) {
+    if (cfg.kind != K_MULTI)
+        return;
+    r->name = (uint16_t)h->name2;
+    if (r->fence != 0)
+        r->fence = fence_of(h, 1);
+    put(r);
+}
+
 static void record_acq(handle *h, int status) {
     rec r;
     memset(&r, 0, sizeof r);
@@ -527,13 +555,15 @@ static void record_acq(handle *h, int status) {
     r.name = (uint16_t)h->name;
     r.status = status;
     r.hold = h->hold;
-    r.fence = status == LEASH_OK ? leash_fence(h->l) : 0;
+    r.fence = status == LEASH_OK ? fence_of(h, 0) : 0;
     r.a = h->acq_start;
     r.b = now_ms();
     r.c = h->acq_wait;
     r.lag = loop_lateness(r.a + (r.c > 0 ? r.c : cfg.command_timeout));
     r.lag_end = loop_lateness(r.b - RECENT_MS);
     put(&r);
+    if (status == LEASH_OK)
+        put_second_member(&r, h);
 }
 
 static void on_acquired(leash_lock *l, int status, void *arg) {
@@ -611,7 +641,7 @@ static void on_lost(leash_lock *l, int reason, void *arg) {
     r.handle = (uint16_t)h->idx;
     r.name = (uint16_t)h->name;
     r.hold = h->hold;
-    r.fence = leash_fence(l);
+    r.fence = fence_of(h, 0);
     r.a = now_ms();
     r.b = l->hold.deadline;
     r.lag = loop_lateness(l->hold.deadline);
@@ -628,10 +658,11 @@ static void on_lost(leash_lock *l, int reason, void *arg) {
         r.handle = (uint16_t)h->idx;
         r.name = (uint16_t)h->name;
         r.hold = h->hold;
-        r.fence = leash_fence(l);
+        r.fence = fence_of(h, 0);
         r.a = h->t0;
         r.b = h->t0 + h->v0;
         put(&r);
+        put_second_member(&r, h);
     }
     W.me->holding--;
     schedule_acquire(h);
@@ -659,7 +690,9 @@ static void end_unit(handle *h) {
     } else if (cfg.kind == K_SEM) {
         accepted = 1; /* N holders share the resource: no fenced storage */
     } else {
-        accepted = storage_write(h->name, leash_fence(h->l));
+        accepted = storage_write(h->name, fence_of(h, 0));
+        if (cfg.kind == K_MULTI)
+            accepted &= storage_write(h->name2, fence_of(h, 1));
     }
     t1 = now_ms();
     held = leash_held(h->l);
@@ -689,11 +722,13 @@ static void end_unit(handle *h) {
     r.handle = (uint16_t)h->idx;
     r.name = (uint16_t)h->name;
     r.hold = h->hold;
-    r.fence = leash_fence(h->l);
+    r.fence = fence_of(h, 0);
     r.a = h->t0;
     r.b = held ? t1 : h->t0 + h->v0;
-    if (held || h->v0 > 0)
+    if (held || h->v0 > 0) {
         put(&r);
+        put_second_member(&r, h);
+    }
     if (!held) {
         /* The lost callback must come (it may be behind us in this loop
          * iteration); leash_held() must not come back. */
@@ -914,6 +949,13 @@ static void new_handle(handle *h) {
     case K_SEM:
         h->l = leash_semaphore_new(W.c, name, cfg.permits);
         break;
+    case K_MULTI: {
+        char name2[32];
+        const char *names[2] = {name, name2};
+        snprintf(name2, sizeof name2, "n%d", h->name2);
+        h->l = leash_multi_lock_new(W.c, names, 2);
+        break;
+    }
     default:
         h->l = leash_lock_new(W.c, name);
     }
@@ -987,6 +1029,7 @@ static void worker_main(int proc, int port) {
         handle *h = &W.h[i];
         h->idx = i;
         h->name = (int)(rnd_next(&W.rnd) % (unsigned)cfg.names);
+        h->name2 = cfg.kind == K_MULTI ? (h->name + 1) % cfg.names : -1;
         if (cfg.kind == K_RW)
             h->reader_role = rnd_next(&W.rnd) % 3 != 0;
         new_handle(h);
@@ -2896,7 +2939,7 @@ static void check_majority_gone(figures *fg) {
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--cluster | --redlock | --sentinel] [--lab [--tls] [--only FAULT]]\n"
-            "          [--fair | --rw | --semaphore N] [--quick]\n"
+            "          [--fair | --rw | --semaphore N | --multi] [--quick]\n"
             "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
             "          [--seed S] [--tolerance-ms N] [--verbose]\n",
             argv0);
@@ -2938,6 +2981,8 @@ int main(int argc, char **argv) {
             cfg.kind = K_FAIR;
         } else if (strcmp(a, "--rw") == 0) {
             cfg.kind = K_RW;
+        } else if (strcmp(a, "--multi") == 0) {
+            cfg.kind = K_MULTI;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.verbose = 1;
         } else if (v == NULL) {
@@ -2966,8 +3011,10 @@ int main(int argc, char **argv) {
     }
     if (cfg.procs < 1 || cfg.procs > MAX_PROCS || cfg.handles < 1 || cfg.handles > 4096 ||
         cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 ||
-        cfg.cluster + cfg.redlock + cfg.sentinel > 1 || (cfg.redlock && cfg.kind != K_MUTEX) ||
-        (cfg.lab && cfg.cluster) || (cfg.tls && !cfg.lab) ||
+        cfg.cluster + cfg.redlock + cfg.sentinel > 1 ||
+        (cfg.redlock && cfg.kind != K_MUTEX && cfg.kind != K_MULTI) ||
+        (cfg.kind == K_MULTI && cfg.names < 2) || (cfg.lab && cfg.cluster) ||
+        (cfg.tls && !cfg.lab) ||
         (cfg.only != NULL && (!cfg.lab || cfg.redlock || lab_fault_named(cfg.only) < 0)) ||
         (cfg.kind == K_SEM && (cfg.permits < 1 || cfg.permits > LEASH_PERMITS_MAX)))
         usage(argv[0]);

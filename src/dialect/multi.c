@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A multi-lock's members of one server (one hash slot in a cluster) in
+ * one script: all of them or
+ * none, in leash's own mutex layout (dialect/leash.c says it), so that
+ * each member is afterwards a mutex hold like any other: renewed, released
+ * and force-released by the mutex's scripts, and excluded by and excluding
+ * every mutex handle of its name.
+ *
+ * multi acquire  KEYS: lock1..lockN (one slot in a cluster)  ARGV: token1..tokenN,
+ *                lease_ms, not_after
+ *   Every key is read before anything is written (Redis does not roll
+ *   back a script that fails half-way): one that is there and is not this
+ *   acquire's own (a hold, a lock kept for a starving waiter, a key that
+ *   is no lock) makes it busy, and nothing is written:
+ *     -> {0, pttl, 0, now, i}   key i (from 1) is the first busy one
+ *   A key of another type fails the GET (WRONGTYPE) before any write.
+ *     -> {0, -3, 0, now}        too late (not_after passed): nothing done
+ *   Else every key is written "<token i>:0:1:<fence>" with PX lease_ms,
+ *   fence the server's clock in microseconds, as the mutex's grant of a
+ *   free name (no key of the name stands, so no fence above it does):
+ *     -> {1, fence, 1, now}
+ *   A resend after a lost answer finds its own tokens and writes them
+ *   again (with a newer fence nobody saw the old one of). The busy key is
+ *   not marked "someone waits": whoever waits for it marks it with its
+ *   own attempt (prim/multi.c waits with that member's mutex wait).
+ */
+#include "dialect/multi.h"
+
+#include <string.h>
+
+#include "base/token.h"
+#include "wire/resp.h"
+
+static const char multi_acquire_lua[] =
+    "local t = redis.call('time')\n"
+    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+    "local na = ARGV[#ARGV] + 0\n"
+    "if na > 0 and now >= na then return {0, -3, 0, now} end\n"
+    "local n = #KEYS\n"
+    "for i = 1, n do\n"
+    "  local v = redis.call('get', KEYS[i])\n"
+    "  if v and string.sub(v, 1, 33) ~= ARGV[i] .. ':' then\n"
+    "    return {0, redis.call('pttl', KEYS[i]), 0, now, i}\n"
+    "  end\n"
+    "end\n"
+    "local f = string.format('%.0f', t[1] * 1000000 + t[2])\n"
+    "for i = 1, n do\n"
+    "  redis.call('set', KEYS[i], ARGV[i] .. ':0:1:' .. f, 'PX', ARGV[n + 1])\n"
+    "end\n"
+    "return {1, tonumber(f), 1, now}\n";
+
+static leash__script multi_acquire_script;
+
+void leash__multi_scripts_init(void) {
+    leash__script_init(&multi_acquire_script, multi_acquire_lua);
+}
+
+leash__cmd *leash__multi_acquire_cmd(const leash__names *const *names, const char *const *tokens,
+                                     size_t n, int64_t lease_ms, int64_t validity_ms,
+                                     int64_t deadline) {
+    enum {
+        ARGC = 3 + 2 * LEASH__MULTI_SCRIPT_MAX + 2
+    };
+    const char *argv[ARGC];
+    size_t lens[ARGC], i;
+    char lease[21];
+    int a;
+    leash__cmd *cmd;
+
+    if (n < 2 || n > LEASH__MULTI_SCRIPT_MAX)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        argv[3 + i] = names[i]->key;
+        lens[3 + i] = names[i]->key_len;
+        argv[3 + n + i] = tokens[i];
+        lens[3 + n + i] = LEASH__TOKEN_LEN;
+    }
+    a = (int)(3 + 2 * n);
+    argv[a] = lease;
+    lens[a++] = leash__resp_int(lease, lease_ms);
+    argv[a] = leash__stamp_zeros;
+    lens[a++] = LEASH__STAMP_DIGITS;
+    cmd =
+        leash__script_cmd(&multi_acquire_script, (int)n, a, argv, lens, LEASH__CMD_RETRY, deadline);
+    if (cmd != NULL)
+        leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
+    return cmd;
+}
