@@ -183,6 +183,7 @@ void leash__waitq_leave(leash__waiter *w) {
     if (q->kept > q->refs - 1)
         q->kept = q->refs - 1;
     if (--q->refs == 0) {
+        leash__timer_stop(&q->poll); /* nobody left to ask for */
         if (q->holders == 0)
             idle(q);
         return;
