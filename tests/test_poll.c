@@ -5,7 +5,7 @@
  * waiters poll: a release is found within the backoff, a dead holder at its
  * TTL; one asker per lock name and client; the local FIFO and the family's
  * order stay; a refusal is logged once and counted, and never becomes a
- * reconnect loop. One server, libev. */
+ * reconnect loop. One server (and one Redlock case), libev. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,6 +397,71 @@ TEST(fair_lock_under_an_acl_without_channels) {
     down(&w);
 }
 
+/* Redlock (3 servers), one of which refuses SUBSCRIBE (renamed away): the
+ * client polls everywhere, and a waiter gets the lock within the backoff
+ * of its release. */
+TEST(redlock_with_a_refusing_server_polls) {
+    test_redis s[3];
+    test_redis_config cfg;
+    char text[3][32];
+    const char *nodes[3];
+    fx_loop *loop;
+    leash_options o;
+    leash_client *hc, *wc;
+    leash_lock *holder, *waiter;
+    fx_result got = {0};
+    leash_stats st;
+    int i;
+
+    for (i = 0; i < 3; i++) {
+        memset(&cfg, 0, sizeof(cfg));
+        if (i == 1)
+            cfg.extra = "rename-command SUBSCRIBE \"\"";
+        memset(&s[i], 0, sizeof(s[i]));
+        CHECK_EQ_INT(test_redis_start(&s[i], &cfg), 0);
+        snprintf(text[i], sizeof(text[i]), "127.0.0.1:%d", s[i].port);
+        nodes[i] = text[i];
+    }
+    loop = fx_loop_new();
+    fx_log_clear();
+    fx_options(&o, &s[0], 10000);
+    o.topology = LEASH_TOPOLOGY_REDLOCK;
+    o.nodes = nodes;
+    o.nodes_count = 3;
+    hc = fx_client_opts(loop, &o);
+    wc = fx_client_opts(loop, &o);
+    fx_wait_every_server(loop, hc, 3, 5000);
+    fx_wait_every_server(loop, wc, 3, 5000);
+    holder = leash_lock_new(hc, "rl");
+    waiter = leash_lock_new(wc, "rl");
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, 30000, fx_acquire_cb, &got), LEASH_OK);
+    fx_run_for(loop, 1500);
+    CHECK_EQ_INT(got.calls, 0);
+    leash_client_stats(wc, &st);
+    CHECK_EQ_INT((long long)st.servers_polling, 1);
+    CHECK(st.polls >= 3);
+    CHECK_EQ_INT((long long)st.reconnects, 0);
+    CHECK_EQ_INT(log_count("waiters poll instead"), 1);
+    release_done_at = 0;
+    CHECK_EQ_INT(leash_release(holder, note_release, NULL), LEASH_OK);
+    while (release_done_at == 0)
+        fx_run_for(loop, 1);
+    fx_run_until(loop, &got, 3000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK_MSG(got.at_ms - release_done_at <= LEASH_POLL_MAX_MS + TEST_SLACK_MS,
+              "granted %lld ms after the release", (long long)(got.at_ms - release_done_at));
+    CHECK_EQ_INT(fx_release_sync(loop, waiter, 3000), LEASH_OK);
+    leash_lock_free(holder);
+    leash_lock_free(waiter);
+    leash_client_free(hc);
+    leash_client_free(wc);
+    fx_loop_free(loop);
+    for (i = 0; i < 3; i++)
+        test_redis_stop(&s[i]);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(acl_without_channels_falls_back_to_polling),
@@ -408,6 +473,7 @@ int main(int argc, char **argv) {
         TEST_CASE(fair_lock_keeps_its_order_without_pubsub),
         TEST_CASE(semaphore_keeps_its_order_without_pubsub),
         TEST_CASE(fair_lock_under_an_acl_without_channels),
+        TEST_CASE(redlock_with_a_refusing_server_polls),
         {0},
     };
     return fx_main(argc, argv, cases);
