@@ -95,6 +95,19 @@ static int log_count(const char *needle) {
     return n;
 }
 
+/* The ':' in the value of a mutex's key. */
+static int colons_of(world *w, const char *key) {
+    redisReply *rep = test_redis_cmd(&w->r, "GET %s", key);
+    const char *p;
+    int n = 0;
+
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_STRING);
+    for (p = rep->str; *p != '\0'; p++)
+        n += *p == ':';
+    freeReplyObject(rep);
+    return n;
+}
+
 static long long scripts(world *w) {
     return test_redis_calls(&w->r, "evalsha") + test_redis_calls(&w->r, "eval");
 }
@@ -212,6 +225,10 @@ TEST(pubsub_off_polls_without_a_subscriber_connection) {
     CHECK_EQ_INT(leash_acquire(waiter, 30000, fx_acquire_cb, &got), LEASH_OK);
     run_until_state(&w, waiter, "PARKED");
     fx_run_for(w.loop, 1000);
+    /* A poller does not queue in the key for a reservation (README
+     * "Fairness"): it could not hear it was let in within
+     * LEASH_RESERVE_MS. The key is <token>:<w>:<count>:<fence> alone. */
+    CHECK_EQ_INT(colons_of(&w, "leash:off"), 3);
     leash_client_stats(wc, &st);
     CHECK_EQ_INT((long long)st.subscriptions, 0);
     CHECK_EQ_INT((long long)st.servers_polling, 1);
