@@ -414,6 +414,54 @@ TEST(fair_lock_under_an_acl_without_channels) {
     down(&w);
 }
 
+/* The wait deadline and leash_cancel end a polling wait as they end any:
+ * one callback each, on time, and nothing asked after it. */
+TEST(deadline_and_cancel_end_a_polling_wait) {
+    world w;
+    leash_client *hc, *wc;
+    leash_lock *holder, *timed, *cancelled;
+    fx_result t = {0}, c = {0};
+    int64_t t0;
+    long long before;
+
+    up(&w, NULL, NULL);
+    hc = client(&w, 0, LEASH_PUBSUB_OFF, 10000);
+    wc = client(&w, 0, LEASH_PUBSUB_OFF, 10000);
+    holder = leash_lock_new(hc, "end");
+    timed = leash_lock_new(wc, "end");
+    cancelled = leash_lock_new(wc, "end");
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(timed, 700, fx_acquire_cb, &t), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(cancelled, LEASH_WAIT_FOREVER, fx_acquire_cb, &c), LEASH_OK);
+    run_until_state(&w, cancelled, "PARKED");
+    fx_run_until(w.loop, &t, 3000);
+    CHECK_EQ_INT(t.status, LEASH_ETIMEDOUT);
+    CHECK_MSG(t.at_ms - t0 >= 700 && t.at_ms - t0 <= 700 + TEST_SLACK_MS, "timed out after %lld ms",
+              (long long)(t.at_ms - t0));
+    /* The head is gone: the one left asks on. */
+    before = scripts(&w);
+    fx_run_for(w.loop, 1000);
+    CHECK(scripts(&w) - before >= 2);
+    CHECK_EQ_INT(leash_cancel(cancelled), LEASH_OK);
+    fx_run_until(w.loop, &c, 3000);
+    CHECK_EQ_INT(c.status, LEASH_ECANCELED);
+    fx_run_for(w.loop, 50);
+    before = scripts(&w);
+    fx_run_for(w.loop, 1000);
+    CHECK_EQ_INT(scripts(&w) - before, 0);
+    CHECK_EQ_INT(t.calls, 1);
+    CHECK_EQ_INT(c.calls, 1);
+    release_now(&w, holder);
+    leash_lock_free(holder);
+    leash_lock_free(timed);
+    leash_lock_free(cancelled);
+    leash_client_free(hc);
+    leash_client_free(wc);
+    down(&w);
+}
+
 /* Redlock (3 servers), one of which refuses SUBSCRIBE (renamed away): the
  * client polls everywhere, and a waiter gets the lock within the backoff
  * of its release. */
@@ -490,6 +538,7 @@ int main(int argc, char **argv) {
         TEST_CASE(fair_lock_keeps_its_order_without_pubsub),
         TEST_CASE(semaphore_keeps_its_order_without_pubsub),
         TEST_CASE(fair_lock_under_an_acl_without_channels),
+        TEST_CASE(deadline_and_cancel_end_a_polling_wait),
         TEST_CASE(redlock_with_a_refusing_server_polls),
         {0},
     };
