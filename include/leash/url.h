@@ -135,7 +135,7 @@ LEASH_EXPORT int leash_url_format(const leash_url *u, char *buf, size_t size);
  * Redis Sentinel (README "Redis Sentinel"), as users write it:
  *
  *     redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master[/db]
- *         [?db=N][&sentinel_user=U][&sentinel_password=P]
+ *         [?db=N][&sentinel_user=U][&sentinel_password=P][&pubsub=WORD]
  *
  * The hosts are the sentinels (1..LEASH_URL_SENTINELS_MAX; the port
  * defaults to 26379, Sentinel's), master is the name they watch
@@ -144,6 +144,7 @@ LEASH_EXPORT int leash_url_format(const leash_url *u, char *buf, size_t size);
  * the sentinels' own credentials (requirepass on the sentinels) go in
  * sentinel_user and sentinel_password, %-escaped, or come from elsewhere
  * (the leash tool reads $LEASH_SENTINEL_PASSWORD and $LEASH_SENTINEL_USER).
+ * pubsub= as in redis:// (0.4; data.pubsub, -1 when absent).
  * A URL is often logged: prefer the environment for a password.
  */
 #define LEASH_URL_SENTINELS_MAX 16
@@ -175,7 +176,8 @@ LEASH_EXPORT int leash_sentinel_url_parse(const char *url, leash_sentinel_url *o
 /*
  * Sets *o for Sentinel from *u: topology LEASH_TOPOLOGY_SENTINEL, nodes
  * (the sentinels), sentinel_master, sentinel_username and
- * sentinel_password (NULL when empty), username, password and db (and
+ * sentinel_password (NULL when empty), username, password, db and pubsub
+ * when the URL gives it (and
  * points u->nodes at u->sentinels). *u must last until leash_client_new()
  * has returned. Nothing happens when u or o
  * is NULL.
