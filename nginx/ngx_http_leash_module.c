@@ -67,6 +67,9 @@ typedef struct {
     /* leash_tls_ca, _cert, _key (full paths, NUL-terminated), _name */
     ngx_str_t tls_ca, tls_cert, tls_key, tls_name;
     ngx_str_t tls_key_password; /* leash_tls_key_password: of an encrypted _key */
+    /* leash_pubsub (NGX_CONF_UNSET: as the URL says, else on): off makes
+     * the waiters poll (README "Waiting without pub/sub") */
+    ngx_flag_t pubsub;
 } ngx_http_leash_main_conf_t;
 
 typedef struct {
@@ -184,6 +187,8 @@ static ngx_command_t ngx_http_leash_commands[] = {
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_name), NULL},
     {ngx_string("leash_tls_verify"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, tls_verify), NULL},
+    {ngx_string("leash_pubsub"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG, ngx_conf_set_flag_slot,
+     NGX_HTTP_MAIN_CONF_OFFSET, offsetof(ngx_http_leash_main_conf_t, pubsub), NULL},
     {ngx_string("leash_lock"), NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF | NGX_CONF_TAKE1,
      ngx_http_leash_lock, NGX_HTTP_LOC_CONF_OFFSET, NGX_LEASH_MUTEX, NULL},
     {ngx_string("leash_fair_lock"), NGX_HTTP_LOC_CONF | NGX_HTTP_LIF_CONF | NGX_CONF_TAKE1,
@@ -468,6 +473,7 @@ static void *ngx_http_leash_create_main_conf(ngx_conf_t *cf) {
     mcf->lease = NGX_CONF_UNSET_MSEC;
     mcf->tls = NGX_CONF_UNSET;
     mcf->tls_verify = NGX_CONF_UNSET;
+    mcf->pubsub = NGX_CONF_UNSET;
     return mcf;
 }
 
@@ -497,6 +503,12 @@ static void ngx_http_leash_options(const ngx_http_leash_main_conf_t *mcf, leash_
         opts->tls = mcf->tls ? 1 : 0;
     if (mcf->tls_verify != NGX_CONF_UNSET)
         opts->tls_verify = mcf->tls_verify ? 1 : 0;
+    /* on: pub/sub as the library chooses it (and a refused subscription
+     * still makes the waiters poll). */
+    if (mcf->pubsub == 0)
+        opts->pubsub = LEASH_PUBSUB_OFF;
+    else if (mcf->pubsub == 1 && opts->pubsub == LEASH_PUBSUB_OFF)
+        opts->pubsub = LEASH_PUBSUB_AUTO;
     if (mcf->tls_ca.data != NULL)
         opts->tls_ca_file = (const char *)mcf->tls_ca.data;
     if (mcf->tls_cert.data != NULL)

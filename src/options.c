@@ -261,7 +261,7 @@ static int validate_topology(const leash__logger *lg, const leash_options *o) {
     }
     if (validate_not_sentinel(lg, o) != LEASH_OK)
         return LEASH_EINVAL;
-    if (o->pubsub < LEASH_PUBSUB_AUTO || o->pubsub > LEASH_PUBSUB_SHARDED) {
+    if (o->pubsub < LEASH_PUBSUB_AUTO || o->pubsub > LEASH_PUBSUB_OFF) {
         leash__log(lg, LEASH_LOG_ERROR, "leash_client_new: pubsub %d is unknown", o->pubsub);
         return LEASH_EINVAL;
     }

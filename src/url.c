@@ -207,8 +207,23 @@ static int name_is(const char *s, size_t len, const char *name) {
     return strlen(name) == len && memcmp(s, name, len) == 0;
 }
 
-/* The query s[0..len), after '?': db=N, and for rediss:// the TLS
- * parameters (leash/url.h); each once. */
+/* ?pubsub=: the words, in the order of enum leash_pubsub. */
+static const char *const pubsub_words[] = {"auto", "classic", "sharded", "off"};
+#define NPUBSUB_WORDS (sizeof(pubsub_words) / sizeof(pubsub_words[0]))
+
+static int parse_pubsub(const char *value, size_t len, leash_url *u) {
+    size_t i;
+
+    for (i = 0; i < NPUBSUB_WORDS; i++)
+        if (name_is(value, len, pubsub_words[i])) {
+            u->pubsub = (int)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* The query s[0..len), after '?': db=N, pubsub=WORD, and for rediss://
+ * the TLS parameters (leash/url.h); each once. */
 static int parse_query(const char *s, size_t len, int db_given, leash_url *u, char *err,
                        size_t err_size) {
     const char *end = s + len;
@@ -237,10 +252,15 @@ static int parse_query(const char *s, size_t len, int db_given, leash_url *u, ch
                 return refuse(err, err_size, "db must be a number in 0..%d (as ?db=N)", INT_MAX);
             u->db = (int)v;
             db_given = 1;
+        } else if (name_is(s, name_len, "pubsub")) {
+            if (u->pubsub != -1)
+                return refuse(err, err_size, "pubsub is given twice");
+            if (eq == NULL || parse_pubsub(value, value_len, u) != 0)
+                return refuse(err, err_size, "pubsub must be auto, classic, sharded or off");
         } else if (i == NTLS_PARAMS && !name_is(s, name_len, "verify")) {
             return refuse(err, err_size,
-                          "unknown query parameter \"%.*s\" (db=N; with rediss:// also ca, "
-                          "ca_dir, cert, key, sni, verify)",
+                          "unknown query parameter \"%.*s\" (db=N, pubsub=WORD; with rediss:// "
+                          "also ca, ca_dir, cert, key, sni, verify)",
                           quote_len(name_len), s);
         } else if (!u->tls) {
             return refuse(err, err_size, "%.*s= is a TLS parameter: the URL must be rediss://",
@@ -290,6 +310,7 @@ int leash_url_parse(const char *url, leash_url *out, char *err, size_t err_size)
                       "expected redis://[[user]:password@]host[:port][/db] or unix:///path");
     u.tls = scheme_is(url, (size_t)(sep - url), "rediss");
     u.tls_verify = 1;
+    u.pubsub = -1;
     /* Only a word is quoted as a scheme: "user:secret@host://" is not one. */
     for (p = url; p < sep; p++)
         if (!isalnum((unsigned char)*p) && *p != '+' && *p != '-' && *p != '.')
@@ -369,6 +390,8 @@ void leash_url_apply(const leash_url *u, leash_options *o) {
     o->username = u->username[0] != '\0' ? u->username : NULL;
     o->password = u->password[0] != '\0' ? u->password : NULL;
     o->db = u->db;
+    if (u->pubsub >= 0 && (size_t)u->pubsub < NPUBSUB_WORDS)
+        o->pubsub = u->pubsub;
     o->tls = u->tls;
     if (!u->tls)
         return;
@@ -422,9 +445,18 @@ static void put_escaped(sink *s, const char *text, const char *keep) {
     }
 }
 
+/* One parameter of the query: '?' before the first, '&' before the others. */
+static void put_param(sink *s, const char **sep, const char *name, const char *value) {
+    put_str(s, *sep);
+    put_str(s, name);
+    put_str(s, "=");
+    put_str(s, value);
+    *sep = "&";
+}
+
 /* The TLS parameters that differ from their defaults, as a query. */
-static void put_tls_query(sink *s, const leash_url *u) {
-    const char *sep = "?";
+static void put_tls_query(sink *s, const leash_url *u, const char **sepp) {
+    const char *sep = *sepp;
     size_t i;
 
     for (i = 0; i < NTLS_PARAMS; i++) {
@@ -437,14 +469,14 @@ static void put_tls_query(sink *s, const leash_url *u) {
         put_escaped(s, value, "/");
         sep = "&";
     }
-    if (!u->tls_verify) {
-        put_str(s, sep);
-        put_str(s, "verify=0");
-    }
+    if (!u->tls_verify)
+        put_param(s, &sep, "verify", "0");
+    *sepp = sep;
 }
 
 int leash_url_format(const leash_url *u, char *buf, size_t size) {
     sink s = {buf, size, 0};
+    const char *sep = "?";
     char num[16];
 
     if (u == NULL || (buf == NULL && size > 0))
@@ -457,8 +489,8 @@ int leash_url_format(const leash_url *u, char *buf, size_t size) {
     if (u->unix_path[0] != '\0') {
         put_escaped(&s, u->unix_path, "/");
         if (u->db != 0) {
-            snprintf(num, sizeof(num), "?db=%d", u->db);
-            put_str(&s, num);
+            snprintf(num, sizeof(num), "%d", u->db);
+            put_param(&s, &sep, "db", num);
         }
     } else {
         int v6 = strchr(u->host, ':') != NULL;
@@ -470,8 +502,10 @@ int leash_url_format(const leash_url *u, char *buf, size_t size) {
         snprintf(num, sizeof(num), "%d", u->db);
         put_str(&s, num);
         if (u->tls)
-            put_tls_query(&s, u);
+            put_tls_query(&s, u, &sep);
     }
+    if (u->pubsub >= 0 && (size_t)u->pubsub < NPUBSUB_WORDS)
+        put_param(&s, &sep, "pubsub", pubsub_words[u->pubsub]);
     if (size > 0)
         buf[s.len < size ? s.len : size - 1] = '\0';
     return (int)s.len;

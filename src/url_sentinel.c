@@ -93,7 +93,21 @@ static int add_sentinel(leash_sentinel_url *u, const char *s, size_t len, char *
     return LEASH_OK;
 }
 
-/* The query: db, sentinel_user, sentinel_password. */
+/* ?pubsub=WORD of the query, read as redis:// reads it. */
+static int parse_pubsub(leash_sentinel_url *u, const char *value, size_t len) {
+    char buf[64];
+    leash_url one;
+
+    if (u->data.pubsub != -1 || len > 16)
+        return -1;
+    snprintf(buf, sizeof(buf), "redis://x?pubsub=%.*s", (int)len, value);
+    if (leash_url_parse(buf, &one, NULL, 0) != LEASH_OK)
+        return -1;
+    u->data.pubsub = one.pubsub;
+    return 0;
+}
+
+/* The query: db, sentinel_user, sentinel_password, pubsub. */
 static int parse_query(leash_sentinel_url *u, const char *q, int db_given, char *err,
                        size_t err_size) {
     while (*q != '\0') {
@@ -121,10 +135,14 @@ static int parse_query(leash_sentinel_url *u, const char *q, int db_given, char 
                 u->sentinel_password[0] == '\0')
                 return refuse(err, err_size,
                               "sentinel_password: empty, too long or a bad %%-escape");
+        } else if ((size_t)(eq - q) == 6 && strncmp(q, "pubsub", 6) == 0) {
+            if (parse_pubsub(u, eq + 1, (size_t)(q + len - eq - 1)) != 0)
+                return refuse(err, err_size,
+                              "pubsub must be given once: auto, classic, sharded or off");
         } else {
             return refuse(err, err_size,
                           "unknown query parameter \"%.*s\" (db, sentinel_user, "
-                          "sentinel_password)",
+                          "sentinel_password, pubsub)",
                           (int)(eq - q) > 40 ? 40 : (int)(eq - q), q);
         }
         q += len + (amp != NULL);
@@ -148,6 +166,7 @@ int leash_sentinel_url_parse(const char *url, leash_sentinel_url *out, char *err
     u = calloc(1, sizeof(*u));
     if (u == NULL)
         return refuse(err, err_size, "out of memory");
+    u->data.pubsub = -1;
     rest = url + sizeof(SCHEME) - 1;
     query = strchr(rest, '?');
     end = query != NULL ? query : rest + strlen(rest);
@@ -227,4 +246,6 @@ void leash_sentinel_url_apply(leash_sentinel_url *u, leash_options *o) {
     o->username = u->data.username[0] != '\0' ? u->data.username : NULL;
     o->password = u->data.password[0] != '\0' ? u->data.password : NULL;
     o->db = u->data.db;
+    if (u->data.pubsub >= LEASH_PUBSUB_AUTO && u->data.pubsub <= LEASH_PUBSUB_OFF)
+        o->pubsub = u->data.pubsub;
 }

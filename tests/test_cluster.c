@@ -182,6 +182,66 @@ TEST(an_acl_user_with_the_documented_cluster_rights_works) {
     test_cluster_stop(&c);
 }
 
+/* The same user without channels: Redis 7 refuses its SSUBSCRIBE
+ * (NOPERM) and the PUBLISH of its releases. The waiters poll (README
+ * "Waiting without pub/sub"): a release is found within the backoff, the
+ * refusal is said once, and nothing reconnects. */
+TEST(an_acl_user_without_channels_polls) {
+    test_cluster c;
+    test_cluster_config cfg;
+    fx_loop *loop;
+    leash_options o;
+    leash_client *a, *b;
+    const char *seeds[TEST_CLUSTER_MAX_NODES];
+    char bufs[TEST_CLUSTER_MAX_NODES][32];
+    leash_lock *la, *lb;
+    fx_result res = {0};
+    leash_stats st;
+    int64_t released_at;
+
+    if (test_redis_version() > 0 && test_redis_version() < 70000) {
+        printf("  (skipped: sharded pub/sub and its ACL are Redis 7.0)\n");
+        return;
+    }
+    memset(&cfg, 0, sizeof cfg);
+    cfg.requirepass = "cluster-admin-pw";
+    cfg.acl_user = "locker on >locker-pw resetkeys ~leash:* resetchannels -@all "
+                   "+evalsha +eval +subscribe +unsubscribe +publish +spublish +ssubscribe "
+                   "+sunsubscribe +time +info +get +set +del +pexpire +pttl +cluster|slots +asking";
+    CHECK_EQ_INT(test_cluster_start(&c, &cfg), 0);
+    loop = fx_loop_new();
+    cluster_options(&o, &c, seeds, bufs, 5000);
+    o.username = "locker";
+    o.password = "locker-pw";
+    a = fx_client_opts(loop, &o);
+    b = fx_client_opts(loop, &o);
+    fx_wait_connected(loop, a, 5000);
+    fx_wait_connected(loop, b, 5000);
+    la = leash_lock_new(a, "nochan");
+    lb = leash_lock_new(b, "nochan");
+    CHECK_EQ_INT(fx_acquire_sync(loop, la, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(lb, 20000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(loop, 1500);
+    CHECK_EQ_INT(res.calls, 0);
+    leash_client_stats(b, &st);
+    CHECK_EQ_INT((long long)st.servers_polling, 1);
+    CHECK(st.polls >= 3);
+    CHECK_EQ_INT((long long)st.reconnects, 0);
+    released_at = test_now_ms();
+    CHECK_EQ_INT(fx_release_sync(loop, la, 3000), LEASH_OK);
+    fx_run_until(loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_MSG(res.at_ms - released_at <= LEASH_POLL_MAX_MS + TEST_SLACK_MS,
+              "granted %lld ms after the release", (long long)(res.at_ms - released_at));
+    CHECK_EQ_INT(fx_release_sync(loop, lb, 3000), LEASH_OK);
+    leash_lock_free(la);
+    leash_lock_free(lb);
+    leash_client_free(a);
+    leash_client_free(b);
+    fx_loop_free(loop);
+    test_cluster_stop(&c);
+}
+
 /* ---- events ---- */
 
 typedef struct rec_lost_t {
@@ -612,6 +672,7 @@ int main(int argc, char **argv) {
         TEST_CASE(locks_over_every_master_exclude_each_other),
         TEST_CASE(a_waiter_wakes_on_the_release_through_sharded_pubsub),
         TEST_CASE(an_acl_user_with_the_documented_cluster_rights_works),
+        TEST_CASE(an_acl_user_without_channels_polls),
         TEST_CASE(resharding_a_held_lock_with_sleeping_waiters),
         TEST_CASE(a_graceful_failover_keeps_the_hold),
         TEST_CASE(a_killed_master_never_leaves_two_valid_holders),

@@ -72,6 +72,8 @@
 #  28. the mutex starves nobody: 32 closed-loop clients on one key, 16
 #      through each instance, a 1 ms backend, 3 s: every client served,
 #      no 503, the most-served at most twice the least, one at a time;
+#  34. leash_pubsub off: an instance whose waiters poll and one that
+#      subscribes take one key in turn, one at a time, every request served;
 # and checks that no worker exited on a signal, nginx logged no alert, no
 # sanitizer spoke and no log line holds the Redis password.
 #
@@ -386,6 +388,38 @@ for i in $(seq 1 6); do
 done
 ((t1 - t0 < 3 * 400 + SLACK_MS)) || fail "6 keys x 400 ms took $((t1 - t0)) ms: not side by side"
 pass "different keys run side by side (6 x 400 ms in $((t1 - t0)) ms)"
+
+# ---- 34. leash_pubsub off: waiting requests poll, one at a time still ----
+
+pport=$(free_port)
+conf "$tmp/poll" "$pport" "leash_redis redis://:$PASSWORD@127.0.0.1:$redis_port/0;
+    leash_pubsub off;"
+(nginx -p "$tmp/poll" -c "$tmp/poll/nginx.conf" >"$tmp/poll/stdout" 2>"$tmp/poll/stderr") &
+poll_master=$!
+started+=("$poll_master")
+masters+=("$poll_master")
+for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$pport/free?key=warmup&ms=1" && break
+    sleep 0.05
+done
+pids=()
+for i in $(seq 1 6); do
+    if ((i % 2)); then
+        url="http://127.0.0.1:$pport/one?key=pollk&ms=100"
+    else
+        url="http://127.0.0.1:${ports[0]}/one?key=pollk&ms=100"
+    fi
+    curl -s -o /dev/null -D "$tmp/poll-$i.h" -w '%{http_code}\n' "$url" >"$tmp/poll-$i" &
+    pids+=("$!")
+done
+for pid in "${pids[@]}"; do wait "$pid" || true; done
+for i in $(seq 1 6); do
+    [[ $(head -n 1 "$tmp/poll-$i") == 200 ]] && grep -q '^X-Leash: granted' "$tmp/poll-$i.h" ||
+        fail "leash_pubsub off: request $i: $(head -n 1 "$tmp/poll-$i") $(grep X-Leash "$tmp/poll-$i.h")"
+done
+[[ $(stat_of pollk peak) == 1 && $(stat_of pollk served) == 6 ]] ||
+    fail "leash_pubsub off: the backend saw $(stats pollk)"
+pass "leash_pubsub off: a polling and a subscribing instance take one key in turn"
 
 # ---- 29. the lock covers the backend's work, not the client's connection ----
 
@@ -851,6 +885,8 @@ refuse "too many permits" '"leash_semaphore": permits must be 1..1000000' \
     "leash_redis redis://127.0.0.1:1;" "leash_semaphore k 1000001;"
 refuse "a wait too long" 'must be 0ms..3600000ms' "leash_redis redis://127.0.0.1:1;" "leash_wait 2h;"
 refuse "a lease too long" 'must be 100ms..3600000ms' "leash_redis redis://127.0.0.1:1; leash_lease 2h;"
+refuse "leash_pubsub neither on nor off" 'in "leash_pubsub" directive, it must be "on" or "off"' \
+    "leash_redis redis://127.0.0.1:1; leash_pubsub poll;"
 refuse "a queue on Redlock" 'does not work with leash_redlock (a queue needs one server' \
     "leash_redlock 127.0.0.1:1 127.0.0.1:2 127.0.0.1:3;"
 refuse "a Sentinel block without a master name" "\"leash_sentinel\": the master's name comes first" \

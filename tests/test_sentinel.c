@@ -899,6 +899,53 @@ TEST(sharded_pubsub_through_sentinel_wakes_the_waiter_at_once) {
     test_redis_stop(&master);
 }
 
+/* LEASH_PUBSUB_OFF through Sentinel: no subscriber connection to the
+ * master (also after the sentinels named it), the waiter polls and gets
+ * the lock within the backoff of the release. */
+TEST(polling_through_sentinel_finds_the_release) {
+    test_redis master;
+    char node_a[32], node_b[32];
+    const char *nodes_a[1], *nodes_b[1];
+    fake_sentinel f;
+    fx_loop *loop = fx_loop_new();
+    leash_client *a, *b;
+    leash_lock *holder, *waiter;
+    fx_result woken = {0};
+    leash_stats st;
+    int64_t released_at;
+
+    CHECK_EQ_INT(test_redis_start(&master, NULL), 0);
+    fake_start(&f, master.port);
+    a = fake_client(loop, &f, node_a, sizeof node_a, nodes_a, LEASH_PUBSUB_AUTO);
+    b = fake_client(loop, &f, node_b, sizeof node_b, nodes_b, LEASH_PUBSUB_OFF);
+    holder = leash_lock_new(a, "polled");
+    waiter = leash_lock_new(b, "polled");
+    CHECK_EQ_INT(fx_acquire_sync(loop, holder, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(waiter, LEASH_WAIT_FOREVER, fx_acquire_cb, &woken), LEASH_OK);
+    fx_run_for(loop, 1000);
+    CHECK_EQ_INT(woken.calls, 0);
+    leash_client_stats(b, &st);
+    CHECK_EQ_INT((long long)st.subscriptions, 0);
+    /* The only subscriber connection is the one to the sentinel (its
+     * +switch-master); the master saw no SUBSCRIBE. */
+    CHECK(st.sub_connects <= 1);
+    CHECK_EQ_INT(test_redis_calls(&master, "subscribe"), 0);
+    CHECK(st.polls >= 3);
+    released_at = test_now_ms();
+    CHECK_EQ_INT(fx_release_sync(loop, holder, 3000), LEASH_OK);
+    fx_run_until(loop, &woken, 3000);
+    CHECK_EQ_INT(woken.status, LEASH_OK);
+    CHECK(woken.at_ms - released_at < LEASH_POLL_MAX_MS + TEST_SLACK_MS);
+    CHECK_EQ_INT(fx_release_sync(loop, waiter, 3000), LEASH_OK);
+    leash_lock_free(waiter);
+    leash_lock_free(holder);
+    leash_client_free(b);
+    leash_client_free(a);
+    fx_loop_free(loop);
+    fake_stop(&f);
+    test_redis_stop(&master);
+}
+
 #ifdef LEASH_TEST_CLI
 /* Runs the leash tool with args; its exit status, its output in out. */
 static int run_cli(const char *args, char *out, size_t cap) {
@@ -1194,6 +1241,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_replica_named_as_master_is_refused_and_readonly_sends_back),
         TEST_CASE(a_discovery_answer_from_before_a_switch_is_not_followed),
         TEST_CASE(sharded_pubsub_through_sentinel_wakes_the_waiter_at_once),
+        TEST_CASE(polling_through_sentinel_finds_the_release),
         TEST_CASE(a_sentinel_naming_a_wrong_master_goes_behind_the_others),
         TEST_CASE(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop),
         TEST_CASE(a_killed_master_keeps_a_hold_whose_lease_outlasts_the_failover),

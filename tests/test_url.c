@@ -121,6 +121,9 @@ static const refused bad[] = {
     {"unix://host/s", "takes no host"},
     {"unix://relative.sock", "takes no host"},
     {"unix:///s%2", "two hex digits"},
+    {"redis://h?pubsub=maybe", "pubsub must be"},
+    {"redis://h?pubsub", "pubsub must be"},
+    {"redis://h?pubsub=off&pubsub=off", "pubsub is given twice"},
 };
 
 TEST(accepted_forms) {
@@ -297,6 +300,28 @@ TEST(apply_points_the_options_at_the_url) {
     CHECK(o.tls == 0);
 }
 
+/* ?pubsub= sets leash_options.pubsub; without it the option stays. */
+TEST(pubsub_in_the_query) {
+    leash_url u;
+    leash_options o;
+
+    leash_options_init(&o);
+    o.pubsub = LEASH_PUBSUB_CLASSIC;
+    CHECK_EQ_INT(leash_url_parse("redis://h/1", &u, NULL, 0), LEASH_OK);
+    CHECK_EQ_INT(u.pubsub, -1);
+    leash_url_apply(&u, &o);
+    CHECK_EQ_INT(o.pubsub, LEASH_PUBSUB_CLASSIC);
+    CHECK_EQ_INT(leash_url_parse("redis://h/1?pubsub=off", &u, NULL, 0), LEASH_OK);
+    CHECK_EQ_INT(u.pubsub, LEASH_PUBSUB_OFF);
+    leash_url_apply(&u, &o);
+    CHECK_EQ_INT(o.pubsub, LEASH_PUBSUB_OFF);
+    CHECK_EQ_INT(leash_url_parse("unix:///s?pubsub=auto", &u, NULL, 0), LEASH_OK);
+    leash_url_apply(&u, &o);
+    CHECK_EQ_INT(o.pubsub, LEASH_PUBSUB_AUTO);
+    CHECK_EQ_INT(leash_url_parse("rediss://h?pubsub=sharded", &u, NULL, 0), LEASH_OK);
+    CHECK_EQ_INT(u.pubsub, LEASH_PUBSUB_SHARDED);
+}
+
 TEST(format_masks_the_password_and_parses_back) {
     static const char *const urls[] = {
         "redis://h",
@@ -306,6 +331,9 @@ TEST(format_masks_the_password_and_parses_back) {
         "unix://bob:pw@/s",
         "rediss://h:6380?sni=n.example&ca=/etc/a%26b.pem&verify=0",
         "rediss://:pw@h?cert=/c.pem&key=/k.pem&ca_dir=/d",
+        "redis://h?pubsub=off",
+        "unix:///s?pubsub=sharded&db=3",
+        "rediss://h?verify=0&pubsub=classic",
         "unix:///s",
     };
     static const char *const shown[] = {
@@ -316,6 +344,9 @@ TEST(format_masks_the_password_and_parses_back) {
         "unix://bob:***@/s",
         "rediss://h:6380/0?ca=/etc/a%26b.pem&sni=n.example&verify=0",
         "rediss://:***@h:6379/0?ca_dir=/d&cert=/c.pem&key=/k.pem",
+        "redis://h:6379/0?pubsub=off",
+        "unix:///s?db=3&pubsub=sharded",
+        "rediss://h:6379/0?verify=0&pubsub=classic",
         "unix:///s",
     };
     char buf[LEASH_URL_ERR_MAX], small[10];
@@ -453,6 +484,7 @@ int main(int argc, char **argv) {
         TEST_CASE(field_limits),
         TEST_CASE(null_arguments_and_small_err_buffers),
         TEST_CASE(apply_points_the_options_at_the_url),
+        TEST_CASE(pubsub_in_the_query),
         TEST_CASE(format_masks_the_password_and_parses_back),
         TEST_CASE(a_client_from_a_url_with_an_acl_user_and_a_db),
         TEST_CASE(a_client_from_a_url_with_a_password_only),

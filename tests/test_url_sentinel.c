@@ -34,6 +34,10 @@ TEST(the_sentinels_the_master_and_the_db_are_read) {
     CHECK_EQ_INT(u.data.db, 3);
     CHECK_STR_EQ(u.sentinel_username, "w");
     CHECK_STR_EQ(u.sentinel_password, "s&");
+    CHECK_EQ_INT(u.data.pubsub, -1);
+    CHECK_EQ_INT(parse("redis+sentinel://h/m?pubsub=off&db=1", &u, err), LEASH_OK);
+    CHECK_EQ_INT(u.data.pubsub, LEASH_PUBSUB_OFF);
+    CHECK_EQ_INT(u.data.db, 1);
 }
 
 TEST(bad_sentinel_urls_are_refused_with_a_reason) {
@@ -52,6 +56,9 @@ TEST(bad_sentinel_urls_are_refused_with_a_reason) {
     CHECK_EQ_INT(parse("redis+sentinel://h/m?sentinel_user=w", &u, err), LEASH_EINVAL);
     CHECK_EQ_INT(parse("redis+sentinel://h/m?tls=1", &u, err), LEASH_EINVAL);
     CHECK(strstr(err, "unknown query parameter") != NULL);
+    CHECK_EQ_INT(parse("redis+sentinel://h/m?pubsub=poll", &u, err), LEASH_EINVAL);
+    CHECK(strstr(err, "pubsub must be") != NULL);
+    CHECK_EQ_INT(parse("redis+sentinel://h/m?pubsub=off&pubsub=off", &u, err), LEASH_EINVAL);
     CHECK_EQ_INT(parse("redis+sentinel://u:secret@h/m%zz", &u, err), LEASH_EINVAL);
     CHECK(strstr(err, "secret") == NULL);
 }
@@ -73,6 +80,12 @@ TEST(a_client_is_made_from_a_sentinel_url) {
     CHECK_STR_EQ(o.sentinel_master, "mymaster");
     CHECK_STR_EQ(o.sentinel_password, "x");
     CHECK(o.password == NULL);
+    CHECK_EQ_INT(o.pubsub, LEASH_PUBSUB_AUTO);
+    CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
+    leash_client_free(c);
+    CHECK_EQ_INT(parse("redis+sentinel://127.0.0.1:1/mymaster?pubsub=off", &u, err), LEASH_OK);
+    leash_sentinel_url_apply(&u, &o);
+    CHECK_EQ_INT(o.pubsub, LEASH_PUBSUB_OFF);
     CHECK_EQ_INT(leash_client_new(&c, &o), LEASH_OK);
     leash_client_free(c);
 }

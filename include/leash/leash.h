@@ -183,8 +183,21 @@ enum leash_pubsub {
     /* SSUBSCRIBE/SPUBLISH: Redis 7. A server older than 7.0, or one that
      * does not say its version (INFO refused), is refused at the
      * handshake: what waits for it ends LEASH_EREDIS, logged. */
-    LEASH_PUBSUB_SHARDED = 2
+    LEASH_PUBSUB_SHARDED = 2,
+    /* 0.4: no pub/sub at all: waiters poll (README "Waiting without
+     * pub/sub"), and no subscriber connection is opened. For servers or
+     * proxies that refuse SUBSCRIBE; with the other values a refused
+     * SUBSCRIBE/SSUBSCRIBE makes the client poll as well, on its own. */
+    LEASH_PUBSUB_OFF = 3
 };
+
+/* Waiters that poll (LEASH_PUBSUB_OFF, or a refused subscription) ask
+ * Redis again after a backoff that starts at LEASH_POLL_MIN_MS and doubles
+ * up to LEASH_POLL_MAX_MS, each pause drawn at random from its upper half,
+ * or at the holder's remaining TTL when that comes sooner: one asker per
+ * lock name and client, the others wait behind it. */
+#define LEASH_POLL_MIN_MS 10
+#define LEASH_POLL_MAX_MS 500
 
 /*
  * How locks are laid out in Redis (leash_options.dialect). Per client.
@@ -343,7 +356,8 @@ typedef struct leash_options {
      * only. Not used with LEASH_TOPOLOGY_SINGLE (default NULL, 0). */
     const char *const *nodes;
     int nodes_count;
-    /* LEASH_PUBSUB_AUTO (default), _CLASSIC or _SHARDED. */
+    /* LEASH_PUBSUB_AUTO (default), _CLASSIC, _SHARDED or _OFF (0.4:
+     * waiters poll). */
     int pubsub;
     /* 0 (default) = off. Else a grant, and every renewal, counts only
      * once this many replicas (0..LEASH_WAIT_REPLICAS_MAX) acknowledged
@@ -586,6 +600,10 @@ typedef struct leash_stats {
      * each counted once, at the handshake that said so; a warning is
      * logged then. */
     uint64_t evicting_servers;
+    /* 0.4: waiting without pub/sub (README "Waiting without pub/sub"). */
+    uint64_t servers_polling; /* servers whose waiters poll: each counted once, when it refused
+                                 a subscription (logged once) or, LEASH_PUBSUB_OFF, at start */
+    uint64_t polls;           /* attempts a waiter sent because its poll came due */
 } leash_stats;
 #define leash_client_stats(c, out) leash_client_stats_sized((c), (out), sizeof(leash_stats))
 /* What the macro calls: fills the first size bytes of *out (zeros for a NULL

@@ -3,17 +3,20 @@
  * Redis addresses as users write them, for command lines, environment
  * variables and config files:
  *
- *     redis://[[user]:password@]host[:port][/db][?db=N]
+ *     redis://[[user]:password@]host[:port][/db][?db=N][&pubsub=WORD]
  *     rediss://[[user]:password@]host[:port][/db][?db=N][&ca=FILE][&ca_dir=DIR]
- *              [&cert=FILE&key=FILE][&sni=NAME][&verify=0]
- *     unix://[[user]:password@]/path/to/redis.sock[?db=N]
+ *              [&cert=FILE&key=FILE][&sni=NAME][&verify=0][&pubsub=WORD]
+ *     unix://[[user]:password@]/path/to/redis.sock[?db=N][&pubsub=WORD]
  *
  * host is a name, an IPv4 address or an IPv6 address in brackets
  * ("redis://[::1]:6380"). The port defaults to 6379 and the db to 0. In
  * user, password and the socket path, %XX stands for the byte XX, so a
  * password with '@', ':' or '/' in it is written %40, %3A, %2F. The query
  * takes db (the place unix:// URLs have for it); a redis:// URL gives the
- * db once, after '/' or as ?db=.
+ * db once, after '/' or as ?db=. Every scheme takes pubsub= once (0.4):
+ * auto, classic, sharded or off, leash_options.pubsub's LEASH_PUBSUB_AUTO,
+ * _CLASSIC, _SHARDED or _OFF (off: waiters poll, README "Waiting without
+ * pub/sub"); without it the option is left as it was.
  *
  * rediss:// is TLS (README "TLS"; the leash_options fields tls_*), to the
  * same default port 6379 (managed services often use 6380: give it). Its
@@ -31,8 +34,8 @@
  * (or the other way round), any other scheme, a port outside 1..65535, a db
  * outside 0..INT_MAX, an empty host or socket path, a field longer than its
  * LEASH_URL_*_MAX below, a user without a password (Redis AUTH needs one),
- * a fragment, an unknown query parameter, and anything after the parts
- * above.
+ * a fragment, an unknown query parameter or pubsub word, and anything
+ * after the parts above.
  *
  * Threads and memory: these functions keep no state, allocate nothing and
  * may run on any thread at once.
@@ -72,7 +75,8 @@ extern "C" {
  * is "". It holds the password in clear: wipe it when that matters.
  *
  * Its layout is part of the ABI: it changes only with the soname (leash.h,
- * "Structs that grow"), never within one. 0.3 added the TLS fields.
+ * "Structs that grow"), never within one. 0.3 added the TLS fields, 0.4
+ * pubsub.
  */
 typedef struct leash_url {
     char host[LEASH_URL_HOST_MAX + 1];          /* without the brackets of an IPv6 address */
@@ -88,6 +92,7 @@ typedef struct leash_url {
     char tls_cert_file[LEASH_URL_FILE_MAX + 1]; /* ?cert= */
     char tls_key_file[LEASH_URL_FILE_MAX + 1];  /* ?key= */
     char tls_server_name[LEASH_URL_HOST_MAX + 1]; /* ?sni= */
+    int pubsub;                                   /* ?pubsub=: LEASH_PUBSUB_*; -1 when absent */
 } leash_url;
 
 /*
@@ -104,18 +109,19 @@ LEASH_EXPORT int leash_url_parse(const char *url, leash_url *out, char *err, siz
  * Points the connection fields of *o at *u: host and port, or unix_path
  * (host is then left alone, and unix_path set to NULL for a TCP URL, so that
  * one options struct can take either); username and password (NULL when
- * empty), and db; tls (0 or 1), and for rediss:// tls_verify = 0 when the
- * URL says verify=0, and each TLS file or name the URL gives (one it does
- * not give is left as it was: a command line's --tls-ca may add it). The
- * other fields are left alone. leash_client_new()
- * copies the strings, so *u must last until that call has returned, not
- * longer. Nothing happens when u or o is NULL.
+ * empty), and db; pubsub when the URL gives it; tls (0 or 1), and for
+ * rediss:// tls_verify = 0 when the URL says verify=0, and each TLS file or
+ * name the URL gives (one it does not give is left as it was: a command
+ * line's --tls-ca may add it). The other fields are left alone.
+ * leash_client_new() copies the strings, so *u must last until that call
+ * has returned, not longer. Nothing happens when u or o is NULL.
  */
 LEASH_EXPORT void leash_url_apply(const leash_url *u, leash_options *o);
 
 /*
  * Writes *u back as a URL for logs and messages, with the password shown as
- * "***" (and the user as given): "redis://alice:***@[::1]:6380/2",
+ * "***" (and the user as given; pubsub= last, when given):
+ * "redis://alice:***@[::1]:6380/2",
  * "unix:///run/redis.sock?db=2", "rediss://h:6380/0?ca=/etc/ca.pem&verify=0".
  * Reserved bytes in the user, the paths and the query values
  * are %-escaped again, so the result parses back (to *u but for the
@@ -129,7 +135,7 @@ LEASH_EXPORT int leash_url_format(const leash_url *u, char *buf, size_t size);
  * Redis Sentinel (README "Redis Sentinel"), as users write it:
  *
  *     redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master[/db]
- *         [?db=N][&sentinel_user=U][&sentinel_password=P]
+ *         [?db=N][&sentinel_user=U][&sentinel_password=P][&pubsub=WORD]
  *
  * The hosts are the sentinels (1..LEASH_URL_SENTINELS_MAX; the port
  * defaults to 26379, Sentinel's), master is the name they watch
@@ -138,6 +144,7 @@ LEASH_EXPORT int leash_url_format(const leash_url *u, char *buf, size_t size);
  * the sentinels' own credentials (requirepass on the sentinels) go in
  * sentinel_user and sentinel_password, %-escaped, or come from elsewhere
  * (the leash tool reads $LEASH_SENTINEL_PASSWORD and $LEASH_SENTINEL_USER).
+ * pubsub= as in redis:// (0.4; data.pubsub, -1 when absent).
  * A URL is often logged: prefer the environment for a password.
  */
 #define LEASH_URL_SENTINELS_MAX 16
@@ -169,7 +176,8 @@ LEASH_EXPORT int leash_sentinel_url_parse(const char *url, leash_sentinel_url *o
 /*
  * Sets *o for Sentinel from *u: topology LEASH_TOPOLOGY_SENTINEL, nodes
  * (the sentinels), sentinel_master, sentinel_username and
- * sentinel_password (NULL when empty), username, password and db (and
+ * sentinel_password (NULL when empty), username, password, db and pubsub
+ * when the URL gives it (and
  * points u->nodes at u->sentinels). *u must last until leash_client_new()
  * has returned. Nothing happens when u or o
  * is NULL.

@@ -299,7 +299,7 @@ static const char release_lua[] = LEASH__FAMILY_LUA
     "        a[#a + 1], a[#a + 2] = 'h' .. head, hm .. ':1:' .. f .. ':' .. cl .. ':' .. e\n"
     "        if held == 0 then mode, soon = hm, e elseif e < soon then soon = e end\n"
     "        held = held + 1\n"
-    "        redis.call(ARGV[4], ARGV[3] .. cl, 'g:' .. head .. ':' .. f)\n"
+    "        redis.pcall(ARGV[4], ARGV[3] .. cl, 'g:' .. head .. ':' .. f)\n"
     "      end\n"
     "      head = w[2]\n"
     "    end\n"

@@ -250,7 +250,7 @@
     "      if live then\n"                                                                         \
     "        local f = fam_grant(S, head, mode, cl, e, 1, t)\n"                                    \
     "        n = n + 1\n"                                                                          \
-    "        if head == self then got = f else redis.call(verb, base .. cl, 'g:' .. head .. ':' "  \
+    "        if head == self then got = f else redis.pcall(verb, base .. cl, 'g:' .. head .. ':' " \
     ".. f) end\n"                                                                                  \
     "      end\n"                                                                                  \
     "    end\n"                                                                                    \

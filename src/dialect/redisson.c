@@ -133,7 +133,7 @@ static const char release_lua[] =
     "    return tonumber(ARGV[2])\n"
     "  end\n"
     "  redis.call('del', KEYS[1])\n"
-    "  if ARGV[4] ~= '' then redis.call(ARGV[4], ARGV[3], '0') end\n"
+    "  if ARGV[4] ~= '' then redis.pcall(ARGV[4], ARGV[3], '0') end\n"
     "  return 0\n"
     "end\n"
     "if ARGV[5] + 0 == 0 then return -1 end\n"
@@ -164,7 +164,7 @@ static const char force_lua[] = "local ty = redis.call('type', KEYS[1])['ok']\n"
                                 "if ty == 'none' then return 0 end\n"
                                 "if ty ~= 'hash' then return " WRONGTYPE " end\n"
                                 "redis.call('del', KEYS[1])\n"
-                                "redis.call(ARGV[2], ARGV[1], '0')\n"
+                                "redis.pcall(ARGV[2], ARGV[1], '0')\n"
                                 "return 1\n";
 
 static leash__script acquire_script, release_script, renew_script, force_script;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/token.h"
 
 static leash__waiter *waiter_of(leash__list *n) {
     return LEASH__CONTAINER(n, leash__waiter, link);
@@ -18,13 +19,19 @@ static int wanted(const leash__waitq *q) {
     return q->refs > 0 || q->holders > 0 || q->lingering;
 }
 
+static int polls(const leash__waitq *q) {
+    return q->qs->route->polling;
+}
+
 /* Nobody needs q any more: the route may unsubscribe; q goes. */
 static void drop(leash__waitq *q) {
     leash__waitqs *qs = q->qs;
 
-    leash__route_want(qs->route, q->e.key, q->e.len, q->slot, 0);
+    if (q->subscribed)
+        leash__route_want(qs->route, q->e.key, q->e.len, q->slot, 0);
     leash__strmap_remove(&qs->map, &q->e);
     leash__timer_clear(&q->linger);
+    leash__timer_clear(&q->poll);
     free(q);
 }
 
@@ -40,6 +47,7 @@ static void linger_over(void *arg) {
  * again soon), or go. */
 static void idle(leash__waitq *q) {
     q->kept = 0;
+    leash__timer_stop(&q->poll);
     if (q->qs->linger_ms > 0 &&
         leash__timer_at(&q->linger, leash__now_ms() + q->qs->linger_ms, 0) == LEASH_OK) {
         q->lingering = 1;
@@ -53,6 +61,43 @@ static void wake(leash__waitq *q, leash__waiter *w) {
     w->woken = 1;
     q->qs->env->stats->wakeups++;
     w->hooks->wake(w);
+}
+
+/* ---- polling ---- */
+
+/* Polling: the next try of the head is due after a pause drawn from the
+ * upper half of the backoff. Armed while waiters are joined. */
+static void poll_arm(leash__waitq *q) {
+    int64_t half = q->poll_ms / 2;
+
+    if (!polls(q) || q->refs == 0 || q->poll.due != 0)
+        return;
+    (void)leash__timer_at(
+        &q->poll, leash__now_ms() + half + (int64_t)leash__random_below((uint64_t)half + 1), 1);
+}
+
+static void poll_due(void *arg) {
+    leash__waitq *q = arg;
+    leash__waiter *head = head_of(q);
+
+    q->poll.due = 0;
+    q->poll_ms = q->poll_ms * 2 < LEASH_POLL_MAX_MS ? q->poll_ms * 2 : LEASH_POLL_MAX_MS;
+    /* A head with an attempt on the wire is asking already; when it parks
+     * it is asked again at the next pause. The try may end its wait (a
+     * grant, an error): q stays until the walk is over. */
+    q->refs++;
+    if (head != NULL && head->parked) {
+        q->qs->env->stats->polls++;
+        wake(q, head);
+    }
+    if (q->qs->env->freeing)
+        return;
+    if (--q->refs == 0) {
+        if (q->holders == 0)
+            idle(q);
+        return;
+    }
+    poll_arm(q);
 }
 
 /* ---- joining and leaving ---- */
@@ -80,19 +125,30 @@ int leash__waitq_join(leash__waitqs *qs, leash__waiter *w, const char *chan, siz
             return LEASH_ENOMEM;
         q->qs = qs;
         q->slot = slot;
+        q->poll_ms = LEASH_POLL_MIN_MS;
         leash__list_init(&q->waiters);
         leash__timer_init(&q->linger, qs->env, linger_over, q);
+        leash__timer_init(&q->poll, qs->env, poll_due, q);
         if (leash__timer_create(&q->linger) != LEASH_OK ||
+            leash__timer_create(&q->poll) != LEASH_OK ||
             leash__strmap_insert(&qs->map, &q->e) != 0) {
             leash__timer_clear(&q->linger);
+            leash__timer_clear(&q->poll);
             free(q);
             return LEASH_ENOMEM;
         }
-        if (leash__route_want(qs->route, chan, len, slot, 1) != LEASH_OK) {
+        if (polls(q)) {
+            /* Nothing to subscribe: a poll cannot miss a release. */
+            q->confirmed = 1;
+            q->epoch = 1;
+        } else if (leash__route_want(qs->route, chan, len, slot, 1) != LEASH_OK) {
             leash__strmap_remove(&qs->map, &q->e);
             leash__timer_clear(&q->linger);
+            leash__timer_clear(&q->poll);
             free(q);
             return LEASH_ENOMEM;
+        } else {
+            q->subscribed = 1;
         }
     }
     if (q->lingering) {
@@ -127,6 +183,7 @@ void leash__waitq_leave(leash__waiter *w) {
     if (q->kept > q->refs - 1)
         q->kept = q->refs - 1;
     if (--q->refs == 0) {
+        leash__timer_stop(&q->poll); /* nobody left to ask for */
         if (q->holders == 0)
             idle(q);
         return;
@@ -144,11 +201,14 @@ void leash__waitq_leave(leash__waiter *w) {
 
 void leash__waitq_granted(leash__waiter *w) {
     /* Every release announced so far came before this grant: a kept wake
-     * would only send the next waiter into a busy attempt. */
+     * would only send the next waiter into a busy attempt. Polling: the
+     * next may be let in soon too (permits, readers): its poll starts at
+     * the bottom of the backoff. */
     leash__waitq *q = w->q;
 
     if (q != NULL) {
         q->kept = 0;
+        q->poll_ms = LEASH_POLL_MIN_MS;
         q->holders++;
         w->held = q;
     }
@@ -170,11 +230,16 @@ unsigned leash__waitq_covered(const leash__waiter *w) {
     return w->q != NULL && w->q->confirmed ? w->q->epoch : 0;
 }
 
+int leash__waitq_polls(const leash__waiter *w) {
+    return w->q != NULL && polls(w->q);
+}
+
 int leash__waitq_park(leash__waiter *w) {
     leash__waitq *q = w->q;
 
     if (q == NULL)
         return 0;
+    poll_arm(q);
     if (w->reserved_wake) {
         w->reserved_wake = 0;
         w->woken = 1;
@@ -246,13 +311,12 @@ void leash__waitqs_released(leash__waitqs *qs, const char *chan, size_t len, con
         released(q, token, token_len);
 }
 
-static void on_confirmed(void *owner, const char *chan, size_t len) {
-    leash__waitqs *qs = owner;
-    leash__waitq *q = (leash__waitq *)leash__strmap_find(&qs->map, chan, len);
+/* q's waiters cannot miss a release from now on (its subscription is
+ * confirmed, or it polls): each tries once more. */
+static void confirm(leash__waitq *q) {
+    leash__waitqs *qs = q->qs;
     leash__list *n, *next;
 
-    if (q == NULL)
-        return;
     q->confirmed = 1;
     if (++q->epoch == 0) /* never 0: 0 means "not covered" */
         q->epoch = 1;
@@ -271,11 +335,53 @@ static void on_confirmed(void *owner, const char *chan, size_t len) {
         idle(q);
 }
 
+static void on_confirmed(void *owner, const char *chan, size_t len) {
+    leash__waitqs *qs = owner;
+    leash__waitq *q = (leash__waitq *)leash__strmap_find(&qs->map, chan, len);
+
+    if (q != NULL && !polls(q))
+        confirm(q);
+}
+
+/* The route polls from now on (a server refused a subscription): every
+ * queue gives its subscription up and is confirmed; each waiter tries
+ * once (a release may have gone unheard while it waited for a
+ * subscription), then the heads poll. The queues are walked in two
+ * rounds: the first changes no waiter, so none can go meanwhile. */
+static void on_polling(void *owner) {
+    leash__waitqs *qs = owner;
+    leash__strmap_entry *e, *next;
+
+    for (e = leash__strmap_next(&qs->map, NULL); e != NULL; e = leash__strmap_next(&qs->map, e)) {
+        leash__waitq *q = (leash__waitq *)e;
+        if (q->subscribed) {
+            q->subscribed = 0;
+            leash__route_want(qs->route, q->e.key, q->e.len, q->slot, 0);
+        }
+        q->confirmed = 0; /* confirm() below */
+    }
+    for (e = leash__strmap_next(&qs->map, NULL); e != NULL && !qs->env->freeing; e = next) {
+        leash__waitq *q = (leash__waitq *)e;
+        next = leash__strmap_next(&qs->map, e);
+        if (q->confirmed)
+            continue; /* made while the walk ran: confirmed at its start */
+        q->refs++;
+        confirm(q);
+        if (qs->env->freeing)
+            return;
+        next = leash__strmap_next(&qs->map, e);
+        if (--q->refs == 0 && q->holders == 0)
+            idle(q);
+        else
+            poll_arm(q);
+    }
+}
+
 static void on_gone(void *owner, const char *chan, size_t len) {
     leash__waitqs *qs = owner;
     leash__waitq *q = (leash__waitq *)leash__strmap_find(&qs->map, chan, len);
 
-    if (q == NULL)
+    if (q == NULL || polls(q))
         return;
     /* Waiters keep their TTL timers; once confirmed again, each tries.
      * A linger has nothing left to keep alive. */
@@ -330,7 +436,7 @@ static void on_message(void *owner, const char *chan, size_t len, const char *ms
     }
 }
 
-static const leash__sub_hooks sub_hooks = {on_confirmed, on_gone, on_message};
+static const leash__sub_hooks sub_hooks = {on_confirmed, on_gone, on_message, on_polling};
 
 void leash__waitqs_init(leash__waitqs *qs, leash__env *env, leash__route *route,
                         int64_t linger_ms) {
@@ -348,6 +454,7 @@ void leash__waitqs_clear(leash__waitqs *qs) {
         leash__waitq *q = (leash__waitq *)e;
         next = leash__strmap_next(&qs->map, e);
         leash__timer_clear(&q->linger);
+        leash__timer_clear(&q->poll);
         free(q);
     }
     leash__strmap_free(&qs->map);

@@ -18,6 +18,16 @@
  * wake (try now), covered (the subscription is confirmed, again: try once
  * more, a release may have gone unheard), alive (the holder announced a
  * renewal: sleep on).
+ *
+ * Without pub/sub (the route polls: LEASH_PUBSUB_OFF, or a server refused
+ * a subscription) a queue subscribes nothing and counts as confirmed from
+ * the start; its poll timer wakes the head, if parked, after a backoff
+ * that starts at LEASH_POLL_MIN_MS and doubles up to LEASH_POLL_MAX_MS
+ * (each pause drawn from its upper half, so that clients started together
+ * drift apart), and starts again at the bottom when a waiter is granted
+ * (the next may be let in soon: a semaphore's permits, readers). Only the
+ * head asks: one asker per lock name and client; the others sleep behind
+ * it on their own TTL wakes, as they do with pub/sub.
  */
 #ifndef LEASH_HOLD_WAITQ_H
 #define LEASH_HOLD_WAITQ_H
@@ -79,7 +89,10 @@ struct leash__waitq {
     unsigned epoch;   /* confirmations of its subscription so far; 0: not confirmed now */
     int confirmed;
     int lingering;
+    int subscribed; /* the route was asked for its channel */
     leash__timer linger;
+    leash__timer poll;                     /* polling: the head's next try */
+    int64_t poll_ms;                       /* polling: the backoff now */
     char last_token[LEASH__TOKEN_LEN + 1]; /* release already turned into a wake */
 };
 
@@ -104,6 +117,9 @@ void leash__waitq_hold_ended(leash__waiter *w);
  * subscription confirmed): the subscription's epoch, which changes every
  * time it is confirmed anew. 0 when not covered. */
 unsigned leash__waitq_covered(const leash__waiter *w);
+/* Whether w's queue polls (no pub/sub): an attempt of a waiter in it is
+ * covered whenever it was sent, and it parks at once. */
+int leash__waitq_polls(const leash__waiter *w);
 /* Parks w; returns 1 if a kept wake was waiting: try again at once. */
 int leash__waitq_park(leash__waiter *w);
 /* A release of the lock behind chan was seen (our own release's answer). */

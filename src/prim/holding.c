@@ -19,6 +19,8 @@
  *   LAST         acquiring: the wait ended with an attempt on the wire
  *   SUBSCRIBING  acquiring, busy: until the channel's subscription is confirmed
  *   PARKED       acquiring, busy: asleep until a release, the holder's TTL, the end
+ *                (polling, README "Waiting without pub/sub": a release is its
+ *                queue's poll, a wake as any)
  *   NOMEM        acquiring: no memory for the attempt; again shortly
  *   HELD         held
  *   EXTRA        held: an extra (reentrant) hold is on the wire
@@ -104,8 +106,8 @@
  *            (after the deadline: lost, callback LEASH_ECONN -> IDLE)
  *   wait     try-once: LEASH_EBUSY -> IDLE; else queued on the channel:
  *            PARKED when the attempt was covered by the subscription that
- *            is confirmed now (a kept wake: again), a new attempt when
- *            covered only now, else SUBSCRIBING
+ *            is confirmed now, or the queue polls (a kept wake: again), a
+ *            new attempt when covered only now, else SUBSCRIBING
  *   tout     LEASH_ETIMEDOUT -> IDLE
  *   late     the copy came after its own not_after and did nothing: again
  *            while the wait has time (try-once, or none left: LEASH_ECONN;
@@ -145,7 +147,8 @@
  *   retry    a renewal again soon
  *   renew    the renewal joins the next batch
  *   last     -> LAST (the answer on the wire decides)
- *   again    an attempt -> ATTEMPT (NOMEM without memory); a wake after
+ *   again    an attempt -> ATTEMPT (NOMEM without memory); a wake (a
+ *            release, or the queue's poll: hold/waitq.h) after
  *            a split vote, on a route whose attempts must not go in step
  *            with other clients' (Redlock), after a random pause
  *   later    the holder lives on: the TTL wake moves (capped: anyone may
@@ -754,27 +757,31 @@ static void woken(leash_lock *l);
 static void wait_for_release(leash_lock *l, int64_t pttl) {
     int64_t now = leash__now_ms();
     unsigned epoch;
+    int polls;
 
-    /* A holder that crashed publishes nothing: its key expiring is the
-     * release. A key without expiry (pttl -1) gets looked at every lease.
-     * A family waiter is told when it is let in: only the head looks when
-     * the first holder's lease runs out (-6: not the head). */
-    if (l->prim->told_when_let_in && pttl < 0)
-        l->ttl_wake = FOREVER;
-    else
-        l->ttl_wake = now + (pttl >= 0 ? clamp_sleep(pttl) + 1 : l->hold.lease_ms);
-    if (clamp_sleep(pttl) > l->ttl_seen)
-        l->ttl_seen = clamp_sleep(pttl);
     if (leash__waitq_join(&l->core->waitqs, &l->w, l->names.channel, l->names.channel_len,
                           l->names.slot) != LEASH_OK) {
         acquire_ends(l, LEASH_ENOMEM);
         return;
     }
+    polls = leash__waitq_polls(&l->w);
+    /* A holder that crashed publishes nothing: its key expiring is the
+     * release. A key without expiry (pttl -1) gets looked at every lease.
+     * A family waiter is told when it is let in: only the head looks when
+     * the first holder's lease runs out (-6: not the head); polling, nobody
+     * tells it, so it looks once a lease (its let-in may have gone to it
+     * while another of its queue polled). */
+    if (l->prim->told_when_let_in && pttl < 0)
+        l->ttl_wake = polls ? now + l->hold.lease_ms : FOREVER;
+    else
+        l->ttl_wake = now + (pttl >= 0 ? clamp_sleep(pttl) + 1 : l->hold.lease_ms);
+    if (clamp_sleep(pttl) > l->ttl_seen)
+        l->ttl_seen = clamp_sleep(pttl);
     /* Covered only by the very subscription that was confirmed when the
      * attempt went out: one that dropped and came back meanwhile may have
-     * missed the release. */
+     * missed the release. A queue that polls misses nothing. */
     epoch = leash__waitq_covered(&l->w);
-    if (l->attempt_epoch != 0 && epoch == l->attempt_epoch) {
+    if (polls || (l->attempt_epoch != 0 && epoch == l->attempt_epoch)) {
         int kept = leash__waitq_park(&l->w);
         set_state(l, M_PARKED);
         if (kept)

@@ -13,6 +13,7 @@
  * token (the wait queue's owns hook), and the other waiters sleep on
  * (alive). Its states are the same. The cost is paid only while someone
  * starves: before LEASH_STARVE_MS an attempt asks for one hold, as ever.
+ * Waiters that poll (no pub/sub) never queue: they race at each poll.
  *
  * The mutex's own cells (every other one is holding.c's):
  *
@@ -34,9 +35,14 @@
 /* Whether this mutex's waits may queue for grants once they starve
  * (leash.h, LEASH_STARVE_MS): the dialect can (dialect.h's reserves), and
  * the token stays for the whole wait (with a token per attempt, Redlock,
- * nobody could claim a grant kept for it). A try-once never waits. */
+ * nobody could claim a grant kept for it). A try-once never waits. Nor
+ * does a waiter that polls (route->polling): no message tells it that a
+ * grant is kept for it, and its next poll may come after the
+ * LEASH_RESERVE_MS the grant is kept; every holder would then wait that
+ * long for nobody. */
 static int may_reserve(const leash_lock *l) {
-    return !l->wait_once && l->core->dialect->reserves && !l->core->route->fresh_tokens;
+    return !l->wait_once && l->core->dialect->reserves && !l->core->route->fresh_tokens &&
+           !l->core->route->polling;
 }
 
 /* A new hold's count: 1, or, from a waiter that has waited LEASH_STARVE_MS,

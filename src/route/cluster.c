@@ -749,7 +749,15 @@ static void node_message(void *owner, leash__node *n, const char *chan, size_t l
     cl->base.hooks->message(cl->base.owner, chan, len, msg, msg_len);
 }
 
-static const leash__node_hooks node_hooks = {node_confirmed, node_gone, node_moved, node_message};
+/* The node refused a subscription: the whole client polls. */
+static void node_refused(void *owner, leash__node *n) {
+    cluster *cl = owner;
+    (void)n;
+    leash__route_polls(&cl->base);
+}
+
+static const leash__node_hooks node_hooks = {node_confirmed, node_gone, node_moved, node_message,
+                                             node_refused};
 
 /* ---- the timer: the map, and parked requests' deadlines ---- */
 

@@ -57,7 +57,7 @@ static void drop(leash__node *n, node_sub *s) {
 
 /* Moves s toward what is wanted; frees it once nothing is left to do. */
 static void sync_sub(leash__node *n, node_sub *s) {
-    if (s->wanted && s->state == SUB_NONE) {
+    if (s->wanted && s->state == SUB_NONE && !n->polling) {
         /* With the subscriber connection down, its on_ready subscribes. */
         if (send_sub(n, 1, s) == 0)
             s->state = SUB_PENDING;
@@ -126,10 +126,44 @@ static void on_unsubscribe(leash__node *n, node_sub *s) {
     }
 }
 
+/* Errors that a later try may not get: the server is loading or busy, a
+ * cluster is being repaired. */
+static int transient(const char *err) {
+    static const char *const kinds[] = {"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN"};
+    size_t i;
+
+    for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (strncmp(err, kinds[i], strlen(kinds[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* The server refuses subscriptions for good (NOPERM, an unknown or renamed
+ * command, a proxy without pub/sub): subscribing again would only be
+ * refused again, and reconnecting to try would be a loop. The node gives
+ * up pub/sub for good (s, the refused one, is dropped when unwanted, else
+ * kept unsent) and its owner's waiters poll; said once. */
+static void refused(leash__node *n, node_sub *s, const char *why) {
+    int first = !n->polling;
+
+    n->polling = 1;
+    s->state = SUB_NONE;
+    sync_sub(n, s);
+    if (!first)
+        return;
+    n->env->stats->servers_polling++;
+    leash__log(&n->env->log, LEASH_LOG_WARN,
+               "%s: Redis refused a subscription: %s: waiters poll instead (README \"Waiting "
+               "without pub/sub\")",
+               leash__conn_role_name(&n->sub), why);
+    n->hooks->refused(n->owner, n);
+}
+
 /* An error answers the oldest (un)subscribe still unconfirmed. MOVED or
- * ASK: the channel's slot lives elsewhere (the owner takes it there); any
- * other error (NOPERM...) starts the connection over, which subscribes
- * everything again after its backoff. */
+ * ASK: the channel's slot lives elsewhere (the owner takes it there); a
+ * transient error (LOADING...) starts the connection over, which subscribes
+ * everything again after its backoff; any other (NOPERM, unknown command)
+ * is a refusal: the node polls (refused()). */
 static void on_sub_error(leash__node *n, const redisReply *err) {
     node_sub *s;
 
@@ -141,11 +175,15 @@ static void on_sub_error(leash__node *n, const redisReply *err) {
     }
     s = sub_of_pending(LEASH__LIST_FIRST(&n->pending));
     settled(n, s);
-    if (strncmp(err->str, "MOVED ", 6) != 0 && strncmp(err->str, "ASK ", 4) != 0) {
+    if (transient(err->str)) {
         leash__log(&n->env->log, LEASH_LOG_ERROR,
                    "%s: Redis refused a subscription: %s: reconnecting",
                    leash__conn_role_name(&n->sub), err->str);
         leash__conn_reset(&n->sub);
+        return;
+    }
+    if (strncmp(err->str, "MOVED ", 6) != 0 && strncmp(err->str, "ASK ", 4) != 0) {
+        refused(n, s, err->str);
         return;
     }
     if (s->state == SUB_LEAVING) {
@@ -234,6 +272,7 @@ void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cf
     memset(n, 0, sizeof(*n));
     n->env = env;
     n->sharded = sharded;
+    n->polling = cfg->pubsub == LEASH_PUBSUB_OFF;
     leash__list_init(&n->pending);
     n->hooks = hooks;
     n->owner = owner;
@@ -259,7 +298,12 @@ void leash__node_unprepare(leash__node *n) {
 
 void leash__node_start(leash__node *n) {
     leash__conn_start(&n->cmd);
-    leash__conn_start(&n->sub);
+    /* LEASH_PUBSUB_OFF: a server or proxy that refuses pub/sub may refuse
+     * the connection's first SUBSCRIBE by closing it; none is opened. */
+    if (n->polling)
+        n->env->stats->servers_polling++;
+    else
+        leash__conn_start(&n->sub);
 }
 
 void leash__node_teardown(leash__node *n) {

@@ -27,13 +27,16 @@ typedef struct leash__node leash__node;
 /* gone runs in a walk over the subscriptions: it may give up the channel
  * it is told about, no other. moved: the node refused to subscribe chan
  * (MOVED, ASK: its slot lives elsewhere); it is no longer subscribed here,
- * though still wanted. */
+ * though still wanted. refused: the server refused a subscription for
+ * good (NOPERM, an unknown command): the node subscribes nothing from now
+ * on (n->polling), and the owner's waiters must poll. */
 typedef struct leash__node_hooks {
     void (*confirmed)(void *owner, leash__node *n, const char *chan, size_t len);
     void (*gone)(void *owner, leash__node *n, const char *chan, size_t len);
     void (*moved)(void *owner, leash__node *n, const char *chan, size_t len);
     void (*message)(void *owner, leash__node *n, const char *chan, size_t len, const char *msg,
                     size_t msg_len);
+    void (*refused)(void *owner, leash__node *n);
 } leash__node_hooks;
 
 struct leash__node {
@@ -42,6 +45,10 @@ struct leash__node {
     leash__strmap subs;  /* channel -> its subscription on this node */
     leash__list pending; /* subscriptions whose (un)subscribe is unconfirmed, in order */
     const int *sharded;  /* while set: SSUBSCRIBE/SUNSUBSCRIBE (the route's choice) */
+    /* No subscriptions (waiters poll): LEASH_PUBSUB_OFF, or the server
+     * refused one; the subscriber connection is then not opened, or left
+     * idle. */
+    int polling;
     const leash__node_hooks *hooks;
     void *owner;
 };

@@ -1030,7 +1030,15 @@ static void node_message(void *owner, leash__node *n, const char *chan, size_t l
     qu->base.hooks->message(qu->base.owner, chan, len, msg, msg_len);
 }
 
-static const leash__node_hooks node_hooks = {node_confirmed, node_gone, node_moved, node_message};
+/* The node refused a subscription: the whole client polls. */
+static void node_refused(void *owner, leash__node *n) {
+    quorum *qu = owner;
+    (void)n;
+    leash__route_polls(&qu->base);
+}
+
+static const leash__node_hooks node_hooks = {node_confirmed, node_gone, node_moved, node_message,
+                                             node_refused};
 
 /* ---- life ---- */
 

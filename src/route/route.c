@@ -8,11 +8,23 @@ leash__req leash__req_posted;
 void leash__route_init_sharded(leash__route *r, int shards) {
     int pubsub = r->cfg->conn->pubsub;
 
-    r->sharded = pubsub == LEASH_PUBSUB_SHARDED || (pubsub == LEASH_PUBSUB_AUTO && shards);
+    /* LEASH_PUBSUB_OFF still publishes its releases, as AUTO would: other
+     * clients of the same locks may listen. */
+    r->sharded = pubsub == LEASH_PUBSUB_SHARDED ||
+                 ((pubsub == LEASH_PUBSUB_AUTO || pubsub == LEASH_PUBSUB_OFF) && shards);
+    r->polling = pubsub == LEASH_PUBSUB_OFF;
+}
+
+void leash__route_polls(leash__route *r) {
+    if (r->polling)
+        return;
+    r->polling = 1;
+    if (r->hooks != NULL && r->hooks->polling != NULL)
+        r->hooks->polling(r->owner);
 }
 
 void leash__route_server_ready(leash__route *r, const leash__conn *conn) {
-    if (!r->sharded || r->cfg->conn->pubsub != LEASH_PUBSUB_AUTO ||
+    if (!r->sharded || r->cfg->conn->pubsub == LEASH_PUBSUB_SHARDED ||
         conn->version >= LEASH__VERSION(7, 0, 0))
         return;
     r->sharded = 0;

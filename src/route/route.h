@@ -51,6 +51,9 @@ typedef struct leash__sub_hooks {
      * messages may be missed until it is confirmed again. */
     void (*gone)(void *owner, const char *chan, size_t len);
     void (*message)(void *owner, const char *chan, size_t len, const char *msg, size_t msg_len);
+    /* The route polls from now on (a server refused a subscription):
+     * nothing is subscribed any more, every channel counts as confirmed. */
+    void (*polling)(void *owner);
 } leash__sub_hooks;
 
 /* One operation to send. */
@@ -144,6 +147,11 @@ struct leash__route {
      * tried again until the hold's deadline (Sentinel: a failover under
      * way), rather than losing the hold at once (LEASH_LOST_REPLICAS). */
     int retry_unreplicated;
+    /* Waiters poll instead of subscribing (README "Waiting without
+     * pub/sub"): from the start with LEASH_PUBSUB_OFF, or from the first
+     * server that refused a subscription (leash__route_polls) for the
+     * client's life. */
+    int polling;
     const leash__sub_hooks *hooks;
     void *owner;
 };
@@ -154,10 +162,15 @@ struct leash__route {
  * cluster's nodes run one version, or are being upgraded to a newer one). */
 void leash__route_server_ready(leash__route *r, const leash__conn *conn);
 
-/* For the routes' constructors: r->sharded as the client asked
- * (cfg->conn->pubsub): LEASH_PUBSUB_SHARDED always, LEASH_PUBSUB_AUTO on a
- * route with shards (a cluster, where a classic message goes to every
- * node), LEASH_PUBSUB_CLASSIC never. */
+/* A node of r refused a subscription (NOPERM, an unknown command, a
+ * proxy's refusal): r polls from now on, and the owner of the channel
+ * events is told once. */
+void leash__route_polls(leash__route *r);
+
+/* For the routes' constructors: r->polling, and r->sharded as the client asked
+ * (cfg->conn->pubsub): LEASH_PUBSUB_SHARDED always, LEASH_PUBSUB_AUTO and
+ * _OFF (its releases still publish) on a route with shards (a cluster,
+ * where a classic message goes to every node), LEASH_PUBSUB_CLASSIC never. */
 void leash__route_init_sharded(leash__route *r, int shards);
 
 /* What a send with done NULL returns: there is nothing to cancel. */

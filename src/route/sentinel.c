@@ -167,7 +167,8 @@ static void follow(sentinel *s, const char *host, size_t len, int port) {
                s->master.cfg.host, port);
     s->retargeting = 1;
     leash__conn_retarget(&s->node->cmd);
-    if (!s->base.env->freeing)
+    /* LEASH_PUBSUB_OFF: the subscriber connection is never opened. */
+    if (!s->base.env->freeing && s->node->sub.cfg->pubsub != LEASH_PUBSUB_OFF)
         leash__conn_retarget(&s->node->sub);
     s->retargeting = 0;
 }
@@ -711,7 +712,11 @@ static void fwd_message(void *owner, const char *chan, size_t len, const char *m
     r->hooks->message(r->owner, chan, len, msg, msg_len);
 }
 
-static const leash__sub_hooks fwd_hooks = {fwd_confirmed, fwd_gone, fwd_message};
+static void fwd_polling(void *owner) {
+    leash__route_polls(owner);
+}
+
+static const leash__sub_hooks fwd_hooks = {fwd_confirmed, fwd_gone, fwd_message, fwd_polling};
 
 leash__route *leash__route_sentinel_new(leash__env *env, const leash__dialect *d,
                                         const leash__route_cfg *cfg) {

@@ -180,7 +180,15 @@ static void node_moved(void *owner, leash__node *n, const char *chan, size_t len
     (void)chan, (void)len;
 }
 
-static const leash__node_hooks node_hooks = {node_confirmed, node_gone, node_moved, node_message};
+/* The node refused a subscription: the whole client polls. */
+static void node_refused(void *owner, leash__node *n) {
+    leash__route *r = owner;
+    (void)n;
+    leash__route_polls(r);
+}
+
+static const leash__node_hooks node_hooks = {node_confirmed, node_gone, node_moved, node_message,
+                                             node_refused};
 
 leash__route *leash__route_single_new(leash__env *env, const leash__dialect *d,
                                       const leash__route_cfg *cfg) {

@@ -500,7 +500,7 @@ static int write_group_wait(leash__conn *conn) {
  * written: its version (a command built before the handshake told it), and
  * its clock (stamps). -1: no memory, nothing changed that matters. */
 static int fit_to_server(leash__conn *conn, leash__cmd *cmd) {
-    if (cmd->publish_arg != 0 && conn->cfg->pubsub == LEASH_PUBSUB_AUTO &&
+    if (cmd->publish_arg != 0 && conn->cfg->pubsub != LEASH_PUBSUB_SHARDED &&
         conn->version < LEASH__VERSION(7, 0, 0) && publish_classic(cmd) != 0)
         return -1;
     stamp_cmd(conn, cmd);

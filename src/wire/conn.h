@@ -162,7 +162,8 @@ typedef struct leash__conn_cfg {
      * options ask for (min_version_for, for the log line) needs it. */
     int min_version;
     const char *min_version_for;
-    /* enum leash_pubsub, as asked. LEASH_PUBSUB_AUTO: on a server before
+    /* enum leash_pubsub, as asked. LEASH_PUBSUB_AUTO (and _OFF, which
+     * publishes as AUTO does): on a server before
      * 7.0 (or whose version is not known) the client uses classic pub/sub,
      * and a command built with SPUBLISH before the version was known goes
      * with PUBLISH. */
@@ -256,7 +257,7 @@ leash__cmd *leash__cmd_new(char *buf, size_t len, const leash__script *script, u
                            int64_t deadline, leash__reply_fn *fn, void *arg);
 /* Argument `arg` of cmd (0 is the command's name) is the verb its script
  * publishes with: "spublish" there becomes "publish" on a connection with
- * cfg->pubsub LEASH_PUBSUB_AUTO to a server without sharded pub/sub (see
+ * cfg->pubsub other than LEASH_PUBSUB_SHARDED to a server without sharded pub/sub (see
  * there). */
 void leash__cmd_publish_arg(leash__cmd *cmd, unsigned arg);
 /* Marks cmd's last argument as a stamp of the given kind. */
