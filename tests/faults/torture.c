@@ -54,6 +54,12 @@
  *     own lateness; a try-once acquire: command_timeout_ms + 300 ms);
  *   - after the faults stop, no waiter is stranded: in the drain phase
  *     every pending acquire completes and every worker finishes;
+ *   - state reads (leash_client_lock_state of a random name, every 100 to
+ *     400 ms in each worker, as an operator's tool reads while the faults
+ *     go on): each completes once, never inside the call, within a
+ *     try-once acquire's bound; one that says "free" spans no claim of a
+ *     hold of that name (not on Redlock, whose reader sees a hold only on
+ *     a majority of the servers that answered it);
  *   - no lock is left in Redis at the end.
  *
  * The faults (tests/faults/proxy.h between the workers and Redis): stalls
@@ -310,7 +316,8 @@ static int shared_kind(int reader) {
 enum {
     REC_UNIT = 1,
     REC_ACQ,
-    REC_LOST
+    REC_LOST,
+    REC_STATE
 };
 
 typedef struct rec {
@@ -320,7 +327,9 @@ typedef struct rec {
     int32_t status; /* ACQ: the status */
     uint32_t hold;  /* hold number of this handle (1, 2, ...) */
     uint64_t fence;
-    int64_t a, b, c; /* UNIT: lo, hi, -; ACQ: asked, ended, wait; LOST: fired, deadline */
+    /* UNIT: lo, hi, -; ACQ: asked, ended, wait; LOST: fired, deadline;
+     * STATE: asked, ended, fence_max (fence: its fence) */
+    int64_t a, b, c;
     int64_t lag;     /* ACQ, LOST: how late the worker's loop ran timers meanwhile */
     int64_t lag_end; /* ACQ, LOST: how late it ran them in the RECENT_MS before the record */
 } rec;
@@ -329,6 +338,7 @@ enum {
     F_HELD_AT_END = 1, /* leash_held() at t1 */
     F_ACCEPTED = 2,    /* the storage took the write */
     F_READ = 4,        /* UNIT, ACQ: a read hold (--rw) */
+    F_STATE_HELD = 8,  /* STATE: the read said held */
 };
 
 typedef struct worker_shm {
@@ -344,8 +354,9 @@ typedef struct worker_shm {
     uint64_t rejections, writes;
     uint64_t violations;
     uint64_t resurrections;
-    uint64_t reads, stale_reads; /* --rw: storage reads by readers */
-    uint64_t frees;              /* waiting handles freed (the family's modes) */
+    uint64_t reads, stale_reads;       /* --rw: storage reads by readers */
+    uint64_t frees;                    /* waiting handles freed (the family's modes) */
+    uint64_t state_reads, state_fails; /* leash_client_lock_state: answered, failed */
     char first_violation[512];
 } worker_shm;
 
@@ -440,6 +451,8 @@ static struct {
      * machine) is not the engine's lateness. */
     ev_timer probe;
     int64_t probe_due;
+    ev_timer state; /* the next state read */
+    int state_pending;
     int64_t probe_at[64], probe_late[64];
     unsigned probe_n;
 } W;
@@ -871,6 +884,71 @@ static void start_acquire(handle *h) {
         arm(&h->meddle, rnd_between(1, 400));
 }
 
+/* State reads: now and then a worker reads a random name's state
+ * (leash_client_lock_state), as an operator's tool would while the faults
+ * go on. Each must complete once, never inside the call, within the
+ * acquire's bound; one that says "free" must not span a valid hold's
+ * claim (check_state_reads). */
+typedef struct state_read {
+    int name;
+    int64_t asked;
+} state_read;
+
+static void on_state(const leash_state *st, int status, void *arg) {
+    state_read *sr = arg;
+    rec r;
+
+    if (W.in_call)
+        violation("state callback of n%d inside a call", sr->name);
+    W.state_pending--;
+    memset(&r, 0, sizeof r);
+    r.type = REC_STATE;
+    r.proc = (uint16_t)W.proc;
+    r.name = (uint16_t)sr->name;
+    r.status = status;
+    if (status == LEASH_OK) {
+        r.flags = st->held ? F_STATE_HELD : 0;
+        r.fence = st->fence;
+        r.c = (int64_t)st->fence_max;
+        W.me->state_reads++;
+    } else {
+        W.me->state_fails++;
+    }
+    r.a = sr->asked;
+    r.b = now_ms();
+    r.lag = loop_lateness(r.a + cfg.command_timeout);
+    r.lag_end = loop_lateness(r.b - RECENT_MS);
+    put(&r);
+    free(sr);
+}
+
+static void on_state_timer(struct ev_loop *loop, ev_timer *t, int revents) {
+    state_read *sr;
+    char name[32];
+    int rc;
+    (void)loop, (void)t, (void)revents;
+
+    if (phase() >= PHASE_DRAIN)
+        return;
+    sr = malloc(sizeof *sr);
+    if (sr != NULL) {
+        sr->name = (int)(rnd_next(&W.rnd) % (unsigned)cfg.names);
+        sr->asked = now_ms();
+        snprintf(name, sizeof name, "n%d", sr->name);
+        W.in_call = 1;
+        rc = leash_client_lock_state(W.c, name, on_state, sr);
+        W.in_call = 0;
+        if (rc == LEASH_OK) {
+            W.state_pending++;
+        } else {
+            violation("leash_client_lock_state of n%d refused: %s", sr->name,
+                      leash_status_name(rc));
+            free(sr);
+        }
+    }
+    arm(&W.state, rnd_between(100, 400));
+}
+
 static int all_idle(void) {
     int i;
     for (i = 0; i < cfg.handles; i++)
@@ -885,12 +963,15 @@ static void finish(void) {
     W.quitting = 1;
     ev_timer_stop(W.loop, &W.tick);
     ev_timer_stop(W.loop, &W.probe);
+    ev_timer_stop(W.loop, &W.state);
     for (i = 0; i < cfg.handles; i++) {
         ev_timer_stop(W.loop, &W.h[i].t);
         ev_timer_stop(W.loop, &W.h[i].meddle);
     }
     leash_client_free(W.c); /* pending callbacks fire ECANCELED now */
     W.c = NULL;
+    if (W.state_pending != 0)
+        violation("%d state callbacks never fired", W.state_pending);
     for (i = 0; i < cfg.handles; i++)
         if (W.h[i].acq_pending || W.h[i].rel_pending)
             violation("handle %d: a callback never fired (acquire %d, release %d)", i,
@@ -1041,6 +1122,8 @@ static void worker_main(int proc, int port) {
     }
     ev_timer_init(&W.tick, on_tick, 0.01, 0.01);
     ev_timer_start(W.loop, &W.tick);
+    ev_timer_init(&W.state, on_state_timer, 0., 0.);
+    arm(&W.state, rnd_between(100, 400));
     ev_timer_init(&W.probe, on_probe, PROBE_MS / 1000.0, 0.);
     W.probe_due = now_ms() + PROBE_MS;
     ev_timer_start(W.loop, &W.probe);
@@ -2602,6 +2685,7 @@ typedef struct figures {
     uint64_t gone_losts;     /* Redlock: holds lost in a majority-gone window */
     uint64_t floors, no_ttl; /* Redlock: fence floors left at the end; of them without a TTL */
     int64_t floor_ttl_max;   /* the longest TTL among them */
+    uint64_t state_reads;    /* answered state reads */
 } figures;
 
 /* The two claims reaching furthest among those seen so far of one name,
@@ -2680,6 +2764,59 @@ static void sweep_name(figures *fg, const rec *r, uint64_t lo, uint64_t hi) {
                      (long long)worst_at, cfg.permits);
 }
 
+/* A state read that says "free" must not span a claim: a hold valid from
+ * before the read was asked until after it ended had its key in Redis at
+ * the moment of the read. r is sorted (by_name_lo): units, then state
+ * reads, each by name and start. Not on Redlock: its reader sees a hold
+ * only where a majority of the servers answered it, and a hold needs only
+ * a majority to have been granted (with one of them down, the reader's
+ * answers and the holder's may share a single server). */
+static void check_state_reads(const rec *r, uint64_t n) {
+    uint64_t u0 = 0, u1, s0, i, j, lo, hi;
+    const rec **best;
+
+    if (cfg.redlock)
+        return;
+    while (u0 < n && r[u0].type != REC_UNIT)
+        u0++;
+    for (u1 = u0; u1 < n && r[u1].type == REC_UNIT; u1++)
+        ;
+    for (s0 = u1; s0 < n && r[s0].type != REC_STATE; s0++)
+        ;
+    /* best[k]: of the units u0..u0+k of one name, the one reaching furthest. */
+    best = malloc((size_t)(u1 - u0 + 1) * sizeof *best);
+    if (best == NULL)
+        return;
+    for (i = u0; i < u1; i++)
+        best[i - u0] = i > u0 && r[i - 1].name == r[i].name && best[i - 1 - u0]->b > r[i].b
+                           ? best[i - 1 - u0]
+                           : &r[i];
+    for (i = s0; i < n && r[i].type == REC_STATE; i++) {
+        const rec *x = &r[i], *u;
+        if (x->status != LEASH_OK || (x->flags & F_STATE_HELD))
+            continue;
+        /* The last unit of x's name that started no later than x. */
+        lo = u0, hi = u1;
+        while (lo < hi) {
+            j = lo + (hi - lo) / 2;
+            if (r[j].name < x->name || (r[j].name == x->name && r[j].a <= x->a))
+                lo = j + 1;
+            else
+                hi = j;
+        }
+        if (lo == u0 || r[lo - 1].name != x->name)
+            continue;
+        u = best[lo - 1 - u0];
+        if (u->b >= x->b)
+            sv_violation("name n%d: a state read on [%lld, %lld] (proc %d) said free while proc "
+                         "%d handle %d%s fence %" PRIu64 " held it, valid on [%lld, %lld]",
+                         x->name, (long long)x->a, (long long)x->b, x->proc, u->proc, u->handle,
+                         (u->flags & F_READ) ? " (read)" : "", u->fence, (long long)u->a,
+                         (long long)u->b);
+    }
+    free(best);
+}
+
 static void check_log(figures *fg) {
     uint64_t n = S->nrec < S->cap ? S->nrec : S->cap, i, name_lo = 0;
     rec *r = S->recs;
@@ -2688,6 +2825,7 @@ static void check_log(figures *fg) {
     if (S->dropped)
         sv_violation("the log was full: %" PRIu64 " records dropped", S->dropped);
     qsort(r, n, sizeof *r, by_name_lo);
+    check_state_reads(r, n);
     fg->max_lost_late = fg->max_acq_late = INT64_MIN;
     for (i = 0; i < n; i++) {
         const rec *x = &r[i];
@@ -2760,6 +2898,21 @@ static void check_log(figures *fg) {
                                  x->proc, x->handle, x->name, (long long)x->a,
                                  leash_status_name(x->status), (long long)(x->b - x->a));
             }
+        } else if (x->type == REC_STATE) {
+            /* A state read: bounded like a try-once acquire (Redlock:
+             * each server answers or times out in command_timeout_ms). */
+            int64_t late = x->b - x->a - x->lag,
+                    allow =
+                        cfg.command_timeout + cfg.slack_ms +
+                        ((cfg.cluster || cfg.sentinel) && short_during(x->a, x->b) ? wait_queue_ms()
+                                                                                   : 0);
+            if (x->status == LEASH_OK)
+                fg->state_reads++;
+            if (x->status != LEASH_ECANCELED && late > allow &&
+                !stopped_during(x->proc, x->a, x->b))
+                sv_violation("proc %d: state read of n%d asked at t=%lld ended %s after %lld ms",
+                             x->proc, x->name, (long long)x->a, leash_status_name(x->status),
+                             (long long)(x->b - x->a));
         } else if (x->type == REC_LOST) {
             /* Lateness beyond what the worker's loop itself suffered. */
             int64_t late = x->a - x->b - x->lag;
@@ -2954,7 +3107,7 @@ int main(int argc, char **argv) {
     int64_t start, end, fault_end;
     uint64_t faults = 0, losts[6] = {0}, rejections = 0, writes = 0;
     uint64_t busy = 0, timedout = 0, econn = 0, ereplicas = 0, canceled = 0, other = 0;
-    uint64_t reads = 0, stale_reads = 0, frees = 0;
+    uint64_t reads = 0, stale_reads = 0, frees = 0, state_fails = 0;
     int port, nkinds;
     const char *const *kind_names;
     const uint64_t *kind_counts;
@@ -3261,6 +3414,7 @@ int main(int argc, char **argv) {
         reads += w->reads;
         stale_reads += w->stale_reads;
         frees += w->frees;
+        state_fails += w->state_fails;
     }
 
     nkinds = cfg.cluster    ? CF_COUNT
@@ -3310,6 +3464,8 @@ int main(int argc, char **argv) {
            "ms past its wait\n",
            busy, timedout, econn, ereplicas, canceled, other, writes, (long long)fg.max_lost_late,
            (long long)fg.max_acq_late);
+    printf("state reads (leash_client_lock_state): answered %" PRIu64 ", failed %" PRIu64 "\n",
+           fg.state_reads, state_fails);
     if (cfg.kind != K_MUTEX) {
         printf("lock family%s: the most holds of one name valid at one instant %d; grants that "
                "shared a fence with another (read/semaphore) %" PRIu64 "; waiting handles "
