@@ -20,6 +20,9 @@
  *                                    the same with multi-locks (below)
  *   torture --lab [--redlock | --sentinel] [--tls] [--only FAULT]
  *                                    in the network lab (below)
+ *   torture ... --pubsub-off         every waiter polls (LEASH_PUBSUB_OFF:
+ *                                    README "Waiting without pub/sub"),
+ *                                    under the same checks
  *
  * What the workers record, in a shared log (an mmap'd file):
  *   UNIT  a unit of "work" of a hold: its fence and the CLOCK_MONOTONIC
@@ -281,7 +284,8 @@ static struct {
     int lab;          /* --lab: every process in a network namespace of its own, see the top */
     const char *only; /* --only NAME: lab mode, that fault alone */
     int tls;          /* --tls: lab mode over TLS */
-} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0};
+    int pubsub_off;   /* --pubsub-off: waiters poll */
+} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0};
 
 enum {
     K_MUTEX = 0,
@@ -1063,6 +1067,8 @@ static void client_options(leash_options *o, int port) {
     o->reconnect_max_ms = 200;
     o->log_cb = worker_log;
     o->log_level = cfg.verbose ? LEASH_LOG_INFO : LEASH_LOG_ERROR;
+    if (cfg.pubsub_off)
+        o->pubsub = LEASH_PUBSUB_OFF;
     if (lab_dns_servers[0] != '\0')
         o->dns_servers = lab_dns_servers;
     if (cfg.tls) {
@@ -3092,7 +3098,7 @@ static void check_majority_gone(figures *fg) {
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--cluster | --redlock | --sentinel] [--lab [--tls] [--only FAULT]]\n"
-            "          [--fair | --rw | --semaphore N | --multi] [--quick]\n"
+            "          [--fair | --rw | --semaphore N | --multi] [--pubsub-off] [--quick]\n"
             "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
             "          [--seed S] [--tolerance-ms N] [--verbose]\n",
             argv0);
@@ -3136,6 +3142,8 @@ int main(int argc, char **argv) {
             cfg.kind = K_RW;
         } else if (strcmp(a, "--multi") == 0) {
             cfg.kind = K_MULTI;
+        } else if (strcmp(a, "--pubsub-off") == 0) {
+            cfg.pubsub_off = 1;
         } else if (strcmp(a, "--verbose") == 0) {
             cfg.verbose = 1;
         } else if (v == NULL) {
@@ -3478,7 +3486,7 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     printf(
-        "torture%s%s%s: %dx%d handles on %d names, %d s of faults, seed %u: acquisitions=%" PRIu64
+        "torture%s%s%s%s: %dx%d handles on %d names, %d s of faults, seed %u: acquisitions=%" PRIu64
         " handoffs=%" PRIu64 " faults=%" PRIu64 " losts: expired=%" PRIu64 " unreachable=%" PRIu64
         " max_hold=%" PRIu64 " replicas=%" PRIu64 " stale-fence rejections=%" PRIu64
         " violations=%" PRIu64 "\n",
@@ -3486,10 +3494,11 @@ int main(int argc, char **argv) {
         : cfg.redlock  ? " --redlock"
         : cfg.sentinel ? " --sentinel"
                        : "",
-        cfg.lab ? (cfg.tls ? " --lab --tls" : " --lab") : "", kind_flag(), cfg.procs, cfg.handles,
-        cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions, fg.handoffs, faults,
-        losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE], losts[LEASH_LOST_MAX_HOLD],
-        losts[LEASH_LOST_REPLICAS], rejections, violations);
+        cfg.lab ? (cfg.tls ? " --lab --tls" : " --lab") : "", kind_flag(),
+        cfg.pubsub_off ? " --pubsub-off" : "", cfg.procs, cfg.handles, cfg.names, cfg.fault_s,
+        cfg.seed, fg.acquisitions, fg.handoffs, faults, losts[LEASH_LOST_EXPIRED],
+        losts[LEASH_LOST_UNREACHABLE], losts[LEASH_LOST_MAX_HOLD], losts[LEASH_LOST_REPLICAS],
+        rejections, violations);
     fflush(stdout);
     if (cfg.cluster) {
         test_cluster_stop(&C);
