@@ -61,6 +61,22 @@ int test_cluster_node_by_port(const test_cluster *c, int port) {
     return -1;
 }
 
+/* The node at host:port, port its plain or (with tls-replication, what a
+ * replica's ROLE names) its TLS port; -1 if none. Placed nodes may share
+ * a port: each has an address of its own. */
+static int node_by_addr(const test_cluster *c, const char *host, int port) {
+    int i;
+
+    for (i = 0; i < c->count; i++) {
+        const test_redis *s = &c->node[i].server;
+
+        if (port > 0 && (s->port == port || s->tls_port == port) &&
+            strcmp(test_redis_host(s), host) == 0)
+            return i;
+    }
+    return -1;
+}
+
 static int node_by_id(const test_cluster *c, const char *id) {
     int i;
 
@@ -808,8 +824,9 @@ int test_cluster_master_of(test_cluster *c, int replica) {
     if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements >= 3 &&
         reply->element[0]->type == REDIS_REPLY_STRING &&
         strcmp(reply->element[0]->str, "slave") == 0 &&
+        reply->element[1]->type == REDIS_REPLY_STRING &&
         reply->element[2]->type == REDIS_REPLY_INTEGER)
-        master = test_cluster_node_by_port(c, (int)reply->element[2]->integer);
+        master = node_by_addr(c, reply->element[1]->str, (int)reply->element[2]->integer);
     if (reply)
         freeReplyObject(reply);
     return master;
