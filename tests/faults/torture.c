@@ -2280,7 +2280,9 @@ static int64_t lab_net_fault(int nf, const int *servers, test_redis *const *rs, 
                 lab_rule(netlab_cut_oneway(LAB, cli[i], node));
         }
         if (nf == NF_SYN_HOLE) {
-            lab_rule(netlab_drop_syn(LAB, node, r->port));
+            /* Where the clients connect: over TLS, the TLS port. */
+            lab_rule(
+                netlab_drop_syn(LAB, node, cfg.tls && r->tls_port > 0 ? r->tls_port : r->port));
             lab_kill_connections(r);
         } else if (nf == NF_ISOLATE) {
             lab_rule(netlab_isolate(LAB, node));
