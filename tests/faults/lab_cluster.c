@@ -223,7 +223,7 @@ static void cluster_lab_kill(int master, int64_t *promoted, int64_t *restarted) 
 static void one_cluster_lab_fault(void) {
     int f = cfg.only != NULL ? cluster_lab_fault_named(cfg.only) : s_between(0, CL_COUNT - 1);
     int name = s_between(0, cfg.names - 1), slot = name_slot(name);
-    int master = test_cluster_master_of_slot(&C, slot), replica, other = -1;
+    int master = test_cluster_master_of_slot(&C, slot), replica = -1, other = -1;
     int64_t t0 = now_ms(), t1 = 0, t2 = 0, over = 0;
     char said[160] = "";
     probe pr;
