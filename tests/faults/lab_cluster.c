@@ -50,10 +50,11 @@
  * probe that ends LEASH_EREPLICAS while a master was short of replicas is
  * counted as documented by that sentence, as in Sentinel mode; every other
  * violation fails the run. A master is short of replicas from the start of
- * a fault that may fail it over (failover, kill-master, freeze-master,
- * master-minority, or any fault after which the master was replaced)
- * until its replica acknowledges again (REPLICA_ACK_MS after the cluster
- * settled).
+ * a fault that may fail it over or cuts its replication (failover,
+ * kill-master, freeze-master, master-minority, isolate: the replication
+ * link may resume only at its next TCP retransmission, up to seconds after
+ * the heal; or any fault after which the master was replaced) until its
+ * replica acknowledges again (REPLICA_ACK_MS after the cluster settled).
  *
  * After each fault the supervisor waits until the cluster has settled
  * (test_cluster_wait_settled) before the next one; the probe must be
@@ -270,7 +271,7 @@ static void one_cluster_lab_fault(void) {
         over = now_ms();
     if (test_cluster_wait_settled(&C) != 0)
         settle_again(cluster_lab_fault_names[f]);
-    if (f == CL_FAILOVER || f == CL_KILL || f == CL_FREEZE || f == CL_MINORITY ||
+    if (f == CL_FAILOVER || f == CL_KILL || f == CL_FREEZE || f == CL_MINORITY || f == NF_ISOLATE ||
         test_cluster_role(&C, master) != TEST_CLUSTER_MASTER)
         note_short_of_replicas(t0, now_ms() + REPLICA_ACK_MS);
     fprintf(stderr, "torture: t=%lld fault %s: n%d slot %d master %d (replica %d)", (long long)t0,
