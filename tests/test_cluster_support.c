@@ -530,6 +530,20 @@ TEST(t_password) {
     test_cluster_stop(&c);
 }
 
+/* With tls-replication a replica's ROLE names its master's TLS port: the
+ * roles are still told (the lab's cluster faults pick a master's replica
+ * this way). */
+TEST(t_tls_roles) {
+    test_cluster_config cfg = {.masters = 1, .tls_dir = test_tls_certs()};
+    test_cluster c;
+
+    CHECK(cfg.tls_dir != NULL);
+    start(&c, &cfg);
+    CHECK_EQ_INT(test_cluster_master_of(&c, 1), 0);
+    CHECK_EQ_INT(test_cluster_replica_of(&c, 0), 1);
+    test_cluster_stop(&c);
+}
+
 int main(int argc, char **argv) {
     return test_main(argc, argv,
                      (test_case[]){
@@ -546,6 +560,7 @@ int main(int argc, char **argv) {
                          TEST_CASE(t_cluster_down),
                          TEST_CASE(t_partial_coverage),
                          TEST_CASE(t_password),
+                         TEST_CASE(t_tls_roles),
                          {0},
                      });
 }

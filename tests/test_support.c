@@ -637,6 +637,62 @@ TEST(t_clock_shift) {
 
 /* With persistence turned on, a restart that keeps the folder brings the
  * data back; test_redis_restart's does not. */
+/* The bytes of a file, in out (NUL-terminated); how many. */
+static size_t slurp(const char *path, char *out, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = 0;
+
+    if (f != NULL) {
+        n = fread(out, 1, cap - 1, f);
+        fclose(f);
+    }
+    out[n] = '\0';
+    return n;
+}
+
+/* Two processes that make certificates under one TMPDIR (two torture runs
+ * of a ctest -j, both in /dev/shm) each keep their own: a CA made by the
+ * second must not replace the first's while its servers and clients use
+ * it. Two children of one parent that has made none, each as another
+ * program would. */
+TEST(t_tls_certs_are_per_process) {
+    int go[2], done[2], status;
+    pid_t first, second;
+    char c;
+
+    CHECK(pipe(go) == 0 && pipe(done) == 0);
+    first = fork();
+    CHECK(first >= 0);
+    if (first == 0) {
+        static char before[8192], after[8192];
+        const char *dir = test_tls_certs();
+        char ca[700];
+
+        if (dir == NULL)
+            _exit(3);
+        snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+        slurp(ca, before, sizeof before);
+        if (write(go[1], "x", 1) != 1 || read(done[0], &c, 1) != 1)
+            _exit(3);
+        _exit(slurp(ca, after, sizeof after) > 0 && strcmp(before, after) == 0 ? 0 : 1);
+    }
+    CHECK(read(go[0], &c, 1) == 1); /* the first has its certificates */
+    second = fork();
+    CHECK(second >= 0);
+    if (second == 0)
+        _exit(test_tls_certs() != NULL ? 0 : 3);
+    CHECK(waitpid(second, &status, 0) == second);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(write(done[1], "x", 1) == 1);
+    CHECK(waitpid(first, &status, 0) == first);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the first process' ca.pem changed under it (status 0x%x)", status);
+    close(go[0]);
+    close(go[1]);
+    close(done[0]);
+    close(done[1]);
+}
+
 TEST(t_restart_keeping_data) {
     test_redis_config cfg = {.extra = "appendonly yes\nappendfsync always"};
     test_redis r;
@@ -977,6 +1033,7 @@ int main(int argc, char **argv) {
                          TEST_CASE(t_kill_then_restart),
                          TEST_CASE(t_clock_shift),
                          TEST_CASE(t_restart_keeping_data),
+                         TEST_CASE(t_tls_certs_are_per_process),
                          TEST_CASE(t_freeze_thaw),
                          TEST_CASE(t_calls),
                          TEST_CASE(t_two_servers),

@@ -20,6 +20,9 @@
  *                                    the same with multi-locks (below)
  *   torture --lab [--redlock | --sentinel] [--tls] [--only FAULT]
  *                                    in the network lab (below)
+ *   torture --lab --cluster [--tls] [--only FAULT]
+ *                                    a Redis Cluster in the lab
+ *                                    (tests/faults/lab_cluster.c)
  *   torture ... --pubsub-off         every waiter polls (LEASH_PUBSUB_OFF:
  *                                    README "Waiting without pub/sub"),
  *                                    under the same checks
@@ -215,6 +218,11 @@
  * master, soon a replica) and master-cut-off (the master cut off from
  * sentinels and replicas, clients still reaching it), and the network's
  * faults on one sentinel. --only FAULT (one server) replays one cell.
+ * With --cluster, 3 masters and 3 replicas each in a node of their own,
+ * the network's faults on a master, master-minority (a master cut off
+ * from every other node while its clients reach it), a bridge between two
+ * masters' halves, freeze-master, kill-master and failover: its own top
+ * comment, tests/faults/lab_cluster.c (--only FAULT there too).
  *
  * The checks are those above, and availability: across every fault a
  * probe, a fresh client in a node of its own (new connections, names
@@ -2238,6 +2246,10 @@ static void probe_on_acquired(leash_lock *l, int status, void *arg) {
     ev_break(W.loop, EVBREAK_ALL);
 }
 
+/* NULL, or what names the probe's lock instead of probe<n> (a cluster:
+ * a name on the master the fault is on; lab_cluster.c). */
+static void (*probe_name_fn)(char *name, size_t cap, int n);
+
 static void probe_main(int fd, int n) {
     leash_options o;
     leash_client *c = NULL;
@@ -2249,6 +2261,8 @@ static void probe_main(int fd, int n) {
     W.loop = ev_loop_new(EVFLAG_AUTO);
     client_options(&o, lab_port);
     snprintf(name, sizeof name, "probe%d", n);
+    if (probe_name_fn != NULL)
+        probe_name_fn(name, sizeof name, n);
     if (leash_client_new(&c, &o) != LEASH_OK || leash_libev_attach(W.loop, c) != LEASH_OK ||
         (l = leash_lock_new(c, name)) == NULL ||
         leash_acquire(l, PROBE_WAIT_MS, probe_on_acquired, &r) != LEASH_OK)
@@ -2401,7 +2415,9 @@ static int64_t lab_net_fault(int nf, const int *servers, test_redis *const *rs, 
                 lab_rule(netlab_cut_oneway(LAB, cli[i], node));
         }
         if (nf == NF_SYN_HOLE) {
-            lab_rule(netlab_drop_syn(LAB, node, r->port));
+            /* Where the clients connect: over TLS, the TLS port. */
+            lab_rule(
+                netlab_drop_syn(LAB, node, cfg.tls && r->tls_port > 0 ? r->tls_port : r->port));
             lab_kill_connections(r);
         } else if (nf == NF_ISOLATE) {
             lab_rule(netlab_isolate(LAB, node));
@@ -2638,6 +2654,9 @@ static int lab_start(int nservers, test_redis *servers, const test_redis_config 
     }
     return lab_finish();
 }
+
+/* Redis Cluster in the lab (--lab --cluster): its own file, see its top. */
+#include "lab_cluster.c"
 
 /* ---- the checks ---- */
 
@@ -3174,9 +3193,10 @@ int main(int argc, char **argv) {
         cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 ||
         cfg.cluster + cfg.redlock + cfg.sentinel > 1 ||
         (cfg.redlock && cfg.kind != K_MUTEX && cfg.kind != K_MULTI) ||
-        (cfg.kind == K_MULTI && cfg.names < 2) || (cfg.lab && cfg.cluster) ||
-        (cfg.tls && !cfg.lab) ||
-        (cfg.only != NULL && (!cfg.lab || cfg.redlock || lab_fault_named(cfg.only) < 0)) ||
+        (cfg.kind == K_MULTI && cfg.names < 2) || (cfg.tls && !cfg.lab) ||
+        (cfg.only != NULL &&
+         (!cfg.lab || cfg.redlock ||
+          (cfg.cluster ? cluster_lab_fault_named(cfg.only) : lab_fault_named(cfg.only)) < 0)) ||
         (cfg.kind == K_SEM && (cfg.permits < 1 || cfg.permits > LEASH_PERMITS_MAX)))
         usage(argv[0]);
     if (cfg.cluster || cfg.sentinel)
@@ -3222,7 +3242,12 @@ int main(int argc, char **argv) {
         S->cap = cap;
     }
 
-    if (cfg.cluster) {
+    if (cfg.cluster && cfg.lab) {
+        if ((port = cluster_lab_start()) < 0) {
+            fprintf(stderr, "torture: cannot start the cluster in the lab\n");
+            return 2;
+        }
+    } else if (cfg.cluster) {
         /* The harness' defaults: 3 masters, one replica each, 500 ms. */
         if (test_cluster_start(&C, NULL) != 0) {
             fprintf(stderr, "torture: cannot start the cluster\n");
@@ -3347,7 +3372,9 @@ int main(int argc, char **argv) {
         sleep_ms(s_between(100, 600));
         if (now_ms() >= fault_end)
             break;
-        if (cfg.cluster)
+        if (cfg.cluster && cfg.lab)
+            one_cluster_lab_fault();
+        else if (cfg.cluster)
             one_cluster_fault();
         else if (cfg.sentinel)
             one_sentinel_fault();
@@ -3441,6 +3468,11 @@ int main(int argc, char **argv) {
                   : cfg.sentinel ? sentinel_fault_count
                   : cfg.lab      ? lab_fault_count
                                  : fault_count;
+    if (cfg.cluster && cfg.lab) {
+        nkinds = CL_COUNT;
+        kind_names = cluster_lab_fault_names;
+        kind_counts = cluster_lab_fault_count;
+    }
     printf("faults:");
     for (i = 0; i < nkinds; i++)
         printf(" %s=%" PRIu64, kind_names[i], kind_counts[i]);

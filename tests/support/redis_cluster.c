@@ -61,6 +61,22 @@ int test_cluster_node_by_port(const test_cluster *c, int port) {
     return -1;
 }
 
+/* The node at host:port, port its plain or (with tls-replication, what a
+ * replica's ROLE names) its TLS port; -1 if none. Placed nodes may share
+ * a port: each has an address of its own. */
+static int node_by_addr(const test_cluster *c, const char *host, int port) {
+    int i;
+
+    for (i = 0; i < c->count; i++) {
+        const test_redis *s = &c->node[i].server;
+
+        if (port > 0 && (s->port == port || s->tls_port == port) &&
+            strcmp(test_redis_host(s), host) == 0)
+            return i;
+    }
+    return -1;
+}
+
 static int node_by_id(const test_cluster *c, const char *id) {
     int i;
 
@@ -509,6 +525,9 @@ static char *node_config(const test_cluster *c, int bus_port) {
         test_redis_put_config(f, "masterauth", c->cfg.requirepass);
     if (c->cfg.tls_dir)
         fputs("tls-cluster yes\ntls-replication yes\n", f);
+    /* A placed node: its peers and clients are told its own address. */
+    if (c->cfg.host[c->count])
+        fprintf(f, "cluster-announce-ip %s\n", c->cfg.host[c->count]);
     if (c->cfg.extra)
         fprintf(f, "%s\n", c->cfg.extra);
     if (fclose(f) != 0) {
@@ -575,6 +594,8 @@ static int start_node(test_cluster *c) {
         rc.acl_user = c->cfg.acl_user;
         rc.extra = extra;
         rc.tls_dir = c->cfg.tls_dir;
+        rc.host = c->cfg.host[c->count];
+        rc.netns = c->cfg.netns[c->count];
         rc_start = test_redis_start(&n->server, &rc);
         free(extra);
         if (rc_start == 0) {
@@ -631,13 +652,14 @@ static int add_slots(test_cluster *c, int node, int from, int to) {
 }
 
 static int meet(test_cluster *c, int from, int to) {
+    const char *host = test_redis_host(&c->node[to].server);
+
     if (!new_cluster())
         return expect_ok(
-            c, from,
-            test_cluster_cmd(c, from, "CLUSTER MEET 127.0.0.1 %d", c->node[to].server.port),
+            c, from, test_cluster_cmd(c, from, "CLUSTER MEET %s %d", host, c->node[to].server.port),
             "CLUSTER MEET");
     return expect_ok(c, from,
-                     test_cluster_cmd(c, from, "CLUSTER MEET 127.0.0.1 %d %d",
+                     test_cluster_cmd(c, from, "CLUSTER MEET %s %d %d", host,
                                       c->node[to].server.port, c->node[to].bus_port),
                      "CLUSTER MEET");
 }
@@ -802,8 +824,9 @@ int test_cluster_master_of(test_cluster *c, int replica) {
     if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements >= 3 &&
         reply->element[0]->type == REDIS_REPLY_STRING &&
         strcmp(reply->element[0]->str, "slave") == 0 &&
+        reply->element[1]->type == REDIS_REPLY_STRING &&
         reply->element[2]->type == REDIS_REPLY_INTEGER)
-        master = test_cluster_node_by_port(c, (int)reply->element[2]->integer);
+        master = node_by_addr(c, reply->element[1]->str, (int)reply->element[2]->integer);
     if (reply)
         freeReplyObject(reply);
     return master;
@@ -1018,7 +1041,7 @@ static int migrate_keys(test_cluster *c, int from, int to, const redisReply *key
              c->cfg.tls_dir ? c->node[to].server.tls_port : c->node[to].server.port);
     snprintf(timeout, sizeof timeout, "%d", MIGRATE_TIMEOUT_MS);
     argv[fixed++] = "MIGRATE";
-    argv[fixed++] = "127.0.0.1";
+    argv[fixed++] = test_redis_host(&c->node[to].server);
     argv[fixed++] = port;
     argv[fixed++] = ""; /* KEYS form: no single key */
     argv[fixed++] = "0";

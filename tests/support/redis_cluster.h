@@ -71,6 +71,17 @@ typedef struct test_cluster_config {
      * replication go over TLS (tls-cluster yes, tls-replication yes), so
      * that CLUSTER SLOTS and MOVED name the TLS ports to TLS clients. */
     const char *tls_dir;
+    /* Placement, node by node (the index of c->node[]; NULL: 127.0.0.1 in
+     * the caller's namespace, as without it): host[i] is the address node
+     * i listens on, announces to the cluster (cluster-announce-ip) and is
+     * met at, so that CLUSTER SLOTS and MOVED hand it out; netns[i] its
+     * network namespace (test_redis_config.netns: the harness makes its
+     * own connections to the node there), e.g. a node of
+     * tests/support/netlab.h. Not copied: the strings must stay valid
+     * until test_cluster_stop (the lab owns them). Nodes added later take
+     * the entries of their indexes. */
+    const char *host[TEST_CLUSTER_MAX_NODES];
+    const char *netns[TEST_CLUSTER_MAX_NODES];
 } test_cluster_config;
 
 typedef struct test_cluster_node {

@@ -122,19 +122,39 @@ void test_redis_put_tls_config(FILE *f, const char *dir, const char *cert, int t
     fprintf(f, "tls-auth-clients %s\n", auth_clients ? "yes" : "no");
 }
 
+static char certs_dir[512];
+static pid_t certs_owner;
+
+/* At the exit of the process that made the certificates (not of its
+ * forked children, which exit() too and share them). */
+static void remove_certs(void) {
+    if (getpid() == certs_owner)
+        test_remove_tree(certs_dir);
+}
+
 const char *test_tls_certs(void) {
-    static char dir[512];
     static int state; /* 0: not tried, 1: made, -1: failed */
     char cmd[1200];
 
     if (state == 0) {
-        snprintf(dir, sizeof dir, "%s/certs", test_tmpdir());
-        snprintf(cmd, sizeof cmd, "'%s/scripts/make-certs' '%s' >&2", LEASH_SOURCE_DIR, dir);
+        /* A folder of this process' own: another that makes certificates
+         * under the same test_tmpdir() (torture keeps its files in
+         * TMPDIR, shared by concurrent runs) would replace its CA while
+         * its servers and clients use it. */
+        snprintf(certs_dir, sizeof certs_dir, "%s/certs-XXXXXX", test_tmpdir());
+        if (mkdtemp(certs_dir) == NULL) {
+            fprintf(stderr, "test_tls_certs: mkdtemp %s: %s\n", certs_dir, strerror(errno));
+            state = -1;
+            return NULL;
+        }
+        certs_owner = getpid();
+        atexit(remove_certs);
+        snprintf(cmd, sizeof cmd, "'%s/scripts/make-certs' '%s' >&2", LEASH_SOURCE_DIR, certs_dir);
         state = system(cmd) == 0 ? 1 : -1;
         if (state < 0)
             fprintf(stderr, "test_tls_certs: %s failed\n", cmd);
     }
-    return state > 0 ? dir : NULL;
+    return state > 0 ? certs_dir : NULL;
 }
 
 const char *test_tls_file(int slot, const char *name) {

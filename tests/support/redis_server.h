@@ -162,7 +162,10 @@ long long test_redis_lock_calls(test_redis *r);
 
 /* A folder of throwaway certificates made once per process with
  * scripts/make-certs (its top comment lists the files), under
- * test_tmpdir(); NULL when that failed (said on stderr). */
+ * test_tmpdir(), of that process' own (certs-XXXXXX: concurrent runs that
+ * share a TMPDIR keep their own CAs), removed when the process that made
+ * it exits; NULL when that failed (said on stderr). Forked children use
+ * their parent's. */
 const char *test_tls_certs(void);
 
 /* The path of a file in test_tls_certs()'s folder, e.g. "ca.pem", in a
