@@ -993,9 +993,11 @@ LEASH_EXPORT uint64_t leash_renewals(const leash_lock *l);
  * more (agree says on how many; a minority's leftovers hold nothing);
  * holders: that owner, with the count of the first server that has it;
  * ttl_ms: the M-th longest PTTL among those servers (after it fewer than M
- * have it); fence..fence_max: the hold's fence lies between the M-th
- * smallest and the largest fence those servers keep (the client that holds
- * it knows which); not held: fence is the largest any server keeps;
+ * have it); fence..fence_max: the M-th smallest and the largest fence
+ * those servers keep. The hold's own fence (which only its holder knows)
+ * is at least fence; it is at most fence_max when every server that
+ * granted it answered, and may be above it when the one whose fence was
+ * the largest did not; not held: fence is the largest any server keeps;
  * subscribers: the M-th largest count of the servers; waiters: none (no
  * queue on Redlock). kind: the holding servers', else the first answer
  * that has a lock.
@@ -1041,7 +1043,8 @@ typedef struct leash_state {
     int64_t ttl_ms;
     /* The fence: a mutex's, the hold's; the family's, the last one given
      * (0 none; Redisson's: 0). Redlock: the least the hold's can be, and
-     * fence_max the most; elsewhere fence_max == fence. */
+     * fence_max the largest the answering servers keep (see above);
+     * elsewhere fence_max == fence. */
     uint64_t fence, fence_max;
     /* A semaphore: its permits, those held and those free; else 0. */
     int64_t permits, permits_used, permits_free;
