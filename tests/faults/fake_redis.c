@@ -266,10 +266,11 @@ void fr_publish(fake_redis *f, const char *channel, const char *msg) {
     fr_publish_len(f, channel, strlen(channel), msg);
 }
 
-/* KEYS lock; ARGV token, lease, count, not_after. */
+/* KEYS lock; ARGV token, lease, count, mark, not_after. */
 static void run_acquire(fake_redis *f, fr_conn *c, const char **keys, const char **args) {
     int64_t now = mono_ms(), server_ms = wall_us() / 1000;
-    long long n = atoll(args[2]), not_after = atoll(args[3]);
+    long long n = atoll(args[2]), not_after = atoll(args[4]);
+    int mark = strcmp(args[3], "1") == 0;
     fr_lock *k = find_lock(f, keys[0], 1);
 
     if (k == NULL) {
@@ -288,7 +289,8 @@ static void run_acquire(fake_redis *f, fr_conn *c, const char **keys, const char
         send_fmt(c, "*4\r\n:0\r\n:-4\r\n:0\r\n:%lld\r\n", (long long)server_ms);
         return;
     } else if (k->expires > now) {
-        k->waiting = 1;
+        if (mark)
+            k->waiting = 1;
         send_fmt(c, "*4\r\n:0\r\n:%lld\r\n:0\r\n:%lld\r\n", (long long)(k->expires - now),
                  (long long)server_ms);
         return;
@@ -376,7 +378,7 @@ static void run_script(fake_redis *f, fr_conn *c, int script, int argc, const ch
         fr_send_str(c, "-ERR fake redis: bad script call\r\n");
         return;
     }
-    if (script == FR_ACQUIRE && nkeys == 1 && nargs == 4)
+    if (script == FR_ACQUIRE && nkeys == 1 && nargs == 5)
         run_acquire(f, c, keys, args);
     else if (script == FR_RELEASE && nkeys == 1 && nargs == 5)
         run_release(f, c, keys, args, arg_lens);

@@ -2791,7 +2791,9 @@ static void sweep_name(figures *fg, const rec *r, uint64_t lo, uint64_t hi) {
 
 /* A state read that says "free" must not span a claim: a hold valid from
  * before the read was asked until after it ended had its key in Redis at
- * the moment of the read. r is sorted (by_name_lo): units, then state
+ * the moment of the read. Strictly before and after, in ms: within one ms
+ * a read can run before the grant it seems to follow (the times are
+ * whole ms), or after the release that ends the claim. r is sorted (by_name_lo): units, then state
  * reads, each by name and start. Not on Redlock: its reader sees a hold
  * only where a majority of the servers answered it, and a hold needs only
  * a majority to have been granted (with one of them down, the reader's
@@ -2820,11 +2822,11 @@ static void check_state_reads(const rec *r, uint64_t n) {
         const rec *x = &r[i], *u;
         if (x->status != LEASH_OK || (x->flags & F_STATE_HELD))
             continue;
-        /* The last unit of x's name that started no later than x. */
+        /* The last unit of x's name that started before x. */
         lo = u0, hi = u1;
         while (lo < hi) {
             j = lo + (hi - lo) / 2;
-            if (r[j].name < x->name || (r[j].name == x->name && r[j].a <= x->a))
+            if (r[j].name < x->name || (r[j].name == x->name && r[j].a < x->a))
                 lo = j + 1;
             else
                 hi = j;
@@ -2832,7 +2834,7 @@ static void check_state_reads(const rec *r, uint64_t n) {
         if (lo == u0 || r[lo - 1].name != x->name)
             continue;
         u = best[lo - 1 - u0];
-        if (u->b >= x->b)
+        if (u->b > x->b)
             sv_violation("name n%d: a state read on [%lld, %lld] (proc %d) said free while proc "
                          "%d handle %d%s fence %" PRIu64 " held it, valid on [%lld, %lld]",
                          x->name, (long long)x->a, (long long)x->b, x->proc, u->proc, u->handle,
