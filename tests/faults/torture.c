@@ -18,6 +18,8 @@
  *                                    the same with the lock family (below)
  *   torture --lab [--redlock | --sentinel] [--tls] [--only FAULT]
  *                                    in the network lab (below)
+ *   torture --lab --replicas [--tls] one server with two replicas and
+ *                                    wait_replicas (lab_replicas.c)
  *
  * What the workers record, in a shared log (an mmap'd file):
  *   UNIT  a unit of "work" of a hold: its fence and the CLOCK_MONOTONIC
@@ -195,7 +197,10 @@
  * list cut off while the others fail the master over: it names the old
  * master, soon a replica) and master-cut-off (the master cut off from
  * sentinels and replicas, clients still reaching it), and the network's
- * faults on one sentinel. --only FAULT (one server) replays one cell.
+ * faults on one sentinel; one server with two replicas (--replicas,
+ * lab_replicas.c) adds replicas-cut-off, freeze-replica and
+ * replica-oneway. --only FAULT (one server, with or without replicas)
+ * replays one cell.
  *
  * The checks are those above, and availability: across every fault a
  * probe, a fresh client in a node of its own (new connections, names
@@ -265,7 +270,8 @@ static struct {
     int lab;          /* --lab: every process in a network namespace of its own, see the top */
     const char *only; /* --only NAME: lab mode, that fault alone */
     int tls;          /* --tls: lab mode over TLS */
-} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0};
+    int replicas;     /* --replicas: lab mode, a master with two replicas (lab_replicas.c) */
+} cfg = {4, 8, 3, 40, 4, 20, 200, 600, 300, 25, 300, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0};
 
 enum {
     K_MUTEX = 0,
@@ -964,6 +970,9 @@ static void client_options(leash_options *o, int port) {
         o->nodes_count = nseeds;
         o->sentinel_master = TEST_SENTINEL_MASTER;
         o->wait_replicas = 2; /* every replica: see the top */
+        o->wait_timeout_ms = CLUSTER_WAIT_TIMEOUT_MS;
+    } else if (cfg.replicas) {
+        o->wait_replicas = W.proc >= 0 && W.proc % 2 == 0 ? 2 : 1; /* lab_replicas.c */
         o->wait_timeout_ms = CLUSTER_WAIT_TIMEOUT_MS;
     }
 }
@@ -2119,6 +2128,15 @@ static void probe_main(int fd, int n) {
         leash_acquire(l, PROBE_WAIT_MS, probe_on_acquired, &r) != LEASH_OK)
         _exit(3);
     ev_run(W.loop, 0);
+    /* One server with replicas: a grant short of its WAIT fails at once;
+     * the probe asks again until its wait ends (lab_replicas.c). */
+    for (int64_t end = now_ms() + PROBE_WAIT_MS;
+         cfg.replicas && r.status == LEASH_EREPLICAS && now_ms() < end - 100;) {
+        sleep_ms(20);
+        if (leash_acquire(l, end - now_ms(), probe_on_acquired, &r) != LEASH_OK)
+            _exit(3);
+        ev_run(W.loop, 0);
+    }
     if (r.status == LEASH_OK)
         leash_release(l, NULL, NULL);
     leash_client_free(c); /* gives back what it still holds, then ends */
@@ -2356,7 +2374,12 @@ static int lab_fault_named(const char *name) {
     return -1;
 }
 
+static int replicas_fault(void);
+static void replicas_after_lab_fault(int f, int64_t t0);
+
 static void one_lab_fault(void) {
+    if (cfg.replicas && replicas_fault())
+        return;
     int f = s_between(0, LF_COUNT - 1);
 
     if (cfg.only != NULL)
@@ -2406,6 +2429,8 @@ static void one_lab_fault(void) {
             break;
         }
     }
+    if (cfg.replicas)
+        replicas_after_lab_fault(f, t0);
     fprintf(stderr, "torture: t=%lld fault %s", (long long)t0, lab_fault_names[f]);
     if (ms > 0)
         fprintf(stderr, " for %lld ms", (long long)ms);
@@ -2503,6 +2528,9 @@ static int lab_start(int nservers, test_redis *servers, const test_redis_config 
     }
     return lab_finish();
 }
+
+/* One server with two replicas (--replicas): its own file. */
+#include "lab_replicas.c"
 
 /* ---- the checks ---- */
 
@@ -2690,9 +2718,10 @@ static void check_log(figures *fg) {
             /* The single mode's bound: command_timeout_ms + slack after
              * the wait (try-once: after the start); in cluster mode more
              * while a master was short of replicas (see short_of_replicas). */
-            allow =
-                cfg.command_timeout + cfg.slack_ms +
-                ((cfg.cluster || cfg.sentinel) && short_during(x->a, x->b) ? wait_queue_ms() : 0);
+            allow = cfg.command_timeout + cfg.slack_ms +
+                    ((cfg.cluster || cfg.sentinel || cfg.replicas) && short_during(x->a, x->b)
+                         ? wait_queue_ms()
+                         : 0);
             if (x->c > 0) {
                 late = x->b - (x->a + x->c);
                 if (x->status == LEASH_ETIMEDOUT && late < -2)
@@ -2892,7 +2921,8 @@ static void check_majority_gone(figures *fg) {
 
 static void usage(const char *argv0) {
     fprintf(stderr,
-            "usage: %s [--cluster | --redlock | --sentinel] [--lab [--tls] [--only FAULT]]\n"
+            "usage: %s [--cluster | --redlock | --sentinel] [--lab [--replicas] [--tls]\n"
+            "          [--only FAULT]]\n"
             "          [--fair | --rw | --semaphore N] [--quick]\n"
             "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
             "          [--seed S] [--tolerance-ms N] [--verbose]\n",
@@ -2931,6 +2961,8 @@ int main(int argc, char **argv) {
             cfg.lab = 1;
         } else if (strcmp(a, "--tls") == 0) {
             cfg.tls = 1;
+        } else if (strcmp(a, "--replicas") == 0) {
+            cfg.replicas = 1;
         } else if (strcmp(a, "--fair") == 0) {
             cfg.kind = K_FAIR;
         } else if (strcmp(a, "--rw") == 0) {
@@ -2965,7 +2997,10 @@ int main(int argc, char **argv) {
         cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 ||
         cfg.cluster + cfg.redlock + cfg.sentinel > 1 || (cfg.redlock && cfg.kind != K_MUTEX) ||
         (cfg.lab && cfg.cluster) || (cfg.tls && !cfg.lab) ||
-        (cfg.only != NULL && (!cfg.lab || cfg.redlock || lab_fault_named(cfg.only) < 0)) ||
+        (cfg.only != NULL && (!cfg.lab || cfg.redlock ||
+                              (lab_fault_named(cfg.only) < 0 &&
+                               (!cfg.replicas || replicas_fault_named(cfg.only) < 0)))) ||
+        (cfg.replicas && (!cfg.lab || cfg.cluster || cfg.redlock || cfg.sentinel)) ||
         (cfg.kind == K_SEM && (cfg.permits < 1 || cfg.permits > LEASH_PERMITS_MAX)))
         usage(argv[0]);
     if (cfg.cluster || cfg.sentinel)
@@ -3094,7 +3129,7 @@ int main(int argc, char **argv) {
                        "enable-debug-command yes";
             if (test_redis_version() < 70000)
                 rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no";
-            if (lab_start(1, &R, &rc) != 0) {
+            if (cfg.replicas ? replicas_start(&rc, &port) != 0 : lab_start(1, &R, &rc) != 0) {
                 fprintf(stderr, "torture: cannot start the lab\n");
                 return 2;
             }
@@ -3193,6 +3228,8 @@ int main(int argc, char **argv) {
     check_log(&fg);
     if (cfg.redlock)
         check_majority_gone(&fg);
+    if (cfg.replicas)
+        check_replica_windows();
 
     for (i = 0; i < cfg.procs; i++) {
         worker_shm *w = &S->w[i];
@@ -3254,6 +3291,8 @@ int main(int argc, char **argv) {
                " documented=%" PRIu64,
                kind_names[i], kind_counts[i], c->probes, c->failed, c->documented);
     }
+    if (cfg.replicas)
+        replicas_print();
     printf("\nacquire endings: busy=%" PRIu64 " timedout=%" PRIu64 " econn=%" PRIu64
            " ereplicas=%" PRIu64 " canceled=%" PRIu64 " other=%" PRIu64 "; writes=%" PRIu64
            "; worst lateness: lost %lld ms past its deadline (beyond the loop's own), acquire %lld "
@@ -3280,10 +3319,12 @@ int main(int argc, char **argv) {
         : cfg.redlock  ? " --redlock"
         : cfg.sentinel ? " --sentinel"
                        : "",
-        cfg.lab ? (cfg.tls ? " --lab --tls" : " --lab") : "", kind_flag(), cfg.procs, cfg.handles,
-        cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions, fg.handoffs, faults,
-        losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE], losts[LEASH_LOST_MAX_HOLD],
-        losts[LEASH_LOST_REPLICAS], rejections, violations);
+        cfg.lab ? (cfg.tls ? (cfg.replicas ? " --lab --replicas --tls" : " --lab --tls")
+                           : (cfg.replicas ? " --lab --replicas" : " --lab"))
+                : "",
+        kind_flag(), cfg.procs, cfg.handles, cfg.names, cfg.fault_s, cfg.seed, fg.acquisitions,
+        fg.handoffs, faults, losts[LEASH_LOST_EXPIRED], losts[LEASH_LOST_UNREACHABLE],
+        losts[LEASH_LOST_MAX_HOLD], losts[LEASH_LOST_REPLICAS], rejections, violations);
     fflush(stdout);
     if (cfg.cluster) {
         test_cluster_stop(&C);
@@ -3298,6 +3339,8 @@ int main(int argc, char **argv) {
     } else {
         if (!cfg.lab)
             fp_stop(&P);
+        if (cfg.replicas)
+            replicas_stop();
         test_redis_stop(&R);
     }
     test_dns_stop(&lab_dns[0]);
