@@ -2919,6 +2919,15 @@ static void check_majority_gone(figures *fg) {
     }
 }
 
+/* The run's folder (main), removed when the supervisor exits. */
+static char run_tmp[300];
+static pid_t run_tmp_owner;
+
+static void remove_run_tmp(void) {
+    if (getpid() == run_tmp_owner)
+        test_remove_tree(run_tmp);
+}
+
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--cluster | --redlock | --sentinel] [--lab [--replicas] [--tls]\n"
@@ -3011,6 +3020,19 @@ int main(int argc, char **argv) {
      * and a killed server still finds every write it acknowledged. */
     if (getenv("TMPDIR") == NULL && access("/dev/shm", W_OK) == 0)
         setenv("TMPDIR", "/dev/shm", 1);
+    /* A folder of the run's own for the servers' folders and the TLS
+     * certificates (test_tls_certs makes them once per process in
+     * $TMPDIR/certs): two runs at once that shared one remade each
+     * other's certificates, and a fresh client of one trusted the other's
+     * CA ("not signed by a CA this client trusts"). */
+    snprintf(run_tmp, sizeof run_tmp, "%s/leash-torture-run-XXXXXX", test_tmpdir());
+    if (mkdtemp(run_tmp) == NULL) {
+        perror("torture: mkdtemp");
+        return 2;
+    }
+    setenv("TMPDIR", run_tmp, 1);
+    run_tmp_owner = getpid();
+    atexit(remove_run_tmp);
     setvbuf(stderr, NULL, _IOLBF, 0);
 
     /* The log: a file mapped by every process (sparse: only what is used
