@@ -117,7 +117,7 @@ static void replicas_recovery_probe(int64_t synced, const char *fault) {
  * that acknowledged meanwhile. */
 static void replicas_after_lab_fault(int f, int64_t t0) {
     int64_t synced = replicas_synced();
-    if (f == NF_ISOLATE || f == LF_RESTART)
+    if (f == NF_ISOLATE || f == LF_RESTART || f == LF_RESTART_EMPTY)
         note_short_of_replicas(t0, synced + REPLICA_ACK_MS);
 }
 
@@ -213,9 +213,10 @@ static void replicas_print(void) {
         printf(" %s=%" PRIu64, replicas_fault_names[i], replicas_fault_count[i]);
     for (int i = 0; i < RPF_COUNT; i++) {
         const struct cell *c = cell_of(replicas_fault_names[i]);
-        printf(
-            "\ncell %s fired=%" PRIu64 " probes=%" PRIu64 " failed=%" PRIu64 " documented=%" PRIu64,
-            replicas_fault_names[i], replicas_fault_count[i], c->probes, c->failed, c->documented);
+        printf("\ncell %s fired=%" PRIu64 " probes=%" PRIu64 " failed=%" PRIu64
+               " documented=%" PRIu64 " expected=%" PRIu64,
+               replicas_fault_names[i], replicas_fault_count[i], c->probes, c->failed,
+               c->documented, c->expected);
     }
 }
 
