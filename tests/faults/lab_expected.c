@@ -14,7 +14,10 @@
  *
  * The windows live in the shared log (S->expect), so that the workers'
  * own checks (the fenced store refusing a write while the hold is valid)
- * can ask too.
+ * can ask too. A window is of times at which the violation happens, or,
+ * by_grant, of times at which the hold that suffers it was granted (a
+ * clock stepped back gives a low fence to holds granted then, which the
+ * store refuses for as long as they hold: expected_grant).
  */
 
 /* What the README says about the fault of window i (the supervisor's). */
@@ -23,7 +26,7 @@ static const char *expect_why[MAX_EXPECT];
 
 /* Opens a window from `from` on, open-ended until expect_close. Returns
  * its index, or -1 when they ran out (then nothing is excused). */
-static int expect_open(int64_t from, const char *cell, const char *why) {
+static int expect_open(int64_t from, const char *cell, const char *why, int by_grant) {
     int i = S->nexpect;
     if (i >= MAX_EXPECT)
         return -1;
@@ -31,6 +34,7 @@ static int expect_open(int64_t from, const char *cell, const char *why) {
     expect_why[i] = why;
     S->expect[i].from = from;
     S->expect[i].to = INT64_MAX;
+    S->expect[i].by_grant = by_grant;
     __atomic_store_n(&S->nexpect, i + 1, __ATOMIC_RELEASE);
     return i;
 }
@@ -40,18 +44,28 @@ static void expect_close(int i, int64_t to) {
         __atomic_store_n(&S->expect[i].to, to, __ATOMIC_RELEASE);
 }
 
-/* 1 (counted and said) if a violation of mutual exclusion or of the
- * fence order at time t falls in a window; 0: it is a violation. */
-static int expected(int64_t t, const char *what) {
+static int expected_in(int by_grant, int64_t t, const char *what) {
     int n = __atomic_load_n(&S->nexpect, __ATOMIC_ACQUIRE);
     for (int i = 0; i < n; i++)
-        if (S->expect[i].from <= t && t <= __atomic_load_n(&S->expect[i].to, __ATOMIC_ACQUIRE)) {
+        if (S->expect[i].by_grant == by_grant && S->expect[i].from <= t &&
+            t <= __atomic_load_n(&S->expect[i].to, __ATOMIC_ACQUIRE)) {
             __atomic_fetch_add(&S->expect[i].n, 1, __ATOMIC_RELAXED);
             fprintf(stderr, "torture: EXPECTED %s at t=%lld (%s from t=%lld)\n", what, (long long)t,
                     expect_cell[i], (long long)S->expect[i].from);
             return 1;
         }
     return 0;
+}
+
+/* 1 (counted and said) if a violation of mutual exclusion or of the
+ * fence order at time t falls in a window; 0: it is a violation. */
+static int expected(int64_t t, const char *what) {
+    return expected_in(0, t, what);
+}
+
+/* The same for a violation suffered by a hold granted at time t. */
+static int expected_grant(int64_t t, const char *what) {
+    return expected_in(1, t, what);
 }
 
 /* The expected violations of each window, into the cells' counts, and

@@ -192,9 +192,11 @@
  * and what servers and processes suffer: freeze-server (SIGSTOP),
  * debug-sleep, restart (with its append-only file), restart-empty
  * (without: the documented unsafe case, whose violations count as
- * expected, lab_expected.c), client-kill, script-flush, sigstop (a
- * worker). Redlock adds a bridge (two groups
- * of workers that each see a different majority, sharing one server);
+ * expected, lab_expected.c), clock-forward and clock-back (the
+ * server's clock stepped, lab_clocks.c), client-kill, script-flush,
+ * sigstop (a worker). Redlock adds a bridge (two groups
+ * of workers that each see a different majority, sharing one server)
+ * and clock-step (one server's clock, lab_clocks.c);
  * Sentinel adds stale-sentinel (the first sentinel of every client's
  * list cut off while the others fail the master over: it names the old
  * master, soon a replica) and master-cut-off (the master cut off from
@@ -357,6 +359,7 @@ typedef struct shm {
     struct {
         int64_t from, to;
         uint64_t n;
+        int by_grant;
     } expect[MAX_EXPECT];
     rec recs[];
 } shm;
@@ -425,6 +428,7 @@ typedef struct handle {
     int lost_seen;
     int64_t acq_start, acq_wait;
     int64_t hold_end;
+    int64_t granted; /* when the hold was granted (lab_expected.c) */
     int64_t t0, v0;
     int64_t expired_at;
     ev_timer t;      /* the gap before an acquire, a unit, the lost check */
@@ -570,7 +574,7 @@ static void on_acquired(leash_lock *l, int status, void *arg) {
     if ((h->canceled || h->freeing) && status != LEASH_ECANCELED)
         violation("canceled acquire of handle %d ended %s", h->idx, leash_status_name(status));
     if (status == LEASH_OK)
-        h->hold++;
+        h->hold++, h->granted = now_ms();
     record_acq(h, status);
     switch (status) {
     case LEASH_OK:
@@ -686,7 +690,8 @@ static void end_unit(handle *h) {
         W.me->reads++;
         if (seen > leash_fence(h->l)) {
             W.me->stale_reads++;
-            if (held && !expected(t1, "a reader valid after a newer writer wrote"))
+            if (held && !expected(t1, "a reader valid after a newer writer wrote") &&
+                !expected_grant(h->granted, "a reader granted a fence below a writer's"))
                 violation("reader handle %d (fence %" PRIu64 ") of name %d still holds after a "
                           "writer with fence %" PRIu64 " wrote",
                           h->idx, leash_fence(h->l), h->name, seen);
@@ -696,7 +701,8 @@ static void end_unit(handle *h) {
     }
     if (!accepted) {
         W.me->rejections++;
-        if (held && !expected(t1, "the fenced store refused a valid hold's write"))
+        if (held && !expected(t1, "the fenced store refused a valid hold's write") &&
+            !expected_grant(h->granted, "a fence below an earlier hold's"))
             violation("storage rejected fence %" PRIu64 " of name %d while handle %d held it",
                       leash_fence(h->l), h->name, h->idx);
     }
@@ -1935,6 +1941,8 @@ static void rl_majority_gone(char *said, size_t cap) {
 /* One fault on one or two servers (or on every server, or a worker). Each
  * line says what happened and when (CLOCK_MONOTONIC ms, the clock of the
  * violations' messages). */
+static int redlock_clock_fault(void);
+
 static void one_redlock_fault(int force_majority) {
     int f, k, n = 0, i, s[RL_N], budget;
     int64_t t0 = now_ms(), ms = 0;
@@ -1943,6 +1951,8 @@ static void one_redlock_fault(int force_majority) {
     probe pr;
 
     rl_restart_due(0);
+    if (redlock_clock_fault()) /* lab_clocks.c */
+        return;
     budget = RL_MINORITY - rl_down_count();
     for (;;) {
         f = force_majority || s_between(0, 24) == 0 ? RF_MAJORITY : s_between(0, RF_MAJORITY - 1);
@@ -2373,13 +2383,16 @@ enum {
     LF_SIGSTOP,
     LF_SCRIPT_FLUSH,
     LF_RESTART_EMPTY, /* SIGKILL, back without its data: see README_RESTART_EMPTY */
+    LF_CLOCK_FORWARD, /* lab_clocks.c */
+    LF_CLOCK_BACK,
     LF_COUNT
 };
 static const char *const lab_fault_names[LF_COUNT] = {
     "cut",           "replies-lost",       "requests-lost",  "syn-blackhole",
     "isolate",       "dead-first-address", "dns-first-dead", "nxdomain",
     "freeze-server", "debug-sleep",        "restart",        "client-kill",
-    "sigstop",       "script-flush",       "restart-empty"};
+    "sigstop",       "script-flush",       "restart-empty",  "clock-forward",
+    "clock-back"};
 static uint64_t lab_fault_count[LF_COUNT];
 
 static int lab_fault_named(const char *name) {
@@ -2388,6 +2401,9 @@ static int lab_fault_named(const char *name) {
             return f;
     return -1;
 }
+
+/* Clock steps: their own file. */
+#include "lab_clocks.c"
 
 static int replicas_fault(void);
 static void replicas_after_lab_fault(int f, int64_t t0);
@@ -2404,7 +2420,7 @@ static void replicas_after_lab_fault(int f, int64_t t0);
  * RDB: the documented unsafe case): two holders are expected until every
  * hold granted before the kill ran out, a lease after it. */
 static void restart_empty(void) {
-    int w = expect_open(now_ms(), "restart-empty", README_RESTART_EMPTY);
+    int w = expect_open(now_ms(), "restart-empty", README_RESTART_EMPTY, 0);
     int64_t killed;
 
     test_redis_kill(&R);
@@ -2470,6 +2486,10 @@ static void one_lab_fault(void) {
             break;
         case LF_RESTART_EMPTY:
             restart_empty();
+            break;
+        case LF_CLOCK_FORWARD:
+        case LF_CLOCK_BACK:
+            clock_fault(f == LF_CLOCK_FORWARD, said, sizeof said);
             break;
         }
     }
@@ -3170,6 +3190,7 @@ int main(int argc, char **argv) {
     } else if (cfg.redlock) {
         /* No persistence: a killed server comes back empty. */
         memset(&rc, 0, sizeof rc);
+        rc.clock_shift_ms = cfg.lab; /* stepped by lab_clocks.c */
         if (cfg.lab) {
             if (lab_start(RL_N, RS, &rc) != 0) {
                 fprintf(stderr, "torture: cannot start the lab\n");
@@ -3202,6 +3223,7 @@ int main(int argc, char **argv) {
                        "enable-debug-command yes";
             if (test_redis_version() < 70000)
                 rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no";
+            rc.clock_shift_ms = 1; /* stepped by lab_clocks.c */
             if (cfg.replicas ? replicas_start(&rc, &port) != 0 : lab_start(1, &R, &rc) != 0) {
                 fprintf(stderr, "torture: cannot start the lab\n");
                 return 2;
@@ -3368,6 +3390,8 @@ int main(int argc, char **argv) {
     }
     if (cfg.replicas)
         replicas_print();
+    if (cfg.redlock && cfg.lab)
+        redlock_clock_print();
     printf("\nacquire endings: busy=%" PRIu64 " timedout=%" PRIu64 " econn=%" PRIu64
            " ereplicas=%" PRIu64 " canceled=%" PRIu64 " other=%" PRIu64 "; writes=%" PRIu64
            "; worst lateness: lost %lld ms past its deadline (beyond the loop's own), acquire %lld "
