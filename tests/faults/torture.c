@@ -2524,7 +2524,12 @@ static void one_lab_fault(void) {
     if (ms > 0)
         fprintf(stderr, " for %lld ms", (long long)ms);
     fprintf(stderr, "%s, done at t=%lld\n", said, (long long)now_ms());
-    probe_check(&pr, (f < NF_COUNT && NF_LEAVES_A_PATH(f)) || f == LF_NAME_MOVES ? t0 : now_ms(),
+    /* A moved name leaves a path open, but not to replicas that follow
+     * the old address (replicaof): with them, over once they are back. */
+    probe_check(&pr,
+                (f < NF_COUNT && NF_LEAVES_A_PATH(f)) || (f == LF_NAME_MOVES && !cfg.replicas)
+                    ? t0
+                    : now_ms(),
                 lab_fault_names[f]);
     if (f == LF_MAXMEMORY)
         ops_recovery_probe(lab_fault_names[f]);
