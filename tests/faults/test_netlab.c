@@ -61,14 +61,15 @@ static enum reach reach_from(netlab *lab, int from, const char *addr, int port) 
     return (enum reach)WEXITSTATUS(status);
 }
 
-/* A redis-server on the node's address, answering PING from `probe`. */
-static pid_t start_redis(netlab *lab, int node, int probe) {
+/* A redis-server on the node's address (every address with `any`),
+ * answering PING from `probe`. */
+static pid_t start_redis_on(netlab *lab, int node, int probe, int any) {
     char port[8];
     snprintf(port, sizeof port, "%d", REDIS_PORT);
     const char *bin = getenv("LEASH_REDIS_SERVER");
     char *argv[] = {(char *)(bin != NULL ? bin : "redis-server"),
                     "--bind",
-                    (char *)netlab_addr(lab, node),
+                    (char *)(any ? "0.0.0.0" : netlab_addr(lab, node)),
                     "--port",
                     port,
                     "--save",
@@ -88,6 +89,10 @@ static pid_t start_redis(netlab *lab, int node, int probe) {
         test_sleep_ms(50);
     }
     return pid;
+}
+
+static pid_t start_redis(netlab *lab, int node, int probe) {
+    return start_redis_on(lab, node, probe, 0);
 }
 
 TEST(t_cut_and_heal) {
@@ -181,6 +186,27 @@ TEST(t_isolate) {
     netlab_free(lab);
 }
 
+/* A node that moves: its old address goes silent, the new one answers;
+ * and back. */
+TEST(t_readdress) {
+    netlab *lab = netlab_new(NULL);
+    CHECK(lab != NULL);
+    int srv = netlab_node(lab, "redis"), a = netlab_node(lab, "a");
+    start_redis_on(lab, srv, a, 1);
+    const char *addr = netlab_addr(lab, srv), *alt = netlab_alt_addr(lab, srv);
+    CHECK(strcmp(addr, alt) != 0);
+    CHECK(reach_from(lab, a, alt, REDIS_PORT) == REACH_NONE);
+    CHECK(netlab_readdress(lab, srv, 1) == 0);
+    CHECK(strcmp(netlab_addr(lab, srv), addr) == 0); /* still its own address */
+    CHECK(reach_from(lab, a, alt, REDIS_PORT) == REACH_PONG);
+    CHECK(reach_from(lab, a, addr, REDIS_PORT) == REACH_NONE);
+    CHECK(netlab_readdress(lab, srv, 1) == 0); /* already there */
+    CHECK(netlab_readdress(lab, srv, 0) == 0);
+    CHECK(reach_from(lab, a, addr, REDIS_PORT) == REACH_PONG);
+    CHECK(reach_from(lab, a, alt, REDIS_PORT) == REACH_NONE);
+    netlab_free(lab);
+}
+
 /* The inode of the network namespace that process pid is in; 0 if gone. */
 static ino_t netns_of(pid_t pid) {
     char path[64];
@@ -256,6 +282,7 @@ int main(int argc, char **argv) {
                          TEST_CASE(t_one_way),
                          TEST_CASE(t_drop_syn),
                          TEST_CASE(t_isolate),
+                         TEST_CASE(t_readdress),
                          TEST_CASE(t_killed_run_leaves_nothing),
                          {0},
                      });

@@ -32,6 +32,8 @@ typedef struct netlab_node_info {
     netlab_ns ns;
     char name[32];
     char addr[40];
+    char alt[40]; /* its other address (netlab_readdress) */
+    int moved;    /* 1 while it has alt instead of addr */
 } netlab_node_info;
 
 struct netlab {
@@ -232,6 +234,9 @@ int netlab_node(netlab *lab, const char *name) {
     char addr[sizeof node->addr];
     snprintf(addr, sizeof addr, "%s.%d", lab->prefix, idx + 1);
     memcpy(node->addr, addr, sizeof addr);
+    snprintf(addr, sizeof addr, "%s.%d", lab->prefix, idx + 129);
+    memcpy(node->alt, addr, sizeof addr);
+    node->moved = 0;
     if (netlab_ns_make(&node->ns) != 0)
         return -1;
     /* The pair is made in the hub with its far end already in the node: no
@@ -252,6 +257,26 @@ int netlab_node(netlab *lab, const char *name) {
 
 const char *netlab_addr(const netlab *lab, int node) {
     return node >= 0 && node < lab->n_nodes ? lab->nodes[node].addr : NULL;
+}
+
+const char *netlab_alt_addr(const netlab *lab, int node) {
+    return node >= 0 && node < lab->n_nodes ? lab->nodes[node].alt : NULL;
+}
+
+int netlab_readdress(netlab *lab, int node, int alt) {
+    if (node < 0 || node >= lab->n_nodes || (alt != 0 && alt != 1))
+        return -1;
+    netlab_node_info *n = &lab->nodes[node];
+    if (n->moved == alt)
+        return 0;
+    const char *to = alt ? n->alt : n->addr, *from = alt ? n->addr : n->alt;
+    /* The old one first: an address added beside it would be its
+     * secondary, and go with it. */
+    if (netlab_ip(&n->ns, "addr del %s/24 dev eth0", from) != 0 ||
+        netlab_ip(&n->ns, "addr add %s/24 dev eth0", to) != 0)
+        return -1;
+    n->moved = alt;
+    return 0;
 }
 
 const char *netlab_ns_path(const netlab *lab, int node) {

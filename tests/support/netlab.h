@@ -65,6 +65,19 @@ int netlab_node(netlab *lab, const char *name);
 /* The node's address as text ("10.213.7.2"), owned by the lab. */
 const char *netlab_addr(const netlab *lab, int node);
 
+/* The node's other address, owned by the lab: <prefix>.(129 + node),
+ * which it has only after netlab_readdress(lab, node, 1). */
+const char *netlab_alt_addr(const netlab *lab, int node);
+
+/* Moves the node to its other address (alt 1) or back to its own (alt
+ * 0): the old address is removed, then the new one added, so that
+ * connections to the old one go silent (their packets are dropped where
+ * they arrive), as to a host that left; a process listening on every
+ * address (0.0.0.0) takes connects at the new one. Rules name addresses
+ * as they were when made: they do not follow a node that moved.
+ * netlab_addr still says the node's own address. 0 or -1. */
+int netlab_readdress(netlab *lab, int node, int alt);
+
 /* The node's namespace as a path ("/proc/PID/ns/net"), owned by the lab:
  * for test_redis_config.netns, setns(2), nsenter(1). */
 const char *netlab_ns_path(const netlab *lab, int node);

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Clock faults in the lab: a part of torture.c in a file of its own
+ * (included after the lab's pieces; not compiled alone).
+ *
+ * Every lab server runs with support/clock_shift.c preloaded (its wall
+ * clock 1 ms ahead of the machine's to begin with), so that its clock
+ * can be stepped as `date -s` would step it: TIME, the scripts' clock and
+ * key expiry jump; CLOCK_MONOTONIC, which the checker and the clients
+ * use, does not.
+ *
+ * One server (and the master with replicas), where the README says what
+ * a step costs ("What Redis must be and do", README_CLOCK_STEP):
+ *   clock-forward  the clock stepped ahead by one to three longest
+ *                  leases: every key expires early, so another client
+ *                  can be granted a lock whose holder is still valid, for
+ *                  up to a lease after the step: two holds valid at once,
+ *                  and the fenced store refusing the older holder's write,
+ *                  are expected then;
+ *   clock-back     the clock stepped back by 100 ms to 2 s (to where it
+ *                  was, when it was ahead): fences come from the clock, so
+ *                  a hold granted before the clock is back where it had
+ *                  been may get a fence below an earlier hold's, and the
+ *                  fenced store refuses its writes for as long as it
+ *                  holds: expected for holds granted then (lab_expected.c's
+ *                  windows by grant).
+ * Redlock (one of the five, when all five are up): the same steps, and
+ * no violation is expected: a step is one server's vote (a key gone early
+ * on one server leaves the hold on the others, every server being up for
+ * a lease before the step, so that each hold was on all of them), and
+ * the fence floors keep the fences growing across a step back.
+ */
+
+/* The shift of each server's clock now (ms ahead of the machine's). */
+static int clock_now[LAB_MAX_SERVERS];
+/* The furthest the one server's clock has been, as CLOCK_MONOTONIC ms +
+ * its shift: until it is there again, fences come out below earlier ones
+ * (two steps back in a row add up). */
+static int64_t clock_peak;
+
+#define README_CLOCK_STEP                                                                     \
+    "README \"What Redis must be and do\", \"A clock that does not step\": a step forward "   \
+    "expires lock keys early, so another client can be granted a lock whose holder is still " \
+    "valid; a step back gives fences below earlier ones for as long as the step (run NTP "    \
+    "slewing, not stepping, on the Redis hosts)"
+
+/* Steps server r's clock (s: its index) by delta ms; 0 or -1. */
+static int clock_step(test_redis *r, int s, int delta) {
+    int to = (clock_now[s] != 0 ? clock_now[s] : 1) + delta;
+    if (to == 0)
+        to = 1;
+    if (test_redis_step_clock(r, to) != 0)
+        return -1;
+    clock_now[s] = to;
+    return 0;
+}
+
+/* A step forward (forward != 0) or back of the one server's clock; how
+ * far, in said. Opens the window of the violations it makes expected. */
+static void clock_fault(int forward, char *said, size_t cap) {
+    int delta, w;
+    int64_t t;
+
+    if (forward) {
+        delta = s_between(cfg.lease_max, 3 * cfg.lease_max);
+        w = expect_open(now_ms(), "clock-forward", README_CLOCK_STEP, 0);
+        t = now_ms();
+        if (clock_step(&R, 0, delta) == 0)
+            expect_close(w, now_ms() + cfg.lease_max + 50);
+        else
+            expect_close(w, t);
+    } else {
+        /* Back to the machine's clock when ahead, else behind it. */
+        delta = clock_now[0] > 100 ? -(clock_now[0] - 1) : -s_between(100, 2000);
+        w = expect_open(now_ms(), "clock-back", README_CLOCK_STEP, 1);
+        t = now_ms();
+        if (t + clock_now[0] > clock_peak)
+            clock_peak = t + clock_now[0];
+        if (clock_step(&R, 0, delta) == 0)
+            expect_close(w, (clock_peak - clock_now[0] > t ? clock_peak - clock_now[0] : t) + 50);
+        else
+            expect_close(w, t);
+    }
+    snprintf(said, cap, " (by %+d ms: %+d ms from the machine's)", delta, clock_now[0]);
+}
+
+/* Redlock in the lab: how many clock steps, for the cell lines. */
+static uint64_t rl_clock_steps;
+
+/* Redlock in the lab: now and then (when every server is up), one
+ * server's clock stepped forward or back. 1 if it did. */
+static int redlock_clock_fault(void) {
+    int s, delta;
+    int64_t t0;
+    probe pr;
+
+    if (!cfg.lab || rl_down_count() > 0 || s_between(0, 7) != 0)
+        return 0;
+    t0 = now_ms();
+    /* Every hold renewed onto every server first (see the top). */
+    sleep_ms(cfg.lease_max);
+    s = s_between(0, RL_N - 1);
+    /* Back to about the machine's clock when off by more than 100 ms. */
+    delta = clock_now[s] > 100 || clock_now[s] < -100
+                ? 1 - clock_now[s]
+                : (s_between(0, 1) ? s_between(cfg.lease_max, 3 * cfg.lease_max)
+                                   : -s_between(100, 2000));
+    probe_start(&pr);
+    if (clock_step(&RS[s], s, delta) != 0) {
+        fprintf(stderr, "torture: a clock step was refused\n");
+        kill_workers();
+        exit(2);
+    }
+    rl_clock_steps++;
+    fprintf(stderr,
+            "torture: t=%lld fault clock-step: server %d by %+d ms (%+d ms from the machine's), "
+            "done at t=%lld\n",
+            (long long)t0, s, delta, clock_now[s], (long long)now_ms());
+    probe_check(&pr, now_ms(), "clock-step");
+    return 1;
+}
+
+/* Redlock's cell line for its clock steps. */
+static void redlock_clock_print(void) {
+    const struct cell *c = cell_of("clock-step");
+    printf("\ncell clock-step fired=%" PRIu64 " probes=%" PRIu64 " failed=%" PRIu64
+           " documented=%" PRIu64 " expected=%" PRIu64,
+           rl_clock_steps, c->probes, c->failed, c->documented, c->expected);
+}
