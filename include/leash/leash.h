@@ -187,7 +187,10 @@ enum leash_pubsub {
     /* 0.4: no pub/sub at all: waiters poll (README "Waiting without
      * pub/sub"), and no subscriber connection is opened. For servers or
      * proxies that refuse SUBSCRIBE; with the other values a refused
-     * SUBSCRIBE/SSUBSCRIBE makes the client poll as well, on its own. */
+     * SUBSCRIBE/SSUBSCRIBE makes the client poll as well, on its own: an
+     * error reply (NOPERM, unknown command), or the connection closed
+     * right after SUBSCRIBE, before any answer, 3 times in a row (a proxy
+     * such as twemproxy; README "Waiting without pub/sub"). */
     LEASH_PUBSUB_OFF = 3
 };
 
