@@ -4,7 +4,8 @@
  * simulated Redis of support/sim.h, for what a real server cannot be made
  * to do on demand: a proxy that closes the connection on SUBSCRIBE (as
  * twemproxy does for a command it does not support), a server whose
- * subscriber connection breaks a few times.
+ * subscriber connection breaks a few times, and a holder that renews
+ * forever while four handles wait.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,11 +172,58 @@ TEST(unanswered_subscribes_keep_pubsub) {
     down();
 }
 
+/* One asker per lock name and process while polling, also while a live
+ * holder renews (its pttl stays ~1 s): the waiters behind the head sleep
+ * on while the head's polls find the lock held. */
+TEST(polling_one_asker_per_name_while_the_holder_renews) {
+    simfx_rec a[4];
+    leash_lock *l[4];
+    char tok[4][40];
+    int per[4] = {0}, other = 0, t, i, k, n = 0;
+
+    up(LEASH_PUBSUB_OFF);
+    memset(a, 0, sizeof(a));
+    memset(tok, 0, sizeof(tok));
+    for (i = 0; i < 4; i++) {
+        l[i] = leash_lock_new(C, "x");
+        CHECK_EQ_INT(leash_acquire(l[i], 20000, simfx_on_acquired, &a[i]), LEASH_OK);
+    }
+    for (t = 0; t < 10000; t += 10) {
+        sim_cmd *cmd;
+        sim_run(S);
+        while ((cmd = simfx_pending(S, LS_ACQUIRE)) != NULL &&
+               sim_conn_cmd(sim_cmd_conn(S), 0) == cmd) {
+            const char *tk = sim_cmd_arg(cmd, 4);
+            for (k = 0; k < n && strcmp(tok[k], tk) != 0; k++)
+                ;
+            if (k == n && n < 4)
+                snprintf(tok[n++], sizeof(tok[0]), "%s", tk);
+            if (k < 4)
+                per[k]++;
+            else
+                other++;
+            simfx_busy(cmd, 1000); /* the holder renews: ~1 s left, always */
+            sim_run(S);
+        }
+        sim_advance(S, 10);
+    }
+    fprintf(stderr, "attempts in 10 s per waiter: %d %d %d %d (others %d)\n", per[0], per[1],
+            per[2], per[3], other);
+    CHECK_EQ_INT(other, 0);
+    CHECK_MSG(per[0] >= 10, "the head polled %d times in 10 s", per[0]);
+    CHECK_MSG(per[1] + per[2] + per[3] <= 3, "the waiters behind the head asked %d times in 10 s",
+              per[1] + per[2] + per[3]);
+    for (i = 0; i < 4; i++)
+        leash_lock_free(l[i]);
+    down();
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(subscribe_closed_by_a_proxy_falls_back_to_polling),
         TEST_CASE(subscriber_connection_flaps_keep_pubsub),
         TEST_CASE(unanswered_subscribes_keep_pubsub),
+        TEST_CASE(polling_one_asker_per_name_while_the_holder_renews),
         {0},
     };
     return test_main(argc, argv, cases);
