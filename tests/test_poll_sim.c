@@ -218,12 +218,50 @@ TEST(polling_one_asker_per_name_while_the_holder_renews) {
     down();
 }
 
+/* The mark argument of the oldest acquire on the wire (after the key,
+ * the token, the lease and the count; sim_options's locks are not fenced). */
+static const char *attempt_mark(void) {
+    sim_cmd *cmd = simfx_oldest(S, LS_ACQUIRE);
+
+    CHECK(cmd != NULL && cmd->argc > 7);
+    return sim_cmd_arg(cmd, 7);
+}
+
+/* A waiter marks the lock as waited on (its releases and renewals then
+ * publish) only when it listens: a polling waiter hears no message. */
+static void mark_case(int pubsub, const char *want) {
+    simfx_rec a = {0};
+    leash_lock *l;
+
+    up(pubsub);
+    l = leash_lock_new(C, "x");
+    CHECK_EQ_INT(leash_acquire(l, 20000, simfx_on_acquired, &a), LEASH_OK);
+    sim_run(S);
+    CHECK_STR_EQ(attempt_mark(), want);
+    simfx_busy(simfx_oldest(S, LS_ACQUIRE), 30);
+    sim_run(S);
+    sim_advance(S, 40);
+    sim_run(S);
+    CHECK_STR_EQ(attempt_mark(), want); /* its poll, or its try at the TTL */
+    leash_lock_free(l);
+    down();
+}
+
+TEST(polling_waiters_do_not_mark) {
+    mark_case(LEASH_PUBSUB_OFF, "0");
+}
+TEST(listening_waiters_mark) {
+    mark_case(LEASH_PUBSUB_AUTO, "1");
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(subscribe_closed_by_a_proxy_falls_back_to_polling),
         TEST_CASE(subscriber_connection_flaps_keep_pubsub),
         TEST_CASE(unanswered_subscribes_keep_pubsub),
         TEST_CASE(polling_one_asker_per_name_while_the_holder_renews),
+        TEST_CASE(polling_waiters_do_not_mark),
+        TEST_CASE(listening_waiters_mark),
         {0},
     };
     return test_main(argc, argv, cases);
