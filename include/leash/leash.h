@@ -187,7 +187,10 @@ enum leash_pubsub {
     /* 0.4: no pub/sub at all: waiters poll (README "Waiting without
      * pub/sub"), and no subscriber connection is opened. For servers or
      * proxies that refuse SUBSCRIBE; with the other values a refused
-     * SUBSCRIBE/SSUBSCRIBE makes the client poll as well, on its own. */
+     * SUBSCRIBE/SSUBSCRIBE makes the client poll as well, on its own: an
+     * error reply (NOPERM, unknown command), or the connection closed
+     * right after SUBSCRIBE, before any answer, 3 times in a row (a proxy
+     * such as twemproxy; README "Waiting without pub/sub"). */
     LEASH_PUBSUB_OFF = 3
 };
 
@@ -1060,8 +1063,11 @@ typedef struct leash_state {
      * PUBSUB NUMSUB and SHARDNUMSUB. Each process (client) that waits for
      * the lock subscribes once however many of its handles wait, and stays
      * subscribed a little after its wait (and while a hold that came
-     * through it lasts); `leash watch` subscribes too. So 0 means nobody
-     * waits, and more is an upper bound on the processes waiting.
+     * through it lasts); `leash watch` subscribes too. Waiters that poll
+     * (LEASH_PUBSUB_OFF, a server that refused pub/sub: README "Waiting
+     * without pub/sub") subscribe nothing and are not counted: 0 means
+     * no process waits by pub/sub, and more is an upper bound on the
+     * processes waiting that way.
      * -1: not read (other kinds, which list their waiters). */
     int64_t subscribers;
     /* The servers read (Redlock: N; else 1) and the ones that hold what it

@@ -257,6 +257,23 @@ int leash__waitq_park(leash__waiter *w) {
     return 0;
 }
 
+void leash__waitq_holder_seen(leash__waiter *w, int64_t pttl) {
+    leash__waitq *q = w->q;
+    leash__list *n, *next;
+
+    if (q == NULL || !polls(q) || pttl < 0 || head_of(q) != w)
+        return;
+    /* Polling, no renewal message pushes the wakes of the waiters behind
+     * the head: each would ask at every holder's TTL (a holder that
+     * renews keeps it near its renew interval). The head's answer is as
+     * good as such a message: they sleep on, the head's polls find the
+     * release. An alive only moves a timer: nobody leaves meanwhile. */
+    for (n = w->link.next; n != &q->waiters; n = next) {
+        next = n->next;
+        waiter_of(n)->hooks->alive(waiter_of(n), pttl);
+    }
+}
+
 /* ---- events ---- */
 
 static void released(leash__waitq *q, const char *token, size_t token_len) {

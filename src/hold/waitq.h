@@ -27,7 +27,8 @@
  * drift apart), and starts again at the bottom when a waiter is granted
  * (the next may be let in soon: a semaphore's permits, readers). Only the
  * head asks: one asker per lock name and client; the others sleep behind
- * it on their own TTL wakes, as they do with pub/sub.
+ * it on their own TTL wakes, which the head's busy answers push later
+ * (leash__waitq_holder_seen), as a renewal's message does with pub/sub.
  */
 #ifndef LEASH_HOLD_WAITQ_H
 #define LEASH_HOLD_WAITQ_H
@@ -120,6 +121,11 @@ unsigned leash__waitq_covered(const leash__waiter *w);
 /* Whether w's queue polls (no pub/sub): an attempt of a waiter in it is
  * covered whenever it was sent, and it parks at once. */
 int leash__waitq_polls(const leash__waiter *w);
+/* Polling: w's attempt found the lock held for pttl more ms. When w is
+ * its queue's head, the others sleep on (alive, as a holder's renewal
+ * message would tell them): only the head asks. Nothing otherwise (pub/
+ * sub, a negative pttl, w not the head). */
+void leash__waitq_holder_seen(leash__waiter *w, int64_t pttl);
 /* Parks w; returns 1 if a kept wake was waiting: try again at once. */
 int leash__waitq_park(leash__waiter *w);
 /* A release of the lock behind chan was seen (our own release's answer). */

@@ -107,7 +107,9 @@
  *   wait     try-once: LEASH_EBUSY -> IDLE; else queued on the channel:
  *            PARKED when the attempt was covered by the subscription that
  *            is confirmed now, or the queue polls (a kept wake: again), a
- *            new attempt when covered only now, else SUBSCRIBING
+ *            new attempt when covered only now, else SUBSCRIBING; polling,
+ *            a mutex at its queue's head sends the holder's pttl to the
+ *            waiters behind it (alive: only the head asks)
  *   tout     LEASH_ETIMEDOUT -> IDLE
  *   late     the copy came after its own not_after and did nothing: again
  *            while the wait has time (try-once, or none left: LEASH_ECONN;
@@ -777,6 +779,11 @@ static void wait_for_release(leash_lock *l, int64_t pttl) {
         l->ttl_wake = now + (pttl >= 0 ? clamp_sleep(pttl) + 1 : l->hold.lease_ms);
     if (clamp_sleep(pttl) > l->ttl_seen)
         l->ttl_seen = clamp_sleep(pttl);
+    /* Polling, only the head asks (README "Waiting without pub/sub"): its
+     * answer pushes the others' TTL wakes. Not for a family, whose
+     * waiters behind the head look once a lease for a let-in. */
+    if (polls && !l->prim->told_when_let_in)
+        leash__waitq_holder_seen(&l->w, pttl);
     /* Covered only by the very subscription that was confirmed when the
      * attempt went out: one that dropped and came back meanwhile may have
      * missed the release. A queue that polls misses nothing. */

@@ -96,11 +96,20 @@ static int names(leash_lock *l, const char *name) {
                                 core->cfg->conn->db);
 }
 
+/* Whether an attempt marks the lock as waited on (its releases and
+ * renewals then publish): one that will wait for a message does; a
+ * try-once will not wait, and a waiter that polls (route->polling: this
+ * client subscribes nothing) hears no message: holders would publish for
+ * nobody. A pub/sub client of the same name marks with its own attempts. */
+static int marks(const leash_lock *l) {
+    return !l->wait_once && !l->core->route->polling;
+}
+
 static leash__cmd *attempt_cmd(leash_lock *l, int extra, int64_t deadline) {
     leash__core *core = l->core;
 
     return core->dialect->acquire_cmd(&l->names, l->hold.token, l->hold.lease_ms,
-                                      extra ? l->hold.count + 1 : count_new(l), !l->wait_once,
+                                      extra ? l->hold.count + 1 : count_new(l), marks(l),
                                       core->cfg->conn->command_timeout_ms, deadline);
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "route/node.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -100,6 +101,7 @@ static void on_subscribe(leash__node *n, node_sub *s) {
         return;
     settled(n, s);
     s->state = SUB_ACTIVE;
+    n->closed_on_subscribe = 0; /* the server does subscribe */
     if (!s->wanted) {
         sync_sub(n, s);
         return;
@@ -141,14 +143,16 @@ static int transient(const char *err) {
 /* The server refuses subscriptions for good (NOPERM, an unknown or renamed
  * command, a proxy without pub/sub): subscribing again would only be
  * refused again, and reconnecting to try would be a loop. The node gives
- * up pub/sub for good (s, the refused one, is dropped when unwanted, else
- * kept unsent) and its owner's waiters poll; said once. */
+ * up pub/sub for good (s, the refused one if known, is dropped when
+ * unwanted, else kept unsent) and its owner's waiters poll; said once. */
 static void refused(leash__node *n, node_sub *s, const char *why) {
     int first = !n->polling;
 
     n->polling = 1;
-    s->state = SUB_NONE;
-    sync_sub(n, s);
+    if (s != NULL) {
+        s->state = SUB_NONE;
+        sync_sub(n, s);
+    }
     if (!first)
         return;
     n->env->stats->servers_polling++;
@@ -208,6 +212,7 @@ static void on_sub_frame(leash__conn *conn, redisReply *reply) {
     redisReply *kind, *chan;
     node_sub *s;
 
+    n->sub_heard = 1;
     if (reply->type == REDIS_REPLY_ERROR) {
         on_sub_error(n, reply);
         return;
@@ -238,21 +243,49 @@ static void on_sub_ready(leash__conn *conn) {
     leash__node *n = conn->owner;
     leash__strmap_entry *e, *next;
 
+    n->sub_heard = 0;
     for (e = leash__strmap_next(&n->subs, NULL); e != NULL; e = next) {
         next = leash__strmap_next(&n->subs, e);
         sync_sub(n, (node_sub *)e);
     }
 }
 
+/* A proxy without pub/sub may refuse SUBSCRIBE by closing the connection
+ * (twemproxy does so for any command it does not support) rather than with
+ * an error: the connection comes back (its handshake succeeds, so its
+ * backoff starts over), subscribes, and is closed again, forever. Such a
+ * close is told from a network's or a server's by where it falls: the
+ * server or the network closed the connection (not a timeout of ours)
+ * after its handshake succeeded and a SUBSCRIBE was written, and nothing
+ * came on it since, not even a confirmation. A healthy server confirms a
+ * SUBSCRIBE within a round trip, so a restart, a CLIENT KILL or a cut
+ * link seldom falls there, and hardly ever LEASH__SUB_CLOSES_REFUSED times
+ * in a row: that many are a refusal (refused()); any confirmation starts
+ * the count over. A break of ours (no reply within command_timeout_ms) is
+ * not counted: a server that is slow to answer is not refusing. */
+static void closed_on_subscribe(leash__node *n, int subscribing) {
+    char why[96];
+
+    if (!subscribing || !n->sub.peer_closed || n->sub_heard || n->polling)
+        return;
+    if (++n->closed_on_subscribe < LEASH__SUB_CLOSES_REFUSED)
+        return;
+    snprintf(why, sizeof(why), "the connection was closed right after SUBSCRIBE, %d times in a row",
+             LEASH__SUB_CLOSES_REFUSED);
+    refused(n, NULL, why);
+}
+
 static void on_sub_down(leash__conn *conn) {
     leash__node *n = conn->owner;
     leash__strmap_entry *e, *next;
+    int subscribing = 0;
 
     /* Every subscription died with the connection. */
     for (e = leash__strmap_next(&n->subs, NULL); e != NULL; e = next) {
         node_sub *s = (node_sub *)e;
         int was_active = s->state == SUB_ACTIVE;
         next = leash__strmap_next(&n->subs, e);
+        subscribing |= s->state == SUB_PENDING;
         leash__list_remove(&s->pending);
         s->state = SUB_NONE;
         if (!s->wanted) {
@@ -265,6 +298,7 @@ static void on_sub_down(leash__conn *conn) {
                 return;
         }
     }
+    closed_on_subscribe(n, subscribing);
 }
 
 void leash__node_init(leash__node *n, leash__env *env, const leash__conn_cfg *cfg,

@@ -24,12 +24,19 @@
 
 typedef struct leash__node leash__node;
 
+/* Closes in a row of the subscriber connection, each right after a
+ * SUBSCRIBE on a connection whose handshake succeeded, that make a refusal
+ * (README "Waiting without pub/sub"). */
+#define LEASH__SUB_CLOSES_REFUSED 3
+
 /* gone runs in a walk over the subscriptions: it may give up the channel
  * it is told about, no other. moved: the node refused to subscribe chan
  * (MOVED, ASK: its slot lives elsewhere); it is no longer subscribed here,
  * though still wanted. refused: the server refused a subscription for
  * good (NOPERM, an unknown command): the node subscribes nothing from now
- * on (n->polling), and the owner's waiters must poll. */
+ * on (n->polling), and the owner's waiters must poll. A server or proxy
+ * that closes the connection instead of answering (twemproxy) is refused
+ * too, after LEASH__SUB_CLOSES_REFUSED such closes in a row (node.c). */
 typedef struct leash__node_hooks {
     void (*confirmed)(void *owner, leash__node *n, const char *chan, size_t len);
     void (*gone)(void *owner, leash__node *n, const char *chan, size_t len);
@@ -49,6 +56,13 @@ struct leash__node {
      * refused one; the subscriber connection is then not opened, or left
      * idle. */
     int polling;
+    /* A proxy that refuses pub/sub by closing the connection (twemproxy):
+     * closes in a row of the subscriber connection that each came after a
+     * handshake that succeeded, with a SUBSCRIBE written and nothing heard
+     * since (node.c, closed_on_subscribe); and whether anything was heard
+     * on the connection since it became ready. */
+    unsigned closed_on_subscribe;
+    int sub_heard;
     const leash__node_hooks *hooks;
     void *owner;
 };

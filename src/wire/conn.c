@@ -755,6 +755,7 @@ static void conn_break(leash__conn *conn) {
         return;
     leash__sock_close(conn->sock);
     conn->sock = NULL;
+    conn->peer_closed = 0;
     conn_gone(conn);
 }
 
@@ -1185,6 +1186,7 @@ static void on_sock_closed(void *owner, int status, const char *why) {
     else
         leash__log(conn_log(conn), LEASH_LOG_WARN, "%s lost: %s", role_name(conn), why);
     conn->sock = NULL;
+    conn->peer_closed = 1;
     conn_gone(conn);
 }
 

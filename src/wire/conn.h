@@ -198,6 +198,11 @@ struct leash__conn {
     /* The last handshake was refused: LEASH_EAUTH, LEASH_ETLS, or
      * LEASH_EREDIS (a server older than cfg->min_version). */
     int refused;
+    /* The last loss was not ours: the server or the network closed the
+     * socket (EOF, a reset, an error), where 0 is a break of ours (a
+     * timeout, a refused handshake, leash__conn_reset). A subscriber
+     * connection tells a proxy that closes on SUBSCRIBE by it (node.c). */
+    int peer_closed;
     /* The server's version (LEASH__VERSION; Valkey: the Redis version it
      * is compatible with) from INFO in the handshake of a command
      * connection; 0 while not known. Scripts go in their variant for it,
