@@ -410,6 +410,34 @@ TEST(a_busy_resend_of_a_multi_acquire_releases_the_first_copys_keys) {
     down();
 }
 
+/* A multi-lock's release that a member refused (no memory) answers from
+ * the loop; a free before that ends the release inside the free with
+ * LEASH_ECANCELED, as every callback a free ends. */
+TEST(a_free_ends_a_multi_release_a_member_refused_with_ecanceled) {
+    static const char *const names[] = {"y"};
+    leash_lock *m;
+    int rc;
+
+    up(3000, 200);
+    m = leash_multi_lock_new(C, names, 1);
+    CHECK(m != NULL);
+    CHECK_EQ_INT(leash_acquire(m, 0, simfx_on_acquired, &acq), LEASH_OK);
+    sim_run(S);
+    grant();
+    CHECK_EQ_INT(acq.status, LEASH_OK);
+    failalloc_arm(2); /* the 1st: give()'s own; the 2nd: the member's release */
+    rc = leash_release(m, simfx_on_released, &rel);
+    failalloc_disarm();
+    CHECK_EQ_INT(rc, LEASH_OK);
+    CHECK(failalloc_failed());
+    CHECK_EQ_INT(rel.calls, 0);
+    leash_lock_free(m);
+    CHECK_EQ_INT(rel.calls, 1);
+    CHECK_MSG(rel.status == LEASH_ECANCELED, "the free ended the release with %d (%s)", rel.status,
+              leash_strerror(rel.status));
+    down();
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(a_lost_callback_cannot_acquire_while_an_extra_holds_callback_is_owed),
@@ -425,6 +453,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_late_resend_that_ends_a_multi_acquire_releases_the_first_copys_keys),
         TEST_CASE(a_late_resend_of_a_waiting_multi_acquire_asks_again_with_the_same_tokens),
         TEST_CASE(a_busy_resend_of_a_multi_acquire_releases_the_first_copys_keys),
+        TEST_CASE(a_free_ends_a_multi_release_a_member_refused_with_ecanceled),
         {0},
     };
     return test_main(argc, argv, cases);

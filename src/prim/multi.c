@@ -806,11 +806,14 @@ static void free_handle(leash_lock *l) {
 
     l->freed = 1;
     leash__timer_clear(&l->timer);
+    /* A member's refusal still owed is dropped with the rest: the free
+     * ends the release (LEASH_ECANCELED, below), not that refusal. */
+    if (mu != NULL)
+        mu->ending = 1;
     leash__later_run_owner(&l->core->later, l);
     if (mu == NULL)
         return; /* leash_multi_lock_new found no memory for it */
     drop_group(l);
-    mu->ending = 1;
     for (i = 0; i < mu->n; i++) {
         leash_lock *ml = mu->m[i].l;
         mu->m[i].l = NULL;
