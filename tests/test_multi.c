@@ -544,6 +544,85 @@ TEST(a_script_grant_whose_answer_is_stalled_is_given_back) {
 }
 #endif
 
+#ifdef LEASH_TEST_ONE_SERVER
+/* The value of key, or "" (buf is len bytes). */
+static const char *value_of(fx_world *w, const char *key, char *buf, size_t len) {
+    redisReply *v = test_redis_cmd(&w->r, "GET %s", key);
+
+    CHECK(v != NULL);
+    snprintf(buf, len, "%s", v->type == REDIS_REPLY_STRING ? v->str : "");
+    freeReplyObject(v);
+    return buf;
+}
+
+/* The one script ran, its answer was lost with the connection, and it is
+ * resent: the resend finds the keys its first copy wrote and writes them
+ * again. Meanwhile others wrote into them (an attempt that waits marks a
+ * hold "w"; a starving waiter queues behind it): the resend keeps both,
+ * as the mutex's own writes do, so the release still publishes and hands
+ * the lock to the queued waiter. */
+TEST(a_resent_script_keeps_the_mark_and_queue_others_wrote) {
+    static const char waiter[] = "0123456789abcdef0123456789abcdef";
+    fx_world w;
+    fault_proxy p;
+    leash_options o;
+    leash_client *c2;
+    leash_lock *m;
+    fx_result r = {0};
+    char key[64], v[256], marked[384], queue[64];
+    unsigned long long fence1;
+    redisReply *set;
+    size_t vn, qn;
+
+    fx_world_up(&w, 5000, 0);
+    CHECK_EQ_INT(fp_start(&p, w.r.port), 0);
+    fx_fault_options(&o, p.port, 5000);
+    o.command_timeout_ms = 3000;
+    c2 = fx_client_opts(w.loop, &o);
+    fx_wait_connected(w.loop, c2, 5000);
+    m = leash_multi_lock_new(c2, tagged, 3);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_OK); /* the script is loaded */
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+
+    /* Copy 1 runs; its answer is held. */
+    CHECK_EQ_INT(fp_stall(&p, FP_CMD, FP_DOWN, 1), 0);
+    CHECK_EQ_INT(leash_acquire(m, 10000, fx_acquire_cb, &r), LEASH_OK);
+    key_of(tagged[0], key, sizeof(key));
+    fx_run_until_key_exists(&w, key);
+    value_of(&w, key, v, sizeof(v));
+    CHECK_MSG(strlen(v) > 36 && strncmp(v + 32, ":0:1:", 5) == 0, "copy 1 wrote %s", v);
+    fence1 = strtoull(v + 37, NULL, 10);
+    /* Another's waiting attempt marked it, a starving waiter queued. */
+    snprintf(queue, sizeof(queue), ":%s:%lld", waiter, (long long)test_now_ms());
+    snprintf(marked, sizeof(marked), "%.32s:1:1:%s%s", v, v + 37, queue);
+    set = test_redis_cmd(&w.r, "SET %s %s KEEPTTL", key, marked);
+    CHECK(set != NULL && set->type == REDIS_REPLY_STATUS);
+    freeReplyObject(set);
+
+    /* The connection goes: the script is resent with the same tokens. */
+    CHECK_EQ_INT(fp_cut(&p, FP_CMD), 0);
+    CHECK_EQ_INT(fp_clear(&p), 0);
+    fx_run_until(w.loop, &r, 5000);
+    CHECK_EQ_INT(r.status, LEASH_OK);
+    value_of(&w, key, v, sizeof(v));
+    CHECK_MSG(strncmp(v, marked, 32) == 0 && strncmp(v + 32, ":1:1:", 5) == 0,
+              "the resend wrote %s over %s: the mark is gone", v, marked);
+    vn = strlen(v);
+    qn = strlen(queue);
+    CHECK_MSG(vn > qn && strcmp(v + vn - qn, queue) == 0,
+              "the resend wrote %s over %s: the queue is gone", v, marked);
+    CHECK(strtoull(v + 37, NULL, 10) >= fence1);
+
+    /* The release hands the first key to the queued waiter. */
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    value_of(&w, key, v, sizeof(v));
+    CHECK_MSG(strncmp(v, waiter, 32) == 0, "released to %s, not to the queued waiter", v);
+    leash_client_free(c2);
+    fp_stop(&p);
+    fx_world_down(&w);
+}
+#endif
+
 TEST(free_while_waiting_cancels_inside_and_gives_back) {
     fx_world w;
     leash_lock *m, *other;
@@ -680,6 +759,7 @@ int main(int argc, char **argv) {
 #endif
 #ifdef LEASH_TEST_ONE_SERVER
         TEST_CASE(a_script_grant_whose_answer_is_stalled_is_given_back),
+        TEST_CASE(a_resent_script_keeps_the_mark_and_queue_others_wrote),
 #endif
         TEST_CASE(free_while_waiting_cancels_inside_and_gives_back),
         TEST_CASE(the_client_free_and_close_end_a_multi_lock),

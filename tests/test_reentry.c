@@ -297,6 +297,147 @@ TEST(a_late_resend_that_ends_the_acquire_releases_an_earlier_copys_grant) {
     down();
 }
 
+/* ---- the multi-lock's one script (prim/multi.c), resent ---- */
+
+/* The multi-lock's one script for names[0..2) of one slot, pending on the
+ * newest command connection (an EVALSHA of 2 keys that is none of the
+ * mutex's scripts), or NULL. */
+static sim_cmd *multi_script(void) {
+    sim_conn *c = sim_cmd_conn(S);
+    int i;
+
+    for (i = 0; c != NULL && i < sim_conn_pending(c); i++) {
+        sim_cmd *cmd = sim_conn_cmd(c, i);
+        if (simfx_script_of(cmd) == LS_NONE && cmd->argc > 6 && strcmp(cmd->argv[2], "2") == 0)
+            return cmd;
+    }
+    return NULL;
+}
+
+/* A multi-lock over two names of one slot whose script ran (both keys
+ * written with tokens t1, t2) and lost its answer with the connection:
+ * returns the resend, which carries the same tokens. */
+static leash_lock *multi_resent(int64_t wait_ms, char *t1, char *t2, size_t len) {
+    static const char *const names[] = {"{a}x", "{a}y"};
+    leash_lock *m = leash_multi_lock_new(C, names, 2);
+    sim_cmd *cmd;
+
+    CHECK(m != NULL);
+    CHECK_EQ_INT(leash_acquire(m, wait_ms, simfx_on_acquired, &acq), LEASH_OK);
+    sim_run(S);
+    cmd = multi_script();
+    CHECK(cmd != NULL);
+    snprintf(t1, len, "%s", cmd->argv[5]);
+    snprintf(t2, len, "%s", cmd->argv[6]);
+    sim_close(sim_cmd_conn(S)); /* copy 1 ran: both keys are ours; its answer is lost */
+    sim_run(S);
+    sim_wait_cmd(S, SIM_ROLE_CMD, "EVALSHA");
+    cmd = multi_script();
+    CHECK(cmd != NULL);
+    CHECK_STR_EQ(cmd->argv[5], t1);
+    CHECK_STR_EQ(cmd->argv[6], t2);
+    return m;
+}
+
+/* Copy 1's keys are released (the background releases carry its tokens). */
+static void copy1_released(const char *t1, const char *t2) {
+    sim_advance(S, 1000);
+    CHECK_MSG(simfx_count_unanswered(S, LS_RELEASE, t1) > 0 &&
+                  simfx_count_unanswered(S, LS_RELEASE, t2) > 0,
+              "the keys the first copy wrote (tokens %s, %s) are never released", t1, t2);
+}
+
+/* The resend comes back "too late" to a try-once: the acquire ends, and
+ * what the first copy wrote is released (it would stand a lease). */
+TEST(a_late_resend_that_ends_a_multi_acquire_releases_the_first_copys_keys) {
+    char t1[64], t2[64];
+    leash_lock *m;
+
+    up(3000, 200);
+    m = multi_resent(0, t1, t2, sizeof(t1));
+    sim_replyf(sim_cmd_conn(S), "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", simfx_server_ms());
+    sim_run(S);
+    CHECK_EQ_INT(acq.calls, 1);
+    CHECK_EQ_INT(acq.status, LEASH_ECONN);
+    copy1_released(t1, t2);
+    leash_lock_free(m);
+    down();
+}
+
+/* The resend comes back "too late" to an acquire that waits: it asks again
+ * with the same tokens, so the first copy's keys are its own grant (with
+ * new tokens they would make it busy: it would wait a lease for itself). */
+TEST(a_late_resend_of_a_waiting_multi_acquire_asks_again_with_the_same_tokens) {
+    char t1[64], t2[64];
+    leash_lock *m;
+    sim_cmd *cmd;
+
+    up(3000, 200);
+    m = multi_resent(5000, t1, t2, sizeof(t1));
+    sim_replyf(sim_cmd_conn(S), "*4\r\n:0\r\n:-3\r\n:0\r\n:%lld\r\n", simfx_server_ms());
+    sim_run(S);
+    CHECK_EQ_INT(acq.calls, 0);
+    cmd = multi_script();
+    CHECK_MSG(cmd != NULL, "the acquire does not ask again");
+    CHECK_MSG(strcmp(cmd->argv[5], t1) == 0 && strcmp(cmd->argv[6], t2) == 0,
+              "it asks again with new tokens %s %s: the first copy's (%s %s) make it busy",
+              cmd->argv[5], cmd->argv[6], t1, t2);
+    sim_replyf(sim_cmd_conn(S), "*4\r\n:1\r\n:%lld\r\n:1\r\n:%lld\r\n", simfx_server_ms() * 1000,
+               simfx_server_ms());
+    sim_run(S);
+    CHECK_EQ_INT(acq.calls, 1);
+    CHECK_EQ_INT(acq.status, LEASH_OK);
+    CHECK(leash_held(m));
+    leash_lock_free(m);
+    down();
+}
+
+/* The resend finds a key busy: someone took it after the first copy's key
+ * went (a force release), or the first copy is still on its way. Either
+ * may leave the first copy's keys standing: they are released. */
+TEST(a_busy_resend_of_a_multi_acquire_releases_the_first_copys_keys) {
+    char t1[64], t2[64];
+    leash_lock *m;
+
+    up(3000, 200);
+    m = multi_resent(0, t1, t2, sizeof(t1));
+    sim_replyf(sim_cmd_conn(S), "*5\r\n:0\r\n:2000\r\n:0\r\n:%lld\r\n:2\r\n", simfx_server_ms());
+    sim_run(S);
+    CHECK_EQ_INT(acq.calls, 1);
+    CHECK_EQ_INT(acq.status, LEASH_EBUSY);
+    copy1_released(t1, t2);
+    leash_lock_free(m);
+    down();
+}
+
+/* A multi-lock's release that a member refused (no memory) answers from
+ * the loop; a free before that ends the release inside the free with
+ * LEASH_ECANCELED, as every callback a free ends. */
+TEST(a_free_ends_a_multi_release_a_member_refused_with_ecanceled) {
+    static const char *const names[] = {"y"};
+    leash_lock *m;
+    int rc;
+
+    up(3000, 200);
+    m = leash_multi_lock_new(C, names, 1);
+    CHECK(m != NULL);
+    CHECK_EQ_INT(leash_acquire(m, 0, simfx_on_acquired, &acq), LEASH_OK);
+    sim_run(S);
+    grant();
+    CHECK_EQ_INT(acq.status, LEASH_OK);
+    failalloc_arm(2); /* the 1st: give()'s own; the 2nd: the member's release */
+    rc = leash_release(m, simfx_on_released, &rel);
+    failalloc_disarm();
+    CHECK_EQ_INT(rc, LEASH_OK);
+    CHECK(failalloc_failed());
+    CHECK_EQ_INT(rel.calls, 0);
+    leash_lock_free(m);
+    CHECK_EQ_INT(rel.calls, 1);
+    CHECK_MSG(rel.status == LEASH_ECANCELED, "the free ended the release with %d (%s)", rel.status,
+              leash_strerror(rel.status));
+    down();
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(a_lost_callback_cannot_acquire_while_an_extra_holds_callback_is_owed),
@@ -309,6 +450,10 @@ int main(int argc, char **argv) {
         TEST_CASE(completions_queued_behind_a_callback_that_frees_the_client_still_fire),
         TEST_CASE(commands_expiring_behind_a_callback_that_frees_the_client_are_settled),
         TEST_CASE(a_late_resend_that_ends_the_acquire_releases_an_earlier_copys_grant),
+        TEST_CASE(a_late_resend_that_ends_a_multi_acquire_releases_the_first_copys_keys),
+        TEST_CASE(a_late_resend_of_a_waiting_multi_acquire_asks_again_with_the_same_tokens),
+        TEST_CASE(a_busy_resend_of_a_multi_acquire_releases_the_first_copys_keys),
+        TEST_CASE(a_free_ends_a_multi_release_a_member_refused_with_ecanceled),
         {0},
     };
     return test_main(argc, argv, cases);

@@ -1101,8 +1101,10 @@ typedef void leash_state_cb(const leash_state *st, int status, void *arg);
 LEASH_EXPORT int leash_client_lock_state(leash_client *c, const char *name, leash_state_cb *cb,
                                          void *arg);
 /* The same for the lock handle l names (its client and name), whatever its
- * kind; the handle need not hold anything. Errors as above (LEASH_EINVAL
- * also for a freed handle). */
+ * kind; the handle need not hold anything. A multi-lock's name is
+ * names[0] (leash_lock_name): this reads that member only; read the others
+ * with leash_client_lock_state. Errors as above (LEASH_EINVAL also for a
+ * freed handle). */
 LEASH_EXPORT int leash_lock_state(leash_lock *l, leash_state_cb *cb, void *arg);
 
 #ifdef __cplusplus

@@ -70,6 +70,11 @@ typedef struct leash__answer {
      * earliest of the copies that count), 0 unknown: the server ran it
      * later, so a lease granted or renewed runs from then at the soonest. */
     int64_t sent_ms;
+    /* The command was written more than once (a resend after a lost
+     * answer, a redirect): an earlier copy may have run besides the one
+     * answered. Set from one server's reply (route.c); a quorum's
+     * combined answer does not gather it from its copies. */
+    int resent;
     /* GRANTED, RENEWED: fewer replicas acknowledged it than the client
      * asks for (leash_options.wait_replicas): it does not count. */
     int replicas_short;

@@ -11,8 +11,8 @@
  *                lease_ms, not_after
  *   Every key is read before anything is written (Redis does not roll
  *   back a script that fails half-way): one that is there and is not this
- *   acquire's own (a hold, a lock kept for a starving waiter, a key that
- *   is no lock) makes it busy, and nothing is written:
+ *   acquire's own lock (a hold, a lock kept for a starving waiter, a key
+ *   that is no lock) makes it busy, and nothing is written:
  *     -> {0, pttl, 0, now, i}   key i (from 1) is the first busy one
  *   A key of another type fails the GET (WRONGTYPE) before any write.
  *     -> {0, -3, 0, now}        too late (not_after passed): nothing done
@@ -21,9 +21,14 @@
  *   free name (no key of the name stands, so no fence above it does):
  *     -> {1, fence, 1, now}
  *   A resend after a lost answer finds its own tokens and writes them
- *   again (with a newer fence nobody saw the old one of). The busy key is
- *   not marked "someone waits": whoever waits for it marks it with its
- *   own attempt (prim/multi.c waits with that member's mutex wait).
+ *   again (count 1, a newer fence nobody saw the old one of, above it
+ *   even if the clock stepped back), keeping what others wrote into
+ *   them meanwhile, as the mutex's own writes do: the mark "w" of a
+ *   waiting attempt that found it busy (so its release publishes) and
+ *   the starving waiters' queue (so its release hands the lock on). The
+ *   busy key is not marked "someone waits": whoever waits for it marks
+ *   it with its own attempt (prim/multi.c waits with that member's mutex
+ *   wait).
  */
 #include "dialect/multi.h"
 
@@ -37,16 +42,23 @@ static const char multi_acquire_lua[] =
     "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
     "local na = ARGV[#ARGV] + 0\n"
     "if na > 0 and now >= na then return {0, -3, 0, now} end\n"
-    "local n = #KEYS\n"
+    "local n, g, keep = #KEYS, t[1] * 1000000 + t[2], {}\n"
     "for i = 1, n do\n"
     "  local v = redis.call('get', KEYS[i])\n"
-    "  if v and string.sub(v, 1, 33) ~= ARGV[i] .. ':' then\n"
-    "    return {0, redis.call('pttl', KEYS[i]), 0, now, i}\n"
+    "  keep[i] = {'0', ''}\n"
+    "  if v then\n"
+    "    local o, w, c, f, r = string.match(v, '^(%x+):([01]):(%d+):(%d+)(.*)$')\n"
+    "    if o ~= ARGV[i] or string.gsub(r, ':%x+:%d+', '') ~= '' then\n"
+    "      return {0, redis.call('pttl', KEYS[i]), 0, now, i}\n"
+    "    end\n"
+    "    keep[i] = {w, r}\n"
+    "    if tonumber(f) >= g then g = tonumber(f) + 1 end\n"
     "  end\n"
     "end\n"
-    "local f = string.format('%.0f', t[1] * 1000000 + t[2])\n"
+    "local f = string.format('%.0f', g)\n"
     "for i = 1, n do\n"
-    "  redis.call('set', KEYS[i], ARGV[i] .. ':0:1:' .. f, 'PX', ARGV[n + 1])\n"
+    "  redis.call('set', KEYS[i], ARGV[i] .. ':' .. keep[i][1] .. ':1:' .. f .. keep[i][2],\n"
+    "             'PX', ARGV[n + 1])\n"
     "end\n"
     "return {1, tonumber(f), 1, now}\n";
 

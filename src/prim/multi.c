@@ -84,8 +84,11 @@
  *   group    the one script of a slot's members (one server, a cluster,
  *            Sentinel; leash's layout; no WAIT) answered. Granted: every
  *            member of it holds (holding.c's adopt), the walk goes on.
- *            Busy at a member: as a member's busy answer (nothing was
- *            written). Late: the walk tries again (try-once: LEASH_ECONN).
+ *            Busy at a member: as a member's busy answer (this copy wrote
+ *            nothing; when it was resent, what an earlier copy may have
+ *            written is released). Late: the same script (same tokens)
+ *            asks again, and takes as its own what an earlier copy
+ *            wrote (try-once: that is released, LEASH_ECONN).
  *            An error: what it may have written is released, the callback
  *            gets the error -> IDLE
  *   undo     as cancel (in CANCELLING: as it goes); the release's
@@ -154,6 +157,9 @@ struct leash__multi {
     int group_idx[LEASH_MULTI_MAX];
     char group_tok[LEASH_MULTI_MAX][LEASH__TOKEN_LEN + 1];
     int64_t group_sent;
+    /* The script on the wire asks again with the tokens of one that went
+     * before it (its answer was "too late"): that one may have run. */
+    int group_again;
     unsigned releasing;
     int rel_status;
     leash_release_cb *rel_cb;
@@ -449,13 +455,14 @@ static void release_group(leash_lock *l) {
 }
 
 /* Stops waiting for the script on the wire (the acquire ended without
- * it); what it may have written is released. */
+ * it); what it, or one before it with its tokens, may have written is
+ * released. */
 static void drop_group(leash_lock *l) {
     leash__multi *mu = l->multi;
 
     if (mu->group == NULL)
         return;
-    if (leash__req_cancel(mu->group))
+    if (leash__req_cancel(mu->group) || mu->group_again)
         release_group(l);
     mu->group = NULL;
     mu->group_n = 0;
@@ -473,9 +480,9 @@ static void on_group(void *arg, const leash__answer *a, size_t n) {
     leash__lock_deliver(l, &e);
 }
 
-/* Members idx[0..n) (n >= 2, of one batch key: one slot in a cluster) are
- * tried in one script, all or none: its status. */
-static int take_group(leash_lock *l, const int *idx, int n) {
+/* The one script for members group_idx[0..n) with tokens group_tok goes:
+ * its status. */
+static int send_group(leash_lock *l, int n) {
     leash__multi *mu = l->multi;
     leash__core *core = l->core;
     const leash__names *names[LEASH_MULTI_MAX];
@@ -486,12 +493,11 @@ static int take_group(leash_lock *l, const int *idx, int n) {
     int k;
 
     for (k = 0; k < n; k++) {
-        leash_lock *ml = member(l, idx[k]);
-        if (ml == NULL || leash__token_new(mu->group_tok[k]) != 0)
+        leash_lock *ml = member(l, mu->group_idx[k]);
+        if (ml == NULL)
             return LEASH_ENOMEM;
         names[k] = &ml->names;
         tokens[k] = mu->group_tok[k];
-        mu->group_idx[k] = idx[k];
     }
     cmd = leash__multi_acquire_cmd(names, tokens, (size_t)n, l->lease_ms, cto, now + cto);
     if (cmd == NULL)
@@ -511,6 +517,30 @@ static int take_group(leash_lock *l, const int *idx, int n) {
     mu->group_n = n;
     mu->group_sent = now;
     return LEASH_OK;
+}
+
+/* Members idx[0..n) (n >= 2, of one batch key: one slot in a cluster) are
+ * tried in one script, all or none, with new tokens: its status. */
+static int take_group(leash_lock *l, const int *idx, int n) {
+    leash__multi *mu = l->multi;
+    int k;
+
+    for (k = 0; k < n; k++) {
+        if (leash__token_new(mu->group_tok[k]) != 0)
+            return LEASH_ENOMEM;
+        mu->group_idx[k] = idx[k];
+    }
+    mu->group_again = 0;
+    return send_group(l, n);
+}
+
+/* Whether a script with the group's tokens other than the one that gave
+ * answer a may have run: that one was written more than once (its first
+ * copy's answer was lost with a connection, and the copy may have run
+ * before the resend, or may still run until its "not after"), or it asks
+ * again for one that went before it. */
+static int another_copy(const leash_lock *l, const leash__answer *a) {
+    return a->resent || l->multi->group_again;
 }
 
 /* The script granted member i's token: the member holds as after a grant
@@ -589,8 +619,9 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
     int k, busy;
 
     if (l->state == S_CANCELLING || a->status != LEASH_OK) {
-        if (a->status != LEASH_OK || a->kind == LEASH__ANS_GRANTED)
-            release_group(l); /* an error: it may have run all the same */
+        /* An error: it may have run all the same. */
+        if (a->status != LEASH_OK || a->kind == LEASH__ANS_GRANTED || another_copy(l, a))
+            release_group(l);
         mu->group_n = 0;
         finish_acquire(l, l->state == S_CANCELLING ? LEASH_ECANCELED : a->status);
         return;
@@ -618,15 +649,33 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
             return;
         }
         k = mu->group_idx[busy];
-        mu->group_n = 0; /* nothing was written */
+        /* This copy wrote nothing; another may have written every key
+         * (and found its own keys a resend would not be busy, so someone
+         * took one after; or it still runs later): released, now and
+         * after its late copies. The next script has new tokens. */
+        if (another_copy(l, a))
+            release_group(l);
+        mu->group_n = 0;
         wait_alone(l, k);
         return;
     case LEASH__ANS_LATE:
-        mu->group_n = 0; /* it did nothing: again while the wait has time */
-        if (l->wait_once)
+        /* This copy came after its "not after" and did nothing; an earlier
+         * one (written before a reconnect) may have run and written every
+         * key. Asking again with the same tokens takes such keys as this
+         * script's own grant (the script rewrites its own keys), as the
+         * mutex asks again with its token: new tokens would find them
+         * busy and wait for them up to a lease. A try-once ends, and
+         * releases them (now, and after their late copies). */
+        if (l->wait_once) {
+            release_group(l);
             finish_acquire(l, LEASH_ECONN);
-        else
-            walk(l);
+            return;
+        }
+        mu->group_again = 1;
+        if ((k = send_group(l, mu->group_n)) != LEASH_OK) {
+            release_group(l);
+            finish_acquire(l, k);
+        }
         return;
     default:
         release_group(l);
@@ -757,11 +806,14 @@ static void free_handle(leash_lock *l) {
 
     l->freed = 1;
     leash__timer_clear(&l->timer);
+    /* A member's refusal still owed is dropped with the rest: the free
+     * ends the release (LEASH_ECANCELED, below), not that refusal. */
+    if (mu != NULL)
+        mu->ending = 1;
     leash__later_run_owner(&l->core->later, l);
     if (mu == NULL)
         return; /* leash_multi_lock_new found no memory for it */
     drop_group(l);
-    mu->ending = 1;
     for (i = 0; i < mu->n; i++) {
         leash_lock *ml = mu->m[i].l;
         mu->m[i].l = NULL;

@@ -472,7 +472,7 @@ static int map_complete(const cluster *cl) {
 /* ---- requests ---- */
 
 /* A request that ends without any answer. */
-static const leash__reply_info no_info = {-1, 0};
+static const leash__reply_info no_info = {-1, 0, 0};
 
 static void finish(cluster *cl, creq *q, redisReply *reply, int status,
                    const leash__reply_info *info) {

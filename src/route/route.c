@@ -58,8 +58,10 @@ void leash__route_read(const leash__route *r, const leash__opdef *op, struct red
         return;
     }
     op->parse(reply, out, n, &r->env->log, what);
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
         out[i].sent_ms = info->written_at;
+        out[i].resent = info->rewritten;
+    }
     if (!wants_replicas(r, op) || acked >= r->cfg->wait_replicas)
         return;
     for (i = 0; i < n; i++)

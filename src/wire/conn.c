@@ -290,6 +290,7 @@ static void cmd_complete(leash__cmd *cmd, redisReply *reply, int status, long lo
 
     info.acked = acked;
     info.written_at = cmd->written_at;
+    info.rewritten = (cmd->flags & LEASH__CMD_REWRITTEN) != 0;
     if (orphan || !(cmd->flags & LEASH__CMD_KEEP))
         cmd_free(cmd);
     if (!orphan)
@@ -522,6 +523,8 @@ static int put_on_wire(leash__conn *conn, leash__cmd *cmd) {
 static int write_cmd(leash__conn *conn, leash__cmd *cmd) {
     if (put_on_wire(conn, cmd) != 0)
         return -1;
+    if (cmd->flags & LEASH__CMD_WRITTEN)
+        cmd->flags |= LEASH__CMD_REWRITTEN;
     cmd->flags |= LEASH__CMD_SENT | LEASH__CMD_WRITTEN;
     cmd->written_at = leash__now_ms();
     conn->window_used += cmd->len;

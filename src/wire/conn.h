@@ -66,6 +66,8 @@ typedef struct leash__reply_info {
     /* Monotonic ms when the copy that was answered was written (0: never
      * written): the server ran it after that. */
     int64_t written_at;
+    /* It was written more than once (LEASH__CMD_REWRITTEN). */
+    int rewritten;
 } leash__reply_info;
 
 /* reply is valid during the call only; NULL when status != LEASH_OK. */
@@ -88,7 +90,10 @@ enum {
     LEASH__CMD_ONCE = 128,
     /* The connection's own (a TIME ahead of a stamp): not one of the
      * owner's commands, so not counted in commands_sent. */
-    LEASH__CMD_UPKEEP = 256
+    LEASH__CMD_UPKEEP = 256,
+    /* Written more than once (a resend after a reconnect, a redirect, a
+     * transient answer): a copy other than the answered one may have run. */
+    LEASH__CMD_REWRITTEN = 512
 };
 
 /* A server-time stamp in a command's last argument, which must be
