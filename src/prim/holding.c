@@ -436,8 +436,12 @@ static void release_in_background(leash_lock *l, const char *token, int64_t send
  * stamps each copy "not after command_timeout_ms from its write", and none
  * is written after now. */
 static void release_after_late_copies(leash_lock *l) {
+    release_in_background(l, l->hold.token, leash__holding_late_copies_void(l));
+}
+
+int64_t leash__holding_late_copies_void(const leash_lock *l) {
     int64_t v = l->core->cfg->conn->command_timeout_ms;
-    release_in_background(l, l->hold.token, leash__now_ms() + v + LATE_COPY_MARGIN_MS + v / 500);
+    return leash__now_ms() + v + LATE_COPY_MARGIN_MS + v / 500;
 }
 
 /* An attempt that was written and whose answer will not be read: a grant

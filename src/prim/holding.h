@@ -59,6 +59,11 @@ void leash__holding_abandon_attempt(leash_lock *l, int release_grant);
 /* A release nobody waits for (a loss, a free, an abandoned grant, a place
  * given up), sent now or, with send_at != 0, not before then. */
 void leash__holding_release_in_background(leash_lock *l, const char *token, int64_t send_at);
+/* When every copy of an attempt written until now that may still sit
+ * somewhere (a frozen server's socket) is void: each is stamped "not
+ * after command_timeout_ms from its write"; plus a margin for the clocks'
+ * drift. A release sent then cleans up after any of them that ran. */
+int64_t leash__holding_late_copies_void(const leash_lock *l);
 /* Sets the handle's one timer for what its state waits for. */
 void leash__holding_arm(leash_lock *l);
 /* When the answered attempt was written (the lease runs from then). */

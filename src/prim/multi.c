@@ -441,7 +441,7 @@ static int one_script(const leash_lock *l) {
  * command_timeout_ms from its write". */
 static void release_group(leash_lock *l) {
     leash__multi *mu = l->multi;
-    int64_t later = leash__now_ms() + l->core->cfg->conn->command_timeout_ms + 1;
+    int64_t later = leash__holding_late_copies_void(l);
     int k;
 
     for (k = 0; k < mu->group_n; k++) {
