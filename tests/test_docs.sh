@@ -90,7 +90,7 @@ for p in "${pages[@]}"; do
         if [[ -n $anchor ]]; then
             if [[ $file != *.md ]]; then
                 fail "$p:$n: link to $target: an anchor into a file that is not markdown"
-            elif ! anchors "$file" | grep -qxF -- "$anchor"; then
+            elif ! grep -qxF -- "$anchor" <<<"$(anchors "$file")"; then
                 fail "$p:$n: link to $target: no heading in $file makes #$anchor"
             fi
         fi
@@ -129,14 +129,17 @@ for p in README.md docs/*.md; do
     for s in $starts; do
         read -r _ line example _ < <(sed -n "${s}p" "$tmp")
         body=$(mktemp)
-        sed -n "$((s + 1)),\$p" "$tmp" | awk '/^@@ /{exit} {print substr($0, 2)}' >"$body"
+        # (awk reads to the end: no reader that quits early, no SIGPIPE)
+        awk -v from="$((s + 1))" 'NR < from { next } /^@@ / { done = 1 } !done { print substr($0, 2) }' "$tmp" >"$body"
         if [[ $example != - ]]; then
             programs=$((programs + 1))
             if [[ ! -f $example ]]; then
                 fail "$p:$line: the block shows $example, which does not exist"
             elif ! cmp -s "$body" "$example"; then
                 fail "$p:$line: the block differs from $example:"
-                { diff "$example" "$body" || true; } | head -n 10 | sed "s/^/      /"
+                diff "$example" "$body" >"$body.diff" || true
+                head -n 10 "$body.diff" | sed "s/^/      /"
+                rm -f "$body.diff"
             fi
         elif grep -Eq '^(int|static int) +main *\(' "$body"; then
             fail "$p:$line: a C program (it has main) that is not taken from examples/: put <!-- example: examples/FILE.c --> before it"
