@@ -15,7 +15,7 @@
  * takes db (the place unix:// URLs have for it); a redis:// URL gives the
  * db once, after '/' or as ?db=.
  *
- * rediss:// is TLS (README "TLS"; the leash_options fields tls_*), to the
+ * rediss:// is TLS (docs/tls-and-names.md; the leash_options fields tls_*), to the
  * same default port 6379 (managed services often use 6380: give it). Its
  * query parameters, each at most once, values %-decoded (a path with '&'
  * writes it %26):
@@ -126,7 +126,7 @@ LEASH_EXPORT void leash_url_apply(const leash_url *u, leash_options *o);
 LEASH_EXPORT int leash_url_format(const leash_url *u, char *buf, size_t size);
 
 /*
- * Redis Sentinel (README "Redis Sentinel"), as users write it:
+ * Redis Sentinel (docs/sentinel.md), as users write it:
  *
  *     redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master[/db]
  *         [?db=N][&sentinel_user=U][&sentinel_password=P]
