@@ -1707,7 +1707,7 @@ static redisContext *sentinel_connect(const struct target *t) {
  * the demo's failover quick, but on a loaded machine a master that stalls
  * for a second is then failed over again, to the other replica, which may
  * not have synced from it yet: the hold granted there is lost with it
- * (README "Redis Sentinel": wait_replicas), and that failover is no part
+ * (docs/sentinel.md: wait_replicas), and that failover is no part
  * of this story. */
 #define CALM_DOWN_MS 10000
 static void calm_sentinels(const struct target *t) {
@@ -2092,7 +2092,7 @@ static int holds_fence(const struct node_info *s, uint64_t fence) {
 /* A Redlock grant needs a majority, not every server: a waiter woken by
  * the release's first message can find the lock still held on a server
  * the release has not reached yet, and then holds on a bare majority
- * until its first renewal spreads it to the rest (README "Redlock"). A
+ * until its first renewal spreads it to the rest (docs/redlock.md). A
  * kill may come before that: the servers it holds on go last, so that the
  * first kill leaves the hold its majority, as the story says. */
 static void order_by_hold(struct quorum_kills *qk, uint64_t fence) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ngx_http_leash_module — fleet-wide locks and concurrency limits for
- * nginx requests (DESIGN section 13, README "nginx").
+ * nginx requests (DESIGN section 13, docs/nginx.md).
  *
  * One leash client per worker process, made in init_process and freed in
  * exit_process. A location with leash_lock, leash_fair_lock or
@@ -808,7 +808,7 @@ static int ngx_http_leash_upstream_over(ngx_http_request_t *r, int complete) {
      * closes the upstream once the backend's header came, reading no body:
      * the header counts as the end of the backend's work (a backend
      * answers once its work is done; one that streams a body it still
-     * works on is not covered past its header: README). */
+     * works on is not covered past its header: docs/nginx.md). */
     if (r->header_only && !u->cacheable && !u->store && u->headers_in.status_n != 0)
         return 1;
     /* The backend's whole answer was its header: a redirect nginx follows

@@ -26,7 +26,7 @@
  * that carries the server's time and logged (WARN); the client's "not
  * after" stamps follow the clock from then on. A connection that had no
  * such answer for lease_ms asks TIME before its next stamped command (one
- * round trip; README, Late copies).
+ * round trip; docs/how-it-works.md, "Late copies").
  *
  * Fences on Redlock come from N clocks: a hold's fence is the largest of
  * its granting servers' (each at least its clock and above the lock's fence
@@ -139,7 +139,7 @@ LEASH_EXPORT const char *leash_lost_reason_name(int reason);
  * sum of them can overflow. */
 #define LEASH_DURATION_MAX_MS ((int64_t)315360000000)
 
-/* Fairness of the mutex (leash_lock_new; README "Fairness"). Waiters
+/* Fairness of the mutex (leash_lock_new; docs/how-it-works.md "Fairness"). Waiters
  * race for each release, which costs nothing while nobody waits long. A
  * waiter that has waited LEASH_STARVE_MS (from its leash_acquire() call)
  * asks with its age from then on (at its next attempt: a release woke it,
@@ -211,7 +211,7 @@ enum leash_pubsub {
  * LEASH_DIALECT_REDISSON: the layout of Redisson's RLock (Java Redisson
  * 3.x and the ports that copy its scripts), so that a C service and a Java
  * service exclude each other on the same names and each wakes the other's
- * waiters (README "Redisson").
+ * waiters (docs/operations.md "Redisson").
  * - Key: key_prefix followed by the name, as always (a program that shares
  *   Redisson's names sets key_prefix to ""): a hash whose PEXPIRE is the
  *   lease, renewed by the watchdog every renew_interval_ms (lease/3 by
@@ -238,7 +238,7 @@ enum leash_pubsub {
  * - Fences: Redisson's RLock has none. leash_fence() still gives a leash
  *   hold the server's clock at its grant (Redlock: the fence its servers
  *   agreed on, above the fence floor, a companion key with a TTL whose name
- *   Redisson never uses: README "Redlock"), so fences grow across leash's
+ *   Redisson never uses: docs/redlock.md), so fences grow across leash's
  *   holds as in the leash dialect. A Redisson holder has no fence: a store
  *   that checks fences cannot stop a stale Redisson writer, nor a stale
  *   leash writer after a Redisson hold. Nor can these
@@ -346,9 +346,9 @@ typedef struct leash_options {
     int64_t sub_linger_ms;
 
     /* Where the locks live: LEASH_TOPOLOGY_SINGLE (default),
-     * LEASH_TOPOLOGY_CLUSTER (README "Redis Cluster"),
-     * LEASH_TOPOLOGY_REDLOCK (README "Redlock") or
-     * LEASH_TOPOLOGY_SENTINEL (README "Redis Sentinel"). */
+     * LEASH_TOPOLOGY_CLUSTER (docs/cluster.md),
+     * LEASH_TOPOLOGY_REDLOCK (docs/redlock.md) or
+     * LEASH_TOPOLOGY_SENTINEL (docs/sentinel.md). */
     int topology;
     /* A cluster's seed nodes (the cluster tells the rest), or the N
      * independent servers of Redlock (an odd number, usually 3 or 5; a
@@ -367,11 +367,10 @@ typedef struct leash_options {
      * it within wait_timeout_ms (Redis WAIT, sent with the script): a
      * failover to one of them keeps the hold if the lease outlasts the
      * failover (until a replica acknowledges at the new master, no
-     * renewal counts: README "Redis Sentinel"). That keeps a second holder
+     * renewal counts: docs/sentinel.md). That keeps a second holder
      * out only if the old master takes no writes after the failover (it
-     * died), or if this is the number of replicas (README "Redis
-     * Sentinel", failover of a live master). Too few: the acquire fails
-     * LEASH_EREPLICAS and is given back; a held lock is lost
+     * died), or if this is the number of replicas (docs/sentinel.md, failover of a live master).
+     * Too few: the acquire fails LEASH_EREPLICAS and is given back; a held lock is lost
      * LEASH_LOST_REPLICAS, and given back in Redis only at the end of the
      * validity leash_valid_ms() gave it (the last write that counted
      * covers it), so that no one else holds it meanwhile. Through
@@ -388,7 +387,7 @@ typedef struct leash_options {
      * enum leash_dialect. */
     int dialect;
 
-    /* TLS (README "TLS"), to every server of every topology (never over a
+    /* TLS (docs/tls-and-names.md), to every server of every topology (never over a
      * unix socket: Redis serves TLS on TCP only). Off (0) by
      * default; rediss:// URLs turn it on (leash/url.h). A failed handshake
      * or certificate check is LEASH_ETLS, with a log line that says why; a
@@ -440,7 +439,7 @@ typedef struct leash_options {
      * read is refused by leash_client_new (LEASH_EINVAL, logged). */
     const char *dns_servers;
 
-    /* Redis Sentinel (README "Redis Sentinel"), with
+    /* Redis Sentinel (docs/sentinel.md), with
      * topology = LEASH_TOPOLOGY_SENTINEL: nodes are the sentinels
      * ("host:port"), and the locks live on the master they name
      * sentinel_master (required there, 1..LEASH_SENTINEL_MASTER_MAX
@@ -456,7 +455,7 @@ typedef struct leash_options {
     const char *sentinel_username;
     const char *sentinel_password;
 
-    /* The password of an encrypted tls_key_file (README "TLS"); default
+    /* The password of an encrypted tls_key_file (docs/tls-and-names.md); default
      * NULL: none. At most LEASH_KEY_PASSWORD_MAX bytes; used by
      * leash_client_new while it reads the key, not kept, never logged.
      * The library never prompts for it: an encrypted key without it (or
@@ -542,7 +541,7 @@ LEASH_EXPORT void *leash_client_get_data(const leash_client *c);
 LEASH_EXPORT int leash_client_connected(const leash_client *c);
 
 /*
- * Counters, for monitoring (README "Operating leash") and tests: one set
+ * Counters, for monitoring (docs/operations.md) and tests: one set
  * per client (leash_stats) and one per lock handle (leash_lock_stats).
  *
  * Reading: leash_client_stats(c, &st) and leash_lock_stats(l, &st) copy
@@ -599,7 +598,7 @@ typedef struct leash_stats {
     uint64_t held_now;         /* handles that hold their lock now */
     uint64_t waiting_now;      /* acquires asleep until a release now (counted in waits) */
     /* Servers whose maxmemory-policy can evict a held lock (volatile-* or
-     * allkeys-* with maxmemory set: README "What Redis must be and do"),
+     * allkeys-* with maxmemory set: docs/how-it-works.md),
      * each counted once, at the handshake that said so; a warning is
      * logged then. */
     uint64_t evicting_servers;
@@ -660,7 +659,7 @@ LEASH_EXPORT void leash_lock_stats_sized(const leash_lock *l, leash_lock_stats *
 LEASH_EXPORT leash_lock *leash_lock_new(leash_client *c, const char *name);
 
 /*
- * The lock family (README "The lock family"). Each returns a leash_lock that
+ * The lock family (docs/family.md). Each returns a leash_lock that
  * every call of this header works on (acquire, release, cancel, lost,
  * held, valid_ms, fence, the per-lock settings, free) with every promise
  * made for the mutex; only who may hold at once, and in which order
@@ -926,7 +925,7 @@ LEASH_EXPORT int leash_release(leash_lock *l, leash_release_cb *cb, void *arg);
  * LEASH_ECONN (or the error those servers gave), and a warning in the log
  * saying how many servers it reached: the holder may keep the lock on a
  * majority of the others; force it again once they answer. Where it was
- * removed, the hold is not written back (README "Redlock").
+ * removed, the hold is not written back (docs/redlock.md).
  * `l` must be idle: not holding, not acquiring, no release in flight; it may
  * acquire again at once, from the callback or right after this call (the
  * force release runs first).
@@ -966,7 +965,7 @@ LEASH_EXPORT int64_t leash_valid_ms(const leash_lock *l);
  * server's clock in microseconds at the grant; see the top of this file
  * for the clock assumption; with LEASH_TOPOLOGY_REDLOCK the fence the
  * servers agreed on, kept above each lock's fence floor, and where it can
- * go back: README "Redlock"). 0 before the first hold. With
+ * go back: docs/redlock.md). 0 before the first hold. With
  * LEASH_DIALECT_REDISSON it orders leash's holds only: Redisson's holds
  * have no fence (see enum leash_dialect). */
 LEASH_EXPORT uint64_t leash_fence(const leash_lock *l);

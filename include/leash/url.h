@@ -18,7 +18,7 @@
  * _CLASSIC, _SHARDED or _OFF (off: waiters poll, README "Waiting without
  * pub/sub"); without it the option is left as it was.
  *
- * rediss:// is TLS (README "TLS"; the leash_options fields tls_*), to the
+ * rediss:// is TLS (docs/tls-and-names.md; the leash_options fields tls_*), to the
  * same default port 6379 (managed services often use 6380: give it). Its
  * query parameters, each at most once, values %-decoded (a path with '&'
  * writes it %26):
@@ -132,7 +132,7 @@ LEASH_EXPORT void leash_url_apply(const leash_url *u, leash_options *o);
 LEASH_EXPORT int leash_url_format(const leash_url *u, char *buf, size_t size);
 
 /*
- * Redis Sentinel (README "Redis Sentinel"), as users write it:
+ * Redis Sentinel (docs/sentinel.md), as users write it:
  *
  *     redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master[/db]
  *         [?db=N][&sentinel_user=U][&sentinel_password=P][&pubsub=WORD]
