@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * leash-bench-poll: what waiting without pub/sub costs (README "Waiting
+ * leash-bench-poll: what waiting without pub/sub costs (docs/how-it-works.md "Waiting
  * without pub/sub"), beside waiting with it.
  *
  * Two figures per configuration, each once with pub/sub (LEASH_PUBSUB_AUTO)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# The nginx module (nginx/, README "nginx"): built by nginx's own configure
+# The nginx module (nginx/, docs/nginx.md "nginx"): built by nginx's own configure
 # and make from the source tree of Debian's nginx-dev, with the flags of the
 # distribution's nginx, so that it loads into /usr/sbin/nginx. It links
 # leash statically: it needs no library path.

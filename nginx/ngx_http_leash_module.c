@@ -68,7 +68,7 @@ typedef struct {
     ngx_str_t tls_ca, tls_cert, tls_key, tls_name;
     ngx_str_t tls_key_password; /* leash_tls_key_password: of an encrypted _key */
     /* leash_pubsub (NGX_CONF_UNSET: as the URL says, else on): off makes
-     * the waiters poll (README "Waiting without pub/sub") */
+     * the waiters poll (docs/how-it-works.md "Waiting without pub/sub") */
     ngx_flag_t pubsub;
 } ngx_http_leash_main_conf_t;
 

@@ -281,7 +281,7 @@ static int validate_topology(const leash__logger *lg, const leash_options *o) {
     return LEASH_OK;
 }
 
-/* TLS and name resolution (README "TLS"). */
+/* TLS and name resolution (docs/tls-and-names.md "TLS"). */
 static int validate_reach(const leash__logger *lg, const leash_options *o) {
     int rc;
 

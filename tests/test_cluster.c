@@ -129,7 +129,7 @@ TEST(a_waiter_wakes_on_the_release_through_sharded_pubsub) {
 }
 
 /* A cluster whose nodes want a password, and a least-privilege ACL user
- * with exactly the rights README's "Redis Cluster" lists: locks, waits and
+ * with exactly the rights docs/cluster.md "Redis Cluster" lists: locks, waits and
  * releases work on every master. */
 TEST(an_acl_user_with_the_documented_cluster_rights_works) {
     test_cluster c;
@@ -183,7 +183,7 @@ TEST(an_acl_user_with_the_documented_cluster_rights_works) {
 }
 
 /* The same user without channels: Redis 7 refuses its SSUBSCRIBE
- * (NOPERM) and the PUBLISH of its releases. The waiters poll (README
+ * (NOPERM) and the PUBLISH of its releases. The waiters poll (docs/how-it-works.md
  * "Waiting without pub/sub"): a release is found within the backoff, the
  * refusal is said once, and nothing reconnects. */
 TEST(an_acl_user_without_channels_polls) {

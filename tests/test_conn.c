@@ -500,11 +500,11 @@ static void refusal_log_cb(int level, const char *msg, void *arg) {
 }
 
 /* A server that does not say its version (INFO refused) is taken as 6.0
- * (README "Supported Redis versions"): LEASH_PUBSUB_SHARDED, which needs
+ * (docs/how-it-works.md "Supported Redis versions"): LEASH_PUBSUB_SHARDED, which needs
  * 7.0, is refused at the handshake on every version, and the default works.
  * Issue 32 item 8: the handshake returned before the version check. The
  * refusal comes again every reconnect_max_ms: an error once, the repeats
- * at debug level (README "When TLS fails", as every refusal). */
+ * at debug level (docs/tls-and-names.md "When TLS fails", as every refusal). */
 static void version_unknown_case(const test_redis_config *cfg, const char *user) {
     test_redis r;
     struct ev_loop *loop = new_loop();

@@ -334,7 +334,7 @@ TEST(the_watchdog_renews_every_member_in_one_slot) {
 }
 
 #ifndef LEASH_TEST_TOPOLOGY_REDLOCK
-/* What README "Several locks at once" says a cycle costs: on one server
+/* What docs/multi.md "Several locks at once" says a cycle costs: on one server
  * the members (of one slot or not; in a cluster those of one slot) are
  * taken in one script (GET and SET each, one TIME), and each is released
  * as a mutex (3 calls). Nothing is left behind. */

@@ -1163,7 +1163,7 @@ t1=$(now_ms)
 wait_reqs
 [[ $body == returned && $((t1 - t0)) -lt 1000 ]] ||
     fail "return in a locked location: '$body' after $((t1 - t0)) ms"
-pass "return answers in the rewrite phase, before the lock (as the README says)"
+pass "return answers in the rewrite phase, before the lock (as docs/nginx.md says)"
 
 # ---- 24. busy statuses that close the connection ----
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Waiting without pub/sub (README "Waiting without pub/sub"): servers that
+/* Waiting without pub/sub (docs/how-it-works.md "Waiting without pub/sub"): servers that
  * refuse SUBSCRIBE (an ACL user without channels or without the pub/sub
  * commands, SUBSCRIBE renamed away) and the option LEASH_PUBSUB_OFF. The
  * waiters poll: a release is found within the backoff, a dead holder at its
@@ -225,7 +225,7 @@ TEST(pubsub_off_polls_without_a_subscriber_connection) {
     CHECK_EQ_INT(leash_acquire(waiter, 30000, fx_acquire_cb, &got), LEASH_OK);
     run_until_state(&w, waiter, "PARKED");
     fx_run_for(w.loop, 1000);
-    /* A poller does not queue in the key for a reservation (README
+    /* A poller does not queue in the key for a reservation (docs/how-it-works.md
      * "Fairness"): it could not hear it was let in within
      * LEASH_RESERVE_MS. The key is <token>:<w>:<count>:<fence> alone. */
     CHECK_EQ_INT(colons_of(&w, "leash:off"), 3);

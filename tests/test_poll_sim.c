@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Waiting without pub/sub (README "Waiting without pub/sub") on the
+ * Waiting without pub/sub (docs/how-it-works.md "Waiting without pub/sub") on the
  * simulated Redis of support/sim.h, for what a real server cannot be made
  * to do on demand: a proxy that closes the connection on SUBSCRIBE (as
  * twemproxy does for a command it does not support), a server whose

@@ -6,7 +6,7 @@
  * split vote, and fences across many handoffs while servers die and come
  * back after the delayed restart the Redlock algorithm asks for; the same
  * on servers whose clocks are 10 s ahead and behind, and where fences go
- * back then (README "Redlock").
+ * back then (docs/redlock.md "Redlock").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -2365,7 +2365,7 @@ TEST(fences_grow_with_clocks_10s_ahead_and_behind_while_servers_restart) {
  * the fence, and every clock it reaches is behind the one that made it.
  * Server 2 came back empty: the fence goes back. Server 3 runs with
  * appendonly (fsync always) and came back with its floor: the fence grows.
- * README "Redlock" and leash_fence() say so; if this ever grows, they
+ * docs/redlock.md "Redlock" and leash_fence() say so; if this ever grows, they
  * must change with it. */
 TEST(a_server_back_empty_sooner_than_the_clocks_differ_can_take_a_fence_back) {
     skewed k;
@@ -2391,8 +2391,9 @@ TEST(a_server_back_empty_sooner_than_the_clocks_differ_can_take_a_fence_back) {
     skewed_reach(&k, THREE(BEHIND, 2, 4));
     later = skewed_client(&k);
     l = leash_lock_new(later, "on-2");
-    CHECK_MSG(take_and_give_back(&k, l, "leash:on-2") < on_2,
-              "the fence grew: README \"Redlock\" and leash_fence() say it goes back here");
+    CHECK_MSG(
+        take_and_give_back(&k, l, "leash:on-2") < on_2,
+        "the fence grew: docs/redlock.md \"Redlock\" and leash_fence() say it goes back here");
     skewed_reach(&k, THREE(BEHIND, 3, 4));
     l = leash_lock_new(later, "on-3");
     CHECK_MSG(take_and_give_back(&k, l, "leash:on-3") > on_3,

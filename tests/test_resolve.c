@@ -218,7 +218,7 @@ TEST(the_connect_timeout_covers_the_lookup) {
  * handshake. A handshake still unanswered at the deadline is a connect
  * timeout (LEASH_ECONN), whether a slow lookup left it a few hundred
  * milliseconds or the whole second: an unanswered handshake is no refusal
- * (README "TLS"). The proxy holds the TLS server's answers back. */
+ * (docs/tls-and-names.md "TLS"). The proxy holds the TLS server's answers back. */
 TEST(a_tls_handshake_cut_short_by_a_slow_lookup_is_econn) {
     test_redis_config cfg = {0};
     test_redis r;

@@ -1192,7 +1192,7 @@ TEST(a_sentinel_user_without_channels_is_one_error_not_a_discovery_loop) {
     sw_down(&w);
 }
 
-/* The failover a hold with wait_replicas = 1 must outlive (README "Redis
+/* The failover a hold with wait_replicas = 1 must outlive (docs/sentinel.md "Redis
  * Sentinel"): its renewals count again only once the replica that was not
  * promoted is linked to the new master and acknowledges them, and until
  * then the hold stands on the last renewal that counted before the kill.

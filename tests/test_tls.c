@@ -463,7 +463,7 @@ TEST(a_frozen_server_through_the_handshake_is_waited_for) {
  * client's handshake completes, and the server's refusal (an alert) comes
  * after it. No connection is ready before the server answered it (the
  * subscriber's PING included): one error line for each connection, and
- * the retries at debug level, as the README says. */
+ * the retries at debug level, as docs/tls-and-names.md says. */
 TEST(a_refusal_after_the_handshake_is_one_error_per_connection) {
     test_redis r;
     struct ev_loop *loop = new_loop();

@@ -600,7 +600,7 @@ TEST(a_holder_freed_wakes_the_next_local_waiter) {
     fx_world_down(&w);
 }
 
-/* ---- no waiter starves (README "Fairness") ----
+/* ---- no waiter starves (docs/how-it-works.md "Fairness") ----
  * Not with Redlock, whose waiters race (leash.h, LEASH_STARVE_MS). The
  * contention runs take seconds: on one loop kind (libev) only, which the
  * cluster build uses too. */

@@ -184,13 +184,13 @@ enum leash_pubsub {
      * does not say its version (INFO refused), is refused at the
      * handshake: what waits for it ends LEASH_EREDIS, logged. */
     LEASH_PUBSUB_SHARDED = 2,
-    /* 0.4: no pub/sub at all: waiters poll (README "Waiting without
+    /* 0.4: no pub/sub at all: waiters poll (docs/how-it-works.md "Waiting without
      * pub/sub"), and no subscriber connection is opened. For servers or
      * proxies that refuse SUBSCRIBE; with the other values a refused
      * SUBSCRIBE/SSUBSCRIBE makes the client poll as well, on its own: an
      * error reply (NOPERM, unknown command), or the connection closed
      * right after SUBSCRIBE, before any answer, 3 times in a row (a proxy
-     * such as twemproxy; README "Waiting without pub/sub"). */
+     * such as twemproxy; docs/how-it-works.md "Waiting without pub/sub"). */
     LEASH_PUBSUB_OFF = 3
 };
 
@@ -602,7 +602,7 @@ typedef struct leash_stats {
      * each counted once, at the handshake that said so; a warning is
      * logged then. */
     uint64_t evicting_servers;
-    /* 0.4: waiting without pub/sub (README "Waiting without pub/sub"). */
+    /* 0.4: waiting without pub/sub (docs/how-it-works.md "Waiting without pub/sub"). */
     uint64_t servers_polling; /* servers whose waiters poll: each counted once, when it refused
                                  a subscription (logged once) or, LEASH_PUBSUB_OFF, at start */
     uint64_t polls;           /* attempts a waiter sent because its poll came due */
@@ -729,7 +729,7 @@ LEASH_EXPORT leash_lock *leash_write_lock_new(leash_client *c, const char *name)
 LEASH_EXPORT leash_lock *leash_semaphore_new(leash_client *c, const char *name, int permits);
 
 /*
- * A multi-lock (README "Several locks at once"): the mutexes of names[0..n)
+ * A multi-lock (docs/multi.md "Several locks at once"): the mutexes of names[0..n)
  * (1..LEASH_MULTI_MAX distinct names, each 1..LEASH_NAME_MAX bytes; copied)
  * held as one handle, all or none. Every call of this header works on it as
  * on a mutex: one leash_acquire, one acquire callback, one leash_release
@@ -1063,7 +1063,7 @@ typedef struct leash_state {
      * the lock subscribes once however many of its handles wait, and stays
      * subscribed a little after its wait (and while a hold that came
      * through it lasts); `leash watch` subscribes too. Waiters that poll
-     * (LEASH_PUBSUB_OFF, a server that refused pub/sub: README "Waiting
+     * (LEASH_PUBSUB_OFF, a server that refused pub/sub: docs/how-it-works.md "Waiting
      * without pub/sub") subscribe nothing and are not counted: 0 means
      * no process waits by pub/sub, and more is an upper bound on the
      * processes waiting that way.

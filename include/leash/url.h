@@ -15,7 +15,7 @@
  * takes db (the place unix:// URLs have for it); a redis:// URL gives the
  * db once, after '/' or as ?db=. Every scheme takes pubsub= once (0.4):
  * auto, classic, sharded or off, leash_options.pubsub's LEASH_PUBSUB_AUTO,
- * _CLASSIC, _SHARDED or _OFF (off: waiters poll, README "Waiting without
+ * _CLASSIC, _SHARDED or _OFF (off: waiters poll, docs/how-it-works.md "Waiting without
  * pub/sub"); without it the option is left as it was.
  *
  * rediss:// is TLS (docs/tls-and-names.md; the leash_options fields tls_*), to the

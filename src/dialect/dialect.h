@@ -275,7 +275,7 @@ typedef struct leash__dialect {
      * acquire_cmd's count is then minus the ms it has waited (a new hold,
      * never an extra one), and a busy lock queues it, oldest first, for
      * the grants after the current hold; message() reports such a grant
-     * kept (README "Fairness"). 0: count is never below 1 (Redisson's
+     * kept (docs/how-it-works.md "Fairness"). 0: count is never below 1 (Redisson's
      * layout keeps Redisson's rules). */
     int reserves;
     /* Reading a lock back (never written): state_cmd is the command that

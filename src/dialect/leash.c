@@ -42,7 +42,7 @@
  * else is written, so an unused name leaves nothing behind once its lease
  * ran out, and Redis memory does not grow with throughput.
  *
- * Starving waiters (leash.h, LEASH_STARVE_MS; README "Fairness"). A waiter
+ * Starving waiters (leash.h, LEASH_STARVE_MS; docs/how-it-works.md "Fairness"). A waiter
  * that has waited that long asks with its age (count = minus the ms it
  * waited). Finding the lock busy, its attempt queues it for the grants
  * after this hold, oldest first (at most LEASH_RESERVE_QUEUE of them):

@@ -19,7 +19,7 @@
  *   LAST         acquiring: the wait ended with an attempt on the wire
  *   SUBSCRIBING  acquiring, busy: until the channel's subscription is confirmed
  *   PARKED       acquiring, busy: asleep until a release, the holder's TTL, the end
- *                (polling, README "Waiting without pub/sub": a release is its
+ *                (polling, docs/how-it-works.md "Waiting without pub/sub": a release is its
  *                queue's poll, a wake as any)
  *   NOMEM        acquiring: no memory for the attempt; again shortly
  *   HELD         held
@@ -783,7 +783,7 @@ static void wait_for_release(leash_lock *l, int64_t pttl) {
         l->ttl_wake = now + (pttl >= 0 ? clamp_sleep(pttl) + 1 : l->hold.lease_ms);
     if (clamp_sleep(pttl) > l->ttl_seen)
         l->ttl_seen = clamp_sleep(pttl);
-    /* Polling, only the head asks (README "Waiting without pub/sub"): its
+    /* Polling, only the head asks (docs/how-it-works.md "Waiting without pub/sub"): its
      * answer pushes the others' TTL wakes. Not for a family, whose
      * waiters behind the head look once a lease for a let-in. */
     if (polls && !l->prim->told_when_let_in)

@@ -157,7 +157,8 @@ static void refused(leash__node *n, node_sub *s, const char *why) {
         return;
     n->env->stats->servers_polling++;
     leash__log(&n->env->log, LEASH_LOG_WARN,
-               "%s: Redis refused a subscription: %s: waiters poll instead (README \"Waiting "
+               "%s: Redis refused a subscription: %s: waiters poll instead (docs/how-it-works.md "
+               "\"Waiting "
                "without pub/sub\")",
                leash__conn_role_name(&n->sub), why);
     n->hooks->refused(n->owner, n);

@@ -26,7 +26,7 @@ typedef struct leash__node leash__node;
 
 /* Closes in a row of the subscriber connection, each right after a
  * SUBSCRIBE on a connection whose handshake succeeded, that make a refusal
- * (README "Waiting without pub/sub"). */
+ * (docs/how-it-works.md "Waiting without pub/sub"). */
 #define LEASH__SUB_CLOSES_REFUSED 3
 
 /* gone runs in a walk over the subscriptions: it may give up the channel

@@ -101,7 +101,7 @@
  * within a lease of each other, less W and E, or that server keeps its
  * data: appendonly with fsync always); a later client that has heard from
  * the server ahead proposes above its clock, which takes the difference
- * out. Otherwise they can go back (README "Redlock"; tests/test_redlock.c
+ * out. Otherwise they can go back (docs/redlock.md "Redlock"; tests/test_redlock.c
  * shows it with clocks 10 s apart). The proposal never makes a fence
  * smaller than that: a server grants above its floor and its clock less W
  * whatever it is told.

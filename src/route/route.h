@@ -147,7 +147,7 @@ struct leash__route {
      * tried again until the hold's deadline (Sentinel: a failover under
      * way), rather than losing the hold at once (LEASH_LOST_REPLICAS). */
     int retry_unreplicated;
-    /* Waiters poll instead of subscribing (README "Waiting without
+    /* Waiters poll instead of subscribing (docs/how-it-works.md "Waiting without
      * pub/sub"): from the start with LEASH_PUBSUB_OFF, or from the first
      * server that refused a subscription (leash__route_polls) for the
      * client's life. */

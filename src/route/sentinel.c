@@ -367,7 +367,7 @@ static void on_resub_timer(void *arg) {
 }
 
 /* The sentinel refused the subscription: a setup error (the sentinel
- * user's channels, README "Redis Sentinel"), said once until a
+ * user's channels, docs/sentinel.md "Redis Sentinel"), said once until a
  * subscription succeeds. It refuses again if asked at once: the same
  * connection asks again after a backoff. */
 static void watch_refused(sentinel *s, leash__conn *conn, const char *err) {

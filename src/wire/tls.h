@@ -25,7 +25,7 @@
 typedef struct leash__tls leash__tls;
 typedef struct leash__tls_session leash__tls_session;
 
-/* The files and the checks of leash_options (README "TLS"). */
+/* The files and the checks of leash_options (docs/tls-and-names.md "TLS"). */
 typedef struct leash__tls_cfg {
     const char *ca_file, *ca_dir; /* both NULL: the system's default store */
     const char *cert_file, *key_file;

@@ -38,10 +38,11 @@ static int clock_now[LAB_MAX_SERVERS];
  * (two steps back in a row add up). */
 static int64_t clock_peak;
 
-#define README_CLOCK_STEP                                                                     \
-    "README \"What Redis must be and do\", \"A clock that does not step\": a step forward "   \
-    "expires lock keys early, so another client can be granted a lock whose holder is still " \
-    "valid; a step back gives fences below earlier ones for as long as the step (run NTP "    \
+#define README_CLOCK_STEP                                                                         \
+    "docs/how-it-works.md \"What Redis must be and do\", \"A clock that does not step\": a step " \
+    "forward "                                                                                    \
+    "expires lock keys early, so another client can be granted a lock whose holder is still "     \
+    "valid; a step back gives fences below earlier ones for as long as the step (run NTP "        \
     "slewing, not stepping, on the Redis hosts)"
 
 /* Steps server r's clock (s: its index) by delta ms; 0 or -1. */

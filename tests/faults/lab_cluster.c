@@ -44,7 +44,7 @@
  * on answering its clients for a node timeout, but its replica is cut off
  * (or gone to the new side), so every grant and renewal there is short of
  * its WAIT: the acquire ends LEASH_EREPLICAS and the hold is lost
- * (LEASH_LOST_REPLICAS) at its validity (README "Redis Cluster", "What
+ * (LEASH_LOST_REPLICAS) at its validity (docs/cluster.md "Redis Cluster", "What
  * WAIT buys": "too few acknowledgements fail the acquire with
  * LEASH_EREPLICAS ... or lose a held lock with LEASH_LOST_REPLICAS"). A
  * probe that ends LEASH_EREPLICAS while a master was short of replicas is

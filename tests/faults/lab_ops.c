@@ -14,7 +14,7 @@
  *               RECOVER_MS of the move.
  *   maxmemory   `maxmemory` set below what the server uses, with
  *               `noeviction`: every write is refused (-OOM) for a while.
- *               README "What Redis must be and do", "No eviction": a full
+ *               docs/how-it-works.md "What Redis must be and do", "No eviction": a full
  *               Redis refuses the acquire (LEASH_EREDIS). A probe that
  *               ends so while it is full is counted as documented; the
  *               holders lose their holds by their deadlines at the

@@ -34,7 +34,7 @@
  * asked for and was answered in the window, and none of its holds is
  * valid later than the window's start + the longest lease (a renewal
  * sent in the window cannot have counted). The probe (WAIT 1) asks again
- * when it is refused LEASH_EREPLICAS (README "What WAIT buys": grants
+ * when it is refused LEASH_EREPLICAS (docs/cluster.md "What WAIT buys": grants
  * fail while too few replicas acknowledge), as a user would: started as
  * a one-replica fault begins, it must be granted within RECOVER_MS of
  * that start (the other replica answers); started as the replicas are

@@ -24,7 +24,7 @@
  *                                    a Redis Cluster in the lab
  *                                    (tests/faults/lab_cluster.c)
  *   torture ... --pubsub-off         every waiter polls (LEASH_PUBSUB_OFF:
- *                                    README "Waiting without pub/sub"),
+ *                                    docs/how-it-works.md "Waiting without pub/sub"),
  *                                    under the same checks
  *   torture --lab --replicas [--tls] one server with two replicas and
  *                                    wait_replicas (lab_replicas.c)
@@ -242,7 +242,7 @@
  * dead first address or DNS server, a bridge, a stale sentinel once the
  * others named the new master) is over when it begins. A probe that
  * ends EREPLICAS while a Sentinel master was short of replicas is
- * counted as documented (README "Redis Sentinel"), not as a violation.
+ * counted as documented (docs/sentinel.md "Redis Sentinel"), not as a violation.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* prctl, strdup, kill, MAP_ANONYMOUS */
@@ -2379,7 +2379,7 @@ static void probe_check(probe *p, int64_t over, const char *fault) {
         c->failed++;
         sv_violation("availability: probe %d across %s died (status 0x%x)", p->n, fault, status);
     } else if (r.status == LEASH_EREPLICAS && short_during(p->started, r.ended)) {
-        /* README "Redis Sentinel": while the master has fewer replicas in
+        /* docs/sentinel.md "Redis Sentinel": while the master has fewer replicas in
          * sync than wait_replicas, grants fail EREPLICAS. */
         probes_expected++;
         c->documented++;
@@ -2388,7 +2388,7 @@ static void probe_check(probe *p, int64_t over, const char *fault) {
                 "of replicas)\n",
                 p->n, fault, leash_strerror(r.status), (long long)r.ended);
     } else if (r.status == LEASH_EREDIS && full_during(p->started, r.ended)) {
-        /* README "What Redis must be and do": a full Redis (noeviction)
+        /* docs/how-it-works.md "What Redis must be and do": a full Redis (noeviction)
          * refuses the acquire (lab_ops.c). */
         probes_expected++;
         c->documented++;
@@ -2578,10 +2578,11 @@ static int lab_fault_named(const char *name) {
 static int replicas_fault(void);
 static void replicas_after_lab_fault(int f, int64_t t0);
 
-/* README "What Redis must be and do", where it says what a restart
+/* docs/how-it-works.md "What Redis must be and do", where it says what a restart
  * without the data costs. */
 #define README_RESTART_EMPTY                                                                     \
-    "README \"What Redis must be and do\", \"Data kept across a restart\": a server that "       \
+    "docs/how-it-works.md \"What Redis must be and do\", \"Data kept across a restart\": a "     \
+    "server that "                                                                               \
     "restarts without its data forgets the locks it held, and another client can be granted "    \
     "one while its holder's hold is still valid, for up to a lease (stay clear: appendonly yes " \
     "with appendfsync always, or keep the server from answering for a lease after it is up)"
