@@ -468,11 +468,27 @@ static void count_send(leash__conn *conn, unsigned replies) {
 static void on_group_wait(void *arg, redisReply *reply, int status, const leash__reply_info *info);
 static int write_cmd(leash__conn *conn, leash__cmd *cmd);
 
+/* Writes a command of the connection's own (LEASH__CMD_UPKEEP: a TIME, a
+ * group's WAIT) from buf (malloc'ed; taken, also on failure), answered to
+ * fn. -1 without memory: nothing was written. */
+static int write_own(leash__conn *conn, char *buf, size_t len, unsigned flags,
+                     leash__reply_fn *fn) {
+    leash__cmd *own = leash__cmd_new(buf, len, NULL, LEASH__CMD_UPKEEP | flags, 0, fn, conn);
+
+    if (own == NULL)
+        return -1;
+    own->conn = conn;
+    if (write_cmd(conn, own) != 0) {
+        cmd_free(own);
+        return -1;
+    }
+    return 0;
+}
+
 static int write_group_wait(leash__conn *conn) {
     char n[24], t[24], *buf;
     const char *argv[3] = {"WAIT", n, t};
     size_t lens[3], len;
-    leash__cmd *w;
 
     lens[0] = 4;
     lens[1] = (size_t)snprintf(n, sizeof(n), "%d", conn->wait_group_replicas);
@@ -482,14 +498,8 @@ static int write_group_wait(leash__conn *conn) {
         return -1;
     /* ONCE: an error answer (BUSY, NOPERM) is its answer, acked -1, not
      * a reason to write it again behind later commands. */
-    w = leash__cmd_new(buf, len, NULL, LEASH__CMD_UPKEEP | LEASH__CMD_ONCE, 0, on_group_wait, conn);
-    if (w == NULL)
+    if (write_own(conn, buf, len, LEASH__CMD_ONCE, on_group_wait) != 0)
         return -1;
-    w->conn = conn;
-    if (write_cmd(conn, w) != 0) {
-        cmd_free(w);
-        return -1;
-    }
     conn->wait_group = 0;
     conn->wait_group_replicas = 0;
     conn->wait_group_timeout_ms = 0;
@@ -570,20 +580,12 @@ static int window_open(const leash__conn *conn, size_t len) {
 static int send_clock_probe(leash__conn *conn) {
     static const char time_cmd[] = "*1\r\n$4\r\nTIME\r\n";
     char *buf = malloc(sizeof(time_cmd) - 1);
-    leash__cmd *probe;
 
     if (buf == NULL)
         return -1;
     memcpy(buf, time_cmd, sizeof(time_cmd) - 1);
-    probe =
-        leash__cmd_new(buf, sizeof(time_cmd) - 1, NULL, LEASH__CMD_UPKEEP, 0, on_clock_probe, conn);
-    if (probe == NULL)
+    if (write_own(conn, buf, sizeof(time_cmd) - 1, 0, on_clock_probe) != 0)
         return -1;
-    probe->conn = conn;
-    if (write_cmd(conn, probe) != 0) {
-        cmd_free(probe);
-        return -1;
-    }
     conn->clock_probe = 1;
     return 0;
 }
