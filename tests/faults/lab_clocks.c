@@ -85,13 +85,19 @@ static void clock_fault(int forward, char *said, size_t cap) {
     snprintf(said, cap, " (by %+d ms: %+d ms from the machine's)", delta, clock_now[0]);
 }
 
+#define README_REDLOCK_CLOCK_STEP                                                               \
+    "docs/how-it-works.md \"What Redis must be and do\", \"A clock that does not step\": with " \
+    "Redlock a step forward on one server expires its keys early, and a hold that a bare "      \
+    "majority with that server in it granted can be granted to another client: two holders "    \
+    "for up to a lease (the Redlock algorithm assumes clocks that do not jump)"
+
 /* Redlock in the lab: how many clock steps, for the cell lines. */
 static uint64_t rl_clock_steps;
 
 /* Redlock in the lab: now and then (when every server is up), one
  * server's clock stepped forward or back. 1 if it did. */
 static int redlock_clock_fault(void) {
-    int s, delta;
+    int s, delta, w = -1;
     int64_t t0;
     probe pr;
 
@@ -107,6 +113,11 @@ static int redlock_clock_fault(void) {
                 : (s_between(0, 1) ? s_between(cfg.lease_max, 3 * cfg.lease_max)
                                    : -s_between(100, 2000));
     probe_start(&pr);
+    /* A step forward expires server s's keys early: a hold that a bare
+     * majority with s in it granted (a new one, not yet spread) can be
+     * granted again by another majority, for up to a lease. */
+    if (delta > 0)
+        w = expect_open(now_ms(), "clock-step", README_REDLOCK_CLOCK_STEP, 0);
     if (clock_step(&RS[s], s, delta) != 0) {
         fprintf(stderr, "torture: a clock step was refused\n");
         kill_workers();
@@ -117,6 +128,7 @@ static int redlock_clock_fault(void) {
             "torture: t=%lld fault clock-step: server %d by %+d ms (%+d ms from the machine's), "
             "done at t=%lld\n",
             (long long)t0, s, delta, clock_now[s], (long long)now_ms());
+    expect_close(w, now_ms() + cfg.lease_max + 50);
     probe_check(&pr, now_ms(), "clock-step");
     return 1;
 }
