@@ -635,6 +635,51 @@ TEST(t_clock_shift) {
     }
 }
 
+/* A drifting clock (test_redis_drift_clock): 5% fast for 1 s moves the
+ * server's clock 50 ms ahead of where it was, gradually (half of it half
+ * way), and no further once the drift ended; TIME never goes back; a slow
+ * drift moves it back as far, gradually too. */
+TEST(t_clock_drift) {
+    static const int ppms[] = {50000, -50000};
+    size_t i;
+
+    for (i = 0; i < sizeof ppms / sizeof ppms[0]; i++) {
+        test_redis_config cfg = {.clock_shift_ms = 1000};
+        test_redis r;
+        long long before, half, after, later, prev = 0, t;
+        int end = 0, ppm = ppms[i], want = 1000 + ppm / 1000;
+        int64_t until;
+
+        CHECK(test_redis_start(&r, &cfg) == 0);
+        before = shift_of(&r, 0);
+        CHECK(test_redis_drift_clock(&r, ppm, 1000, &end) == 0);
+        CHECK_EQ_INT(end, want);
+        until = test_now_ms() + 1030;
+        test_sleep_ms(530);
+        half = shift_of(&r, 1);
+        while (test_now_ms() < until + 20) {
+            t = server_ms(&r, 0);
+            CHECK_MSG(t >= prev, "TIME went back from %lld to %lld", prev, t);
+            prev = t;
+            test_sleep_ms(10);
+        }
+        after = shift_of(&r, 0);
+        test_sleep_ms(300);
+        later = shift_of(&r, 0);
+        CHECK_MSG(before > 1000 - 20 && before < 1000 + 20, "%lld ms ahead before", before);
+        CHECK_MSG(half > 1000 + ppm / 2000 - 15 && half < 1000 + ppm / 2000 + 15,
+                  "%lld ms ahead half way (ppm %d)", half, ppm);
+        CHECK_MSG(after > want - 15 && after < want + 15, "%lld ms ahead after, %d wanted", after,
+                  want);
+        CHECK_MSG(later > want - 15 && later < want + 15, "%lld ms ahead later, %d wanted", later,
+                  want);
+        CHECK(test_redis_restart(&r) == 0);
+        after = shift_of(&r, 1);
+        CHECK_MSG(after > want - 15 && after < want + 15, "%lld ms ahead after a restart", after);
+        test_redis_stop(&r);
+    }
+}
+
 /* With persistence turned on, a restart that keeps the folder brings the
  * data back; test_redis_restart's does not. */
 /* The bytes of a file, in out (NUL-terminated); how many. */
@@ -1032,6 +1077,7 @@ int main(int argc, char **argv) {
                          TEST_CASE(t_restart_unix),
                          TEST_CASE(t_kill_then_restart),
                          TEST_CASE(t_clock_shift),
+                         TEST_CASE(t_clock_drift),
                          TEST_CASE(t_restart_keeping_data),
                          TEST_CASE(t_tls_certs_are_per_process),
                          TEST_CASE(t_freeze_thaw),

@@ -23,12 +23,23 @@
  *                  been may get a fence below an earlier hold's, and the
  *                  fenced store refuses its writes for as long as it
  *                  holds: expected for holds granted then (lab_expected.c's
- *                  windows by grant).
- * Redlock (one of the five, when all five are up): the same steps, and
- * no violation is expected: a step is one server's vote (a key gone early
- * on one server leaves the hold on the others, every server being up for
- * a lease before the step, so that each hold was on all of them), and
- * the fence floors keep the fences growing across a step back.
+ *                  windows by grant);
+ *   clock-drift    the clock runs fast or slow for 2 to 8 s, then keeps
+ *                  the shift it got to (no step either way), while a
+ *                  holder is frozen (its renewals stop). Within the
+ *                  drift a hold's deadline leaves (1% of the lease + 2
+ *                  ms): up to 0.8% fast or slow, and nothing may happen;
+ *                  one time in three 2% to 5% fast, which expires keys
+ *                  early by the rate above 1% of a lease: two holds
+ *                  valid at once expected from its start to a lease after
+ *                  its end (README_CLOCK_DRIFT).
+ * Redlock (one of the five, when all five are up): the same steps. A
+ * step back is one server's vote, and the fence floors keep the fences
+ * growing across it. A step forward too, for a hold already on every
+ * server (each server up for a lease before the step); but a new hold
+ * that a bare majority with that server in it granted can be granted
+ * again by another majority, for up to a lease: expected
+ * (README_REDLOCK_CLOCK_STEP).
  */
 
 /* The shift of each server's clock now (ms ahead of the machine's). */
@@ -83,6 +94,46 @@ static void clock_fault(int forward, char *said, size_t cap) {
             expect_close(w, t);
     }
     snprintf(said, cap, " (by %+d ms: %+d ms from the machine's)", delta, clock_now[0]);
+}
+
+#define README_CLOCK_DRIFT                                                                     \
+    "docs/how-it-works.md \"What Redis must be and do\", \"A clock that keeps its rate\": a "  \
+    "clock "                                                                                   \
+    "that runs fast by more than 1% expires keys early by the difference, and another client " \
+    "can be granted the lock while its holder is still valid"
+
+/* The one server's clock runs fast or slow a while (see the top); how
+ * long, in ms; how fast, in said. Blocks for as long as it drifts. */
+static int64_t clock_drift(char *said, size_t cap) {
+    int beyond = s_between(0, 2) == 0, w = -1, end = 0;
+    int ppm = beyond ? s_between(20000, 50000) : (s_between(0, 1) ? 1 : -1) * s_between(1000, 8000);
+    int64_t ms = s_between(2000, 8000), t0 = now_ms();
+    /* A holder frozen meanwhile: its renewals stop, so its key lives what
+     * the server's clock gives the lease, and its deadline is all that
+     * keeps it from trusting a hold that is gone. */
+    int64_t freeze = s_between(cfg.lease_max / 2, cfg.lease_max + 500);
+
+    if (freeze + 500 > ms)
+        ms = freeze + 500;
+    /* A shift of 0 is the machine's clock, which the server cannot be set
+     * back to (test_redis_drift_clock): drift a second longer. */
+    if (R.cfg.clock_shift_ms + (ms * ppm + (ppm > 0 ? 500000 : -500000)) / 1000000 == 0)
+        ms += 1000;
+    if (beyond)
+        w = expect_open(t0, "clock-drift", README_CLOCK_DRIFT, 0);
+    if (test_redis_drift_clock(&R, ppm, (int)ms, &end) != 0) {
+        fprintf(stderr, "torture: a clock drift was refused\n");
+        kill_workers();
+        exit(2);
+    }
+    sleep_ms(100); /* it starts within 30 ms (test_redis_drift_clock) */
+    sigstop_one(freeze);
+    sleep_ms(t0 + ms + 100 - now_ms());
+    clock_now[0] = end;
+    expect_close(w, now_ms() + cfg.lease_max + 50);
+    snprintf(said, cap, " (%+.1f%%: %+d ms from the machine's; a worker frozen %lld ms)",
+             ppm / 10000.0, end, (long long)freeze);
+    return ms;
 }
 
 #define README_REDLOCK_CLOCK_STEP                                                               \

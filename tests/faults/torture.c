@@ -215,7 +215,8 @@
  * debug-sleep, restart (with its append-only file), restart-empty
  * (without: the documented unsafe case, whose violations count as
  * expected, lab_expected.c), clock-forward and clock-back (the
- * server's clock stepped, lab_clocks.c), name-moves and maxmemory
+ * server's clock stepped, lab_clocks.c), clock-drift (run fast or slow
+ * a while, lab_clocks.c), name-moves and maxmemory
  * (lab_ops.c), client-kill, script-flush, sigstop (a worker). Redlock adds a bridge (two groups
  * of workers that each see a different majority, sharing one server)
  * and clock-step (one server's clock, lab_clocks.c);
@@ -2552,6 +2553,7 @@ enum {
     LF_RESTART_EMPTY, /* SIGKILL, back without its data: see README_RESTART_EMPTY */
     LF_CLOCK_FORWARD, /* lab_clocks.c */
     LF_CLOCK_BACK,
+    LF_CLOCK_DRIFT,
     LF_NAME_MOVES, /* lab_ops.c */
     LF_MAXMEMORY,
     LF_COUNT
@@ -2561,7 +2563,7 @@ static const char *const lab_fault_names[LF_COUNT] = {
     "isolate",       "dead-first-address", "dns-first-dead", "nxdomain",
     "freeze-server", "debug-sleep",        "restart",        "client-kill",
     "sigstop",       "script-flush",       "restart-empty",  "clock-forward",
-    "clock-back",    "name-moves",         "maxmemory"};
+    "clock-back",    "clock-drift",        "name-moves",     "maxmemory"};
 static uint64_t lab_fault_count[LF_COUNT];
 
 static int lab_fault_named(const char *name) {
@@ -2661,6 +2663,9 @@ static void one_lab_fault(void) {
         case LF_CLOCK_FORWARD:
         case LF_CLOCK_BACK:
             clock_fault(f == LF_CLOCK_FORWARD, said, sizeof said);
+            break;
+        case LF_CLOCK_DRIFT:
+            ms = clock_drift(said, sizeof said);
             break;
         case LF_NAME_MOVES:
             ms = name_moves(said, sizeof said);

@@ -16,6 +16,13 @@
  * the server's clock (test_redis_step_clock), as ntpdate or an operator's
  * `date -s` would.
  *
+ * A drift: "<ms> <ppm> <since> <until>" in that file (since and until in
+ * CLOCK_MONOTONIC ns, which every process of the machine shares) makes
+ * the shift <ms> at since, growing by <ppm> millionths of the monotonic
+ * time that passes (negative: shrinking) until `until`, and staying where
+ * it got to after it (test_redis_drift_clock): a clock running fast or
+ * slow for a while, with no step when the drift ends.
+ *
  * Why not Debian's faketime (libfaketime): Debian's redis-server is linked
  * with jemalloc, and under libfaketime it hangs before it answers a first
  * PING (libfaketime looks up the real clock_gettime with dlsym, which
@@ -40,32 +47,57 @@
 /* The shift file is read again at most this often. */
 #define STEP_READ_MS 10
 
-/* LLONG_MIN until the environment was read. */
-static atomic_llong shift_ns_read = LLONG_MIN;
+/* The shift as the environment or the file last said: ns at drift_since,
+ * then drift_ppm millionths of the monotonic time from drift_since to
+ * drift_until (a step: ppm 0). LLONG_MIN until the environment was read. */
+static atomic_llong base_ns = LLONG_MIN;
+static atomic_llong drift_ppm;
+static atomic_llong drift_since;
+static atomic_llong drift_until;
 /* Monotonic ns of the shift file's last read. */
 static atomic_llong file_read_at;
 
-/* The number in the shift file in ns, into *ns; 0, or -1 when it has none
- * (no file yet). Only system calls: nothing allocates. */
-static int shift_from_file(const char *path, long long *ns) {
-    char buf[32];
-    long long v = 0;
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC), neg = 0;
-    long n, i = 0;
+/* The next integer of buf[*at..n) (after blanks) into *v; 0, or -1. */
+static int next_number(const char *buf, long n, long *at, long long *v) {
+    long i = *at;
+    int neg = 0;
+
+    while (i < n && (buf[i] == ' ' || buf[i] == '\n'))
+        i++;
+    if (i < n && buf[i] == '-')
+        neg = 1, i++;
+    if (i >= n || buf[i] < '0' || buf[i] > '9')
+        return -1;
+    for (*v = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+        *v = *v * 10 + (buf[i] - '0');
+    if (neg)
+        *v = -*v;
+    *at = i;
+    return 0;
+}
+
+/* The shift file's step ("<ms>") or drift ("<ms> <ppm> <since> <until>")
+ * into the atomics; 0, or -1 when it has neither (no file yet). Only
+ * system calls: nothing allocates. */
+static int read_shift_file(const char *path) {
+    char buf[128];
+    long long ms, ppm = 0, since = 0, until = 0;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    long n, at = 0;
 
     if (fd < 0)
         return -1;
     n = (long)syscall(SYS_read, fd, buf, sizeof(buf) - 1);
     syscall(SYS_close, fd);
-    if (n <= 0)
+    if (n <= 0 || next_number(buf, n, &at, &ms) != 0)
         return -1;
-    if (buf[0] == '-')
-        neg = 1, i = 1;
-    if (i >= n || buf[i] < '0' || buf[i] > '9')
+    if (next_number(buf, n, &at, &ppm) == 0 &&
+        (next_number(buf, n, &at, &since) != 0 || next_number(buf, n, &at, &until) != 0))
         return -1;
-    for (; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
-        v = v * 10 + (buf[i] - '0');
-    *ns = (neg ? -v : v) * 1000000LL;
+    atomic_store_explicit(&drift_ppm, ppm, memory_order_relaxed);
+    atomic_store_explicit(&drift_since, since, memory_order_relaxed);
+    atomic_store_explicit(&drift_until, until, memory_order_relaxed);
+    atomic_store_explicit(&base_ns, ms * 1000000LL, memory_order_relaxed);
     return 0;
 }
 
@@ -73,27 +105,30 @@ static int shift_from_file(const char *path, long long *ns) {
  * races the first read reads the same value. The file, if any, again
  * after STEP_READ_MS. */
 static long long shift_ns(void) {
-    long long ns = atomic_load_explicit(&shift_ns_read, memory_order_relaxed);
     const char *path = getenv("LEASH_TEST_CLOCK_SHIFT_FILE");
+    long long ns, ppm, since, until, now;
     struct timespec mono;
 
-    if (ns == LLONG_MIN) {
+    if (atomic_load_explicit(&base_ns, memory_order_relaxed) == LLONG_MIN) {
         const char *ms = getenv("LEASH_TEST_CLOCK_SHIFT_MS");
 
-        ns = ms ? strtoll(ms, NULL, 10) * 1000000LL : 0;
-        atomic_store_explicit(&shift_ns_read, ns, memory_order_relaxed);
+        atomic_store_explicit(&base_ns, ms ? strtoll(ms, NULL, 10) * 1000000LL : 0,
+                              memory_order_relaxed);
     }
-    if (path != NULL && syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &mono) == 0) {
-        long long now = (long long)mono.tv_sec * 1000000000LL + mono.tv_nsec, v;
-        if (now - atomic_load_explicit(&file_read_at, memory_order_relaxed) >=
-            STEP_READ_MS * 1000000LL) {
-            atomic_store_explicit(&file_read_at, now, memory_order_relaxed);
-            if (shift_from_file(path, &v) == 0) {
-                ns = v;
-                atomic_store_explicit(&shift_ns_read, ns, memory_order_relaxed);
-            }
-        }
+    if (path == NULL || syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &mono) != 0)
+        return atomic_load_explicit(&base_ns, memory_order_relaxed);
+    now = (long long)mono.tv_sec * 1000000000LL + mono.tv_nsec;
+    if (now - atomic_load_explicit(&file_read_at, memory_order_relaxed) >=
+        STEP_READ_MS * 1000000LL) {
+        atomic_store_explicit(&file_read_at, now, memory_order_relaxed);
+        read_shift_file(path);
     }
+    ns = atomic_load_explicit(&base_ns, memory_order_relaxed);
+    ppm = atomic_load_explicit(&drift_ppm, memory_order_relaxed);
+    since = atomic_load_explicit(&drift_since, memory_order_relaxed);
+    until = atomic_load_explicit(&drift_until, memory_order_relaxed);
+    if (ppm != 0 && now > since)
+        ns += ((now < until ? now : until) - since) / 1000 * ppm / 1000;
     return ns;
 }
 

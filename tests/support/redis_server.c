@@ -862,6 +862,43 @@ int test_redis_step_clock(test_redis *r, int shift_ms) {
     return 0;
 }
 
+int test_redis_drift_clock(test_redis *r, int ppm, int duration_ms, int *end_ms) {
+    char path[300], tmp[310];
+    struct timespec now;
+    long long since, end;
+    FILE *f;
+
+    if (r->cfg.clock_shift_ms == 0 || ppm == 0 || ppm > TEST_REDIS_DRIFT_MAX_PPM ||
+        ppm < -TEST_REDIS_DRIFT_MAX_PPM || duration_ms <= 0 ||
+        duration_ms > TEST_REDIS_CLOCK_SHIFT_MAX_MS) {
+        fprintf(stderr, "test_redis_drift_clock: the server must start with a clock_shift_ms; "
+                        "a drift is 1 to 500000 ppm either way, for 1 ms to a day\n");
+        return -1;
+    }
+    end = r->cfg.clock_shift_ms +
+          ((long long)duration_ms * ppm + (ppm > 0 ? 500000 : -500000)) / 1000000;
+    if (end == 0 || end > TEST_REDIS_CLOCK_SHIFT_MAX_MS || end < -TEST_REDIS_CLOCK_SHIFT_MAX_MS) {
+        fprintf(stderr, "test_redis_drift_clock: the shift would end at %lld ms\n", end);
+        return -1;
+    }
+    /* It starts once the server has read the file (within STEP_READ_MS of
+     * clock_shift.c): a drift that started before would make the shift
+     * jump when read, backwards for a slow one. */
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    since = (long long)now.tv_sec * 1000000000LL + now.tv_nsec + 30 * 1000000LL;
+    path_in_dir(r, "clock_shift", path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    f = fopen(tmp, "w");
+    if (f == NULL ||
+        fprintf(f, "%d %d %lld %lld\n", r->cfg.clock_shift_ms, ppm, since,
+                since + duration_ms * 1000000LL) < 0 ||
+        fclose(f) != 0 || rename(tmp, path) != 0)
+        return -1;
+    r->cfg.clock_shift_ms = (int)end;
+    *end_ms = (int)end;
+    return 0;
+}
+
 /* A timeout is not a broken connection: the server is alive but slow or
  * frozen, and sending the command again would only wait again. */
 static int connection_broke(const redisContext *c, int err_no) {

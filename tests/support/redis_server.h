@@ -138,6 +138,15 @@ void test_redis_thaw(test_redis *r);
  * Returns 0, or -1 (said on stderr). */
 int test_redis_step_clock(test_redis *r, int shift_ms);
 
+/* Makes that clock run fast (ppm > 0) or slow by |ppm| millionths, from
+ * now for duration_ms, then keep the shift it got to (no step at either
+ * end), as a host clock drifting without NTP would. |ppm| at most
+ * TEST_REDIS_DRIFT_MAX_PPM; duration_ms at most a day. Returns at once; the
+ * shift when the drift ends (ms, rounded; what clock_shift_ms says from
+ * then on) in *end_ms. 0, or -1 (said on stderr). */
+#define TEST_REDIS_DRIFT_MAX_PPM 500000
+int test_redis_drift_clock(test_redis *r, int ppm, int duration_ms, int *end_ms);
+
 /* A command on a cached blocking connection (hiredis format, so %s and
  * %b), authenticated with requirepass when set. A broken connection is
  * replaced once per call. A command times out after 3 s (a frozen
