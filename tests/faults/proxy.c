@@ -32,7 +32,8 @@ enum {
     OP_REFUSE,
     OP_CLEAR,
     OP_STATS,
-    OP_RETARGET
+    OP_RETARGET,
+    OP_TRICKLE
 };
 
 typedef struct ctl_msg {
@@ -89,6 +90,7 @@ static struct {
     int listen_fd, ctl_fd, port, target_port;
     int refuse_all;
     int delay[R_COUNT][2], stall[R_COUNT][2], hole[R_COUNT][2], refuse[R_COUNT];
+    int trickle[R_COUNT][2];
     pconn *conns;
     fp_stats st;
 } px;
@@ -258,10 +260,16 @@ static int pump_out(pconn *c, int d) {
     chunk *h;
 
     while (flow_ready(c, d, now)) {
+        size_t piece, trickle = (size_t)px.trickle[c->role][d];
         h = c->f[d].head;
-        ssize_t n = send(c->fd[to], h->data + h->off, h->len - h->off, MSG_NOSIGNAL);
+        piece = h->len - h->off;
+        if (trickle > 0 && piece > trickle)
+            piece = trickle;
+        ssize_t n = send(c->fd[to], h->data + h->off, piece, MSG_NOSIGNAL);
         if (n < 0)
             return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        if (trickle > 0)
+            h->due = now + FP_TRICKLE_GAP_MS; /* the next piece, of this chunk or the next */
         h->off += (size_t)n;
         c->f[d].bytes -= (size_t)n;
         if (d == D_UP)
@@ -273,6 +281,8 @@ static int pump_out(pconn *c, int d) {
         c->f[d].head = h->next;
         if (c->f[d].head == NULL)
             c->f[d].tail = NULL;
+        else if (trickle > 0 && c->f[d].head->due < h->due)
+            c->f[d].head->due = h->due;
         free(h);
     }
     return 0;
@@ -374,6 +384,9 @@ static void handle_ctl(const ctl_msg *m, ctl_reply *rep) {
     case OP_STALL:
         set_for(px.stall, m->roles, m->dirs, m->value != 0);
         break;
+    case OP_TRICKLE:
+        set_for(px.trickle, m->roles, m->dirs, m->value > 0 ? m->value : 0);
+        break;
     case OP_HOLE:
         set_for(px.hole, m->roles, m->dirs, m->value != 0);
         if (!m->value)
@@ -395,6 +408,7 @@ static void handle_ctl(const ctl_msg *m, ctl_reply *rep) {
     case OP_CLEAR:
         memset(px.delay, 0, sizeof px.delay);
         memset(px.stall, 0, sizeof px.stall);
+        memset(px.trickle, 0, sizeof px.trickle);
         memset(px.hole, 0, sizeof px.hole);
         memset(px.refuse, 0, sizeof px.refuse);
         cut_roles(FP_ALL, 1);
@@ -615,6 +629,9 @@ int fp_delay(fault_proxy *p, int roles, int dirs, int ms) {
 }
 int fp_stall(fault_proxy *p, int roles, int dirs, int on) {
     return request(p, OP_STALL, roles, dirs, on, NULL);
+}
+int fp_trickle(fault_proxy *p, int roles, int dirs, int bytes) {
+    return request(p, OP_TRICKLE, roles, dirs, bytes, NULL);
 }
 int fp_blackhole(fault_proxy *p, int roles, int dirs, int on) {
     return request(p, OP_HOLE, roles, dirs, on, NULL);

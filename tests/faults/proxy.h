@@ -15,6 +15,9 @@
  *
  * Faults, each for a set of roles and directions:
  *   delay      every byte is forwarded `ms` after it was read (latency);
+ *   trickle    at most `bytes` bytes go out at a time, one piece every
+ *              FP_TRICKLE_GAP_MS (a slow path, replies and TLS records cut
+ *              into pieces that arrive one by one);
  *   stall      bytes are held, not forwarded, until the stall is lifted;
  *              the connection stays open (a frozen network path);
  *   blackhole  bytes are read and thrown away; as with a real partition,
@@ -79,6 +82,9 @@ void fp_stop(fault_proxy *p);
 /* Each returns 0, or -1 if the proxy did not answer. */
 int fp_delay(fault_proxy *p, int roles, int dirs, int ms);
 int fp_stall(fault_proxy *p, int roles, int dirs, int on);
+/* bytes 0 turns it off. */
+#define FP_TRICKLE_GAP_MS 1
+int fp_trickle(fault_proxy *p, int roles, int dirs, int bytes);
 int fp_blackhole(fault_proxy *p, int roles, int dirs, int on);
 int fp_cut(fault_proxy *p, int roles);
 int fp_refuse(fault_proxy *p, int roles, int on);

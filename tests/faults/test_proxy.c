@@ -99,6 +99,36 @@ TEST(delay_adds_latency_each_way) {
     down(&w);
 }
 
+/* 4 bytes a millisecond: a 200-byte value comes back whole, in about 52
+ * pieces, so no sooner than 51 ms; off again, at once. */
+TEST(trickle_cuts_bytes_into_pieces) {
+    char value[201], *s;
+    world w;
+    redisContext *c;
+    int64_t t0, took;
+
+    memset(value, 'v', 200);
+    value[200] = '\0';
+    up(&w);
+    c = connect_to(w.p.port, 2000);
+    freeReplyObject(redisCommand(c, "SET k %s", value));
+    CHECK_EQ_INT(fp_trickle(&w.p, FP_ALL, FP_DOWN, 4), 0);
+    t0 = test_now_ms();
+    s = cmd_str(c, "GET k");
+    took = test_now_ms() - t0;
+    CHECK_STR_EQ(s, value);
+    free(s);
+    CHECK_MSG(took >= 51 && took < 1000, "GET took %lld ms, expected about 55", (long long)took);
+    CHECK_EQ_INT(fp_trickle(&w.p, FP_ALL, FP_DOWN, 0), 0);
+    t0 = test_now_ms();
+    s = cmd_str(c, "GET k");
+    CHECK_STR_EQ(s, value);
+    free(s);
+    CHECK(test_now_ms() - t0 < 50);
+    redisFree(c);
+    down(&w);
+}
+
 TEST(stall_holds_bytes_until_lifted) {
     world w;
     redisContext *c;
@@ -271,6 +301,7 @@ int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(forwards_both_ways),
         TEST_CASE(delay_adds_latency_each_way),
+        TEST_CASE(trickle_cuts_bytes_into_pieces),
         TEST_CASE(stall_holds_bytes_until_lifted),
         TEST_CASE(blackhole_drops_then_closes),
         TEST_CASE(cut_closes_every_connection),

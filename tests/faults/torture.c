@@ -28,6 +28,8 @@
  *                                    under the same checks
  *   torture --lab --replicas [--tls] one server with two replicas and
  *                                    wait_replicas (lab_replicas.c)
+ *   torture --tls ...                one server over TLS through the proxy
+ *                                    (below)
  *
  * What the workers record, in a shared log (an mmap'd file):
  *   UNIT  a unit of "work" of a hold: its fence and the CLOCK_MONOTONIC
@@ -72,13 +74,19 @@
  *
  * The faults (tests/faults/proxy.h between the workers and Redis): stalls
  * of the command connection shorter and longer than the leases, of the
- * subscriber connection, of both; latency; blackholes up or down; cuts of
- * all or of the subscriber connections; refused reconnects; redis-server
+ * subscriber connection, of both; latency; bytes that trickle (a few at
+ * a time, one piece a millisecond: replies cut into pieces); blackholes
+ * up or down; cuts of all or of the subscriber connections; refused
+ * reconnects; redis-server
  * SIGKILLed and started again; CLIENT KILL TYPE pubsub; SIGSTOP / SIGCONT
  * of a worker that holds a lock; SCRIPT FLUSH. The server keeps an
  * append-only file with appendfsync always, so a restart loses no
  * acknowledged write: the guarantees are for a single Redis without data
- * loss (DESIGN.md 1.3).
+ * loss (DESIGN.md 1.3). With --tls (one server) the proxy carries TLS to
+ * the server's TLS port: a trickle then cuts TLS records into pieces, and
+ * the proxy, which cannot read what it carries, cannot tell the command
+ * connection from the subscriber's, so the faults of one role (stalls,
+ * cuts and blackholes of one of them) find none and do nothing.
  *
  * Cluster mode (--cluster): the supervisor starts a Redis Cluster of
  * tests/support/redis_cluster.h (3 masters, 3 replicas, node timeout
@@ -1293,6 +1301,7 @@ enum {
     F_STALL_SUB,
     F_STALL_ALL,
     F_DELAY,
+    F_TRICKLE,
     F_HOLE_UP,
     F_HOLE_DOWN,
     F_CUT_ALL,
@@ -1305,9 +1314,9 @@ enum {
     F_COUNT
 };
 static const char *const fault_names[F_COUNT] = {
-    "stall-cmd-short", "stall-cmd-long", "stall-sub", "stall-all",   "delay",
-    "blackhole-up",    "blackhole-down", "cut-all",   "cut-sub",     "refuse",
-    "restart",         "client-kill",    "sigstop",   "script-flush"};
+    "stall-cmd-short", "stall-cmd-long", "stall-sub",      "stall-all", "delay",
+    "trickle",         "blackhole-up",   "blackhole-down", "cut-all",   "cut-sub",
+    "refuse",          "restart",        "client-kill",    "sigstop",   "script-flush"};
 static uint64_t fault_count[F_COUNT];
 
 static void admin(const char *cmd) {
@@ -1366,6 +1375,10 @@ static void one_fault(void) {
     case F_DELAY:
         fp_delay(&P, FP_ALL, FP_BOTH, s_between(5, 120));
         sleep_ms(s_between(500, 3000));
+        break;
+    case F_TRICKLE:
+        fp_trickle(&P, FP_ALL, s_between(1, 3), s_between(1, 64));
+        sleep_ms(s_between(300, 3000));
         break;
     case F_HOLE_UP:
         fp_blackhole(&P, s_between(1, 3), FP_UP, 1);
@@ -3264,8 +3277,8 @@ static void remove_run_tmp(void) {
 
 static void usage(const char *argv0) {
     fprintf(stderr,
-            "usage: %s [--cluster | --redlock | --sentinel] [--lab [--replicas] [--tls]\n"
-            "          [--only FAULT]]\n"
+            "usage: %s [--cluster | --redlock | --sentinel] [--lab [--replicas] [--only FAULT]]\n"
+            "          [--tls]\n"
             "          [--fair | --rw | --semaphore N | --multi] [--pubsub-off] [--quick]\n"
             "          [--minutes N] [--seconds N] [--procs N] [--handles N] [--names N]\n"
             "          [--seed S] [--tolerance-ms N] [--verbose]\n",
@@ -3345,7 +3358,8 @@ int main(int argc, char **argv) {
         cfg.names < 1 || cfg.names > MAX_NAMES || cfg.fault_s < 1 ||
         cfg.cluster + cfg.redlock + cfg.sentinel > 1 ||
         (cfg.redlock && cfg.kind != K_MUTEX && cfg.kind != K_MULTI) ||
-        (cfg.kind == K_MULTI && cfg.names < 2) || (cfg.tls && !cfg.lab) ||
+        (cfg.kind == K_MULTI && cfg.names < 2) ||
+        (cfg.tls && !cfg.lab && cfg.cluster + cfg.redlock + cfg.sentinel > 0) ||
         (cfg.only != NULL &&
          (!cfg.lab || cfg.redlock ||
           (cfg.cluster ? cluster_lab_fault_named(cfg.only) < 0
@@ -3507,7 +3521,9 @@ int main(int argc, char **argv) {
             }
             server_host = lab_names[0];
             port = cfg.tls ? R.tls_port : R.port;
-        } else if (test_redis_start(&R, &rc) != 0 || fp_start(&P, R.port) != 0) {
+        } else if ((cfg.tls && (rc.tls_dir = test_tls_certs()) == NULL) ||
+                   test_redis_start(&R, &rc) != 0 ||
+                   fp_start(&P, cfg.tls ? R.tls_port : R.port) != 0) {
             fprintf(stderr, "torture: cannot start redis-server and the proxy\n");
             return 2;
         } else {
@@ -3705,9 +3721,10 @@ int main(int argc, char **argv) {
         : cfg.redlock  ? " --redlock"
         : cfg.sentinel ? " --sentinel"
                        : "",
-        cfg.lab ? (cfg.tls ? (cfg.replicas ? " --lab --replicas --tls" : " --lab --tls")
-                           : (cfg.replicas ? " --lab --replicas" : " --lab"))
-                : "",
+        cfg.lab   ? (cfg.tls ? (cfg.replicas ? " --lab --replicas --tls" : " --lab --tls")
+                             : (cfg.replicas ? " --lab --replicas" : " --lab"))
+        : cfg.tls ? " --tls"
+                  : "",
         kind_flag(), cfg.pubsub_off ? " --pubsub-off" : "", cfg.procs, cfg.handles, cfg.names,
         cfg.fault_s, cfg.seed, fg.acquisitions, fg.handoffs, faults, losts[LEASH_LOST_EXPIRED],
         losts[LEASH_LOST_UNREACHABLE], losts[LEASH_LOST_MAX_HOLD], losts[LEASH_LOST_REPLICAS],
