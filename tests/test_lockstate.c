@@ -15,6 +15,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "faults/proxy.h"
 #include "fixture.h"
 #include "prim/lock.h"
 
@@ -377,6 +378,122 @@ static void no_server_completes_econn_after_the_command_timeout(void) {
     leash_client_free(c);
     fx_loop_free(loop);
 }
+
+/* Reads that start together on a connection whose answers trickle in
+ * (one byte a millisecond: never silent, so never broken for silence)
+ * each end by their deadline, command_timeout_ms (300) after they were
+ * asked: the first answers, the rest LEASH_ECONN, none later. */
+#define SLOW_READS 8
+static void reads_end_by_their_deadline_when_answers_trickle(void) {
+    fx_loop *loop = fx_loop_new();
+    got g[SLOW_READS];
+    int64_t t0, took[SLOW_READS];
+    fault_proxy p;
+    test_redis r;
+    leash_client *c;
+    leash_lock *l;
+    int i, ok = 0, pending;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    CHECK_EQ_INT(fp_start(&p, r.port), 0);
+    c = fx_fault_client(loop, p.port, 3000);
+    fx_wait_connected(loop, c, 5000);
+    l = leash_lock_new(c, "st:slow");
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 1), 0);
+    t0 = test_now_ms();
+    memset(g, 0, sizeof(g));
+    memset(took, 0, sizeof(took));
+    for (i = 0; i < SLOW_READS; i++)
+        start_read(c, NULL, "st:slow", &g[i]);
+    for (pending = SLOW_READS; pending > 0 && test_now_ms() - t0 < 300 + 2000;) {
+        fx_run_for(loop, 1);
+        for (pending = 0, i = 0; i < SLOW_READS; i++)
+            if (!g[i].done)
+                pending++;
+            else if (took[i] == 0)
+                took[i] = test_now_ms() - t0 + 1; /* + 1: never 0 */
+    }
+    for (i = 0; i < SLOW_READS; i++) {
+        CHECK_MSG(g[i].done && took[i] - 1 <= 300 + TEST_SLACK_MS,
+                  "read %d: done %d after %lld ms (status %s)", i, g[i].done,
+                  (long long)took[i] - 1, leash_status_name(g[i].status));
+        CHECK(g[i].status == LEASH_OK || g[i].status == LEASH_ECONN);
+        ok += g[i].status == LEASH_OK;
+    }
+    CHECK_MSG(ok < SLOW_READS, "every read answered in time: the trickle was not slow enough");
+    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 0), 0);
+    fx_run_for(loop, 50);
+    for (i = 0; i < SLOW_READS; i++)
+        CHECK_EQ_INT(g[i].calls, 1);
+    leash_lock_free(l);
+    leash_client_free(c);
+    fx_loop_free(loop);
+    fp_stop(&p);
+    test_redis_stop(&r);
+}
+#undef SLOW_READS
+#endif
+
+#ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+/* One of the five answers a byte a millisecond: reads end by their
+ * deadline (command_timeout_ms, 300) with the majority's view of the
+ * others, all of them (the trickling server's answers too slow to count). */
+#define SLOW_READS 6
+static void a_server_that_answers_slowly_holds_no_read_up(void) {
+    const char *seeds[FX_REDLOCK_N];
+    char text[32];
+    got g[SLOW_READS];
+    int64_t t0, took[SLOW_READS];
+    leash_options o;
+    fault_proxy p;
+    fx_world w;
+    leash_client *c;
+    leash_lock *l;
+    int i, pending;
+
+    fx_world_up(&w, 3000, 0);
+    CHECK_EQ_INT(fp_start(&p, w.servers[FX_REDLOCK_N - 1].port), 0);
+    fx_world_options(&w, &o, 3000);
+    o.command_timeout_ms = 300;
+    for (i = 0; i < FX_REDLOCK_N; i++)
+        seeds[i] = o.nodes[i];
+    snprintf(text, sizeof(text), "127.0.0.1:%d", p.port);
+    seeds[FX_REDLOCK_N - 1] = text;
+    o.nodes = seeds;
+    c = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, c, FX_REDLOCK_N, 5000);
+    l = leash_lock_new(c, "st:slow");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 5000), LEASH_OK);
+    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 1), 0);
+    t0 = test_now_ms();
+    memset(g, 0, sizeof(g));
+    memset(took, 0, sizeof(took));
+    for (i = 0; i < SLOW_READS; i++)
+        start_read(c, NULL, "st:slow", &g[i]);
+    for (pending = SLOW_READS; pending > 0 && test_now_ms() - t0 < 300 + 3000;) {
+        fx_run_for(w.loop, 1);
+        for (pending = 0, i = 0; i < SLOW_READS; i++)
+            if (!g[i].done)
+                pending++;
+            else if (took[i] == 0)
+                took[i] = test_now_ms() - t0 + 1;
+    }
+    for (i = 0; i < SLOW_READS; i++) {
+        CHECK_MSG(g[i].done && took[i] - 1 <= 300 + TEST_SLACK_MS,
+                  "read %d: done %d after %lld ms (status %s)", i, g[i].done,
+                  (long long)took[i] - 1, leash_status_name(g[i].status));
+        CHECK_EQ_INT(g[i].status, LEASH_OK);
+        CHECK_EQ_INT(g[i].st.held, 1);
+        CHECK(g[i].st.agree >= FX_REDLOCK_N / 2 + 1);
+    }
+    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 0), 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 5000), LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+    fp_stop(&p);
+    fx_world_down(&w);
+}
 #endif
 
 /* ---- the lock family (one server, a cluster) ---- */
@@ -594,6 +711,7 @@ int main(int argc, char **argv) {
         TEST_CASE(refused_calls_and_a_client_freed_before_the_answer),
 #ifdef LEASH_TEST_ONE_SERVER
         TEST_CASE(no_server_completes_econn_after_the_command_timeout),
+        TEST_CASE(reads_end_by_their_deadline_when_answers_trickle),
 #endif
 #ifndef LEASH_TEST_TOPOLOGY_REDLOCK
         TEST_CASE(fair_lock_shows_its_holder_fence_and_waiters_in_order),
@@ -602,6 +720,7 @@ int main(int argc, char **argv) {
         TEST_CASE(mutex_queued_waiters_show_in_order),
 #endif
 #ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+        TEST_CASE(a_server_that_answers_slowly_holds_no_read_up),
         TEST_CASE(redlock_majority_with_one_server_down_and_one_disagreeing),
 #endif
         {0},
