@@ -35,7 +35,12 @@
  *                    each other while the third master sees both: no
  *                    master sees a majority fail, nothing fails over, and
  *                    the clients see every node (a path open all along);
- *   sigstop          a worker that holds a lock frozen.
+ *   sigstop          a worker that holds a lock frozen;
+ *   migrate-cut      the name's slot migrated to another master step by
+ *                    step (IMPORTING / MIGRATING, its keys moved, the
+ *                    slot handed over) while some workers are cut off
+ *                    from the new master: they get ASK and MOVED to a
+ *                    node they cannot reach, the others go on there.
  *
  * What the checker expects: nothing unexpected. With WAIT 1 a grant or
  * renewal counts only once the replica has it, and a replica is promoted
@@ -69,6 +74,7 @@ enum {
     CL_MINORITY,
     CL_BRIDGE,
     CL_SIGSTOP,
+    CL_MIGRATE_CUT,
     CL_COUNT
 };
 static const char *const cluster_lab_fault_names[CL_COUNT] = {"cut",
@@ -84,7 +90,8 @@ static const char *const cluster_lab_fault_names[CL_COUNT] = {"cut",
                                                               "freeze-master",
                                                               "master-minority",
                                                               "bridge",
-                                                              "sigstop"};
+                                                              "sigstop",
+                                                              "migrate-cut"};
 static uint64_t cluster_lab_fault_count[CL_COUNT];
 
 static int cluster_lab_fault_named(const char *name) {
@@ -96,7 +103,9 @@ static int cluster_lab_fault_named(const char *name) {
 
 /* The slot of the name the current fault is on: the probe's lock lives
  * in the same shard (the range of slots the harness gave one master at the
- * start; nothing migrates slots in the lab), so that it crosses the fault. */
+ * start; migrate-cut moves single slots out of it, whose names the probe
+ * then no longer shares a master with, so the probe crosses what happens
+ * to the master the slot left), so that it crosses the fault. */
 static int cluster_lab_fault_slot = -1;
 
 static int cluster_lab_shard(int slot) {
@@ -221,6 +230,32 @@ static void cluster_lab_kill(int master, int64_t *promoted, int64_t *restarted) 
         settle_again("restart");
 }
 
+/* migrate-cut: slot migrated from its master to `to` while some workers
+ * (one to all but one) are cut off from `to`, for 0.2 s to a lease before
+ * the keys move and as long again after. Returns when it was healed. */
+static int64_t cluster_lab_migrate_cut(int slot, int to, char *said, size_t cap) {
+    int i, cut = 0, want = s_between(1, cfg.procs > 1 ? cfg.procs - 1 : 1);
+    int64_t healed;
+
+    if (test_cluster_migrate_begin(&C, slot, to) != 0)
+        settle_again("migrate_begin");
+    for (i = 0; i < cfg.procs && cut < want; i++)
+        if (s_between(0, cfg.procs - i - 1) < want - cut) {
+            lab_rule(netlab_cut(LAB, lab_srv[to], lab_cli[i]));
+            cut++;
+        }
+    sleep_ms(s_between(200, cfg.lease_max));
+    if (test_cluster_migrate_move_keys(&C, slot, to, 0) < 0)
+        settle_again("migrate_move_keys");
+    sleep_ms(s_between(200, cfg.lease_max));
+    lab_rule(netlab_heal(LAB));
+    healed = now_ms();
+    if (test_cluster_migrate_finish(&C, slot, to) != 0)
+        settle_again("migrate_finish");
+    snprintf(said, cap, " to master %d, %d workers cut off from it", to, cut);
+    return healed;
+}
+
 static void one_cluster_lab_fault(void) {
     int f = cfg.only != NULL ? cluster_lab_fault_named(cfg.only) : s_between(0, CL_COUNT - 1);
     int name = s_between(0, cfg.names - 1), slot = name_slot(name);
@@ -260,6 +295,12 @@ static void one_cluster_lab_fault(void) {
         break;
     case CL_SIGSTOP:
         sigstop_one(s_between(50, cfg.lease_max + 1000));
+        break;
+    case CL_MIGRATE_CUT:
+        other = other_master(master);
+        if (other < 0)
+            harness_failed("migrate-cut: no other master");
+        over = cluster_lab_migrate_cut(slot, other, said, sizeof said);
         break;
     default: /* NF_*: between some workers and the master, or on its name */
         lab_net_fault(f, &master, (test_redis *const[]){&C.node[master].server}, 1, &pr, said,
