@@ -77,21 +77,11 @@ enum {
     CL_MIGRATE_CUT,
     CL_COUNT
 };
-static const char *const cluster_lab_fault_names[CL_COUNT] = {"cut",
-                                                              "replies-lost",
-                                                              "requests-lost",
-                                                              "syn-blackhole",
-                                                              "isolate",
-                                                              "dead-first-address",
-                                                              "dns-first-dead",
-                                                              "nxdomain",
-                                                              "failover",
-                                                              "kill-master",
-                                                              "freeze-master",
-                                                              "master-minority",
-                                                              "bridge",
-                                                              "sigstop",
-                                                              "migrate-cut"};
+static const char *const cluster_lab_fault_names[] = {
+    NET_FAULT_NAMES,   "failover", "kill-master", "freeze-master",
+    "master-minority", "bridge",   "sigstop",     "migrate-cut"};
+_Static_assert(sizeof cluster_lab_fault_names / sizeof cluster_lab_fault_names[0] == CL_COUNT,
+               "a name for every fault of the cluster lab");
 static uint64_t cluster_lab_fault_count[CL_COUNT];
 
 static int cluster_lab_fault_named(const char *name) {

@@ -219,6 +219,8 @@
  *   dead-first-address  its name answers a dead address first;
  *   dns-first-dead the first DNS server gone;
  *   nxdomain       its name unknown for a while;
+ *   dns-slow       every DNS server answers late (up to five connect
+ *                  timeouts), and the clients' connections are killed;
  * and what servers and processes suffer: freeze-server (SIGSTOP),
  * debug-sleep, restart (with its append-only file), restart-empty
  * (without: the documented unsafe case, whose violations count as
@@ -1213,11 +1215,16 @@ enum {
     NF_DEAD_FIRST,    /* its name gets a dead address first (connects to it vanish) */
     NF_DNS_DEAD,      /* the first DNS server gone from the network */
     NF_NXDOMAIN,      /* its name unknown to every DNS server */
+    NF_DNS_SLOW,      /* every DNS server answers late */
     NF_COUNT
 };
-static const char *const net_fault_names[NF_COUNT] = {
-    "cut",     "replies-lost",       "requests-lost",  "syn-blackhole",
-    "isolate", "dead-first-address", "dns-first-dead", "nxdomain"};
+/* Their names, first in every lab topology's list of faults. */
+#define NET_FAULT_NAMES                                                                       \
+    "cut", "replies-lost", "requests-lost", "syn-blackhole", "isolate", "dead-first-address", \
+        "dns-first-dead", "nxdomain", "dns-slow"
+static const char *const net_fault_names[] = {NET_FAULT_NAMES};
+_Static_assert(sizeof net_fault_names / sizeof net_fault_names[0] == NF_COUNT,
+               "a name for every network fault");
 /* The faults that leave a path open all along: over when they begin. */
 #define NF_LEAVES_A_PATH(nf) ((nf) == NF_DEAD_FIRST || (nf) == NF_DNS_DEAD)
 
@@ -2469,7 +2476,7 @@ static void lab_kill_connections(test_redis *r) {
 static int64_t lab_net_fault(int nf, const int *servers, test_redis *const *rs, int nservers,
                              probe *pr, char *said, size_t cap) {
     int cli[MAX_PROCS + 1], n = nf <= NF_REQUESTS_LOST ? lab_pick_clients(cli) : 0, i, k;
-    int64_t ms;
+    int64_t ms, dns_ms = 0;
 
     /* The probe's path always suffers what the picked workers' do. */
     if (n > 0)
@@ -2508,6 +2515,16 @@ static int64_t lab_net_fault(int nf, const int *servers, test_redis *const *rs, 
         } else if (nf == NF_NXDOMAIN) {
             lab_name_set(servers[k], NULL);
             lab_kill_connections(r);
+        } else if (nf == NF_DNS_SLOW) {
+            /* Up to five connect timeouts: the clients connect again,
+             * asking the name again, after every CLIENT KILL. */
+            if (k == 0) {
+                dns_ms = s_between(50, 5 * cfg.command_timeout);
+                for (i = 0; i < 2; i++)
+                    if (test_dns_delay(&lab_dns[i], dns_ms) != 0)
+                        lab_rule(-1);
+            }
+            lab_kill_connections(r);
         }
     }
     probe_start(pr);
@@ -2518,8 +2535,14 @@ static int64_t lab_net_fault(int nf, const int *servers, test_redis *const *rs, 
     lab_rule(netlab_heal(LAB));
     for (k = 0; k < nservers; k++)
         lab_name_set(servers[k], netlab_addr(LAB, lab_srv[servers[k]]));
+    if (dns_ms > 0)
+        for (i = 0; i < 2; i++)
+            if (test_dns_delay(&lab_dns[i], 0) != 0)
+                lab_rule(-1);
     if (n > 0)
         snprintf(said, cap, " (%s, %d of %d workers)", net_fault_names[nf], n, cfg.procs);
+    else if (dns_ms > 0)
+        snprintf(said, cap, " (%s, answers %lld ms late)", net_fault_names[nf], (long long)dns_ms);
     else
         snprintf(said, cap, " (%s)", net_fault_names[nf]);
     return ms;
@@ -2571,12 +2594,12 @@ enum {
     LF_MAXMEMORY,
     LF_COUNT
 };
-static const char *const lab_fault_names[LF_COUNT] = {
-    "cut",           "replies-lost",       "requests-lost",  "syn-blackhole",
-    "isolate",       "dead-first-address", "dns-first-dead", "nxdomain",
-    "freeze-server", "debug-sleep",        "restart",        "client-kill",
-    "sigstop",       "script-flush",       "restart-empty",  "clock-forward",
-    "clock-back",    "clock-drift",        "name-moves",     "maxmemory"};
+static const char *const lab_fault_names[] = {
+    NET_FAULT_NAMES, "freeze-server", "debug-sleep",   "restart",       "client-kill",
+    "sigstop",       "script-flush",  "restart-empty", "clock-forward", "clock-back",
+    "clock-drift",   "name-moves",    "maxmemory"};
+_Static_assert(sizeof lab_fault_names / sizeof lab_fault_names[0] == LF_COUNT,
+               "a name for every fault of the one-server lab");
 static uint64_t lab_fault_count[LF_COUNT];
 
 static int lab_fault_named(const char *name) {
