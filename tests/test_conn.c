@@ -236,6 +236,66 @@ TEST(frozen_server_gives_econn_then_recovers) {
     ev_loop_destroy(loop);
 }
 
+/* Answers that trickle in (one byte a millisecond): the connection is never
+ * silent, yet a try-once acquire written behind reads whose answers take
+ * seconds to come ends LEASH_ECONN by its bound (command_timeout_ms, 300,
+ * after the first read was written), and so does every read: the
+ * connection is broken for answering too slowly, and comes back once the
+ * path is fast again. */
+static int slow_reads_done;
+
+static void slow_read_cb(const leash_state *st, int status, void *arg) {
+    (void)st;
+    (void)arg;
+    CHECK(status == LEASH_OK || status == LEASH_ECONN);
+    slow_reads_done++;
+}
+
+TEST(a_connection_whose_answers_trickle_in_ends_commands_in_time) {
+    test_redis r;
+    fault_proxy p;
+    fx_loop *loop = fx_loop_new();
+    leash_options o;
+    leash_client *c;
+    leash_lock *holder, *l;
+    fx_result res = {0};
+    int64_t t0;
+    int i;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    CHECK_EQ_INT(fp_start(&p, r.port), 0);
+    fx_options(&o, &r, 10000);
+    o.port = p.port;
+    o.command_timeout_ms = 300;
+    c = fx_client_opts(loop, &o);
+    holder = leash_lock_new(c, "slow-held");
+    l = leash_lock_new(c, "slow-try");
+    CHECK_EQ_INT(fx_acquire_sync(loop, holder, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 1), 0);
+    fx_log_clear();
+    t0 = test_now_ms();
+    for (i = 0; i < 40; i++)
+        CHECK_EQ_INT(leash_client_lock_state(c, "slow-held", slow_read_cb, NULL), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_until(loop, &res, 5000);
+    CHECK_MSG(res.at_ms - t0 <= 300 + TEST_SLACK_MS, "the try-once ended %s after %lld ms",
+              leash_status_name(res.status), (long long)(res.at_ms - t0));
+    CHECK_EQ_INT(res.status, LEASH_ECONN);
+    while (slow_reads_done < 40 && test_now_ms() - t0 < 300 + TEST_SLACK_MS)
+        fx_run_for(loop, 5);
+    CHECK_EQ_INT(slow_reads_done, 40);
+    CHECK(fx_log_contains("answers come too slowly"));
+    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 0), 0);
+    CHECK_EQ_INT(fx_acquire_sync(loop, l, 3000, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
+    leash_lock_free(holder);
+    leash_lock_free(l);
+    leash_client_free(c);
+    fp_stop(&p);
+    fx_loop_free(loop);
+    test_redis_stop(&r);
+}
+
 TEST(work_issued_while_disconnected_waits_for_the_connection) {
     test_redis r;
     struct ev_loop *loop = new_loop();
@@ -981,6 +1041,7 @@ int main(int argc, char **argv) {
         TEST_CASE(reconnects_after_server_restart),
         TEST_CASE(script_flush_takes_the_noscript_path),
         TEST_CASE(frozen_server_gives_econn_then_recovers),
+        TEST_CASE(a_connection_whose_answers_trickle_in_ends_commands_in_time),
         TEST_CASE(work_issued_while_disconnected_waits_for_the_connection),
         TEST_CASE(an_attempt_that_waited_for_the_connection_longer_than_its_lease_is_granted),
         TEST_CASE(busy_select_during_a_reconnect_is_waited_out),

@@ -46,6 +46,9 @@ enum {
  * queue, unlike the socket, is not silence either: the silence timer
  * counts only what was written. */
 #define WINDOW_BYTES_PER_MS 512
+/* How long the oldest owed answer may wait for input that is there
+ * (conn_timer_fired): a turn of a busy loop. */
+#define SLOW_GRACE_MS 50
 #define WINDOW_MIN 16384
 #define WINDOW_MAX (1024 * 1024)
 
@@ -1419,6 +1422,29 @@ static void conn_connect(leash__conn *conn) {
     conn->next_attempt = leash__now_ms() + cfg->connect_timeout_ms;
 }
 
+/* When the oldest answer this connection owes was asked for (the write
+ * of the first command in `sent`, monotonic ms), or 0: none is owed, or a
+ * WAIT is out (it answers after up to wait_timeout_ms, and what was
+ * written behind it only then). A connection that goes on answering, but
+ * so slowly that an answer is command_timeout_ms late (bytes that trickle
+ * in), is never silent for that long: this is what breaks it then, so
+ * that no command waits on it much past command_timeout_ms. */
+static int64_t oldest_owed(const leash__conn *conn) {
+    if (conn->wait_out || leash__list_empty(&conn->sent))
+        return 0;
+    return cmd_of(LEASH__LIST_FIRST(&conn->sent))->written_at;
+}
+
+/* When the slow-answer check is due (0: not now). */
+static int64_t slow_due(const leash__conn *conn) {
+    int64_t owed = oldest_owed(conn), due;
+
+    if (owed == 0)
+        return 0;
+    due = owed + conn->cfg->command_timeout_ms;
+    return due > conn->slow_grace_until ? due : conn->slow_grace_until;
+}
+
 /* One timer per connection; what it waits for depends on the state. */
 static void conn_arm(leash__conn *conn) {
     int64_t due = 0;
@@ -1436,6 +1462,8 @@ static void conn_arm(leash__conn *conn) {
     default:
         if (conn->inflight > 0)
             due = conn->last_progress + conn->cfg->command_timeout_ms;
+        if (slow_due(conn) != 0 && (due == 0 || slow_due(conn) < due))
+            due = slow_due(conn);
         if (!leash__list_empty(&conn->queue) && !conn->clock_probe &&
             window_open(conn, cmd_of(LEASH__LIST_FIRST(&conn->queue))->len) &&
             !held_for_wait(conn, cmd_of(LEASH__LIST_FIRST(&conn->queue))))
@@ -1517,24 +1545,52 @@ static void conn_timer_fired(void *arg) {
                 return;
         }
         break;
-    default:
+    default: {
+        int64_t timeout = conn->cfg->command_timeout_ms, owed;
+        int silent, slow;
+
         pump(conn);
-        if (conn->inflight > 0 && now - conn->last_progress >= conn->cfg->command_timeout_ms) {
-            /* An answer waits unread: this process did not run its loop
-             * for that long (a callback that blocked), the server was not
-             * silent. Its read event comes in this turn of the loop. */
-            if (conn->sock != NULL && leash__sock_has_input(conn->sock)) {
+        owed = oldest_owed(conn);
+        silent = conn->inflight > 0 && now - conn->last_progress >= timeout;
+        slow = !silent && slow_due(conn) != 0 && now >= slow_due(conn);
+        if (!silent && !slow)
+            break;
+        /* An answer may wait unread: this process did not run its loop
+         * for a while (a callback that blocked, a starved machine), the
+         * server was not silent or slow. Its read event comes in this turn
+         * of the loop: wait for that. A connection answering slowly has
+         * input now and then too, so the oldest answer waits for it once,
+         * briefly, unless the loop has read nothing for a long while. */
+        if (conn->sock != NULL && leash__sock_has_input(conn->sock)) {
+            if (silent) {
                 conn->last_progress = now;
                 break;
             }
+            if (now - leash__sock_read_at(conn->sock) >= timeout / 2) {
+                conn->slow_grace_until = now + timeout / 2;
+                conn->slow_graced = owed;
+                break;
+            }
+            if (conn->slow_graced != owed) {
+                conn->slow_grace_until = now + SLOW_GRACE_MS;
+                conn->slow_graced = owed;
+                break;
+            }
+        }
+        if (silent)
             leash__log(conn_log(conn), LEASH_LOG_WARN,
                        "%s: no reply for %lld ms with %u outstanding: reconnecting",
                        role_name(conn), (long long)(now - conn->last_progress), conn->inflight);
-            conn_break(conn);
-            if (env->freeing)
-                return;
-        }
+        else
+            leash__log(conn_log(conn), LEASH_LOG_WARN,
+                       "%s: an answer still owed %lld ms after its command was written (answers "
+                       "come too slowly) with %u outstanding: reconnecting",
+                       role_name(conn), (long long)(now - owed), conn->inflight);
+        conn_break(conn);
+        if (env->freeing)
+            return;
         break;
+    }
     }
     conn_arm(conn);
 }

@@ -194,11 +194,13 @@ struct leash__conn {
     leash__timer timer; /* connect timeout, silence timeout, backoff, delayed sends */
     int64_t next_attempt;
     int64_t backoff_ms;
-    int64_t last_progress;   /* last reply (or first send after idle) */
-    unsigned inflight;       /* replies still expected */
-    size_t window_used;      /* bytes of the commands in `sent` */
-    unsigned handshake_left; /* handshake commands written */
-    unsigned handshake_next; /* ... and answered */
+    int64_t last_progress;    /* last reply (or first send after idle) */
+    int64_t slow_grace_until; /* the slow-answer check waits until then (conn.c) */
+    int64_t slow_graced;      /* ... for the answer to the command written then */
+    unsigned inflight;        /* replies still expected */
+    size_t window_used;       /* bytes of the commands in `sent` */
+    unsigned handshake_left;  /* handshake commands written */
+    unsigned handshake_next;  /* ... and answered */
     int handshake_tags[LEASH__HANDSHAKE_MAX];
     /* The last handshake was refused: LEASH_EAUTH, LEASH_ETLS, or
      * LEASH_EREDIS (a server older than cfg->min_version). */
