@@ -503,6 +503,7 @@ static int write_group_wait(leash__conn *conn) {
      * a reason to write it again behind later commands. */
     if (write_own(conn, buf, len, LEASH__CMD_ONCE, on_group_wait) != 0)
         return -1;
+    conn->wait_out_ms = conn->wait_group_timeout_ms;
     conn->wait_group = 0;
     conn->wait_group_replicas = 0;
     conn->wait_group_timeout_ms = 0;
@@ -764,6 +765,7 @@ static void conn_break(leash__conn *conn) {
     leash__sock_close(conn->sock);
     conn->sock = NULL;
     conn->peer_closed = 0;
+    conn->slow_graced = 0;
     conn_gone(conn);
 }
 
@@ -1327,6 +1329,9 @@ static void on_group_wait(void *arg, redisReply *reply, int status, const leash_
 
     (void)info;
     conn->wait_out = 0;
+    /* What was written behind it runs only now: its answer is owed from
+     * here (answer_late_at). */
+    conn->owed_from = leash__now_ms();
     if (status != LEASH_OK)
         return;
     if (reply->type == REDIS_REPLY_INTEGER)
@@ -1422,27 +1427,34 @@ static void conn_connect(leash__conn *conn) {
     conn->next_attempt = leash__now_ms() + cfg->connect_timeout_ms;
 }
 
-/* When the oldest answer this connection owes was asked for (the write
- * of the first command in `sent`, monotonic ms), or 0: none is owed, or a
- * WAIT is out (it answers after up to wait_timeout_ms, and what was
- * written behind it only then). A connection that goes on answering, but
- * so slowly that an answer is command_timeout_ms late (bytes that trickle
- * in), is never silent for that long: this is what breaks it then, so
- * that no command waits on it much past command_timeout_ms. */
-static int64_t oldest_owed(const leash__conn *conn) {
-    if (conn->wait_out || leash__list_empty(&conn->sent))
+/* When the oldest answer this connection owes is late (monotonic ms), or
+ * 0 when none is owed: command_timeout_ms after its command was written,
+ * or after the WAIT ahead of it answered (Redis ran it only then); the
+ * WAIT's own answer a wait_timeout_ms later. A connection that goes on
+ * answering, but so slowly that an answer is that late (bytes that
+ * trickle in), is never silent for command_timeout_ms: this is what
+ * breaks it then, so that no command waits on it much past its
+ * command_timeout_ms. */
+static int64_t answer_late_at(const leash__conn *conn) {
+    const leash__cmd *head;
+    int64_t from;
+
+    if (leash__list_empty(&conn->sent))
         return 0;
-    return cmd_of(LEASH__LIST_FIRST(&conn->sent))->written_at;
+    head = cmd_of(LEASH__LIST_FIRST(&conn->sent));
+    from = head->written_at > conn->owed_from ? head->written_at : conn->owed_from;
+    if (head->fn == on_group_wait)
+        from += conn->wait_out_ms;
+    return from + conn->cfg->command_timeout_ms;
 }
 
-/* When the slow-answer check is due (0: not now). */
+/* When the slow-answer check is due (0: nothing owed). */
 static int64_t slow_due(const leash__conn *conn) {
-    int64_t owed = oldest_owed(conn), due;
+    int64_t late = answer_late_at(conn);
 
-    if (owed == 0)
+    if (late == 0)
         return 0;
-    due = owed + conn->cfg->command_timeout_ms;
-    return due > conn->slow_grace_until ? due : conn->slow_grace_until;
+    return late > conn->slow_grace_until ? late : conn->slow_grace_until;
 }
 
 /* One timer per connection; what it waits for depends on the state. */
@@ -1546,34 +1558,33 @@ static void conn_timer_fired(void *arg) {
         }
         break;
     default: {
-        int64_t timeout = conn->cfg->command_timeout_ms, owed;
+        int64_t timeout = conn->cfg->command_timeout_ms;
         int silent, slow;
 
         pump(conn);
-        owed = oldest_owed(conn);
         silent = conn->inflight > 0 && now - conn->last_progress >= timeout;
         slow = !silent && slow_due(conn) != 0 && now >= slow_due(conn);
-        if (!silent && !slow)
+        if (!silent && !slow) {
+            if (answer_late_at(conn) == 0 || now < answer_late_at(conn))
+                conn->slow_graced = 0; /* none late: a grace is over */
             break;
+        }
         /* An answer may wait unread: this process did not run its loop
          * for a while (a callback that blocked, a starved machine), the
-         * server was not silent or slow. Its read event comes in this turn
-         * of the loop: wait for that. A connection answering slowly has
-         * input now and then too, so the oldest answer waits for it once,
-         * briefly, unless the loop has read nothing for a long while. */
+         * server was not silent. Its read event comes in this turn of the
+         * loop: wait for that. A connection answering slowly has input now
+         * and then too: late answers wait for it once, briefly, and again
+         * only when this timer itself fired late (the loop stalled once
+         * more); on time, with an answer still late (that one, or the
+         * next, written as long ago), it is. */
         if (conn->sock != NULL && leash__sock_has_input(conn->sock)) {
             if (silent) {
                 conn->last_progress = now;
                 break;
             }
-            if (now - leash__sock_read_at(conn->sock) >= timeout / 2) {
-                conn->slow_grace_until = now + timeout / 2;
-                conn->slow_graced = owed;
-                break;
-            }
-            if (conn->slow_graced != owed) {
+            if (!conn->slow_graced || now - conn->slow_grace_until >= SLOW_GRACE_MS / 2) {
+                conn->slow_graced = 1;
                 conn->slow_grace_until = now + SLOW_GRACE_MS;
-                conn->slow_graced = owed;
                 break;
             }
         }
@@ -1583,9 +1594,10 @@ static void conn_timer_fired(void *arg) {
                        role_name(conn), (long long)(now - conn->last_progress), conn->inflight);
         else
             leash__log(conn_log(conn), LEASH_LOG_WARN,
-                       "%s: an answer still owed %lld ms after its command was written (answers "
-                       "come too slowly) with %u outstanding: reconnecting",
-                       role_name(conn), (long long)(now - owed), conn->inflight);
+                       "%s: an answer owed for %lld ms (answers come too slowly) with %u "
+                       "outstanding: reconnecting",
+                       role_name(conn), (long long)(now - answer_late_at(conn)) + timeout,
+                       conn->inflight);
         conn_break(conn);
         if (env->freeing)
             return;

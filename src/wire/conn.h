@@ -194,9 +194,12 @@ struct leash__conn {
     leash__timer timer; /* connect timeout, silence timeout, backoff, delayed sends */
     int64_t next_attempt;
     int64_t backoff_ms;
-    int64_t last_progress;    /* last reply (or first send after idle) */
-    int64_t slow_grace_until; /* the slow-answer check waits until then (conn.c) */
-    int64_t slow_graced;      /* ... for the answer to the command written then */
+    int64_t last_progress; /* last reply (or first send after idle) */
+    /* Answers that come too slowly (conn.c, answer_late_at): */
+    int64_t owed_from;        /* the last WAIT's answer: what was behind it ran then */
+    int64_t wait_out_ms;      /* the timeout of the WAIT that is out */
+    int slow_graced;          /* late answers waited for input once */
+    int64_t slow_grace_until; /* ... until then */
     unsigned inflight;        /* replies still expected */
     size_t window_used;       /* bytes of the commands in `sent` */
     unsigned handshake_left;  /* handshake commands written */

@@ -64,7 +64,6 @@ struct leash__sock {
     int write_wants_read;   /* the last TLS write waits for the fd to be readable */
     int read_wants_write;   /* the last TLS read waits for it to be writable */
     int heard;              /* the server sent data: TLS was accepted */
-    int64_t read_at;        /* monotonic ms of the last bytes read, 0: none yet */
     char *obuf;
     size_t olen, opos, ocap;
     redisReader *reader;
@@ -352,7 +351,6 @@ static int deliver(leash__sock *s) {
 
 /* Input from the server, cut into replies: 0 once the socket died. */
 static int take_input(leash__sock *s, const char *buf, size_t n) {
-    s->read_at = leash__now_ms();
     if (redisReaderFeed(s->reader, buf, n) != REDIS_OK) {
         fail(s, "protocol error: out of memory", 0);
         return 0;
@@ -919,10 +917,6 @@ int leash__sock_has_input(const leash__sock *s) {
         return 0;
     return (s->ts != NULL && leash__tls_pending(s->ts)) ||
            recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
-}
-
-int64_t leash__sock_read_at(const leash__sock *s) {
-    return s->read_at;
 }
 
 int leash__sock_tls_seen(const leash__sock *s, char *out, size_t len) {

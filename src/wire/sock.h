@@ -84,10 +84,6 @@ size_t leash__sock_unsent(const leash__sock *s);
 /* Whether the socket has something to read (bytes, or the server's close,
  * or input the TLS session holds) that the loop has not delivered yet. */
 int leash__sock_has_input(const leash__sock *s);
-/* When the loop last read bytes from it (monotonic ms; 0: never): a
- * socket read lately while an answer is overdue is being answered
- * slowly, not waiting for a loop that did not run. */
-int64_t leash__sock_read_at(const leash__sock *s);
 
 /* While the TLS handshake runs: what the server sent so far (see
  * leash__tls_seen) in out, and 1; else 0. */
