@@ -114,6 +114,17 @@
  * confirmed: the holder's majority shares a server with them, and every
  * server of it publishes the release. A release announced by several
  * servers (the same token on the same channel within DEDUP_MS) passes once.
+ *
+ * Servers that refuse subscriptions (node.c, refused) take no part in
+ * that: the others still cover a channel once M of them confirmed, so the
+ * waiters keep pub/sub while at least M servers have not refused. One
+ * subscribing server would not do: a release publishes only where it
+ * releases, on the holder's servers, which may be a bare majority that
+ * misses it (a grant by M, before a renewal spread the hold further), and
+ * its message would never come; only M subscribing servers are sure to
+ * share one with every holder's M. Once more than N - M refused, no
+ * channel can be covered again: every waiter polls (leash__route_polls),
+ * for the client's life, as one refusing server does on its own.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -1030,10 +1041,23 @@ static void node_message(void *owner, leash__node *n, const char *chan, size_t l
     qu->base.hooks->message(qu->base.owner, chan, len, msg, msg_len);
 }
 
-/* The node refused a subscription: the whole client polls. */
-static void node_refused(void *owner, leash__node *n) {
+/* A server refused a subscription: the waiters poll once fewer than a
+ * majority can subscribe (the top of this file says why one is not
+ * enough). */
+static void node_refused(void *owner, leash__node *n, const char *why) {
     quorum *qu = owner;
-    (void)n;
+    unsigned s, subscribing = 0;
+
+    for (s = 0; s < qu->n; s++)
+        subscribing += !qu->nodes[s].node.polling;
+    if (subscribing >= qu->majority) {
+        leash__node_say_refused(n, why,
+                                "waiters keep pub/sub on the other servers (a majority of the "
+                                "servers still subscribes)");
+        return;
+    }
+    leash__node_say_refused(
+        n, why, "waiters poll instead (fewer than a majority of the servers subscribe)");
     leash__route_polls(&qu->base);
 }
 
