@@ -192,9 +192,8 @@ enum leash_pubsub {
      * the connection closed right after SUBSCRIBE, before any answer, 3
      * times in a row (a proxy such as twemproxy). Per server: one server
      * or Sentinel, every waiter; a cluster, the waiters of the refusing
-     * master's slots; Redlock, every waiter once fewer than a majority of
-     * the servers subscribe (docs/how-it-works.md "Waiting without
-     * pub/sub"). */
+     * master's slots; Redlock, every waiter from the first refusing server
+     * (docs/how-it-works.md "Waiting without pub/sub"). */
     LEASH_PUBSUB_OFF = 3
 };
 

@@ -34,7 +34,8 @@
  * refused a subscription makes the waiters of its own slots poll, and
  * no others (cluster_polls). When a slot changes hands (a map, a MOVED,
  * a failover's new master) or a master refuses, the wait queues are told
- * from the timer, outside the map's walks (repoll): a channel whose slot
+ * from the timer, outside the map's walks (repoll), when that changed
+ * whether some slot's waiters poll (polled): a channel whose slot
  * went to a master that refused polls from then on, and one whose slot
  * went to a master that subscribes is subscribed there again.
  */
@@ -91,11 +92,13 @@ typedef struct cluster {
     int refused;                  /* the last map source refused us: LEASH_EAUTH, LEASH_ETLS */
     int64_t last_ask;
     int prepared;
-    /* A master refused a subscription (some slots' waiters poll); repoll:
-     * the wait queues are to be told that which ones poll may have changed
-     * (from the timer, at once). */
+    /* A master refused a subscription (some slots' waiters poll); polled:
+     * one bit per slot, whether its waiters poll as the wait queues were
+     * last told; repoll: they are to be told that it changed for some
+     * slots (from the timer, at once). */
     int any_polling;
     int repoll;
+    uint8_t polled[LEASH__SLOTS / 8];
     leash__timer timer;  /* the next ask for the map; parked requests' deadlines */
     leash__list parked;  /* requests whose slot has no known master */
     leash__strmap chans; /* channel -> cchan */
@@ -271,12 +274,30 @@ static int parse_endpoint(const char *s, size_t len, const cnode *from, char *ho
     return 0;
 }
 
-/* Slots may have changed hands: with a master that refused, some waiters
- * may poll, or subscribe, from now on; the wait queues are told from the
- * timer (a walk over them may send attempts, which must not run inside
- * the walks over the map's work). */
-static void slots_moved(cluster *cl) {
+static int cluster_polls(const leash__route *r, unsigned slot);
+
+/* Slots first..last may have changed hands, or their master refused: once
+ * a master refused, the waiters of such a slot may poll, or subscribe,
+ * from now on. The wait queues are told only when that changed for one
+ * of them (a map that moves slots between masters alike, or that comes
+ * again unchanged, tells nobody), and from the timer (a walk over them
+ * may send attempts, which must not run inside the walks over the map's
+ * work). */
+static void slots_moved(cluster *cl, unsigned first, unsigned last) {
+    unsigned s;
+    int changed = 0;
+
     if (!cl->any_polling)
+        return;
+    for (s = first; s <= last; s++) {
+        uint8_t bit = (uint8_t)(1u << (s % 8));
+        int now = cluster_polls(&cl->base, s);
+        if (now == !!(cl->polled[s / 8] & bit))
+            continue;
+        cl->polled[s / 8] ^= bit;
+        changed = 1;
+    }
+    if (!changed)
         return;
     cl->repoll = 1;
     arm(cl);
@@ -329,7 +350,7 @@ static void follow_map(cluster *cl) {
         next = leash__strmap_next(&cl->chans, e);
         rehome_channel(cl, (cchan *)e);
     }
-    slots_moved(cl);
+    slots_moved(cl, 0, LEASH__SLOTS - 1);
 }
 
 /* Reads a CLUSTER SLOTS reply into the map: [[start, end, [host, port,
@@ -553,7 +574,7 @@ static int redirected(cluster *cl, creq *q, const redisReply *reply) {
     if (moved) {
         if (cl->owner[slot] != (uint16_t)(to->index + 1)) {
             cl->owner[slot] = (uint16_t)(to->index + 1);
-            slots_moved(cl);
+            slots_moved(cl, slot, slot);
         }
         want_map(cl);
     }
@@ -785,7 +806,7 @@ static void node_refused(void *owner, leash__node *n, const char *why) {
 
     leash__node_say_refused(n, why, "waiters of its slots poll instead");
     cl->any_polling = 1;
-    slots_moved(cl);
+    slots_moved(cl, 0, LEASH__SLOTS - 1);
 }
 
 /* A lock's release publishes only at its slot's master: its waiters poll

@@ -35,8 +35,8 @@ typedef struct leash__node leash__node;
  * though still wanted. refused: the server refused a subscription for
  * good (NOPERM, an unknown command; why says which): the node subscribes
  * nothing from now on (n->polling), and the owner decides which waiters
- * poll (those whose messages only this server would bring) and says so,
- * once, with leash__node_say_refused. A server or proxy that closes the
+ * poll (a cluster: those of this master's slots; otherwise all of them)
+ * and says so, once, with leash__node_say_refused. A server or proxy that closes the
  * connection instead of answering (twemproxy) is refused too, after
  * LEASH__SUB_CLOSES_REFUSED such closes in a row (node.c). */
 typedef struct leash__node_hooks {

@@ -111,20 +111,24 @@
  * remove a later attempt's grant.
  *
  * Channels are subscribed on every server and count as covered once M
- * confirmed: the holder's majority shares a server with them, and every
- * server of it publishes the release. A release announced by several
- * servers (the same token on the same channel within DEDUP_MS) passes once.
+ * confirmed; each waiter then tries once, which marks the key as waited on
+ * wherever that try finds it held. The holder's majority shares a server
+ * with the M confirmed, and that server publishes the release if its copy
+ * of the key carries the mark; one that does not (a copy a renewal spread
+ * there later, unmarked, or one the try did not reach) stays silent, and
+ * the waiter learns of the release at its TTL wake, as of a dead holder's.
+ * A release announced by several servers (the same token on the same
+ * channel within DEDUP_MS) passes once.
  *
- * Servers that refuse subscriptions (node.c, refused) take no part in
- * that: the others still cover a channel once M of them confirmed, so the
- * waiters keep pub/sub while at least M servers have not refused. One
- * subscribing server would not do: a release publishes only where it
- * releases, on the holder's servers, which may be a bare majority that
- * misses it (a grant by M, before a renewal spread the hold further), and
- * its message would never come; only M subscribing servers are sure to
- * share one with every holder's M. Once more than N - M refused, no
- * channel can be covered again: every waiter polls (leash__route_polls),
- * for the client's life, as one refusing server does on its own.
+ * A server that refuses subscriptions (node.c, refused) makes every
+ * waiter of the client poll, from the first one on, for the client's life
+ * (leash__route_polls): a release publishes only on the servers where the
+ * key is marked as waited on (a waiter's busy attempt marks it where that
+ * attempt ran; a renewal's spread writes it unmarked), so no subset of the
+ * subscriptions, a majority of the servers that still subscribe included,
+ * is known to hear it. With one refusing and another down, no channel
+ * could even be covered (fewer than M confirm), and a waiter would sleep
+ * until the holder's lease ran out.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -1041,23 +1045,12 @@ static void node_message(void *owner, leash__node *n, const char *chan, size_t l
     qu->base.hooks->message(qu->base.owner, chan, len, msg, msg_len);
 }
 
-/* A server refused a subscription: the waiters poll once fewer than a
- * majority can subscribe (the top of this file says why one is not
- * enough). */
+/* A server refused a subscription: every waiter polls (the top of this
+ * file says why the other servers' subscriptions are not enough). */
 static void node_refused(void *owner, leash__node *n, const char *why) {
     quorum *qu = owner;
-    unsigned s, subscribing = 0;
 
-    for (s = 0; s < qu->n; s++)
-        subscribing += !qu->nodes[s].node.polling;
-    if (subscribing >= qu->majority) {
-        leash__node_say_refused(n, why,
-                                "waiters keep pub/sub on the other servers (a majority of the "
-                                "servers still subscribes)");
-        return;
-    }
-    leash__node_say_refused(
-        n, why, "waiters poll instead (fewer than a majority of the servers subscribe)");
+    leash__node_say_refused(n, why, "waiters poll instead");
     leash__route_polls(&qu->base);
 }
 

@@ -158,8 +158,8 @@ struct leash__route {
     /* Every waiter polls instead of subscribing (docs/how-it-works.md
      * "Waiting without pub/sub"): from the start with LEASH_PUBSUB_OFF, or,
      * for the client's life, once no release can be heard any more (one
-     * server or Sentinel: the server refused a subscription; Redlock: too
-     * few servers subscribe: route/quorum.c). A cluster polls per slot
+     * server or Sentinel: the server refused a subscription; Redlock: any
+     * of its servers did: route/quorum.c). A cluster polls per slot
      * instead (ops->polls): leash__route_polls_at says. */
     int polling;
     const leash__sub_hooks *hooks;
@@ -172,9 +172,9 @@ struct leash__route {
  * cluster's nodes run one version, or are being upgraded to a newer one). */
 void leash__route_server_ready(leash__route *r, const leash__conn *conn);
 
-/* Every waiter of r polls from now on (its node refused a subscription:
- * NOPERM, an unknown command, a proxy's refusal; too few of a quorum's
- * servers subscribe); the owner of the channel events is told once. */
+/* Every waiter of r polls from now on (its node, or one of a quorum's
+ * servers, refused a subscription: NOPERM, an unknown command, a proxy's
+ * refusal); the owner of the channel events is told once. */
 void leash__route_polls(leash__route *r);
 
 /* Which channels poll may have changed without r->polling (a cluster): the
