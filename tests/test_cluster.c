@@ -242,6 +242,175 @@ TEST(an_acl_user_without_channels_polls) {
     test_cluster_stop(&c);
 }
 
+/* The first name "<prefix><i>" whose slot master m serves (m < 0: any
+ * master but -m - 1), written into out. */
+static void name_on(test_cluster *c, int m, const char *prefix, char *out, size_t cap) {
+    char key[64];
+    int i, at;
+
+    for (i = 0; i < 100000; i++) {
+        snprintf(out, cap, "%s%d", prefix, i);
+        snprintf(key, sizeof key, "leash:%s", out);
+        at = test_cluster_master_of_slot(c, test_cluster_slot_of_key(key));
+        if (m >= 0 ? at == m : at >= 0 && at != -m - 1)
+            return;
+    }
+    CHECK_MSG(0, "no name of prefix %s on master %d", prefix, m);
+}
+
+static uint64_t polls_of(leash_client *cl) {
+    leash_stats st;
+    leash_client_stats(cl, &st);
+    return st.polls;
+}
+
+/* One master refuses the ACL user its channels (ACL rules are each node's
+ * own), the others let it subscribe. Polling is that master's only
+ * (docs/how-it-works.md "Waiting without pub/sub"): a waiter on a name it
+ * serves polls and gets the lock within the backoff of its release; a
+ * waiter of the same client on a name another master serves keeps pub/sub
+ * (no poll, a handoff as fast as a message); and once that name's slot
+ * moves onto the refusing master, its waiter polls there, and back on a
+ * subscribing master it subscribes again. */
+TEST(a_refusing_master_makes_only_its_slots_poll) {
+    test_cluster c;
+    test_cluster_config cfg;
+    fx_loop *loop;
+    leash_options o;
+    leash_client *hc, *wc;
+    const char *seeds[TEST_CLUSTER_MAX_NODES];
+    char bufs[TEST_CLUSTER_MAX_NODES][32];
+    char far[32], near[32], key[64];
+    leash_lock *hr, *wr, *hs, *ws;
+    fx_result res = {0};
+    leash_stats st;
+    int64_t released_at;
+    uint64_t polls;
+    int m, other, slot;
+    redisReply *rep;
+
+    if (test_redis_version() > 0 && test_redis_version() < 70000) {
+        printf("  (skipped: sharded pub/sub and its ACL are Redis 7.0)\n");
+        return;
+    }
+    memset(&cfg, 0, sizeof cfg);
+    cfg.requirepass = "cluster-admin-pw";
+    cfg.acl_user = "locker on >locker-pw ~leash:* &* +@all";
+    CHECK_EQ_INT(test_cluster_start(&c, &cfg), 0);
+    m = 0;
+    rep = test_cluster_cmd(&c, m, "ACL SETUSER locker resetchannels");
+    CHECK(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    name_on(&c, m, "far", far, sizeof far);
+    name_on(&c, -m - 1, "near", near, sizeof near);
+    snprintf(key, sizeof key, "leash:%s", near);
+    slot = test_cluster_slot_of_key(key);
+    other = test_cluster_master_of_slot(&c, slot);
+    loop = fx_loop_new();
+    fx_log_clear();
+    cluster_options(&o, &c, seeds, bufs, 10000);
+    o.username = "locker";
+    o.password = "locker-pw";
+    hc = fx_client_opts(loop, &o);
+    wc = fx_client_opts(loop, &o);
+    fx_wait_connected(loop, hc, 5000);
+    fx_wait_connected(loop, wc, 5000);
+    hr = leash_lock_new(hc, far);
+    hs = leash_lock_new(hc, near);
+    wr = leash_lock_new(wc, far);
+    ws = leash_lock_new(wc, near);
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(hr, 10000), LEASH_OK);
+    CHECK_EQ_INT(leash_lock_set_fixed_lease(hs, 10000), LEASH_OK);
+
+    /* The refusing master's name: refused, then polled. */
+    CHECK_EQ_INT(fx_acquire_sync(loop, hr, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(wr, 20000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(loop, 1500);
+    CHECK_EQ_INT(res.calls, 0);
+    leash_client_stats(wc, &st);
+    CHECK_EQ_INT((long long)st.servers_polling, 1);
+    CHECK(st.polls >= 3);
+    CHECK_EQ_INT((long long)st.reconnects, 0);
+    released_at = test_now_ms();
+    CHECK_EQ_INT(fx_release_sync(loop, hr, 3000), LEASH_OK);
+    fx_run_until(loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_MSG(res.at_ms - released_at <= LEASH_POLL_MAX_MS + TEST_SLACK_MS,
+              "granted %lld ms after the release", (long long)(res.at_ms - released_at));
+    CHECK_EQ_INT(fx_release_sync(loop, wr, 3000), LEASH_OK);
+
+    /* Another master's name, same client: pub/sub, not a single poll. */
+    fx_run_for(loop, 1200); /* the polling queue lingers, then goes */
+    memset(&res, 0, sizeof res);
+    CHECK_EQ_INT(fx_acquire_sync(loop, hs, 0, 3000), LEASH_OK);
+    polls = polls_of(wc);
+    CHECK_EQ_INT(leash_acquire(ws, 30000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(loop, 1500);
+    CHECK_EQ_INT(res.calls, 0);
+    CHECK_MSG(polls_of(wc) == polls, "%llu polls of a waiter on a subscribing master",
+              (unsigned long long)(polls_of(wc) - polls));
+    released_at = test_now_ms();
+    CHECK_EQ_INT(fx_release_sync(loop, hs, 3000), LEASH_OK);
+    fx_run_until(loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_MSG(res.at_ms - released_at <= TEST_SLACK_MS, "granted %lld ms after the release",
+              (long long)(res.at_ms - released_at));
+    CHECK_EQ_INT(polls_of(wc), polls);
+    CHECK_EQ_INT(fx_release_sync(loop, ws, 3000), LEASH_OK);
+
+    /* Its slot moves onto the refusing master while a waiter waits: the
+     * waiter polls there. */
+    memset(&res, 0, sizeof res);
+    CHECK_EQ_INT(fx_acquire_sync(loop, hs, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(ws, 30000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(loop, 300);
+    CHECK_EQ_INT(test_cluster_migrate_slot(&c, slot, m), 0);
+    polls = polls_of(wc);
+    fx_run_for(loop, 1500);
+    CHECK_EQ_INT(res.calls, 0);
+    CHECK_MSG(polls_of(wc) >= polls + 3, "%llu polls once on the refusing master",
+              (unsigned long long)(polls_of(wc) - polls));
+    released_at = test_now_ms();
+    CHECK_EQ_INT(fx_release_sync(loop, hs, 3000), LEASH_OK);
+    fx_run_until(loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_MSG(res.at_ms - released_at <= LEASH_POLL_MAX_MS + TEST_SLACK_MS,
+              "granted %lld ms after the release", (long long)(res.at_ms - released_at));
+    CHECK_EQ_INT(fx_release_sync(loop, ws, 3000), LEASH_OK);
+
+    /* And back onto a subscribing master: pub/sub again. */
+    memset(&res, 0, sizeof res);
+    CHECK_EQ_INT(fx_acquire_sync(loop, hs, 0, 3000), LEASH_OK);
+    CHECK_EQ_INT(leash_acquire(ws, 30000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(loop, 300);
+    CHECK_EQ_INT(test_cluster_migrate_slot(&c, slot, other), 0);
+    fx_run_for(loop, 1500); /* a poll finds the move (MOVED), the map follows */
+    polls = polls_of(wc);
+    fx_run_for(loop, 1500);
+    CHECK_EQ_INT(res.calls, 0);
+    CHECK_MSG(polls_of(wc) == polls, "%llu polls back on a subscribing master",
+              (unsigned long long)(polls_of(wc) - polls));
+    released_at = test_now_ms();
+    CHECK_EQ_INT(fx_release_sync(loop, hs, 3000), LEASH_OK);
+    fx_run_until(loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_OK);
+    CHECK_MSG(res.at_ms - released_at <= TEST_SLACK_MS, "granted %lld ms after the release",
+              (long long)(res.at_ms - released_at));
+    CHECK_EQ_INT(fx_release_sync(loop, ws, 3000), LEASH_OK);
+
+    leash_client_stats(wc, &st);
+    CHECK_EQ_INT((long long)st.servers_polling, 1);
+    CHECK_EQ_INT((long long)st.reconnects, 0);
+    leash_lock_free(hr);
+    leash_lock_free(hs);
+    leash_lock_free(wr);
+    leash_lock_free(ws);
+    leash_client_free(hc);
+    leash_client_free(wc);
+    fx_loop_free(loop);
+    test_cluster_stop(&c);
+}
+
 /* ---- events ---- */
 
 typedef struct rec_lost_t {
@@ -673,6 +842,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_waiter_wakes_on_the_release_through_sharded_pubsub),
         TEST_CASE(an_acl_user_with_the_documented_cluster_rights_works),
         TEST_CASE(an_acl_user_without_channels_polls),
+        TEST_CASE(a_refusing_master_makes_only_its_slots_poll),
         TEST_CASE(resharding_a_held_lock_with_sleeping_waiters),
         TEST_CASE(a_graceful_failover_keeps_the_hold),
         TEST_CASE(a_killed_master_never_leaves_two_valid_holders),

@@ -5,7 +5,7 @@
  * waiters poll: a release is found within the backoff, a dead holder at its
  * TTL; one asker per lock name and client; the local FIFO and the family's
  * order stay; a refusal is logged once and counted, and never becomes a
- * reconnect loop. One server (and one Redlock case), libev. */
+ * reconnect loop. One server (and Redlock: the first refusal polls), libev. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -462,10 +462,16 @@ TEST(deadline_and_cancel_end_a_polling_wait) {
     down(&w);
 }
 
-/* Redlock (3 servers), one of which refuses SUBSCRIBE (renamed away): the
- * client polls everywhere, and a waiter gets the lock within the backoff
- * of its release. */
-TEST(redlock_with_a_refusing_server_polls) {
+/* Redlock (3 servers), `refusing` of which refuse SUBSCRIBE (renamed
+ * away), and, with `stopped`, the first one down before the hold. The
+ * first refusal makes the client poll: a release publishes only on the
+ * servers where the key was marked as waited on, so no subset of the
+ * subscriptions is sure to hear it. Each refusal is said once and counted,
+ * nothing reconnects, and a waiter gets the lock within the backoff of its
+ * release. With one server refusing and another down, fewer than a
+ * majority could ever confirm a subscription: a waiter that kept pub/sub
+ * would sleep until the holder's lease ran out. */
+static void redlock_refusing(int refusing, int stopped) {
     test_redis s[3];
     test_redis_config cfg;
     char text[3][32];
@@ -480,7 +486,7 @@ TEST(redlock_with_a_refusing_server_polls) {
 
     for (i = 0; i < 3; i++) {
         memset(&cfg, 0, sizeof(cfg));
-        if (i == 1)
+        if (i >= 3 - refusing)
             cfg.extra = "rename-command SUBSCRIBE \"\"";
         memset(&s[i], 0, sizeof(s[i]));
         CHECK_EQ_INT(test_redis_start(&s[i], &cfg), 0);
@@ -497,6 +503,8 @@ TEST(redlock_with_a_refusing_server_polls) {
     wc = fx_client_opts(loop, &o);
     fx_wait_every_server(loop, hc, 3, 5000);
     fx_wait_every_server(loop, wc, 3, 5000);
+    if (stopped)
+        test_redis_stop(&s[0]);
     holder = leash_lock_new(hc, "rl");
     waiter = leash_lock_new(wc, "rl");
     CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 10000), LEASH_OK);
@@ -505,10 +513,11 @@ TEST(redlock_with_a_refusing_server_polls) {
     fx_run_for(loop, 1500);
     CHECK_EQ_INT(got.calls, 0);
     leash_client_stats(wc, &st);
-    CHECK_EQ_INT((long long)st.servers_polling, 1);
-    CHECK(st.polls >= 3);
+    CHECK_EQ_INT((long long)st.servers_polling, refusing);
+    CHECK_MSG(st.polls >= 3, "%llu polls", (unsigned long long)st.polls);
     CHECK_EQ_INT((long long)st.reconnects, 0);
-    CHECK_EQ_INT(log_count("waiters poll instead"), 1);
+    CHECK_EQ_INT(log_count("Redis refused a subscription"), refusing);
+    CHECK_EQ_INT(log_count("waiters poll instead"), refusing);
     release_done_at = 0;
     CHECK_EQ_INT(leash_release(holder, note_release, NULL), LEASH_OK);
     while (release_done_at == 0)
@@ -527,6 +536,20 @@ TEST(redlock_with_a_refusing_server_polls) {
         test_redis_stop(&s[i]);
 }
 
+TEST(redlock_with_a_refusing_server_polls) {
+    redlock_refusing(1, 0);
+}
+
+TEST(redlock_with_a_majority_refusing_polls) {
+    redlock_refusing(2, 0);
+}
+
+/* The lost wake-up of per-server polling: one server refuses, another is
+ * down; the handoff comes within the backoff, not at the holder's TTL. */
+TEST(redlock_with_a_refusing_and_a_stopped_server_polls) {
+    redlock_refusing(1, 1);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(acl_without_channels_falls_back_to_polling),
@@ -540,6 +563,8 @@ int main(int argc, char **argv) {
         TEST_CASE(fair_lock_under_an_acl_without_channels),
         TEST_CASE(deadline_and_cancel_end_a_polling_wait),
         TEST_CASE(redlock_with_a_refusing_server_polls),
+        TEST_CASE(redlock_with_a_majority_refusing_polls),
+        TEST_CASE(redlock_with_a_refusing_and_a_stopped_server_polls),
         {0},
     };
     return fx_main(argc, argv, cases);

@@ -187,14 +187,18 @@ enum leash_pubsub {
     /* 0.4: no pub/sub at all: waiters poll (docs/how-it-works.md "Waiting without
      * pub/sub"), and no subscriber connection is opened. For servers or
      * proxies that refuse SUBSCRIBE; with the other values a refused
-     * SUBSCRIBE/SSUBSCRIBE makes the client poll as well, on its own: an
-     * error reply (NOPERM, unknown command), or the connection closed
-     * right after SUBSCRIBE, before any answer, 3 times in a row (a proxy
-     * such as twemproxy; docs/how-it-works.md "Waiting without pub/sub"). */
+     * SUBSCRIBE/SSUBSCRIBE makes the waiters that needed that server poll
+     * as well, on its own: an error reply (NOPERM, unknown command), or
+     * the connection closed right after SUBSCRIBE, before any answer, 3
+     * times in a row (a proxy such as twemproxy). Per server: one server
+     * or Sentinel, every waiter; a cluster, the waiters of the refusing
+     * master's slots; Redlock, every waiter from the first refusing server
+     * (docs/how-it-works.md "Waiting without pub/sub"). */
     LEASH_PUBSUB_OFF = 3
 };
 
-/* Waiters that poll (LEASH_PUBSUB_OFF, or a refused subscription) ask
+/* Waiters that poll (LEASH_PUBSUB_OFF, or a refused subscription where
+ * they needed it: LEASH_PUBSUB_OFF above) ask
  * Redis again after a backoff that starts at LEASH_POLL_MIN_MS and doubles
  * up to LEASH_POLL_MAX_MS, each pause drawn at random from its upper half,
  * or at the holder's remaining TTL when that comes sooner: one asker per
@@ -606,8 +610,9 @@ typedef struct leash_stats {
      * logged then. */
     uint64_t evicting_servers;
     /* 0.4: waiting without pub/sub (docs/how-it-works.md "Waiting without pub/sub"). */
-    uint64_t servers_polling; /* servers whose waiters poll: each counted once, when it refused
-                                 a subscription (logged once) or, LEASH_PUBSUB_OFF, at start */
+    uint64_t servers_polling; /* servers that give no pub/sub: each counted once, when it
+                                 refused a subscription (logged once) or, LEASH_PUBSUB_OFF,
+                                 at start; which waiters poll: LEASH_PUBSUB_OFF above */
     uint64_t polls;           /* attempts a waiter sent because its poll came due */
 } leash_stats;
 #define leash_client_stats(c, out) leash_client_stats_sized((c), (out), sizeof(leash_stats))

@@ -20,7 +20,7 @@ static int wanted(const leash__waitq *q) {
 }
 
 static int polls(const leash__waitq *q) {
-    return q->qs->route->polling;
+    return q->polling;
 }
 
 /* Nobody needs q any more: the route may unsubscribe; q goes. */
@@ -125,6 +125,7 @@ int leash__waitq_join(leash__waitqs *qs, leash__waiter *w, const char *chan, siz
             return LEASH_ENOMEM;
         q->qs = qs;
         q->slot = slot;
+        q->polling = leash__route_polls_at(qs->route, slot);
         q->poll_ms = LEASH_POLL_MIN_MS;
         leash__list_init(&q->waiters);
         leash__timer_init(&q->linger, qs->env, linger_over, q);
@@ -360,28 +361,57 @@ static void on_confirmed(void *owner, const char *chan, size_t len) {
         confirm(q);
 }
 
-/* The route polls from now on (a server refused a subscription): every
- * queue gives its subscription up and is confirmed; each waiter tries
- * once (a release may have gone unheard while it waited for a
- * subscription), then the heads poll. The queues are walked in two
- * rounds: the first changes no waiter, so none can go meanwhile. */
+/* The queue's channel polls from now on (its server refused a
+ * subscription): it gives its subscription up and is confirmed by the
+ * caller (confirm()). */
+static void to_polling(leash__waitq *q) {
+    q->polling = 1;
+    if (q->subscribed) {
+        q->subscribed = 0;
+        leash__route_want(q->qs->route, q->e.key, q->e.len, q->slot, 0);
+    }
+    q->confirmed = 0; /* confirm() follows */
+}
+
+/* The queue's channel may be subscribed again (its slot moved to a node
+ * that subscribes): it stops polling and wants its subscription; its
+ * waiters sleep on their TTL wakes until it is confirmed, when each tries
+ * once (an attempt sent while it polled did not mark the key). Without
+ * memory for the subscription it polls on. */
+static void to_subscribing(leash__waitq *q) {
+    if (leash__route_want(q->qs->route, q->e.key, q->e.len, q->slot, 1) != LEASH_OK)
+        return;
+    q->subscribed = 1;
+    q->polling = 0;
+    q->confirmed = 0;
+    q->poll_ms = LEASH_POLL_MIN_MS;
+    leash__timer_stop(&q->poll);
+}
+
+/* Which channels poll may have changed (hold/waitq.h; the route's polling
+ * hook): each queue asks the route for its own. One that polls now gives
+ * its subscription up and is confirmed: each waiter tries once (a release
+ * may have gone unheard while it waited for a subscription), then the
+ * head polls. One that may subscribe again wants its subscription. The
+ * queues are walked in two rounds: the first changes no waiter, so none
+ * can go meanwhile. */
 static void on_polling(void *owner) {
     leash__waitqs *qs = owner;
     leash__strmap_entry *e, *next;
 
     for (e = leash__strmap_next(&qs->map, NULL); e != NULL; e = leash__strmap_next(&qs->map, e)) {
         leash__waitq *q = (leash__waitq *)e;
-        if (q->subscribed) {
-            q->subscribed = 0;
-            leash__route_want(qs->route, q->e.key, q->e.len, q->slot, 0);
-        }
-        q->confirmed = 0; /* confirm() below */
+        int now = leash__route_polls_at(qs->route, q->slot);
+        if (now && !q->polling)
+            to_polling(q);
+        else if (!now && q->polling)
+            to_subscribing(q);
     }
     for (e = leash__strmap_next(&qs->map, NULL); e != NULL && !qs->env->freeing; e = next) {
         leash__waitq *q = (leash__waitq *)e;
         next = leash__strmap_next(&qs->map, e);
-        if (q->confirmed)
-            continue; /* made while the walk ran: confirmed at its start */
+        if (!q->polling || q->confirmed)
+            continue; /* subscribing, or polling already (or made while the walk ran) */
         q->refs++;
         confirm(q);
         if (qs->env->freeing)

@@ -19,9 +19,13 @@
  * more, a release may have gone unheard), alive (the holder announced a
  * renewal: sleep on).
  *
- * Without pub/sub (the route polls: LEASH_PUBSUB_OFF, or a server refused
- * a subscription) a queue subscribes nothing and counts as confirmed from
- * the start; its poll timer wakes the head, if parked, after a backoff
+ * Without pub/sub (its channel polls, as the route says for its slot:
+ * LEASH_PUBSUB_OFF, or the server that would publish its releases refused
+ * a subscription; a cluster's other masters' channels keep pub/sub, a
+ * Redlock client polls only once too few servers subscribe) a queue
+ * subscribes nothing and counts as confirmed from the start, or from when
+ * it began to poll; one whose slot moves to a node that subscribes
+ * subscribes again. Its poll timer wakes the head, if parked, after a backoff
  * that starts at LEASH_POLL_MIN_MS and doubles up to LEASH_POLL_MAX_MS
  * (each pause drawn from its upper half, so that clients started together
  * drift apart), and starts again at the bottom when a waiter is granted
@@ -91,6 +95,7 @@ struct leash__waitq {
     int confirmed;
     int lingering;
     int subscribed; /* the route was asked for its channel */
+    int polling;    /* no pub/sub for its channel (leash__route_polls_at) */
     leash__timer linger;
     leash__timer poll;                     /* polling: the head's next try */
     int64_t poll_ms;                       /* polling: the backoff now */

@@ -14,7 +14,7 @@
  * runs out (ttl: a busy answer without a TTL is a waiter behind the head,
  * which sleeps until it is let in, told_when_let_in). Its releases wake
  * no local waiter: the script hands the lock over itself. Without pub/sub
- * (the route polls: hold/waitq.h) no handoff comes: the head of the local
+ * (its queue polls: hold/waitq.h) no handoff comes: the head of the local
  * queue polls, and its attempt finds the let-in (a held answer); the
  * waiters behind it look once a lease (a ttl), in case the let-in went to
  * one of them.

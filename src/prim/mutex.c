@@ -36,13 +36,13 @@
  * (leash.h, LEASH_STARVE_MS): the dialect can (dialect.h's reserves), and
  * the token stays for the whole wait (with a token per attempt, Redlock,
  * nobody could claim a grant kept for it). A try-once never waits. Nor
- * does a waiter that polls (route->polling): no message tells it that a
- * grant is kept for it, and its next poll may come after the
- * LEASH_RESERVE_MS the grant is kept; every holder would then wait that
- * long for nobody. */
+ * does a waiter that polls (leash__route_polls_at, for its name's slot):
+ * no message tells it that a grant is kept for it, and its next poll may
+ * come after the LEASH_RESERVE_MS the grant is kept; every holder would
+ * then wait that long for nobody. */
 static int may_reserve(const leash_lock *l) {
     return !l->wait_once && l->core->dialect->reserves && !l->core->route->fresh_tokens &&
-           !l->core->route->polling;
+           !leash__route_polls_at(l->core->route, l->names.slot);
 }
 
 /* A new hold's count: 1, or, from a waiter that has waited LEASH_STARVE_MS,
@@ -98,11 +98,12 @@ static int names(leash_lock *l, const char *name) {
 
 /* Whether an attempt marks the lock as waited on (its releases and
  * renewals then publish): one that will wait for a message does; a
- * try-once will not wait, and a waiter that polls (route->polling: this
- * client subscribes nothing) hears no message: holders would publish for
- * nobody. A pub/sub client of the same name marks with its own attempts. */
+ * try-once will not wait, and a waiter that polls (leash__route_polls_at:
+ * the server that would publish its releases refused this client's
+ * subscriptions) hears no message: holders would publish for nobody. A
+ * pub/sub client of the same name marks with its own attempts. */
 static int marks(const leash_lock *l) {
-    return !l->wait_once && !l->core->route->polling;
+    return !l->wait_once && !leash__route_polls_at(l->core->route, l->names.slot);
 }
 
 static leash__cmd *attempt_cmd(leash_lock *l, int extra, int64_t deadline) {

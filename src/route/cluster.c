@@ -28,6 +28,16 @@
  * moves, the old owner drops the subscription (sunsubscribe) or refuses it
  * (MOVED); the route takes it to the new owner, and the wait queue makes
  * every waiter of the channel try once more when it is confirmed there.
+ *
+ * Polling is per master (docs/how-it-works.md "Waiting without pub/sub"):
+ * a lock's release publishes only at its slot's master, so a master that
+ * refused a subscription makes the waiters of its own slots poll, and
+ * no others (cluster_polls). When a slot changes hands (a map, a MOVED,
+ * a failover's new master) or a master refuses, the wait queues are told
+ * from the timer, outside the map's walks (repoll), when that changed
+ * whether some slot's waiters poll (polled): a channel whose slot
+ * went to a master that refused polls from then on, and one whose slot
+ * went to a master that subscribes is subscribed there again.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -82,6 +92,13 @@ typedef struct cluster {
     int refused;                  /* the last map source refused us: LEASH_EAUTH, LEASH_ETLS */
     int64_t last_ask;
     int prepared;
+    /* A master refused a subscription (some slots' waiters poll); polled:
+     * one bit per slot, whether its waiters poll as the wait queues were
+     * last told; repoll: they are to be told that it changed for some
+     * slots (from the timer, at once). */
+    int any_polling;
+    int repoll;
+    uint8_t polled[LEASH__SLOTS / 8];
     leash__timer timer;  /* the next ask for the map; parked requests' deadlines */
     leash__list parked;  /* requests whose slot has no known master */
     leash__strmap chans; /* channel -> cchan */
@@ -257,6 +274,35 @@ static int parse_endpoint(const char *s, size_t len, const cnode *from, char *ho
     return 0;
 }
 
+static int cluster_polls(const leash__route *r, unsigned slot);
+
+/* Slots first..last may have changed hands, or their master refused: once
+ * a master refused, the waiters of such a slot may poll, or subscribe,
+ * from now on. The wait queues are told only when that changed for one
+ * of them (a map that moves slots between masters alike, or that comes
+ * again unchanged, tells nobody), and from the timer (a walk over them
+ * may send attempts, which must not run inside the walks over the map's
+ * work). */
+static void slots_moved(cluster *cl, unsigned first, unsigned last) {
+    unsigned s;
+    int changed = 0;
+
+    if (!cl->any_polling)
+        return;
+    for (s = first; s <= last; s++) {
+        uint8_t bit = (uint8_t)(1u << (s % 8));
+        int now = cluster_polls(&cl->base, s);
+        if (now == !!(cl->polled[s / 8] & bit))
+            continue;
+        cl->polled[s / 8] ^= bit;
+        changed = 1;
+    }
+    if (!changed)
+        return;
+    cl->repoll = 1;
+    arm(cl);
+}
+
 static void rehome_channel(cluster *cl, cchan *ch) {
     cnode *to = owner_of(cl, ch->slot);
 
@@ -304,6 +350,7 @@ static void follow_map(cluster *cl) {
         next = leash__strmap_next(&cl->chans, e);
         rehome_channel(cl, (cchan *)e);
     }
+    slots_moved(cl, 0, LEASH__SLOTS - 1);
 }
 
 /* Reads a CLUSTER SLOTS reply into the map: [[start, end, [host, port,
@@ -525,7 +572,10 @@ static int redirected(cluster *cl, creq *q, const redisReply *reply) {
     if (to == NULL)
         return 0;
     if (moved) {
-        cl->owner[slot] = (uint16_t)(to->index + 1);
+        if (cl->owner[slot] != (uint16_t)(to->index + 1)) {
+            cl->owner[slot] = (uint16_t)(to->index + 1);
+            slots_moved(cl, slot, slot);
+        }
         want_map(cl);
     }
     leash__list_remove(&q->link);
@@ -749,11 +799,23 @@ static void node_message(void *owner, leash__node *n, const char *chan, size_t l
     cl->base.hooks->message(cl->base.owner, chan, len, msg, msg_len);
 }
 
-/* The node refused a subscription: the whole client polls. */
-static void node_refused(void *owner, leash__node *n) {
+/* A master refused a subscription: the waiters of its slots poll (they
+ * are told from the timer: slots_moved). */
+static void node_refused(void *owner, leash__node *n, const char *why) {
     cluster *cl = owner;
-    (void)n;
-    leash__route_polls(&cl->base);
+
+    leash__node_say_refused(n, why, "waiters of its slots poll instead");
+    cl->any_polling = 1;
+    slots_moved(cl, 0, LEASH__SLOTS - 1);
+}
+
+/* A lock's release publishes only at its slot's master: its waiters poll
+ * when that master refused, and subscribe otherwise (while no master is
+ * known, too: the subscription waits for the map, which tells). */
+static int cluster_polls(const leash__route *r, unsigned slot) {
+    const cnode *c = owner_of((const cluster *)r, slot);
+
+    return c != NULL && c->node.polling;
 }
 
 static const leash__node_hooks node_hooks = {node_confirmed, node_gone, node_moved, node_message,
@@ -783,6 +845,12 @@ static void on_timer(void *arg) {
     cluster *cl = arg;
     int64_t now = leash__now_ms();
 
+    if (cl->repoll) {
+        cl->repoll = 0;
+        leash__route_polling_changed(&cl->base);
+        if (cl->base.env->freeing)
+            return;
+    }
     expire_parked(cl, now);
     if (cl->base.env->freeing)
         return;
@@ -799,6 +867,8 @@ static void arm(cluster *cl) {
         return;
     if (map_wanted(cl))
         due = cl->last_ask + (map_complete(cl) ? MAP_RETRY_MS : MAP_MIN_INTERVAL_MS);
+    if (cl->repoll)
+        due = leash__now_ms();
     for (n = cl->parked.next; n != &cl->parked; n = n->next) {
         int64_t d = LEASH__CONTAINER(n, creq, link)->cmd->deadline;
         if (d != 0 && (due == 0 || d < due))
@@ -916,6 +986,7 @@ static const leash__route_ops cluster_ops = {
     .orphan = cluster_orphan,
     .batch_key = cluster_batch_key,
     .want = cluster_want,
+    .polls = cluster_polls,
     .connected = cluster_connected,
     .node = cluster_node,
     .prepare = cluster_prepare,

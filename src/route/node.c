@@ -144,7 +144,8 @@ static int transient(const char *err) {
  * command, a proxy without pub/sub): subscribing again would only be
  * refused again, and reconnecting to try would be a loop. The node gives
  * up pub/sub for good (s, the refused one if known, is dropped when
- * unwanted, else kept unsent) and its owner's waiters poll; said once. */
+ * unwanted, else kept unsent); its owner says, once, which waiters poll:
+ * the route decides where a waiter can still hear a release. */
 static void refused(leash__node *n, node_sub *s, const char *why) {
     int first = !n->polling;
 
@@ -156,12 +157,14 @@ static void refused(leash__node *n, node_sub *s, const char *why) {
     if (!first)
         return;
     n->env->stats->servers_polling++;
+    n->hooks->refused(n->owner, n, why);
+}
+
+void leash__node_say_refused(const leash__node *n, const char *why, const char *effect) {
     leash__log(&n->env->log, LEASH_LOG_WARN,
-               "%s: Redis refused a subscription: %s: waiters poll instead (docs/how-it-works.md "
-               "\"Waiting "
-               "without pub/sub\")",
-               leash__conn_role_name(&n->sub), why);
-    n->hooks->refused(n->owner, n);
+               "%s: Redis refused a subscription: %s: %s (docs/how-it-works.md \"Waiting without "
+               "pub/sub\")",
+               leash__conn_role_name(&n->sub), why, effect);
 }
 
 /* An error answers the oldest (un)subscribe still unconfirmed. MOVED or

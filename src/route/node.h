@@ -33,17 +33,19 @@ typedef struct leash__node leash__node;
  * it is told about, no other. moved: the node refused to subscribe chan
  * (MOVED, ASK: its slot lives elsewhere); it is no longer subscribed here,
  * though still wanted. refused: the server refused a subscription for
- * good (NOPERM, an unknown command): the node subscribes nothing from now
- * on (n->polling), and the owner's waiters must poll. A server or proxy
- * that closes the connection instead of answering (twemproxy) is refused
- * too, after LEASH__SUB_CLOSES_REFUSED such closes in a row (node.c). */
+ * good (NOPERM, an unknown command; why says which): the node subscribes
+ * nothing from now on (n->polling), and the owner decides which waiters
+ * poll (a cluster: those of this master's slots; otherwise all of them)
+ * and says so, once, with leash__node_say_refused. A server or proxy that closes the
+ * connection instead of answering (twemproxy) is refused too, after
+ * LEASH__SUB_CLOSES_REFUSED such closes in a row (node.c). */
 typedef struct leash__node_hooks {
     void (*confirmed)(void *owner, leash__node *n, const char *chan, size_t len);
     void (*gone)(void *owner, leash__node *n, const char *chan, size_t len);
     void (*moved)(void *owner, leash__node *n, const char *chan, size_t len);
     void (*message)(void *owner, leash__node *n, const char *chan, size_t len, const char *msg,
                     size_t msg_len);
-    void (*refused)(void *owner, leash__node *n);
+    void (*refused)(void *owner, leash__node *n, const char *why);
 } leash__node_hooks;
 
 struct leash__node {
@@ -78,6 +80,11 @@ void leash__node_start(leash__node *n);
 void leash__node_teardown(leash__node *n);
 /* Frees what the node holds (after the teardown). */
 void leash__node_destroy(leash__node *n);
+
+/* The one warning of a refusal (the refused hook's): why the server
+ * refused, and what becomes of the waiters (effect, e.g. "waiters poll
+ * instead"). */
+void leash__node_say_refused(const leash__node *n, const char *why, const char *effect);
 
 /* Wants chan subscribed (on) or not. LEASH_OK, or LEASH_ENOMEM when a new
  * subscription could not even be recorded. */

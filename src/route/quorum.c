@@ -111,9 +111,24 @@
  * remove a later attempt's grant.
  *
  * Channels are subscribed on every server and count as covered once M
- * confirmed: the holder's majority shares a server with them, and every
- * server of it publishes the release. A release announced by several
- * servers (the same token on the same channel within DEDUP_MS) passes once.
+ * confirmed; each waiter then tries once, which marks the key as waited on
+ * wherever that try finds it held. The holder's majority shares a server
+ * with the M confirmed, and that server publishes the release if its copy
+ * of the key carries the mark; one that does not (a copy a renewal spread
+ * there later, unmarked, or one the try did not reach) stays silent, and
+ * the waiter learns of the release at its TTL wake, as of a dead holder's.
+ * A release announced by several servers (the same token on the same
+ * channel within DEDUP_MS) passes once.
+ *
+ * A server that refuses subscriptions (node.c, refused) makes every
+ * waiter of the client poll, from the first one on, for the client's life
+ * (leash__route_polls): a release publishes only on the servers where the
+ * key is marked as waited on (a waiter's busy attempt marks it where that
+ * attempt ran; a renewal's spread writes it unmarked), so no subset of the
+ * subscriptions, a majority of the servers that still subscribe included,
+ * is known to hear it. With one refusing and another down, no channel
+ * could even be covered (fewer than M confirm), and a waiter would sleep
+ * until the holder's lease ran out.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -1030,10 +1045,12 @@ static void node_message(void *owner, leash__node *n, const char *chan, size_t l
     qu->base.hooks->message(qu->base.owner, chan, len, msg, msg_len);
 }
 
-/* The node refused a subscription: the whole client polls. */
-static void node_refused(void *owner, leash__node *n) {
+/* A server refused a subscription: every waiter polls (the top of this
+ * file says why the other servers' subscriptions are not enough). */
+static void node_refused(void *owner, leash__node *n, const char *why) {
     quorum *qu = owner;
-    (void)n;
+
+    leash__node_say_refused(n, why, "waiters poll instead");
     leash__route_polls(&qu->base);
 }
 

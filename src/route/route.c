@@ -19,6 +19,10 @@ void leash__route_polls(leash__route *r) {
     if (r->polling)
         return;
     r->polling = 1;
+    leash__route_polling_changed(r);
+}
+
+void leash__route_polling_changed(leash__route *r) {
     if (r->hooks != NULL && r->hooks->polling != NULL)
         r->hooks->polling(r->owner);
 }

@@ -51,8 +51,12 @@ typedef struct leash__sub_hooks {
      * messages may be missed until it is confirmed again. */
     void (*gone)(void *owner, const char *chan, size_t len);
     void (*message)(void *owner, const char *chan, size_t len, const char *msg, size_t msg_len);
-    /* The route polls from now on (a server refused a subscription):
-     * nothing is subscribed any more, every channel counts as confirmed. */
+    /* Which channels poll may have changed (a server refused a
+     * subscription, a slot moved to another node): the owner asks
+     * leash__route_polls_at for each of its channels. One that polls now
+     * gives its subscription up and counts as confirmed; one that may
+     * subscribe again (its slot moved to a node that subscribes) wants it
+     * again and waits for its confirmation. */
     void (*polling)(void *owner);
 } leash__sub_hooks;
 
@@ -86,6 +90,10 @@ typedef struct leash__route_ops {
     void (*orphan)(leash__req *req);
     unsigned (*batch_key)(const leash__route *r, unsigned slot);
     int (*want)(leash__route *r, const char *chan, size_t len, unsigned slot, int on);
+    /* Whether a waiter of a channel in slot polls now, beside r->polling
+     * (a cluster: the slot's master refused a subscription). NULL: only
+     * r->polling says. */
+    int (*polls)(const leash__route *r, unsigned slot);
     int (*connected)(const leash__route *r);
     /* The node that serves slot (a quorum: its first), for tests and tools. */
     struct leash__node *(*node)(leash__route *r, unsigned slot);
@@ -147,10 +155,12 @@ struct leash__route {
      * tried again until the hold's deadline (Sentinel: a failover under
      * way), rather than losing the hold at once (LEASH_LOST_REPLICAS). */
     int retry_unreplicated;
-    /* Waiters poll instead of subscribing (docs/how-it-works.md "Waiting without
-     * pub/sub"): from the start with LEASH_PUBSUB_OFF, or from the first
-     * server that refused a subscription (leash__route_polls) for the
-     * client's life. */
+    /* Every waiter polls instead of subscribing (docs/how-it-works.md
+     * "Waiting without pub/sub"): from the start with LEASH_PUBSUB_OFF, or,
+     * for the client's life, once no release can be heard any more (one
+     * server or Sentinel: the server refused a subscription; Redlock: any
+     * of its servers did: route/quorum.c). A cluster polls per slot
+     * instead (ops->polls): leash__route_polls_at says. */
     int polling;
     const leash__sub_hooks *hooks;
     void *owner;
@@ -162,10 +172,21 @@ struct leash__route {
  * cluster's nodes run one version, or are being upgraded to a newer one). */
 void leash__route_server_ready(leash__route *r, const leash__conn *conn);
 
-/* A node of r refused a subscription (NOPERM, an unknown command, a
- * proxy's refusal): r polls from now on, and the owner of the channel
- * events is told once. */
+/* Every waiter of r polls from now on (its node, or one of a quorum's
+ * servers, refused a subscription: NOPERM, an unknown command, a proxy's
+ * refusal); the owner of the channel events is told once. */
 void leash__route_polls(leash__route *r);
+
+/* Which channels poll may have changed without r->polling (a cluster): the
+ * owner of the channel events is told (its polling hook). */
+void leash__route_polling_changed(leash__route *r);
+
+/* Whether a waiter of a channel in slot polls now. The one place that
+ * says it: the wait queues (hold/waitq.c) and the attempts' mark
+ * (prim/mutex.c) ask here. */
+static inline int leash__route_polls_at(const leash__route *r, unsigned slot) {
+    return r->polling || (r->ops->polls != NULL && r->ops->polls(r, slot));
+}
 
 /* For the routes' constructors: r->polling, and r->sharded as the client asked
  * (cfg->conn->pubsub): LEASH_PUBSUB_SHARDED always, LEASH_PUBSUB_AUTO and

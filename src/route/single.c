@@ -180,10 +180,12 @@ static void node_moved(void *owner, leash__node *n, const char *chan, size_t len
     (void)chan, (void)len;
 }
 
-/* The node refused a subscription: the whole client polls. */
-static void node_refused(void *owner, leash__node *n) {
+/* The node refused a subscription: it is the only one, so every waiter
+ * polls. */
+static void node_refused(void *owner, leash__node *n, const char *why) {
     leash__route *r = owner;
-    (void)n;
+
+    leash__node_say_refused(n, why, "waiters poll instead");
     leash__route_polls(r);
 }
 
