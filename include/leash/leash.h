@@ -767,7 +767,9 @@ LEASH_EXPORT leash_lock *leash_semaphore_new(leash_client *c, const char *name, 
  * Not reentrant: leash_acquire on a held multi-lock is LEASH_ESTATE, and
  * so is one while its release has not answered yet. leash_release answers
  * once every member answered: LEASH_OK, or the first error in the global
- * order. leash_force_release is LEASH_ESTATE. leash_fence is 0 and
+ * order (LEASH_ENOTHELD for a member that no longer held when the release
+ * reached it, as a mutex's release of a hold that is gone).
+ * leash_force_release is LEASH_ESTATE. leash_fence is 0 and
  * leash_hold_count 1 while held; leash_renewals is the least over the
  * members; leash_lock_name is names[0]. A member's hold counts in the
  * client's stats as a mutex hold.

@@ -104,7 +104,8 @@
  *            LEASH_ECANCELED -> IDLE
  *   give     every member's release goes, the watchdogs stop now -> IDLE;
  *            the callback once, when every member answered: LEASH_OK, or
- *            the first member's error in the global order
+ *            the first member's error in the global order (a member that
+ *            refused its release for holding nothing: LEASH_ENOTHELD)
  *   retake   that member is no longer held; the walk takes it again
  *   lost     the other members are given back, the lost callback fires
  *            once with the member's reason -> IDLE
@@ -775,11 +776,15 @@ static int give(leash_lock *l, const leash__event *e) {
             free(refused[k]);
             continue;
         }
-        /* Its hold goes in the background; the answer comes from the loop. */
+        /* Its hold goes in the background; the answer comes from the loop.
+         * LEASH_ESTATE refuses the call, it says nothing of a hold: a
+         * member that no longer holds (lost just before, unheard yet) has
+         * none to give back, and the user's release is told so as a
+         * mutex's release of a hold that is gone is: LEASH_ENOTHELD. */
         give_back(l, i);
         refused[k]->l = l;
         refused[k]->member = i;
-        refused[k]->status = rc;
+        refused[k]->status = rc == LEASH_ESTATE ? LEASH_ENOTHELD : rc;
         refused[k]->item.owner = l;
         refused[k]->item.run = run_deferred;
         leash__later_push(&l->core->later, &refused[k]->item);
