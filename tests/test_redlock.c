@@ -277,6 +277,113 @@ TEST(fences_that_differ_are_raised_before_the_grant_counts) {
     rw_down(&w);
 }
 
+/* A Redlock multi-lock takes its members in one script per server, all
+ * or none there, with one fence per server (dialect/multi.c). Floors of
+ * one member that differ above the proposal on four servers: no three
+ * return one fence, so the whole's fence is the largest, and the floors
+ * of every member on the granting servers below it are raised before the
+ * grant counts. Each member's fence is then the floor of a majority, and
+ * a mutex of any member's name gets a larger one. */
+TEST(a_multi_lock_whose_fences_differ_raises_every_members_floor) {
+    static const char *const names[] = {"ma", "mb", "mc"};
+    static const char *const keys[] = {"leash:ma", "leash:mb", "leash:mc"};
+    rworld w;
+    leash_client *c;
+    leash_lock *m, *l;
+    redisReply *t;
+    uint64_t x, f[3];
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 30000);
+    m = leash_multi_lock_new(c, names, 3);
+    CHECK(m != NULL);
+    t = test_redis_cmd(&w.s[0], "TIME");
+    CHECK(t != NULL && t->type == REDIS_REPLY_ARRAY && t->elements == 2);
+    x = strtoull(t->element[0]->str, NULL, 10) * 1000000 + 3600ull * 1000000;
+    freeReplyObject(t);
+    for (i = 0; i < N - 1; i++)
+        set_floor(&w, i, "leash:mb", x + 10 * (uint64_t)i);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 3000), LEASH_OK);
+    for (i = 0; i < 3; i++) {
+        f[i] = leash_multi_fence(m, i);
+        CHECK_MSG(f[i] > x, "member %d: fence %llu, floors from %llu", i, (unsigned long long)f[i],
+                  (unsigned long long)x);
+        CHECK_MSG(floors_at_least(&w, keys[i], f[i]) > N / 2,
+                  "member %d: fence %llu is the floor of %d servers", i, (unsigned long long)f[i],
+                  floors_at_least(&w, keys[i], f[i]));
+    }
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 3000), LEASH_OK);
+    for (i = 0; i < 3; i++) {
+        l = leash_lock_new(c, names[i]);
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+        CHECK_MSG(leash_fence(l) > f[i], "%s: the mutex's fence %llu after the member's %llu",
+                  names[i], (unsigned long long)leash_fence(l), (unsigned long long)f[i]);
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+        leash_lock_free(l);
+    }
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* Writes a hold of another client for `key` on server i. */
+static void foreign_hold(rworld *w, int i, const char *key) {
+    redisReply *r = test_redis_cmd(&w->s[i], "SET %s %s PX 20000", key,
+                                   "0123456789abcdef0123456789abcdef:0:1:1");
+
+    CHECK(r != NULL && r->type == REDIS_REPLY_STATUS);
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
+/* One member held by another client on three of the five servers: no
+ * majority granted every member, so the multi-lock is busy, and the two
+ * servers that granted all three (all or none there) are given back by
+ * token: nothing of it stays anywhere. On two of the five only: a
+ * majority granted all three, the multi-lock holds, and the two busy
+ * servers got nothing written by it. */
+TEST(a_multi_lock_busy_on_a_majority_leaves_nothing_and_on_a_minority_holds) {
+    static const char *const names[] = {"na", "nb", "nc"};
+    static const char *const keys[] = {"leash:na", "leash:nb", "leash:nc"};
+    rworld w;
+    leash_client *c;
+    leash_lock *m;
+    int i, k, left;
+    int64_t end;
+
+    rw_up(&w);
+    c = rw_client(&w, 30000);
+    m = leash_multi_lock_new(c, names, 3);
+    CHECK(m != NULL);
+    for (i = 0; i < 3; i++)
+        foreign_hold(&w, i, "leash:nb");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 3000), LEASH_EBUSY);
+    CHECK(!leash_held(m));
+    end = test_now_ms() + 2000;
+    do {
+        fx_run_for(w.loop, 10);
+        left = holding_servers(&w, "leash:na") + holding_servers(&w, "leash:nc") +
+               holding_servers(&w, "leash:nb") - 3;
+    } while (left > 0 && test_now_ms() < end);
+    CHECK_MSG(left == 0, "%d keys of the busy multi-lock are left", left);
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "EXISTS leash:nb"), 1); /* the other's, kept */
+
+    test_redis_int(&w.s[2], "DEL leash:nb");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 3000), LEASH_OK);
+    for (k = 0; k < 3; k++) {
+        CHECK_MSG(holding_servers(&w, keys[k]) >= N - 2, "%s on %d servers", keys[k],
+                  holding_servers(&w, keys[k]));
+        for (i = 0; i < 2; i++)
+            if (k != 1)
+                CHECK_MSG(test_redis_int(&w.s[i], "EXISTS %s", keys[k]) == 0,
+                          "%s written on busy server %d", keys[k], i);
+    }
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 3000), LEASH_OK);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
 /* The calls a server counted for the lock scripts' work (INFO
  * commandstats: from Redis 7.0 the calls a script makes count too). */
 typedef struct lock_calls {
@@ -2406,6 +2513,8 @@ int main(int argc, char **argv) {
         TEST_CASE(two_clients_exclude_each_other_and_fences_grow),
         TEST_CASE(a_grant_whose_fences_agree_takes_no_raise),
         TEST_CASE(fences_that_differ_are_raised_before_the_grant_counts),
+        TEST_CASE(a_multi_lock_whose_fences_differ_raises_every_members_floor),
+        TEST_CASE(a_multi_lock_busy_on_a_majority_leaves_nothing_and_on_a_minority_holds),
         TEST_CASE(an_uncontended_cycle_costs_each_server_eight_calls_and_no_publish),
         TEST_CASE(a_force_release_from_a_new_client_reaches_every_server),
         TEST_CASE(two_servers_killed_keep_the_hold_a_third_loses_it),

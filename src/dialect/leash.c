@@ -160,8 +160,11 @@
  *             a renewed lock marked "w" publishes "renewed:<lease>", so
  *             waiters sleep through a live holder's renewals without
  *             sending anything, and wake on their own only when it stops
- * raise    KEYS: fence floor  ARGV: fence, ttl_ms
+ * raise    KEYS: fence floor [, more floors]  ARGV: fence, ttl_ms
  *          -> 1; the floor is at least fence from now on (its TTL renewed).
+ *          More floors: a Redlock multi-lock's members, which its one
+ *          script granted one fence (dialect/multi.c); every floor is read
+ *          before any is written.
  *          Redlock (route/quorum.c): when fewer than a majority of the
  *          granting servers returned one fence (a floor above the proposal
  *          somewhere), the hold's fence is the largest returned, and the

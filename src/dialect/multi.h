@@ -23,7 +23,10 @@ void leash__multi_scripts_init(void);
  * of lease_ms; validity_ms and deadline as dialect.h's acquire_cmd. Its
  * reply reads as leash__op_acquire's: GRANTED with the one fence of every
  * member; BUSY with n the busy key's PTTL and fence the index (from 1) of
- * that key in names; LATE. NULL without memory or out of range. */
+ * that key in names; LATE. Fenced names (Redlock) take the Redlock
+ * form, which reads and writes every member's fence floor and carries a
+ * fence proposal (dialect.h, propose_fence). NULL without memory or out
+ * of range. */
 leash__cmd *leash__multi_acquire_cmd(const leash__names *const *names, const char *const *tokens,
                                      size_t n, int64_t lease_ms, int64_t validity_ms,
                                      int64_t deadline);

@@ -19,17 +19,23 @@
  * while holding (no deadlock), and a member held by another process keeps
  * none of the others from anyone.
  *
- * One script. Where one server grants (one server, a cluster, Sentinel;
- * not Redlock, whose fences need the mutex's own script) and no WAIT for
- * replicas follows the grants, the members that the walk comes to and
- * that one script may carry (the route says which: every one on one
- * server, those of one slot in a cluster) are tried together instead,
- * in one script that checks every
+ * One script. In leash's layout, where no WAIT for replicas follows the
+ * grants, the members that the walk comes to and that one script may
+ * carry (the route says which: every one on one server or Sentinel, and
+ * on Redlock, where each server gets its copy; those of one slot in a
+ * cluster) are tried together instead, in one script that checks every
  * key before it writes any (dialect/multi.c): all of them or none, in one
- * round trip. Its grant becomes each member's hold as if the member's own
- * attempt had got it (holding.c's adopt event), so from then on each
- * member is renewed, released and lost as a mutex. Busy, it wrote
- * nothing, and the acquire waits for the busy member alone, as above.
+ * round trip. On Redlock the script is the mutex's acquire for several
+ * keys (fence proposal, floors, one fence above every member's floor)
+ * and the quorum decides the whole as it decides a mutex's grant
+ * (route/quorum.c: a majority granted every member within the validity,
+ * the floors raised where the fences differ); where it did not, what the
+ * granting servers wrote is given back by token. Its grant becomes each
+ * member's hold as if the member's own attempt had got it (holding.c's
+ * adopt event), so from then on each member is renewed, released and
+ * lost as a mutex. Busy, it wrote nothing (on Redlock: nothing that is
+ * not given back), and the acquire waits for the busy member alone, as
+ * above.
  *
  * Giving back. A member is given back by freeing its handle (which
  * releases a hold or a grant still on the wire in the background) and
@@ -82,15 +88,18 @@
  *            (the timer at once: ended) -> CANCELLING
  *   ended    the cancel of the one script: callback LEASH_ECANCELED -> IDLE
  *   group    the one script of a slot's members (one server, a cluster,
- *            Sentinel; leash's layout; no WAIT) answered. Granted: every
- *            member of it holds (holding.c's adopt), the walk goes on.
- *            Busy at a member: as a member's busy answer (this copy wrote
- *            nothing; when it was resent, what an earlier copy may have
- *            written is released). Late: the same script (same tokens)
- *            asks again, and takes as its own what an earlier copy
- *            wrote (try-once: that is released, LEASH_ECONN).
- *            An error: what it may have written is released, the callback
- *            gets the error -> IDLE
+ *            Sentinel, Redlock's quorum; leash's layout; no WAIT)
+ *            answered. Granted: every member of it holds (holding.c's
+ *            adopt), the walk goes on. Busy at a member: as a member's
+ *            busy answer (this copy wrote nothing; when it was resent, or
+ *            on Redlock, what it may have written is released). Late: the
+ *            same script (same tokens) asks again, and takes as its own
+ *            what an earlier copy wrote (try-once: that is released,
+ *            LEASH_ECONN); on Redlock what it wrote is released and a
+ *            new script goes with new tokens. An error: what it may have
+ *            written is released, the callback gets the error -> IDLE
+ *            (Redlock, LEASH_ECONN while the acquire may wait: too few
+ *            servers answered; the first member waits alone, as busy)
  *   undo     as cancel (in CANCELLING: as it goes); the release's
  *            callback follows the acquire's, LEASH_ENOTHELD (the whole was
  *            never held; what was taken is given back); a second one while
@@ -425,15 +434,21 @@ static void finish_acquire(leash_lock *l, int status) {
 /* ---- one script for the members of one slot ---- */
 
 /* Whether members of one slot may go in one script: leash's own layout
- * (dialect/multi.c writes it), on a route where one server grants (not
- * Redlock's quorum, whose fence floors and proposals are the mutex
- * script's), without WAIT for replicas (which the route pipelines after
- * the mutex's grants). */
+ * (dialect/multi.c writes it; on Redlock its fenced form, with the
+ * mutex's fence floors and proposal), without WAIT for replicas (which
+ * the route pipelines after the mutex's grants). */
 static int one_script(const leash_lock *l) {
     const leash__core *core = l->core;
 
-    return core->dialect == &leash__dialect_leash && !core->route->fenced &&
-           core->cfg->route->wait_replicas == 0;
+    return core->dialect == &leash__dialect_leash && core->cfg->route->wait_replicas == 0;
+}
+
+/* Whether an answer of the one script that is no grant may still leave
+ * keys it wrote: on Redlock the servers answer apart, and those that
+ * granted it did so whatever the others said (route/quorum.c leaves
+ * their give-back to us: the tokens are several). */
+static int partial(const leash_lock *l) {
+    return l->core->route->fenced;
 }
 
 /* What the script may have written is released in the background: now,
@@ -449,6 +464,10 @@ static void release_group(leash_lock *l) {
         leash_lock *ml = member(l, mu->group_idx[k]);
         if (ml == NULL)
             continue; /* no memory: it expires with its lease */
+        /* The release waits for a server's connection as long as a key
+         * of this lease may stand there (a server down at the answer). */
+        if (ml->hold.count == 0)
+            ml->hold.lease_ms = l->lease_ms;
         leash__holding_release_in_background(ml, mu->group_tok[k], 0);
         leash__holding_release_in_background(ml, mu->group_tok[k], later);
     }
@@ -509,6 +528,8 @@ static int send_group(leash_lock *l, int n) {
     s.cmd = cmd;
     s.nanswers = 1;
     s.names = names[0];
+    s.group = names;
+    s.ngroup = (size_t)n;
     s.lease_ms = l->lease_ms;
     s.what = l->log_name;
     s.done = on_group;
@@ -617,12 +638,22 @@ static void wait_alone(leash_lock *l, int i) {
 static void group_answered(leash_lock *l, const leash__answer *a) {
     leash__multi *mu = l->multi;
     int64_t sent = a->sent_ms > 0 ? a->sent_ms : mu->group_sent;
-    int k, busy;
+    int k, busy, first = mu->group_n > 0 ? mu->group_idx[0] : -1;
 
     if (l->state == S_CANCELLING || a->status != LEASH_OK) {
         /* An error: it may have run all the same. */
-        if (a->status != LEASH_OK || a->kind == LEASH__ANS_GRANTED || another_copy(l, a))
+        if (a->status != LEASH_OK || a->kind == LEASH__ANS_GRANTED || another_copy(l, a) ||
+            partial(l))
             release_group(l);
+        if (a->status == LEASH_ECONN && partial(l) && l->state == S_TAKING && !l->wait_once &&
+            first >= 0) {
+            /* Too few servers answered (some restart, say): the first
+             * member waits alone as a Redlock mutex, whose attempt knows
+             * when to try again while its connections come back. */
+            mu->group_n = 0;
+            wait_alone(l, first);
+            return;
+        }
         mu->group_n = 0;
         finish_acquire(l, l->state == S_CANCELLING ? LEASH_ECANCELED : a->status);
         return;
@@ -644,6 +675,8 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
         return;
     case LEASH__ANS_BUSY:
         busy = (int)a->fence - 1; /* the index of the busy key (dialect/multi.h) */
+        if (partial(l) && (busy < 0 || busy >= mu->group_n))
+            busy = 0; /* a quorum's busy that no server named: wait for the first */
         if (busy < 0 || busy >= mu->group_n) {
             mu->group_n = 0;
             finish_acquire(l, LEASH_EPROTO);
@@ -653,8 +686,10 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
         /* This copy wrote nothing; another may have written every key
          * (and found its own keys a resend would not be busy, so someone
          * took one after; or it still runs later): released, now and
-         * after its late copies. The next script has new tokens. */
-        if (another_copy(l, a))
+         * after its late copies. The next script has new tokens. On
+         * Redlock the servers that granted it keep their keys until
+         * given back: the quorum was busy, not every server. */
+        if (another_copy(l, a) || partial(l))
             release_group(l);
         mu->group_n = 0;
         wait_alone(l, k);
@@ -666,10 +701,17 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
          * script's own grant (the script rewrites its own keys), as the
          * mutex asks again with its token: new tokens would find them
          * busy and wait for them up to a lease. A try-once ends, and
-         * releases them (now, and after their late copies). */
-        if (l->wait_once) {
+         * releases them (now, and after their late copies). On Redlock
+         * the servers that granted it are given back (a quorum's tokens
+         * are never asked again: the give-back of the next would meet
+         * them), and a new script with new tokens goes while the wait
+         * has time. */
+        if (l->wait_once || partial(l)) {
             release_group(l);
-            finish_acquire(l, LEASH_ECONN);
+            if (l->wait_once)
+                finish_acquire(l, LEASH_ECONN);
+            else
+                walk(l);
             return;
         }
         mu->group_again = 1;

@@ -23,6 +23,12 @@
  *            dialect.h), and reported busy, with the time after which a
  *            majority could be free, or a short random pause when nobody
  *            can hold a majority (a split vote); late or failed otherwise.
+ *            A multi-lock's one script (dialect/multi.c: several locks,
+ *            all or none on each server, one fence per server for all of
+ *            them) is granted as one lock is: by M servers that each
+ *            granted every lock; the raise raises every lock's floor; a
+ *            busy answer names a lock one server found busy; the
+ *            give-back is the owner's (prim/multi.c: every lock's token).
  *   release  released by M (or M holds left), or by some where the others
  *            of M said "not ours" (they never had it: a dropped grant
  *            copy); not ours for M; else the failure.
@@ -179,7 +185,9 @@ typedef struct qreq {
     quorum *qu;
     const leash__opdef *op;
     const char *what;
-    const leash__names *names; /* grant: for the raise, or the release after a failure */
+    const leash__names *names;  /* grant: for the raise, or the release after a failure */
+    const leash__names **group; /* a multi-lock's grant: every lock it takes, for the raise */
+    size_t ngroup;
     char token[LEASH__TOKEN_LEN + 1];
     leash__done_fn *done;
     void *arg;
@@ -311,6 +319,7 @@ static int decide_grant(qreq *q, leash__answer *out) {
     unsigned s, granted = 0, unreplicated = 0, busy = 0, late = 0, gone = 0, answered = 0;
     int64_t pttls[64], sent = 0;
     const leash__answer *first = NULL;
+    uint64_t busy_at = 0;
 
     q->granted = 0;
     q->fence = 0;
@@ -337,6 +346,8 @@ static int decide_grant(qreq *q, leash__answer *out) {
             break;
         case LEASH__ANS_BUSY:
             pttls[busy++] = a->n < 0 ? INT64_MAX : a->n;
+            if (busy_at == 0)
+                busy_at = a->fence;
             break;
         case LEASH__ANS_LATE:
             late++;
@@ -367,6 +378,9 @@ static int decide_grant(qreq *q, leash__answer *out) {
         out->replicas_short = 1;
     } else if (busy > 0) {
         out->kind = LEASH__ANS_BUSY;
+        /* A multi-lock's one script: which of its locks a server found
+         * busy (the first server's that said; dialect/multi.h). */
+        out->fence = busy_at;
         out->n = busy_wait(q, busy, q->qu->n - granted - unreplicated - busy - late - gone, pttls,
                            &out->split);
         /* Some servers granted this attempt, others another's: a race
@@ -598,6 +612,7 @@ static void req_free(qreq *q) {
     leash__copies_fini(&q->copies);
     if (q->again != NULL)
         leash__cmd_free(q->again);
+    free(q->group);
     free(q->got);
     free(q->answered);
     free(q);
@@ -692,8 +707,12 @@ static int start_raise(qreq *q) {
     leash__cmd *cmd;
     unsigned s;
 
-    cmd = q->qu->base.dialect->raise_cmd(q->names, q->fence, leash__floor_ttl_ms(q->lease_ms),
-                                         q->deadline);
+    if (q->ngroup > 0)
+        cmd = leash__raise_many_cmd((const leash__names *const *)q->group, q->ngroup, q->fence,
+                                    leash__floor_ttl_ms(q->lease_ms), q->deadline);
+    else
+        cmd = q->qu->base.dialect->raise_cmd(q->names, q->fence, leash__floor_ttl_ms(q->lease_ms),
+                                             q->deadline);
     if (cmd != NULL)
         bound_grant(cmd, q->qu->base.cfg->conn->command_timeout_ms, q->lease_ms);
     if (cmd == NULL)
@@ -865,12 +884,17 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
         q->got = calloc(qu->n * snd->nanswers, sizeof(*q->got));
         q->answered = calloc(qu->n, 1);
         leash__timer_init(&q->grace, qu->base.env, grace_over, q);
+        if (snd->ngroup > 0 && (q->group = malloc(snd->ngroup * sizeof(*q->group))) != NULL) {
+            memcpy(q->group, snd->group, snd->ngroup * sizeof(*q->group));
+            q->ngroup = snd->ngroup;
+        }
         if (snd->op->cls == LEASH__OP_RENEW) {
             q->spreads = snd->again != NULL;
             q->again = snd->again != NULL ? snd->again : leash__cmd_clone(snd->cmd);
         }
     }
     if (q == NULL || copies != LEASH_OK || q->got == NULL || q->answered == NULL ||
+        (snd->ngroup > 0 && q->group == NULL) ||
         (snd->op->cls == LEASH__OP_RENEW && q->again == NULL)) {
         if (q != NULL)
             req_free(q);

@@ -69,6 +69,13 @@ typedef struct leash__send {
     const leash__names *names;
     const char *token;
     int64_t lease_ms;
+    /* A multi-lock's one script (dialect/multi.h), which takes the locks
+     * group[0..ngroup) (names is group[0]) with one fence per server: a
+     * quorum raises the fence floors of them all. Its give-back is the
+     * owner's (token NULL: the names and tokens are several). NULL/0 for
+     * one lock. Alive until done. */
+    const leash__names *const *group;
+    size_t ngroup;
     /* A renewal that spreads (Redlock: dialect.h, leash__renew_item): the
      * same renewal without spreading, which the route resends to servers
      * that failed the first; the route owns it. NULL elsewhere (a quorum
