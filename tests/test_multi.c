@@ -810,6 +810,26 @@ TEST(bad_arguments_are_refused) {
     fx_world_down(&w);
 }
 
+/* The handshake loads the multi-lock's scripts (one server's and
+ * Redlock's) with the mutex's: a multi-lock's first acquire on a new
+ * connection (after a restart or a SCRIPT FLUSH) takes no NOSCRIPT round
+ * trip, which on Redlock comes out of the grant's validity. */
+TEST(a_first_multi_acquire_takes_no_noscript_round_trip) {
+    fx_world w;
+    leash_lock *m;
+    leash_stats st;
+
+    fx_world_up(&w, 5000, 0);
+    m = leash_multi_lock_new(w.c, tagged, 3);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_OK);
+    leash_client_stats(w.c, &st);
+    CHECK_MSG(st.noscript_reloads == 0, "%llu NOSCRIPT answers for the first multi acquire",
+              (unsigned long long)st.noscript_reloads);
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    leash_lock_free(m);
+    fx_world_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(all_or_nothing_in_one_slot),
@@ -846,6 +866,7 @@ int main(int argc, char **argv) {
         TEST_CASE(free_while_waiting_cancels_inside_and_gives_back),
         TEST_CASE(the_client_free_and_close_end_a_multi_lock),
         TEST_CASE(bad_arguments_are_refused),
+        TEST_CASE(a_first_multi_acquire_takes_no_noscript_round_trip),
         {0},
     };
     return fx_main(argc, argv, cases);

@@ -303,6 +303,8 @@ enum leash__leash_script_id {
     LEASH__LEASH_SCRIPT_RAISE,
     LEASH__LEASH_SCRIPT_FAMILY_ACQUIRE,
     LEASH__LEASH_SCRIPT_FAMILY_RELEASE,
+    LEASH__LEASH_SCRIPT_MULTI_ACQUIRE,
+    LEASH__LEASH_SCRIPT_MULTI_ACQUIRE_FENCED,
     LEASH__LEASH_SCRIPT_COUNT
 };
 /* Redisson's dialect's scripts by id (dialect/redisson.c), likewise. */

@@ -11,6 +11,7 @@
 #include "base/slot.h"
 #include "base/token.h"
 #include "dialect/family.h"
+#include "dialect/multi.h"
 #include "wire/resp.h"
 
 /* LEASH_RESERVE_MS and LEASH_RESERVE_QUEUE as the scripts write them. */
@@ -407,7 +408,9 @@ static const leash__script *const scripts[LEASH__LEASH_SCRIPT_COUNT] = {
     [LEASH__LEASH_SCRIPT_FORCE] = &force_script,
     [LEASH__LEASH_SCRIPT_RAISE] = &leash__raise_script,
     [LEASH__LEASH_SCRIPT_FAMILY_ACQUIRE] = &leash__family_acquire_script,
-    [LEASH__LEASH_SCRIPT_FAMILY_RELEASE] = &leash__family_release_script};
+    [LEASH__LEASH_SCRIPT_FAMILY_RELEASE] = &leash__family_release_script,
+    [LEASH__LEASH_SCRIPT_MULTI_ACQUIRE] = &leash__multi_acquire_script,
+    [LEASH__LEASH_SCRIPT_MULTI_ACQUIRE_FENCED] = &leash__multi_acquire_fenced_script};
 
 /* The SHA1s of leash's own scripts (leash__dialects_init). */
 void leash__leash_scripts_init(void) {

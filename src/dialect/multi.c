@@ -120,11 +120,11 @@ static const char multi_acquire_fenced_lua[] =
     "end\n"
     "return {1, tonumber(f), 1, now}\n";
 
-static leash__script multi_acquire_script, multi_acquire_fenced_script;
+leash__script leash__multi_acquire_script, leash__multi_acquire_fenced_script;
 
 void leash__multi_scripts_init(void) {
-    leash__script_init(&multi_acquire_script, multi_acquire_lua);
-    leash__script_init(&multi_acquire_fenced_script, multi_acquire_fenced_lua);
+    leash__script_init(&leash__multi_acquire_script, multi_acquire_lua);
+    leash__script_init(&leash__multi_acquire_fenced_script, multi_acquire_fenced_lua);
 }
 
 /* The Redlock form: each key followed by its fence floor, and the floors'
@@ -163,7 +163,7 @@ static leash__cmd *fenced_cmd(const leash__names *const *names, const char *cons
     lens[a++] = LEASH__PROPOSAL_DIGITS;
     argv[a] = leash__stamp_zeros;
     lens[a++] = LEASH__STAMP_DIGITS;
-    cmd = leash__script_cmd(&multi_acquire_fenced_script, (int)(2 * n), a, argv, lens,
+    cmd = leash__script_cmd(&leash__multi_acquire_fenced_script, (int)(2 * n), a, argv, lens,
                             LEASH__CMD_RETRY, deadline);
     free(floors);
     if (cmd != NULL)
@@ -198,8 +198,8 @@ leash__cmd *leash__multi_acquire_cmd(const leash__names *const *names, const cha
     lens[a++] = leash__resp_int(lease, lease_ms);
     argv[a] = leash__stamp_zeros;
     lens[a++] = LEASH__STAMP_DIGITS;
-    cmd =
-        leash__script_cmd(&multi_acquire_script, (int)n, a, argv, lens, LEASH__CMD_RETRY, deadline);
+    cmd = leash__script_cmd(&leash__multi_acquire_script, (int)n, a, argv, lens, LEASH__CMD_RETRY,
+                            deadline);
     if (cmd != NULL)
         leash__cmd_stamp(cmd, LEASH__STAMP_NOT_AFTER, validity_ms);
     return cmd;

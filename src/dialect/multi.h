@@ -14,8 +14,14 @@
 /* The most members one such script takes (prim/multi.c's LEASH_MULTI_MAX). */
 #define LEASH__MULTI_SCRIPT_MAX 64
 
-/* Makes the script's SHA1 (leash__dialects_init). */
+/* Makes the scripts' SHA1s (leash__dialects_init). */
 void leash__multi_scripts_init(void);
+
+/* The scripts, one server's and Redlock's: in dialect/leash.c's list, so
+ * that the handshake loads them (a multi-lock's first acquire after a
+ * restart or SCRIPT FLUSH then costs no NOSCRIPT round trip, which on
+ * Redlock would come out of the grant's validity). */
+extern leash__script leash__multi_acquire_script, leash__multi_acquire_fenced_script;
 
 /* The command that takes the locks names[0..n) (one server's; one slot
  * in a cluster; 2..

@@ -84,29 +84,35 @@
  *            the callback gets it -> IDLE
  *   cancel   member `cur` is cancelled -> CANCELLING; the one script on
  *            the wire instead: what it may write is released now (and
- *            after its late copies), the callback comes from the loop
- *            (the timer at once: ended) -> CANCELLING
+ *            after its late copies; on Redlock always, what servers
+ *            that answered already granted too), the callback comes from
+ *            the loop (the timer at once: ended) -> CANCELLING
  *   ended    the cancel of the one script: callback LEASH_ECANCELED -> IDLE
  *   group    the one script of a slot's members (one server, a cluster,
  *            Sentinel, Redlock's quorum; leash's layout; no WAIT)
  *            answered. Granted: every member of it holds (holding.c's
- *            adopt), the walk goes on. Busy at a member: as a member's
- *            busy answer (this copy wrote nothing; when it was resent, or
- *            on Redlock, what it may have written is released). Late: the
- *            same script (same tokens) asks again, and takes as its own
- *            what an earlier copy wrote (try-once: that is released,
- *            LEASH_ECONN); on Redlock what it wrote is released and a
- *            new script goes with new tokens. An error: what it may have
- *            written is released, the callback gets the error -> IDLE
- *            (Redlock, LEASH_ECONN while the acquire may wait: too few
- *            servers answered; the first member waits alone, as busy)
+ *            adopt), the walk goes on; granted after its lease: released,
+ *            and a wait with time left walks again (new tokens), else
+ *            LEASH_ECONN. Busy at a member: as a member's busy answer
+ *            (this copy wrote nothing; when it was resent, what it may
+ *            have written is released; on Redlock the quorum gave back
+ *            each member's token on the servers that granted or did not
+ *            answer, route/quorum.c). Late: the same script (same
+ *            tokens) asks again, and takes as its own what an earlier
+ *            copy wrote (try-once: that is released, LEASH_ECONN); on
+ *            Redlock what it wrote is released and a new script goes
+ *            with new tokens. An error: what it may have written is
+ *            released, the callback gets the error -> IDLE (Redlock,
+ *            LEASH_ECONN while the acquire may wait: too few servers
+ *            answered; the first member waits alone, as busy)
  *   undo     as cancel (in CANCELLING: as it goes); the release's
  *            callback follows the acquire's, LEASH_ENOTHELD (the whole was
  *            never held; what was taken is given back); a second one while
  *            it is owed: ESTATE
  *   tout     the one deadline of the whole passed (the wait's; a
  *            try-once's is command_timeout_ms): everything taken is given
- *            back (the member on the wire too: a late grant is released),
+ *            back (the member on the wire too: a late grant is released;
+ *            the one script on the wire as at a cancel),
  *            callback LEASH_ETIMEDOUT (try-once: LEASH_ECONN) -> IDLE. So a
  *            multi-lock ends by its deadline however many members it has
  *   undo     everything taken (this grant too) is given back, callback
@@ -120,8 +126,8 @@
  *            once with the member's reason -> IDLE
  *   rel      one member's release answered; the last one calls back
  *   owe      the members end as any handle at a close (leash_client_close
- *            releases their holds); the acquire's callback is owed until
- *            the free -> IDLE
+ *            releases their holds; the one script on the wire: as at a
+ *            cancel); the acquire's callback is owed until the free -> IDLE
  *   drop     the members' holds are released by the close -> IDLE
  *   free     every member is freed (holds and late grants released in the
  *            background, not for leash_lock_abandon); the acquire's and
@@ -256,8 +262,10 @@ static leash_lock *member(leash_lock *l, int i) {
 
     if (m->l == NULL) {
         m->l = leash__lock_make(l->core, &leash__mutex, m->name);
-        if (m->l != NULL)
+        if (m->l != NULL) {
+            m->l->quiet_refusals = 1;
             leash_on_lost(m->l, on_member_lost, l);
+        }
     }
     return m->l;
 }
@@ -443,10 +451,12 @@ static int one_script(const leash_lock *l) {
     return core->dialect == &leash__dialect_leash && core->cfg->route->wait_replicas == 0;
 }
 
-/* Whether an answer of the one script that is no grant may still leave
- * keys it wrote: on Redlock the servers answer apart, and those that
- * granted it did so whatever the others said (route/quorum.c leaves
- * their give-back to us: the tokens are several). */
+/* Whether the servers answer the one script apart (Redlock): those that
+ * granted it did so whatever the others said. A busy decision is given
+ * back by the quorum (route/quorum.c: every member's token, where a
+ * server granted or did not answer, as a mutex's attempt is); one the
+ * owner ends itself (a cancel, a deadline, a late grant) or that may
+ * leave late copies (late, no answer) by the owner, now and after them. */
 static int partial(const leash_lock *l) {
     return l->core->route->fenced;
 }
@@ -476,13 +486,16 @@ static void release_group(leash_lock *l) {
 
 /* Stops waiting for the script on the wire (the acquire ended without
  * it); what it, or one before it with its tokens, may have written is
- * released. */
+ * released. On Redlock always: servers that granted it while the quorum
+ * was still open keep their keys for a lease, and nobody else gives them
+ * back (the quorum has no token for them); the tokens are this script's
+ * own, so the release takes nothing of anyone's. */
 static void drop_group(leash_lock *l) {
     leash__multi *mu = l->multi;
 
     if (mu->group == NULL)
         return;
-    if (leash__req_cancel(mu->group) || mu->group_again)
+    if (leash__req_cancel(mu->group) || mu->group_again || partial(l))
         release_group(l);
     mu->group = NULL;
     mu->group_n = 0;
@@ -529,6 +542,7 @@ static int send_group(leash_lock *l, int n) {
     s.nanswers = 1;
     s.names = names[0];
     s.group = names;
+    s.group_tokens = tokens;
     s.ngroup = (size_t)n;
     s.lease_ms = l->lease_ms;
     s.what = l->log_name;
@@ -641,9 +655,11 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
     int k, busy, first = mu->group_n > 0 ? mu->group_idx[0] : -1;
 
     if (l->state == S_CANCELLING || a->status != LEASH_OK) {
-        /* An error: it may have run all the same. */
-        if (a->status != LEASH_OK || a->kind == LEASH__ANS_GRANTED || another_copy(l, a) ||
-            partial(l))
+        /* An error: it may have run all the same, or still run (a copy
+         * without an answer in a frozen server's socket): released now
+         * and after its late copies, as a mutex's attempt is. */
+        if (a->status != LEASH_OK || a->kind == LEASH__ANS_GRANTED ||
+            (!partial(l) && another_copy(l, a)))
             release_group(l);
         if (a->status == LEASH_ECONN && partial(l) && l->state == S_TAKING && !l->wait_once &&
             first >= 0) {
@@ -665,7 +681,13 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
                        "acquire multi-lock %s: granted after its lease ran out; releasing it",
                        l->log_name);
             release_group(l);
-            finish_acquire(l, LEASH_ECONN);
+            /* Nothing left to trust; a wait with time left tries again,
+             * new tokens (a mutex's grant does the same: servers that
+             * were slow may be quick again). */
+            if (!l->wait_once && (l->wait_deadline == 0 || wait_left(l) > 0))
+                walk(l);
+            else
+                finish_acquire(l, LEASH_ECONN);
             return;
         }
         for (k = 0; k < mu->group_n; k++)
@@ -687,9 +709,9 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
          * (and found its own keys a resend would not be busy, so someone
          * took one after; or it still runs later): released, now and
          * after its late copies. The next script has new tokens. On
-         * Redlock the servers that granted it keep their keys until
-         * given back: the quorum was busy, not every server. */
-        if (another_copy(l, a) || partial(l))
+         * Redlock the quorum gave back what servers that granted it (or
+         * did not answer) may keep: it was busy, not every server. */
+        if (!partial(l) && another_copy(l, a))
             release_group(l);
         mu->group_n = 0;
         wait_alone(l, k);
@@ -702,12 +724,13 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
          * mutex asks again with its token: new tokens would find them
          * busy and wait for them up to a lease. A try-once ends, and
          * releases them (now, and after their late copies). On Redlock
-         * the servers that granted it are given back (a quorum's tokens
-         * are never asked again: the give-back of the next would meet
-         * them), and a new script with new tokens goes while the wait
-         * has time. */
+         * they are released too (late copies are what a late answer
+         * hints at; a quorum's tokens are never asked again: the
+         * give-back of the next would meet them), and a new script with
+         * new tokens goes while the wait has time. */
         if (l->wait_once || partial(l)) {
             release_group(l);
+            mu->group_n = 0;
             if (l->wait_once)
                 finish_acquire(l, LEASH_ECONN);
             else
