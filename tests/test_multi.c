@@ -382,6 +382,85 @@ TEST(a_cycle_of_members_of_several_slots_on_one_server_takes_them_in_one_script)
 #endif
 #endif
 
+#ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+/* Calls of every server, from INFO commandstats: those of a lock's
+ * scripts (test_redis_lock_calls), or of one command. */
+static long long redlock_calls(fx_world *w, const char *cmd) {
+    long long n = 0;
+    int i;
+
+    for (i = 0; i < FX_REDLOCK_N; i++)
+        n += cmd == NULL ? test_redis_lock_calls(&w->servers[i])
+                         : test_redis_calls(&w->servers[i], cmd);
+    return n;
+}
+
+/* What docs/multi.md says a Redlock cycle of 3 members costs: one script
+ * per server takes the three, all or none on that server, and the quorum
+ * decides the whole in one round trip (a member at a time, it took three
+ * round trips and a script per member per server). Per server: the
+ * script (TIME, one EXISTS, a GET of each fence floor, a SET of each key
+ * and each floor) and each member released as a mutex (3 calls). Each
+ * member's fence is still a Redlock mutex's: above its floor, which the
+ * grant raised to it on every server. */
+TEST(a_redlock_cycle_takes_every_member_in_one_script_per_server) {
+    enum {
+        CYCLES = 20
+    };
+    fx_world w;
+    leash_lock *m, *single;
+    long long calls, scripts;
+    uint64_t fence;
+    int64_t t0, took;
+    int i;
+
+    fx_world_up(&w, 10000, 0);
+    m = leash_multi_lock_new(w.c, spread, 3);
+    single = leash_lock_new(w.c, spread[2]);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_OK); /* scripts loaded */
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    fx_run_for(w.loop, 200); /* the slower servers' copies */
+    for (i = 0; i < FX_REDLOCK_N; i++)
+        freeReplyObject(test_redis_cmd(&w.servers[i], "CONFIG RESETSTAT"));
+    t0 = test_now_ms();
+    for (i = 0; i < CYCLES; i++) {
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_OK);
+        CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    }
+    took = test_now_ms() - t0;
+    fx_run_for(w.loop, 200);
+    calls = redlock_calls(&w, NULL);
+    scripts = redlock_calls(&w, "evalsha");
+    fprintf(stderr,
+            "redlock, 3 members: %.1f Redis calls and %.1f scripts per cycle (%d servers), "
+            "%.2f ms per cycle\n",
+            (double)calls / CYCLES, (double)scripts / CYCLES, FX_REDLOCK_N, (double)took / CYCLES);
+    CHECK_MSG(scripts == (1 + 3) * FX_REDLOCK_N * CYCLES,
+              "%lld scripts for %d cycles of 3 members, wanted %d each", scripts, CYCLES,
+              (1 + 3) * FX_REDLOCK_N);
+    /* A subscription of the loop may add a call. */
+    CHECK_MSG(calls >= (1 + 1 + 1 + 3 * 3 + 3 * 3) * FX_REDLOCK_N * CYCLES &&
+                  calls <= (1 + 1 + 1 + 3 * 3 + 3 * 3) * FX_REDLOCK_N * CYCLES + 5,
+              "%lld Redis calls for %d cycles of 3 members, wanted %d each", calls, CYCLES,
+              (1 + 1 + 1 + 3 * 3 + 3 * 3) * FX_REDLOCK_N);
+    /* A mutex of a member's name gets a fence above the member's. */
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_OK);
+    fence = leash_multi_fence(m, 2);
+    CHECK(fence > 0);
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, single, 0, 5000), LEASH_OK);
+    CHECK_MSG(leash_fence(single) > fence, "the mutex's fence %llu after the member's %llu",
+              (unsigned long long)leash_fence(single), (unsigned long long)fence);
+    fence = leash_fence(single);
+    CHECK_EQ_INT(fx_release_sync(w.loop, single, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_OK);
+    CHECK(leash_multi_fence(m, 2) > fence);
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    CHECK_EQ_INT(fx_dbsize(&w), 0);
+    fx_world_down(&w);
+}
+#endif
+
 #ifndef LEASH_TEST_TOPOLOGY_REDLOCK
 /* Members of one slot renew together: one script for the three. */
 TEST(members_of_one_slot_renew_in_one_script) {
@@ -731,6 +810,26 @@ TEST(bad_arguments_are_refused) {
     fx_world_down(&w);
 }
 
+/* The handshake loads the multi-lock's scripts (one server's and
+ * Redlock's) with the mutex's: a multi-lock's first acquire on a new
+ * connection (after a restart or a SCRIPT FLUSH) takes no NOSCRIPT round
+ * trip, which on Redlock comes out of the grant's validity. */
+TEST(a_first_multi_acquire_takes_no_noscript_round_trip) {
+    fx_world w;
+    leash_lock *m;
+    leash_stats st;
+
+    fx_world_up(&w, 5000, 0);
+    m = leash_multi_lock_new(w.c, tagged, 3);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_OK);
+    leash_client_stats(w.c, &st);
+    CHECK_MSG(st.noscript_reloads == 0, "%llu NOSCRIPT answers for the first multi acquire",
+              (unsigned long long)st.noscript_reloads);
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    leash_lock_free(m);
+    fx_world_down(&w);
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(all_or_nothing_in_one_slot),
@@ -752,6 +851,9 @@ int main(int argc, char **argv) {
 #ifndef LEASH_TEST_TOPOLOGY_REDLOCK
         TEST_CASE(members_of_one_slot_renew_in_one_script),
 #endif
+#ifdef LEASH_TEST_TOPOLOGY_REDLOCK
+        TEST_CASE(a_redlock_cycle_takes_every_member_in_one_script_per_server),
+#endif
         TEST_CASE(each_member_has_a_fence_that_grows_in_one_slot),
         TEST_CASE(each_member_has_a_fence_that_grows_spread),
 #ifdef LEASH_TEST_ONE_SERVER
@@ -764,6 +866,7 @@ int main(int argc, char **argv) {
         TEST_CASE(free_while_waiting_cancels_inside_and_gives_back),
         TEST_CASE(the_client_free_and_close_end_a_multi_lock),
         TEST_CASE(bad_arguments_are_refused),
+        TEST_CASE(a_first_multi_acquire_takes_no_noscript_round_trip),
         {0},
     };
     return fx_main(argc, argv, cases);

@@ -277,6 +277,306 @@ TEST(fences_that_differ_are_raised_before_the_grant_counts) {
     rw_down(&w);
 }
 
+/* A Redlock multi-lock takes its members in one script per server, all
+ * or none there, with one fence per server (dialect/multi.c). Floors of
+ * one member that differ above the proposal on four servers: no three
+ * return one fence, so the whole's fence is the largest, and the floors
+ * of every member on the granting servers below it are raised before the
+ * grant counts. Each member's fence is then the floor of a majority, and
+ * a mutex of any member's name gets a larger one. */
+TEST(a_multi_lock_whose_fences_differ_raises_every_members_floor) {
+    static const char *const names[] = {"ma", "mb", "mc"};
+    static const char *const keys[] = {"leash:ma", "leash:mb", "leash:mc"};
+    rworld w;
+    leash_client *c;
+    leash_lock *m, *l;
+    redisReply *t;
+    uint64_t x, f[3];
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 30000);
+    m = leash_multi_lock_new(c, names, 3);
+    CHECK(m != NULL);
+    t = test_redis_cmd(&w.s[0], "TIME");
+    CHECK(t != NULL && t->type == REDIS_REPLY_ARRAY && t->elements == 2);
+    x = strtoull(t->element[0]->str, NULL, 10) * 1000000 + 3600ull * 1000000;
+    freeReplyObject(t);
+    for (i = 0; i < N - 1; i++)
+        set_floor(&w, i, "leash:mb", x + 10 * (uint64_t)i);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 3000), LEASH_OK);
+    for (i = 0; i < 3; i++) {
+        f[i] = leash_multi_fence(m, i);
+        CHECK_MSG(f[i] > x, "member %d: fence %llu, floors from %llu", i, (unsigned long long)f[i],
+                  (unsigned long long)x);
+        CHECK_MSG(floors_at_least(&w, keys[i], f[i]) > N / 2,
+                  "member %d: fence %llu is the floor of %d servers", i, (unsigned long long)f[i],
+                  floors_at_least(&w, keys[i], f[i]));
+    }
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 3000), LEASH_OK);
+    for (i = 0; i < 3; i++) {
+        l = leash_lock_new(c, names[i]);
+        CHECK_EQ_INT(fx_acquire_sync(w.loop, l, 0, 3000), LEASH_OK);
+        CHECK_MSG(leash_fence(l) > f[i], "%s: the mutex's fence %llu after the member's %llu",
+                  names[i], (unsigned long long)leash_fence(l), (unsigned long long)f[i]);
+        CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+        leash_lock_free(l);
+    }
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* Writes a hold of another client for `key` on server i. */
+static void foreign_hold(rworld *w, int i, const char *key) {
+    redisReply *r = test_redis_cmd(&w->s[i], "SET %s %s PX 20000", key,
+                                   "0123456789abcdef0123456789abcdef:0:1:1");
+
+    CHECK(r != NULL && r->type == REDIS_REPLY_STATUS);
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
+/* One member held by another client on three of the five servers: no
+ * majority granted every member, so the multi-lock is busy, and the two
+ * servers that granted all three (all or none there) are given back by
+ * token: nothing of it stays anywhere. On two of the five only: a
+ * majority granted all three, the multi-lock holds, and the two busy
+ * servers got nothing written by it. */
+TEST(a_multi_lock_busy_on_a_majority_leaves_nothing_and_on_a_minority_holds) {
+    static const char *const names[] = {"na", "nb", "nc"};
+    static const char *const keys[] = {"leash:na", "leash:nb", "leash:nc"};
+    rworld w;
+    leash_client *c;
+    leash_lock *m;
+    int i, k, left;
+    int64_t end;
+
+    rw_up(&w);
+    c = rw_client(&w, 30000);
+    m = leash_multi_lock_new(c, names, 3);
+    CHECK(m != NULL);
+    for (i = 0; i < 3; i++)
+        foreign_hold(&w, i, "leash:nb");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 3000), LEASH_EBUSY);
+    CHECK(!leash_held(m));
+    end = test_now_ms() + 2000;
+    do {
+        fx_run_for(w.loop, 10);
+        left = holding_servers(&w, "leash:na") + holding_servers(&w, "leash:nc") +
+               holding_servers(&w, "leash:nb") - 3;
+    } while (left > 0 && test_now_ms() < end);
+    CHECK_MSG(left == 0, "%d keys of the busy multi-lock are left", left);
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_int(&w.s[i], "EXISTS leash:nb"), 1); /* the other's, kept */
+
+    test_redis_int(&w.s[2], "DEL leash:nb");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 3000), LEASH_OK);
+    for (k = 0; k < 3; k++) {
+        CHECK_MSG(holding_servers(&w, keys[k]) >= N - 2, "%s on %d servers", keys[k],
+                  holding_servers(&w, keys[k]));
+        for (i = 0; i < 2; i++)
+            if (k != 1)
+                CHECK_MSG(test_redis_int(&w.s[i], "EXISTS %s", keys[k]) == 0,
+                          "%s written on busy server %d", keys[k], i);
+    }
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 3000), LEASH_OK);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* A server that answered busy wrote nothing: an all-busy multi-lock's
+ * give-back goes only to the servers whose answers the decision did not
+ * wait for (N - M = 2 here, one give-back per member), not each member's
+ * release on all N servers, now and after the late copies (30 scripts
+ * here for the 5 of the attempt). */
+TEST(a_multi_lock_busy_everywhere_sends_no_give_back) {
+    static const char *const names[] = {"na", "nb", "nc"};
+    rworld w;
+    leash_client *c;
+    leash_lock *m;
+    long long before, sent;
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 30000);
+    m = leash_multi_lock_new(c, names, 3);
+    CHECK(m != NULL);
+    for (i = 0; i < N; i++)
+        foreign_hold(&w, i, "leash:nb");
+    before = scripts_everywhere(&w);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 3000), LEASH_EBUSY);
+    fx_run_for(w.loop, 1500); /* past the give-back after the late copies */
+    sent = scripts_everywhere(&w) - before;
+    CHECK_MSG(sent <= N + 3 * (N - (N / 2 + 1)), "%lld scripts for a busy attempt, wanted %d", sent,
+              N + 3 * (N - (N / 2 + 1)));
+    leash_lock_free(m);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* Keys of `keys` on the servers that are up, after up to ms for the
+ * give-backs: CHECKed 0. */
+static void no_keys_within(rworld *w, const char *how, const char *const *keys, int n, int ms) {
+    int64_t end = test_now_ms() + ms;
+    int left, k;
+
+    do {
+        fx_run_for(w->loop, 10);
+        for (left = 0, k = 0; k < n; k++)
+            left += holding_servers(w, keys[k]);
+    } while (left > 0 && test_now_ms() < end);
+    CHECK_MSG(left == 0, "%s: %d keys left on the servers that are up", how, left);
+}
+
+/* The live servers of a quorum that cannot form (3 of 5 down) grant at
+ * once; the attempt's decision waits for the dead ones' copies. */
+static void live_servers_granted(rworld *w, const char *const *keys, int n) {
+    int64_t end = test_now_ms() + 1000;
+    int got, k;
+
+    do {
+        fx_run_for(w->loop, 5);
+        for (got = 0, k = 0; k < n; k++)
+            got += holding_servers(w, keys[k]);
+    } while (got < 2 * n && test_now_ms() < end);
+    CHECK_MSG(got == 2 * n, "%d keys granted by the 2 live servers", got);
+}
+
+static void on_closed(int status, void *arg) {
+    (void)status;
+    *(int *)arg = 1;
+}
+
+/* Three of five servers down: the two live ones grant a multi-lock's one
+ * script at once, and the quorum waits for the dead ones' copies. An
+ * acquire that ends meanwhile (its wait, a cancel, a try-once's
+ * deadline, a free, a client close) gives those grants back: nothing
+ * stays for the lease (20 s). */
+TEST(a_multi_lock_ended_before_its_quorum_decided_leaves_no_keys) {
+    static const char *const names[] = {"qa", "qb"};
+    static const char *const keys[] = {"leash:qa", "leash:qb"};
+    rworld w;
+    leash_client *c;
+    leash_lock *m;
+    fx_result res;
+    int i, closed = 0;
+
+    rw_up(&w);
+    c = rw_client(&w, 20000);
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_kill(&w.s[i]), 0);
+    fx_run_for(w.loop, 50);
+    m = leash_multi_lock_new(c, names, 2);
+    CHECK(m != NULL);
+
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 150, 3000), LEASH_ETIMEDOUT);
+    no_keys_within(&w, "a wait of 150 ms", keys, 2, 1000);
+
+    memset(&res, 0, sizeof(res));
+    CHECK_EQ_INT(leash_acquire(m, 5000, fx_acquire_cb, &res), LEASH_OK);
+    live_servers_granted(&w, keys, 2);
+    CHECK_EQ_INT(leash_cancel(m), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_ECANCELED);
+    no_keys_within(&w, "a cancel", keys, 2, 1000);
+
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 3000), LEASH_ECONN);
+    no_keys_within(&w, "a try-once", keys, 2, 1000);
+
+    memset(&res, 0, sizeof(res));
+    CHECK_EQ_INT(leash_acquire(m, 5000, fx_acquire_cb, &res), LEASH_OK);
+    live_servers_granted(&w, keys, 2);
+    leash_lock_free(m);
+    CHECK_EQ_INT(res.status, LEASH_ECANCELED);
+    no_keys_within(&w, "a free", keys, 2, 1000);
+
+    /* A close: the acquire's callback is owed until the free. */
+    m = leash_multi_lock_new(c, names, 2);
+    CHECK(m != NULL);
+    memset(&res, 0, sizeof(res));
+    CHECK_EQ_INT(leash_acquire(m, 5000, fx_acquire_cb, &res), LEASH_OK);
+    live_servers_granted(&w, keys, 2);
+    CHECK_EQ_INT(leash_client_close(c, on_closed, &closed), LEASH_OK);
+    no_keys_within(&w, "a client close", keys, 2, 1000);
+    if (!closed)
+        leash_client_free(c); /* a close that ended freed it */
+    CHECK_EQ_INT(res.status, LEASH_ECANCELED);
+    rw_down(&w);
+}
+
+/* The same for a mutex: its cancel while the quorum is open gives back
+ * what the live servers granted (the quorum said "written" only for
+ * copies still out, not for those that had answered). */
+TEST(a_mutex_cancelled_before_its_quorum_decided_leaves_no_keys) {
+    static const char *const keys[] = {"leash:qm"};
+    rworld w;
+    leash_client *c;
+    leash_lock *l;
+    fx_result res = {0};
+    int i;
+
+    rw_up(&w);
+    c = rw_client(&w, 20000);
+    for (i = 0; i < 3; i++)
+        CHECK_EQ_INT(test_redis_kill(&w.s[i]), 0);
+    fx_run_for(w.loop, 50);
+    l = leash_lock_new(c, "qm");
+    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &res), LEASH_OK);
+    live_servers_granted(&w, keys, 1);
+    CHECK_EQ_INT(leash_cancel(l), LEASH_OK);
+    fx_run_until(w.loop, &res, 3000);
+    CHECK_EQ_INT(res.status, LEASH_ECANCELED);
+    no_keys_within(&w, "a mutex's cancel", keys, 1, 1000);
+    leash_client_free(c);
+    rw_down(&w);
+}
+
+/* A multi-lock's grant whose majority answered after the lease (three
+ * servers' replies held 500 ms, lease 300 ms) is given back, and a wait
+ * with time left tries again, as a mutex's does: it holds (it ended
+ * LEASH_ECONN). */
+TEST(a_late_multi_grant_of_a_waiting_acquire_tries_again) {
+    static const char *const names[] = {"la", "lb"};
+    rworld w;
+    fault_proxy p[N];
+    leash_options o;
+    leash_client *c;
+    leash_lock *m;
+    fx_result res = {0};
+    int ports[N], i;
+    int64_t t0;
+
+    rw_up(&w);
+    for (i = 0; i < N; i++) {
+        CHECK_EQ_INT(fp_start(&p[i], w.s[i].port), 0);
+        ports[i] = p[i].port;
+    }
+    redlock_options(&w, &o, ports, 300);
+    o.command_timeout_ms = 2000; /* the held replies are no timeout */
+    c = fx_client_opts(w.loop, &o);
+    fx_wait_every_server(w.loop, c, N, 5000);
+    m = leash_multi_lock_new(c, names, 2);
+    CHECK(m != NULL);
+    for (i = 2; i < N; i++)
+        CHECK_EQ_INT(fp_stall(&p[i], FP_ALL, FP_DOWN, 1), 0);
+    t0 = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(m, 5000, fx_acquire_cb, &res), LEASH_OK);
+    fx_run_for(w.loop, 500);
+    CHECK_EQ_INT(res.calls, 0);
+    for (i = 2; i < N; i++)
+        CHECK_EQ_INT(fp_stall(&p[i], FP_ALL, FP_DOWN, 0), 0);
+    fx_run_until(w.loop, &res, 5000);
+    CHECK_EQ_INT(res.calls, 1);
+    CHECK_MSG(res.status == LEASH_OK, "acquire %s after %lld ms", leash_strerror(res.status),
+              (long long)(res.at_ms - t0));
+    CHECK(leash_held(m));
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 3000), LEASH_OK);
+    leash_client_free(c);
+    for (i = 0; i < N; i++)
+        fp_stop(&p[i]);
+    rw_down(&w);
+}
+
 /* The calls a server counted for the lock scripts' work (INFO
  * commandstats: from Redis 7.0 the calls a script makes count too). */
 typedef struct lock_calls {
@@ -2406,6 +2706,12 @@ int main(int argc, char **argv) {
         TEST_CASE(two_clients_exclude_each_other_and_fences_grow),
         TEST_CASE(a_grant_whose_fences_agree_takes_no_raise),
         TEST_CASE(fences_that_differ_are_raised_before_the_grant_counts),
+        TEST_CASE(a_multi_lock_whose_fences_differ_raises_every_members_floor),
+        TEST_CASE(a_multi_lock_busy_on_a_majority_leaves_nothing_and_on_a_minority_holds),
+        TEST_CASE(a_multi_lock_busy_everywhere_sends_no_give_back),
+        TEST_CASE(a_multi_lock_ended_before_its_quorum_decided_leaves_no_keys),
+        TEST_CASE(a_mutex_cancelled_before_its_quorum_decided_leaves_no_keys),
+        TEST_CASE(a_late_multi_grant_of_a_waiting_acquire_tries_again),
         TEST_CASE(an_uncontended_cycle_costs_each_server_eight_calls_and_no_publish),
         TEST_CASE(a_force_release_from_a_new_client_reaches_every_server),
         TEST_CASE(two_servers_killed_keep_the_hold_a_third_loses_it),

@@ -16,6 +16,8 @@
 
 #include "check.h"
 #include "failalloc.h"
+#include "prim/core.h"
+#include "prim/lock.h"
 #include "sim_fixture.h"
 
 static sim *S;
@@ -300,15 +302,14 @@ TEST(a_late_resend_that_ends_the_acquire_releases_an_earlier_copys_grant) {
 /* ---- the multi-lock's one script (prim/multi.c), resent ---- */
 
 /* The multi-lock's one script for names[0..2) of one slot, pending on the
- * newest command connection (an EVALSHA of 2 keys that is none of the
- * mutex's scripts), or NULL. */
+ * newest command connection (an EVALSHA of 2 keys), or NULL. */
 static sim_cmd *multi_script(void) {
     sim_conn *c = sim_cmd_conn(S);
     int i;
 
     for (i = 0; c != NULL && i < sim_conn_pending(c); i++) {
         sim_cmd *cmd = sim_conn_cmd(c, i);
-        if (simfx_script_of(cmd) == LS_NONE && cmd->argc > 6 && strcmp(cmd->argv[2], "2") == 0)
+        if (simfx_script_of(cmd) == LS_MULTI_ACQUIRE && strcmp(cmd->argv[2], "2") == 0)
             return cmd;
     }
     return NULL;
@@ -438,6 +439,74 @@ TEST(a_free_ends_a_multi_release_a_member_refused_with_ecanceled) {
     down();
 }
 
+/* The member handle of multi-lock m for `name`: its members are mutex
+ * handles of the client's own, never shown to the user. */
+static leash_lock *member_of(leash_lock *m, const char *name) {
+    leash__list *it;
+
+    for (it = m->core->locks.next; it != &m->core->locks; it = it->next) {
+        leash_lock *x = LEASH__CONTAINER(it, leash_lock, link);
+        if (x != m && x->multi == NULL && strcmp(x->name, name) == 0)
+            return x;
+    }
+    return NULL;
+}
+
+/* A member whose hold ended just before the multi-lock's release reached
+ * it (its handle holds nothing: the loss the multi-lock had not heard of
+ * yet) refuses its leash_release with LEASH_ESTATE, a refusal of the call,
+ * not an answer about the hold. The user's release gets what a mutex's
+ * release of a hold that is gone gets: LEASH_ENOTHELD, from the loop. */
+/* ERROR lines logged, with the first one's text. */
+static int errors_logged;
+static char first_error[256];
+static void count_errors(int level, const char *msg, void *arg) {
+    (void)arg;
+    if (level == LEASH_LOG_ERROR && errors_logged++ == 0)
+        snprintf(first_error, sizeof(first_error), "%s", msg);
+}
+
+TEST(a_multi_release_a_member_refuses_for_a_hold_gone_answers_enotheld) {
+    static const char *const names[] = {"y"};
+    leash__event e;
+    leash_lost_cb *cb;
+    leash_lock *m, *ml;
+
+    up(3000, 200);
+    /* The member's refusal is the multi-lock's own race, no misuse: no
+     * ERROR line (the log at ERROR only, counted). */
+    leash__client_core(C)->env.log.cb = count_errors;
+    leash__client_core(C)->env.log.arg = NULL;
+    leash__client_core(C)->env.log.level = LEASH_LOG_ERROR;
+    errors_logged = 0;
+    m = leash_multi_lock_new(C, names, 1);
+    CHECK(m != NULL);
+    CHECK_EQ_INT(leash_acquire(m, 0, simfx_on_acquired, &acq), LEASH_OK);
+    sim_run(S);
+    grant();
+    CHECK_EQ_INT(acq.status, LEASH_OK);
+    ml = member_of(m, "y");
+    CHECK(ml != NULL && leash_held(ml));
+    /* The member's hold ends unheard (its deadline, lost callback off). */
+    cb = ml->lost_cb;
+    ml->lost_cb = NULL;
+    memset(&e, 0, sizeof(e));
+    e.type = LEASH__EV_DEADLINE;
+    leash__lock_dispatch(ml, &e);
+    ml->lost_cb = cb;
+    CHECK(!leash_held(ml));
+    CHECK_EQ_INT(leash_release(m, simfx_on_released, &rel), LEASH_OK);
+    CHECK_EQ_INT(rel.calls, 0); /* from the loop */
+    sim_run(S);
+    CHECK_EQ_INT(rel.calls, 1);
+    CHECK_MSG(rel.status == LEASH_ENOTHELD, "the release answered %d (%s), not LEASH_ENOTHELD",
+              rel.status, leash_strerror(rel.status));
+    CHECK(!leash_held(m));
+    CHECK_MSG(errors_logged == 0, "%d ERROR lines, the first: %s", errors_logged, first_error);
+    leash_lock_free(m);
+    down();
+}
+
 int main(int argc, char **argv) {
     static const test_case cases[] = {
         TEST_CASE(a_lost_callback_cannot_acquire_while_an_extra_holds_callback_is_owed),
@@ -454,6 +523,7 @@ int main(int argc, char **argv) {
         TEST_CASE(a_late_resend_of_a_waiting_multi_acquire_asks_again_with_the_same_tokens),
         TEST_CASE(a_busy_resend_of_a_multi_acquire_releases_the_first_copys_keys),
         TEST_CASE(a_free_ends_a_multi_release_a_member_refused_with_ecanceled),
+        TEST_CASE(a_multi_release_a_member_refuses_for_a_hold_gone_answers_enotheld),
         {0},
     };
     return test_main(argc, argv, cases);

@@ -752,11 +752,13 @@ LEASH_EXPORT leash_lock *leash_semaphore_new(leash_client *c, const char *name, 
  * Taking: the members are tried in one global order (cluster hash slot,
  * then name), each try-once; the members of one slot (every name on one
  * server or Sentinel; one hash tag's in a cluster) together in one script,
- * all or none (not with LEASH_TOPOLOGY_REDLOCK or wait_replicas, where
- * each member takes its own attempt). When one is busy and wait_ms allows waiting,
- * every member taken so far is given back and the acquire waits for that
- * member alone, with what is left of wait_ms (one deadline for the whole),
- * then tries the others again. A multi-lock that waits holds nothing, so
+ * all or none (not with wait_replicas, where each member takes its own
+ * attempt). With LEASH_TOPOLOGY_REDLOCK every server gets one such script
+ * for all the members, and one majority decides the whole, each member's
+ * fence a Redlock mutex's (docs/multi.md). When one is busy and wait_ms
+ * allows waiting, every member taken so far is given back and the acquire
+ * waits for that member alone, with what is left of wait_ms (one deadline
+ * for the whole), then tries the others again. A multi-lock that waits holds nothing, so
  * two multi-locks over overlapping names, named in any order, never
  * deadlock, and a busy member keeps none of the others from anyone. A
  * waiting multi-lock can be overtaken on a member it does not wait for
@@ -775,7 +777,9 @@ LEASH_EXPORT leash_lock *leash_semaphore_new(leash_client *c, const char *name, 
  * Not reentrant: leash_acquire on a held multi-lock is LEASH_ESTATE, and
  * so is one while its release has not answered yet. leash_release answers
  * once every member answered: LEASH_OK, or the first error in the global
- * order. leash_force_release is LEASH_ESTATE. leash_fence is 0 and
+ * order (LEASH_ENOTHELD for a member that no longer held when the release
+ * reached it, as a mutex's release of a hold that is gone).
+ * leash_force_release is LEASH_ESTATE. leash_fence is 0 and
  * leash_hold_count 1 while held; leash_renewals is the least over the
  * members; leash_lock_name is names[0]. A member's hold counts in the
  * client's stats as a mutex hold.

@@ -31,12 +31,19 @@
  */
 
 /* The fence floor's raise (Redlock), documented with leash's scripts in
- * dialect/leash.c; Redisson's dialect raises the same floor. */
-static const char raise_lua[] = "local cur = tonumber(redis.call('get', KEYS[1]) or 0) or 0\n"
-                                "if cur < tonumber(ARGV[1]) then\n"
-                                "  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-                                "else\n"
-                                "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+ * dialect/leash.c; Redisson's dialect raises the same floor. Every floor
+ * of KEYS (a multi-lock's members: dialect/multi.c) is read before any
+ * is written. */
+static const char raise_lua[] = "local cur = {}\n"
+                                "for i = 1, #KEYS do\n"
+                                "  cur[i] = tonumber(redis.call('get', KEYS[i]) or 0) or 0\n"
+                                "end\n"
+                                "for i = 1, #KEYS do\n"
+                                "  if cur[i] < tonumber(ARGV[1]) then\n"
+                                "    redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])\n"
+                                "  else\n"
+                                "    redis.call('pexpire', KEYS[i], ARGV[2])\n"
+                                "  end\n"
                                 "end\n"
                                 "return 1\n";
 
@@ -282,18 +289,35 @@ leash__cmd *leash__hold_force_cmd(const leash__script *s, const leash__names *n,
 
 leash__cmd *leash__raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_ms,
                              int64_t deadline) {
-    const char *argv[3 + 3];
-    size_t lens[3 + 3];
-    char floor[LEASH__FLOOR_MAX], f[21], ttl[21];
+    return leash__raise_many_cmd(&n, 1, fence, ttl_ms, deadline);
+}
 
-    argv[3] = floor;
-    lens[3] = leash__floor_name(n, floor);
-    argv[4] = f;
-    lens[4] = leash__resp_int(f, (long long)fence);
-    argv[5] = ttl;
-    lens[5] = leash__resp_int(ttl, ttl_ms);
+leash__cmd *leash__raise_many_cmd(const leash__names *const *n, size_t count, uint64_t fence,
+                                  int64_t ttl_ms, int64_t deadline) {
+    enum {
+        ARGC = 3 + LEASH__RAISE_MAX + 2
+    };
+    const char *argv[ARGC];
+    size_t lens[ARGC], i;
+    char *floors, f[21], ttl[21];
+    leash__cmd *cmd;
+
+    if (count < 1 || count > LEASH__RAISE_MAX ||
+        (floors = malloc(count * LEASH__FLOOR_MAX)) == NULL)
+        return NULL;
+    for (i = 0; i < count; i++) {
+        argv[3 + i] = floors + i * LEASH__FLOOR_MAX;
+        lens[3 + i] = leash__floor_name(n[i], floors + i * LEASH__FLOOR_MAX);
+    }
+    argv[3 + count] = f;
+    lens[3 + count] = leash__resp_int(f, (long long)fence);
+    argv[4 + count] = ttl;
+    lens[4 + count] = leash__resp_int(ttl, ttl_ms);
     /* Raising twice is raising once. */
-    return leash__script_cmd(&leash__raise_script, 1, 6, argv, lens, LEASH__CMD_RETRY, deadline);
+    cmd = leash__script_cmd(&leash__raise_script, (int)count, (int)(5 + count), argv, lens,
+                            LEASH__CMD_RETRY, deadline);
+    free(floors);
+    return cmd;
 }
 
 /* ---- answers ---- */

@@ -303,6 +303,8 @@ enum leash__leash_script_id {
     LEASH__LEASH_SCRIPT_RAISE,
     LEASH__LEASH_SCRIPT_FAMILY_ACQUIRE,
     LEASH__LEASH_SCRIPT_FAMILY_RELEASE,
+    LEASH__LEASH_SCRIPT_MULTI_ACQUIRE,
+    LEASH__LEASH_SCRIPT_MULTI_ACQUIRE_FENCED,
     LEASH__LEASH_SCRIPT_COUNT
 };
 /* Redisson's dialect's scripts by id (dialect/redisson.c), likewise. */
@@ -362,6 +364,13 @@ extern leash__script leash__raise_script;
 void leash__common_scripts_init(void);
 leash__cmd *leash__raise_cmd(const leash__names *n, uint64_t fence, int64_t ttl_ms,
                              int64_t deadline);
+/* The raise of the floors of locks n[0..count) (1..LEASH__RAISE_MAX) to
+ * at least fence, in one script: a Redlock multi-lock's members, whose
+ * one script granted them one fence (dialect/multi.c). NULL without
+ * memory or out of range. */
+#define LEASH__RAISE_MAX 64
+leash__cmd *leash__raise_many_cmd(const leash__names *const *n, size_t count, uint64_t fence,
+                                  int64_t ttl_ms, int64_t deadline);
 /* The commands of a one-key hold, as both dialects' scripts take them
  * (s: the dialect's script; holder: how it names the holder, the token or
  * Redisson's field):

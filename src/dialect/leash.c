@@ -11,6 +11,7 @@
 #include "base/slot.h"
 #include "base/token.h"
 #include "dialect/family.h"
+#include "dialect/multi.h"
 #include "wire/resp.h"
 
 /* LEASH_RESERVE_MS and LEASH_RESERVE_QUEUE as the scripts write them. */
@@ -160,8 +161,11 @@
  *             a renewed lock marked "w" publishes "renewed:<lease>", so
  *             waiters sleep through a live holder's renewals without
  *             sending anything, and wake on their own only when it stops
- * raise    KEYS: fence floor  ARGV: fence, ttl_ms
+ * raise    KEYS: fence floor [, more floors]  ARGV: fence, ttl_ms
  *          -> 1; the floor is at least fence from now on (its TTL renewed).
+ *          More floors: a Redlock multi-lock's members, which its one
+ *          script granted one fence (dialect/multi.c); every floor is read
+ *          before any is written.
  *          Redlock (route/quorum.c): when fewer than a majority of the
  *          granting servers returned one fence (a floor above the proposal
  *          somewhere), the hold's fence is the largest returned, and the
@@ -404,7 +408,9 @@ static const leash__script *const scripts[LEASH__LEASH_SCRIPT_COUNT] = {
     [LEASH__LEASH_SCRIPT_FORCE] = &force_script,
     [LEASH__LEASH_SCRIPT_RAISE] = &leash__raise_script,
     [LEASH__LEASH_SCRIPT_FAMILY_ACQUIRE] = &leash__family_acquire_script,
-    [LEASH__LEASH_SCRIPT_FAMILY_RELEASE] = &leash__family_release_script};
+    [LEASH__LEASH_SCRIPT_FAMILY_RELEASE] = &leash__family_release_script,
+    [LEASH__LEASH_SCRIPT_MULTI_ACQUIRE] = &leash__multi_acquire_script,
+    [LEASH__LEASH_SCRIPT_MULTI_ACQUIRE_FENCED] = &leash__multi_acquire_fenced_script};
 
 /* The SHA1s of leash's own scripts (leash__dialects_init). */
 void leash__leash_scripts_init(void) {

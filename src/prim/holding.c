@@ -1267,7 +1267,8 @@ static void force_answered(leash_lock *l, const leash__answer *a) {
 /* ---- the dispatcher ---- */
 
 static int refuse(leash_lock *l, const char *call, const char *why) {
-    leash__log(lg(l), LEASH_LOG_ERROR, "%s %s: %s", call, l->log_name, why);
+    leash__log(lg(l), l->quiet_refusals ? LEASH_LOG_DEBUG : LEASH_LOG_ERROR, "%s %s: %s", call,
+               l->log_name, why);
     return LEASH_ESTATE;
 }
 

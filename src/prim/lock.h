@@ -172,6 +172,10 @@ struct leash_lock {
     /* leash_lock_abandon: the free leaves a hold in Redis to run out its
      * lease instead of releasing it. */
     int abandoned;
+    /* A multi-lock's member (prim/multi.c): its calls are the multi-lock's
+     * own, and a refusal is a race they expect (a hold lost unheard), not
+     * a misuse: logged at DEBUG, not as an ERROR. */
+    int quiet_refusals;
 
     /* Settings for the next hold. */
     int64_t lease_ms, renew_ms, max_hold_ms;

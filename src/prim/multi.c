@@ -19,17 +19,23 @@
  * while holding (no deadlock), and a member held by another process keeps
  * none of the others from anyone.
  *
- * One script. Where one server grants (one server, a cluster, Sentinel;
- * not Redlock, whose fences need the mutex's own script) and no WAIT for
- * replicas follows the grants, the members that the walk comes to and
- * that one script may carry (the route says which: every one on one
- * server, those of one slot in a cluster) are tried together instead,
- * in one script that checks every
+ * One script. In leash's layout, where no WAIT for replicas follows the
+ * grants, the members that the walk comes to and that one script may
+ * carry (the route says which: every one on one server or Sentinel, and
+ * on Redlock, where each server gets its copy; those of one slot in a
+ * cluster) are tried together instead, in one script that checks every
  * key before it writes any (dialect/multi.c): all of them or none, in one
- * round trip. Its grant becomes each member's hold as if the member's own
- * attempt had got it (holding.c's adopt event), so from then on each
- * member is renewed, released and lost as a mutex. Busy, it wrote
- * nothing, and the acquire waits for the busy member alone, as above.
+ * round trip. On Redlock the script is the mutex's acquire for several
+ * keys (fence proposal, floors, one fence above every member's floor)
+ * and the quorum decides the whole as it decides a mutex's grant
+ * (route/quorum.c: a majority granted every member within the validity,
+ * the floors raised where the fences differ); where it did not, what the
+ * granting servers wrote is given back by token. Its grant becomes each
+ * member's hold as if the member's own attempt had got it (holding.c's
+ * adopt event), so from then on each member is renewed, released and
+ * lost as a mutex. Busy, it wrote nothing (on Redlock: nothing that is
+ * not given back), and the acquire waits for the busy member alone, as
+ * above.
  *
  * Giving back. A member is given back by freeing its handle (which
  * releases a hold or a grant still on the wire in the background) and
@@ -78,40 +84,50 @@
  *            the callback gets it -> IDLE
  *   cancel   member `cur` is cancelled -> CANCELLING; the one script on
  *            the wire instead: what it may write is released now (and
- *            after its late copies), the callback comes from the loop
- *            (the timer at once: ended) -> CANCELLING
+ *            after its late copies; on Redlock always, what servers
+ *            that answered already granted too), the callback comes from
+ *            the loop (the timer at once: ended) -> CANCELLING
  *   ended    the cancel of the one script: callback LEASH_ECANCELED -> IDLE
  *   group    the one script of a slot's members (one server, a cluster,
- *            Sentinel; leash's layout; no WAIT) answered. Granted: every
- *            member of it holds (holding.c's adopt), the walk goes on.
- *            Busy at a member: as a member's busy answer (this copy wrote
- *            nothing; when it was resent, what an earlier copy may have
- *            written is released). Late: the same script (same tokens)
- *            asks again, and takes as its own what an earlier copy
- *            wrote (try-once: that is released, LEASH_ECONN).
- *            An error: what it may have written is released, the callback
- *            gets the error -> IDLE
+ *            Sentinel, Redlock's quorum; leash's layout; no WAIT)
+ *            answered. Granted: every member of it holds (holding.c's
+ *            adopt), the walk goes on; granted after its lease: released,
+ *            and a wait with time left walks again (new tokens), else
+ *            LEASH_ECONN. Busy at a member: as a member's busy answer
+ *            (this copy wrote nothing; when it was resent, what it may
+ *            have written is released; on Redlock the quorum gave back
+ *            each member's token on the servers that granted or did not
+ *            answer, route/quorum.c). Late: the same script (same
+ *            tokens) asks again, and takes as its own what an earlier
+ *            copy wrote (try-once: that is released, LEASH_ECONN); on
+ *            Redlock what it wrote is released and a new script goes
+ *            with new tokens. An error: what it may have written is
+ *            released, the callback gets the error -> IDLE (Redlock,
+ *            LEASH_ECONN while the acquire may wait: too few servers
+ *            answered; the first member waits alone, as busy)
  *   undo     as cancel (in CANCELLING: as it goes); the release's
  *            callback follows the acquire's, LEASH_ENOTHELD (the whole was
  *            never held; what was taken is given back); a second one while
  *            it is owed: ESTATE
  *   tout     the one deadline of the whole passed (the wait's; a
  *            try-once's is command_timeout_ms): everything taken is given
- *            back (the member on the wire too: a late grant is released),
+ *            back (the member on the wire too: a late grant is released;
+ *            the one script on the wire as at a cancel),
  *            callback LEASH_ETIMEDOUT (try-once: LEASH_ECONN) -> IDLE. So a
  *            multi-lock ends by its deadline however many members it has
  *   undo     everything taken (this grant too) is given back, callback
  *            LEASH_ECANCELED -> IDLE
  *   give     every member's release goes, the watchdogs stop now -> IDLE;
  *            the callback once, when every member answered: LEASH_OK, or
- *            the first member's error in the global order
+ *            the first member's error in the global order (a member that
+ *            refused its release for holding nothing: LEASH_ENOTHELD)
  *   retake   that member is no longer held; the walk takes it again
  *   lost     the other members are given back, the lost callback fires
  *            once with the member's reason -> IDLE
  *   rel      one member's release answered; the last one calls back
  *   owe      the members end as any handle at a close (leash_client_close
- *            releases their holds); the acquire's callback is owed until
- *            the free -> IDLE
+ *            releases their holds; the one script on the wire: as at a
+ *            cancel); the acquire's callback is owed until the free -> IDLE
  *   drop     the members' holds are released by the close -> IDLE
  *   free     every member is freed (holds and late grants released in the
  *            background, not for leash_lock_abandon); the acquire's and
@@ -246,8 +262,10 @@ static leash_lock *member(leash_lock *l, int i) {
 
     if (m->l == NULL) {
         m->l = leash__lock_make(l->core, &leash__mutex, m->name);
-        if (m->l != NULL)
+        if (m->l != NULL) {
+            m->l->quiet_refusals = 1;
             leash_on_lost(m->l, on_member_lost, l);
+        }
     }
     return m->l;
 }
@@ -424,15 +442,23 @@ static void finish_acquire(leash_lock *l, int status) {
 /* ---- one script for the members of one slot ---- */
 
 /* Whether members of one slot may go in one script: leash's own layout
- * (dialect/multi.c writes it), on a route where one server grants (not
- * Redlock's quorum, whose fence floors and proposals are the mutex
- * script's), without WAIT for replicas (which the route pipelines after
- * the mutex's grants). */
+ * (dialect/multi.c writes it; on Redlock its fenced form, with the
+ * mutex's fence floors and proposal), without WAIT for replicas (which
+ * the route pipelines after the mutex's grants). */
 static int one_script(const leash_lock *l) {
     const leash__core *core = l->core;
 
-    return core->dialect == &leash__dialect_leash && !core->route->fenced &&
-           core->cfg->route->wait_replicas == 0;
+    return core->dialect == &leash__dialect_leash && core->cfg->route->wait_replicas == 0;
+}
+
+/* Whether the servers answer the one script apart (Redlock): those that
+ * granted it did so whatever the others said. A busy decision is given
+ * back by the quorum (route/quorum.c: every member's token, where a
+ * server granted or did not answer, as a mutex's attempt is); one the
+ * owner ends itself (a cancel, a deadline, a late grant) or that may
+ * leave late copies (late, no answer) by the owner, now and after them. */
+static int partial(const leash_lock *l) {
+    return l->core->route->fenced;
 }
 
 /* What the script may have written is released in the background: now,
@@ -448,6 +474,10 @@ static void release_group(leash_lock *l) {
         leash_lock *ml = member(l, mu->group_idx[k]);
         if (ml == NULL)
             continue; /* no memory: it expires with its lease */
+        /* The release waits for a server's connection as long as a key
+         * of this lease may stand there (a server down at the answer). */
+        if (ml->hold.count == 0)
+            ml->hold.lease_ms = l->lease_ms;
         leash__holding_release_in_background(ml, mu->group_tok[k], 0);
         leash__holding_release_in_background(ml, mu->group_tok[k], later);
     }
@@ -456,13 +486,16 @@ static void release_group(leash_lock *l) {
 
 /* Stops waiting for the script on the wire (the acquire ended without
  * it); what it, or one before it with its tokens, may have written is
- * released. */
+ * released. On Redlock always: servers that granted it while the quorum
+ * was still open keep their keys for a lease, and nobody else gives them
+ * back (the quorum has no token for them); the tokens are this script's
+ * own, so the release takes nothing of anyone's. */
 static void drop_group(leash_lock *l) {
     leash__multi *mu = l->multi;
 
     if (mu->group == NULL)
         return;
-    if (leash__req_cancel(mu->group) || mu->group_again)
+    if (leash__req_cancel(mu->group) || mu->group_again || partial(l))
         release_group(l);
     mu->group = NULL;
     mu->group_n = 0;
@@ -508,6 +541,9 @@ static int send_group(leash_lock *l, int n) {
     s.cmd = cmd;
     s.nanswers = 1;
     s.names = names[0];
+    s.group = names;
+    s.group_tokens = tokens;
+    s.ngroup = (size_t)n;
     s.lease_ms = l->lease_ms;
     s.what = l->log_name;
     s.done = on_group;
@@ -616,12 +652,24 @@ static void wait_alone(leash_lock *l, int i) {
 static void group_answered(leash_lock *l, const leash__answer *a) {
     leash__multi *mu = l->multi;
     int64_t sent = a->sent_ms > 0 ? a->sent_ms : mu->group_sent;
-    int k, busy;
+    int k, busy, first = mu->group_n > 0 ? mu->group_idx[0] : -1;
 
     if (l->state == S_CANCELLING || a->status != LEASH_OK) {
-        /* An error: it may have run all the same. */
-        if (a->status != LEASH_OK || a->kind == LEASH__ANS_GRANTED || another_copy(l, a))
+        /* An error: it may have run all the same, or still run (a copy
+         * without an answer in a frozen server's socket): released now
+         * and after its late copies, as a mutex's attempt is. */
+        if (a->status != LEASH_OK || a->kind == LEASH__ANS_GRANTED ||
+            (!partial(l) && another_copy(l, a)))
             release_group(l);
+        if (a->status == LEASH_ECONN && partial(l) && l->state == S_TAKING && !l->wait_once &&
+            first >= 0) {
+            /* Too few servers answered (some restart, say): the first
+             * member waits alone as a Redlock mutex, whose attempt knows
+             * when to try again while its connections come back. */
+            mu->group_n = 0;
+            wait_alone(l, first);
+            return;
+        }
         mu->group_n = 0;
         finish_acquire(l, l->state == S_CANCELLING ? LEASH_ECANCELED : a->status);
         return;
@@ -633,7 +681,13 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
                        "acquire multi-lock %s: granted after its lease ran out; releasing it",
                        l->log_name);
             release_group(l);
-            finish_acquire(l, LEASH_ECONN);
+            /* Nothing left to trust; a wait with time left tries again,
+             * new tokens (a mutex's grant does the same: servers that
+             * were slow may be quick again). */
+            if (!l->wait_once && (l->wait_deadline == 0 || wait_left(l) > 0))
+                walk(l);
+            else
+                finish_acquire(l, LEASH_ECONN);
             return;
         }
         for (k = 0; k < mu->group_n; k++)
@@ -643,6 +697,8 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
         return;
     case LEASH__ANS_BUSY:
         busy = (int)a->fence - 1; /* the index of the busy key (dialect/multi.h) */
+        if (partial(l) && (busy < 0 || busy >= mu->group_n))
+            busy = 0; /* a quorum's busy that no server named: wait for the first */
         if (busy < 0 || busy >= mu->group_n) {
             mu->group_n = 0;
             finish_acquire(l, LEASH_EPROTO);
@@ -652,8 +708,10 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
         /* This copy wrote nothing; another may have written every key
          * (and found its own keys a resend would not be busy, so someone
          * took one after; or it still runs later): released, now and
-         * after its late copies. The next script has new tokens. */
-        if (another_copy(l, a))
+         * after its late copies. The next script has new tokens. On
+         * Redlock the quorum gave back what servers that granted it (or
+         * did not answer) may keep: it was busy, not every server. */
+        if (!partial(l) && another_copy(l, a))
             release_group(l);
         mu->group_n = 0;
         wait_alone(l, k);
@@ -665,10 +723,18 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
          * script's own grant (the script rewrites its own keys), as the
          * mutex asks again with its token: new tokens would find them
          * busy and wait for them up to a lease. A try-once ends, and
-         * releases them (now, and after their late copies). */
-        if (l->wait_once) {
+         * releases them (now, and after their late copies). On Redlock
+         * they are released too (late copies are what a late answer
+         * hints at; a quorum's tokens are never asked again: the
+         * give-back of the next would meet them), and a new script with
+         * new tokens goes while the wait has time. */
+        if (l->wait_once || partial(l)) {
             release_group(l);
-            finish_acquire(l, LEASH_ECONN);
+            mu->group_n = 0;
+            if (l->wait_once)
+                finish_acquire(l, LEASH_ECONN);
+            else
+                walk(l);
             return;
         }
         mu->group_again = 1;
@@ -775,11 +841,15 @@ static int give(leash_lock *l, const leash__event *e) {
             free(refused[k]);
             continue;
         }
-        /* Its hold goes in the background; the answer comes from the loop. */
+        /* Its hold goes in the background; the answer comes from the loop.
+         * LEASH_ESTATE refuses the call, it says nothing of a hold: a
+         * member that no longer holds (lost just before, unheard yet) has
+         * none to give back, and the user's release is told so as a
+         * mutex's release of a hold that is gone is: LEASH_ENOTHELD. */
         give_back(l, i);
         refused[k]->l = l;
         refused[k]->member = i;
-        refused[k]->status = rc;
+        refused[k]->status = rc == LEASH_ESTATE ? LEASH_ENOTHELD : rc;
         refused[k]->item.owner = l;
         refused[k]->item.run = run_deferred;
         leash__later_push(&l->core->later, &refused[k]->item);

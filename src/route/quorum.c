@@ -23,6 +23,18 @@
  *            dialect.h), and reported busy, with the time after which a
  *            majority could be free, or a short random pause when nobody
  *            can hold a majority (a split vote); late or failed otherwise.
+ *            A multi-lock's one script (dialect/multi.c: several locks,
+ *            all or none on each server, one fence per server for all of
+ *            them) is granted as one lock is: by M servers that each
+ *            granted every lock; the raise raises every lock's floor; a
+ *            busy answer names a lock one server found busy; not granted,
+ *            every lock's token (leash__send.group_tokens) is given back
+ *            on the servers that granted or did not answer only (one
+ *            that answered busy, late or gone wrote nothing there: locks
+ *            x N give-backs would be mostly for nothing). An attempt its
+ *            owner stops waiting for (quorum_cancel) counts as written
+ *            where a server answered it other than that, not only where
+ *            a copy is still out: the owner gives that back.
  *   release  released by M (or M holds left), or by some where the others
  *            of M said "not ours" (they never had it: a dropped grant
  *            copy); not ours for M; else the failure.
@@ -194,7 +206,10 @@ typedef struct qreq {
     quorum *qu;
     const leash__opdef *op;
     const char *what;
-    const leash__names *names; /* grant: for the raise, or the release after a failure */
+    const leash__names *names;  /* grant: for the raise, or the release after a failure */
+    const leash__names **group; /* a multi-lock's grant: every lock it takes, for the raise */
+    char (*group_tokens)[LEASH__TOKEN_LEN + 1]; /* and their tokens, for the give-back */
+    size_t ngroup;
     char token[LEASH__TOKEN_LEN + 1];
     leash__done_fn *done;
     void *arg;
@@ -317,6 +332,17 @@ static void choose_fence(qreq *q) {
     }
 }
 
+/* Whether a server's answer to grant q says nothing was written there:
+ * busy, late or gone, from its only copy. A grant (whatever the others
+ * said: nobody gives it back once the owner stops listening) or a failure
+ * (the copy may have run) may have left a key. */
+static int wrote_nothing(const qreq *q, unsigned s) {
+    const leash__answer *a = &q->got[s * q->n];
+
+    return a->status == LEASH_OK && !a->resent &&
+           (a->kind == LEASH__ANS_BUSY || a->kind == LEASH__ANS_LATE || a->kind == LEASH__ANS_GONE);
+}
+
 /* The grant's step 1. Returns the decision: 1 granted (go on), 0 not
  * granted (out filled), UNDECIDED. A grant short of its replicas (WAIT)
  * does not count; when only such grants make the majority, the answer is
@@ -326,6 +352,7 @@ static int decide_grant(qreq *q, leash__answer *out) {
     unsigned s, granted = 0, unreplicated = 0, busy = 0, late = 0, gone = 0, answered = 0;
     int64_t pttls[64], sent = 0;
     const leash__answer *first = NULL;
+    uint64_t busy_at = 0;
 
     q->granted = 0;
     q->fence = 0;
@@ -352,6 +379,8 @@ static int decide_grant(qreq *q, leash__answer *out) {
             break;
         case LEASH__ANS_BUSY:
             pttls[busy++] = a->n < 0 ? INT64_MAX : a->n;
+            if (busy_at == 0)
+                busy_at = a->fence;
             break;
         case LEASH__ANS_LATE:
             late++;
@@ -382,6 +411,9 @@ static int decide_grant(qreq *q, leash__answer *out) {
         out->replicas_short = 1;
     } else if (busy > 0) {
         out->kind = LEASH__ANS_BUSY;
+        /* A multi-lock's one script: which of its locks a server found
+         * busy (the first server's that said; dialect/multi.h). */
+        out->fence = busy_at;
         out->n = busy_wait(q, busy, q->qu->n - granted - unreplicated - busy - late - gone, pttls,
                            &out->split);
         /* Some servers granted this attempt, others another's: a race
@@ -613,6 +645,8 @@ static void req_free(qreq *q) {
     leash__copies_fini(&q->copies);
     if (q->again != NULL)
         leash__cmd_free(q->again);
+    free(q->group);
+    free(q->group_tokens);
     free(q->got);
     free(q->answered);
     free(q);
@@ -651,20 +685,46 @@ static uint64_t all_servers(const quorum *qu) {
 /* A give-back of the attempt's token on every server, nobody listening,
  * delivered for as long as a grant of the attempt can stand (a copy that
  * landed after the decision holds for a lease). An extra hold's attempt
- * has no token of its own: the hold stays. */
-static void release_everywhere(qreq *q) {
+ * has no token of its own: the hold stays. A multi-lock's script: each
+ * lock's token, on the servers `to` only (each lock's give-back on every
+ * server would cost locks x N scripts where most wrote nothing). */
+static void release_everywhere(qreq *q, uint64_t to) {
     const leash__dialect *d = q->qu->base.dialect;
     int64_t timeout = q->qu->base.cfg->conn->command_timeout_ms, until;
     leash__cmd *cmd;
+    size_t k;
 
+    until = leash__now_ms() + (q->lease_ms > timeout ? q->lease_ms : timeout);
+    if (q->group_tokens != NULL) {
+        for (k = 0; k < q->ngroup && to != 0; k++) {
+            cmd = d->giveback_cmd(q->group[k], q->group_tokens[k], until);
+            if (cmd == NULL || leash__copies_post(q->qu->conns, q->qu->n, to, cmd, 0) == 0)
+                leash__log(log_of(q->qu), LEASH_LOG_WARN,
+                           "acquire %s: no memory to give back a partial grant; it expires with "
+                           "its lease",
+                           q->what);
+        }
+        return;
+    }
     if (q->token[0] == '\0')
         return;
-    until = leash__now_ms() + (q->lease_ms > timeout ? q->lease_ms : timeout);
     cmd = d->giveback_cmd(q->names, q->token, until);
     if (cmd == NULL || leash__copies_post(q->qu->conns, q->qu->n, all_servers(q->qu), cmd, 0) == 0)
         leash__log(log_of(q->qu), LEASH_LOG_WARN,
                    "acquire %s: no memory to give back a partial grant; it expires with its lease",
                    q->what);
+}
+
+/* The servers where a grant decided as no grant may have written: all
+ * but those that answered that they wrote nothing. */
+static uint64_t maybe_written(const qreq *q) {
+    uint64_t to = 0;
+    unsigned s;
+
+    for (s = 0; s < q->qu->n; s++)
+        if (!q->answered[s] || !wrote_nothing(q, s))
+            to |= (uint64_t)1 << s;
+    return to;
 }
 
 /* Renewals again, in the background, on the servers that failed them:
@@ -707,8 +767,12 @@ static int start_raise(qreq *q) {
     leash__cmd *cmd;
     unsigned s;
 
-    cmd = q->qu->base.dialect->raise_cmd(q->names, q->fence, leash__floor_ttl_ms(q->lease_ms),
-                                         q->deadline);
+    if (q->ngroup > 0)
+        cmd = leash__raise_many_cmd((const leash__names *const *)q->group, q->ngroup, q->fence,
+                                    leash__floor_ttl_ms(q->lease_ms), q->deadline);
+    else
+        cmd = q->qu->base.dialect->raise_cmd(q->names, q->fence, leash__floor_ttl_ms(q->lease_ms),
+                                             q->deadline);
     if (cmd != NULL)
         bound_grant(cmd, q->qu->base.cfg->conn->command_timeout_ms, q->lease_ms);
     if (cmd == NULL)
@@ -757,14 +821,14 @@ static void settle(qreq *q) {
             /* A new hold whose fence is not yet M servers' floor: it goes
              * onto the floors of the granting servers below it first. */
             if (start_raise(q) != 0) {
-                release_everywhere(q);
+                release_everywhere(q, all_servers(q->qu));
                 set_failed(&q->answers[0], LEASH_ENOMEM);
                 finish(q);
             }
             return;
         }
         if (d == 0)
-            release_everywhere(q);
+            release_everywhere(q, maybe_written(q));
         finish(q);
         return;
     }
@@ -777,7 +841,7 @@ static void settle(qreq *q) {
                        "acquire %s: granted by a majority, but too few raised the fence: giving "
                        "it back",
                        q->what);
-            release_everywhere(q);
+            release_everywhere(q, all_servers(q->qu));
             set_failed(&q->answers[0], LEASH_ECONN);
         }
         finish(q);
@@ -880,12 +944,24 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
         q->got = calloc(qu->n * snd->nanswers, sizeof(*q->got));
         q->answered = calloc(qu->n, 1);
         leash__timer_init(&q->grace, qu->base.env, grace_over, q);
+        if (snd->ngroup > 0 && (q->group = malloc(snd->ngroup * sizeof(*q->group))) != NULL) {
+            memcpy(q->group, snd->group, snd->ngroup * sizeof(*q->group));
+            q->ngroup = snd->ngroup;
+        }
+        if (snd->group_tokens != NULL &&
+            (q->group_tokens = calloc(snd->ngroup, sizeof(*q->group_tokens))) != NULL) {
+            size_t k;
+            for (k = 0; k < snd->ngroup; k++)
+                memcpy(q->group_tokens[k], snd->group_tokens[k], LEASH__TOKEN_LEN);
+        }
         if (snd->op->cls == LEASH__OP_RENEW) {
             q->spreads = snd->again != NULL;
             q->again = snd->again != NULL ? snd->again : leash__cmd_clone(snd->cmd);
         }
     }
     if (q == NULL || copies != LEASH_OK || q->got == NULL || q->answered == NULL ||
+        (snd->ngroup > 0 && q->group == NULL) ||
+        (snd->group_tokens != NULL && q->group_tokens == NULL) ||
         (snd->op->cls == LEASH__OP_RENEW && q->again == NULL)) {
         if (q != NULL)
             req_free(q);
@@ -926,6 +1002,14 @@ static int quorum_cancel(leash__req *req) {
     qreq *q = (qreq *)req;
     /* A grant the raise was for: answered, so written. */
     int written = leash__copies_withdraw(&q->copies) | q->raising;
+    unsigned s;
+
+    /* A copy that answered already is written too: a server that granted
+     * keeps its key for a lease unless the owner gives it back (the
+     * decision that would have done so never comes now). */
+    if (q->op->cls == LEASH__OP_GRANT)
+        for (s = 0; s < q->qu->n && !written; s++)
+            written = q->answered[s] && !wrote_nothing(q, s);
 
     q->done = NULL;
     req_free(q);

@@ -73,6 +73,15 @@ typedef struct leash__send {
     const leash__names *names;
     const char *token;
     int64_t lease_ms;
+    /* A multi-lock's one script (dialect/multi.h), which takes the locks
+     * group[0..ngroup) (names is group[0]) with one fence per server: a
+     * quorum raises the fence floors of them all, and gives a decision
+     * that is no grant back by group_tokens[k] for group[k] (token NULL:
+     * the tokens are several), on the servers that granted or did not
+     * answer. NULL/0 for one lock. Alive until done (the tokens: copied). */
+    const leash__names *const *group;
+    const char *const *group_tokens;
+    size_t ngroup;
     /* A renewal that spreads (Redlock: dialect.h, leash__renew_item): the
      * same renewal without spreading, which the route resends to servers
      * that failed the first; the route owns it. NULL elsewhere (a quorum
@@ -229,7 +238,10 @@ static inline leash__req *leash__route_send(leash__route *r, const leash__send *
 
 /* The owner stops waiting for req: done will not fire; an unsent command
  * is dropped, a sent one finishes unheard. Returns 1 if some copy of the
- * command was written (it may have run), else 0. */
+ * command was written (it may have run), else 0; a quorum's grant also
+ * counts a copy that answered as written, unless it said it wrote
+ * nothing (busy, late, gone): its decision, which would give back what
+ * servers granted, never comes. */
 static inline int leash__req_cancel(leash__req *req) {
     return req->route->ops->cancel(req);
 }
