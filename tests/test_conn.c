@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
@@ -994,6 +995,60 @@ TEST(client_free_inside_its_callback) {
 }
 
 /*
+ * A command written inside a callback goes out when the callback's entry
+ * ends, not on the writable event of the loop's next turn: at one command
+ * in flight that turn was a wait of its own (issue 35). The acquire's
+ * callback releases and stops the loop; the release must reach Redis
+ * while the loop does not turn.
+ */
+static fx_result sent_early_release;
+
+static void release_and_stop(leash_lock *l, int status, void *arg) {
+    struct ev_loop *loop = arg;
+
+    CHECK_EQ_INT(status, LEASH_OK);
+    CHECK_EQ_INT(leash_release(l, fx_release_cb, &sent_early_release), LEASH_OK);
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static void stop_loop(struct ev_loop *loop, ev_timer *t, int revents) {
+    (void)t, (void)revents;
+    ev_break(loop, EVBREAK_ALL);
+}
+
+TEST(a_command_from_a_callback_goes_out_before_the_loop_turns) {
+    test_redis r;
+    struct ev_loop *loop = new_loop();
+    leash_client *c;
+    leash_lock *l;
+    ev_timer guard;
+    int64_t deadline;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    c = fx_client(loop, &r, 5000);
+    fx_wait_connected(loop, c, 3000);
+    l = leash_lock_new(c, "sent-early");
+    CHECK_EQ_INT(leash_acquire(l, 0, release_and_stop, loop), LEASH_OK);
+    ev_timer_init(&guard, stop_loop, 5.0, 0.);
+    ev_timer_start(loop, &guard);
+    ev_run(loop, 0);
+    ev_timer_stop(loop, &guard);
+    CHECK(!sent_early_release.done);
+    /* The loop stands still: only a release already sent deletes the key. */
+    deadline = test_now_ms() + 2000;
+    while (fx_redis_exists(&r, "leash:sent-early") != 0) {
+        CHECK_MSG(test_now_ms() < deadline, "the release waited for the loop's next turn");
+        usleep(1000);
+    }
+    fx_run_until(loop, &sent_early_release, 3000);
+    CHECK_EQ_INT(sent_early_release.status, LEASH_OK);
+    leash_lock_free(l);
+    leash_client_free(c);
+    test_redis_stop(&r);
+    ev_loop_destroy(loop);
+}
+
+/*
  * leash_client_free can only hand the socket what it takes at once (it
  * never waits): with 100 000 held locks that was 2.7 % of the releases
  * here, and the rest waited out their 30 s leases. leash_client_close
@@ -1110,6 +1165,7 @@ int main(int argc, char **argv) {
         TEST_CASE(sharded_pubsub_needs_redis_7),
         TEST_CASE(client_free_with_commands_in_flight),
         TEST_CASE(client_free_inside_its_callback),
+        TEST_CASE(a_command_from_a_callback_goes_out_before_the_loop_turns),
         TEST_CASE_T(client_close_with_many_held_locks_releases_them_all, 120),
         TEST_CASE(attach_twice_is_refused),
         TEST_CASE(unattached_client_refuses_acquire),

@@ -27,6 +27,10 @@ typedef struct leash__env {
     int freeing;    /* the client is being freed */
     /* Runs when the outermost leave returns (deferred frees). */
     void (*settle)(struct leash__env *env);
+    /* Sockets written to inside this entry, sent at the outermost leave
+     * (wire/sock.c), before settle. */
+    struct leash__sock *unsent;
+    void (*send)(struct leash__env *env);
     /* Host names resolved without blocking (wire/resolve.h). */
     struct leash__resolver *resolver;
 } leash__env;
@@ -36,7 +40,11 @@ static inline void leash__env_enter(leash__env *env) {
 }
 
 static inline void leash__env_leave(leash__env *env) {
-    if (--env->depth == 0 && env->settle != NULL)
+    if (--env->depth != 0)
+        return;
+    if (env->unsent != NULL)
+        env->send(env);
+    if (env->settle != NULL)
         env->settle(env);
 }
 

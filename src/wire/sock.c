@@ -71,6 +71,8 @@ struct leash__sock {
     void *owner;
     unsigned dispatching; /* inside on_io */
     int dead;             /* closed: freed when the dispatch returns */
+    int queued;           /* on env->unsent */
+    leash__sock *unsent_next;
 };
 
 /* ---- the reply parser, with a limit on arrays ---- */
@@ -222,7 +224,18 @@ static void shut(leash__sock *s) {
     drop_fd(s);
 }
 
+static void unqueue(leash__sock *s) {
+    leash__sock **p = &s->env->unsent;
+
+    while (*p != s)
+        p = &(*p)->unsent_next;
+    *p = s->unsent_next;
+    s->queued = 0;
+}
+
 static void sock_free(leash__sock *s) {
+    if (s->queued)
+        unqueue(s);
     leash__timer_clear(&s->stagger);
     free(s->race);
     if (s->reader != NULL)
@@ -865,6 +878,25 @@ failed:
     return NULL;
 }
 
+/* The outermost leave of the env (base/env.h): what the entry wrote goes
+ * out now, one send per socket for all its commands, rather than on the
+ * writable event of the loop's next turn: at one command in flight that
+ * turn is a wait of its own before the servers see the command. A send
+ * that fails or would block leaves the rest to the writable event, whose
+ * handler reports a failure inside an entry, as every failure is. */
+static void send_unsent(leash__env *env) {
+    while (env->unsent != NULL) {
+        leash__sock *s = env->unsent;
+
+        env->unsent = s->unsent_next;
+        s->queued = 0;
+        if (s->dead || s->olen == s->opos)
+            continue;
+        if (send_out(s) != 0 || s->olen > s->opos)
+            set_events(s, LEASH_IO_READ | LEASH_IO_WRITE);
+    }
+}
+
 int leash__sock_write(leash__sock *s, const char *buf, size_t len) {
     if (s->dead)
         return -1;
@@ -886,8 +918,21 @@ int leash__sock_write(leash__sock *s, const char *buf, size_t len) {
     }
     memcpy(s->obuf + s->olen, buf, len);
     s->olen += len;
-    if (!s->connecting && !s->handshaking && !s->write_wants_read)
+    if (s->connecting || s->handshaking || s->write_wants_read)
+        return 0;
+    /* Inside an entry, the entry's end sends (send_unsent). Outside one (a
+     * call from the program's own code: no leave follows), behind output
+     * that waits, and through TLS, the loop's writable event does. */
+    if (s->ts == NULL && s->env->depth > 0 && (s->events & LEASH_IO_WRITE) == 0) {
+        if (!s->queued) {
+            s->queued = 1;
+            s->unsent_next = s->env->unsent;
+            s->env->unsent = s;
+            s->env->send = send_unsent;
+        }
+    } else {
         set_events(s, LEASH_IO_READ | LEASH_IO_WRITE);
+    }
     return 0;
 }
 
