@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
@@ -237,122 +238,64 @@ TEST(frozen_server_gives_econn_then_recovers) {
     ev_loop_destroy(loop);
 }
 
-/* Answers that trickle in (one byte a millisecond): the connection is never
- * silent, yet a try-once acquire written behind reads whose answers take
- * seconds to come ends LEASH_ECONN by its bound (command_timeout_ms, 300,
- * after the first read was written), and so does every read: the
- * connection is broken for answering too slowly, and comes back once the
- * path is fast again. */
-static int slow_reads_done;
+/* A client slow at its own callbacks (each acquire callback works about
+ * half a millisecond) falls behind answers that Redis keeps sending: the
+ * connection is not broken for it, and every acquire is granted. (The
+ * guard for any rule that would end calls on a connection that answers
+ * too slowly: see docs/safety.md on the trickling proxy.) */
+#define BACKLOG 3000
+static int backlog_granted, backlog_failed;
 
-static void slow_read_cb(const leash_state *st, int status, void *arg) {
-    (void)st;
+static void backlog_cb(leash_lock *l, int status, void *arg) {
+    struct timespec ts, now;
+
+    (void)l;
     (void)arg;
-    CHECK(status == LEASH_OK || status == LEASH_ECONN);
-    slow_reads_done++;
+    if (status == LEASH_OK)
+        backlog_granted++;
+    else
+        backlog_failed++;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    while ((now.tv_sec - ts.tv_sec) * 1000000000L + (now.tv_nsec - ts.tv_nsec) < 500000L);
 }
 
-TEST(a_connection_whose_answers_trickle_in_ends_commands_in_time) {
+TEST(a_client_behind_on_its_callbacks_keeps_its_connection) {
     test_redis r;
-    fault_proxy p;
-    fx_loop *loop = fx_loop_new();
+    struct ev_loop *loop = new_loop();
     leash_options o;
     leash_client *c;
-    leash_lock *holder, *l;
-    fx_result res = {0};
+    leash_lock **locks = calloc(BACKLOG, sizeof(*locks));
+    leash_stats st;
+    char name[32];
     int64_t t0;
     int i;
 
+    CHECK(locks != NULL);
     CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
-    CHECK_EQ_INT(fp_start(&p, r.port), 0);
-    fx_options(&o, &r, 10000);
-    o.port = p.port;
+    fx_options(&o, &r, 30000);
     o.command_timeout_ms = 300;
-    c = fx_client_opts(loop, &o);
-    holder = leash_lock_new(c, "slow-held");
-    l = leash_lock_new(c, "slow-try");
-    CHECK_EQ_INT(fx_acquire_sync(loop, holder, 0, 3000), LEASH_OK);
-    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 1), 0);
-    fx_log_clear();
-    t0 = test_now_ms();
-    for (i = 0; i < 40; i++)
-        CHECK_EQ_INT(leash_client_lock_state(c, "slow-held", slow_read_cb, NULL), LEASH_OK);
-    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &res), LEASH_OK);
-    fx_run_until(loop, &res, 5000);
-    /* + 50: once, input waiting unread gets a turn of the loop (conn.c). */
-    CHECK_MSG(res.at_ms - t0 <= 300 + 50 + TEST_SLACK_MS, "the try-once ended %s after %lld ms",
-              leash_status_name(res.status), (long long)(res.at_ms - t0));
-    CHECK_EQ_INT(res.status, LEASH_ECONN);
-    while (slow_reads_done < 40 && test_now_ms() - t0 < 300 + 50 + TEST_SLACK_MS)
-        fx_run_for(loop, 5);
-    CHECK_EQ_INT(slow_reads_done, 40);
-    CHECK(fx_log_contains("answers come too slowly"));
-    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 0), 0);
-    CHECK_EQ_INT(fx_acquire_sync(loop, l, 3000, 5000), LEASH_OK);
-    CHECK_EQ_INT(fx_release_sync(loop, l, 5000), LEASH_OK);
-    leash_lock_free(holder);
-    leash_lock_free(l);
-    leash_client_free(c);
-    fp_stop(&p);
-    fx_loop_free(loop);
-    test_redis_stop(&r);
-}
-
-/* The same with wait_replicas: the commands of a group are answered
- * ahead of its WAIT, which is out meanwhile; they are bounded as well
- * (each try-once by command_timeout_ms, its WAIT's wait_timeout_ms on
- * top, and the 50 ms a late answer waits once for input). */
-#define SLOW_GROUP 40
-static int slow_group_done;
-static int64_t slow_group_last;
-static int64_t slow_group_t0;
-
-static void slow_group_cb(leash_lock *l, int status, void *arg) {
-    (void)l;
-    (void)arg;
-    CHECK(status == LEASH_ECONN || status == LEASH_EREPLICAS);
-    slow_group_done++;
-    slow_group_last = test_now_ms() - slow_group_t0;
-}
-
-TEST(a_connection_whose_answers_trickle_in_ends_commands_in_time_with_wait) {
-    test_redis r;
-    fault_proxy p;
-    fx_loop *loop = fx_loop_new();
-    leash_options o;
-    leash_client *c;
-    leash_lock *locks[SLOW_GROUP];
-    char name[32];
-    int i;
-
-    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
-    CHECK_EQ_INT(fp_start(&p, r.port), 0);
-    fx_options(&o, &r, 10000);
-    o.port = p.port;
-    o.command_timeout_ms = 300;
-    o.wait_replicas = 1; /* it has none: every WAIT answers 0 */
-    o.wait_timeout_ms = 50;
     c = fx_client_opts(loop, &o);
     fx_wait_connected(loop, c, 5000);
-    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 1), 0);
-    slow_group_t0 = test_now_ms();
-    for (i = 0; i < SLOW_GROUP; i++) {
-        snprintf(name, sizeof(name), "slow-group-%d", i);
+    for (i = 0; i < BACKLOG; i++) {
+        snprintf(name, sizeof(name), "backlog-%d", i);
         locks[i] = leash_lock_new(c, name);
-        CHECK_EQ_INT(leash_acquire(locks[i], 0, slow_group_cb, NULL), LEASH_OK);
+        CHECK_EQ_INT(leash_acquire(locks[i], 20000, backlog_cb, NULL), LEASH_OK);
     }
-    while (slow_group_done < SLOW_GROUP && test_now_ms() - slow_group_t0 < 5000)
-        fx_run_for(loop, 5);
-    CHECK_EQ_INT(slow_group_done, SLOW_GROUP);
-    CHECK_MSG(slow_group_last <= 300 + 50 + 50 + TEST_SLACK_MS,
-              "the last try-once ended after %lld ms", (long long)slow_group_last);
-    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 0), 0);
-    for (i = 0; i < SLOW_GROUP; i++)
+    t0 = test_now_ms();
+    while (backlog_granted + backlog_failed < BACKLOG && test_now_ms() - t0 < 20000)
+        test_run_for(loop, 10);
+    CHECK_EQ_INT(backlog_failed, 0);
+    CHECK_EQ_INT(backlog_granted, BACKLOG);
+    leash_client_stats(c, &st);
+    CHECK_EQ_INT(st.disconnects, 0);
+    for (i = 0; i < BACKLOG; i++)
         leash_lock_free(locks[i]);
+    free(locks);
     leash_client_free(c);
-    fp_stop(&p);
-    fx_loop_free(loop);
     test_redis_stop(&r);
+    ev_loop_destroy(loop);
 }
 
 TEST(work_issued_while_disconnected_waits_for_the_connection) {
@@ -1154,8 +1097,7 @@ int main(int argc, char **argv) {
         TEST_CASE(reconnects_after_server_restart),
         TEST_CASE(script_flush_takes_the_noscript_path),
         TEST_CASE(frozen_server_gives_econn_then_recovers),
-        TEST_CASE(a_connection_whose_answers_trickle_in_ends_commands_in_time),
-        TEST_CASE(a_connection_whose_answers_trickle_in_ends_commands_in_time_with_wait),
+        TEST_CASE(a_client_behind_on_its_callbacks_keeps_its_connection),
         TEST_CASE(work_issued_while_disconnected_waits_for_the_connection),
         TEST_CASE(an_attempt_that_waited_for_the_connection_longer_than_its_lease_is_granted),
         TEST_CASE(busy_select_during_a_reconnect_is_waited_out),

@@ -334,10 +334,7 @@ typedef struct leash_options {
     int64_t renew_interval_ms;  /* default lease_ms / 3 (when 0); 0 < x < lease_ms */
     int64_t max_hold_ms;        /* default 0 = unlimited; a hold is lost after this */
     int64_t connect_timeout_ms; /* default 2000; > 0 */
-    /* default 2000; how long a written command may wait for its answer:
-     * a connection that leaves one unanswered that long, silent or
-     * answering too slowly (bytes that trickle in), is broken and its
-     * commands end LEASH_ECONN (or go again). With Redlock also
+    /* default 2000; silence that breaks a connection. With Redlock also
      * how long an attempt waits for a server that is down or silent before
      * it is decided by the others (no majority left: a wait with time left
      * attempts again, else LEASH_ECONN): keep it well below the lease. */
@@ -1091,8 +1088,8 @@ typedef struct leash_state {
 /*
  * status LEASH_OK: st is the lock's state. Else st is NULL and status says
  * why: LEASH_ECONN (no server answered in command_timeout_ms; Redlock: fewer
- * than a majority did; a connection whose answers come too slowly to go
- * silent counts as not answering), LEASH_EREDIS (Redis refused the read: an ACL without
+ * than a majority did; an answer later than that, from a connection whose
+ * answers come too slowly to go silent, is not waited for), LEASH_EREDIS (Redis refused the read: an ACL without
  * EVAL, a script error; logged), LEASH_EPROTO, LEASH_EAUTH, LEASH_ENOMEM,
  * LEASH_ECANCELED (leash_client_free ran before the answer: inside it).
  * st and everything it points to are valid during the callback only; any

@@ -11,6 +11,14 @@
  * lives until its callback, so freeing a handle or the client inside (or
  * before) it needs no care. The route completes it exactly once, never
  * inside the call; at the client's free, with LEASH_ECANCELED.
+ *
+ * A read ends by its deadline, command_timeout_ms after it was asked
+ * (leash.h): a connection that answers, but too slowly (bytes that
+ * trickle in, a queue of answers ahead of it), never goes silent long
+ * enough to be broken, so the read's own timer ends it with LEASH_ECONN
+ * and cancels what is on the wire. A quorum decides at that deadline
+ * itself, from the servers that answered by then (route/quorum.c), so no
+ * timer of its own here.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +34,9 @@ typedef struct state_req {
     leash_state_cb *cb;
     void *arg;
     char *name;
+    leash__req *req;    /* the route's, until it completes or is cancelled */
+    leash__timer timer; /* the read's deadline (not for a quorum) */
+    int64_t deadline;
 } state_req;
 
 _Static_assert((int)LEASH_STATE_FREE == (int)LEASH__STATE_NONE &&
@@ -166,6 +177,7 @@ static void majority(leash__state *const *s, size_t n, leash_state *st,
 }
 
 static void req_free(state_req *q) {
+    leash__timer_clear(&q->timer);
     leash__names_clear(&q->names);
     free(q->name);
     free(q);
@@ -229,9 +241,26 @@ static void on_state_one(void *arg, const leash__answer *a, size_t n) {
     on_state(arg, a, n, q->core->route->fenced || n > 1);
 }
 
+/* The deadline passed with no answer: what is on the wire finishes
+ * unheard. */
+static void on_deadline(void *arg) {
+    state_req *q = arg;
+
+    /* A loop's timer may fire a little early (its idea of now lags). */
+    if (leash__now_ms() < q->deadline) {
+        (void)leash__timer_at(&q->timer, q->deadline, 1);
+        return;
+    }
+    leash__req_cancel(q->req);
+    q->req = NULL;
+    q->cb(NULL, LEASH_ECONN, q->arg);
+    req_free(q);
+}
+
 int leash__state_request(leash__core *core, const char *name, leash_state_cb *cb, void *arg) {
     state_req *q;
     leash__send snd;
+    int64_t deadline;
     size_t len;
     int rc;
 
@@ -266,6 +295,12 @@ int leash__state_request(leash__core *core, const char *name, leash_state_cb *cb
     q->core = core;
     q->cb = cb;
     q->arg = arg;
+    leash__timer_init(&q->timer, &core->env, on_deadline, q);
+    q->deadline = deadline = leash__now_ms() + core->cfg->conn->command_timeout_ms;
+    if (!core->route->fenced && leash__timer_create(&q->timer) != LEASH_OK) {
+        req_free(q);
+        return LEASH_ENOMEM;
+    }
     memset(&snd, 0, sizeof(snd));
     snd.slot = q->names.slot;
     snd.op = &leash__op_state;
@@ -274,11 +309,13 @@ int leash__state_request(leash__core *core, const char *name, leash_state_cb *cb
     snd.what = q->name;
     snd.done = on_state_one;
     snd.arg = q;
-    snd.cmd = leash__state_cmd(&q->names, 1, leash__now_ms() + core->cfg->conn->command_timeout_ms);
-    if (snd.cmd == NULL || leash__route_send(core->route, &snd) == NULL) {
+    snd.cmd = leash__state_cmd(&q->names, 1, deadline);
+    if (snd.cmd == NULL || (q->req = leash__route_send(core->route, &snd)) == NULL) {
         req_free(q); /* the route freed the command */
         return LEASH_ENOMEM;
     }
+    if (!core->route->fenced)
+        (void)leash__timer_at(&q->timer, deadline, 1); /* made above: cannot fail */
     return LEASH_OK;
 }
 

@@ -59,7 +59,10 @@
  *            quarter floor later.
  *   read     a lock's state: every server's answer, in the servers' order,
  *            once each answered (one that is down, by its command
- *            timeout); the reader makes the majority's view of them.
+ *            timeout), or at the read's deadline (its command's), where
+ *            the ones that had not answered count as LEASH_ECONN: a
+ *            server that answers too slowly to go silent holds no read
+ *            up; the reader makes the majority's view of them.
  *   force    removed by any, and removed or nobody's on M (decided once
  *            every server answered), where either counts only with a
  *            fence floor at least the M-th largest of the N (kept_out: a
@@ -225,7 +228,7 @@ typedef struct qreq {
     int spreads;             /* renew: it carries fences (leash__send.again) */
     int spread_waits;        /* renew: a decision waits for the spread's answers */
     int grace_over;          /* renew: it waits no longer (spread_short then) */
-    leash__timer grace;      /* renew: ends that wait */
+    leash__timer grace;      /* renew: ends that wait; read: its deadline */
     leash__copies copies;    /* the command's copies, one per server */
     leash__answer *got;      /* per server, n answers each */
     char *answered;          /* per server: its answers are in got */
@@ -787,7 +790,21 @@ static int start_raise(qreq *q) {
 
 static void grace_over(void *arg) {
     qreq *q = arg;
+    unsigned s;
 
+    if (q->op->cls == LEASH__OP_READ) {
+        /* A loop's timer may fire a little early (its idea of now lags). */
+        if (leash__now_ms() < q->deadline) {
+            (void)leash__timer_at(&q->grace, q->deadline, 1);
+            return;
+        }
+        /* The read's deadline: what did not answer by now counts as down. */
+        for (s = 0; s < q->qu->n; s++)
+            if (!q->answered[s]) {
+                set_failed(&q->got[s * q->n], LEASH_ECONN);
+                q->answered[s] = 1;
+            }
+    }
     q->grace_over = 1;
     settle(q);
 }
@@ -995,6 +1012,9 @@ static leash__req *quorum_send(leash__route *r, const leash__send *snd) {
         req_free(q);
         return NULL;
     }
+    /* Without a timer, a read waits for every server, as before. */
+    if (q->op->cls == LEASH__OP_READ && q->deadline > 0 && q->done != NULL)
+        (void)leash__timer_at(&q->grace, q->deadline, 1);
     return q->done ? &q->base : &leash__req_posted;
 }
 

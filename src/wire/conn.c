@@ -46,9 +46,6 @@ enum {
  * queue, unlike the socket, is not silence either: the silence timer
  * counts only what was written. */
 #define WINDOW_BYTES_PER_MS 512
-/* How long the oldest owed answer may wait for input that is there
- * (conn_timer_fired): a turn of a busy loop. */
-#define SLOW_GRACE_MS 50
 #define WINDOW_MIN 16384
 #define WINDOW_MAX (1024 * 1024)
 
@@ -503,7 +500,6 @@ static int write_group_wait(leash__conn *conn) {
      * a reason to write it again behind later commands. */
     if (write_own(conn, buf, len, LEASH__CMD_ONCE, on_group_wait) != 0)
         return -1;
-    conn->wait_out_ms = conn->wait_group_timeout_ms;
     conn->wait_group = 0;
     conn->wait_group_replicas = 0;
     conn->wait_group_timeout_ms = 0;
@@ -765,7 +761,6 @@ static void conn_break(leash__conn *conn) {
     leash__sock_close(conn->sock);
     conn->sock = NULL;
     conn->peer_closed = 0;
-    conn->slow_graced = 0;
     conn_gone(conn);
 }
 
@@ -1329,9 +1324,6 @@ static void on_group_wait(void *arg, redisReply *reply, int status, const leash_
 
     (void)info;
     conn->wait_out = 0;
-    /* What was written behind it runs only now: its answer is owed from
-     * here (answer_late_at). */
-    conn->owed_from = leash__now_ms();
     if (status != LEASH_OK)
         return;
     if (reply->type == REDIS_REPLY_INTEGER)
@@ -1427,36 +1419,6 @@ static void conn_connect(leash__conn *conn) {
     conn->next_attempt = leash__now_ms() + cfg->connect_timeout_ms;
 }
 
-/* When the oldest answer this connection owes is late (monotonic ms), or
- * 0 when none is owed: command_timeout_ms after its command was written,
- * or after the WAIT ahead of it answered (Redis ran it only then); the
- * WAIT's own answer a wait_timeout_ms later. A connection that goes on
- * answering, but so slowly that an answer is that late (bytes that
- * trickle in), is never silent for command_timeout_ms: this is what
- * breaks it then, so that no command waits on it much past its
- * command_timeout_ms. */
-static int64_t answer_late_at(const leash__conn *conn) {
-    const leash__cmd *head;
-    int64_t from;
-
-    if (leash__list_empty(&conn->sent))
-        return 0;
-    head = cmd_of(LEASH__LIST_FIRST(&conn->sent));
-    from = head->written_at > conn->owed_from ? head->written_at : conn->owed_from;
-    if (head->fn == on_group_wait)
-        from += conn->wait_out_ms;
-    return from + conn->cfg->command_timeout_ms;
-}
-
-/* When the slow-answer check is due (0: nothing owed). */
-static int64_t slow_due(const leash__conn *conn) {
-    int64_t late = answer_late_at(conn);
-
-    if (late == 0)
-        return 0;
-    return late > conn->slow_grace_until ? late : conn->slow_grace_until;
-}
-
 /* One timer per connection; what it waits for depends on the state. */
 static void conn_arm(leash__conn *conn) {
     int64_t due = 0;
@@ -1474,8 +1436,6 @@ static void conn_arm(leash__conn *conn) {
     default:
         if (conn->inflight > 0)
             due = conn->last_progress + conn->cfg->command_timeout_ms;
-        if (slow_due(conn) != 0 && (due == 0 || slow_due(conn) < due))
-            due = slow_due(conn);
         if (!leash__list_empty(&conn->queue) && !conn->clock_probe &&
             window_open(conn, cmd_of(LEASH__LIST_FIRST(&conn->queue))->len) &&
             !held_for_wait(conn, cmd_of(LEASH__LIST_FIRST(&conn->queue))))
@@ -1557,52 +1517,24 @@ static void conn_timer_fired(void *arg) {
                 return;
         }
         break;
-    default: {
-        int64_t timeout = conn->cfg->command_timeout_ms;
-        int silent, slow;
-
+    default:
         pump(conn);
-        silent = conn->inflight > 0 && now - conn->last_progress >= timeout;
-        slow = !silent && slow_due(conn) != 0 && now >= slow_due(conn);
-        if (!silent && !slow) {
-            if (answer_late_at(conn) == 0 || now < answer_late_at(conn))
-                conn->slow_graced = 0; /* none late: a grace is over */
-            break;
-        }
-        /* An answer may wait unread: this process did not run its loop
-         * for a while (a callback that blocked, a starved machine), the
-         * server was not silent. Its read event comes in this turn of the
-         * loop: wait for that. A connection answering slowly has input now
-         * and then too: late answers wait for it once, briefly, and again
-         * only when this timer itself fired late (the loop stalled once
-         * more); on time, with an answer still late (that one, or the
-         * next, written as long ago), it is. */
-        if (conn->sock != NULL && leash__sock_has_input(conn->sock)) {
-            if (silent) {
+        if (conn->inflight > 0 && now - conn->last_progress >= conn->cfg->command_timeout_ms) {
+            /* An answer waits unread: this process did not run its loop
+             * for that long (a callback that blocked), the server was not
+             * silent. Its read event comes in this turn of the loop. */
+            if (conn->sock != NULL && leash__sock_has_input(conn->sock)) {
                 conn->last_progress = now;
                 break;
             }
-            if (!conn->slow_graced || now - conn->slow_grace_until >= SLOW_GRACE_MS / 2) {
-                conn->slow_graced = 1;
-                conn->slow_grace_until = now + SLOW_GRACE_MS;
-                break;
-            }
-        }
-        if (silent)
             leash__log(conn_log(conn), LEASH_LOG_WARN,
                        "%s: no reply for %lld ms with %u outstanding: reconnecting",
                        role_name(conn), (long long)(now - conn->last_progress), conn->inflight);
-        else
-            leash__log(conn_log(conn), LEASH_LOG_WARN,
-                       "%s: an answer owed for %lld ms (answers come too slowly) with %u "
-                       "outstanding: reconnecting",
-                       role_name(conn), (long long)(now - answer_late_at(conn)) + timeout,
-                       conn->inflight);
-        conn_break(conn);
-        if (env->freeing)
-            return;
+            conn_break(conn);
+            if (env->freeing)
+                return;
+        }
         break;
-    }
     }
     conn_arm(conn);
 }

@@ -194,16 +194,11 @@ struct leash__conn {
     leash__timer timer; /* connect timeout, silence timeout, backoff, delayed sends */
     int64_t next_attempt;
     int64_t backoff_ms;
-    int64_t last_progress; /* last reply (or first send after idle) */
-    /* Answers that come too slowly (conn.c, answer_late_at): */
-    int64_t owed_from;        /* the last WAIT's answer: what was behind it ran then */
-    int64_t wait_out_ms;      /* the timeout of the WAIT that is out */
-    int slow_graced;          /* late answers waited for input once */
-    int64_t slow_grace_until; /* ... until then */
-    unsigned inflight;        /* replies still expected */
-    size_t window_used;       /* bytes of the commands in `sent` */
-    unsigned handshake_left;  /* handshake commands written */
-    unsigned handshake_next;  /* ... and answered */
+    int64_t last_progress;   /* last reply (or first send after idle) */
+    unsigned inflight;       /* replies still expected */
+    size_t window_used;      /* bytes of the commands in `sent` */
+    unsigned handshake_left; /* handshake commands written */
+    unsigned handshake_next; /* ... and answered */
     int handshake_tags[LEASH__HANDSHAKE_MAX];
     /* The last handshake was refused: LEASH_EAUTH, LEASH_ETLS, or
      * LEASH_EREDIS (a server older than cfg->min_version). */
