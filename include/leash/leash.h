@@ -1089,9 +1089,10 @@ typedef struct leash_state {
  * status LEASH_OK: st is the lock's state. Else st is NULL and status says
  * why: LEASH_ECONN (no server answered in command_timeout_ms; Redlock: fewer
  * than a majority did; an answer later than that, from a connection whose
- * answers come too slowly to go silent, is not waited for), LEASH_EREDIS (Redis refused the read: an ACL without
- * EVAL, a script error; logged), LEASH_EPROTO, LEASH_EAUTH, LEASH_ENOMEM,
- * LEASH_ECANCELED (leash_client_free ran before the answer: inside it).
+ * answers come too slowly to go silent, is not waited for), LEASH_EREDIS
+ * (Redis refused the read: an ACL without EVAL, a script error; logged),
+ * LEASH_EPROTO, LEASH_EAUTH, LEASH_ENOMEM, LEASH_ECANCELED
+ * (leash_client_free ran before the answer: inside it).
  * st and everything it points to are valid during the callback only; any
  * leash call is allowed inside it, frees of the lock or the client
  * included.
