@@ -266,6 +266,60 @@ static void cancel_and_timeout(const char *const *names) {
     fx_world_down(&w);
 }
 
+/* An acquire asked from inside a callback that worked a while (the loop's
+ * idea of now lags behind by then, and a timer set from it fires early)
+ * never times out before its wait. */
+typedef struct late_start {
+    leash_lock *m;
+    fx_result *r;
+    int64_t asked;
+} late_start;
+
+static void start_late(leash_lock *l, int status, void *arg) {
+    late_start *ls = arg;
+    int64_t until = test_now_ms() + 40;
+
+    (void)l;
+    (void)status;
+    while (test_now_ms() < until)
+        ;
+    ls->asked = test_now_ms();
+    CHECK_EQ_INT(leash_acquire(ls->m, 100, fx_acquire_cb, ls->r), LEASH_OK);
+}
+
+static void never_early(const char *const *names) {
+    fx_world w;
+    leash_lock *m, *other, *trigger;
+    fx_result r = {0};
+    late_start ls;
+    int i;
+
+    fx_world_up(&w, 5000, 0);
+    m = leash_multi_lock_new(w.c, names, 3);
+    other = leash_lock_new(w.c, names[2]);
+    trigger = leash_lock_new(w.c, "trigger");
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, other, 0, 5000), LEASH_OK);
+    for (i = 0; i < 3; i++) {
+        memset(&r, 0, sizeof(r));
+        ls.m = m;
+        ls.r = &r;
+        CHECK_EQ_INT(leash_acquire(trigger, 0, start_late, &ls), LEASH_OK);
+        fx_run_until(w.loop, &r, 5000);
+        CHECK_EQ_INT(r.status, LEASH_ETIMEDOUT);
+        CHECK_MSG(r.at_ms - ls.asked >= 100, "timed out %lld ms after a 100 ms wait",
+                  (long long)(r.at_ms - ls.asked));
+        CHECK_EQ_INT(fx_release_sync(w.loop, trigger, 5000), LEASH_OK);
+        CHECK(run_until_gone(&w, names, 2, 2000));
+    }
+    CHECK_EQ_INT(fx_release_sync(w.loop, other, 5000), LEASH_OK);
+    fx_world_down(&w);
+}
+
+TEST(a_wait_asked_late_in_a_loop_turn_never_ends_early) {
+    never_early(tagged);
+    never_early(spread);
+}
+
 TEST(cancel_and_timeout_give_every_member_back_in_one_slot) {
     cancel_and_timeout(tagged);
 }
@@ -837,6 +891,7 @@ int main(int argc, char **argv) {
         TEST_CASE(overlapping_multi_locks_in_opposite_order_never_deadlock_in_one_slot),
         TEST_CASE(overlapping_multi_locks_in_opposite_order_never_deadlock_spread),
         TEST_CASE(cancel_and_timeout_give_every_member_back_in_one_slot),
+        TEST_CASE(a_wait_asked_late_in_a_loop_turn_never_ends_early),
         TEST_CASE(cancel_and_timeout_give_every_member_back_spread),
         TEST_CASE(lost_once_when_one_member_key_is_deleted_in_one_slot),
         TEST_CASE(lost_once_when_one_member_key_is_deleted_spread),

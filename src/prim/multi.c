@@ -1024,6 +1024,16 @@ static int names(leash_lock *l, const char *name) {
 
 /* The handle's timer: the deadline of the whole acquire. */
 static void on_timer(void *arg) {
+    leash_lock *l = arg;
+
+    /* A loop's timer may fire early: one set from inside a callback that
+     * worked a while counts from the loop's idea of now, which lags. A
+     * wait never ends before its end (holding.c looks the same way). */
+    if (l->state == S_TAKING && !l->wait_once && l->wait_deadline != 0 &&
+        leash__now_ms() < l->wait_deadline) {
+        (void)leash__timer_at(&l->timer, l->wait_deadline, 1);
+        return;
+    }
     deliver(arg, LEASH__EV_WAIT_END, -1, 0);
 }
 
