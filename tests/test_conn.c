@@ -298,6 +298,81 @@ TEST(a_client_behind_on_its_callbacks_keeps_its_connection) {
     ev_loop_destroy(loop);
 }
 
+/* Answers that trickle in (a byte a millisecond) keep the connection from
+ * going silent, so no command timeout cuts it; the answers queue behind
+ * each other. Every waiting acquire still ends by its bound (leash.h),
+ * command_timeout_ms after its wait ended, LEASH_ECONN when its answer
+ * had not come; a grant that came too late to be heard is given back.
+ * (The torture's --trickle found waits ending 0.7 to 1.5 s past that.) */
+#define TRICKLED 16
+TEST(acquires_end_by_their_bound_when_answers_trickle) {
+    test_redis r;
+    fault_proxy p;
+    fx_loop *loop = fx_loop_new();
+    leash_options o;
+    leash_client *c;
+    leash_lock *locks[TRICKLED];
+    fx_result res[TRICKLED];
+    char name[32];
+    int64_t t0, wait_ms[TRICKLED];
+    int i, late = 0;
+
+    CHECK_EQ_INT(test_redis_start(&r, NULL), 0);
+    CHECK_EQ_INT(fp_start(&p, r.port), 0);
+    fx_options(&o, &r, 10000);
+    o.port = p.port;
+    o.command_timeout_ms = 300;
+    c = fx_client_opts(loop, &o);
+    fx_wait_connected(loop, c, 5000);
+    memset(res, 0, sizeof(res));
+    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 1), 0);
+    t0 = test_now_ms();
+    for (i = 0; i < TRICKLED; i++) {
+        snprintf(name, sizeof(name), "trickled-%d", i);
+        locks[i] = leash_lock_new(c, name);
+        wait_ms[i] = 50 + 10 * (i % 4);
+        CHECK_EQ_INT(leash_acquire(locks[i], wait_ms[i], fx_acquire_cb, &res[i]), LEASH_OK);
+    }
+    while (test_now_ms() - t0 < 3000) {
+        int done = 0;
+        fx_run_for(loop, 1);
+        for (i = 0; i < TRICKLED; i++)
+            done += res[i].done;
+        if (done == TRICKLED)
+            break;
+    }
+    for (i = 0; i < TRICKLED; i++) {
+        CHECK_MSG(res[i].done, "acquire %d (wait %lld ms) did not end in 3 s", i,
+                  (long long)wait_ms[i]);
+        CHECK_MSG(res[i].at_ms - t0 <= wait_ms[i] + 300 + TEST_SLACK_MS,
+                  "acquire %d (wait %lld ms) ended %s after %lld ms (bound %lld)", i,
+                  (long long)wait_ms[i], leash_status_name(res[i].status),
+                  (long long)(res[i].at_ms - t0), (long long)(wait_ms[i] + 300));
+        CHECK(res[i].status == LEASH_OK || res[i].status == LEASH_ECONN);
+        late += res[i].status == LEASH_ECONN;
+    }
+    CHECK_MSG(late > 0, "every acquire was answered in time: the trickle was not slow enough");
+    CHECK_EQ_INT(fp_trickle(&p, FP_ALL, FP_DOWN, 0), 0);
+    for (i = 0; i < TRICKLED; i++)
+        if (res[i].status == LEASH_OK)
+            CHECK_EQ_INT(fx_release_sync(loop, locks[i], 5000), LEASH_OK);
+    /* The grants nobody heard are given back once their late copies are
+     * void: nothing stays in Redis. */
+    t0 = test_now_ms();
+    while (test_redis_int(&r, "DBSIZE") > 0 && test_now_ms() - t0 < 3000)
+        fx_run_for(loop, 10);
+    CHECK_EQ_INT(test_redis_int(&r, "DBSIZE"), 0);
+    for (i = 0; i < TRICKLED; i++) {
+        CHECK_EQ_INT(res[i].calls, 1);
+        leash_lock_free(locks[i]);
+    }
+    leash_client_free(c);
+    fp_stop(&p);
+    fx_loop_free(loop);
+    test_redis_stop(&r);
+}
+#undef TRICKLED
+
 TEST(work_issued_while_disconnected_waits_for_the_connection) {
     test_redis r;
     struct ev_loop *loop = new_loop();
@@ -1098,6 +1173,7 @@ int main(int argc, char **argv) {
         TEST_CASE(script_flush_takes_the_noscript_path),
         TEST_CASE(frozen_server_gives_econn_then_recovers),
         TEST_CASE(a_client_behind_on_its_callbacks_keeps_its_connection),
+        TEST_CASE(acquires_end_by_their_bound_when_answers_trickle),
         TEST_CASE(work_issued_while_disconnected_waits_for_the_connection),
         TEST_CASE(an_attempt_that_waited_for_the_connection_longer_than_its_lease_is_granted),
         TEST_CASE(busy_select_during_a_reconnect_is_waited_out),

@@ -330,6 +330,25 @@ TEST(release_while_acquiring_leaves_no_hold_and_no_watchdog) {
     fx_world_down(&w);
 }
 
+/* Acquires l (wait_ms), turning the loop until Redis granted it (key
+ * written) but not one turn more: the grant waits unread in the socket
+ * when this returns. A turn that read it too (libuv may poll right after
+ * it wrote) is released and tried again. */
+static void acquire_unread(fx_world *w, leash_lock *l, const char *key, int64_t wait_ms,
+                           fx_result *got) {
+    int tries;
+
+    for (tries = 0; tries < 20; tries++) {
+        memset(got, 0, sizeof(*got));
+        CHECK_EQ_INT(leash_acquire(l, wait_ms, fx_acquire_cb, got), LEASH_OK);
+        fx_run_until_key_exists(w, key);
+        if (!got->done)
+            return;
+        CHECK_EQ_INT(fx_release_sync(w->loop, l, 3000), LEASH_OK);
+    }
+    CHECK_MSG(0, "the grant of %s was always read in the turn that sent it", key);
+}
+
 /* The loop stalls (a long callback, a stopped process) after the attempt
  * went out and reads the grant only after its lease ran out: nothing of
  * it can be trusted, it is given back, and a wait with time left tries
@@ -341,8 +360,7 @@ TEST(a_grant_read_after_its_lease_ran_out_is_tried_again_while_the_wait_has_time
 
     fx_world_up(&w, 300, 0);
     l = leash_lock_new(w.c, "stalled");
-    CHECK_EQ_INT(leash_acquire(l, 5000, fx_acquire_cb, &got), LEASH_OK);
-    fx_run_until_key_exists(&w, "leash:stalled"); /* granted, not read */
+    acquire_unread(&w, l, "leash:stalled", 5000, &got);
     usleep(400 * 1000); /* the answer waits in the socket past the lease */
     fx_log_clear();
     fx_run_until(w.loop, &got, 3000);
@@ -364,14 +382,72 @@ TEST(a_loop_that_stalls_past_the_command_timeout_keeps_its_connections) {
 
     fx_world_up(&w, 5000, 300);
     l = leash_lock_new(w.c, "stalled-loop");
-    CHECK_EQ_INT(leash_acquire(l, 0, fx_acquire_cb, &got), LEASH_OK);
-    fx_run_until_key_exists(&w, "leash:stalled-loop"); /* answered, not read */
+    acquire_unread(&w, l, "leash:stalled-loop", 0, &got);
     usleep(500 * 1000);
     fx_log_clear();
     fx_run_until(w.loop, &got, 3000);
     CHECK_EQ_INT(got.status, LEASH_OK);
     CHECK(!fx_log_contains("no reply for"));
     CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    fx_world_down(&w);
+}
+
+/* The same when the loop stalls past a wait's end + command_timeout_ms
+ * with the attempt's answer in the socket: the answer, read late, decides
+ * (the acquire's own timer for slow answers gives it that turn). */
+TEST(a_loop_that_stalls_past_a_waits_bound_reads_its_answer_first) {
+    fx_world w;
+    leash_lock *l;
+    fx_result got = {0};
+
+    fx_world_up(&w, 5000, 300);
+    l = leash_lock_new(w.c, "stalled-wait");
+    acquire_unread(&w, l, "leash:stalled-wait", 100, &got);
+    usleep(600 * 1000);
+    fx_run_until(w.loop, &got, 3000);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    CHECK(leash_held(l));
+    CHECK_EQ_INT(fx_release_sync(w.loop, l, 3000), LEASH_OK);
+    leash_lock_free(l);
+    fx_world_down(&w);
+}
+
+/* A lock state read's answer that waits unread through a stall of the
+ * loop past the read's deadline (command_timeout_ms) is read first. */
+static void stalled_read_cb(const leash_state *st, int status, void *arg) {
+    fx_result *r = arg;
+
+    (void)st;
+    r->done = 1;
+    r->calls++;
+    r->status = status;
+}
+
+TEST(a_loop_that_stalls_past_a_reads_deadline_reads_its_answer_first) {
+    fx_world w;
+    leash_lock *l;
+    fx_result got = {0};
+    int tries;
+
+    fx_world_up(&w, 5000, 300);
+    l = leash_lock_new(w.c, "stalled-read");
+    /* The first read finds the way (a cluster's map, the scripts). */
+    CHECK_EQ_INT(leash_lock_state(l, stalled_read_cb, &got), LEASH_OK);
+    fx_run_until(w.loop, &got, 3000);
+    for (tries = 0; tries < 20; tries++) {
+        memset(&got, 0, sizeof(got));
+        CHECK_EQ_INT(leash_lock_state(l, stalled_read_cb, &got), LEASH_OK);
+        fx_run_nowait(w.loop); /* the read goes out */
+        if (!got.done)
+            break;
+        /* Its answer was read in the same turn: again. */
+    }
+    CHECK_MSG(!got.done, "the answer was always read before the stall");
+    usleep(600 * 1000);
+    fx_run_until(w.loop, &got, 3000);
+    CHECK_EQ_INT(got.calls, 1);
+    CHECK_EQ_INT(got.status, LEASH_OK);
+    leash_lock_free(l);
     fx_world_down(&w);
 }
 
@@ -693,6 +769,8 @@ int main(int argc, char **argv) {
         TEST_CASE(release_while_acquiring_leaves_no_hold_and_no_watchdog),
         TEST_CASE(a_grant_read_after_its_lease_ran_out_is_tried_again_while_the_wait_has_time),
         TEST_CASE(a_loop_that_stalls_past_the_command_timeout_keeps_its_connections),
+        TEST_CASE(a_loop_that_stalls_past_a_waits_bound_reads_its_answer_first),
+        TEST_CASE(a_loop_that_stalls_past_a_reads_deadline_reads_its_answer_first),
         TEST_CASE(wrongtype_key_gives_eredis_and_client_stays_usable),
         TEST_CASE(a_long_name_leaves_the_redis_error_in_the_log_line),
         TEST_CASE(a_debug_log_traces_each_change_of_state),

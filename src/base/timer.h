@@ -35,4 +35,28 @@ void leash__timer_stop(leash__timer *t);
 /* Stops it and gives the loop's timer back. */
 void leash__timer_clear(leash__timer *t);
 
+/*
+ * For a call's own deadline, which ends it without its answer: whether it
+ * ends at `now`. Found past the deadline, it ends only one turn of the
+ * loop later (*turn_at is set then, 0 until): an answer that waits unread
+ * because this process did not run its loop for a while (a callback that
+ * blocked) is read first; some loops (libuv) run their timers before they
+ * look at the sockets. Until it ends, arm the timer for
+ * leash__deadline_next(deadline, *turn_at). A timer that fires early (a
+ * loop's idea of now lags) is "not yet".
+ */
+static inline int leash__deadline_ends(int64_t deadline, int64_t *turn_at, int64_t now) {
+    if (now < deadline)
+        return 0;
+    if (*turn_at == 0) {
+        *turn_at = now + 1;
+        return 0;
+    }
+    return now >= *turn_at;
+}
+
+static inline int64_t leash__deadline_next(int64_t deadline, int64_t turn_at) {
+    return turn_at != 0 ? turn_at : deadline;
+}
+
 #endif

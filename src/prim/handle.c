@@ -379,6 +379,7 @@ const char *leash__event_name(int type) {
         [LEASH__EV_RENEW_FAILED] = "RENEW_FAILED",
         [LEASH__EV_RENEW_UNREPLICATED] = "RENEW_UNREPLICATED",
         [LEASH__EV_WAIT_END] = "WAIT_END",
+        [LEASH__EV_OVERDUE] = "OVERDUE",
         [LEASH__EV_TTL] = "TTL",
         [LEASH__EV_RETRY] = "RETRY",
         [LEASH__EV_DEADLINE] = "DEADLINE",

@@ -57,6 +57,7 @@
  * renew-failed  -       kind    kind    kind    kind    kind    kind    retry   retry   retry
  * renew-unrepl  -       kind    kind    kind    kind    kind    kind    lost    lost    lost
  * wait-end      -       tout    last    -       tout    tout    tout    -       -       -
+ * overdue       -       -       -       econn   -       -       -       -       -       -
  * ttl           -       -       -       -       again   again   -       -       -       -
  * retry         -       -       -       -       -       -       again   -       -       xagain
  * deadline      -       kind    kind    kind    kind    kind    kind    lost    lost    lost
@@ -148,7 +149,14 @@
  *            that retries it (route->retry_unreplicated: Sentinel) is retry
  *   retry    a renewal again soon
  *   renew    the renewal joins the next batch
- *   last     -> LAST (the answer on the wire decides)
+ *   last     -> LAST (the answer on the wire decides, by the bound below)
+ *   econn    the answer on the wire did not come by the wait's end +
+ *            command_timeout_ms (leash.h), one more turn of the loop
+ *            granted (an answer read late after a stall comes first): a
+ *            connection whose answers trickle in or queue is never silent
+ *            long enough to be broken, so the acquire's own timer ends it:
+ *            the attempt is abandoned (a grant it still gets is released),
+ *            LEASH_ECONN -> IDLE
  *   again    an attempt -> ATTEMPT (NOMEM without memory); a wake (a
  *            release, or the queue's poll: hold/waitq.h) after
  *            a split vote, on a route whose attempts must not go in step
@@ -559,6 +567,15 @@ static void set_state(leash_lock *l, int to) {
     arm(l);
 }
 
+/* When the answer to the attempt on the wire is overdue (the overdue
+ * event): command_timeout_ms after the wait ended (LAST). A try-once has
+ * no such bound of its own: like a wait with time left, it waits for an
+ * answer the connection keeps delivering (a burst of its own commands
+ * ahead of it is not an outage: test_conn), and only silence breaks it. */
+static int64_t answer_due(const leash_lock *l) {
+    return l->wait_deadline + l->core->cfg->conn->command_timeout_ms;
+}
+
 /* One timer per handle; what it waits for depends on the state. A
  * waiter's place (l->queued: a kind that queues in Redis, the family, takes
  * one) is renewed like a hold while it acquires: the place's renewal and
@@ -588,6 +605,10 @@ void leash__holding_arm(leash_lock *l) {
             if ((l->state == M_PARKED || l->state == M_SUBSCRIBING) && l->hold.deadline < due)
                 due = l->hold.deadline;
         }
+        break;
+    case M_LAST:
+        keep_alive = 1;
+        due = leash__deadline_next(answer_due(l), l->overdue_turn);
         break;
     case M_HELD:
     case M_EXTRA:
@@ -629,6 +650,12 @@ static void on_timer(void *arg) {
             event(l, LEASH__EV_TTL);
         else if (l->state == M_NOMEM && now >= l->retry_at)
             event(l, LEASH__EV_RETRY);
+        else
+            arm(l);
+        break;
+    case M_LAST:
+        if (leash__deadline_ends(answer_due(l), &l->overdue_turn, now))
+            event(l, LEASH__EV_OVERDUE);
         else
             arm(l);
         break;
@@ -1454,8 +1481,17 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
         acquire_ends(l, LEASH_EREPLICAS);
         return 0;
     case LEASH__EV_WAIT_END:
-        if (!last)
+        if (!last) {
+            l->overdue_turn = 0;
             set_state(l, M_LAST); /* the answer in flight decides */
+        }
+        return 0;
+    case LEASH__EV_OVERDUE:
+        leash__log(lg(l), LEASH_LOG_WARN,
+                   "acquire %s: no answer %lld ms after the wait ended: LEASH_ECONN (the "
+                   "answers come too slowly)",
+                   l->log_name, (long long)l->core->cfg->conn->command_timeout_ms);
+        acquire_ends(l, LEASH_ECONN);
         return 0;
     default:
         return 0;

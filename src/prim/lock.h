@@ -49,6 +49,7 @@ enum leash__event_type {
     LEASH__EV_RENEW_UNREPLICATED, /* renewed, but too few replicas acknowledged it */
     /* timers */
     LEASH__EV_WAIT_END,
+    LEASH__EV_OVERDUE, /* the attempt's answer did not come by the acquire's bound */
     LEASH__EV_TTL,
     LEASH__EV_RETRY,
     LEASH__EV_DEADLINE,
@@ -204,6 +205,7 @@ struct leash_lock {
     int64_t wait_deadline; /* 0 = no limit */
     leash__req *attempt;   /* in flight */
     int64_t attempt_sent;
+    int64_t overdue_turn;   /* LAST: leash__deadline_ends's turn */
     unsigned attempt_epoch; /* the confirmed subscription it was sent under, 0 = none */
     int64_t ttl_wake;       /* try again then, even without a message */
     int64_t ttl_seen;       /* longest holder TTL Redis answered during this wait */

@@ -37,6 +37,7 @@ typedef struct state_req {
     leash__req *req;    /* the route's, until it completes or is cancelled */
     leash__timer timer; /* the read's deadline (not for a quorum) */
     int64_t deadline;
+    int64_t turn_at; /* leash__deadline_ends's */
 } state_req;
 
 _Static_assert((int)LEASH_STATE_FREE == (int)LEASH__STATE_NONE &&
@@ -246,9 +247,8 @@ static void on_state_one(void *arg, const leash__answer *a, size_t n) {
 static void on_deadline(void *arg) {
     state_req *q = arg;
 
-    /* A loop's timer may fire a little early (its idea of now lags). */
-    if (leash__now_ms() < q->deadline) {
-        (void)leash__timer_at(&q->timer, q->deadline, 1);
+    if (!leash__deadline_ends(q->deadline, &q->turn_at, leash__now_ms())) {
+        (void)leash__timer_at(&q->timer, leash__deadline_next(q->deadline, q->turn_at), 1);
         return;
     }
     leash__req_cancel(q->req);

@@ -229,6 +229,7 @@ typedef struct qreq {
     int spread_waits;        /* renew: a decision waits for the spread's answers */
     int grace_over;          /* renew: it waits no longer (spread_short then) */
     leash__timer grace;      /* renew: ends that wait; read: its deadline */
+    int64_t read_turn;       /* read: leash__deadline_ends's */
     leash__copies copies;    /* the command's copies, one per server */
     leash__answer *got;      /* per server, n answers each */
     char *answered;          /* per server: its answers are in got */
@@ -793,9 +794,8 @@ static void grace_over(void *arg) {
     unsigned s;
 
     if (q->op->cls == LEASH__OP_READ) {
-        /* A loop's timer may fire a little early (its idea of now lags). */
-        if (leash__now_ms() < q->deadline) {
-            (void)leash__timer_at(&q->grace, q->deadline, 1);
+        if (!leash__deadline_ends(q->deadline, &q->read_turn, leash__now_ms())) {
+            (void)leash__timer_at(&q->grace, leash__deadline_next(q->deadline, q->read_turn), 1);
             return;
         }
         /* The read's deadline: what did not answer by now counts as down. */

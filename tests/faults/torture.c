@@ -61,7 +61,8 @@
  *     whose leash_held() turned 0 gets its lost callback;
  *   - an acquire with a wait never ends before its wait (ETIMEDOUT) and
  *     never later than its wait + command_timeout_ms + 300 ms (+ the loop's
- *     own lateness; a try-once acquire: command_timeout_ms + 300 ms);
+ *     own lateness; a try-once acquire: command_timeout_ms + 300 ms, from
+ *     the trickle's end when asked while bytes trickled: see trickles);
  *   - after the faults stop, no waiter is stranded: in the drain phase
  *     every pending acquire completes and every worker finishes;
  *   - state reads (leash_client_lock_state of a random name, every 100 to
@@ -86,8 +87,8 @@
  * role (stalls, cuts and blackholes of one of them) find none and do
  * nothing. With --trickle the faults include bytes that trickle (1 to 64
  * at a time, one piece a millisecond: replies and TLS records cut into
- * pieces): not in ctest's runs, since a connection that answers that
- * slowly still ends calls past their bounds (docs/safety.md).
+ * pieces); a try-once acquire asked while they trickled is bounded from
+ * the trickle's end (see trickles).
  *
  * Cluster mode (--cluster): the supervisor starts a Redis Cluster of
  * tests/support/redis_cluster.h (3 masters, 3 replicas, node timeout
@@ -1357,9 +1358,48 @@ static void sigstop_one(int64_t ms) {
     w->nstops++;
 }
 
+/* Times in which something excuses a lateness (ms, now_ms()). */
+#define MAX_SPANS 4096
+typedef struct spans {
+    int64_t at[MAX_SPANS][2];
+    int n;
+} spans;
+
+static void spans_note(spans *s, int64_t from, int64_t to) {
+    if (s->n < MAX_SPANS) {
+        s->at[s->n][0] = from;
+        s->at[s->n][1] = to;
+        s->n++;
+    } else {
+        s->at[MAX_SPANS - 1][1] = INT64_MAX; /* full: excuse the rest */
+    }
+}
+
+/* The latest end of a span of s that overlaps [from, to]; INT64_MIN when
+ * none does. */
+static int64_t spans_end_during(const spans *s, int64_t from, int64_t to) {
+    int64_t end = INT64_MIN;
+    int i;
+
+    for (i = 0; i < s->n; i++)
+        if (s->at[i][0] <= to && s->at[i][1] >= from && s->at[i][1] > end)
+            end = s->at[i][1];
+    return end;
+}
+
+/* --trickle: when the proxy trickled bytes. A try-once acquire waits for
+ * its answer as long as the connection keeps answering (leash.h: a burst
+ * of the program's own commands ahead of it is not an outage), and a
+ * trickle answers all along: one asked while bytes trickled is bounded
+ * from the trickle's end, when the answers queued behind come at once. A
+ * wait's bound (its end + command_timeout_ms) and a state read's stand
+ * as they are. */
+static spans trickles;
+
 static void one_fault(void) {
     int f = s_between(0, cfg.trickle ? F_COUNT - 1 : F_TRICKLE - 1);
     int lease = cfg.lease_min;
+    int64_t trickled_from = 0;
 
     fault_count[f]++;
     if (cfg.verbose)
@@ -1386,6 +1426,7 @@ static void one_fault(void) {
         sleep_ms(s_between(500, 3000));
         break;
     case F_TRICKLE:
+        trickled_from = now_ms();
         fp_trickle(&P, FP_ALL, s_between(1, 3), s_between(1, 64));
         sleep_ms(s_between(300, 3000));
         break;
@@ -1427,6 +1468,8 @@ static void one_fault(void) {
         break;
     }
     fp_clear(&P);
+    if (f == F_TRICKLE)
+        spans_note(&trickles, trickled_from, now_ms());
 }
 
 /* ---- the supervisor in cluster mode ---- */
@@ -1470,27 +1513,16 @@ static uint64_t failovers_refused;
  * that overlap such a time, and only for those.
  */
 #define REPLICA_ACK_MS 1500
-#define MAX_SHORT 4096
-static int64_t short_of_replicas[MAX_SHORT][2];
-static int nshort;
+
+static spans short_of_replicas;
 
 static void note_short_of_replicas(int64_t from, int64_t to) {
-    if (nshort < MAX_SHORT) {
-        short_of_replicas[nshort][0] = from;
-        short_of_replicas[nshort][1] = to;
-        nshort++;
-    } else {
-        short_of_replicas[MAX_SHORT - 1][1] = INT64_MAX; /* full: excuse the rest */
-    }
+    spans_note(&short_of_replicas, from, to);
 }
 
 /* 1 if some master was short of replicas at some moment of [from, to]. */
 static int short_during(int64_t from, int64_t to) {
-    int i;
-    for (i = 0; i < nshort; i++)
-        if (short_of_replicas[i][0] <= to && short_of_replicas[i][1] >= from)
-            return 1;
-    return 0;
+    return spans_end_during(&short_of_replicas, from, to) != INT64_MIN;
 }
 
 /* The WAITs an attempt can wait for on a worker's connection to one
@@ -3098,7 +3130,8 @@ static void check_log(figures *fg) {
                                  x->proc, x->handle, (long long)x->c, x->name, (long long)x->a,
                                  leash_status_name(x->status), (long long)late);
             } else if (x->c == 0) {
-                late = x->b - x->a - x->lag;
+                int64_t trickled = spans_end_during(&trickles, x->a, x->b);
+                late = x->b - (trickled > x->a ? trickled : x->a) - x->lag;
                 if (late > allow && !stopped_during(x->proc, x->a, x->b))
                     sv_violation("proc %d handle %d: try-once acquire of n%d asked at t=%lld "
                                  "ended %s after %lld ms",
