@@ -81,13 +81,13 @@
  *          count below 1: a new hold from a waiter that has waited -count
  *          ms (it queues if busy, see above; never with Redlock).
  *          With a fence floor (Redlock), a new hold's fence is the proposal
- *          (one fence route/quorum.c proposes to every server alike; 20
- *          digits, 0 none), or the server's clock when the proposal lags it
- *          by more than W = min(lease / 4, 1 s), or the floor + 1 when that
- *          is larger; the grant writes it as the floor (PX floor_ttl_ms),
- *          its last write, after every check: a floor only grows. So the
- *          servers that granted one proposal hold it as their floor already,
- *          and the grant needs no raise.
+ *          (one fence route/quorum.c proposes to every server alike, its
+ *          digits without leading zeros; 0 none), or the server's clock
+ *          when the proposal lags it by more than W = min(lease / 4, 1 s),
+ *          or the floor + 1 when that is larger; the grant writes it as the
+ *          floor (PX floor_ttl_ms), its last write, after every check: a
+ *          floor only grows. So the servers that granted one proposal hold
+ *          it as their floor already, and the grant needs no raise.
  *          not_after (a server time in ms, LEASH__STAMP_DIGITS digits; 0 =
  *          none) is written by the connection when it writes the command:
  *          a copy that runs later (it sat in a frozen server's socket after
@@ -229,7 +229,7 @@
     "    local p = ARGV[6] + 0\n"                                                            \
     "    if p > 0 and (p >= fn or p >= fn - math.min(ARGV[2] / 4, 1000) * 1000) then\n"      \
     "      fn = p\n"                                                                         \
-    "      if p < 9007199254740992 then f = string.match(ARGV[6], '^0*(%d+)$') end\n"        \
+    "      if p < 9007199254740992 then f = ARGV[6] end\n"                                   \
     "    end\n"                                                                              \
     "    local fl = redis.call('get', KEYS[2])\n"                                            \
     "    fl = fl and tonumber(fl) or 0\n"                                                    \
