@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Pieces of the core that need no server: options, status table, key
  * naming and hash slots, SHA-1, the wire format, tokens. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <hiredis/hiredis.h>
 
 #include "base/sha1.h"
 #include "base/slot.h"
@@ -339,6 +342,52 @@ TEST(redisson_names_fields_and_messages) {
     CHECK(d->family_names == NULL);
 }
 
+/* The acquire of a fenced lock (Redlock) carries the fence proposal as its
+ * own digits, no leading zeros (the script writes it as it came), and the
+ * not-after stamp still ends the command, where the connection writes it. */
+TEST(a_fence_proposal_goes_in_with_its_own_digits) {
+    static const struct {
+        uint64_t fence;
+        const char *arg;
+    } cases[] = {{1796226731607050u, "$16\r\n1796226731607050\r\n"},
+                 {0, "$1\r\n0\r\n"},
+                 {7, "$1\r\n7\r\n"},
+                 {UINT64_MAX, "$20\r\n18446744073709551615\r\n"}};
+    static const char stamp[] = "$19\r\n0000000000000000000\r\n";
+    const leash__dialect *d = &leash__dialect_leash;
+    leash__logger lg = {fx_log_cb, NULL, LEASH_LOG_DEBUG};
+    leash__names k;
+    size_t i, tail = strlen(stamp);
+
+    leash__dialects_init();
+    CHECK_EQ_INT(d->names(&k, &lg, "leash:", "orders:42", 0), LEASH_OK);
+    k.fenced = 1;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        leash__cmd *cmd =
+            d->acquire_cmd(&k, "0123456789abcdef0123456789abcdef", 30000, 1, 0, 1000, 0);
+        size_t arg = strlen(cases[i].arg), built;
+        redisReader *rd = redisReaderCreate();
+        void *r = NULL;
+
+        CHECK(cmd != NULL && rd != NULL);
+        built = cmd->len;
+        CHECK_EQ_INT(d->propose_fence(cmd, cases[i].fence), 0);
+        CHECK_EQ_INT(cmd->len, built - (27 - arg));
+        CHECK(memcmp(cmd->buf + cmd->len - tail - arg, cases[i].arg, arg) == 0);
+        CHECK(memcmp(cmd->buf + cmd->len - tail, stamp, tail) == 0);
+        /* Still one well-formed command: its elements, the last the stamp. */
+        CHECK_EQ_INT(redisReaderFeed(rd, cmd->buf, cmd->len), REDIS_OK);
+        CHECK_EQ_INT(redisReaderGetReply(rd, &r), REDIS_OK);
+        CHECK(r != NULL && ((redisReply *)r)->type == REDIS_REPLY_ARRAY &&
+              ((redisReply *)r)->elements == 12);
+        CHECK_STR_EQ(((redisReply *)r)->element[11]->str, "0000000000000000000");
+        freeReplyObject(r);
+        redisReaderFree(rd);
+        leash__cmd_free(cmd);
+    }
+    leash__names_clear(&k);
+}
+
 TEST(sha1_matches_known_digests) {
     char hex[41];
     leash__sha1_hex("abc", 3, hex);
@@ -443,6 +492,7 @@ int main(int argc, char **argv) {
         TEST_CASE(keys_share_one_hash_slot),
         TEST_CASE(channels_are_distinct_per_db_and_per_key),
         TEST_CASE(redisson_names_fields_and_messages),
+        TEST_CASE(a_fence_proposal_goes_in_with_its_own_digits),
         TEST_CASE(sha1_matches_known_digests),
         TEST_CASE(wire_format_and_eval_fallback),
         TEST_CASE(decimal_writer),

@@ -164,22 +164,36 @@ int64_t leash__floor_ttl_ms(int64_t lease_ms) {
 }
 
 /* The proposal is the argument before the stamp: "$20\r\n<digits>\r\n"
- * then "$19\r\n<stamp>\r\n" end the command. */
+ * then "$19\r\n<stamp>\r\n" end the command. The command is built with
+ * 20 zeros there; the proposal goes in with its own digits, no leading
+ * zeros, and the stamp moves up behind it, so that a script writes the
+ * fence as it came (cutting the zeros in Lua was a pattern match: about
+ * 2,000 of a server's 111,000 instructions a Redlock cycle; issue 35). */
 int leash__hold_propose_fence(leash__cmd *cmd, uint64_t fence) {
     const size_t stamp_tail = 5 + LEASH__STAMP_DIGITS + 2, arg = 5 + LEASH__PROPOSAL_DIGITS + 2;
+    char digits[LEASH__PROPOSAL_DIGITS];
+    size_t n = 0, head;
     char *p;
-    int i;
 
     if (cmd->len < stamp_tail + arg + 2 || cmd->stamp != LEASH__STAMP_NOT_AFTER)
         return -1;
     p = cmd->buf + cmd->len - stamp_tail - arg;
     if (memcmp(p, "$20\r\n", 5) != 0 || memcmp(p + arg - 2, "\r\n", 2) != 0)
         return -1;
-    p += 5;
-    for (i = LEASH__PROPOSAL_DIGITS - 1; i >= 0; i--) {
-        p[i] = (char)('0' + fence % 10);
+    do {
+        digits[sizeof digits - ++n] = (char)('0' + fence % 10);
         fence /= 10;
-    }
+    } while (fence > 0);
+    head = n < 10 ? 4 : 5; /* "$n\r\n" */
+    p[0] = '$';
+    if (n >= 10)
+        p[1] = (char)('0' + n / 10);
+    p[head - 3] = (char)('0' + n % 10);
+    memcpy(p + head - 2, "\r\n", 2);
+    memcpy(p + head, digits + sizeof digits - n, n);
+    memcpy(p + head + n, "\r\n", 2);
+    memmove(p + head + n + 2, cmd->buf + cmd->len - stamp_tail, stamp_tail);
+    cmd->len -= arg - (head + n + 2);
     return 0;
 }
 

@@ -250,8 +250,10 @@ typedef struct leash__dialect {
     /* Writes fence into an acquire command of a fenced lock (Redlock) as
      * the fence its servers grant when it is above their floor and not
      * far below their clock (dialect/leash.c, acquire); route/quorum.c
-     * proposes the same one to all of them. 0, or -1 when cmd is not such
-     * a command (it is left as it was). */
+     * proposes the same one to all of them, once per command (its digits,
+     * no leading zeros, replace the zeros the command was built with, and
+     * cmd->len shrinks). 0, or -1 when cmd is not such a command (it is
+     * left as it was). */
     int (*propose_fence)(leash__cmd *cmd, uint64_t fence);
     /* What a message on a lock's channel says. */
     void (*message)(const char *msg, size_t len, leash__msg *out);

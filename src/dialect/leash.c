@@ -81,13 +81,13 @@
  *          count below 1: a new hold from a waiter that has waited -count
  *          ms (it queues if busy, see above; never with Redlock).
  *          With a fence floor (Redlock), a new hold's fence is the proposal
- *          (one fence route/quorum.c proposes to every server alike; 20
- *          digits, 0 none), or the server's clock when the proposal lags it
- *          by more than W = min(lease / 4, 1 s), or the floor + 1 when that
- *          is larger; the grant writes it as the floor (PX floor_ttl_ms),
- *          its last write, after every check: a floor only grows. So the
- *          servers that granted one proposal hold it as their floor already,
- *          and the grant needs no raise.
+ *          (one fence route/quorum.c proposes to every server alike, its
+ *          digits without leading zeros; 0 none), or the server's clock
+ *          when the proposal lags it by more than W = min(lease / 4, 1 s),
+ *          or the floor + 1 when that is larger; the grant writes it as the
+ *          floor (PX floor_ttl_ms), its last write, after every check: a
+ *          floor only grows. So the servers that granted one proposal hold
+ *          it as their floor already, and the grant needs no raise.
  *          not_after (a server time in ms, LEASH__STAMP_DIGITS digits; 0 =
  *          none) is written by the connection when it writes the command:
  *          a copy that runs later (it sat in a frozen server's socket after
@@ -204,28 +204,41 @@
  * with, not through string.format('%.0f'): formatting a double was the
  * dearest Lua of a grant (callgrind on redis-server 7.0: about 3,000 of the
  * 124,000 instructions of a one-server acquire and release at the server's
- * clock; issue 35). Only a fence above the floor is formatted. */
+ * clock; issue 35). Only a fence above the floor is formatted.
+ * Each string read as a number costs a strtod (about 600 instructions) and
+ * tonumber() two of them behind a C call: TIME's fields are read once, our
+ * own arguments by arithmetic (an error there, before any write, is as good
+ * as tonumber's nil), the floor, which may hold anything, by tonumber; the
+ * window is worked out only for a proposal behind the clock, TIME's digits
+ * only when they are the fence, and the answer carries the fence's number,
+ * not its digits read back (about 9,000 of 121,000 instructions a server
+ * spends on a Redlock acquire and release; issue 35). */
 #define ACQUIRE_LUA(GRANT)                                                                   \
     "local t = redis.call('time')\n"                                                         \
-    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"                                    \
+    "local s, us = t[1] + 0, t[2] + 0\n"                                                     \
+    "local now = s * 1000 + math.floor(us / 1000)\n"                                         \
     "local na = ARGV[#ARGV] + 0\n"                                                           \
     "if na > 0 and now >= na then return {0, -3, 0, now} end\n"                              \
-    "local k, tok, n = KEYS[1], ARGV[1], tonumber(ARGV[3])\n"                                \
+    "local k, tok, n = KEYS[1], ARGV[1], ARGV[3] + 0\n"                                      \
     "local since\n"                                                                          \
     "if n < 1 then since, n = now + n, 1 end\n"                                              \
     "local v\n"                                                                              \
     "if n == 1 then\n"                                                                       \
-    "  local f = t[1] * 1000000 + t[2]\n"                                                    \
-    "  local fs = t[1] .. string.sub('00000' .. t[2], -6)\n"                                 \
+    "  local fn, f = s * 1000000 + us\n"                                                     \
     "  if KEYS[2] then\n"                                                                    \
-    "    local p = tonumber(ARGV[6]) or 0\n"                                                 \
-    "    if p > 0 and p >= f - math.min(ARGV[2] / 4, 1000) * 1000 then\n"                    \
-    "      f, fs = p, p < 9007199254740992 and string.match(ARGV[6], '^0*(%d+)$')\n"         \
+    "    local p = ARGV[6] + 0\n"                                                            \
+    "    if p > 0 and (p >= fn or p >= fn - math.min(ARGV[2] / 4, 1000) * 1000) then\n"      \
+    "      fn = p\n"                                                                         \
+    "      if p < 9007199254740992 then f = ARGV[6] end\n"                                   \
     "    end\n"                                                                              \
-    "    local fl = tonumber(redis.call('get', KEYS[2]) or 0) or 0\n"                        \
-    "    if fl >= f then f, fs = fl + 1, nil end\n"                                          \
+    "    local fl = redis.call('get', KEYS[2])\n"                                            \
+    "    fl = fl and tonumber(fl) or 0\n"                                                    \
+    "    if fl >= fn then fn, f = fl + 1, nil end\n"                                         \
     "  end\n"                                                                                \
-    "  f = fs or string.format('%.0f', f)\n" GRANT "else\n"                                  \
+    "  if not f and fn == s * 1000000 + us then\n"                                           \
+    "    f = t[1] .. string.sub('00000' .. t[2], -6)\n"                                      \
+    "  end\n"                                                                                \
+    "  f = f or string.format('%.0f', fn)\n" GRANT "else\n"                                  \
     "  v = redis.call('get', k)\n"                                                           \
     "  if not v then return {0, -4, 0, now} end\n"                                           \
     "end\n"                                                                                  \
@@ -271,20 +284,23 @@
 static const char acquire_lua[] =
     ACQUIRE_LUA("  v = redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2], 'GET')\n"
                 "  if not v then\n"
-                "    " FLOOR_LUA "    return {1, tonumber(f), 1, now}\n"
+                "    " FLOOR_LUA "    return {1, fn, 1, now}\n"
                 "  end\n");
 static const char acquire_lua_60[] =
     ACQUIRE_LUA("  if redis.call('set', k, tok .. ':0:1:' .. f, 'NX', 'PX', ARGV[2]) then\n"
-                "    " FLOOR_LUA "    return {1, tonumber(f), 1, now}\n"
+                "    " FLOOR_LUA "    return {1, fn, 1, now}\n"
                 "  end\n"
                 "  v = redis.call('get', k)\n");
 
 /* An unmarked hold is deleted before any pattern runs: waiters queue only
  * in a marked one (their attempt marks it), and the pattern was most of the
- * release's own Lua. */
+ * release's own Lua. Both bytes after the token come from one call, and are
+ * looked at before the token is cut out. */
 static const char release_lua[] =
     "local v = redis.call('get', KEYS[1])\n"
-    "if v and string.sub(v, 1, 32) == ARGV[1] and string.byte(v, 33) == 58 then\n"
+    "local b33, b34\n"
+    "if v then b33, b34 = string.byte(v, 33, 34) end\n"
+    "if b33 == 58 and string.sub(v, 1, 32) == ARGV[1] then\n"
     "  if ARGV[2] ~= '0' then\n"
     "    local w, f, r = string.match(v, '^%x+:([01]):%d+:(%d+)(.*)$')\n"
     "    if not w then return redis.error_reply('WRONGTYPE the key holds a value that is not a "
@@ -293,7 +309,7 @@ static const char release_lua[] =
     "'KEEPTTL')\n"
     "    return tonumber(ARGV[2])\n"
     "  end\n"
-    "  if string.byte(v, 34) ~= 49 then\n"
+    "  if b34 ~= 49 then\n"
     "    redis.call('del', KEYS[1])\n"
     "    return 0\n"
     "  end\n"
