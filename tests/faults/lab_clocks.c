@@ -33,13 +33,16 @@
  *                  early by the rate above 1% of a lease: two holds
  *                  valid at once expected from its start to a lease after
  *                  its end (README_CLOCK_DRIFT).
- * Redlock (one of the five, when all five are up): the same steps. A
- * step back is one server's vote, and the fence floors keep the fences
- * growing across it. A step forward too, for a hold already on every
- * server (each server up for a lease before the step); but a new hold
- * that a bare majority with that server in it granted can be granted
- * again by another majority, for up to a lease: expected
- * (README_REDLOCK_CLOCK_STEP).
+ * Redlock (one of the five, when all five are up): the same steps, or
+ * the same drift. A step back is one server's vote, and the fence floors
+ * keep the fences growing across it. A step forward too, for a hold
+ * already on every server (each server up for a lease before the step);
+ * but a new hold that a bare majority with that server in it granted can
+ * be granted again by another majority, for up to a lease: expected
+ * (README_REDLOCK_CLOCK_STEP). A drift of up to 0.8% on one server, with
+ * a holder frozen, may do nothing; 2% to 5% fast is a slow step forward:
+ * expected as a step forward is, from its start to a lease after its end
+ * (README_REDLOCK_CLOCK_DRIFT).
  */
 
 /* The shift of each server's clock now (ms ahead of the machine's). */
@@ -102,9 +105,10 @@ static void clock_fault(int forward, char *said, size_t cap) {
     "that runs fast by more than 1% expires keys early by the difference, and another client " \
     "can be granted the lock while its holder is still valid"
 
-/* The one server's clock runs fast or slow a while (see the top); how
- * long, in ms; how fast, in said. Blocks for as long as it drifts. */
-static int64_t clock_drift(char *said, size_t cap) {
+/* Server r's clock (s: its index) runs fast or slow a while (see the
+ * top), readme naming what its fast case costs; how long, in ms; how
+ * fast, in said. Blocks for as long as it drifts. */
+static int64_t drift_one(test_redis *r, int s, const char *readme, char *said, size_t cap) {
     int beyond = s_between(0, 2) == 0, w = -1, end = 0;
     int ppm = beyond ? s_between(20000, 50000) : (s_between(0, 1) ? 1 : -1) * s_between(1000, 8000);
     int64_t ms = s_between(2000, 8000), t0 = now_ms();
@@ -117,11 +121,11 @@ static int64_t clock_drift(char *said, size_t cap) {
         ms = freeze + 500;
     /* A shift of 0 is the machine's clock, which the server cannot be set
      * back to (test_redis_drift_clock): drift a second longer. */
-    if (R.cfg.clock_shift_ms + (ms * ppm + (ppm > 0 ? 500000 : -500000)) / 1000000 == 0)
+    if (r->cfg.clock_shift_ms + (ms * ppm + (ppm > 0 ? 500000 : -500000)) / 1000000 == 0)
         ms += 1000;
     if (beyond)
-        w = expect_open(t0, "clock-drift", README_CLOCK_DRIFT, 0);
-    if (test_redis_drift_clock(&R, ppm, (int)ms, &end) != 0) {
+        w = expect_open(t0, "clock-drift", readme, 0);
+    if (test_redis_drift_clock(r, ppm, (int)ms, &end) != 0) {
         fprintf(stderr, "torture: a clock drift was refused\n");
         kill_workers();
         exit(2);
@@ -129,11 +133,16 @@ static int64_t clock_drift(char *said, size_t cap) {
     sleep_ms(100); /* it starts within 30 ms (test_redis_drift_clock) */
     sigstop_one(freeze);
     sleep_ms(t0 + ms + 100 - now_ms());
-    clock_now[0] = end;
+    clock_now[s] = end;
     expect_close(w, now_ms() + cfg.lease_max + 50);
     snprintf(said, cap, " (%+.1f%%: %+d ms from the machine's; a worker frozen %lld ms)",
              ppm / 10000.0, end, (long long)freeze);
     return ms;
+}
+
+/* The one server's clock runs fast or slow a while. */
+static int64_t clock_drift(char *said, size_t cap) {
+    return drift_one(&R, 0, README_CLOCK_DRIFT, said, cap);
 }
 
 #define README_REDLOCK_CLOCK_STEP                                                               \
@@ -142,11 +151,29 @@ static int64_t clock_drift(char *said, size_t cap) {
     "majority with that server in it granted can be granted to another client: two holders "    \
     "for up to a lease (the Redlock algorithm assumes clocks that do not jump)"
 
-/* Redlock in the lab: how many clock steps, for the cell lines. */
-static uint64_t rl_clock_steps;
+#define README_REDLOCK_CLOCK_DRIFT                                                               \
+    "docs/how-it-works.md \"What Redis must be and do\", \"A clock that keeps its rate\": with " \
+    "Redlock a server whose clock runs fast by more than 1% expires its keys early, and a hold " \
+    "that a bare majority with that server in it granted can be granted to another client"
+
+/* Redlock in the lab: how many clock steps and drifts, for the cell lines. */
+static uint64_t rl_clock_steps, rl_clock_drifts;
+
+/* Redlock in the lab: one server's clock runs fast or slow a while. */
+static void redlock_clock_drift(int s, int64_t t0) {
+    char said[160];
+    probe pr;
+
+    probe_start(&pr);
+    drift_one(&RS[s], s, README_REDLOCK_CLOCK_DRIFT, said, sizeof said);
+    rl_clock_drifts++;
+    fprintf(stderr, "torture: t=%lld fault clock-drift: server %d%s, done at t=%lld\n",
+            (long long)t0, s, said, (long long)now_ms());
+    probe_check(&pr, now_ms(), "clock-drift");
+}
 
 /* Redlock in the lab: now and then (when every server is up), one
- * server's clock stepped forward or back. 1 if it did. */
+ * server's clock stepped forward or back, or drifting. 1 if it did. */
 static int redlock_clock_fault(void) {
     int s, delta, w = -1;
     int64_t t0;
@@ -158,6 +185,12 @@ static int redlock_clock_fault(void) {
     /* Every hold renewed onto every server first (see the top). */
     sleep_ms(cfg.lease_max);
     s = s_between(0, RL_N - 1);
+    /* A clock off the machine's by more than 100 ms is stepped back to it
+     * first: a drift starts from a clock about right. */
+    if (clock_now[s] <= 100 && clock_now[s] >= -100 && s_between(0, 2) == 0) {
+        redlock_clock_drift(s, t0);
+        return 1;
+    }
     /* Back to about the machine's clock when off by more than 100 ms. */
     delta = clock_now[s] > 100 || clock_now[s] < -100
                 ? 1 - clock_now[s]
@@ -184,10 +217,14 @@ static int redlock_clock_fault(void) {
     return 1;
 }
 
-/* Redlock's cell line for its clock steps. */
+/* Redlock's cell lines for its clock steps and drifts. */
 static void redlock_clock_print(void) {
     const struct cell *c = cell_of("clock-step");
     printf("\ncell clock-step fired=%" PRIu64 " probes=%" PRIu64 " failed=%" PRIu64
            " documented=%" PRIu64 " expected=%" PRIu64,
            rl_clock_steps, c->probes, c->failed, c->documented, c->expected);
+    c = cell_of("clock-drift");
+    printf("\ncell clock-drift fired=%" PRIu64 " probes=%" PRIu64 " failed=%" PRIu64
+           " documented=%" PRIu64 " expected=%" PRIu64,
+           rl_clock_drifts, c->probes, c->failed, c->documented, c->expected);
 }

@@ -231,7 +231,7 @@
  * a while, lab_clocks.c), name-moves and maxmemory
  * (lab_ops.c), client-kill, script-flush, sigstop (a worker). Redlock adds a bridge (two groups
  * of workers that each see a different majority, sharing one server)
- * and clock-step (one server's clock, lab_clocks.c);
+ * and clock-step and clock-drift (one server's clock, lab_clocks.c);
  * Sentinel adds stale-sentinel (the first sentinel of every client's
  * list cut off while the others fail the master over: it names the old
  * master, soon a replica), master-cut-off (the master cut off from
