@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#define _DEFAULT_SOURCE 1 /* usleep */
 /* The multi-lock (leash_multi_lock_new) on a real loop against a real Redis
  * (one server, a cluster, or Redlock's independent servers: fixture.h):
  * all or nothing, no deadlock between overlapping multi-locks, cancel and
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fixture.h"
 #ifdef LEASH_TEST_ONE_SERVER
@@ -585,6 +587,40 @@ TEST(each_member_has_a_fence_that_grows_spread) {
     fences(spread);
 }
 
+/* The loop stalls past a try-once's deadline (command_timeout_ms) with
+ * the one script's grant unread in the socket: the grant, read late,
+ * decides (the deadline gives the loop one more turn once it passed, as
+ * a mutex's does). */
+TEST(a_loop_that_stalls_past_a_try_once_reads_its_grant_first) {
+    fx_world w;
+    leash_lock *m;
+    fx_result r = {0};
+    int tries;
+
+    fx_world_up(&w, 5000, 300);
+    m = leash_multi_lock_new(w.c, tagged, 3);
+    CHECK_EQ_INT(fx_acquire_sync(w.loop, m, 0, 5000), LEASH_OK); /* the script is loaded */
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    CHECK(run_until_gone(&w, tagged, 3, 3000));
+    for (tries = 0; tries < 20; tries++) {
+        memset(&r, 0, sizeof(r));
+        CHECK_EQ_INT(leash_acquire(m, 0, fx_acquire_cb, &r), LEASH_OK);
+        fx_run_until_key_exists(&w, "leash:{acct}c"); /* granted, not read */
+        if (!r.done)
+            break;
+        /* The loop's turn read the grant too: again. */
+        CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+        CHECK(run_until_gone(&w, tagged, 3, 3000));
+    }
+    CHECK_MSG(!r.done, "the grant was always read in the turn that sent it");
+    usleep(500 * 1000);
+    fx_run_until(w.loop, &r, 3000);
+    CHECK_EQ_INT(r.status, LEASH_OK);
+    CHECK_EQ_INT(fx_release_sync(w.loop, m, 5000), LEASH_OK);
+    leash_lock_free(m);
+    fx_world_down(&w);
+}
+
 #ifdef LEASH_TEST_ONE_SERVER
 /* One deadline covers the whole: a member whose attempt is on the wire
  * when the wait ends (its answer stalled) keeps a mutex waiting up to the
@@ -892,6 +928,7 @@ int main(int argc, char **argv) {
         TEST_CASE(overlapping_multi_locks_in_opposite_order_never_deadlock_spread),
         TEST_CASE(cancel_and_timeout_give_every_member_back_in_one_slot),
         TEST_CASE(a_wait_asked_late_in_a_loop_turn_never_ends_early),
+        TEST_CASE(a_loop_that_stalls_past_a_try_once_reads_its_grant_first),
         TEST_CASE(cancel_and_timeout_give_every_member_back_spread),
         TEST_CASE(lost_once_when_one_member_key_is_deleted_in_one_slot),
         TEST_CASE(lost_once_when_one_member_key_is_deleted_spread),

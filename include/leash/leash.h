@@ -874,13 +874,14 @@ typedef void leash_lost_cb(leash_lock *l, int reason, void *arg);
  * 1..LEASH_DURATION_MAX_MS = wait up to that many ms, LEASH_WAIT_FOREVER =
  * wait without limit. When the wait ends while an attempt is on the wire,
  * that attempt's answer decides: the callback may then come up to
- * command_timeout_ms later, with LEASH_OK or LEASH_ECONN, and no later,
- * also on a connection whose answers come too slowly for it ever to go
- * silent (bytes that trickle in, a queue of answers ahead): an answer not
- * in by then ends the acquire LEASH_ECONN, and a grant it still brings is
- * released. A try-once waits for its answer as long as the connection
- * keeps answering (a burst of the program's own commands ahead of it is
- * not an outage); command_timeout_ms of silence ends it, LEASH_ECONN.
+ * command_timeout_ms (and a turn of the loop) later, with LEASH_OK or
+ * LEASH_ECONN, also when the answers come too slowly for the connection
+ * ever to go silent (bytes that trickle in; a burst of the program's own
+ * commands that the server cannot answer that soon): an answer not in by
+ * then ends the acquire LEASH_ECONN, and a grant it still brings is
+ * released. A try-once has no bound of its own: it waits for its answer
+ * as long as the connection keeps answering (a burst is not an outage);
+ * command_timeout_ms of silence ends it, LEASH_ECONN.
  * A waiting acquire sleeps until a release of the lock is announced on Redis
  * pub/sub, until the holder's lease runs out, or until its wait ends; it
  * sends no command while it sleeps. Local waiters of one name are served in

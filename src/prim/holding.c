@@ -1487,7 +1487,9 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
         }
         return 0;
     case LEASH__EV_OVERDUE:
-        leash__log(lg(l), LEASH_LOG_WARN,
+        /* Not a warning: a burst the server cannot answer that soon ends
+         * thousands of waits this way at once, and their callbacks say it. */
+        leash__log(lg(l), LEASH_LOG_DEBUG,
                    "acquire %s: no answer %lld ms after the wait ended: LEASH_ECONN (the "
                    "answers come too slowly)",
                    l->log_name, (long long)l->core->cfg->conn->command_timeout_ms);

@@ -110,7 +110,9 @@
  *            never held; what was taken is given back); a second one while
  *            it is owed: ESTATE
  *   tout     the one deadline of the whole passed (the wait's; a
- *            try-once's is command_timeout_ms): everything taken is given
+ *            try-once's is command_timeout_ms; a turn of the loop later,
+ *            so that a grant read late after a stall comes first):
+ *            everything taken is given
  *            back (the member on the wire too: a late grant is released;
  *            the one script on the wire as at a cancel),
  *            callback LEASH_ETIMEDOUT (try-once: LEASH_ECONN) -> IDLE. So a
@@ -749,6 +751,13 @@ static void group_answered(leash_lock *l, const leash__answer *a) {
     }
 }
 
+/* The one deadline of the whole acquire: the wait's, a try-once's
+ * command_timeout_ms from its start (leash.h). */
+static int64_t whole_deadline(const leash_lock *l) {
+    return l->wait_once ? l->attempt_sent + l->core->cfg->conn->command_timeout_ms
+                        : l->wait_deadline;
+}
+
 static int start(leash_lock *l, const leash__event *e) {
     int i, rc;
 
@@ -759,15 +768,15 @@ static int start(leash_lock *l, const leash__event *e) {
     l->wait_once = e->wait_ms == 0;
     l->wait_deadline = e->wait_ms > 0 ? leash__now_ms() + e->wait_ms : 0;
     l->acquire_us = leash__now_us();
+    l->attempt_sent = leash__now_ms(); /* a try-once's deadline counts from here */
+    l->overdue_turn = 0;
     i = next_member(l);
     if ((rc = try_from(l, i)) != LEASH_OK)
         return rc;
     l->acq_cb = e->acq_cb;
     l->acq_arg = e->arg;
-    if (l->wait_once)
-        leash__timer_at(&l->timer, leash__now_ms() + l->core->cfg->conn->command_timeout_ms, 1);
-    else if (l->wait_deadline != 0)
-        leash__timer_at(&l->timer, l->wait_deadline, 1);
+    if (l->wait_once || l->wait_deadline != 0)
+        leash__timer_at(&l->timer, whole_deadline(l), 1);
     set_state(l, S_TAKING);
     return LEASH_OK;
 }
@@ -1026,12 +1035,15 @@ static int names(leash_lock *l, const char *name) {
 static void on_timer(void *arg) {
     leash_lock *l = arg;
 
-    /* A loop's timer may fire early: one set from inside a callback that
-     * worked a while counts from the loop's idea of now, which lags. A
-     * wait never ends before its end (holding.c looks the same way). */
-    if (l->state == S_TAKING && !l->wait_once && l->wait_deadline != 0 &&
-        leash__now_ms() < l->wait_deadline) {
-        (void)leash__timer_at(&l->timer, l->wait_deadline, 1);
+    /* Never before the deadline (a loop's timer may fire early: one set
+     * from inside a callback that worked a while counts from the loop's
+     * idea of now, which lags), and one turn of the loop after it, so that
+     * a grant that waits unread after a stall of the loop is read first
+     * (base/timer.h; holding.c does the same). */
+    if (l->state == S_TAKING && (l->wait_once || l->wait_deadline != 0) &&
+        !leash__deadline_ends(whole_deadline(l), &l->overdue_turn, leash__now_ms())) {
+        (void)leash__timer_at(&l->timer, leash__deadline_next(whole_deadline(l), l->overdue_turn),
+                              1);
         return;
     }
     deliver(arg, LEASH__EV_WAIT_END, -1, 0);
