@@ -438,6 +438,15 @@ static void run_while(fx_loop *loop, int64_t ms) {
     fx_run_for(loop, ms);
 }
 
+/* Runs the loop until l was renewed once more than `renewals` times, at
+ * most ms: the renewal a check waits for, not a fixed sleep past it. */
+static void run_until_renewed(fx_loop *loop, leash_lock *l, uint64_t renewals, int64_t ms) {
+    int64_t end = test_now_ms() + ms;
+
+    while (leash_renewals(l) <= renewals && test_now_ms() < end)
+        fx_run_for(loop, 10);
+}
+
 static rec_lost_t holder_lost;
 static void on_holder_lost(leash_lock *l, int reason, void *arg) {
     (void)l, (void)arg;
@@ -487,7 +496,7 @@ TEST(resharding_a_held_lock_with_sleeping_waiters) {
     CHECK_EQ_INT(test_cluster_migrate_move_keys(&w.c, slot, to, 0), 1);
     /* The key is at the target; the slot still the old owner's: ASK. */
     renewals = leash_renewals(holder);
-    run_while(w.loop, 1300);
+    run_until_renewed(w.loop, holder, renewals, 1300);
     CHECK_MSG(leash_renewals(holder) > renewals, "no renewal while the slot migrates");
     CHECK(leash_held(holder));
     /* A lock of the same slot that does not exist yet is made at the target. */
@@ -498,7 +507,7 @@ TEST(resharding_a_held_lock_with_sleeping_waiters) {
 
     CHECK_EQ_INT(test_cluster_migrate_finish(&w.c, slot, to), 0);
     renewals = leash_renewals(holder);
-    run_while(w.loop, 1300);
+    run_until_renewed(w.loop, holder, renewals, 1300);
     CHECK_MSG(leash_renewals(holder) > renewals, "no renewal after the slot moved");
     CHECK(leash_held(holder));
     CHECK_EQ_INT(holder_lost.calls, 0);
@@ -551,7 +560,7 @@ TEST(a_graceful_failover_keeps_the_hold) {
     CHECK_EQ_INT(test_cluster_failover(&w.c, replica), 0);
     CHECK_EQ_INT(test_cluster_master_of_slot(&w.c, slot), replica);
     renewals = leash_renewals(holder);
-    run_while(w.loop, 1300);
+    run_until_renewed(w.loop, holder, renewals, 1300);
     CHECK_MSG(leash_renewals(holder) > renewals, "no renewal after the failover");
     CHECK(leash_held(holder));
     CHECK_EQ_INT(holder_lost.calls, 0);
@@ -575,7 +584,10 @@ typedef struct contender {
 /* The master of a held lock is killed (SIGKILL) and its replica promoted,
  * while a second client keeps trying: the first either keeps its hold or
  * learns it lost it, and the second's grants never start before the
- * first's validity (its local deadline, or its lost callback) ended. */
+ * first's validity (its local deadline, or its lost callback) ended. The
+ * second tries for 8 s, or until the first is a second past the validity
+ * it had at the kill with a renewal since: it then renewed at the
+ * promoted replica and is known to keep its hold. */
 static void killed_master(int wait_replicas, int replicas) {
     cworld w;
     test_cluster_config cfg;
@@ -583,7 +595,8 @@ static void killed_master(int wait_replicas, int replicas) {
     leash_client *a;
     contender first = {0}, second = {0};
     int slot, master, promoted;
-    int64_t end, first_valid_until = 0, second_first_grant = 0;
+    int64_t end, first_valid_until = 0, second_first_grant = 0, valid_at_kill;
+    uint64_t renewals_at_kill;
 
     memset(&w, 0, sizeof w);
     memset(&cfg, 0, sizeof cfg);
@@ -606,6 +619,11 @@ static void killed_master(int wait_replicas, int replicas) {
     master = test_cluster_master_of_slot(&w.c, slot);
     run_while(w.loop, 100);
     CHECK_EQ_INT(test_cluster_kill(&w.c, master), 0);
+    /* A renewal the master answered before it died is not the promoted
+     * one's. */
+    fx_run_for(w.loop, 5);
+    valid_at_kill = test_now_ms() + leash_valid_ms(first.l);
+    renewals_at_kill = leash_renewals(first.l);
     /* The second keeps trying, once at a time, while the first holds or
      * learns it does not. */
     end = test_now_ms() + 8000;
@@ -613,6 +631,9 @@ static void killed_master(int wait_replicas, int replicas) {
         int rc;
         if (leash_held(first.l))
             first_valid_until = test_now_ms() + leash_valid_ms(first.l);
+        if (leash_held(first.l) && test_now_ms() > valid_at_kill + 1000 &&
+            leash_renewals(first.l) > renewals_at_kill)
+            break;
         memset(&second.res, 0, sizeof second.res);
         CHECK_EQ_INT(leash_acquire(second.l, 0, fx_acquire_cb, &second.res), LEASH_OK);
         fx_run_until(w.loop, &second.res, 5000);
@@ -821,7 +842,7 @@ TEST(a_node_added_and_slots_rebalanced_onto_it) {
     slot = slot_of_lock("rebalanced");
     CHECK_EQ_INT(test_cluster_migrate_slot(&w.c, slot, added), 0);
     renewals = leash_renewals(holder);
-    run_while(w.loop, 2200); /* renewals every 2 s */
+    run_until_renewed(w.loop, holder, renewals, 2200); /* renewals every 2 s */
     CHECK_MSG(leash_renewals(holder) > renewals, "no renewal at the new master");
     CHECK(leash_held(holder));
     CHECK_EQ_INT(holder_lost.calls, 0);

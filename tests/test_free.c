@@ -300,8 +300,8 @@ TEST(an_abandoned_hold_runs_out_its_lease) {
     fx_result rw = {0};
     int64_t abandoned;
 
-    fx_world_up(&w, 3000, 300);
-    other = fx_world_client(&w, 3000);
+    fx_world_up(&w, 1500, 300);
+    other = fx_world_client(&w, 1500);
     holder = leash_lock_new(w.c, "abandoned");
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
     waiter = leash_lock_new(other, "abandoned");
@@ -310,13 +310,14 @@ TEST(an_abandoned_hold_runs_out_its_lease) {
     abandoned = test_now_ms();
     leash_lock_abandon(holder);
     /* No release: the key outlives the abandon by its lease less the 300
-     * ms since the grant (renewals come every second). */
-    fx_run_for(w.loop, 1500);
+     * ms since the grant (renewals come every 500 ms, the first after the
+     * abandon). */
+    fx_run_for(w.loop, 700);
     CHECK_EQ_INT(rw.calls, 0);
     /* No renewal either: it runs out within the lease. */
     fx_run_until(w.loop, &rw, 20000);
     CHECK_EQ_INT(rw.status, LEASH_OK);
-    CHECK(test_now_ms() - abandoned <= 3000 + TEST_SLACK_MS);
+    CHECK(test_now_ms() - abandoned <= 1500 + TEST_SLACK_MS);
     CHECK(fx_release_sync(w.loop, waiter, 5000) == LEASH_OK);
     leash_lock_abandon(NULL);
     leash_client_free(other);

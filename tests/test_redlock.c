@@ -82,6 +82,15 @@ static leash_client *rw_client(rworld *w, int64_t lease_ms) {
     return rw_client_of(w, lease_ms, LEASH_DIALECT_LEASH);
 }
 
+/* Runs the loop until l was renewed once more than `renewals` times, at
+ * most ms: the renewal a check waits for, not a fixed sleep past it. */
+static void run_until_renewed(rworld *w, leash_lock *l, uint64_t renewals, int64_t ms) {
+    int64_t end = test_now_ms() + ms;
+
+    while (leash_renewals(l) <= renewals && test_now_ms() < end)
+        fx_run_for(w->loop, 10);
+}
+
 /* Servers whose lock key `key` holds a value. */
 static int holding_servers(rworld *w, const char *key) {
     int i, n = 0;
@@ -706,7 +715,7 @@ TEST(two_servers_killed_keep_the_hold_a_third_loses_it) {
     CHECK_EQ_INT(test_redis_kill(&w.s[0]), 0);
     CHECK_EQ_INT(test_redis_kill(&w.s[1]), 0);
     renewals = leash_renewals(held);
-    fx_run_for(w.loop, 1200);
+    run_until_renewed(&w, held, renewals, 1200);
     CHECK_MSG(leash_renewals(held) > renewals, "no renewal on the three left");
     CHECK(leash_held(held));
     CHECK_EQ_INT(lost_calls, 0);
@@ -1199,7 +1208,7 @@ TEST(a_hold_granted_by_a_bare_majority_spreads_and_survives_two_kills) {
     CHECK_EQ_INT(test_redis_kill(&w.s[0]), 0);
     CHECK_EQ_INT(test_redis_kill(&w.s[1]), 0);
     renewals = leash_renewals(held);
-    fx_run_for(w.loop, 1200);
+    run_until_renewed(&w, held, renewals, 1200);
     CHECK_MSG(leash_renewals(held) > renewals, "no renewal on the three left");
     CHECK(leash_held(held));
     CHECK(leash_held(other));
@@ -1381,6 +1390,7 @@ static void force_is_partial(const force_case *fc) {
     fx_result done = {0};
     char key[64];
     int ports[N], i;
+    uint64_t renewals;
 
     snprintf(key, sizeof(key), "leash:%s", fc->name);
     rw_up(&w);
@@ -1408,11 +1418,14 @@ static void force_is_partial(const force_case *fc) {
     for (i = 0; i < 2; i++)
         CHECK_EQ_INT(fp_blackhole(&p[fc->silent[i]], FP_ALL, FP_BOTH, 1), 0);
     f = leash_lock_new(op, fc->name);
+    renewals = leash_renewals(h);
     CHECK_EQ_INT(leash_force_release(f, fx_release_cb, &done), LEASH_OK);
     fx_run_until(w.loop, &done, 3000);
     CHECK_EQ_INT(test_redis_int(&w.s[fc->removed_on], "EXISTS %s", key), 0);
-    /* Past the first renewal (it spreads) and one more. */
-    fx_run_for(w.loop, 2000 + 2000 + 500);
+    /* Past the first renewal (it spreads) and one more, and their copies
+     * to the servers that answered after the majority. */
+    run_until_renewed(&w, h, renewals + 1, 2000 + 2000 + 500);
+    fx_run_for(w.loop, 200);
     CHECK_MSG(done.status != LEASH_OK || !leash_held(h),
               "force release answered OK, and the holder still holds it on %d servers",
               holding_servers(&w, key));
