@@ -1487,6 +1487,8 @@ static int in_attempt(leash_lock *l, const leash__event *e) {
         }
         return 0;
     case LEASH__EV_OVERDUE:
+        if (!last)
+            return 0; /* only LAST's timer looks for it */
         /* Not a warning: a burst the server cannot answer that soon ends
          * thousands of waits this way at once, and their callbacks say it. */
         leash__log(lg(l), LEASH_LOG_DEBUG,
