@@ -249,12 +249,15 @@ TEST(pubsub_off_polls_without_a_subscriber_connection) {
 }
 
 /* A holder that dies says nothing: the poller takes the lock when its key
- * expires (the TTL from the last answer), not a backoff later. */
+ * expires (the TTL from the last answer), not a backoff later. The holder
+ * is abandoned (leash_lock_abandon), as a crashed one: a handle that lives
+ * on gives its key back at its local deadline, a little before the key
+ * expires, and a poll then took the lock 8 ms "early" (ASan, one run). */
 TEST(poller_takes_a_dead_holders_lock_at_its_ttl) {
     world w;
     leash_client *hc, *wc;
     leash_lock *holder, *waiter;
-    fx_result got = {0}, lost = {0};
+    fx_result got = {0};
     int64_t expires_at;
 
     up(&w, NULL, NULL);
@@ -263,8 +266,8 @@ TEST(poller_takes_a_dead_holders_lock_at_its_ttl) {
     holder = leash_lock_new(hc, "dead");
     waiter = leash_lock_new(wc, "dead");
     CHECK_EQ_INT(leash_lock_set_fixed_lease(holder, 1500), LEASH_OK);
-    leash_on_lost(holder, fx_lost_cb, &lost);
     CHECK_EQ_INT(fx_acquire_sync(w.loop, holder, 0, 5000), LEASH_OK);
+    leash_lock_abandon(holder);
     expires_at = test_now_ms() + test_redis_int(&w.r, "PTTL leash:dead");
     CHECK_EQ_INT(leash_acquire(waiter, 10000, fx_acquire_cb, &got), LEASH_OK);
     fx_run_until(w.loop, &got, 5000);
@@ -273,8 +276,6 @@ TEST(poller_takes_a_dead_holders_lock_at_its_ttl) {
               "granted %lld ms after the holder's key expired",
               (long long)(got.at_ms - expires_at));
     CHECK_EQ_INT(fx_release_sync(w.loop, waiter, 3000), LEASH_OK);
-    fx_run_until(w.loop, &lost, 3000);
-    leash_lock_free(holder);
     leash_lock_free(waiter);
     leash_client_free(hc);
     leash_client_free(wc);
