@@ -719,6 +719,21 @@ void fx_run_until_key_exists(fx_world *w, const char *key) {
     CHECK_MSG(fx_key_cmd(w, key, "EXISTS %s", key) == FX_COPIES, "%s not written within 2 s", key);
 }
 
+void fx_acquire_unread(fx_world *w, leash_lock *l, const char *key, int64_t wait_ms,
+                       fx_result *got) {
+    int tries;
+
+    for (tries = 0; tries < 20; tries++) {
+        memset(got, 0, sizeof(*got));
+        CHECK_EQ_INT(leash_acquire(l, wait_ms, fx_acquire_cb, got), LEASH_OK);
+        fx_run_until_key_exists(w, key);
+        if (!got->done)
+            return;
+        CHECK_EQ_INT(fx_release_sync(w->loop, l, 3000), LEASH_OK);
+    }
+    CHECK_MSG(0, "the grant of %s was always read in the turn that sent it", key);
+}
+
 leash_client *fx_world_client(fx_world *w, int64_t lease_ms) {
     leash_options o;
 

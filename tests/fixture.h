@@ -165,6 +165,13 @@ long long fx_key_cmd(fx_world *w, const char *key, const char *fmt, ...);
  * it lives on: the command that writes it has been written and run, and
  * its answer is not read yet (fails the test after 2 s). */
 void fx_run_until_key_exists(fx_world *w, const char *key);
+/* Acquires l (wait_ms), turning the loop until Redis granted it (key
+ * written on every copy) but not one turn more: the grant waits unread in
+ * the socket when this returns (for a stall of the loop after it). A turn
+ * that read it too (libuv may poll right after it wrote) is released and
+ * tried again. */
+void fx_acquire_unread(fx_world *w, leash_lock *l, const char *key, int64_t wait_ms,
+                       fx_result *got);
 /* Lock keys in the world's Redis (every master of a cluster; Redlock: on
  * the first server, fence floors not counted: they live a minute by
  * design). */

@@ -330,25 +330,6 @@ TEST(release_while_acquiring_leaves_no_hold_and_no_watchdog) {
     fx_world_down(&w);
 }
 
-/* Acquires l (wait_ms), turning the loop until Redis granted it (key
- * written) but not one turn more: the grant waits unread in the socket
- * when this returns. A turn that read it too (libuv may poll right after
- * it wrote) is released and tried again. */
-static void acquire_unread(fx_world *w, leash_lock *l, const char *key, int64_t wait_ms,
-                           fx_result *got) {
-    int tries;
-
-    for (tries = 0; tries < 20; tries++) {
-        memset(got, 0, sizeof(*got));
-        CHECK_EQ_INT(leash_acquire(l, wait_ms, fx_acquire_cb, got), LEASH_OK);
-        fx_run_until_key_exists(w, key);
-        if (!got->done)
-            return;
-        CHECK_EQ_INT(fx_release_sync(w->loop, l, 3000), LEASH_OK);
-    }
-    CHECK_MSG(0, "the grant of %s was always read in the turn that sent it", key);
-}
-
 /* The loop stalls (a long callback, a stopped process) after the attempt
  * went out and reads the grant only after its lease ran out: nothing of
  * it can be trusted, it is given back, and a wait with time left tries
@@ -360,7 +341,7 @@ TEST(a_grant_read_after_its_lease_ran_out_is_tried_again_while_the_wait_has_time
 
     fx_world_up(&w, 300, 0);
     l = leash_lock_new(w.c, "stalled");
-    acquire_unread(&w, l, "leash:stalled", 5000, &got);
+    fx_acquire_unread(&w, l, "leash:stalled", 5000, &got);
     usleep(400 * 1000); /* the answer waits in the socket past the lease */
     fx_log_clear();
     fx_run_until(w.loop, &got, 3000);
@@ -382,7 +363,7 @@ TEST(a_loop_that_stalls_past_the_command_timeout_keeps_its_connections) {
 
     fx_world_up(&w, 5000, 300);
     l = leash_lock_new(w.c, "stalled-loop");
-    acquire_unread(&w, l, "leash:stalled-loop", 0, &got);
+    fx_acquire_unread(&w, l, "leash:stalled-loop", 0, &got);
     usleep(500 * 1000);
     fx_log_clear();
     fx_run_until(w.loop, &got, 3000);
@@ -402,7 +383,7 @@ TEST(a_loop_that_stalls_past_a_waits_bound_reads_its_answer_first) {
 
     fx_world_up(&w, 5000, 300);
     l = leash_lock_new(w.c, "stalled-wait");
-    acquire_unread(&w, l, "leash:stalled-wait", 100, &got);
+    fx_acquire_unread(&w, l, "leash:stalled-wait", 100, &got);
     usleep(600 * 1000);
     fx_run_until(w.loop, &got, 3000);
     CHECK_EQ_INT(got.status, LEASH_OK);

@@ -59,4 +59,14 @@ static inline int64_t leash__deadline_next(int64_t deadline, int64_t turn_at) {
     return turn_at != 0 ? turn_at : deadline;
 }
 
+/* The same for a timer t of the deadline's own (keeping the loop alive):
+ * 1 when the call ends now; else 0, t armed for when to look again. */
+static inline int leash__timer_deadline_ends(leash__timer *t, int64_t deadline, int64_t *turn_at,
+                                             int64_t now) {
+    if (leash__deadline_ends(deadline, turn_at, now))
+        return 1;
+    (void)leash__timer_at(t, leash__deadline_next(deadline, *turn_at), 1);
+    return 0;
+}
+
 #endif

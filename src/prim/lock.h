@@ -201,11 +201,11 @@ struct leash_lock {
     /* The acquire that is pending. */
     leash_acquire_cb *acq_cb;
     void *acq_arg;
-    int wait_once;         /* wait_ms was 0 */
-    int64_t wait_deadline; /* 0 = no limit */
-    leash__req *attempt;   /* in flight */
-    int64_t attempt_sent;
-    int64_t overdue_turn;   /* LAST: leash__deadline_ends's turn */
+    int wait_once;          /* wait_ms was 0 */
+    int64_t wait_deadline;  /* 0 = no limit */
+    leash__req *attempt;    /* in flight */
+    int64_t attempt_sent;   /* when it went (a multi-lock: when its acquire began) */
+    int64_t overdue_turn;   /* LAST, a multi-lock's deadline: leash__deadline_ends's turn */
     unsigned attempt_epoch; /* the confirmed subscription it was sent under, 0 = none */
     int64_t ttl_wake;       /* try again then, even without a message */
     int64_t ttl_seen;       /* longest holder TTL Redis answered during this wait */

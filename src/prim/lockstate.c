@@ -247,10 +247,8 @@ static void on_state_one(void *arg, const leash__answer *a, size_t n) {
 static void on_deadline(void *arg) {
     state_req *q = arg;
 
-    if (!leash__deadline_ends(q->deadline, &q->turn_at, leash__now_ms())) {
-        (void)leash__timer_at(&q->timer, leash__deadline_next(q->deadline, q->turn_at), 1);
+    if (!leash__timer_deadline_ends(&q->timer, q->deadline, &q->turn_at, leash__now_ms()))
         return;
-    }
     leash__req_cancel(q->req);
     q->req = NULL;
     q->cb(NULL, LEASH_ECONN, q->arg);

@@ -112,10 +112,10 @@
  *   tout     the one deadline of the whole passed (the wait's; a
  *            try-once's is command_timeout_ms; a turn of the loop later,
  *            so that a grant read late after a stall comes first):
- *            everything taken is given
- *            back (the member on the wire too: a late grant is released;
- *            the one script on the wire as at a cancel),
- *            callback LEASH_ETIMEDOUT (try-once: LEASH_ECONN) -> IDLE. So a
+ *            everything taken is given back (the member on the wire too:
+ *            a late grant is released; the one script on the wire as at a
+ *            cancel), callback LEASH_ETIMEDOUT (try-once: LEASH_ECONN) ->
+ *            IDLE. So a
  *            multi-lock ends by its deadline however many members it has
  *   undo     everything taken (this grant too) is given back, callback
  *            LEASH_ECANCELED -> IDLE
@@ -1041,11 +1041,9 @@ static void on_timer(void *arg) {
      * a grant that waits unread after a stall of the loop is read first
      * (base/timer.h; holding.c does the same). */
     if (l->state == S_TAKING && (l->wait_once || l->wait_deadline != 0) &&
-        !leash__deadline_ends(whole_deadline(l), &l->overdue_turn, leash__now_ms())) {
-        (void)leash__timer_at(&l->timer, leash__deadline_next(whole_deadline(l), l->overdue_turn),
-                              1);
+        !leash__timer_deadline_ends(&l->timer, whole_deadline(l), &l->overdue_turn,
+                                    leash__now_ms()))
         return;
-    }
     deliver(arg, LEASH__EV_WAIT_END, -1, 0);
 }
 

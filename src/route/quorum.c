@@ -794,10 +794,8 @@ static void grace_over(void *arg) {
     unsigned s;
 
     if (q->op->cls == LEASH__OP_READ) {
-        if (!leash__deadline_ends(q->deadline, &q->read_turn, leash__now_ms())) {
-            (void)leash__timer_at(&q->grace, leash__deadline_next(q->deadline, q->read_turn), 1);
+        if (!leash__timer_deadline_ends(&q->grace, q->deadline, &q->read_turn, leash__now_ms()))
             return;
-        }
         /* The read's deadline: what did not answer by now counts as down. */
         for (s = 0; s < q->qu->n; s++)
             if (!q->answered[s]) {
